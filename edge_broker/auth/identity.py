@@ -1,0 +1,37 @@
+"""Who is connected: the result of authentication (AUTHZ.md §1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_TENANT = "~"  # PATTERNS.md D14: an empty or absent tenant becomes "~"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Everything the policy systems may key a decision on.
+
+    ``method`` is the authentication method that accepted the client (``anonymous``,
+    ``password``, ``certificate``, ``token``, ``smoker``). ``interface`` is the name of the
+    local network interface the connection arrived on (site ACL subjects), or ``None`` when it
+    cannot be found. ``grants`` holds the compiled token grants (token method only) and
+    ``smoker_id`` the base32 SMOKER client id proven by enhanced authentication.
+    """
+
+    client_id: str
+    method: str
+    tenant: str = DEFAULT_TENANT
+    username: str | None = None
+    cert_cn: str | None = None
+    interface: str | None = None
+    local_address: tuple[str, int] | None = None
+    remote_address: tuple[str, int] | None = None
+    roles: tuple[str, ...] = ()
+    grants: Any = None
+    token_expires_at: float | None = None
+    smoker_id: str | None = None
+
+    @property
+    def smoker_authenticated(self) -> bool:
+        return self.smoker_id is not None

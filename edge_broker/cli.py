@@ -16,6 +16,7 @@ from . import __version__
 # module path for each command group; imported lazily so `edge-broker run` stays light.
 COMMAND_MODULES: tuple[str, ...] = (
     "edge_broker.broker.commands",  # run, check
+    "edge_broker.auth.password_commands",  # passwd
 )
 
 

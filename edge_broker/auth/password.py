@@ -1,0 +1,172 @@
+"""The password file: usernames with argon2id hashes (AUTHZ.md §1, method ``password``).
+
+File format, one user per line, ``#`` starts a comment line::
+
+    username:$argon2id$v=19$m=65536,t=2,p=1$salt$hash[:tenant1,tenant2[:role1,role2]]
+
+The optional third field names the tenants the user may connect to (the tenant is taken from it
+when it names exactly one and the client did not ask for one); the optional fourth field lists
+roles that select default permissions. Hashes are made and checked with libsodium's argon2id
+through pynacl. Verification is deliberately slow (about 70 ms here, longer on a Pi), so callers
+run it in a thread and bound how many run at once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nacl.exceptions
+import nacl.pwhash
+
+# libsodium's "interactive" limits: 64 MiB and 2 passes. A 512 MB board can afford a few at once;
+# the broker bounds concurrency. "moderate" (256 MiB) would not fit next to the broker on a Pi Zero 2.
+OPSLIMIT = nacl.pwhash.argon2id.OPSLIMIT_INTERACTIVE
+MEMLIMIT = nacl.pwhash.argon2id.MEMLIMIT_INTERACTIVE
+
+_NAME_FORBIDDEN = (":", "\n", "\r", "\x00")
+_LIST_SEPARATOR = ","
+
+
+class PasswordFileError(Exception):
+    """A password file that cannot be read or a request that cannot be carried out."""
+
+
+@dataclass(frozen=True, slots=True)
+class PasswordEntry:
+    username: str
+    hash: bytes
+    tenants: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+
+    def to_line(self) -> str:
+        fields = [self.username, self.hash.decode("ascii")]
+        if self.tenants or self.roles:
+            fields.append(_LIST_SEPARATOR.join(self.tenants))
+        if self.roles:
+            fields.append(_LIST_SEPARATOR.join(self.roles))
+        return ":".join(fields)
+
+
+def hash_password(password: str) -> bytes:
+    """An argon2id hash string (as bytes) for ``password``."""
+    return nacl.pwhash.argon2id.str(password.encode("utf-8"), opslimit=OPSLIMIT, memlimit=MEMLIMIT)
+
+
+def verify_password(entry: PasswordEntry, password: bytes) -> bool:
+    """True when ``password`` matches the entry's hash. Constant-time inside libsodium."""
+    try:
+        return bool(nacl.pwhash.verify(entry.hash, password))
+    except (nacl.exceptions.InvalidkeyError, nacl.exceptions.CryptoError, ValueError):
+        return False
+
+
+def _check_username(username: str) -> None:
+    if not username:
+        raise PasswordFileError("username must not be empty")
+    for ch in _NAME_FORBIDDEN:
+        if ch in username:
+            raise PasswordFileError(f"username {username!r} must not contain {ch!r}")
+
+
+def _split_list(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(_LIST_SEPARATOR) if item.strip())
+
+
+def parse_password_file(text: str, path: str = "<password file>") -> dict[str, PasswordEntry]:
+    """Parse the file's text; every error names the file and line and says what to write."""
+    entries: dict[str, PasswordEntry] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split(":")
+        # the hash itself contains no ':' (argon2id strings use '$' and ',')
+        if len(fields) < 2 or len(fields) > 4:
+            raise PasswordFileError(
+                f"{path}:{lineno}: expected 'username:argon2id-hash[:tenants[:roles]]'; "
+                "create entries with `edge-broker passwd add`"
+            )
+        username, hashed = fields[0], fields[1]
+        if not username:
+            raise PasswordFileError(f"{path}:{lineno}: empty username")
+        if not hashed.startswith("$argon2id$"):
+            raise PasswordFileError(
+                f"{path}:{lineno}: user {username!r}: the hash is not an argon2id hash "
+                "(it must start with '$argon2id$'); set the password again with `edge-broker passwd add`"
+            )
+        if username in entries:
+            raise PasswordFileError(f"{path}:{lineno}: user {username!r} appears twice; keep one line")
+        tenants = _split_list(fields[2]) if len(fields) > 2 else ()
+        roles = _split_list(fields[3]) if len(fields) > 3 else ()
+        entries[username] = PasswordEntry(username, hashed.encode("ascii"), tenants, roles)
+    return entries
+
+
+def load_password_file(path: str | os.PathLike[str]) -> dict[str, PasswordEntry]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise PasswordFileError(f"{path}: password file not found; create it with `edge-broker passwd add {path} USER`") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PasswordFileError(f"{path}: cannot read the password file: {exc}") from exc
+    return parse_password_file(text, str(path))
+
+
+def write_password_file(path: str | os.PathLike[str], entries: dict[str, PasswordEntry]) -> None:
+    """Replace the file atomically (write a temporary file, fsync, rename), mode 0600."""
+    target = Path(path)
+    header = "# edge-broker password file: username:argon2id-hash[:tenants[:roles]]\n"
+    body = "".join(entry.to_line() + "\n" for entry in sorted(entries.values(), key=lambda e: e.username))
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(header + body)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def set_user(
+    entries: dict[str, PasswordEntry],
+    username: str,
+    password: str,
+    tenants: tuple[str, ...] | None = None,
+    roles: tuple[str, ...] | None = None,
+) -> dict[str, PasswordEntry]:
+    """A copy of ``entries`` with ``username`` added or its password changed.
+
+    ``tenants``/``roles`` of ``None`` keep what an existing entry had.
+    """
+    _check_username(username)
+    if not password:
+        raise PasswordFileError("the password must not be empty")
+    old = entries.get(username)
+    new = PasswordEntry(
+        username,
+        hash_password(password),
+        tenants if tenants is not None else (old.tenants if old else ()),
+        roles if roles is not None else (old.roles if old else ()),
+    )
+    for item in new.tenants + new.roles:
+        if ":" in item or _LIST_SEPARATOR in item or not item:
+            raise PasswordFileError(f"tenant or role {item!r} must be non-empty and contain no ':' or ','")
+    result = dict(entries)
+    result[username] = new
+    return result
+
+
+def remove_user(entries: dict[str, PasswordEntry], username: str) -> dict[str, PasswordEntry]:
+    if username not in entries:
+        raise PasswordFileError(f"user {username!r} is not in the password file")
+    result = dict(entries)
+    del result[username]
+    return result

@@ -1,0 +1,108 @@
+"""`edge-broker passwd add|remove|list|check`: manage the argon2id password file."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+
+from .password import (
+    PasswordFileError,
+    load_password_file,
+    remove_user,
+    set_user,
+    verify_password,
+    write_password_file,
+)
+
+
+def _read_password(args: argparse.Namespace) -> str:
+    if args.password_stdin or not sys.stdin.isatty():
+        line = sys.stdin.readline()
+        return line.rstrip("\r\n")
+    first = getpass.getpass("Password: ")
+    second = getpass.getpass("Repeat password: ")
+    if first != second:
+        raise PasswordFileError("the two passwords differ; nothing was changed")
+    return first
+
+
+def _csv(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _cmd_add(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    entries = load_password_file(path) if path.exists() else {}
+    password = _read_password(args)
+    entries = set_user(entries, args.user, password, _csv(args.tenants), _csv(args.roles))
+    write_password_file(path, entries)
+    print(f"{path}: user {args.user!r} saved")
+    return 0
+
+
+def _cmd_remove(args: argparse.Namespace) -> int:
+    entries = remove_user(load_password_file(args.file), args.user)
+    write_password_file(args.file, entries)
+    print(f"{args.file}: user {args.user!r} removed")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    for entry in load_password_file(args.file).values():
+        tenants = ",".join(entry.tenants) or "-"
+        roles = ",".join(entry.roles) or "-"
+        print(f"{entry.username}\ttenants={tenants}\troles={roles}")
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    entries = load_password_file(args.file)
+    entry = entries.get(args.user)
+    password = _read_password(args)
+    if entry is not None and verify_password(entry, password.encode("utf-8")):
+        print("password OK")
+        return 0
+    print("password does not match (or no such user)", file=sys.stderr)
+    return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        return int(args.passwd_func(args))
+    except PasswordFileError as exc:
+        print(f"edge-broker passwd: {exc}", file=sys.stderr)
+        return 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("passwd", help="manage the argon2id password file")
+    parser.set_defaults(func=_run)
+    sub = parser.add_subparsers(dest="passwd_command", metavar="ACTION")
+    sub.required = True
+
+    add = sub.add_parser("add", help="add a user or change a password (creates the file)")
+    add.add_argument("file")
+    add.add_argument("user")
+    add.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    add.add_argument("--tenants", help="comma-separated tenants this user may connect to")
+    add.add_argument("--roles", help="comma-separated roles that select default permissions")
+    add.set_defaults(passwd_func=_cmd_add)
+
+    rm = sub.add_parser("remove", help="remove a user")
+    rm.add_argument("file")
+    rm.add_argument("user")
+    rm.set_defaults(passwd_func=_cmd_remove)
+
+    ls = sub.add_parser("list", help="list users with their tenants and roles")
+    ls.add_argument("file")
+    ls.set_defaults(passwd_func=_cmd_list)
+
+    check = sub.add_parser("check", help="check a user's password (exit 0 when it matches)")
+    check.add_argument("file")
+    check.add_argument("user")
+    check.add_argument("--password-stdin", action="store_true")
+    check.set_defaults(passwd_func=_cmd_check)

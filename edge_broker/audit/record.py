@@ -1,0 +1,111 @@
+"""The audit record: one JSON object per line, format version 1.
+
+Every denial, and optionally every allowed decision, becomes a ``decision`` record; connects,
+disconnects, claims, policy changes and similar happenings become ``event`` records. The cloud
+pipeline (``edge_broker.pipeline``) reads these files with ``spark.read.json``; keep fields flat
+and their names stable. A new field may be added within a version; renaming or changing the
+meaning of one needs a new ``v``.
+
+Fields (absent when not applicable; ``null`` is never written):
+
+=========  ======  =================================================================
+field      type    meaning
+=========  ======  =================================================================
+v          int     format version, 1
+ts         float   Unix time in seconds (UTC), millisecond precision
+gw         str     gateway id
+type       str     ``decision`` or ``event``
+action     str     decision: ``connect``, ``will``, ``publish``, ``subscribe``, ``deliver``
+event      str     event: ``connect``, ``disconnect``, ``claim``, ``unclaim``,
+                   ``policy_applied``, ``policy_rejected``, ``client_stats``, ...
+client     str     client identifier
+user       str     username, when authenticated with one
+tenant     str     tenant (``~`` by default)
+method     str     authentication method
+topic      str     topic or topic filter the decision is about
+qos        int     QoS of the publish or subscription
+outcome    str     ``allow``, ``deny`` or ``disconnect``
+gate       str     deciding gate: syntax, reserved, authorizer, permissions, token, acl, claims
+rule       str     id of the deciding rule, when one decided
+rc         int     MQTT reason code sent to the client
+reason     str     human-readable reason (the Reason String)
+to         str     deliver: the receiving client
+msgs_in    int     client_stats: messages received from the client
+msgs_out   int     client_stats: messages sent to the client
+bytes_in   int     client_stats: bytes received
+bytes_out  int     client_stats: bytes sent
+detail     str     free text for events
+=========  ======  =================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+FORMAT_VERSION = 1
+
+RECORD_FIELDS: dict[str, type] = {
+    "v": int,
+    "ts": float,
+    "gw": str,
+    "type": str,
+    "action": str,
+    "event": str,
+    "client": str,
+    "user": str,
+    "tenant": str,
+    "method": str,
+    "topic": str,
+    "qos": int,
+    "outcome": str,
+    "gate": str,
+    "rule": str,
+    "rc": int,
+    "reason": str,
+    "to": str,
+    "msgs_in": int,
+    "msgs_out": int,
+    "bytes_in": int,
+    "bytes_out": int,
+    "detail": str,
+}
+RECORD_TYPES = ("decision", "event")
+
+
+class AuditRecordError(ValueError):
+    """A line that is not a valid version-1 audit record."""
+
+
+def encode_record(record: Mapping[str, Any]) -> str:
+    """One line of JSON (without the newline); drops ``None`` values."""
+    return json.dumps(
+        {key: value for key, value in record.items() if value is not None},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def decode_record(line: str) -> dict[str, Any]:
+    """Parse and check one line; raises AuditRecordError saying what is wrong."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise AuditRecordError(f"not JSON: {exc.msg} at column {exc.colno}") from exc
+    if not isinstance(record, dict):
+        raise AuditRecordError("an audit record must be a JSON object")
+    if record.get("v") != FORMAT_VERSION:
+        raise AuditRecordError(f"unsupported format version {record.get('v')!r}; expected {FORMAT_VERSION}")
+    if record.get("type") not in RECORD_TYPES:
+        raise AuditRecordError(f"field 'type' must be one of {RECORD_TYPES}, not {record.get('type')!r}")
+    for key, value in record.items():
+        expected = RECORD_FIELDS.get(key)
+        if expected is None:
+            continue  # fields added later within version 1 are tolerated by older readers
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) if expected is float else (
+            isinstance(value, expected) and not isinstance(value, bool)
+        )
+        if not ok:
+            raise AuditRecordError(f"field {key!r} must be {expected.__name__}, not {type(value).__name__}")
+    return record

@@ -1,0 +1,49 @@
+"""The ``anonymous`` authentication method (AUTHZ.md §1): proves nothing.
+
+It applies to every CONNECT without an MQTT 5 Authentication Method (a client asking for
+enhanced authentication must get it, or 0x8C). The username the client sent is not kept: it was
+not verified, and permissions keyed on usernames must not trust it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .chain import Accepted, AuthOutcome, AuthRequest
+from .identity import Identity
+
+if TYPE_CHECKING:
+    from ..config import Config, ListenerConfig
+
+
+class AnonymousAuthenticator:
+    __slots__ = ()
+
+    @property
+    def method(self) -> str:
+        return "anonymous"
+
+    @property
+    def enhanced_method(self) -> str | None:
+        return None
+
+    def applies(self, request: AuthRequest) -> bool:
+        return request.connect.properties.authentication_method is None
+
+    async def authenticate(self, request: AuthRequest) -> AuthOutcome:
+        info = request.info
+        return Accepted(
+            Identity(
+                client_id=request.connect.client_id,
+                method="anonymous",
+                tenant=request.tenant,
+                cert_cn=info.cert_cn,
+                interface=info.interface,
+                local_address=info.local_address,
+                remote_address=info.remote_address,
+            )
+        )
+
+
+def build(listener: ListenerConfig, config: Config) -> AnonymousAuthenticator:
+    return AnonymousAuthenticator()

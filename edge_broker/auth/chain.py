@@ -1,0 +1,183 @@
+"""The authentication chain (AUTHZ.md §1): a listener's methods, tried in order; the first that
+applies decides.
+
+An :class:`Authenticator` gets an :class:`AuthRequest` (the CONNECT packet, what is known about
+the connection, and for enhanced authentication the client's AUTH packet plus the state the method
+kept) and answers one of:
+
+- :class:`Accepted` — an :class:`~edge_broker.auth.identity.Identity` (and, for enhanced
+  authentication, the Authentication Data to put on the CONNACK or the final AUTH);
+- :class:`Refused` — an MQTT 5 reason code and a Reason String (the broker maps the code to a
+  3.x return code when needed);
+- :class:`Continue` — MQTT 5 enhanced authentication (§4.12): the broker sends AUTH 0x18 with the
+  method and ``authentication_data``, and calls the same authenticator again with the client's
+  AUTH packet and ``state`` when it arrives. Re-authentication (AUTH 0x19, §4.12.1) is routed to
+  the authenticator whose method accepted the connection, with ``reauthenticating=True``.
+
+Methods are registered by name in :data:`AUTHENTICATOR_FACTORIES` (``"module:function"``); a
+factory takes the listener's config and the whole broker config and returns an Authenticator.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Protocol
+
+from ..mqtt.packets import Auth, Connect
+from ..mqtt.reason_codes import ReasonCode
+from .identity import DEFAULT_TENANT, Identity
+
+if TYPE_CHECKING:
+    from ..config import Config, ListenerConfig
+
+AUTHENTICATOR_FACTORIES: Mapping[str, str] = MappingProxyType(
+    {
+        "anonymous": "edge_broker.auth.anonymous:build",
+    }
+)
+"""Method name (as written in a listener's ``auth_methods``) → ``module:factory``."""
+
+TENANT_PROPERTY = "tenant"  # AUTHZ.md §1: MQTT 5 CONNECT user property naming the tenant
+_TENANT_RE = re.compile(r"[A-Za-z0-9_\-~@.]{1,128}")  # PATTERNS.md §1 (seed 001 names)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    """What the listener knows about a network connection before any packet is read."""
+
+    listener: str
+    transport: str  # "tcp", "tls" or "websocket"
+    local_address: tuple[str, int] | None = None
+    remote_address: tuple[str, int] | None = None
+    interface: str | None = None  # local network interface name the connection arrived on
+    cert_cn: str | None = None  # subject CN of a verified TLS client certificate
+
+    @property
+    def loopback(self) -> bool:
+        host = self.remote_address[0] if self.remote_address else ""
+        return host.startswith("127.") or host in ("::1", "::ffff:127.0.0.1")
+
+
+@dataclass(frozen=True, slots=True)
+class AuthRequest:
+    connect: Connect
+    info: ConnectionInfo
+    tenant: str = DEFAULT_TENANT  # the tenant the client asked for (already validated)
+    auth: Auth | None = None  # the client's AUTH packet (enhanced auth continuation / re-auth)
+    state: object = None  # what this authenticator's previous Continue carried
+    reauthenticating: bool = False
+    identity: Identity | None = None  # the current identity while re-authenticating
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    identity: Identity
+    authentication_data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    reason_code: ReasonCode
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    authentication_data: bytes | None
+    state: object = None
+
+
+AuthOutcome = Accepted | Refused | Continue
+
+
+class Authenticator(Protocol):
+    """One authentication method of AUTHZ.md §1."""
+
+    @property
+    def method(self) -> str:
+        """The name used in ``auth_methods`` (``anonymous``, ``password``, ``token`` ...)."""
+        ...
+
+    @property
+    def enhanced_method(self) -> str | None:
+        """The MQTT 5 Authentication Method this authenticator handles (``SMOKER``), or None."""
+        ...
+
+    def applies(self, request: AuthRequest) -> bool:
+        """Whether this method decides for this CONNECT (AUTHZ.md §1 table, "applies when")."""
+        ...
+
+    async def authenticate(self, request: AuthRequest) -> AuthOutcome: ...
+
+
+class AuthChain:
+    """A listener's authenticators in order of ``auth_methods``."""
+
+    __slots__ = ("authenticators",)
+
+    def __init__(self, authenticators: Sequence[Authenticator]) -> None:
+        self.authenticators = tuple(authenticators)
+
+    @classmethod
+    def from_config(cls, listener: ListenerConfig, config: Config) -> AuthChain:
+        built: list[Authenticator] = []
+        for name in listener.auth_methods:
+            target = AUTHENTICATOR_FACTORIES[name]
+            module_name, _, func = target.partition(":")
+            factory = getattr(importlib.import_module(module_name), func)
+            built.append(factory(listener, config))
+        return cls(built)
+
+    def select(self, request: AuthRequest) -> Authenticator | None:
+        """The first authenticator that applies, or None."""
+        for authenticator in self.authenticators:
+            if authenticator.applies(request):
+                return authenticator
+        return None
+
+    def by_method(self, method: str) -> Authenticator | None:
+        for authenticator in self.authenticators:
+            if authenticator.method == method:
+                return authenticator
+        return None
+
+    async def authenticate(self, request: AuthRequest) -> tuple[Authenticator | None, AuthOutcome]:
+        """Run the first applicable method; refuse (0x8C or 0x87) when none applies."""
+        authenticator = self.select(request)
+        if authenticator is None:
+            wanted = request.connect.properties.authentication_method
+            if wanted is not None:
+                return None, Refused(
+                    ReasonCode.BAD_AUTHENTICATION_METHOD,
+                    f"authentication method {wanted!r} is not accepted on listener "
+                    f"{request.info.listener!r}",
+                )
+            accepted = ", ".join(a.method for a in self.authenticators) or "none"
+            return None, Refused(
+                ReasonCode.NOT_AUTHORIZED,
+                f"no authentication method of listener {request.info.listener!r} applies "
+                f"(accepted: {accepted})",
+            )
+        return authenticator, await authenticator.authenticate(request)
+
+
+def requested_tenant(connect: Connect) -> str | Refused:
+    """The tenant named by the CONNECT user property ``tenant`` (AUTHZ.md §1), ``~`` if none."""
+    values = [v for k, v in connect.properties.user_properties if k == TENANT_PROPERTY]
+    if not values:
+        return DEFAULT_TENANT
+    if len(values) > 1:
+        return Refused(ReasonCode.NOT_AUTHORIZED, "the CONNECT names more than one tenant")
+    tenant = values[0]
+    if tenant == "":
+        return DEFAULT_TENANT  # PATTERNS.md D14
+    if not _TENANT_RE.fullmatch(tenant) or len(tenant.encode()) > 128:
+        return Refused(
+            ReasonCode.NOT_AUTHORIZED,
+            f"tenant {tenant!r} is invalid: use 1..128 characters of A-Z a-z 0-9 _ - ~ @ .",
+        )
+    return tenant

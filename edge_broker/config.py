@@ -1,0 +1,426 @@
+"""TOML configuration → frozen dataclasses (DESIGN.md ``config.py``).
+
+Every problem is a :class:`ConfigError` naming the file, the key (``listeners[1].port``) and what
+to write instead; :func:`load_config` collects all problems of a file before raising, so
+``edge-broker check`` can print them all. Unknown keys are errors.
+
+Sections: ``[broker]``, ``[[listeners]]``, ``[limits]``, ``[log]``, ``[sys]``, ``[topics]``.
+Another section is added by writing a parser ``(Section) -> T`` and an entry in
+:data:`SECTION_PARSERS`, plus a field on :class:`Config`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .auth.chain import AUTHENTICATOR_FACTORIES
+
+T = TypeVar("T")
+
+EMBEDDED_FILE = "<embedded default>"
+
+
+class ConfigError(Exception):
+    """A configuration problem: ``file``, ``key`` and a ``message`` saying what to write instead.
+
+    ``problems`` holds every problem found in the file (this one first).
+    """
+
+    def __init__(
+        self, file: str, key: str, message: str, others: Sequence[ConfigError] = ()
+    ) -> None:
+        super().__init__(file, key, message)
+        self.file = file
+        self.key = key
+        self.message = message
+        self.problems: tuple[ConfigError, ...] = (self, *others)
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.key}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """``[broker]``: the MQTT 5 capabilities announced in CONNACK (MQTT 5 §3.2.2.3)."""
+
+    maximum_qos: int = 2
+    retain_available: bool = True
+    wildcard_subscriptions: bool = True
+    subscription_identifiers: bool = True
+    shared_subscriptions: bool = True
+    topic_alias_maximum: int = 10  # inbound aliases we accept per connection
+    server_keep_alive: int = 0  # 0: accept the client's keep alive (else impose this value)
+    max_keep_alive: int = 65535  # client keep alives above this are lowered (server keep alive)
+    max_session_expiry: int = 0xFFFFFFFF  # cap on the session expiry a client may ask for
+    allow_zero_length_client_id: bool = True
+    assigned_client_id_prefix: str = "auto-"
+    connect_timeout: float = 10.0  # seconds a connection may take to complete CONNECT
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerConfig:
+    """``[[listeners]]``: one socket the broker accepts clients on."""
+
+    name: str
+    bind: str = "127.0.0.1"
+    port: int = 1883
+    transport: str = "tcp"  # tcp | tls | websocket
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    require_client_cert: bool = False
+    websocket_path: str = "/mqtt"
+    websocket_tls: bool = False  # WebSocket over TLS (wss) with the tls_* files
+    auth_methods: tuple[str, ...] = ("anonymous",)
+    deny_action: str = "reason"  # reason | disconnect (AUTHZ.md §3)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.transport == "tls" or (self.transport == "websocket" and self.websocket_tls)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """``[limits]``: sane defaults for a 512 MB board (DESIGN.md "Bounded everything")."""
+
+    max_connections: int = 2000
+    max_packet_size: int = 1_048_576  # bytes, both directions
+    receive_maximum: int = 32  # inflight QoS 1/2 we accept from one client (MQTT 5 §3.2.2.3.3)
+    max_inflight: int = 32  # our outgoing inflight QoS 1/2 per client (capped by its Receive Max)
+    max_queued_messages: int = 1000  # per offline / slow session
+    max_queued_bytes: int = 4 * 1024 * 1024  # per session
+    max_subscriptions_per_client: int = 1000
+    connect_rate: float = 200.0  # new connections per second, token bucket
+    connect_burst: int = 400
+    write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
+    write_buffer_low: int = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    level: str = "info"  # debug | info | warning | error
+    format: str = "text"  # text | json
+
+
+@dataclass(frozen=True, slots=True)
+class SysConfig:
+    interval: float = 10.0  # seconds between $SYS updates; 0 disables $SYS
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsConfig:
+    separator: str = "/"  # PATTERNS.md "The separator": "/" or "."
+
+
+def _default_listeners() -> tuple[ListenerConfig, ...]:
+    return (ListenerConfig(name="default"),)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    listeners: tuple[ListenerConfig, ...] = field(default_factory=_default_listeners)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    sys: SysConfig = field(default_factory=SysConfig)
+    topics: TopicsConfig = field(default_factory=TopicsConfig)
+    file: str = EMBEDDED_FILE
+
+
+class Section:
+    """A TOML table being read: typed getters that record problems instead of raising."""
+
+    def __init__(self, file: str, path: str, table: Mapping[str, Any], problems: list[ConfigError]):
+        self.file = file
+        self.path = path
+        self.table = table
+        self.problems = problems
+        self.used: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.path}.{name}" if self.path else name
+
+    def problem(self, name: str, message: str) -> None:
+        self.problems.append(ConfigError(self.file, self.key(name), message))
+
+    def get(self, name: str, default: T, kind: type | tuple[type, ...], hint: str) -> T:
+        self.used.add(name)
+        if name not in self.table:
+            return default
+        value = self.table[name]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds:
+            self.problem(name, f"expected {hint}, got {value!r}")
+            return default
+        if not isinstance(value, kinds):
+            self.problem(name, f"expected {hint}, got {type(value).__name__} {value!r}")
+            return default
+        if float in kinds and isinstance(value, int):
+            value = float(value)
+        return value  # type: ignore[no-any-return]
+
+    def integer(self, name: str, default: int, low: int, high: int) -> int:
+        value = self.get(name, default, int, f"an integer from {low} to {high}")
+        if not low <= value <= high:
+            self.problem(name, f"{value} is out of range: write an integer from {low} to {high}")
+            return default
+        return value
+
+    def number(self, name: str, default: float, low: float, high: float) -> float:
+        value = self.get(name, default, (int, float), f"a number from {low:g} to {high:g}")
+        if not low <= value <= high:
+            self.problem(name, f"{value} is out of range: write a number from {low:g} to {high:g}")
+            return default
+        return float(value)
+
+    def boolean(self, name: str, default: bool) -> bool:
+        return self.get(name, default, bool, "true or false")
+
+    def string(self, name: str, default: str) -> str:
+        return self.get(name, default, str, "a string")
+
+    def optional_string(self, name: str) -> str | None:
+        self.used.add(name)
+        if name not in self.table:
+            return None
+        return self.get(name, "", str, "a string")
+
+    def choice(self, name: str, default: str, choices: Sequence[str]) -> str:
+        value = self.get(name, default, str, "one of " + ", ".join(map(repr, choices)))
+        if value not in choices:
+            self.problem(name, f"{value!r} is not valid: write one of {', '.join(map(repr, choices))}")
+            return default
+        return value
+
+    def finish(self) -> None:
+        """Unknown keys are errors (a typo must not silently become a default)."""
+        for name in self.table:
+            if name not in self.used:
+                known = ", ".join(sorted(self.used))
+                self.problem(name, f"unknown key: remove it or use one of: {known}")
+
+
+def parse_broker(s: Section) -> BrokerConfig:
+    d = BrokerConfig()
+    return BrokerConfig(
+        maximum_qos=s.integer("maximum_qos", d.maximum_qos, 0, 2),
+        retain_available=s.boolean("retain_available", d.retain_available),
+        wildcard_subscriptions=s.boolean("wildcard_subscriptions", d.wildcard_subscriptions),
+        subscription_identifiers=s.boolean("subscription_identifiers", d.subscription_identifiers),
+        shared_subscriptions=s.boolean("shared_subscriptions", d.shared_subscriptions),
+        topic_alias_maximum=s.integer("topic_alias_maximum", d.topic_alias_maximum, 0, 65535),
+        server_keep_alive=s.integer("server_keep_alive", d.server_keep_alive, 0, 65535),
+        max_keep_alive=s.integer("max_keep_alive", d.max_keep_alive, 1, 65535),
+        max_session_expiry=s.integer("max_session_expiry", d.max_session_expiry, 0, 0xFFFFFFFF),
+        allow_zero_length_client_id=s.boolean(
+            "allow_zero_length_client_id", d.allow_zero_length_client_id
+        ),
+        assigned_client_id_prefix=s.string("assigned_client_id_prefix", d.assigned_client_id_prefix),
+        connect_timeout=s.number("connect_timeout", d.connect_timeout, 0.1, 3600),
+    )
+
+
+def _is_loopback(bind: str) -> bool:
+    if bind == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_listener(s: Section, index: int) -> ListenerConfig:
+    name = s.string("name", f"listener{index}")
+    bind = s.string("bind", "127.0.0.1")
+    if bind not in ("localhost", "") :
+        try:
+            ipaddress.ip_address(bind)
+        except ValueError:
+            s.problem("bind", f"{bind!r} is not an IP address: write e.g. \"0.0.0.0\" or \"::1\"")
+    port = s.integer("port", 1883, 0, 65535)
+    transport = s.choice("transport", "tcp", ("tcp", "tls", "websocket"))
+    tls_cert = s.optional_string("tls_cert")
+    tls_key = s.optional_string("tls_key")
+    tls_ca = s.optional_string("tls_ca")
+    require_client_cert = s.boolean("require_client_cert", False)
+    websocket_path = s.string("websocket_path", "/mqtt")
+    websocket_tls = s.boolean("websocket_tls", False)
+    s.used.add("auth_methods")
+    raw_methods = s.table.get("auth_methods")
+    methods: tuple[str, ...]
+    if raw_methods is None:
+        # Mosquitto 2: anonymous only where nobody else can reach the socket.
+        methods = ("anonymous",) if _is_loopback(bind) else ()
+        if not methods:
+            s.problem(
+                "auth_methods",
+                f"listener {name!r} binds {bind!r}, which is not loopback, so anonymous access is "
+                'off by default: write auth_methods = ["anonymous"] to allow it explicitly',
+            )
+    elif not isinstance(raw_methods, list) or not all(isinstance(m, str) for m in raw_methods):
+        s.problem("auth_methods", 'expected a list of method names, e.g. ["anonymous"]')
+        methods = ()
+    else:
+        methods = tuple(raw_methods)
+        available = ", ".join(sorted(AUTHENTICATOR_FACTORIES))
+        for m in methods:
+            if m not in AUTHENTICATOR_FACTORIES:
+                s.problem("auth_methods", f"unknown method {m!r}: use one of {available}")
+        if not methods:
+            s.problem("auth_methods", f"empty: list at least one of {available}")
+        if len(set(methods)) != len(methods):
+            s.problem("auth_methods", "a method is listed twice: list each once")
+    deny_action = s.choice("deny_action", "reason", ("reason", "disconnect"))
+    uses_tls = transport == "tls" or (transport == "websocket" and websocket_tls)
+    if uses_tls:
+        for key, value in (("tls_cert", tls_cert), ("tls_key", tls_key)):
+            if value is None:
+                s.problem(key, f"a {transport} listener with TLS needs {key} = \"/path/to/file.pem\"")
+            elif not Path(value).is_file():
+                s.problem(key, f"file {value!r} does not exist: write the path of a PEM file")
+        if tls_ca is not None and not Path(tls_ca).is_file():
+            s.problem("tls_ca", f"file {tls_ca!r} does not exist: write the path of a PEM CA bundle")
+        if require_client_cert and tls_ca is None:
+            s.problem("tls_ca", "require_client_cert = true needs tls_ca = \"/path/to/ca.pem\"")
+    else:
+        for key, value in (("tls_cert", tls_cert), ("tls_key", tls_key), ("tls_ca", tls_ca)):
+            if value is not None:
+                s.problem(key, f"only TLS listeners use {key}: set transport = \"tls\" or remove it")
+        if require_client_cert:
+            s.problem("require_client_cert", 'only TLS listeners check client certificates: set transport = "tls"')
+    if transport != "websocket" and "websocket_path" in s.table:
+        s.problem("websocket_path", 'only websocket listeners have a path: set transport = "websocket"')
+    if not websocket_path.startswith("/"):
+        s.problem("websocket_path", f"{websocket_path!r} must start with '/': write e.g. \"/mqtt\"")
+    return ListenerConfig(
+        name=name,
+        bind=bind,
+        port=port,
+        transport=transport,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_ca=tls_ca,
+        require_client_cert=require_client_cert,
+        websocket_path=websocket_path,
+        websocket_tls=websocket_tls,
+        auth_methods=methods,
+        deny_action=deny_action,
+    )
+
+
+def parse_limits(s: Section) -> LimitsConfig:
+    d = LimitsConfig()
+    limits = LimitsConfig(
+        max_connections=s.integer("max_connections", d.max_connections, 1, 1_000_000),
+        max_packet_size=s.integer("max_packet_size", d.max_packet_size, 64, 268_435_455),
+        receive_maximum=s.integer("receive_maximum", d.receive_maximum, 1, 65535),
+        max_inflight=s.integer("max_inflight", d.max_inflight, 1, 65535),
+        max_queued_messages=s.integer("max_queued_messages", d.max_queued_messages, 0, 10_000_000),
+        max_queued_bytes=s.integer("max_queued_bytes", d.max_queued_bytes, 0, 1 << 40),
+        max_subscriptions_per_client=s.integer(
+            "max_subscriptions_per_client", d.max_subscriptions_per_client, 1, 1_000_000
+        ),
+        connect_rate=s.number("connect_rate", d.connect_rate, 0.001, 1_000_000),
+        connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
+        write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
+        write_buffer_low=s.integer("write_buffer_low", d.write_buffer_low, 0, 1 << 30),
+    )
+    if limits.write_buffer_low > limits.write_buffer_high:
+        s.problem("write_buffer_low", "must not exceed write_buffer_high: lower it")
+    return limits
+
+
+def parse_log(s: Section) -> LogConfig:
+    return LogConfig(
+        level=s.choice("level", "info", ("debug", "info", "warning", "error")),
+        format=s.choice("format", "text", ("text", "json")),
+    )
+
+
+def parse_sys(s: Section) -> SysConfig:
+    return SysConfig(interval=s.number("interval", 10.0, 0, 86400))
+
+
+def parse_topics(s: Section) -> TopicsConfig:
+    return TopicsConfig(separator=s.choice("separator", "/", ("/", ".")))
+
+
+SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
+    "broker": parse_broker,
+    "limits": parse_limits,
+    "log": parse_log,
+    "sys": parse_sys,
+    "topics": parse_topics,
+}
+"""Single-table sections; ``listeners`` (an array of tables) is handled by :func:`parse_config`."""
+
+
+def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
+    """Build a :class:`Config` from parsed TOML; raise one ConfigError carrying every problem."""
+    problems: list[ConfigError] = []
+    values: dict[str, Any] = {}
+    for name, parser in SECTION_PARSERS.items():
+        raw = data.get(name, {})
+        if not isinstance(raw, dict):
+            problems.append(ConfigError(file, name, f"expected a table: write [{name}]"))
+            raw = {}
+        section = Section(file, name, raw, problems)
+        values[name] = parser(section)
+        section.finish()
+    raw_listeners = data.get("listeners")
+    if raw_listeners is not None:
+        if not isinstance(raw_listeners, list) or not all(isinstance(t, dict) for t in raw_listeners):
+            problems.append(
+                ConfigError(file, "listeners", "expected an array of tables: write [[listeners]]")
+            )
+        else:
+            listeners = []
+            for i, table in enumerate(raw_listeners):
+                section = Section(file, f"listeners[{i}]", table, problems)
+                listeners.append(parse_listener(section, i))
+                section.finish()
+            names = [lc.name for lc in listeners]
+            for i, lname in enumerate(names):
+                if names.index(lname) != i:
+                    problems.append(ConfigError(
+                        file, f"listeners[{i}].name", f"{lname!r} is used twice: give each a unique name"
+                    ))
+            if not listeners:
+                problems.append(ConfigError(file, "listeners", "no listener: add a [[listeners]] table"))
+            values["listeners"] = tuple(listeners)
+    known = {*SECTION_PARSERS, "listeners"}
+    for name in data:
+        if name not in known:
+            problems.append(ConfigError(
+                file, name, f"unknown section: remove it or use one of: {', '.join(sorted(known))}"
+            ))
+    if problems:
+        raise ConfigError(problems[0].file, problems[0].key, problems[0].message, problems[1:])
+    return Config(file=file, **values)
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read a TOML file (``None``: the embedded default, 127.0.0.1:1883, anonymous on loopback)."""
+    if path is None:
+        return Config()
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(file, "(file)", f"cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(file, "(file)", "not UTF-8: save the file as UTF-8") from exc
+    return loads_config(text, file)
+
+
+def loads_config(text: str, file: str = "<string>") -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file, "(syntax)", f"invalid TOML: {exc}") from exc
+    return parse_config(data, file)

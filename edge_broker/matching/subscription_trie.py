@@ -1,0 +1,234 @@
+"""The broker's subscription index: MQTT topic filters in a token trie (NATS "sublist" style).
+
+PATTERNS.md "Matching structures" and §4. Each node has literal edges in a dict and separate
+edges for ``+`` and ``#``, so matching a topic costs O(levels × active wildcard branches), not
+O(subscriptions). The ``$`` rule is applied at the root: a topic whose first level starts with
+``$`` does not follow the root's ``+`` and ``#`` edges.
+
+Every filter that has at least one subscriber owns one dict ``key -> value`` (e.g. client id ->
+subscription options). :meth:`SubscriptionTrie.match` returns those dicts themselves, one per
+matching filter, so fan-out is one loop over a tuple with no copying. Because the dicts are
+live, a cached result stays right when a key is added to or removed from a filter that keeps at
+least one key; the generation number (and with it the result cache) moves only when a filter
+gains its first key or loses its last one, which is exactly when the set of dicts changes.
+Removing the last key of a filter prunes the nodes that became empty, so churn does not grow
+memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar
+
+from .mqtt_topics import validate_topic_filter
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+DEFAULT_CACHE_SIZE = 4096
+
+
+class _Node(Generic[K, V]):
+    """One level of the trie. ``subs`` holds the filters ending here, ``hash_subs`` the
+    filters ending in ``#`` here (``#`` is always last, so it needs no node of its own)."""
+
+    __slots__ = ("children", "plus", "subs", "hash_subs")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node[K, V]] = {}
+        self.plus: _Node[K, V] | None = None
+        self.subs: dict[K, V] | None = None
+        self.hash_subs: dict[K, V] | None = None
+
+    def is_empty(self) -> bool:
+        return (
+            not self.children
+            and self.plus is None
+            and self.subs is None
+            and self.hash_subs is None
+        )
+
+
+class SubscriptionTrie(Generic[K, V]):
+    """Topic filters -> subscribers, matched against concrete topics.
+
+    ``add(filter, key, value)`` adds or replaces; ``remove(filter, key)`` returns whether it was
+    there; ``match(topic)`` returns a tuple of read-only mappings, one for each filter that
+    matches ``topic`` (a key subscribed through two overlapping filters appears in two
+    mappings; the broker decides how to merge). Do not add or remove while iterating over a
+    returned mapping: copy it first. Filters are validated on :meth:`add` (``RuleError``).
+    """
+
+    __slots__ = ("_root", "_sep", "_count", "_filters", "_generation", "_cache", "_cache_size")
+
+    def __init__(self, separator: str = "/", cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        if len(separator) != 1:
+            raise ValueError(f"separator must be one character, got {separator!r}")
+        if cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        self._root: _Node[K, V] = _Node()
+        self._sep = separator
+        self._count = 0
+        self._filters = 0
+        self._generation = 0
+        self._cache: dict[str, tuple[Mapping[K, V], ...]] = {}
+        self._cache_size = cache_size
+
+    @property
+    def generation(self) -> int:
+        """Moves whenever the set of matching structures changes; cached results older than
+        the current generation are never returned."""
+        return self._generation
+
+    @property
+    def separator(self) -> str:
+        return self._sep
+
+    def __len__(self) -> int:
+        """Number of (filter, key) subscriptions."""
+        return self._count
+
+    @property
+    def filter_count(self) -> int:
+        """Number of distinct filters with at least one key."""
+        return self._filters
+
+    def _invalidate(self) -> None:
+        self._generation += 1
+        self._cache.clear()
+
+    def add(self, topic_filter: str, key: K, value: V) -> None:
+        """Subscribe ``key`` to ``topic_filter`` with ``value``; replace the value if present."""
+        validate_topic_filter(topic_filter, self._sep)
+        node = self._root
+        levels = topic_filter.split(self._sep)
+        tail_hash = levels[-1] == "#"
+        if tail_hash:
+            levels.pop()
+        for level in levels:
+            if level == "+":
+                nxt = node.plus
+                if nxt is None:
+                    nxt = node.plus = _Node()
+            else:
+                nxt = node.children.get(level)
+                if nxt is None:
+                    nxt = node.children[level] = _Node()
+            node = nxt
+        subs = node.hash_subs if tail_hash else node.subs
+        if subs is None:
+            subs = {}
+            if tail_hash:
+                node.hash_subs = subs
+            else:
+                node.subs = subs
+            self._filters += 1
+            self._invalidate()
+        if key not in subs:
+            self._count += 1
+        subs[key] = value
+
+    def remove(self, topic_filter: str, key: K) -> bool:
+        """Unsubscribe ``key`` from ``topic_filter``. False if it was not subscribed."""
+        levels = topic_filter.split(self._sep)
+        tail_hash = levels[-1] == "#"
+        if tail_hash:
+            levels.pop()
+        path: list[tuple[_Node[K, V], str]] = []
+        node: _Node[K, V] | None = self._root
+        for level in levels:
+            assert node is not None
+            path.append((node, level))
+            node = node.plus if level == "+" else node.children.get(level)
+            if node is None:
+                return False
+        assert node is not None
+        subs = node.hash_subs if tail_hash else node.subs
+        if subs is None or key not in subs:
+            return False
+        del subs[key]
+        self._count -= 1
+        if subs:
+            return True
+        if tail_hash:
+            node.hash_subs = None
+        else:
+            node.subs = None
+        self._filters -= 1
+        self._invalidate()
+        # Prune the nodes that hold nothing any more, deepest first.
+        while path and node.is_empty():
+            parent, level = path.pop()
+            if level == "+":
+                parent.plus = None
+            else:
+                del parent.children[level]
+            node = parent
+        return True
+
+    def match(self, topic: str) -> tuple[Mapping[K, V], ...]:
+        """The subscriber mappings of every filter matching the concrete ``topic``.
+
+        ``topic`` must be a valid topic name (the broker validates a PUBLISH before routing).
+        """
+        cached = self._cache.get(topic)
+        if cached is not None:
+            return cached
+        result = self._match(topic)
+        if self._cache_size:
+            if len(self._cache) >= self._cache_size:
+                self._cache.clear()
+            self._cache[topic] = result
+        return result
+
+    def _match(self, topic: str) -> tuple[Mapping[K, V], ...]:
+        found: list[Mapping[K, V]] = []
+        levels = topic.split(self._sep)
+        root = self._root
+        nodes: list[_Node[K, V]] = [root]
+        dollar = topic[:1] == "$"
+        for level in levels:
+            nxt: list[_Node[K, V]] = []
+            for node in nodes:
+                if node.hash_subs is not None and not (dollar and node is root):
+                    found.append(node.hash_subs)
+                child = node.children.get(level)
+                if child is not None:
+                    nxt.append(child)
+                if node.plus is not None and not (dollar and node is root):
+                    nxt.append(node.plus)
+            if not nxt:
+                return tuple(found)
+            nodes = nxt
+        for node in nodes:
+            if node.subs is not None:
+                found.append(node.subs)
+            if node.hash_subs is not None:
+                found.append(node.hash_subs)  # 'a/#' also matches 'a' (§4.7.1.2)
+        return tuple(found)
+
+    def match_keys(self, topic: str) -> set[K]:
+        """The set of keys subscribed through at least one filter matching ``topic``."""
+        keys: set[K] = set()
+        for subs in self.match(topic):
+            keys.update(subs)
+        return keys
+
+    def filters(self) -> Iterator[tuple[str, Mapping[K, V]]]:
+        """Every filter with its subscriber mapping (for inspection, ``$SYS`` and tests)."""
+        stack: list[tuple[_Node[K, V], list[str]]] = [(self._root, [])]
+        sep = self._sep
+        while stack:
+            node, prefix = stack.pop()
+            if node.subs is not None:
+                yield sep.join(prefix), node.subs
+            if node.hash_subs is not None:
+                yield sep.join([*prefix, "#"]), node.hash_subs
+            if node.plus is not None:
+                stack.append((node.plus, [*prefix, "+"]))
+            for level, child in node.children.items():
+                stack.append((child, [*prefix, level]))
+
+    def is_empty_structure(self) -> bool:
+        """True when no node is left besides an empty root (pruning works; for tests)."""
+        return self._root.is_empty()

@@ -17,6 +17,7 @@ from . import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "edge_broker.broker.commands",  # run, check
     "edge_broker.auth.password_commands",  # passwd
+    "edge_broker.sync.commands",  # bundle
 )
 
 

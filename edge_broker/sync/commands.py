@@ -12,8 +12,21 @@ from typing import Any
 
 import nacl.signing
 
-from ..keys import KeyFileError, load_signing_key, load_verify_key, write_signing_key, write_verify_key
-from .bundle import BundleError, check_acceptable, create_bundle, key_id, read_envelope, verify_bundle
+from ..keys import (
+    KeyFileError,
+    load_signing_key,
+    load_verify_key,
+    write_signing_key,
+    write_verify_key,
+)
+from .bundle import (
+    BundleError,
+    check_acceptable,
+    create_bundle,
+    key_id,
+    read_envelope,
+    verify_bundle,
+)
 
 
 def load_policy_file(path: str) -> dict[str, Any]:

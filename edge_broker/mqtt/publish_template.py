@@ -1,0 +1,88 @@
+"""Encode a PUBLISH once, send it to every subscriber (DESIGN.md "encode each PUBLISH once").
+
+A fan-out sends the same topic, payload and properties to many sessions; only the Packet
+Identifier (QoS 1/2) and, on redelivery, the DUP flag differ (MQTT 5 §3.3.1.1, §3.3.2.2). A
+``PublishTemplate`` holds the bytes before and after the packet id, so each copy costs one
+join and no re-encoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .encoder import frame, publish_header
+from .errors import ProtocolError
+from .packets import Properties
+from .reason_codes import ReasonCode
+from .wire import encode_varint
+
+
+@dataclass(frozen=True, slots=True)
+class PublishTemplate:
+    """The pre-encoded parts of one PUBLISH variant.
+
+    For QoS 0, ``data`` is the whole packet. For QoS 1/2, ``for_packet_id(pid)`` returns it with
+    the packet id filled in, and ``for_packet_id(pid, dup=True)`` the redelivery form.
+    ``size`` is the packet's length in bytes, for the receiver's Maximum Packet Size check.
+    """
+
+    qos: int
+    size: int
+    head: bytes  # fixed header + topic name (QoS 1/2), or the whole packet (QoS 0)
+    dup_head: bytes  # ``head`` with the DUP flag set (QoS 1/2); empty for QoS 0
+    tail: bytes  # properties + payload (QoS 1/2); empty for QoS 0
+
+    @property
+    def data(self) -> bytes:
+        if self.qos:
+            raise ProtocolError(
+                ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR,
+                "a QoS 1/2 PUBLISH template needs a packet id: call for_packet_id(pid)",
+            )
+        return self.head
+
+    def for_packet_id(self, packet_id: int, dup: bool = False) -> bytes:
+        if not self.qos:
+            raise ProtocolError(
+                ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR,
+                "a QoS 0 PUBLISH carries no packet id: use .data",
+            )
+        if not 0 < packet_id < 0x10000:
+            raise ProtocolError(
+                ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR,
+                f"packet id {packet_id} is outside 1..65535",
+            )
+        return b"".join(
+            (self.dup_head if dup else self.head, packet_id.to_bytes(2, "big"), self.tail)
+        )
+
+
+def encode_publish_template(
+    topic: str,
+    payload: bytes,
+    qos: int,
+    retain: bool,
+    dup: bool,
+    properties: Properties,
+    protocol_level: int,
+) -> PublishTemplate:
+    """Pre-encode a PUBLISH for ``protocol_level``; ``dup`` applies to ``for_packet_id``'s default.
+
+    ``dup=True`` with QoS 0 is refused (MQTT 5 §3.3.1.1).
+    """
+    if protocol_level not in (3, 4, 5):
+        raise ProtocolError(
+            ReasonCode.MALFORMED_PACKET,
+            f"cannot encode for protocol level {protocol_level}; use 3, 4 or 5",
+        )
+    first, topic_field, props = publish_header(topic, qos, retain, dup, properties, protocol_level)
+    if not qos:
+        packet = frame(first, b"".join((topic_field, props, payload)))
+        return PublishTemplate(0, len(packet), packet, b"", b"")
+    tail = props + payload
+    remaining = encode_varint(len(topic_field) + 2 + len(tail))
+    head = bytes((first & ~0x08,)) + remaining + topic_field
+    dup_head = bytes((first | 0x08,)) + remaining + topic_field
+    if dup:
+        head = dup_head
+    return PublishTemplate(qos, len(head) + 2 + len(tail), head, dup_head, tail)

@@ -1,0 +1,188 @@
+"""``PacketReader``: framing of a byte stream into MQTT packets (MQTT 5 §2.1, 3.1.1 §2.2).
+
+A reader is the receiving half of one connection, in the manner of h11: feed it the bytes as
+they arrive, get back the complete packets, with any partial packet kept for the next call.
+It checks the fixed header as soon as the first byte is known, and the packet size as soon as
+the Remaining Length is known, so an oversized packet is refused before its body is buffered.
+After a ``ProtocolError`` the reader is dead: every later ``feed`` raises again.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .decoder import DECODERS
+from .errors import ProtocolError
+from .packets import Connect, Packet, PacketType
+from .reason_codes import ReasonCode
+from .wire import MALFORMED, MAX_VARINT, PROTOCOL
+
+Side = Literal["server", "client"]
+
+MAX_PACKET_SIZE = MAX_VARINT
+"""Largest packet MQTT can express is 1 + 4 + 268,435,455 bytes; this default cap is just below."""
+
+# Required fixed-header flags by packet type; None for PUBLISH, whose flags carry DUP/QoS/RETAIN
+# (MQTT 5 §2.1.3, Table 2-2; 3.1.1 §2.2.2).
+_REQUIRED_FLAGS: tuple[int | None, ...] = (
+    None, 0, 0, None, 0, 0, 0b0010, 0, 0b0010, 0, 0b0010, 0, 0, 0, 0, 0,
+)
+_FROM_CLIENT = frozenset({1, 3, 4, 5, 6, 7, 8, 10, 12, 14, 15})
+_FROM_SERVER = frozenset({2, 3, 4, 5, 6, 7, 9, 11, 13, 14, 15})
+_V5_ONLY = frozenset({PacketType.AUTH})
+_V5_ONLY_FROM_SERVER = frozenset({PacketType.AUTH, PacketType.DISCONNECT})
+
+
+class PacketReader:
+    """Turns the bytes one peer sends into packets; see the module docstring.
+
+    ``side="server"`` decodes what clients send; the first packet must be CONNECT, which sets
+    ``protocol_level`` (3, 4 or 5). ``side="client"`` decodes what a server sends and needs
+    ``protocol_level`` set (argument or attribute) before the first ``feed``.
+    """
+
+    __slots__ = (
+        "side", "max_packet_size", "protocol_level", "_from_client", "_buffer", "_need", "_error",
+    )
+
+    def __init__(
+        self,
+        side: Side = "server",
+        max_packet_size: int = MAX_PACKET_SIZE,
+        protocol_level: int | None = None,
+    ) -> None:
+        if side not in ("server", "client"):
+            raise ValueError(f"PacketReader side must be 'server' or 'client', not {side!r}")
+        if max_packet_size < 2:
+            raise ValueError(f"max_packet_size must be at least 2 bytes, not {max_packet_size}")
+        if protocol_level not in (None, 3, 4, 5):
+            raise ValueError(f"protocol_level must be 3, 4, 5 or None, not {protocol_level!r}")
+        self.side: Side = side
+        self.max_packet_size = max_packet_size
+        self.protocol_level = protocol_level
+        self._from_client = side == "server"
+        self._buffer = bytearray()
+        self._need = 0
+        self._error: ProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a packet that has not fully arrived yet."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Packet]:
+        """Add ``data`` and return every packet it completes, in order.
+
+        Raises ``ProtocolError`` at the first violation; its ``packets_before_error`` holds the
+        packets decoded before it in this call.
+        """
+        if self._error is not None:
+            raise ProtocolError(
+                self._error.reason_code,
+                f"the reader already failed and accepts no more data: {self._error.message}",
+            )
+        if self._buffer:
+            self._buffer += data
+            if len(self._buffer) < self._need:
+                return []
+            buf = bytes(self._buffer)
+        else:
+            buf = bytes(data)
+        packets: list[Packet] = []
+        try:
+            pos = self._parse(buf, packets)
+        except ProtocolError as exc:
+            exc.packets_before_error = tuple(packets)
+            self._error = exc
+            self._buffer = bytearray()
+            raise
+        self._buffer = bytearray(buf[pos:]) if pos < len(buf) else bytearray()
+        return packets
+
+    def _parse(self, buf: bytes, packets: list[Packet]) -> int:
+        """Decode complete packets from ``buf``; return where the unfinished rest starts."""
+        n = len(buf)
+        pos = 0
+        from_client = self._from_client
+        accepted = _FROM_CLIENT if from_client else _FROM_SERVER
+        limit = self.max_packet_size
+        self._need = 0
+        while pos < n:
+            first = buf[pos]
+            ptype = first >> 4
+            flags = first & 0x0F
+            level = self.protocol_level
+            if ptype not in accepted or level is None or ptype == 1:
+                level = self._check_type(ptype, level)
+            elif level < 5 and ptype in (_V5_ONLY if from_client else _V5_ONLY_FROM_SERVER):
+                raise ProtocolError(
+                    MALFORMED, f"packet type {ptype} ({PacketType(ptype).name}) does not exist "
+                    f"before MQTT 5"
+                )
+            if ptype == 3:
+                if flags & 0x06 == 0x06:
+                    raise ProtocolError(MALFORMED, "PUBLISH has QoS 3; it must be 0, 1 or 2")
+                if flags & 0x08 and not flags & 0x06:
+                    raise ProtocolError(MALFORMED, "PUBLISH sets DUP on a QoS 0 message")
+            elif flags != _REQUIRED_FLAGS[ptype]:
+                raise ProtocolError(
+                    MALFORMED,
+                    f"{PacketType(ptype).name} fixed-header flags are 0b{flags:04b}; "
+                    f"they must be 0b{_REQUIRED_FLAGS[ptype]:04b}",
+                )
+            i = pos + 1
+            remaining = 0
+            shift = 0
+            while i < n:
+                byte = buf[i]
+                i += 1
+                remaining |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+                if shift == 28:
+                    raise ProtocolError(MALFORMED, "remaining length is longer than four bytes")
+            else:
+                return pos
+            end = i + remaining
+            if end - pos > limit:
+                raise ProtocolError(
+                    ReasonCode.PACKET_TOO_LARGE,
+                    f"{PacketType(ptype).name} of {end - pos} bytes exceeds the maximum packet "
+                    f"size of {limit} bytes",
+                )
+            if end > n:
+                self._need = end - pos
+                return pos
+            decoder = DECODERS[ptype]
+            assert decoder is not None  # type 0 was refused by _check_type
+            packet = decoder(flags, buf, i, end, level, from_client)
+            if ptype == 1:
+                assert isinstance(packet, Connect)
+                self.protocol_level = packet.protocol_level
+            packets.append(packet)
+            pos = end
+        return pos
+
+    def _check_type(self, ptype: int, level: int | None) -> int:
+        """The slow path of the type check: refusals, and the CONNECT/level bookkeeping."""
+        if ptype == 0:
+            raise ProtocolError(MALFORMED, "packet type 0 is reserved")
+        name = PacketType(ptype).name
+        if self._from_client:
+            if ptype not in _FROM_CLIENT:
+                raise ProtocolError(PROTOCOL, f"a client must not send {name}")
+            if level is None:
+                if ptype != 1:
+                    raise ProtocolError(PROTOCOL, f"the first packet must be CONNECT, not {name}")
+                return 0  # CONNECT reads its own level
+            if ptype == 1:
+                raise ProtocolError(PROTOCOL, "a second CONNECT on the same connection")
+        else:
+            if ptype not in _FROM_SERVER:
+                raise ProtocolError(PROTOCOL, f"a server must not send {name}")
+            if level is None:
+                raise ValueError("a client-side PacketReader needs protocol_level set first")
+        if level < 5 and ptype in (_V5_ONLY if self._from_client else _V5_ONLY_FROM_SERVER):
+            raise ProtocolError(MALFORMED, f"packet type {ptype} ({name}) does not exist before MQTT 5")
+        return level

@@ -1,0 +1,314 @@
+"""Keyed tables on the log: put / delete / get with last-write-wins (issue 6, issue 8).
+
+One ``KeyedLog`` is one file holding any number of named tables; the index (table → key →
+value) lives in memory and is rebuilt at open by replaying the log. Each subsystem opens its own
+file (``claims.log``, ``retained.log``, ``sessions.log``): a fault or a compaction in one does
+not stall the others, and each file's live set stays small enough to compact quickly. Inside a
+file, tables namespace the records (e.g. ``claims`` and ``quarantine``).
+
+Records (CBOR arrays): ``[1, table, key, value]`` put, ``[2, table, key]`` delete (a
+tombstone), ``[3, table]`` create an empty table, ``[4, table]`` drop a table and all its keys,
+``[5, [op, ...]]`` several ops in one frame, so they are stored all or nothing. Compaction writes
+one create per table and one put per live key; tombstones and dropped tables disappear.
+
+Keys are ``str``, ``int`` or ``bytes``. Values are any CBOR value; ``get`` returns the stored
+object itself, so treat it as read-only (copy before changing). The index only ever shows data
+the log has written: with ``fsync="always"`` a value you can read is a value that is durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .durability import Durability
+from .errors import StoreError
+from .log import DEFAULT_MAX_RECORD_SIZE, Log, LogStats, StoreHealth
+from .logfile import RecoveryReport
+
+Key = str | int | bytes
+
+_PUT, _DELETE, _CREATE, _DROP, _BATCH = 1, 2, 3, 4, 5
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    table: str
+    key: Key
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    table: str
+    key: Key
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTable:
+    table: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropTable:
+    table: str
+
+
+Op = Put | Delete | CreateTable | DropTable
+
+
+def _check_name(table: object) -> str:
+    if not isinstance(table, str) or not table:
+        raise StoreError(f"table name {table!r} must be a non-empty string")
+    return table
+
+
+def _check_key(key: object) -> Key:
+    if isinstance(key, bool) or not isinstance(key, str | int | bytes):
+        raise StoreError(f"key {key!r} has type {type(key).__name__}; use str, int or bytes")
+    return key
+
+
+def _encode_op(op: Op) -> list[Any]:
+    table = _check_name(op.table)
+    if isinstance(op, Put):
+        return [_PUT, table, _check_key(op.key), op.value]
+    if isinstance(op, Delete):
+        return [_DELETE, table, _check_key(op.key)]
+    if isinstance(op, CreateTable):
+        return [_CREATE, table]
+    return [_DROP, table]
+
+
+class KeyedLog:
+    """Named tables of key → value on one log file; also the log's ``Reducer``."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[Key, tuple[Any, int]]] = {}
+        self._live_bytes = 0
+        self._log: Log | None = None
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        *,
+        fsync: Durability | str | float = "always",
+        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+        readonly: bool = False,
+        compact_ratio: float = 0.5,
+        compact_min_bytes: int = 1 << 20,
+    ) -> KeyedLog:
+        """Open or create ``path``; ``report`` says what recovery kept and dropped."""
+        keyed = cls()
+        keyed._log = Log.open(
+            path,
+            keyed,
+            fsync=fsync,
+            max_record_size=max_record_size,
+            readonly=readonly,
+            compact_ratio=compact_ratio,
+            compact_min_bytes=compact_min_bytes,
+        )
+        return keyed
+
+    @property
+    def log(self) -> Log:
+        if self._log is None:
+            raise StoreError("KeyedLog used before open(); call KeyedLog.open(path)")
+        return self._log
+
+    @property
+    def report(self) -> RecoveryReport:
+        return self.log.report
+
+    @property
+    def path(self) -> str:
+        return self.log.path
+
+    def health(self) -> StoreHealth:
+        return self.log.health()
+
+    def stats(self) -> LogStats:
+        return self.log.stats()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def table(self, name: str) -> Table:
+        """A handle on table ``name`` (it need not exist yet; a put creates it)."""
+        return Table(self, _check_name(name))
+
+    def tables(self) -> list[str]:
+        return list(self._tables)
+
+    def has_table(self, name: str) -> bool:
+        return name in self._tables
+
+    def rows(self, name: str) -> dict[Key, Any]:
+        """A new dict of table ``name`` (empty when it does not exist)."""
+        return {key: entry[0] for key, entry in self._tables.get(name, {}).items()}
+
+    def lookup(self, table: str, key: Key, default: Any = None) -> Any:
+        entry = self._tables.get(table, {}).get(key)
+        return default if entry is None else entry[0]
+
+    def count(self, table: str) -> int:
+        return len(self._tables.get(table, {}))
+
+    def iter_items(self, table: str) -> Iterator[tuple[Key, Any]]:
+        """Items of ``table`` as of now (a snapshot of the keys, safe across awaits)."""
+        for key, entry in list(self._tables.get(table, {}).items()):
+            yield key, entry[0]
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _record(ops: Sequence[Op]) -> list[Any]:
+        if not ops:
+            raise StoreError("an empty commit stores nothing; pass at least one op")
+        if len(ops) == 1:
+            return _encode_op(ops[0])
+        return [_BATCH, [_encode_op(op) for op in ops]]
+
+    async def commit(self, ops: Sequence[Op]) -> None:
+        """Store ``ops`` atomically (one frame); returns when durable per the policy."""
+        await self.log.append(self._record(ops))
+
+    def commit_sync(self, ops: Sequence[Op]) -> None:
+        self.log.append_sync(self._record(ops))
+
+    async def drop_table(self, name: str) -> None:
+        await self.commit([DropTable(name)])
+
+    def drop_table_sync(self, name: str) -> None:
+        self.commit_sync([DropTable(name)])
+
+    def compact(self) -> None:
+        self.log.compact()
+
+    def sync(self) -> None:
+        self.log.sync()
+
+    def close(self) -> None:
+        self.log.close()
+
+    async def aclose(self) -> None:
+        await self.log.aclose()
+
+    # -- Reducer ---------------------------------------------------------------------------------
+
+    def apply(self, record: Any, size: int) -> None:
+        if not isinstance(record, list) or not record or not isinstance(record[0], int):
+            raise StoreError(f"not a keyed-log record: {str(record)[:80]}")
+        if record[0] == _BATCH:
+            if len(record) != 2 or not isinstance(record[1], list) or not record[1]:
+                raise StoreError("malformed batch record")
+            ops = record[1]
+            for op in ops:
+                self._check_op(op)
+            share = size // len(ops)
+            for op in ops:
+                self._apply_op(op, share)
+            return
+        self._check_op(record)
+        self._apply_op(record, size)
+
+    @staticmethod
+    def _check_op(op: Any) -> None:
+        arity = {_PUT: 4, _DELETE: 3, _CREATE: 2, _DROP: 2}
+        if not isinstance(op, list) or not op or op[0] not in arity or len(op) != arity[op[0]]:
+            raise StoreError(f"malformed keyed-log op: {str(op)[:80]}")
+        _check_name(op[1])
+        if op[0] in (_PUT, _DELETE):
+            _check_key(op[2])
+
+    def _apply_op(self, op: list[Any], size: int) -> None:
+        kind, name = op[0], op[1]
+        if kind == _PUT:
+            table = self._tables.setdefault(name, {})
+            old = table.get(op[2])
+            if old is not None:
+                self._live_bytes -= old[1]
+            table[op[2]] = (op[3], size)
+            self._live_bytes += size
+        elif kind == _DELETE:
+            old = self._tables.get(name, {}).pop(op[2], None)
+            if old is not None:
+                self._live_bytes -= old[1]
+        elif kind == _CREATE:
+            self._tables.setdefault(name, {})
+        else:
+            dropped = self._tables.pop(name, None)
+            if dropped is not None:
+                self._live_bytes -= sum(entry[1] for entry in dropped.values())
+
+    def live_bytes(self) -> int:
+        return self._live_bytes
+
+    def live_records(self) -> list[Any]:
+        records: list[Any] = []
+        for name, table in self._tables.items():
+            records.append([_CREATE, name])
+            records.extend([_PUT, name, key, entry[0]] for key, entry in table.items())
+        return records
+
+    def compacted(self, sizes: Sequence[int]) -> None:
+        position = 0
+        live = 0
+        for table in self._tables.values():
+            position += 1  # the create record of the table is not a live key
+            for key, entry in table.items():
+                table[key] = (entry[0], sizes[position])
+                live += sizes[position]
+                position += 1
+        self._live_bytes = live
+
+
+class Table:
+    """One named table of a ``KeyedLog``: a dict-like view with durable writes."""
+
+    __slots__ = ("_keyed", "name")
+
+    def __init__(self, keyed: KeyedLog, name: str) -> None:
+        self._keyed = keyed
+        self.name = name
+
+    def get(self, key: Key, default: Any = None) -> Any:
+        return self._keyed.lookup(self.name, key, default)
+
+    def __getitem__(self, key: Key) -> Any:
+        missing = object()
+        value = self._keyed.lookup(self.name, key, missing)
+        if value is missing:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        missing = object()
+        if isinstance(key, bool) or not isinstance(key, str | int | bytes):
+            return False
+        return self._keyed.lookup(self.name, key, missing) is not missing
+
+    def __len__(self) -> int:
+        return self._keyed.count(self.name)
+
+    def items(self) -> Iterator[tuple[Key, Any]]:
+        return self._keyed.iter_items(self.name)
+
+    def keys(self) -> list[Key]:
+        return [key for key, _ in self.items()]
+
+    async def put(self, key: Key, value: Any) -> None:
+        """Store ``value`` under ``key``; returns when durable (per the log's policy)."""
+        await self._keyed.commit([Put(self.name, key, value)])
+
+    def put_sync(self, key: Key, value: Any) -> None:
+        self._keyed.commit_sync([Put(self.name, key, value)])
+
+    async def delete(self, key: Key) -> None:
+        """Remove ``key`` (a tombstone record); also fine when it is absent."""
+        await self._keyed.commit([Delete(self.name, key)])
+
+    def delete_sync(self, key: Key) -> None:
+        self._keyed.commit_sync([Delete(self.name, key)])

@@ -1,0 +1,384 @@
+"""The append-only record log: CBOR records, group commit, durability policy, compaction.
+
+Issue 6 (claim store: "a PUBACK 0x00 is sent only once the claim is durable") and issue 8
+(retained messages and sessions). A record is any CBOR-encodable value; what it means is the
+``Reducer``'s business: the reducer folds every record, in log order, into the caller's state
+(at open and after every successful append) and, for compaction, says which records are live.
+
+Group commit: ``await log.append(record)`` queues the encoded frame; one flusher task per log
+takes everything queued, writes it with one ``pwrite`` and one fdatasync in a worker thread
+(the event loop never blocks on the disk), applies the records to the reducer and resolves every
+waiting future. While one batch is being fsynced the next one accumulates, so N concurrent
+appends cost far fewer than N fsyncs. Appends are applied in the order they were queued.
+
+Compaction runs in a worker thread under the same lock when dead bytes exceed both
+``compact_ratio`` of the file and ``compact_min_bytes``, after the batch that crossed the line was
+acknowledged; appends queued meanwhile wait for it and then go to the new file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import cbor2
+
+from .durability import Durability
+from .errors import StoreError
+from .frame import HEADER_SIZE, MAX_PAYLOAD_LIMIT, Frame, encode_frame
+from .logfile import LogFile, RecoveryReport
+
+DEFAULT_MAX_RECORD_SIZE = 4 << 20
+_MAX_BATCH_BYTES = 4 << 20
+
+
+class Reducer(Protocol):
+    """The caller's state, rebuilt from the log. Called with the log's lock held."""
+
+    def apply(self, record: Any, size: int) -> None:
+        """Fold one record (its frame is ``size`` bytes). Raise ``StoreError`` to reject it."""
+
+    def live_bytes(self) -> int:
+        """Bytes of frames that still matter (the rest is dead and compaction drops it)."""
+
+    def live_records(self) -> list[Any]:
+        """Records that rebuild the current state from nothing, for compaction."""
+
+    def compacted(self, sizes: Sequence[int]) -> None:
+        """After a compaction wrote ``live_records()``: the frame size of each, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogStats:
+    """Counters since open, for ``$SYS`` and benchmarks."""
+
+    appends: int
+    batches: int
+    fsyncs: int
+    bytes_written: int
+    write_failures: int
+    compactions: int
+    file_size: int
+    live_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreHealth:
+    """``healthy`` is false after a failed write or fsync until the next one succeeds."""
+
+    path: str
+    healthy: bool
+    error: str | None = None
+    errno: int | None = None
+    compaction_error: str | None = None
+
+
+class Log:
+    """An open record log. Build it with :meth:`open`; one writer per file (``.lock``)."""
+
+    def __init__(
+        self,
+        file: LogFile,
+        report: RecoveryReport,
+        reducer: Reducer,
+        durability: Durability,
+        max_record_size: int,
+        compact_ratio: float,
+        compact_min_bytes: int,
+    ) -> None:
+        self.report = report
+        self.durability = durability
+        self.max_record_size = max_record_size
+        self.compact_ratio = compact_ratio
+        self.compact_min_bytes = compact_min_bytes
+        self._file = file
+        self._reducer = reducer
+        self._lock = threading.Lock()
+        self._pending: list[tuple[bytes, Any, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._sync_timer: asyncio.TimerHandle | None = None
+        self._sync_task: asyncio.Task[None] | None = None
+        self._appends = 0
+        self._batches = 0
+        self._compactions = 0
+        self._compaction_error: StoreError | None = None
+        self._compaction_retry_size = 0
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        reducer: Reducer,
+        *,
+        fsync: Durability | str | float = "always",
+        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+        readonly: bool = False,
+        compact_ratio: float = 0.5,
+        compact_min_bytes: int = 1 << 20,
+    ) -> Log:
+        """Open or create the log at ``path`` and replay it into ``reducer``.
+
+        ``report`` on the result says what recovery kept and dropped; log it when not clean.
+        """
+        durability = Durability.parse(fsync)
+        if not 1 <= max_record_size <= MAX_PAYLOAD_LIMIT:
+            raise StoreError(f"max_record_size {max_record_size} must be 1..{MAX_PAYLOAD_LIMIT}")
+        if not 0.0 < compact_ratio < 1.0:
+            raise StoreError(f"compact_ratio {compact_ratio} must be between 0 and 1")
+
+        def apply(frame: Frame) -> str | None:
+            try:
+                record = cbor2.loads(frame.payload)
+            except (cbor2.CBORDecodeError, ValueError, TypeError) as exc:
+                return f"undecodable CBOR ({exc})"
+            try:
+                reducer.apply(record, frame.size)
+            except StoreError as exc:
+                return exc.message
+            return None
+
+        file, report = LogFile.open(path, apply, max_payload=max_record_size, readonly=readonly)
+        return cls(
+            file, report, reducer, durability, max_record_size, compact_ratio, compact_min_bytes
+        )
+
+    @property
+    def path(self) -> str:
+        return self._file.path
+
+    @property
+    def healthy(self) -> bool:
+        return self._file.healthy
+
+    def health(self) -> StoreHealth:
+        error = self._file.last_error
+        compaction = self._compaction_error
+        return StoreHealth(
+            self.path,
+            error is None,
+            None if error is None else str(error),
+            None if error is None else error.errno,
+            None if compaction is None else str(compaction),
+        )
+
+    def stats(self) -> LogStats:
+        return LogStats(
+            self._appends,
+            self._batches,
+            self._file.fsyncs,
+            self._file.bytes_written,
+            self._file.write_failures,
+            self._compactions,
+            self._file.size,
+            self._reducer.live_bytes(),
+        )
+
+    def encode(self, record: Any) -> bytes:
+        """The frame of ``record``; ``StoreError`` when it cannot be encoded or is too large."""
+        try:
+            payload = cbor2.dumps(record)
+        except (cbor2.CBOREncodeError, TypeError, ValueError) as exc:
+            raise StoreError(f"record cannot be encoded as CBOR: {exc}", path=self.path) from exc
+        if len(payload) > self.max_record_size:
+            raise StoreError(
+                f"record of {len(payload)} bytes exceeds max_record_size {self.max_record_size}; "
+                "store less per record or raise the store's max_record_size",
+                path=self.path,
+            )
+        return encode_frame(payload)
+
+    # -- synchronous API (CLI, tests, TinyDB) -------------------------------------------------
+
+    def append_sync(self, record: Any) -> None:
+        """Append one record and return once the durability policy is met (blocks on fsync)."""
+        self._check_open()
+        frame = self.encode(record)
+        with self._lock:
+            self._write_locked([frame], [record])
+            self._compact_if_due_locked()
+
+    def sync(self) -> None:
+        """fsync now (interval and never policies); a no-op when nothing is unsynced."""
+        with self._lock:
+            if self._file.unsynced:
+                self._file.sync()
+
+    def compact(self) -> None:
+        """Rewrite the live records to a new file now, whatever the dead-byte ratio."""
+        self._check_open()
+        with self._lock:
+            self._compact_locked()
+
+    def compaction_due(self) -> bool:
+        dead = self._file.size - HEADER_SIZE - self._reducer.live_bytes()
+        return (
+            dead >= self.compact_min_bytes
+            and dead >= self.compact_ratio * (self._file.size - HEADER_SIZE)
+            and self._file.size >= self._compaction_retry_size
+        )
+
+    def close(self) -> None:
+        """fsync and close. Call :meth:`aclose` instead while async appends may be queued."""
+        if self._closed:
+            return
+        if self._pending:
+            raise StoreError(
+                f"{len(self._pending)} appends are still queued; await aclose() instead",
+                path=self.path,
+            )
+        self._closed = True
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+        with self._lock:
+            self._file.close()
+
+    # -- asynchronous API (the broker) ---------------------------------------------------------
+
+    async def append(self, record: Any) -> None:
+        """Append ``record``; return once the policy is met (after fsync for ``always``).
+
+        Raises ``StoreError`` (``durable=False``) when the record was not stored: too large,
+        not encodable, or the write/fsync failed (disk full, read-only, I/O error).
+        """
+        self._check_open()
+        frame = self.encode(record)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._pending.append((frame, record, future))
+        flusher = self._flusher
+        if flusher is None or flusher.done() or flusher.get_loop() is not loop:
+            self._flusher = loop.create_task(self._flush_pending())
+        await future
+
+    async def flush(self) -> None:
+        """Wait until every queued append is written, then fsync."""
+        flusher = self._flusher
+        if flusher is not None and not flusher.done():
+            await asyncio.shield(flusher)
+        if not self._closed and not self._file.readonly:
+            await asyncio.to_thread(self.sync)
+
+    async def aclose(self) -> None:
+        """Finish queued appends, fsync and close."""
+        if self._closed:
+            return
+        await self.flush()
+        if self._sync_task is not None:
+            await self._sync_task
+        self.close()
+
+    async def _flush_pending(self) -> None:
+        while self._pending:
+            batch = self._take_batch()
+            frames = [frame for frame, _, _ in batch]
+            records = [record for _, record, _ in batch]
+            try:
+                await asyncio.to_thread(self._write_batch, frames, records)
+            except StoreError as exc:
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(
+                            StoreError(exc.message, path=exc.path, errno=exc.errno)
+                        )
+            except BaseException as exc:
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(
+                            StoreError(f"the append was interrupted: {exc!r}", path=self.path)
+                        )
+                raise
+            else:
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_result(None)
+            if self.compaction_due():
+                await asyncio.to_thread(self._compact_if_due)
+        self._schedule_interval_sync()
+
+    def _take_batch(self) -> list[tuple[bytes, Any, asyncio.Future[None]]]:
+        size = 0
+        count = 0
+        for frame, _, _ in self._pending:
+            if count and size + len(frame) > _MAX_BATCH_BYTES:
+                break
+            size += len(frame)
+            count += 1
+        batch, self._pending = self._pending[:count], self._pending[count:]
+        return batch
+
+    def _write_batch(self, frames: list[bytes], records: list[Any]) -> None:
+        with self._lock:
+            self._check_open()
+            self._write_locked(frames, records)
+
+    def _compact_if_due(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._compact_if_due_locked()
+
+    def _schedule_interval_sync(self) -> None:
+        if self.durability.mode != "interval" or self._sync_timer is not None:
+            return
+        if self._closed or not self._file.unsynced:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self._file.last_sync + self.durability.interval - time.monotonic())
+        self._sync_timer = loop.call_later(delay, self._interval_sync)
+
+    def _interval_sync(self) -> None:
+        self._sync_timer = None
+        if self._closed:
+            return
+        self._sync_task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(self._sync_quietly)
+        )
+
+    def _sync_quietly(self) -> None:
+        # A failed interval fsync is reported through health(); nobody awaits it.
+        try:
+            if not self._closed:
+                self.sync()
+        except StoreError:
+            pass
+
+    # -- under the lock --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the log is closed", path=self.path)
+
+    def _write_locked(self, frames: list[bytes], records: list[Any]) -> None:
+        mode = self.durability.mode
+        sync = mode == "always" or (
+            mode == "interval"
+            and time.monotonic() - self._file.last_sync >= self.durability.interval
+        )
+        self._file.append(b"".join(frames), sync=sync)
+        self._batches += 1
+        self._appends += len(frames)
+        for frame, record in zip(frames, records, strict=True):
+            self._reducer.apply(record, len(frame))
+
+    def _compact_if_due_locked(self) -> None:
+        if not self.compaction_due():
+            return
+        try:
+            self._compact_locked()
+        except StoreError as exc:
+            # The appends that triggered it are stored; retry once the file grew some more.
+            self._compaction_error = exc
+            self._compaction_retry_size = self._file.size + self.compact_min_bytes
+
+    def _compact_locked(self) -> None:
+        records = self._reducer.live_records()
+        frames = [self.encode(record) for record in records]
+        self._file.rewrite(frames)
+        self._reducer.compacted([len(frame) for frame in frames])
+        self._compactions += 1
+        self._compaction_error = None
+        self._compaction_retry_size = 0

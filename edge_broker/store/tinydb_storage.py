@@ -1,0 +1,105 @@
+"""A TinyDB ``Storage`` on the keyed log, so TinyDB queries run on crash-safe data (issue 6).
+
+``TinyDB(path, storage=LogStorage)`` opens (or creates) a log file; ``TinyDB(storage=LogStorage,
+keyed=an_open_keyed_log)`` shares a log the broker already holds. Each TinyDB table is a keyed
+table named ``tinydb:<table>`` whose keys are the document ids, so other tables in the same file
+stay invisible to TinyDB.
+
+TinyDB hands ``write`` the whole database; ``write`` compares it with the index and appends only
+the documents that changed, as one atomic record (a crash keeps the write entirely or not at
+all). The comparison is strict about types (``True`` is not ``1``), so what is read back is what
+was written. ``read`` returns a deep copy because TinyDB changes the dict it is given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cbor2
+from tinydb.storages import Storage
+
+from .durability import Durability
+from .errors import StoreError
+from .keyed import CreateTable, Delete, DropTable, KeyedLog, Op, Put
+from .log import DEFAULT_MAX_RECORD_SIZE
+
+PREFIX = "tinydb:"
+
+
+def same_value(left: Any, right: Any) -> bool:
+    """Equality that also requires equal types, recursively (JSON round trips would keep them)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(
+            same_value(value, right[key]) for key, value in left.items()
+        )
+    if isinstance(left, list):
+        return len(left) == len(right) and all(
+            same_value(a, b) for a, b in zip(left, right, strict=True)
+        )
+    return bool(left == right)
+
+
+class LogStorage(Storage):
+    """TinyDB storage on a ``KeyedLog``; see the module docstring."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        keyed: KeyedLog | None = None,
+        fsync: Durability | str | float = "always",
+        readonly: bool = False,
+        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+    ) -> None:
+        if (path is None) == (keyed is None):
+            raise StoreError("LogStorage needs exactly one of a path or an open keyed= log")
+        self._owned = keyed is None
+        self.keyed = (
+            keyed
+            if keyed is not None
+            else KeyedLog.open(
+                str(path), fsync=fsync, readonly=readonly, max_record_size=max_record_size
+            )
+        )
+
+    def _names(self) -> list[str]:
+        return [name for name in self.keyed.tables() if name.startswith(PREFIX)]
+
+    def read(self) -> dict[str, dict[str, Any]] | None:
+        names = self._names()
+        if not names:
+            return None
+        data = {
+            name[len(PREFIX) :]: {str(key): doc for key, doc in self.keyed.iter_items(name)}
+            for name in names
+        }
+        # A CBOR round trip is a faster deep copy than copy.deepcopy, and the values are CBOR.
+        copied: dict[str, dict[str, Any]] = cbor2.loads(cbor2.dumps(data))
+        return copied
+
+    def write(self, data: dict[str, dict[str, Any]]) -> None:
+        ops: list[Op] = []
+        wanted = {PREFIX + name for name in data}
+        for name in self._names():
+            if name not in wanted:
+                ops.append(DropTable(name))
+        for short, documents in data.items():
+            name = PREFIX + short
+            if not self.keyed.has_table(name):
+                ops.append(CreateTable(name))
+            current = self.keyed.rows(name)
+            for doc_id, document in documents.items():
+                key = str(doc_id)
+                missing = key not in current
+                if missing or not same_value(current[key], document):
+                    ops.append(Put(name, key, document))
+            wanted_ids = {str(doc_id) for doc_id in documents}
+            ops.extend(Delete(name, key) for key in current if key not in wanted_ids)
+        if ops:
+            self.keyed.commit_sync(ops)
+
+    def close(self) -> None:
+        if self._owned:
+            self.keyed.close()

@@ -1,0 +1,57 @@
+"""Signing and verifying claims with Ed25519 attached signatures (SMOKER.md "Claim payload").
+
+The owner signs ``Restriction.canonical_bytes()`` with libsodium ``crypto_sign`` (attached:
+64-byte signature + message). The broker verifies the first 64 bytes over the canonical bytes of
+the *parsed* restriction with the key named by the topic's owner segment, and requires the
+attached message to equal those canonical bytes.
+"""
+
+from __future__ import annotations
+
+from nacl.exceptions import BadSignatureError
+from nacl.signing import SigningKey
+
+from ..mqtt.reason_codes import ReasonCode
+from .errors import ClaimError
+from .model import SIGNATURE_BYTES, Claim, Restriction
+from .smoker_id import parse_smoker_id
+from .topics import validate_claim_topic
+
+
+def sign_restriction(signing_key: SigningKey, restriction: Restriction) -> Claim:
+    """The claim an owner publishes: ``restriction`` with its attached signature."""
+    signed = signing_key.sign(restriction.canonical_bytes())
+    return Claim(restriction, bytes(signed))
+
+
+def verify_claim(claim: Claim) -> None:
+    """Raise ``ClaimError`` 0x99 unless ``claim`` is intact and signed by its topic's owner."""
+    owner = validate_claim_topic(claim.topic_name)
+    try:
+        canonical = claim.restriction.canonical_bytes()
+    except UnicodeEncodeError:
+        raise ClaimError(
+            ReasonCode.PAYLOAD_FORMAT_INVALID,
+            "the restriction contains a lone surrogate (a \\uD800-\\uDFFF escape) and has no "
+            "UTF-8 form to sign",
+        ) from None
+    signature = claim.signature
+    if len(signature) < SIGNATURE_BYTES:
+        raise ClaimError(
+            ReasonCode.PAYLOAD_FORMAT_INVALID,
+            f"signature has {len(signature)} bytes; an attached Ed25519 signature has 64 bytes "
+            "followed by the signed restriction",
+        )
+    if signature[SIGNATURE_BYTES:] != canonical:
+        raise ClaimError(
+            ReasonCode.PAYLOAD_FORMAT_INVALID,
+            "the message attached to the signature is not the canonical restriction (keys "
+            "sorted, no whitespace, UTF-8): sign exactly those bytes with crypto_sign",
+        )
+    try:
+        parse_smoker_id(owner).verify(canonical, signature[:SIGNATURE_BYTES])
+    except BadSignatureError:
+        raise ClaimError(
+            ReasonCode.PAYLOAD_FORMAT_INVALID,
+            f"the signature does not verify with the key of the topic's owner {owner}",
+        ) from None

@@ -1,0 +1,86 @@
+"""The topics SMOKER reserves and the shape of the restricted area (SMOKER.md "System topics").
+
+``restricted/<ownerID>/<rest>``: ``<rest>`` is one or more non-empty levels. A claim's
+``topicName`` must have exactly this shape; access decisions apply to every topic that starts
+with ``restricted/`` (a topic there whose second level is not a SMOKER ID has no owner and can
+carry no claim, so every client is denied on it).
+"""
+
+from __future__ import annotations
+
+from ..mqtt.reason_codes import ReasonCode
+from .errors import ClaimError
+from .smoker_id import is_smoker_id
+
+CLAIM_TOPIC = "access/claim"
+UNCLAIM_TOPIC = "access/unclaim"
+CLAIMS_REQUEST_PREFIX = "access/claims/"
+RESTRICTED_PREFIX = "restricted/"
+CLAIMS_RESPONSE_LEVEL = "claims"
+MAX_TOPIC_BYTES = 65535  # MQTT 5 §1.5.4: a UTF-8 string is at most 65,535 bytes
+
+
+def is_restricted(topic: str) -> bool:
+    """True for every topic in the restricted area, valid owner or not."""
+    return topic.startswith(RESTRICTED_PREFIX)
+
+
+def is_smoker_system_topic(topic: str) -> bool:
+    """``access/claim``, ``access/unclaim`` and ``access/claims/…``: never routed (AUTHZ.md gate 2)."""
+    return topic in (CLAIM_TOPIC, UNCLAIM_TOPIC) or topic.startswith(CLAIMS_REQUEST_PREFIX)
+
+
+def owner_segment(topic: str) -> str | None:
+    """The second level of a restricted topic (the would-be owner), ``None`` outside the area."""
+    if not is_restricted(topic):
+        return None
+    rest = topic[len(RESTRICTED_PREFIX) :]
+    slash = rest.find("/")
+    return rest if slash < 0 else rest[:slash]
+
+
+def claims_request_topic(client_id: str) -> str:
+    return f"{CLAIMS_REQUEST_PREFIX}{client_id}/request"
+
+
+def claims_response_topic(client_id: str) -> str:
+    return f"{RESTRICTED_PREFIX}{client_id}/{CLAIMS_RESPONSE_LEVEL}"
+
+
+def validate_claim_topic(topic: str) -> str:
+    """Check a claim's ``topicName`` (SMOKER.md PUBACK table) and return its owner ID.
+
+    Raises ``ClaimError`` 0x99 naming the rule: empty or whitespace only, ``+``/``#``/U+0000,
+    a surrogate code point, too long, an empty level, or not ``restricted/<valid ID>/<rest>``.
+    """
+    if not topic.strip():
+        raise ClaimError(ReasonCode.PAYLOAD_FORMAT_INVALID, "topicName is empty or only whitespace")
+    for bad, name in (("+", "'+'"), ("#", "'#'"), ("\x00", "U+0000")):
+        if bad in topic:
+            raise ClaimError(
+                ReasonCode.PAYLOAD_FORMAT_INVALID,
+                f"topicName {topic!r} contains {name}: claims name one exact topic, no wildcards",
+            )
+    try:
+        size = len(topic.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ClaimError(
+            ReasonCode.PAYLOAD_FORMAT_INVALID,
+            f"topicName {topic!r} contains a surrogate code point, which MQTT forbids",
+        ) from exc
+    if size > MAX_TOPIC_BYTES:
+        raise ClaimError(
+            ReasonCode.PAYLOAD_FORMAT_INVALID,
+            f"topicName has {size} UTF-8 bytes; MQTT allows at most {MAX_TOPIC_BYTES}",
+        )
+    levels = topic.split("/")
+    if "" in levels:
+        raise ClaimError(
+            ReasonCode.PAYLOAD_FORMAT_INVALID, f"topicName {topic!r} has an empty level"
+        )
+    if levels[0] != "restricted" or len(levels) < 3 or not is_smoker_id(levels[1]):
+        raise ClaimError(
+            ReasonCode.PAYLOAD_FORMAT_INVALID,
+            f"topicName {topic!r} must be restricted/<owner SMOKER ID>/<one or more levels>",
+        )
+    return levels[1]

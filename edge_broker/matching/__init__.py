@@ -14,15 +14,21 @@ from .mqtt_topics import (
     validate_topic_filter,
     validate_topic_name,
 )
+from .pattern_trie import PatternTrie
+from .subscription_patterns import SubscriptionPattern, parse_pattern, pattern_matches
 from .subscription_trie import SubscriptionTrie
 
 __all__ = [
+    "PatternTrie",
     "RuleError",
     "SharedFilter",
+    "SubscriptionPattern",
     "SubscriptionTrie",
     "filter_contains",
     "filters_overlap",
+    "parse_pattern",
     "parse_shared",
+    "pattern_matches",
     "topic_matches",
     "validate_topic_filter",
     "validate_topic_name",

@@ -89,6 +89,8 @@ CONTAINS = [
     ("+", "#", False),
     ("+/#", "#", True),  # a topic has at least one level, so both match every non-$ topic
     ("+/+/#", "#", False),
+    ("/+/#", "/#", True),  # '/#' also matches '', which is not a topic name
+    ("/#", "/+/#", True),
     ("+", "a", True),
     ("+/+", "a/+", True),
     ("a/+", "+/+", False),
@@ -125,6 +127,9 @@ OVERLAP = [
     ("a/+", "a", False),
     ("+", "+/+", False),
     ("+/#", "+", True),
+    ("+", "/#", False),  # the only common string is '', which is not a topic name
+    ("+", "#", True),
+    ("/#", "#", True),
 ]
 
 

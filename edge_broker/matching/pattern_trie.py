@@ -1,0 +1,326 @@
+"""Routing channels to subscribers by runtime subscription patterns (PATTERNS.md §2).
+
+A token trie like :class:`SubscriptionTrie`, with the edge kinds of seed 001 kept apart
+(PATTERNS.md "Matching structures"): exact tokens in a dict, ``*`` as one edge, ``p*`` edges in
+a dict keyed by the prefix, and the tails ``#``, ``>``, ``p#``, ``p>`` stored on the node where
+they start. A channel token finds its prefix edges by looking up each of its own prefixes (at
+most as long as the longest prefix at that node), so the cost does not grow with the number of
+prefixes. The result shape, the cache and pruning are those of :class:`SubscriptionTrie`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Generic, TypeVar
+
+from .names import DEFAULT_SEPARATOR
+from .pattern_tokens import TokenKind
+from .subscription_patterns import SubscriptionPattern, parse_pattern
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+DEFAULT_CACHE_SIZE = 4096
+
+
+class _PrefixMap(Generic[V]):
+    """Values keyed by a prefix; finds every key that is a prefix of a token."""
+
+    __slots__ = ("items", "longest")
+
+    def __init__(self) -> None:
+        self.items: dict[str, V] = {}
+        self.longest = 0
+
+    def add_default(self, prefix: str, make: type[V]) -> V:
+        item = self.items.get(prefix)
+        if item is None:
+            item = self.items[prefix] = make()
+            self.longest = max(self.longest, len(prefix))
+        return item
+
+    def discard(self, prefix: str) -> None:
+        del self.items[prefix]
+        self.longest = max(map(len, self.items), default=0)
+
+    def prefixes_of(self, token: str) -> list[V]:
+        items = self.items
+        if len(items) <= 4:  # a handful of prefixes: test each rather than slice the token
+            return [v for p, v in items.items() if token.startswith(p)]
+        found: list[V] = []
+        for k in range(1, min(len(token), self.longest) + 1):
+            v = items.get(token[:k])
+            if v is not None:
+                found.append(v)
+        return found
+
+
+class _Node(Generic[K, V]):
+    __slots__ = (
+        "exact",
+        "star",
+        "prefix",
+        "subs",
+        "hash_subs",
+        "gt_subs",
+        "prefix_hash",
+        "prefix_gt",
+    )
+
+    def __init__(self) -> None:
+        self.exact: dict[str, _Node[K, V]] = {}
+        self.star: _Node[K, V] | None = None
+        self.prefix: _PrefixMap[_Node[K, V]] | None = None
+        self.subs: dict[K, V] | None = None  # the pattern ends here
+        self.hash_subs: dict[K, V] | None = None  # '#' starts here
+        self.gt_subs: dict[K, V] | None = None  # '>' starts here
+        self.prefix_hash: _PrefixMap[dict[K, V]] | None = None  # 'p#' starts here
+        self.prefix_gt: _PrefixMap[dict[K, V]] | None = None  # 'p>' starts here
+
+    def is_empty(self) -> bool:
+        return (
+            not self.exact
+            and self.star is None
+            and self.prefix is None
+            and self.subs is None
+            and self.hash_subs is None
+            and self.gt_subs is None
+            and self.prefix_hash is None
+            and self.prefix_gt is None
+        )
+
+
+class PatternTrie(Generic[K, V]):
+    """Runtime subscription patterns -> subscribers, matched against concrete channels.
+
+    ``add(pattern, key, value)`` (a str is parsed with the trie's separator; ``RuleError`` if
+    invalid) adds or replaces; ``remove(pattern, key) -> bool``; ``match(channel)`` returns one
+    read-only mapping per matching pattern. See :class:`SubscriptionTrie` for the cache rules.
+    """
+
+    __slots__ = ("_root", "_sep", "_count", "_patterns", "_generation", "_cache", "_cache_size")
+
+    def __init__(
+        self, separator: str = DEFAULT_SEPARATOR, cache_size: int = DEFAULT_CACHE_SIZE
+    ) -> None:
+        if separator not in (".", "/"):
+            raise ValueError(f"separator must be '.' or '/', not {separator!r}")
+        if cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        self._root: _Node[K, V] = _Node()
+        self._sep = separator
+        self._count = 0
+        self._patterns = 0
+        self._generation = 0
+        self._cache: dict[str, tuple[Mapping[K, V], ...]] = {}
+        self._cache_size = cache_size
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    @property
+    def separator(self) -> str:
+        return self._sep
+
+    def __len__(self) -> int:
+        """Number of (pattern, key) subscriptions."""
+        return self._count
+
+    @property
+    def pattern_count(self) -> int:
+        """Number of distinct patterns with at least one key."""
+        return self._patterns
+
+    def _compile(self, pattern: SubscriptionPattern | str) -> SubscriptionPattern:
+        if isinstance(pattern, str):
+            return parse_pattern(pattern, self._sep)
+        if pattern.separator != self._sep:
+            raise ValueError(
+                f"pattern {pattern.text!r} uses separator {pattern.separator!r}; "
+                f"this trie uses {self._sep!r}"
+            )
+        return pattern
+
+    def _invalidate(self) -> None:
+        self._generation += 1
+        self._cache.clear()
+
+    def add(self, pattern: SubscriptionPattern | str, key: K, value: V) -> None:
+        """Subscribe ``key`` with ``value`` (replacing an earlier value for the same key)."""
+        compiled = self._compile(pattern)
+        node = self._root
+        for token in compiled.body:
+            if token.kind is TokenKind.LITERAL:
+                nxt = node.exact.get(token.text)
+                if nxt is None:
+                    nxt = node.exact[token.text] = _Node()
+            elif token.kind is TokenKind.STAR:
+                nxt = node.star
+                if nxt is None:
+                    nxt = node.star = _Node()
+            else:
+                if node.prefix is None:
+                    node.prefix = _PrefixMap()
+                nxt = node.prefix.add_default(token.text, _Node)
+            node = nxt
+        subs = self._terminal(node, compiled, create=True)
+        assert subs is not None
+        if not subs:
+            self._patterns += 1
+            self._invalidate()
+        if key not in subs:
+            self._count += 1
+        subs[key] = value
+
+    def _terminal(
+        self, node: _Node[K, V], compiled: SubscriptionPattern, *, create: bool
+    ) -> dict[K, V] | None:
+        tail = compiled.tail
+        if tail is None:
+            if node.subs is None and create:
+                node.subs = {}
+            return node.subs
+        kind = tail.kind
+        if kind is TokenKind.HASH:
+            if node.hash_subs is None and create:
+                node.hash_subs = {}
+            return node.hash_subs
+        if kind is TokenKind.GT:
+            if node.gt_subs is None and create:
+                node.gt_subs = {}
+            return node.gt_subs
+        if kind is TokenKind.PREFIX_HASH:
+            if node.prefix_hash is None:
+                if not create:
+                    return None
+                node.prefix_hash = _PrefixMap()
+            pmap = node.prefix_hash
+        else:
+            if node.prefix_gt is None:
+                if not create:
+                    return None
+                node.prefix_gt = _PrefixMap()
+            pmap = node.prefix_gt
+        if create:
+            return pmap.add_default(tail.text, dict)
+        return pmap.items.get(tail.text)
+
+    @staticmethod
+    def _drop_terminal(node: _Node[K, V], compiled: SubscriptionPattern) -> None:
+        tail = compiled.tail
+        if tail is None:
+            node.subs = None
+        elif tail.kind is TokenKind.HASH:
+            node.hash_subs = None
+        elif tail.kind is TokenKind.GT:
+            node.gt_subs = None
+        elif tail.kind is TokenKind.PREFIX_HASH:
+            assert node.prefix_hash is not None
+            node.prefix_hash.discard(tail.text)
+            if not node.prefix_hash.items:
+                node.prefix_hash = None
+        else:
+            assert node.prefix_gt is not None
+            node.prefix_gt.discard(tail.text)
+            if not node.prefix_gt.items:
+                node.prefix_gt = None
+
+    def remove(self, pattern: SubscriptionPattern | str, key: K) -> bool:
+        """Unsubscribe ``key`` from ``pattern``. False if it was not subscribed."""
+        compiled = self._compile(pattern)
+        path: list[tuple[_Node[K, V], TokenKind, str]] = []
+        node: _Node[K, V] | None = self._root
+        for token in compiled.body:
+            assert node is not None
+            path.append((node, token.kind, token.text))
+            if token.kind is TokenKind.LITERAL:
+                node = node.exact.get(token.text)
+            elif token.kind is TokenKind.STAR:
+                node = node.star
+            else:
+                node = None if node.prefix is None else node.prefix.items.get(token.text)
+            if node is None:
+                return False
+        assert node is not None
+        subs = self._terminal(node, compiled, create=False)
+        if subs is None or key not in subs:
+            return False
+        del subs[key]
+        self._count -= 1
+        if subs:
+            return True
+        self._drop_terminal(node, compiled)
+        self._patterns -= 1
+        self._invalidate()
+        while path and node.is_empty():
+            parent, kind, text = path.pop()
+            if kind is TokenKind.LITERAL:
+                del parent.exact[text]
+            elif kind is TokenKind.STAR:
+                parent.star = None
+            else:
+                assert parent.prefix is not None
+                parent.prefix.discard(text)
+                if not parent.prefix.items:
+                    parent.prefix = None
+            node = parent
+        return True
+
+    def match(self, channel: str) -> tuple[Mapping[K, V], ...]:
+        """The subscriber mappings of every pattern matching the concrete ``channel``."""
+        cached = self._cache.get(channel)
+        if cached is not None:
+            return cached
+        result = self._match(channel)
+        if self._cache_size:
+            if len(self._cache) >= self._cache_size:
+                self._cache.clear()
+            self._cache[channel] = result
+        return result
+
+    def _match(self, channel: str) -> tuple[Mapping[K, V], ...]:
+        found: list[Mapping[K, V]] = []
+        tokens = channel.split(self._sep)
+        last = len(tokens) - 1
+        nodes: list[_Node[K, V]] = [self._root]
+        for i, token in enumerate(tokens):
+            more = i < last  # at least one token after this one
+            nxt: list[_Node[K, V]] = []
+            for node in nodes:
+                # Tails starting at this node cover tokens[i:], which is never empty here.
+                if node.hash_subs is not None:
+                    found.append(node.hash_subs)
+                if node.gt_subs is not None:
+                    found.append(node.gt_subs)
+                if node.prefix_hash is not None:
+                    found.extend(node.prefix_hash.prefixes_of(token))
+                if more and node.prefix_gt is not None:
+                    found.extend(node.prefix_gt.prefixes_of(token))
+                child = node.exact.get(token)
+                if child is not None:
+                    nxt.append(child)
+                if node.star is not None:
+                    nxt.append(node.star)
+                if node.prefix is not None:
+                    nxt.extend(node.prefix.prefixes_of(token))
+            if not nxt:
+                return tuple(found)
+            nodes = nxt
+        for node in nodes:
+            if node.subs is not None:
+                found.append(node.subs)
+            if node.hash_subs is not None:
+                found.append(node.hash_subs)  # '#' also matches zero further tokens
+        return tuple(found)
+
+    def match_keys(self, channel: str) -> set[K]:
+        """The set of keys subscribed through at least one pattern matching ``channel``."""
+        keys: set[K] = set()
+        for subs in self.match(channel):
+            keys.update(subs)
+        return keys
+
+    def is_empty_structure(self) -> bool:
+        """True when no node is left besides an empty root (pruning works; for tests)."""
+        return self._root.is_empty()

@@ -1,0 +1,166 @@
+"""KeTree: a set of key expressions compiled for "is this request INCLUDED in some member?"
+(seed 004 "Key-Expression Matching", PATTERNS.md §5 and "Matching structures").
+
+The set is a trie over chunks. Each node keeps its edges apart by kind, so a lookup never scans
+the members: literal and verbatim chunks in a dict (one hash lookup), one ``*`` edge, one ``**``
+edge, and ``$*`` pattern chunks grouped by their literal prefix (one dict lookup per distinct
+prefix length at that node). A lookup walks the request's chunks once, carrying the set of
+nodes reached so far (``**`` nodes may stay active); its cost is O(request depth x active
+nodes), independent of the number of members that cannot match.
+
+Every member carries a payload (for the ACL: the rule id); :meth:`KeTree.first_including`
+returns the payload of the EARLIEST inserted member that includes the request, so answers do
+not depend on trie traversal order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .keyexpr import Chunk, ChunkKind, KeyExpr, as_keyexpr, chunk_includes
+
+
+class _Node:
+    """A trie node; mutable only while :func:`KeTree.build` runs, never after."""
+
+    __slots__ = (
+        "literal",
+        "star",
+        "double",
+        "patterns",
+        "prefix_lengths",
+        "is_double",
+        "terminal",
+    )
+
+    def __init__(self, is_double: bool = False) -> None:
+        self.literal: dict[str, _Node] = {}
+        self.star: _Node | None = None
+        self.double: _Node | None = None
+        self.patterns: dict[str, list[tuple[Chunk, _Node]]] = {}
+        self.prefix_lengths: tuple[int, ...] = ()
+        self.is_double = is_double  # reached through a "**" edge: absorbs request chunks
+        self.terminal: tuple[int, str] | None = None  # (insertion order, payload)
+
+    def child(self, chunk: Chunk) -> _Node:
+        kind = chunk.kind
+        if kind is ChunkKind.STAR:
+            if self.star is None:
+                self.star = _Node()
+            return self.star
+        if kind is ChunkKind.DOUBLE_STAR:
+            if self.double is None:
+                self.double = _Node(is_double=True)
+            return self.double
+        if kind is ChunkKind.PATTERN:
+            group = self.patterns.setdefault(chunk.prefix, [])
+            for existing, node in group:
+                if existing.text == chunk.text:
+                    return node
+            node = _Node()
+            group.append((chunk, node))
+            self.prefix_lengths = tuple(sorted({len(p) for p in self.patterns}))
+            return node
+        node_or_none = self.literal.get(chunk.text)
+        if node_or_none is None:
+            node_or_none = _Node()
+            self.literal[chunk.text] = node_or_none
+        return node_or_none
+
+
+@dataclass(frozen=True, slots=True)
+class KeTree:
+    """An immutable compiled set of key expressions with payloads."""
+
+    _root: _Node
+    size: int
+
+    @classmethod
+    def build(cls, members: Iterable[tuple[KeyExpr | str, str]]) -> KeTree:
+        """Compile ``(key expression, payload)`` pairs; earlier pairs win ties."""
+        root = _Node()
+        count = 0
+        for order, (expr, payload) in enumerate(members):
+            node = root
+            for chunk in as_keyexpr(expr).chunks:
+                node = node.child(chunk)
+            if node.terminal is None:
+                node.terminal = (order, payload)
+            count += 1
+        return cls(root, count)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def includes(self, request: KeyExpr | str) -> bool:
+        """True when some member includes ``request``."""
+        return self.first_including(request) is not None
+
+    def first_including(self, request: KeyExpr | str) -> str | None:
+        """The payload of the earliest member that includes ``request``, or ``None``."""
+        if self.size == 0:
+            return None
+        chunks = as_keyexpr(request).chunks
+        active: list[_Node] = [self._root]
+        for chunk in chunks:
+            active = _step(_close(active), chunk)
+            if not active:
+                return None
+        best: tuple[int, str] | None = None
+        for node in _close(active):
+            t = node.terminal
+            if t is not None and (best is None or t[0] < best[0]):
+                best = t
+        return None if best is None else best[1]
+
+
+def _close(nodes: list[_Node]) -> list[_Node]:
+    """Add the nodes reachable through "**" matching zero chunks."""
+    extra = [n.double for n in nodes if n.double is not None]
+    if not extra:
+        return nodes
+    seen = {id(n) for n in nodes}
+    out = list(nodes)
+    for n in extra:
+        if id(n) not in seen:
+            seen.add(id(n))
+            out.append(n)
+    return out
+
+
+def _step(nodes: list[_Node], chunk: Chunk) -> list[_Node]:
+    """The nodes reached from ``nodes`` by one request chunk, by inclusion."""
+    kind = chunk.kind
+    text = chunk.text
+    out: list[_Node] = []
+    for node in nodes:
+        if node.is_double and kind is not ChunkKind.VERBATIM:
+            out.append(node)  # "**" absorbs any non-verbatim chunk, "*" and "**" included
+        if kind is ChunkKind.DOUBLE_STAR:
+            continue  # only "**" includes "**"
+        if kind is ChunkKind.LITERAL or kind is ChunkKind.VERBATIM:
+            hit = node.literal.get(text)
+            if hit is not None:
+                out.append(hit)
+            if kind is ChunkKind.VERBATIM:
+                continue
+        if node.star is not None:
+            out.append(node.star)
+        if kind is ChunkKind.STAR or not node.patterns:
+            continue
+        for length in node.prefix_lengths:
+            if length > len(text):
+                break
+            group = node.patterns.get(text[:length])
+            if group is None:
+                continue
+            for pattern, child in group:
+                if chunk_includes(pattern, chunk):
+                    out.append(child)
+    if len(out) > 1:
+        unique: dict[int, _Node] = {}
+        for n in out:
+            unique.setdefault(id(n), n)
+        return list(unique.values())
+    return out

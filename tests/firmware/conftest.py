@@ -1,0 +1,170 @@
+"""Fixtures for the firmware clients' tests.
+
+The MicroPython client runs unchanged under CPython: this conftest puts
+``firmware_clients/micropython`` (the files a board gets) and ``tests/firmware/shims`` (CPython
+stand-ins for MicroPython-only modules, just ``utime``) on sys.path. Nothing else is adapted.
+
+Tools fetched on first use, idempotently, under a file lock (pytest-xdist runs workers in
+parallel): the MicroPython WebAssembly port from npm (real MicroPython 1.27, to run the pure
+modules as a board would) and umqtt.simple from PyPI (an sdist pip cannot install, so its
+``umqtt/simple.py`` is extracted into tests/firmware/.cache/).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+FIRMWARE = ROOT / "firmware_clients"
+MICROPYTHON_CLIENT = FIRMWARE / "micropython"
+BASIC_CLIENT = FIRMWARE / "micropython_basic"
+SHIMS = HERE / "shims"
+CACHE = HERE / ".cache"
+WASM_DIR = HERE / "micropython_wasm"
+UMQTT_VERSION = "1.3.4"
+
+for _path in (SHIMS, MICROPYTHON_CLIENT):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    CACHE.mkdir(exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+# ---------------------------------------------------------------- real MicroPython (WebAssembly)
+
+MicroPythonRunner = Callable[..., str]
+
+
+@pytest.fixture(scope="session")
+def micropython() -> MicroPythonRunner:
+    """``run(script, heap=...)`` executes ``script`` in real MicroPython with the firmware at
+    /fw (already on sys.path) and returns its stdout; a Python exception fails the test."""
+    node = shutil.which("node")
+    npm = shutil.which("npm")
+    assert node and npm, "node and npm are needed (scripts/test installs them)"
+    entry = WASM_DIR / "node_modules/@micropython/micropython-webassembly-pyscript/micropython.mjs"
+    with _locked("npm"):
+        if not entry.exists():
+            subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=WASM_DIR, check=True, capture_output=True, timeout=300,
+            )
+    assert entry.exists(), f"npm install did not provide {entry}"
+
+    def run(script: str, heap: int = 1 << 20, timeout: float = 120.0) -> str:
+        script_file = CACHE / f"mp_script_{time.monotonic_ns()}.py"
+        script_file.write_text("import sys\nsys.path.append('/fw')\n" + script)
+        try:
+            proc = subprocess.run(
+                [node, str(WASM_DIR / "run.mjs"), str(heap), str(script_file),
+                 f"{MICROPYTHON_CLIENT}=/fw"],
+                capture_output=True, text=True, timeout=timeout,
+            )
+        finally:
+            script_file.unlink()
+        if proc.returncode != 0:
+            pytest.fail(f"MicroPython raised:\n{proc.stderr}\nstdout:\n{proc.stdout}")
+        return proc.stdout
+
+    return run
+
+
+# ---------------------------------------------------------------- umqtt.simple from PyPI
+
+@pytest.fixture(scope="session")
+def umqtt_simple_path() -> Path:
+    """A directory holding ``umqtt/simple.py`` of micropython-umqtt.simple, for sys.path."""
+    target = CACHE / f"umqtt-{UMQTT_VERSION}"
+    with _locked("umqtt"):
+        if not (target / "umqtt" / "simple.py").exists():
+            dl = CACHE / "downloads"
+            dl.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
+                 ":all:", f"micropython-umqtt.simple=={UMQTT_VERSION}", "-d", str(dl)],
+                check=True, capture_output=True, timeout=300,
+            )
+            archive = next(dl.glob(f"micropython*umqtt*simple-{UMQTT_VERSION}.tar.gz"))
+            (target / "umqtt").mkdir(parents=True, exist_ok=True)
+            with tarfile.open(archive) as tar:
+                for member in tar.getmembers():
+                    if member.name.endswith("umqtt/simple.py"):
+                        src = tar.extractfile(member)
+                        assert src is not None
+                        (target / "umqtt" / "simple.py").write_bytes(src.read())
+            (target / "umqtt" / "__init__.py").touch()
+    assert (target / "umqtt" / "simple.py").exists()
+    return target
+
+
+# ---------------------------------------------------------------- mosquitto as a reference broker
+
+class Mosquitto:
+    """A mosquitto process on a free loopback port (anonymous, MQTT 3.1.1 and 5)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.conf = workdir / "mosquitto.conf"
+        self.conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+        self.proc = subprocess.Popen([exe, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        wait_for_port(self.port)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()

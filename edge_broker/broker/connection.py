@@ -1,0 +1,316 @@
+"""One client network connection: an ``asyncio.Protocol`` around the sans-io codec.
+
+``data_received`` → ``PacketReader.feed`` → one handler per packet type (``handle_connect``,
+``handle_publish``, ``handle_subscribe`` … in the ``handle_*`` modules). A handler either finishes
+synchronously (the hot path) or returns an awaitable (authentication, async authorizers): then
+later packets wait in a backlog, reading pauses, and processing resumes in order when the
+awaitable is done.
+
+Outgoing bytes are appended to a per-connection list and written once per event-loop iteration
+(``Broker.schedule_flush``), so a burst of deliveries costs one ``transport.write``. When the
+transport's buffer passes the high-water mark the connection is ``paused`` (slow consumer): its
+QoS 0 messages are dropped and counted, QoS 1/2 wait in the session queue (bounded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..auth.chain import Authenticator, ConnectionInfo
+from ..auth.identity import Identity
+from ..mqtt.codec import PacketReader, encode
+from ..mqtt.errors import ProtocolError
+from ..mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Will
+from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
+from .session import Inflight, Outgoing, Session
+
+if TYPE_CHECKING:
+    from ..config import ListenerConfig
+    from .server import Broker
+
+log = logging.getLogger("edge_broker.broker")
+
+Handler = Callable[["Connection", Any], Awaitable[None] | None]
+
+AWAIT_CONNECT, CONNECTING, AUTHENTICATING, CONNECTED, CLOSED = range(5)
+
+# MQTT 5 reason code -> MQTT 3.x CONNACK return code (3.1.1 §3.2.2.3).
+V3_CONNACK_CODES: dict[int, int] = {
+    ReasonCode.UNSUPPORTED_PROTOCOL_VERSION: ConnackReturnCode.UNACCEPTABLE_PROTOCOL_VERSION,
+    ReasonCode.CLIENT_IDENTIFIER_NOT_VALID: ConnackReturnCode.IDENTIFIER_REJECTED,
+    ReasonCode.BAD_USER_NAME_OR_PASSWORD: ConnackReturnCode.BAD_USERNAME_OR_PASSWORD,
+    ReasonCode.NOT_AUTHORIZED: ConnackReturnCode.NOT_AUTHORIZED,
+    ReasonCode.BAD_AUTHENTICATION_METHOD: ConnackReturnCode.NOT_AUTHORIZED,
+    ReasonCode.BANNED: ConnackReturnCode.NOT_AUTHORIZED,
+    ReasonCode.SERVER_UNAVAILABLE: ConnackReturnCode.SERVER_UNAVAILABLE,
+    ReasonCode.SERVER_BUSY: ConnackReturnCode.SERVER_UNAVAILABLE,
+    ReasonCode.QUOTA_EXCEEDED: ConnackReturnCode.SERVER_UNAVAILABLE,
+    ReasonCode.CONNECTION_RATE_EXCEEDED: ConnackReturnCode.SERVER_UNAVAILABLE,
+}
+
+
+class Connection(asyncio.Protocol):
+    """See the module docstring. Attributes are public to the ``handle_*`` modules."""
+
+    def __init__(self, broker: Broker, listener: ListenerConfig) -> None:
+        self.broker = broker
+        self.listener = listener
+        self.transport: Any = None
+        self.info = ConnectionInfo(listener.name, listener.transport)
+        self.reader = PacketReader(side="server", max_packet_size=broker.config.limits.max_packet_size)
+        self.state = AWAIT_CONNECT
+        self.handlers: dict[type, Handler] = broker.handlers_before_connect
+        self.level = 4
+        self.v5 = False
+        self.client_id = ""
+        self.assigned_client_id: str | None = None
+        self.identity: Identity | None = None
+        self.session: Session | None = None
+        self.connect_packet: Connect | None = None
+        self.authenticator: Authenticator | None = None
+        self.auth_state: object = None
+        self.will: Will | None = None
+        self.keep_alive = 0
+        self.created = self.last_rx = time.monotonic()
+        self.problem_information = True  # MQTT 5 Request Problem Information (default 1)
+        self.send_quota = broker.config.limits.max_inflight  # min(ours, client's Receive Maximum)
+        self.client_max_packet = 268_435_460  # client's Maximum Packet Size
+        self.alias_out_max = 0  # client's Topic Alias Maximum
+        self.aliases_in: dict[int, str] = {}
+        self.aliases_out: dict[str, int] = {}
+        self.out: list[bytes] = []
+        self.paused = False
+        self.backlog: deque[Packet] | None = None
+        self.closing = False
+        self.disconnect_reason: str = "connection lost"
+
+    # -- asyncio.Protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.info = self.broker.connection_info(self.listener, transport)
+        limits = self.broker.config.limits
+        set_limits = getattr(transport, "set_write_buffer_limits", None)
+        if set_limits is not None:
+            set_limits(high=limits.write_buffer_high, low=limits.write_buffer_low)
+        self.broker.connection_opened(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_rx = time.monotonic()
+        self.broker.stats.bytes_received += len(data)
+        try:
+            packets = self.reader.feed(data)
+        except ProtocolError as exc:
+            before = getattr(exc, "packets_before_error", ())
+            if before and self.backlog is None:
+                self.process(list(before))
+            self.protocol_error(exc)
+            return
+        if not packets:
+            return
+        if self.backlog is not None:
+            self.backlog.extend(packets)
+            return
+        self.process(packets)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.state != CLOSED:
+            self.state = CLOSED
+            self.closing = True
+            self.broker.connection_closed(self)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        session = self.session
+        if session is not None and self.state == CONNECTED:
+            self.broker.delivery.drain(session)
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def process(self, packets: list[Packet]) -> None:
+        for i, packet in enumerate(packets):
+            if self.closing:
+                return
+            # self.handlers changes with the state (before CONNECT, enhanced auth, connected).
+            pending = self.handlers[type(packet)](self, packet)
+            if pending is not None:
+                self.backlog = deque(packets[i + 1 :])
+                self.transport.pause_reading()
+                asyncio.get_running_loop().create_task(self._resume_after(pending))
+                return
+
+    async def _resume_after(self, pending: Awaitable[None]) -> None:
+        while True:
+            try:
+                await pending
+            except ProtocolError as exc:
+                self.protocol_error(exc)
+                return
+            except Exception:
+                log.exception("internal error handling a packet from %r", self.client_id)
+                self.close(ReasonCode.UNSPECIFIED_ERROR, "internal error")
+                return
+            backlog = self.backlog
+            assert backlog is not None
+            next_pending: Awaitable[None] | None = None
+            while backlog and not self.closing:
+                packet = backlog.popleft()
+                next_pending = self.handlers[type(packet)](self, packet)
+                if next_pending is not None:
+                    break
+            if next_pending is None:
+                self.backlog = None
+                if not self.closing:
+                    self.transport.resume_reading()
+                return
+            pending = next_pending
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        if self.closing:
+            return
+        out = self.out
+        if not out:
+            self.broker.schedule_flush(self)
+        out.append(data)
+
+    def send_packet(self, packet: Packet) -> None:
+        self.send(encode(packet, self.level))
+
+    def flush(self) -> None:
+        out = self.out
+        if not out:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self.broker.stats.bytes_sent += len(data)
+        if not self.transport.is_closing():
+            self.transport.write(data)
+
+    def send_publish(self, outgoing: Outgoing, packet_id: int = 0, dup: bool = False) -> bool:
+        """Encode (cached per variant) and queue a PUBLISH; False if it could not be sent
+        (expired, or larger than the client's Maximum Packet Size: dropped and counted)."""
+        message = outgoing.message
+        if message.expires_at is not None and message.expired(time.monotonic()):
+            return False
+        alias = 0
+        send_topic = True
+        if self.alias_out_max:
+            alias = self.aliases_out.get(message.topic, 0)
+            if alias:
+                send_topic = False
+            elif len(self.aliases_out) < self.alias_out_max:
+                alias = self.aliases_out[message.topic] = len(self.aliases_out) + 1
+        template = message.template(
+            self.v5, outgoing.qos, outgoing.retain, outgoing.sub_ids, alias, send_topic, self.level
+        )
+        data: bytes = template.for_packet_id(packet_id) if packet_id else template.data
+        if len(data) > self.client_max_packet:
+            if alias and send_topic:
+                del self.aliases_out[message.topic]
+            self.broker.stats.dropped_oversize += 1
+            return False
+        if dup:
+            data = bytes((data[0] | 0x08,)) + data[1:]
+        self.send(data)
+        self.broker.stats.messages_sent += 1
+        return True
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def refuse_connect(self, reason_code: int, reason: str) -> None:
+        """CONNACK with an error (5: reason code; 3.x: mapped return code), then close."""
+        if self.v5:
+            props = Properties(reason_string=reason) if self.problem_information else Properties()
+            self.send_packet(Connack(False, reason_code, props))
+        else:
+            code = V3_CONNACK_CODES.get(reason_code, ConnackReturnCode.NOT_AUTHORIZED)
+            self.send_packet(Connack(False, code))
+        log.info(
+            "connect refused",
+            extra={"event": "connect_refused", "client_id": self.client_id,
+                   "reason_code": f"0x{reason_code:02X}", "reason": reason,
+                   "remote": _addr(self.info.remote_address), "listener": self.listener.name},
+        )
+        self.broker.stats.connections_refused += 1
+        self.disconnect_reason = reason
+        self.close(None, reason, will=False)
+
+    def close(self, reason_code: int | None, reason: str, will: bool = True) -> None:
+        """Close the connection; MQTT 5 clients past CONNECT get DISCONNECT ``reason_code`` first.
+
+        ``will`` False discards the will (normal DISCONNECT 0x00 from the client)."""
+        if self.closing:
+            return
+        if not will:
+            self.will = None
+        if reason_code is not None and self.v5 and self.state == CONNECTED:
+            props = Properties(reason_string=reason) if self.problem_information else Properties()
+            self.send_packet(Disconnect(reason_code, props))
+        self.disconnect_reason = reason
+        self.flush()
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def protocol_error(self, exc: ProtocolError) -> None:
+        """A codec or protocol violation: MQTT 5 gets CONNACK/DISCONNECT with the code; close."""
+        code = int(exc.reason_code)
+        log.warning(
+            "protocol error",
+            extra={"event": "protocol_error", "client_id": self.client_id,
+                   "reason_code": f"0x{code:02X}", "reason": exc.message,
+                   "remote": _addr(self.info.remote_address)},
+        )
+        self.broker.stats.protocol_errors += 1
+        if self.state == AWAIT_CONNECT:
+            level = getattr(exc, "protocol_level", None) or self.reader.protocol_level
+            if code == ReasonCode.UNSUPPORTED_PROTOCOL_VERSION:
+                self.level = 5 if level == 5 else 4
+                self.v5 = self.level == 5
+                self.refuse_connect(code, exc.message)
+                return
+            if level == 5:
+                self.level = 5
+                self.v5 = True
+                self.refuse_connect(code, exc.message)
+                return
+        self.close(code, exc.message)
+
+    def violation(self, reason_code: int, reason: str) -> None:
+        """A protocol rule broken by a well-formed packet (checked by the broker, not the codec)."""
+        self.protocol_error(ProtocolError(reason_code, reason))
+
+    # -- outgoing flow ----------------------------------------------------------------------
+
+    def resend_inflight(self) -> None:
+        """Resume a session: resend unacknowledged PUBLISH with DUP and pending PUBREL
+        (MQTT 5 §4.4)."""
+        session = self.session
+        assert session is not None
+        for pid, inflight in list(session.inflight.items()):
+            if inflight.released:
+                self.send(b"\x62\x02" + pid.to_bytes(2, "big"))
+            elif not self.send_publish(inflight.outgoing, pid, dup=True):
+                del session.inflight[pid]
+
+    def register_inflight(self, outgoing: Outgoing) -> None:
+        session = self.session
+        assert session is not None
+        pid = session.allocate_packet_id()
+        if self.send_publish(outgoing, pid):
+            session.inflight[pid] = Inflight(outgoing)
+
+
+def _addr(address: tuple[str, int] | None) -> str | None:
+    return f"{address[0]}:{address[1]}" if address else None
+

@@ -1,0 +1,263 @@
+"""CONNECT, AUTH, DISCONNECT and PINGREQ (MQTT 5 §3.1, §3.15, §3.14, §3.12; 3.1.1 §3.1).
+
+``handle_connect`` checks what the codec cannot (client identifier rules, limits), runs the
+listener's authentication chain, and on success takes over or resumes the session and sends
+CONNACK with the capability properties. Enhanced authentication (§4.12) pauses in the
+AUTHENTICATING state until the client's AUTH arrives (``handle_auth``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable
+from dataclasses import replace
+
+from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, requested_tenant
+from ..authz.decision import Decision
+from ..mqtt.packets import Auth, Connack, Connect, Disconnect, Pingreq, Properties
+from ..mqtt.reason_codes import ReasonCode
+from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Connection
+from .outcomes import will_denied
+from .session import NEVER_EXPIRES
+
+log = logging.getLogger("edge_broker.broker")
+
+PINGRESP = b"\xd0\x00"
+
+
+def handle_connect(conn: Connection, packet: Connect) -> Awaitable[None] | None:
+    """The first packet; returns the coroutine that authenticates (packet order is kept)."""
+    conn.state = CONNECTING
+    conn.level = packet.protocol_level
+    conn.v5 = packet.protocol_level == 5
+    conn.client_id = packet.client_id
+    conn.connect_packet = packet
+    if conn.v5:
+        conn.problem_information = packet.properties.request_problem_information != 0
+    return _connect(conn, packet)
+
+
+async def _connect(conn: Connection, packet: Connect) -> None:
+    broker = conn.broker
+    cfg = broker.config.broker
+    refusal = broker.admit(conn)
+    if refusal is not None:
+        conn.refuse_connect(*refusal)
+        return
+    client_id = packet.client_id
+    if client_id == "":
+        if conn.level == 3:
+            conn.refuse_connect(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+                                "MQTT 3.1 needs a client identifier of 1 to 23 characters")
+            return
+        if conn.level == 4 and not packet.clean_start:
+            conn.refuse_connect(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+                                "an empty client identifier needs clean session = 1 (MQTT 3.1.1 §3.1.3.1)")
+            return
+        if not cfg.allow_zero_length_client_id:
+            conn.refuse_connect(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+                                "this broker needs a client identifier")
+            return
+        client_id = cfg.assigned_client_id_prefix + secrets.token_hex(8)
+        conn.assigned_client_id = client_id
+        packet = replace(packet, client_id=client_id)
+        conn.connect_packet = packet
+    conn.client_id = client_id
+    tenant = requested_tenant(packet)
+    if isinstance(tenant, Refused):
+        conn.refuse_connect(tenant.reason_code, tenant.reason)
+        return
+    request = AuthRequest(connect=packet, info=conn.info, tenant=tenant)
+    authenticator, outcome = await conn.broker.auth_chain(conn.listener).authenticate(request)
+    conn.authenticator = authenticator
+    await _after_auth(conn, request, outcome)
+
+
+async def _after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutcome) -> None:
+    if conn.closing:
+        return
+    if isinstance(outcome, Refused):
+        conn.refuse_connect(outcome.reason_code, outcome.reason)
+        return
+    method = request.connect.properties.authentication_method
+    if isinstance(outcome, Continue):
+        if not conn.v5 or method is None:
+            conn.refuse_connect(ReasonCode.BAD_AUTHENTICATION_METHOD,
+                                "enhanced authentication needs MQTT 5 and an Authentication Method")
+            return
+        conn.state = AUTHENTICATING
+        conn.auth_state = outcome.state
+        conn.handlers = conn.broker.handlers_authenticating
+        conn.send_packet(Auth(ReasonCode.CONTINUE_AUTHENTICATION, Properties(
+            authentication_method=method, authentication_data=outcome.authentication_data)))
+        return
+    await _accept(conn, request.connect, outcome)
+
+
+def handle_auth_continue(conn: Connection, packet: Auth) -> Awaitable[None] | None:
+    """The client's AUTH during enhanced authentication at CONNECT (MQTT 5 §4.12)."""
+    connect = conn.connect_packet
+    assert connect is not None
+    method = connect.properties.authentication_method
+    if packet.reason_code != ReasonCode.CONTINUE_AUTHENTICATION or (
+        packet.properties.authentication_method != method
+    ):
+        conn.refuse_connect(ReasonCode.PROTOCOL_ERROR,
+                            "expected AUTH 0x18 with the CONNECT's authentication method")
+        return None
+    return _continue_auth(conn, connect, packet)
+
+
+async def _continue_auth(conn: Connection, connect: Connect, packet: Auth) -> None:
+    authenticator = conn.authenticator
+    assert authenticator is not None
+    tenant = requested_tenant(connect)
+    assert isinstance(tenant, str)
+    request = AuthRequest(connect=connect, info=conn.info, tenant=tenant, auth=packet,
+                          state=conn.auth_state)
+    await _after_auth(conn, request, await authenticator.authenticate(request))
+
+
+def handle_reauth(conn: Connection, packet: Auth) -> Awaitable[None] | None:
+    """Re-authentication (AUTH 0x19, then 0x18 exchanges) by the method that accepted the
+    connection (MQTT 5 §4.12.1)."""
+    connect = conn.connect_packet
+    assert connect is not None and conn.identity is not None
+    method = connect.properties.authentication_method
+    if method is None or packet.properties.authentication_method != method:
+        conn.violation(ReasonCode.PROTOCOL_ERROR,
+                       "AUTH needs the authentication method the CONNECT used")
+        return None
+    if packet.reason_code not in (ReasonCode.RE_AUTHENTICATE, ReasonCode.CONTINUE_AUTHENTICATION):
+        conn.violation(ReasonCode.PROTOCOL_ERROR, "a client sends AUTH with 0x18 or 0x19 only")
+        return None
+    return _reauth(conn, connect, packet, method)
+
+
+async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str) -> None:
+    authenticator = conn.authenticator
+    assert authenticator is not None and conn.identity is not None
+    request = AuthRequest(connect=connect, info=conn.info, tenant=conn.identity.tenant,
+                          auth=packet, state=conn.auth_state, reauthenticating=True,
+                          identity=conn.identity)
+    outcome = await authenticator.authenticate(request)
+    if isinstance(outcome, Refused):
+        conn.close(outcome.reason_code, outcome.reason)
+    elif isinstance(outcome, Continue):
+        conn.auth_state = outcome.state
+        conn.send_packet(Auth(ReasonCode.CONTINUE_AUTHENTICATION, Properties(
+            authentication_method=method, authentication_data=outcome.authentication_data)))
+    else:
+        conn.auth_state = None
+        conn.identity = outcome.identity
+        if conn.session is not None:
+            conn.session.identity = outcome.identity
+        conn.send_packet(Auth(ReasonCode.SUCCESS, Properties(
+            authentication_method=method, authentication_data=outcome.authentication_data)))
+
+
+async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> None:
+    broker = conn.broker
+    cfg = broker.config.broker
+    identity = accepted.identity
+    will = connect.will
+    if will is not None:
+        if will.qos > cfg.maximum_qos:
+            conn.refuse_connect(ReasonCode.QOS_NOT_SUPPORTED,
+                                f"the will QoS {will.qos} exceeds this broker's maximum QoS {cfg.maximum_qos}")
+            return
+        if will.retain and not cfg.retain_available:
+            conn.refuse_connect(ReasonCode.RETAIN_NOT_SUPPORTED, "retained wills are not supported")
+            return
+        verdict = broker.policy.check_will(identity, will)
+        decision = verdict if isinstance(verdict, Decision) else await verdict
+        if decision.denied:
+            will_denied(conn, decision)
+            return
+    if conn.closing:
+        return
+    conn.identity = identity
+    conn.will = will
+    # Session expiry (MQTT 5 §3.1.2.11); 3.x: clean session 0 keeps the session.
+    if conn.v5:
+        asked = connect.properties.session_expiry_interval or 0
+    else:
+        asked = 0 if connect.clean_start else NEVER_EXPIRES
+    expiry = min(asked, cfg.max_session_expiry)
+    session, present = broker.attach_session(conn, connect, identity, expiry)
+    props = Properties()
+    if conn.v5:
+        p = connect.properties
+        conn.send_quota = min(p.receive_maximum or 65535, broker.config.limits.max_inflight)
+        conn.client_max_packet = p.maximum_packet_size or conn.client_max_packet
+        conn.alias_out_max = min(p.topic_alias_maximum or 0, 65535)
+        props = broker.connack_properties(connect, expiry, asked, accepted,
+                                           conn.assigned_client_id)
+    else:
+        conn.send_quota = broker.config.limits.max_inflight
+    keep_alive = connect.keep_alive
+    if cfg.server_keep_alive:
+        keep_alive = cfg.server_keep_alive
+    elif keep_alive > cfg.max_keep_alive or (keep_alive == 0 and cfg.max_keep_alive < 65535):
+        keep_alive = cfg.max_keep_alive
+    if conn.v5 and keep_alive != connect.keep_alive:
+        props = replace(props, server_keep_alive=keep_alive)
+    conn.keep_alive = keep_alive if conn.v5 else connect.keep_alive
+    conn.state = CONNECTED
+    conn.handlers = broker.handlers_connected
+    conn.send_packet(Connack(present, ReasonCode.SUCCESS, props))
+    log.info(
+        "client connected",
+        extra={"event": "connect", "client_id": conn.client_id, "tenant": identity.tenant,
+               "method": identity.method, "protocol": conn.level, "clean_start": connect.clean_start,
+               "session_present": present, "listener": conn.listener.name,
+               "remote": conn.info.remote_address and f"{conn.info.remote_address[0]}:{conn.info.remote_address[1]}"},
+    )
+    if present:
+        conn.resend_inflight()
+    broker.delivery.drain(session)
+
+
+def handle_disconnect(conn: Connection, packet: Disconnect) -> None:
+    """Client DISCONNECT: 0x00 discards the will, 0x04 keeps it (MQTT 5 §3.14.2.1, §3.1.2.5)."""
+    session = conn.session
+    new_expiry = packet.properties.session_expiry_interval
+    if conn.v5 and new_expiry is not None and session is not None:
+        if session.expiry_interval == 0 and new_expiry != 0:
+            conn.violation(ReasonCode.PROTOCOL_ERROR,
+                           "a DISCONNECT must not set a session expiry when the CONNECT set none")
+            return
+        session.expiry_interval = min(new_expiry, conn.broker.config.broker.max_session_expiry)
+    keep_will = conn.v5 and packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
+    reason = "client disconnected" if packet.reason_code == 0 else (
+        f"client disconnected with reason 0x{packet.reason_code:02X}")
+    conn.close(None, reason, will=keep_will)
+
+
+def handle_pingreq(conn: Connection, packet: Pingreq) -> None:
+    conn.send(PINGRESP)
+
+
+def handle_second_connect(conn: Connection, packet: Connect) -> None:
+    """A second CONNECT is a protocol violation (MQTT 3.1.1 §3.1.0-2, MQTT 5 §3.1)."""
+    conn.violation(ReasonCode.PROTOCOL_ERROR, "a second CONNECT on the same connection")
+
+
+def handle_before_connect(conn: Connection, packet: object) -> None:
+    """The first packet must be CONNECT (MQTT 3.1.1 §3.1.0-1, MQTT 5 §4.1)."""
+    conn.violation(ReasonCode.PROTOCOL_ERROR,
+                   f"the first packet must be CONNECT, got {type(packet).__name__.upper()}")
+
+
+def handle_during_auth(conn: Connection, packet: object) -> None:
+    """Only AUTH (or DISCONNECT) may come while enhanced authentication runs (MQTT 5 §4.12)."""
+    conn.refuse_connect(ReasonCode.PROTOCOL_ERROR,
+                        f"{type(packet).__name__.upper()} before authentication completed")
+
+
+__all__ = [
+    "AWAIT_CONNECT", "handle_auth_continue", "handle_before_connect", "handle_connect",
+    "handle_disconnect", "handle_during_auth", "handle_pingreq", "handle_reauth",
+    "handle_second_connect",
+]

@@ -1,0 +1,186 @@
+"""PUBLISH and its acknowledgements in both directions (MQTT 5 §3.3–§3.7, §4.3; 3.1.1 §3.3–§3.7).
+
+Incoming: Maximum QoS / Retain Available (0x9B / 0x9A), topic aliases (0x94, §3.3.2.3.4),
+Payload Format Indicator (0x99), QoS 2 duplicates held by packet id until PUBREL (method B of
+§4.3.3: the message is routed on PUBLISH, duplicates are not routed again), Receive Maximum
+(0x93), the policy, then routing and the acknowledgement (0x10 when nobody subscribed).
+Outgoing: PUBACK / PUBREC / PUBCOMP from the client release the session's in-flight window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..authz.decision import Decision
+from ..mqtt.names import payload_is_valid_utf8
+from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
+from ..mqtt.reason_codes import ReasonCode
+from .message import make_message
+from .outcomes import publish_denied
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+# Success acknowledgements without reason code or properties: identical bytes in 3.1, 3.1.1
+# and 5 (MQTT 5 §3.4.2.1: the reason code may be omitted when it is 0x00 and there are no
+# properties).
+PUBACK_HEAD = b"\x40\x02"
+PUBREC_HEAD = b"\x50\x02"
+PUBREL_HEAD = b"\x62\x02"
+PUBCOMP_HEAD = b"\x70\x02"
+
+
+def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
+    broker = conn.broker
+    broker.stats.messages_received += 1
+    qos = packet.qos
+    cfg = broker.config.broker
+    if qos > cfg.maximum_qos:
+        conn.violation(ReasonCode.QOS_NOT_SUPPORTED,
+                       f"QoS {qos} exceeds this broker's maximum QoS {cfg.maximum_qos}")
+        return None
+    if packet.retain and not cfg.retain_available:
+        conn.violation(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are not supported")
+        return None
+    topic = packet.topic
+    props = packet.properties
+    if conn.v5 and props is not NO_PROPERTIES:
+        alias = props.topic_alias
+        if alias is not None:
+            if alias > cfg.topic_alias_maximum:
+                conn.violation(ReasonCode.TOPIC_ALIAS_INVALID,
+                               f"topic alias {alias} exceeds the maximum {cfg.topic_alias_maximum}")
+                return None
+            if topic:
+                conn.aliases_in[alias] = topic
+            else:
+                known = conn.aliases_in.get(alias)
+                if known is None:
+                    conn.violation(ReasonCode.PROTOCOL_ERROR, f"topic alias {alias} is not set")
+                    return None
+                topic = known
+            props = replace(props, topic_alias=None)
+        if props.subscription_identifiers:
+            conn.violation(ReasonCode.PROTOCOL_ERROR,
+                           "a client must not send Subscription Identifiers (MQTT 5 §3.3.4)")
+            return None
+        if props.payload_format_indicator == 1 and not payload_is_valid_utf8(packet.payload):
+            if qos == 0:
+                conn.violation(ReasonCode.PAYLOAD_FORMAT_INVALID,
+                               "payload format indicator says UTF-8 but the payload is not")
+            else:
+                ack = Puback if qos == 1 else Pubrec
+                conn.send_packet(ack(packet.packet_id or 0, ReasonCode.PAYLOAD_FORMAT_INVALID))
+            return None
+    session = conn.session
+    assert session is not None
+    if qos == 2:
+        pid = packet.packet_id
+        assert pid is not None
+        if pid in session.qos2_incoming:  # a resent QoS 2 PUBLISH: acknowledge, do not route
+            conn.send(PUBREC_HEAD + pid.to_bytes(2, "big"))
+            return None
+        if len(session.qos2_incoming) >= broker.config.limits.receive_maximum:
+            conn.violation(ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
+                           "more unacknowledged QoS 2 messages than the Receive Maximum")
+            return None
+    identity = conn.identity
+    assert identity is not None
+    verdict = broker.policy.check_publish(identity, topic, packet)
+    if isinstance(verdict, Decision):
+        _decided(conn, packet, topic, props, verdict)
+        return None
+    return _await_decision(conn, packet, topic, props, verdict)
+
+
+async def _await_decision(conn: Connection, packet: Publish, topic: str, props: Properties,
+                          verdict: object) -> None:
+    decision = await verdict  # type: ignore[misc]
+    if not conn.closing:
+        _decided(conn, packet, topic, props, decision)
+
+
+def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
+             decision: Decision) -> None:
+    if decision.denied:
+        publish_denied(conn, packet, decision)
+        return
+    broker = conn.broker
+    session = conn.session
+    assert session is not None
+    message = make_message(topic, packet.payload, packet.qos, packet.retain, props, conn.client_id)
+    space = broker.topic_space(session.tenant)
+    if packet.retain:
+        if packet.payload:
+            space.retained.set(message)
+        else:
+            space.retained.delete(topic)
+    routed = broker.delivery.route(space, message)
+    qos = packet.qos
+    if qos == 0:
+        return
+    pid = packet.packet_id
+    assert pid is not None
+    if qos == 2:
+        session.qos2_incoming.add(pid)
+    if routed or not conn.v5:
+        conn.send((PUBACK_HEAD if qos == 1 else PUBREC_HEAD) + pid.to_bytes(2, "big"))
+    else:
+        ack = Puback if qos == 1 else Pubrec
+        conn.send_packet(ack(pid, ReasonCode.NO_MATCHING_SUBSCRIBERS))
+
+
+def handle_pubrel(conn: Connection, packet: Pubrel) -> None:
+    """Release an incoming QoS 2 packet id (MQTT 5 §4.3.3)."""
+    session = conn.session
+    assert session is not None
+    pid = packet.packet_id
+    if pid in session.qos2_incoming:
+        session.qos2_incoming.discard(pid)
+        conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
+    elif conn.v5:
+        conn.send_packet(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
+    else:
+        conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
+
+
+def handle_puback(conn: Connection, packet: Puback) -> None:
+    session = conn.session
+    assert session is not None
+    inflight = session.inflight.get(packet.packet_id)
+    if inflight is not None and inflight.outgoing.qos == 1:
+        del session.inflight[packet.packet_id]
+        if session.queue:
+            conn.broker.delivery.drain(session)
+
+
+def handle_pubrec(conn: Connection, packet: Pubrec) -> None:
+    session = conn.session
+    assert session is not None
+    pid = packet.packet_id
+    inflight = session.inflight.get(pid)
+    if inflight is None or inflight.outgoing.qos != 2:
+        if conn.v5:
+            conn.send_packet(Pubrel(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
+        else:
+            conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
+        return
+    if packet.reason_code >= 0x80:  # the client refused it: the flow ends (MQTT 5 §4.3.3)
+        del session.inflight[pid]
+        conn.broker.delivery.drain(session)
+        return
+    inflight.released = True
+    conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
+
+
+def handle_pubcomp(conn: Connection, packet: Pubcomp) -> None:
+    session = conn.session
+    assert session is not None
+    inflight = session.inflight.get(packet.packet_id)
+    if inflight is not None and inflight.released:
+        del session.inflight[packet.packet_id]
+        if session.queue:
+            conn.broker.delivery.drain(session)
+

@@ -1,0 +1,156 @@
+"""SUBSCRIBE and UNSUBSCRIBE (MQTT 5 §3.8–§3.11, §4.8.2; 3.1.1 §3.8–§3.11).
+
+Each filter is decided on its own: syntax and the broker's capabilities (wildcards, shared
+subscriptions, subscription identifiers), the per-client subscription limit (0x97), then the
+policy. The SUBACK goes out before the retained messages the new subscriptions select (Retain
+Handling 0: always, 1: only for a new subscription, 2: never; never for shared subscriptions).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from ..authz.decision import Decision
+from ..matching.errors import RuleError
+from ..matching.mqtt_topics import parse_shared
+from ..mqtt.packets import Properties, Suback, Subscribe, Subscription, Unsuback, Unsubscribe
+from ..mqtt.reason_codes import ReasonCode
+from .outcomes import subscribe_denied
+from .session import Outgoing, SubscriptionEntry
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+
+def handle_subscribe(conn: Connection, packet: Subscribe) -> Awaitable[None] | None:
+    cfg = conn.broker.config.broker
+    sub_id = packet.properties.subscription_identifiers[0] if (
+        packet.properties.subscription_identifiers) else None
+    if sub_id is not None and not cfg.subscription_identifiers:
+        conn.violation(ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,
+                       "subscription identifiers are not supported")
+        return None
+    for sub in packet.subscriptions:
+        if sub.no_local and sub.topic_filter.startswith("$share/") and conn.v5:
+            conn.violation(ReasonCode.PROTOCOL_ERROR,
+                           "No Local on a shared subscription (MQTT 5 §3.8.3.1)")
+            return None
+    verdicts = [_check(conn, sub) for sub in packet.subscriptions]
+    if all(isinstance(v, (Decision, int)) for v in verdicts):
+        _subscribe(conn, packet, sub_id, verdicts)  # type: ignore[arg-type]
+        return None
+    return _await_verdicts(conn, packet, sub_id, verdicts)
+
+
+async def _await_verdicts(conn: Connection, packet: Subscribe, sub_id: int | None,
+                          verdicts: list[object]) -> None:
+    resolved: list[Decision | int] = []
+    for v in verdicts:
+        resolved.append(v if isinstance(v, (Decision, int)) else await v)  # type: ignore[misc]
+    if not conn.closing:
+        _subscribe(conn, packet, sub_id, resolved)
+
+
+def _check(conn: Connection, sub: Subscription) -> object:
+    """A reason code the broker decides itself, or the policy's (maybe awaitable) Decision."""
+    broker = conn.broker
+    cfg = broker.config.broker
+    topic_filter = sub.topic_filter
+    try:
+        shared = parse_shared(topic_filter, broker.separator)
+    except RuleError:
+        shared = None  # the policy's syntax gate reports it
+    if shared is not None and not cfg.shared_subscriptions:
+        return int(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
+    inner = shared.filter if shared is not None else topic_filter
+    if not cfg.wildcard_subscriptions and ("+" in inner or "#" in inner):
+        return int(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
+    assert conn.identity is not None
+    return broker.policy.check_subscribe(conn.identity, sub)
+
+
+def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
+               verdicts: list[Decision | int]) -> None:
+    broker = conn.broker
+    session = conn.session
+    assert session is not None
+    space = broker.topic_space(session.tenant)
+    max_qos = broker.config.broker.maximum_qos
+    limit = broker.config.limits.max_subscriptions_per_client
+    codes: list[int] = []
+    retained_for: list[tuple[SubscriptionEntry, str]] = []
+    for sub, verdict in zip(packet.subscriptions, verdicts, strict=True):
+        if isinstance(verdict, Decision):
+            if verdict.denied:
+                code = subscribe_denied(conn, verdict)
+                if code is None:
+                    return
+                codes.append(code)
+                continue
+            recheck = verdict.recheck
+        else:
+            if not conn.v5:
+                codes.append(0x80)
+                continue
+            codes.append(verdict)
+            continue
+        existing = session.subscriptions.get(sub.topic_filter)
+        if existing is None and len(session.subscriptions) >= limit:
+            codes.append(int(ReasonCode.QUOTA_EXCEEDED) if conn.v5 else 0x80)
+            continue
+        shared = parse_shared(sub.topic_filter, broker.separator)
+        inner = shared.filter if shared is not None else sub.topic_filter
+        qos = min(sub.qos, max_qos)
+        entry = SubscriptionEntry(
+            session, sub.topic_filter, qos, sub.no_local, sub.retain_as_published,
+            sub.retain_handling, sub_id, shared.group if shared is not None else None, recheck,
+        )
+        session.subscriptions[sub.topic_filter] = entry
+        space.subscribe(entry, inner)
+        codes.append(qos)
+        if shared is None and (sub.retain_handling == 0 or (
+                sub.retain_handling == 1 and existing is None)):
+            retained_for.append((entry, inner))
+    conn.send_packet(Suback(packet.packet_id, tuple(codes)))
+    if retained_for:
+        _send_retained(conn, retained_for)
+
+
+def _send_retained(conn: Connection, wanted: list[tuple[SubscriptionEntry, str]]) -> None:
+    """Retained messages for new subscriptions, RETAIN set (MQTT 5 §3.3.1.3)."""
+    broker = conn.broker
+    session = conn.session
+    assert session is not None
+    space = broker.topic_space(session.tenant)
+    now = time.monotonic()
+    policy = broker.policy
+    for entry, inner in wanted:
+        sub_ids = (entry.subscription_id,) if entry.subscription_id else ()
+        for message in space.retained.matching(inner, now):
+            if not policy.routable(message.topic):
+                continue
+            if (policy.has_delivery_gates or entry.recheck) and not policy.check_deliver(
+                    session, message).allowed:
+                continue
+            qos = min(entry.qos, message.qos)
+            broker.delivery.send(session, Outgoing(message, qos, True, sub_ids))
+
+
+def handle_unsubscribe(conn: Connection, packet: Unsubscribe) -> None:
+    broker = conn.broker
+    session = conn.session
+    assert session is not None
+    space = broker.topic_space(session.tenant)
+    codes: list[int] = []
+    for topic_filter in packet.topic_filters:
+        entry = session.subscriptions.pop(topic_filter, None)
+        if entry is None:
+            codes.append(ReasonCode.NO_SUBSCRIPTION_EXISTED)
+            continue
+        shared = parse_shared(topic_filter, broker.separator)
+        space.unsubscribe(entry, shared.filter if shared is not None else topic_filter)
+        codes.append(ReasonCode.SUCCESS)
+    conn.send_packet(Unsuback(packet.packet_id, tuple(codes) if conn.v5 else (),
+                              Properties()))

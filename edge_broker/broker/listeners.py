@@ -1,0 +1,114 @@
+"""Listeners: TCP, TLS (``ssl``, optional or required client certificates) and WebSocket, and
+what the broker learns about a connection before its CONNECT (addresses, the local interface,
+the client certificate's subject CN)."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import socket
+import ssl
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from ..auth.chain import ConnectionInfo
+from ..config import ListenerConfig
+
+SIOCGIFADDR = 0x8915  # Linux ioctl: the IPv4 address of an interface
+
+
+def tls_context(listener: ListenerConfig) -> ssl.SSLContext:
+    """A server context from the listener's PEM files; client certificates optional or
+    required (their subject CN is kept for authentication, AUTHZ.md §1)."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    assert listener.tls_cert is not None and listener.tls_key is not None
+    ctx.load_cert_chain(listener.tls_cert, listener.tls_key)
+    if listener.tls_ca is not None:
+        ctx.load_verify_locations(listener.tls_ca)
+        ctx.verify_mode = ssl.CERT_REQUIRED if listener.require_client_cert else ssl.CERT_OPTIONAL
+    return ctx
+
+
+def certificate_cn(transport: asyncio.BaseTransport) -> str | None:
+    cert = transport.get_extra_info("peercert")
+    if not cert:
+        return None
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
+def _ipv4_interfaces() -> dict[str, str]:
+    found: dict[str, str] = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue
+            found[socket.inet_ntoa(packed[20:24])] = name
+    return found
+
+
+def _ipv6_interfaces() -> dict[str, str]:
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/net/if_inet6", encoding="ascii") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6:
+                    raw = bytes.fromhex(parts[0])
+                    found[socket.inet_ntop(socket.AF_INET6, raw)] = parts[5]
+    except OSError:
+        pass
+    return found
+
+
+def interface_for(address: str) -> str | None:
+    """The name of the local interface holding ``address`` (site ACL subjects), or None."""
+    if address.startswith("::ffff:"):
+        address = address[7:]
+    if ":" in address:
+        return _ipv6_interfaces().get(address)
+    return _ipv4_interfaces().get(address)
+
+
+def _pair(value: Any) -> tuple[str, int] | None:
+    if isinstance(value, tuple) and len(value) >= 2:
+        return (str(value[0]), int(value[1]))
+    return None
+
+
+def connection_info(
+    listener: ListenerConfig, transport: asyncio.BaseTransport, interfaces: dict[str, str | None]
+) -> ConnectionInfo:
+    """``interfaces`` caches address → interface name for the broker's lifetime."""
+    local = _pair(transport.get_extra_info("sockname"))
+    remote = _pair(transport.get_extra_info("peername"))
+    interface = None
+    if local is not None:
+        if local[0] not in interfaces:
+            interfaces[local[0]] = interface_for(local[0])
+        interface = interfaces[local[0]]
+    return ConnectionInfo(
+        listener=listener.name,
+        transport=listener.transport,
+        local_address=local,
+        remote_address=remote,
+        interface=interface,
+        cert_cn=certificate_cn(transport) if listener.uses_tls else None,
+    )
+
+
+async def start_listener(
+    listener: ListenerConfig, factory: Callable[[], asyncio.Protocol]
+) -> asyncio.Server:
+    loop = asyncio.get_running_loop()
+    ssl_ctx = tls_context(listener) if listener.uses_tls else None
+    host = listener.bind or None
+    return await loop.create_server(
+        factory, host=host, port=listener.port, ssl=ssl_ctx, reuse_address=True, backlog=1024
+    )

@@ -1,0 +1,99 @@
+"""An application message inside the broker, and the bytes it is sent as.
+
+A PUBLISH is encoded once per variant (protocol family, QoS, retain flag, subscription
+identifiers, remaining expiry, outbound topic alias) and the bytes are reused for every subscriber
+of that variant; for QoS 1/2 only the packet identifier is patched (DESIGN.md "The broker core").
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..mqtt.codec import encode_publish_template
+from ..mqtt.packets import NO_PROPERTIES, Properties
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """What a publisher sent, as routed: the properties exclude Topic Alias and Subscription
+    Identifiers (they are per hop). ``expires_at`` is a ``time.monotonic()`` deadline from the
+    Message Expiry Interval (MQTT 5 §3.3.2.3.3). ``origin`` is the publishing client id (No Local)."""
+
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    properties: Properties = NO_PROPERTIES
+    expires_at: float | None = None
+    origin: str | None = None
+    encoded: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.topic) + len(self.payload) + 32
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+    def remaining_expiry(self, now: float) -> int | None:
+        """Seconds left, rounded up; ``None`` without an expiry (MQTT 5 §3.3.2.3.3)."""
+        if self.expires_at is None:
+            return None
+        return max(0, math.ceil(self.expires_at - now))
+
+    def template(
+        self,
+        v5: bool,
+        qos: int,
+        retain: bool,
+        sub_ids: tuple[int, ...],
+        alias: int = 0,
+        send_topic: bool = True,
+        level: int = 4,
+    ) -> Any:
+        """The cached encoded variant; ``.data`` (QoS 0) or ``.for_packet_id(pid)``."""
+        expiry = None
+        if self.expires_at is not None and v5:
+            expiry = self.remaining_expiry(time.monotonic())
+        key = (v5, qos, retain, sub_ids, expiry, alias, send_topic)
+        tpl = self.encoded.get(key)
+        if tpl is None:
+            props = self.properties
+            if v5:
+                if sub_ids or expiry is not None or alias:
+                    props = replace(
+                        props,
+                        subscription_identifiers=sub_ids,
+                        message_expiry_interval=expiry,
+                        topic_alias=alias or None,
+                    )
+            tpl = encode_publish_template(
+                self.topic if send_topic else "",
+                self.payload,
+                qos,
+                retain,
+                False,
+                props,
+                5 if v5 else level,
+            )
+            if len(self.encoded) > 16:
+                self.encoded.clear()
+            self.encoded[key] = tpl
+        return tpl
+
+
+def make_message(
+    topic: str,
+    payload: bytes,
+    qos: int,
+    retain: bool,
+    properties: Properties,
+    origin: str | None,
+) -> Message:
+    """A Message from a received PUBLISH (properties already stripped of the alias)."""
+    expiry = properties.message_expiry_interval
+    expires_at = time.monotonic() + expiry if expiry is not None else None
+    return Message(topic, payload, qos, retain, properties, expires_at, origin)

@@ -1,0 +1,379 @@
+"""The ``Broker``: one object owning config, listeners, sessions, topic spaces, retained
+messages, statistics and the policy (CONVENTIONS.md: no module-level mutable state).
+
+Also the connection lifecycle the handlers rely on: admission (connection limit and connect
+rate), session takeover / resume / clean start (MQTT 5 §3.1.2.4, §3.1.4), will messages with
+delay (§3.1.2.5, §3.1.3.2.2), session expiry (§3.1.2.11.2), keep alive ×1.5 (§3.1.2.10),
+``$SYS`` and graceful shutdown (DISCONNECT 0x8B).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+from typing import Any
+
+from ..auth.chain import Accepted, AuthChain, ConnectionInfo
+from ..auth.identity import Identity
+from ..config import Config, ListenerConfig
+from ..mqtt.packets import (
+    Auth,
+    Connect,
+    Disconnect,
+    Pingreq,
+    Properties,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Subscribe,
+    Unsubscribe,
+    Will,
+)
+from ..mqtt.reason_codes import ReasonCode
+from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Connection, Handler
+from .delivery import Delivery
+from .handle_connect import (
+    handle_auth_continue,
+    handle_before_connect,
+    handle_connect,
+    handle_disconnect,
+    handle_during_auth,
+    handle_pingreq,
+    handle_reauth,
+    handle_second_connect,
+)
+from .handle_publish import (
+    handle_puback,
+    handle_pubcomp,
+    handle_publish,
+    handle_pubrec,
+    handle_pubrel,
+)
+from .handle_subscribe import handle_subscribe, handle_unsubscribe
+from .listeners import connection_info, start_listener
+from .message import make_message
+from .policy import Policy
+from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore
+from .stats import BrokerStats
+from .sys_topics import publish_sys
+from .topic_space import TopicSpace
+from .websocket import WebSocketProtocol
+
+log = logging.getLogger("edge_broker.broker")
+
+TICK = 0.5  # seconds between keep-alive / will / expiry / $SYS checks
+CLIENT_PACKETS = (Connect, Publish, Puback, Pubrec, Pubrel, Pubcomp, Subscribe, Unsubscribe,
+                  Pingreq, Disconnect, Auth)
+
+
+class Broker:
+    def __init__(self, config: Config, sessions: SessionStore | None = None) -> None:
+        self.config = config
+        self.separator = config.topics.separator
+        self.stats = BrokerStats()
+        self.policy = Policy(self.separator)
+        self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
+        self.topic_spaces: dict[str, TopicSpace] = {}
+        self.delivery = Delivery(self)
+        self.connections: set[Connection] = set()
+        self.servers: list[asyncio.Server] = []
+        self.bound: list[tuple[str, str, str, int]] = []  # (name, transport, host, port)
+        self._chains: dict[str, AuthChain] = {}
+        self._interfaces: dict[str, str | None] = {}
+        self._dirty: list[Connection] = []
+        self._flush_pending = False
+        self._wills: set[Session] = set()
+        self._expiring: set[Session] = set()
+        self._rate_tokens = float(config.limits.connect_burst)
+        self._rate_at = time.monotonic()
+        self._stop = asyncio.Event()
+        self._ticker: asyncio.Task[None] | None = None
+        self._next_sys = 0.0
+        self.handlers_before_connect: dict[type, Handler] = {
+            t: handle_before_connect for t in CLIENT_PACKETS}
+        self.handlers_before_connect[Connect] = handle_connect
+        self.handlers_authenticating: dict[type, Handler] = {
+            t: handle_during_auth for t in CLIENT_PACKETS}
+        self.handlers_authenticating[Auth] = handle_auth_continue
+        self.handlers_connected: dict[type, Handler] = {
+            Connect: handle_second_connect,
+            Publish: handle_publish,
+            Puback: handle_puback,
+            Pubrec: handle_pubrec,
+            Pubrel: handle_pubrel,
+            Pubcomp: handle_pubcomp,
+            Subscribe: handle_subscribe,
+            Unsubscribe: handle_unsubscribe,
+            Pingreq: handle_pingreq,
+            Disconnect: handle_disconnect,
+            Auth: handle_reauth,
+        }
+        self.topic_space("~")
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for listener in self.config.listeners:
+            server = await start_listener(listener, self._factory(listener))
+            self.servers.append(server)
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                self.bound.append((listener.name, listener.transport, host, port))
+                log.info(
+                    f"listener {listener.name} ({listener.transport}) listening on {host}:{port}",
+                    extra={"event": "listening", "listener": listener.name,
+                           "transport": listener.transport, "host": host, "port": port},
+                )
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    def _factory(self, listener: ListenerConfig) -> Any:
+        if listener.transport == "websocket":
+            return lambda: WebSocketProtocol(self, listener)
+        return lambda: Connection(self, listener)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def serve(self) -> None:
+        """Run until :meth:`request_stop`, then shut down gracefully."""
+        await self.start()
+        await self._stop.wait()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        """Stop accepting, DISCONNECT 0x8B to MQTT 5 clients, flush, close."""
+        log.info("shutting down", extra={"event": "shutdown",
+                                         "clients": self.stats.clients_connected})
+        for server in self.servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close(ReasonCode.SERVER_SHUTTING_DOWN, "server shutting down")
+        deadline = time.monotonic() + 3.0
+        while self.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for server in self.servers:
+            try:
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+            except TimeoutError:
+                pass
+
+    # -- connections ------------------------------------------------------------------------
+
+    def connection_info(self, listener: ListenerConfig, transport: Any) -> ConnectionInfo:
+        return connection_info(listener, transport, self._interfaces)
+
+    def connection_opened(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        if len(self.connections) > self.config.limits.max_connections + 64:
+            # Far over the limit: do not even read a CONNECT (half-open floods).
+            conn.close(None, "too many connections")
+
+    def admit(self, conn: Connection) -> tuple[int, str] | None:
+        """Connection limit and connect rate (token bucket), checked at CONNECT."""
+        limits = self.config.limits
+        if self.stats.clients_connected >= limits.max_connections:
+            return (ReasonCode.QUOTA_EXCEEDED,
+                    f"the broker already has {limits.max_connections} clients (limits.max_connections)")
+        now = time.monotonic()
+        self._rate_tokens = min(float(limits.connect_burst),
+                                self._rate_tokens + (now - self._rate_at) * limits.connect_rate)
+        self._rate_at = now
+        if self._rate_tokens < 1.0:
+            return (ReasonCode.CONNECTION_RATE_EXCEEDED,
+                    "too many connections per second (limits.connect_rate)")
+        self._rate_tokens -= 1.0
+        return None
+
+    def auth_chain(self, listener: ListenerConfig) -> AuthChain:
+        chain = self._chains.get(listener.name)
+        if chain is None:
+            chain = self._chains[listener.name] = AuthChain.from_config(listener, self.config)
+        return chain
+
+    def topic_space(self, tenant: str) -> TopicSpace:
+        space = self.topic_spaces.get(tenant)
+        if space is None:
+            space = self.topic_spaces[tenant] = TopicSpace(tenant, self.separator)
+        return space
+
+    def schedule_flush(self, conn: Connection) -> None:
+        self._dirty.append(conn)
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        dirty, self._dirty = self._dirty, []
+        for conn in dirty:
+            conn.flush()
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def attach_session(
+        self, conn: Connection, connect: Connect, identity: Identity, expiry: int
+    ) -> tuple[Session, bool]:
+        """Take over a live session (DISCONNECT 0x8E), resume or start a session."""
+        client_id = conn.client_id
+        existing = self.sessions.get(client_id)
+        if existing is not None and existing.connection is not None:
+            old = existing.connection
+            old.close(ReasonCode.SESSION_TAKEN_OVER, "session taken over by a new connection")
+            old.state = AWAIT_CONNECT  # not CONNECTED any more; connection_lost must not detach
+            old.disconnect_reason = "session taken over"
+            self._detach(old)
+        now = time.monotonic()
+        if existing is not None and (
+            connect.clean_start
+            or existing.tenant != identity.tenant
+            or (existing.expires_at is not None and existing.expires_at <= now)
+        ):
+            self._end_session(existing)
+            existing = None
+        if existing is None:
+            session = Session(client_id, identity.tenant, identity, conn.level)
+            self.sessions.put(session)
+            present = False
+        else:
+            session = existing
+            present = True
+            session.will = None
+            session.will_at = None
+            self._wills.discard(session)
+            session.expires_at = None
+            self._expiring.discard(session)
+        session.identity = identity
+        session.protocol_level = conn.level
+        session.expiry_interval = expiry
+        session.connection = conn
+        conn.session = session
+        self.stats.clients_connected += 1
+        self.stats.clients_maximum = max(self.stats.clients_maximum, self.stats.clients_connected)
+        return session, present
+
+    def connack_properties(
+        self, connect: Connect, expiry: int, asked: int, accepted: Accepted, assigned: str | None
+    ) -> Properties:
+        """Every capability of MQTT 5 §3.2.2.3 the client needs to know."""
+        cfg = self.config.broker
+        limits = self.config.limits
+        return Properties(
+            session_expiry_interval=expiry if expiry != asked else None,
+            receive_maximum=limits.receive_maximum,
+            maximum_qos=cfg.maximum_qos if cfg.maximum_qos < 2 else None,
+            retain_available=int(cfg.retain_available),
+            maximum_packet_size=limits.max_packet_size,
+            assigned_client_identifier=assigned,
+            topic_alias_maximum=cfg.topic_alias_maximum or None,
+            wildcard_subscription_available=int(cfg.wildcard_subscriptions),
+            subscription_identifier_available=int(cfg.subscription_identifiers),
+            shared_subscription_available=int(cfg.shared_subscriptions),
+            authentication_method=connect.properties.authentication_method,
+            authentication_data=accepted.authentication_data,
+        )
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        if conn.session is not None:
+            self._detach(conn)
+        if conn.client_id and conn.identity is not None:
+            log.info("client disconnected",
+                     extra={"event": "disconnect", "client_id": conn.client_id,
+                            "reason": conn.disconnect_reason})
+
+    def _detach(self, conn: Connection) -> None:
+        """The connection of a session is gone: will (maybe delayed) and session expiry."""
+        session = conn.session
+        conn.session = None
+        if session is None or session.connection is not conn:
+            return
+        session.connection = None
+        self.stats.clients_connected -= 1
+        will, conn.will = conn.will, None
+        now = time.monotonic()
+        if will is not None:
+            delay = (will.properties.will_delay_interval or 0) if conn.v5 else 0
+            if delay == 0 or session.expiry_interval == 0:
+                self.publish_will(session, will)
+            else:
+                session.will = will
+                session.will_at = now + delay
+                self._wills.add(session)
+        if session.expiry_interval == 0:
+            self._end_session(session)
+        elif session.expiry_interval != NEVER_EXPIRES:
+            session.expires_at = now + session.expiry_interval
+            self._expiring.add(session)
+
+    def _end_session(self, session: Session) -> None:
+        """The session ends: its pending will is published, its subscriptions removed."""
+        if session.will is not None:
+            will, session.will = session.will, None
+            self.publish_will(session, will)
+        self._wills.discard(session)
+        self._expiring.discard(session)
+        space = self.topic_space(session.tenant)
+        for topic_filter, entry in list(session.subscriptions.items()):
+            inner = topic_filter
+            if entry.share_group is not None:
+                inner = topic_filter.split(self.separator, 2)[2]
+            space.unsubscribe(entry, inner)
+        session.subscriptions.clear()
+        session.queue.clear()
+        session.inflight.clear()
+        if self.sessions.get(session.client_id) is session:
+            self.sessions.remove(session.client_id)
+
+    def publish_will(self, session: Session, will: Will) -> None:
+        props = will.properties
+        if props.will_delay_interval is not None:
+            props = replace(props, will_delay_interval=None)
+        message = make_message(will.topic, will.payload, will.qos, will.retain, props,
+                               session.client_id)
+        space = self.topic_space(session.tenant)
+        if will.retain:
+            if will.payload:
+                space.retained.set(message)
+            else:
+                space.retained.delete(will.topic)
+        self.delivery.route(space, message)
+        log.info("will published", extra={"event": "will", "client_id": session.client_id,
+                                          "topic": will.topic})
+
+    # -- timers -----------------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK)
+            try:
+                self.tick(time.monotonic())
+            except Exception:
+                log.exception("periodic broker task failed")
+
+    def tick(self, now: float) -> None:
+        timeout = self.config.broker.connect_timeout
+        for conn in list(self.connections):
+            if conn.state == CONNECTED:
+                if conn.keep_alive and now - conn.last_rx > conn.keep_alive * 1.5:
+                    conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
+            elif conn.state in (AWAIT_CONNECT, CONNECTING, AUTHENTICATING) and (
+                    now - conn.created > timeout):
+                conn.close(None, "no CONNECT in time")
+        for session in list(self._wills):
+            if session.will_at is not None and session.will_at <= now and session.will:
+                will, session.will, session.will_at = session.will, None, None
+                self._wills.discard(session)
+                self.publish_will(session, will)
+        for session in list(self._expiring):
+            if session.expires_at is not None and session.expires_at <= now:
+                self._end_session(session)
+        interval = self.config.sys.interval
+        if interval and now >= self._next_sys:
+            self._next_sys = now + interval
+            publish_sys(self)

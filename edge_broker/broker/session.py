@@ -1,0 +1,139 @@
+"""Sessions (MQTT 5 §4.1): what the broker keeps for a client id between connections.
+
+A session holds the client's subscriptions, its outgoing QoS 1/2 messages (in flight, in order,
+and queued behind the Receive Maximum or while offline), the packet ids of incoming QoS 2
+messages awaiting PUBREL, its expiry and a pending delayed will. Sessions are keyed by client id
+across the whole broker (takeover is per client id); each remembers its tenant.
+
+:class:`SessionStore` is the seam for persistence (issue 8): the broker only calls these methods.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ..auth.identity import Identity
+from ..mqtt.packets import Will
+from .message import Message
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+NEVER_EXPIRES = 0xFFFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionEntry:
+    """One subscription of a session: its options (MQTT 5 §3.8.3.1) and identifier."""
+
+    session: Session
+    topic_filter: str  # as the client wrote it (``$share/g/f`` included)
+    qos: int
+    no_local: bool = False
+    retain_as_published: bool = False
+    retain_handling: int = 0
+    subscription_id: int | None = None
+    share_group: str | None = None
+    recheck: bool = False  # deliveries must pass the policy's deliver check (AUTHZ.md §2 gate 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message towards the client: QoS granted for it, RETAIN flag, subscription ids."""
+
+    message: Message
+    qos: int
+    retain: bool
+    sub_ids: tuple[int, ...] = ()
+
+
+class Inflight:
+    """An outgoing QoS 1/2 message sent and not yet completed (MQTT 5 §4.3, §4.4)."""
+
+    __slots__ = ("outgoing", "released")
+
+    def __init__(self, outgoing: Outgoing) -> None:
+        self.outgoing = outgoing
+        self.released = False  # QoS 2: PUBREC received and PUBREL sent, awaiting PUBCOMP
+
+
+class Session:
+    """Mutable per-client state; see the module docstring."""
+
+    __slots__ = (
+        "client_id", "tenant", "identity", "protocol_level", "subscriptions", "inflight",
+        "queue", "queued_bytes", "qos2_incoming", "expiry_interval", "expires_at",
+        "will", "will_at", "connection", "next_packet_id",
+    )
+
+    def __init__(self, client_id: str, tenant: str, identity: Identity, protocol_level: int):
+        self.client_id = client_id
+        self.tenant = tenant
+        self.identity = identity
+        self.protocol_level = protocol_level
+        self.subscriptions: dict[str, SubscriptionEntry] = {}
+        self.inflight: OrderedDict[int, Inflight] = OrderedDict()
+        self.queue: deque[Outgoing] = deque()
+        self.queued_bytes = 0
+        self.qos2_incoming: set[int] = set()
+        self.expiry_interval = 0
+        self.expires_at: float | None = None  # monotonic deadline while offline
+        self.will: Will | None = None  # pending delayed will (after the connection closed)
+        self.will_at: float | None = None
+        self.connection: Connection | None = None
+        self.next_packet_id = 1
+
+    def allocate_packet_id(self) -> int:
+        """A packet id not in use by an outgoing message (MQTT 5 §2.2.1)."""
+        pid = self.next_packet_id
+        inflight = self.inflight
+        for _ in range(65535):
+            if pid not in inflight:
+                break
+            pid = pid % 65535 + 1
+        else:
+            raise RuntimeError("no free packet identifier")  # impossible: inflight is bounded
+        self.next_packet_id = pid % 65535 + 1
+        return pid
+
+    def __repr__(self) -> str:
+        return f"Session({self.client_id!r}, tenant={self.tenant!r})"
+
+
+class SessionStore(Protocol):
+    """Where sessions live (memory now; the append-only log in issue 8)."""
+
+    def get(self, client_id: str) -> Session | None: ...
+
+    def put(self, session: Session) -> None: ...
+
+    def remove(self, client_id: str) -> None: ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Session]: ...
+
+
+class MemorySessionStore:
+    __slots__ = ("_sessions",)
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, Session] = {}
+
+    def get(self, client_id: str) -> Session | None:
+        return self._sessions.get(client_id)
+
+    def put(self, session: Session) -> None:
+        self._sessions[session.client_id] = session
+
+    def remove(self, client_id: str) -> None:
+        self._sessions.pop(client_id, None)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __iter__(self) -> Iterator[Session]:
+        return iter(list(self._sessions.values()))

@@ -1,0 +1,35 @@
+"""Broker counters behind ``$SYS/broker/...`` (names as Mosquitto's, DESIGN.md)."""
+
+from __future__ import annotations
+
+import time
+
+
+class BrokerStats:
+    """Plain integer counters, bumped on the hot path (no locks: one event loop)."""
+
+    __slots__ = (
+        "started", "clients_connected", "clients_maximum", "connections_total",
+        "messages_received", "messages_sent", "bytes_received", "bytes_sent", "dropped",
+        "dropped_oversize", "protocol_errors", "connections_refused", "publish_denied",
+        "subscribe_denied",
+    )
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.clients_connected = 0
+        self.clients_maximum = 0
+        self.connections_total = 0
+        self.messages_received = 0
+        self.messages_sent = 0
+        self.bytes_received = 0
+        self.bytes_sent = 0
+        self.dropped = 0  # QoS 0 to slow clients, full queues
+        self.dropped_oversize = 0  # larger than the client's Maximum Packet Size
+        self.protocol_errors = 0
+        self.connections_refused = 0
+        self.publish_denied = 0
+        self.subscribe_denied = 0
+
+    def uptime(self) -> int:
+        return int(time.monotonic() - self.started)

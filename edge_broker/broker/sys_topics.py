@@ -1,0 +1,50 @@
+"""``$SYS/broker/...`` topics as Mosquitto publishes them, retained in every topic space and
+refreshed every ``[sys] interval`` seconds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import __version__
+from .message import Message
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+
+def sys_values(broker: Broker) -> dict[str, str]:
+    """Topic (below ``$SYS/broker/``) → value text."""
+    s = broker.stats
+    subscriptions = sum(space.subscription_count() for space in broker.topic_spaces.values())
+    retained = sum(len(space.retained) for space in broker.topic_spaces.values())
+    sessions = len(broker.sessions)
+    return {
+        "version": f"edge-broker version {__version__}",
+        "uptime": f"{s.uptime()} seconds",
+        "clients/connected": str(s.clients_connected),
+        "clients/active": str(s.clients_connected),
+        "clients/maximum": str(s.clients_maximum),
+        "clients/total": str(sessions),
+        "clients/disconnected": str(max(0, sessions - s.clients_connected)),
+        "messages/received": str(s.messages_received),
+        "messages/sent": str(s.messages_sent),
+        "publish/messages/received": str(s.messages_received),
+        "publish/messages/sent": str(s.messages_sent),
+        "publish/messages/dropped": str(s.dropped + s.dropped_oversize),
+        "bytes/received": str(s.bytes_received),
+        "bytes/sent": str(s.bytes_sent),
+        "subscriptions/count": str(subscriptions),
+        "retained messages/count": str(retained),
+    }
+
+
+def publish_sys(broker: Broker) -> None:
+    """Publish every value as a retained message in every topic space."""
+    sep = broker.separator
+    values = sys_values(broker)
+    for space in list(broker.topic_spaces.values()):
+        for name, value in values.items():
+            topic = "$SYS" + sep + "broker" + sep + name.replace("/", sep)
+            message = Message(topic, value.encode(), 0, True)
+            space.retained.set(message)
+            broker.delivery.route(space, message)

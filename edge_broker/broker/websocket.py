@@ -1,0 +1,161 @@
+"""MQTT over WebSocket (MQTT 5 §6, 3.1.1 §6): subprotocol ``mqtt``, binary frames.
+
+The ``websockets`` package's sans-io ``ServerProtocol`` does the handshake and framing inside
+an ``asyncio.Protocol``; the MQTT :class:`Connection` sees a transport-like object whose
+``write`` sends binary frames, so the broker code is the same for every listener.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Request, Response
+from websockets.server import ServerProtocol
+
+from .connection import Connection
+
+if TYPE_CHECKING:
+    from ..config import ListenerConfig
+    from .server import Broker
+
+log = logging.getLogger("edge_broker.broker")
+
+SUBPROTOCOL = "mqtt"
+
+
+class WebSocketTransport(asyncio.Transport):
+    """What the MQTT connection writes to: each write becomes one binary frame."""
+
+    def __init__(self, outer: WebSocketProtocol) -> None:
+        super().__init__()
+        self._outer = outer
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        outer = self._outer
+        if outer.transport is None or outer.transport.is_closing():
+            return
+        outer.ws.send_binary(bytes(data))
+        outer.pump()
+
+    def close(self) -> None:
+        self._outer.close()
+
+    def is_closing(self) -> bool:
+        t = self._outer.transport
+        return t is None or t.is_closing() or self._outer.closed
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        t = self._outer.transport
+        return t.get_extra_info(name, default) if t is not None else default
+
+    def pause_reading(self) -> None:
+        if self._outer.transport is not None:
+            self._outer.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._outer.transport is not None:
+            self._outer.transport.resume_reading()
+
+    def get_write_buffer_size(self) -> int:
+        t = self._outer.transport
+        return t.get_write_buffer_size() if t is not None else 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        t = self._outer.transport
+        if t is not None:
+            t.set_write_buffer_limits(high, low)
+
+
+def _select_subprotocol(protocol: ServerProtocol, offered: Any) -> Any:
+    return SUBPROTOCOL if SUBPROTOCOL in offered else None
+
+
+class WebSocketProtocol(asyncio.Protocol):
+    """The socket-facing protocol: HTTP upgrade, then frames in and out."""
+
+    def __init__(self, broker: Broker, listener: ListenerConfig) -> None:
+        self.broker = broker
+        self.listener = listener
+        self.transport: asyncio.Transport | None = None
+        self.ws = ServerProtocol(
+            subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+            select_subprotocol=_select_subprotocol,
+            max_size=broker.config.limits.max_packet_size + 5,
+        )
+        self.mqtt = Connection(broker, listener)
+        self.inner = WebSocketTransport(self)
+        self.opened = False
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.ws.receive_data(data)
+        for event in self.ws.events_received():
+            if isinstance(event, Request):
+                self._handshake(event)
+            elif isinstance(event, Frame):
+                if event.opcode in (Opcode.BINARY, Opcode.CONT) and self.opened:
+                    self.mqtt.data_received(bytes(event.data))
+                elif event.opcode == Opcode.TEXT:
+                    # MQTT 5 §6.0.0-1: data in a text frame closes the connection.
+                    self.ws.fail(1003, "MQTT needs binary frames")
+        self.pump()
+
+    def _handshake(self, request: Request) -> None:
+        if request.path.split("?", 1)[0] != self.listener.websocket_path:
+            self.ws.send_response(self.ws.reject(404, f"no MQTT endpoint at {request.path}\n"))
+            self.pump()
+            self.close()
+            return
+        response: Response = self.ws.accept(request)
+        if response.status_code == 101 and "Sec-WebSocket-Protocol" not in response.headers:
+            response = self.ws.reject(400, "the WebSocket subprotocol must be 'mqtt'\n")
+        self.ws.send_response(response)
+        if response.status_code != 101:
+            self.pump()
+            self.close()
+            return
+        self.opened = True
+        assert self.transport is not None
+        self.mqtt.connection_made(self.inner)
+
+    def pump(self) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        for chunk in self.ws.data_to_send():
+            if chunk:
+                transport.write(chunk)
+            elif not transport.is_closing():
+                transport.close()  # EOF requested by the protocol
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.opened:
+            try:
+                self.ws.send_close(1000)
+            except Exception:  # the websocket is already closing
+                pass
+            self.pump()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.opened:
+            self.mqtt.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.mqtt.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.mqtt.resume_writing()
+

@@ -115,7 +115,9 @@ def parse_claim(payload: bytes) -> Claim:
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _invalid(f"the claim payload is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise _invalid(
+            f"the claim payload is not UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
     try:
         obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:

@@ -22,7 +22,7 @@ a micro-SD card where an fsync costs 5–30 ms):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from ..mqtt.reason_codes import ReasonCode
@@ -57,7 +57,10 @@ class ThrottleLimits:
                     ReasonCode.UNSPECIFIED_ERROR,
                     f"claims throttle limit {name} must be greater than 0, got {value!r}",
                 )
-        for rate, burst in (("client_rate", "client_burst"), ("store_writes_per_second", "store_burst")):
+        for rate, burst in (
+            ("client_rate", "client_burst"),
+            ("store_writes_per_second", "store_burst"),
+        ):
             if getattr(self, burst) < 1:
                 raise ClaimError(
                     ReasonCode.UNSPECIFIED_ERROR,
@@ -91,40 +94,36 @@ def full_bucket(burst: float, now: float) -> Bucket:
 class FloodGuard:
     """The throttle state of one claim service: per-client buckets and the global budget.
 
-    ``live_topics(owner)`` returns the topics the owner has claimed (durable or being written);
-    ``live_total()`` the number of live claims of all owners. Both come from the claim index, so
-    the guard never keeps a second copy of who owns what.
+    Who owns what is not kept here: the caller passes the owner's live topics (durable or being
+    written) and the total number of live claims from its claim index.
     """
 
-    __slots__ = ("limits", "_buckets", "_store", "_live_topics", "_live_total", "_prune_at")
+    __slots__ = ("limits", "_buckets", "_store", "_prune_at")
 
-    def __init__(
-        self,
-        limits: ThrottleLimits,
-        live_topics: Callable[[str], Collection[str]],
-        live_total: Callable[[], int],
-        now: float = 0.0,
-    ) -> None:
+    def __init__(self, limits: ThrottleLimits, now: float = 0.0) -> None:
         self.limits = limits
         self._buckets: dict[str, Bucket] = {}
         self._store = full_bucket(limits.store_burst, now)
-        self._live_topics = live_topics
-        self._live_total = live_total
         self._prune_at = _PRUNE_FLOOR
 
-    def admit(self, owner: str, topic: str, size: int, now: float) -> str | None:
-        """``None`` and take one client and one store token, or the reason for 0x97."""
+    def admit(
+        self, owner: str, topic: str, size: int, now: float, owned: Collection[str], total: int
+    ) -> str | None:
+        """``None`` and take one client and one store token, or the reason for 0x97.
+
+        ``owned`` are the owner's live topics, ``total`` the live claims of every owner; a claim
+        on a topic the owner already holds replaces it and does not count against either limit.
+        """
         limits = self.limits
         if size > limits.max_claim_bytes:
             return f"claim has {size} bytes; the limit is {limits.max_claim_bytes}"
-        owned = self._live_topics(owner)
         if topic not in owned:
             if len(owned) >= limits.max_claims_per_client:
                 return (
                     f"client already has {len(owned)} live claims; the limit is "
                     f"{limits.max_claims_per_client} (unclaim a topic first)"
                 )
-            if self._live_total() >= limits.max_claims_total:
+            if total >= limits.max_claims_total:
                 return f"the broker holds its maximum of {limits.max_claims_total} live claims"
         client = refill(
             self._buckets.get(owner) or full_bucket(limits.client_burst, now),

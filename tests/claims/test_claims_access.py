@@ -111,7 +111,9 @@ def test_claims_in_another_owners_area_do_not_leak() -> None:
     theirs = sign_restriction(OTHER_KEY, restriction(None, WL, (THIRD, PUB), owner=OTHER))
     claims = store(theirs, signed(BL))
     assert allowed(THIRD, PUB, claims, foreign_topic)
-    assert not allowed(OWNER, PUB, claims, foreign_topic)  # the owner of one area is a stranger in another
+    assert not allowed(
+        OWNER, PUB, claims, foreign_topic
+    )  # the owner of one area is a stranger in another
     assert allowed(THIRD, PUB, claims)  # OWNER's blacklist is empty
 
 

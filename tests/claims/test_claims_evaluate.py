@@ -246,7 +246,9 @@ def test_row_7_throttle_refusal_is_quota_exceeded_after_every_check() -> None:
     bad = evaluate_claim(smoker_identity(), 1, b"{}", Refuse(), 0.0)
     assert bad.reason_code is INVALID
     foreign = claim_payload(restriction(owner=OTHER), OTHER_KEY)
-    assert evaluate_claim(smoker_identity(), 1, foreign, Refuse(), 0.0).reason_code is NOT_AUTHORIZED
+    assert (
+        evaluate_claim(smoker_identity(), 1, foreign, Refuse(), 0.0).reason_code is NOT_AUTHORIZED
+    )
 
 
 def test_key_order_and_whitespace_of_the_payload_do_not_matter() -> None:
@@ -257,7 +259,9 @@ def test_key_order_and_whitespace_of_the_payload_do_not_matter() -> None:
     shuffled = {
         "signature": obj["signature"],
         "restriction": {
-            "permissions": [{"activity": p["activity"], "clientId": p["clientId"]} for p in r["permissions"]],
+            "permissions": [
+                {"activity": p["activity"], "clientId": p["clientId"]} for p in r["permissions"]
+            ],
             "topicName": r["topicName"],
             "restrictionType": r["restrictionType"],
         },
@@ -273,7 +277,9 @@ def test_permission_order_is_signed() -> None:
 
 
 def test_non_ascii_topic_is_signed_as_utf8() -> None:
-    r = Restriction(f"restricted/{OWNER}/wohnzimmer/température/温度", RestrictionType.WHITELIST, ())
+    r = Restriction(
+        f"restricted/{OWNER}/wohnzimmer/température/温度", RestrictionType.WHITELIST, ()
+    )
     payload = sign_restriction(OWNER_KEY, r).to_json().encode()
     assert "温度".encode() in payload
     assert evaluate(payload)[0] is OK
@@ -309,8 +315,14 @@ def test_unclaim_rows() -> None:
     assert unclaim(topic, qos=0)[0] is None
     assert unclaim(b"")[0] is INVALID
     assert unclaim(b"\xc3\x28")[0] is INVALID
-    for bad in (b"restricted/", b"temperature", f"restricted/{OWNER}/#".encode(),
-                f"restricted/{OWNER}".encode(), f"restricted/{OWNER}//x".encode(), b"   "):
+    for bad in (
+        b"restricted/",
+        b"temperature",
+        f"restricted/{OWNER}/#".encode(),
+        f"restricted/{OWNER}".encode(),
+        f"restricted/{OWNER}//x".encode(),
+        b"   ",
+    ):
         code, reason, target = unclaim(bad)
         assert code is INVALID and target is None, bad
         assert reason.startswith("unclaim:")

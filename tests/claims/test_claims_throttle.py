@@ -39,11 +39,25 @@ def test_refill_never_exceeds_burst_and_is_monotonic(
         bucket = nxt
 
 
+class Guard:
+    """A FloodGuard with a fixed view of who owns what (the claim service supplies the real one)."""
+
+    def __init__(self, limits: ThrottleLimits, owned: dict[str, set[str]], total: int) -> None:
+        self.inner = FloodGuard(limits, now=0.0)
+        self.owned = owned
+        self.total = total
+
+    def admit(self, owner: str, topic: str, size: int, now: float) -> str | None:
+        return self.inner.admit(owner, topic, size, now, self.owned.get(owner, set()), self.total)
+
+    def tracked_clients(self) -> int:
+        return self.inner.tracked_clients()
+
+
 def guard(
     limits: ThrottleLimits, owned: dict[str, set[str]] | None = None, total: int = 0
-) -> FloodGuard:
-    owned = owned if owned is not None else {}
-    return FloodGuard(limits, lambda o: owned.get(o, set()), lambda: total, now=0.0)
+) -> Guard:
+    return Guard(limits, owned if owned is not None else {}, total)
 
 
 def test_token_bucket_burst_then_rate() -> None:
@@ -97,8 +111,11 @@ def test_global_store_write_budget_spans_clients() -> None:
 
 
 def test_budget_refusal_does_not_spend_the_clients_token() -> None:
-    g = guard(ThrottleLimits(client_burst=1.0, client_rate=0.001, store_burst=1.0,
-                             store_writes_per_second=1.0))
+    g = guard(
+        ThrottleLimits(
+            client_burst=1.0, client_rate=0.001, store_burst=1.0, store_writes_per_second=1.0
+        )
+    )
     assert g.admit("A", "t", 1, 0.0) is None
     assert g.admit("B", "t", 1, 0.0) is not None  # budget spent
     assert g.admit("B", "t", 1, 1.0) is None  # B's own token was kept
@@ -112,8 +129,11 @@ def test_thousands_of_claims_per_second_from_one_client_mostly_refused() -> None
 
 
 def test_full_buckets_are_forgotten() -> None:
-    g = guard(ThrottleLimits(client_rate=100.0, client_burst=2.0, store_burst=100000,
-                             store_writes_per_second=100000))
+    g = guard(
+        ThrottleLimits(
+            client_rate=100.0, client_burst=2.0, store_burst=100000, store_writes_per_second=100000
+        )
+    )
     for i in range(3000):  # all at once: nobody's bucket refills, so every one is kept
         assert g.admit(f"client-{i}", "t", 1, 0.0) is None
     assert g.tracked_clients() == 3000

@@ -75,9 +75,9 @@ def test_attached_signature_literal_verifies_with_pynacl() -> None:
     assert VerifyKey(base64.b32decode(ID_1)).verify(raw) == CANONICAL_1
     # Ed25519 is deterministic: libsodium crypto_sign and pynacl give these very bytes
     assert bytes(SigningKey(SEED).sign(CANONICAL_1)) == raw
-    assert base64.b64encode(bytes(sign_restriction(SigningKey(SEED), restriction_1()).signature)) == (
-        SIGNATURE_1.encode()
-    )
+    assert base64.b64encode(
+        bytes(sign_restriction(SigningKey(SEED), restriction_1()).signature)
+    ) == (SIGNATURE_1.encode())
 
 
 def test_non_ascii_topic_vector_keeps_utf8() -> None:
@@ -93,7 +93,8 @@ def test_golden_claims_parse_and_verify_in_any_key_order() -> None:
         restriction = json.loads(canonical)
         reordered = {k: restriction[k] for k in reversed(list(restriction))}
         reordered["permissions"] = [
-            {"clientId": p["clientId"], "activity": p["activity"]} for p in restriction["permissions"]
+            {"clientId": p["clientId"], "activity": p["activity"]}
+            for p in restriction["permissions"]
         ]
         for r in (restriction, reordered):
             payload = json.dumps({"signature": signature, "restriction": r}, indent=2).encode()

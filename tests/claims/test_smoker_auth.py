@@ -31,7 +31,9 @@ from edge_broker.mqtt.reason_codes import ReasonCode
 INFO = ConnectionInfo(listener="default", transport="tcp", remote_address=("10.0.0.7", 50000))
 
 
-def connect(client_id: str = OWNER, method: str | None = SMOKER_METHOD, data: bytes | None = None) -> Connect:
+def connect(
+    client_id: str = OWNER, method: str | None = SMOKER_METHOD, data: bytes | None = None
+) -> Connect:
     return Connect(
         protocol_level=5,
         client_id=client_id,
@@ -103,7 +105,8 @@ def challenge() -> SmokerChallenge:
         ("too long", bytes(OWNER_KEY.sign(bytes(range(32)))) + b"x", "got 97 bytes"),
         (
             "flipped signature bit",
-            bytes([OWNER_KEY.sign(bytes(range(32)))[0] ^ 0x80]) + bytes(OWNER_KEY.sign(bytes(range(32))))[1:],
+            bytes([OWNER_KEY.sign(bytes(range(32)))[0] ^ 0x80])
+            + bytes(OWNER_KEY.sign(bytes(range(32))))[1:],
             "does not verify",
         ),
     ],
@@ -133,7 +136,15 @@ def test_answer_must_be_continue_authentication() -> None:
 
 @pytest.mark.parametrize(
     "client_id",
-    ["", "sensor-1", OWNER.lower(), OWNER[:-4], OWNER[:-5] + "B====", "A" * 52 + "====", OWNER + "="],
+    [
+        "",
+        "sensor-1",
+        OWNER.lower(),
+        OWNER[:-4],
+        OWNER[:-5] + "B====",
+        "A" * 52 + "====",
+        OWNER + "=",
+    ],
 )
 async def test_bad_client_id_is_0x85(client_id: str) -> None:
     outcome = await start(connect(client_id))

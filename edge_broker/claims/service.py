@@ -1,0 +1,325 @@
+"""The claim service: the live claim index on top of a durable store (SMOKER.md "Claim store").
+
+Every claim and unclaim goes through ``evaluate_claim``/``evaluate_unclaim``; an accepted one
+is written to the store and only then applied to the index and answered 0x00, so a PUBACK 0x00
+is a promise that the claim survives a crash. Writes run shielded from cancellation (a client
+that disconnects mid-write cannot leave the index and the store disagreeing), and are applied in
+the order they were queued, which is the order of the log.
+
+At start-up every stored claim is re-verified (parse, signature, owner in topic, stored under
+its own topic). A record that fails is *quarantined*: it stays in the store, is kept out of
+service, and its topic answers 0x83 until the owner claims it again or unclaims it.
+
+Claims are per tenant (AUTHZ.md §1: every tenant is an isolated topic space).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..auth.identity import Identity
+from ..mqtt.reason_codes import ReasonCode
+from ..store import KeyedLog, StoreError
+from .access import AccessResult, ClaimRecord, Quarantined, decide
+from .errors import ClaimError
+from .evaluate import ClaimOutcome, UnclaimOutcome, evaluate_claim, evaluate_unclaim
+from .info import InfoRequestOutcome, check_claims_request, claims_info_payload, is_involved
+from .model import Activity, Claim
+from .parse import parse_claim
+from .signature import verify_claim
+from .throttle import FloodGuard, ThrottleLimits
+from .topics import owner_segment
+
+TABLE_PREFIX = "claims:"  # one table per tenant in the claim log: "claims:~", "claims:site-a"
+
+
+class ClaimPersistence(Protocol):
+    """Where claims live between restarts; ``put``/``delete`` return once durable."""
+
+    def records(self) -> Iterable[tuple[str, str, Any]]:
+        """Every stored ``(tenant, topic, value)``."""
+        ...
+
+    async def put(self, tenant: str, topic: str, value: Any) -> None: ...
+
+    async def delete(self, tenant: str, topic: str) -> None: ...
+
+
+class KeyedClaimStore:
+    """``ClaimPersistence`` on an append-only ``store.KeyedLog`` (e.g. ``<state>/claims.log``)."""
+
+    __slots__ = ("keyed",)
+
+    def __init__(self, keyed: KeyedLog) -> None:
+        self.keyed = keyed
+
+    @classmethod
+    def open(
+        cls, path: str, *, fsync: str | float = "always", readonly: bool = False
+    ) -> KeyedClaimStore:
+        return cls(KeyedLog.open(path, fsync=fsync, readonly=readonly))
+
+    def records(self) -> Iterable[tuple[str, str, Any]]:
+        for table in self.keyed.tables():
+            if table.startswith(TABLE_PREFIX):
+                tenant = table[len(TABLE_PREFIX) :]
+                for key, value in self.keyed.iter_items(table):
+                    yield tenant, key if isinstance(key, str) else repr(key), value
+
+    async def put(self, tenant: str, topic: str, value: Any) -> None:
+        await self.keyed.table(TABLE_PREFIX + tenant).put(topic, value)
+
+    async def delete(self, tenant: str, topic: str) -> None:
+        await self.keyed.table(TABLE_PREFIX + tenant).delete(topic)
+
+    async def aclose(self) -> None:
+        await self.keyed.aclose()
+
+
+def record_value(claim: Claim, stored_at: float) -> dict[str, Any]:
+    """What the store keeps for a claim: its wire JSON (re-verified at load) and when."""
+    return {"claim": claim.to_json(), "at": stored_at}
+
+
+def verify_record(topic: str, value: Any) -> Claim:
+    """The claim in a stored record, re-verified; ``ClaimError`` says why it is compromised."""
+    if not isinstance(value, dict) or not isinstance(value.get("claim"), str):
+        raise ClaimError(ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR, "the record holds no claim")
+    claim = parse_claim(value["claim"].encode("utf-8"))
+    verify_claim(claim)
+    if claim.topic_name != topic:
+        raise ClaimError(
+            ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR,
+            f"the record is stored under {topic!r} but claims {claim.topic_name!r}",
+        )
+    return claim
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    """What start-up found: claims in service, records quarantined (tenant, topic, why)."""
+
+    loaded: int
+    quarantined: tuple[tuple[str, str, str], ...]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _TenantQuota:
+    """The ``ClaimThrottle`` of one tenant: the flood guard fed from the claim index."""
+
+    service: ClaimService
+    tenant: str
+
+    def admit(self, owner: str, topic: str, size: int, now: float) -> str | None:
+        service = self.service
+        return service.guard.admit(
+            owner, topic, size, now, service.live_topics(self.tenant, owner), service.live_total()
+        )
+
+
+_EMPTY: dict[str, ClaimRecord] = {}
+
+
+class ClaimService:
+    """The claims of a broker: index, flood guard, durable claim/unclaim, access decisions."""
+
+    __slots__ = (
+        "store",
+        "guard",
+        "load_report",
+        "generation",
+        "_clock",
+        "_wall_clock",
+        "_index",
+        "_owned",
+        "_inflight",
+        "_seq",
+        "_tasks",
+    )
+
+    def __init__(
+        self,
+        store: ClaimPersistence,
+        limits: ThrottleLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Load and re-verify every stored claim; see ``load_report``."""
+        self.store = store
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self.guard = FloodGuard(limits or ThrottleLimits(), now=clock())
+        self.generation = 0  # bumped on every change: decision caches key on it
+        self._index: dict[str, dict[str, ClaimRecord]] = {}
+        self._owned: dict[tuple[str, str], set[str]] = {}
+        self._inflight: dict[tuple[str, str], tuple[int, str | None]] = {}
+        self._seq = 0
+        self._tasks: set[asyncio.Task[str | None]] = set()
+        self.load_report = self._load()
+
+    # -- start-up ---------------------------------------------------------------------------------
+
+    def _load(self) -> LoadReport:
+        started = time.perf_counter()
+        loaded = 0
+        quarantined: list[tuple[str, str, str]] = []
+        for tenant, topic, value in self.store.records():
+            try:
+                record: ClaimRecord = verify_record(topic, value)
+                loaded += 1
+            except ClaimError as exc:
+                record = Quarantined(topic, exc.message)
+                quarantined.append((tenant, topic, exc.message))
+            self._set(tenant, topic, record)
+        return LoadReport(loaded, tuple(quarantined), time.perf_counter() - started)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def lookup(self, topic: str, tenant: str = "~") -> ClaimRecord | None:
+        return self._index.get(tenant, _EMPTY).get(topic)
+
+    def decide(self, identity: Identity, topic: str, activity: Activity) -> AccessResult:
+        """SMOKER.md "Access decision" for ``identity`` on a concrete topic, as of now."""
+        return decide(
+            identity.smoker_id, topic, activity, self._index.get(identity.tenant, _EMPTY).get
+        )
+
+    def owned_claims(self, owner: str, tenant: str = "~") -> list[Claim]:
+        table = self._index.get(tenant, _EMPTY)
+        records = (table.get(t) for t in self._owned.get((tenant, owner), ()))
+        return sorted((r for r in records if isinstance(r, Claim)), key=_topic_of)
+
+    def involved_claims(self, client_id: str, tenant: str = "~") -> list[Claim]:
+        records = self._index.get(tenant, _EMPTY).values()
+        return sorted(
+            (r for r in records if isinstance(r, Claim) and is_involved(r, client_id)),
+            key=_topic_of,
+        )
+
+    def quarantined(self, tenant: str = "~") -> list[Quarantined]:
+        return [r for r in self._index.get(tenant, _EMPTY).values() if isinstance(r, Quarantined)]
+
+    def live_topics(self, tenant: str, owner: str) -> Collection[str]:
+        """The owner's topics in the index plus claims of it still being written."""
+        owned = self._owned.get((tenant, owner), set())
+        writing = {
+            topic
+            for (t, topic), (_, who) in self._inflight.items()
+            if t == tenant and who == owner and topic not in owned
+        }
+        return owned | writing if writing else owned
+
+    def live_total(self) -> int:
+        return sum(len(t) for t in self._index.values()) + sum(
+            1 for _, who in self._inflight.values() if who is not None
+        )
+
+    def __len__(self) -> int:
+        return sum(len(t) for t in self._index.values())
+
+    # -- claim, unclaim, request ------------------------------------------------------------------
+
+    async def claim(self, publisher: Identity, qos: int, payload: bytes) -> ClaimOutcome:
+        """Evaluate a PUBLISH to ``access/claim`` and store it; 0x00 only once durable."""
+        tenant = publisher.tenant
+        outcome = evaluate_claim(publisher, qos, payload, _TenantQuota(self, tenant), self._clock())
+        claim = outcome.claim
+        if claim is None:
+            return outcome
+        value = record_value(claim, self._wall_clock())
+        failed = await asyncio.shield(self._start_write(tenant, claim.topic_name, claim, value))
+        if failed is not None:
+            return ClaimOutcome(ReasonCode.UNSPECIFIED_ERROR, failed)
+        return outcome
+
+    async def unclaim(self, publisher: Identity, qos: int, payload: bytes) -> UnclaimOutcome:
+        """Evaluate a PUBLISH to ``access/unclaim``; 0x00 once the removal is durable."""
+        outcome = evaluate_unclaim(publisher, qos, payload)
+        topic = outcome.topic
+        if topic is None:
+            return outcome
+        tenant = publisher.tenant
+        if self.lookup(topic, tenant) is None and (tenant, topic) not in self._inflight:
+            return outcome  # nothing stored, nothing being written: already durably absent
+        failed = await asyncio.shield(self._start_write(tenant, topic, None, None))
+        if failed is not None:
+            return UnclaimOutcome(ReasonCode.UNSPECIFIED_ERROR, failed)
+        return outcome
+
+    def claims_request(
+        self, identity: Identity, topic: str, response_topic: str | None
+    ) -> tuple[InfoRequestOutcome, bytes | None]:
+        """A PUBLISH to ``access/claims/…``: the PUBACK outcome and, when due, the answer."""
+        outcome = check_claims_request(identity.smoker_id, topic, response_topic)
+        if outcome.response_topic is None or identity.smoker_id is None:
+            return outcome, None
+        me = identity.smoker_id
+        payload = claims_info_payload(
+            me,
+            self.owned_claims(me, identity.tenant),
+            self.involved_claims(me, identity.tenant),
+        )
+        return outcome, payload
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _start_write(
+        self, tenant: str, topic: str, claim: Claim | None, value: Any
+    ) -> asyncio.Task[str | None]:
+        """Register the write as in flight *now* (limits and unclaims see it at once) and run
+        it as its own task, so that cancelling the caller cannot stop it half-way."""
+        key = (tenant, topic)
+        self._seq += 1
+        self._inflight[key] = (self._seq, None if claim is None else claim.owner)
+        task = asyncio.get_running_loop().create_task(
+            self._write(tenant, topic, claim, value, self._seq)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _write(
+        self, tenant: str, topic: str, claim: Claim | None, value: Any, seq: int
+    ) -> str | None:
+        key = (tenant, topic)
+        try:
+            if claim is None:
+                await self.store.delete(tenant, topic)
+            else:
+                await self.store.put(tenant, topic, value)
+        except StoreError as exc:
+            what = "claim" if claim is not None else "unclaim"
+            return f"the claim store could not make the {what} durable: {exc}"
+        finally:
+            if self._inflight.get(key, (0, None))[0] == seq:
+                del self._inflight[key]
+        self._set(tenant, topic, claim)
+        return None
+
+    async def drain(self) -> None:
+        """Wait for every claim and unclaim write in flight (shutdown, tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _set(self, tenant: str, topic: str, record: ClaimRecord | None) -> None:
+        table = self._index.setdefault(tenant, {})
+        owner = owner_segment(topic) or ""
+        owned = self._owned.setdefault((tenant, owner), set())
+        if record is None:
+            table.pop(topic, None)
+            owned.discard(topic)
+            if not owned:
+                del self._owned[(tenant, owner)]
+        else:
+            table[topic] = record
+            owned.add(topic)
+        self.generation += 1
+
+
+def _topic_of(claim: Claim) -> str:
+    return claim.topic_name

@@ -155,6 +155,11 @@ class Log:
     def healthy(self) -> bool:
         return self._file.healthy
 
+    @property
+    def unsynced(self) -> bool:
+        """True while written records wait for fsync (interval and never policies)."""
+        return self._file.unsynced
+
     def health(self) -> StoreHealth:
         error = self._file.last_error
         compaction = self._compaction_error

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from .errors import StoreError
 from .frame import (
+    FILE_MAGIC,
     HEADER,
     HEADER_SIZE,
     Damage,
@@ -35,7 +36,13 @@ from .frame import (
     scan,
 )
 
-_fdatasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
+
+def _fdatasync(fd: int) -> None:
+    # Looked up at each call, so fault-injection tests can replace os.fdatasync.
+    sync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
+    sync(fd)
+
+
 _REWRITE_CHUNK = 1 << 20
 
 
@@ -222,10 +229,8 @@ class LogFile:
                 fsync_directory(path)
             return log, RecoveryReport(path, 0, log.size, header_repaired=repaired)
         problem = header_problem(head)
-        if problem is not None and head.startswith(HEADER[:8]):
-            raise StoreError(
-                f"{problem}; upgrade edge-broker or move the file away", path=path
-            )
+        if problem is not None and head.startswith(FILE_MAGIC):
+            raise StoreError(f"{problem}; upgrade edge-broker or move the file away", path=path)
         records = 0
         damaged: list[Damage] = []
         end = HEADER_SIZE

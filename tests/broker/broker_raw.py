@@ -1,0 +1,91 @@
+"""A minimal blocking MQTT client over a raw socket, built on the project's codec, for
+protocol tests that must send exactly the bytes they want and see exactly what comes back."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any, TypeVar
+
+from edge_broker.mqtt.codec import PacketReader, encode
+from edge_broker.mqtt.packets import Connack, Connect, Packet, Properties
+
+P = TypeVar("P")
+
+
+class RawClient:
+    def __init__(self, host: str, port: int, level: int = 5, timeout: float = 5.0) -> None:
+        self.level = level
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = PacketReader(side="client", protocol_level=level)
+        self.pending: list[Packet] = []
+        self.eof = False
+
+    def send(self, packet: Packet) -> None:
+        self.sock.sendall(encode(packet, self.level))
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv(self, timeout: float = 5.0) -> Packet:
+        """The next packet; TimeoutError if none, EOFError if the broker closed."""
+        deadline = time.monotonic() + timeout
+        while not self.pending:
+            if self.eof:
+                raise EOFError("connection closed by the broker")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no packet from the broker")
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                raise TimeoutError("no packet from the broker") from None
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.eof = True
+                continue
+            self.pending.extend(self.reader.feed(data))
+        return self.pending.pop(0)
+
+    def expect(self, kind: type[P], timeout: float = 5.0) -> P:
+        packet = self.recv(timeout)
+        assert isinstance(packet, kind), f"expected {kind.__name__}, got {packet!r}"
+        return packet
+
+    def nothing(self, timeout: float = 0.3) -> None:
+        try:
+            packet = self.recv(timeout)
+        except TimeoutError:
+            return
+        raise AssertionError(f"unexpected packet {packet!r}")
+
+    def closed(self, timeout: float = 5.0) -> list[Packet]:
+        """Wait for the broker to close; return the packets it sent before closing."""
+        got: list[Packet] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                got.append(self.recv(max(0.01, deadline - time.monotonic())))
+            except EOFError:
+                return got
+            except TimeoutError:
+                raise AssertionError(f"broker did not close; got {got!r}") from None
+
+    def connect(self, client_id: str = "", clean: bool = True, keep_alive: int = 60,
+                properties: Properties = Properties(), **kw: Any) -> Connack:
+        name = "MQIsdp" if self.level == 3 else "MQTT"
+        self.send(Connect(self.level, client_id, clean, keep_alive, properties=properties,
+                          protocol_name=name, **kw))
+        return self.expect(Connack)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

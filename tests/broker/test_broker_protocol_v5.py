@@ -1,0 +1,439 @@
+"""Raw-bytes tests of the server obligations of MQTT 5 against the real broker process."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from broker_raw import RawClient
+
+from edge_broker.mqtt.packets import (
+    Auth, Connack, Connect, Disconnect, Pingreq, Pingresp, Properties, Puback, Pubcomp, Publish,
+    Pubrec, Pubrel, Suback, Subscribe, Subscription, Unsuback, Unsubscribe, Will,
+)
+
+_ids = itertools.count()
+
+
+def cid(prefix: str = "c") -> str:
+    return f"{prefix}{next(_ids)}-{id(object())}"
+
+
+@pytest.fixture
+def client(module_broker):
+    clients: list[RawClient] = []
+
+    def make(level: int = 5) -> RawClient:
+        c = RawClient(module_broker.host, module_broker.port, level)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()
+
+
+def test_connack_announces_capabilities(client):
+    c = client()
+    ack = c.connect(cid())
+    assert ack.reason_code == 0 and not ack.session_present
+    p = ack.properties
+    assert p.receive_maximum == 32
+    assert p.maximum_packet_size == 1_048_576
+    assert p.topic_alias_maximum == 10
+    assert p.retain_available == 1
+    assert p.wildcard_subscription_available == 1
+    assert p.subscription_identifier_available == 1
+    assert p.shared_subscription_available == 1
+    assert p.maximum_qos is None  # QoS 2 supported: the property is absent (§3.2.2.3.4)
+
+
+def test_empty_client_id_gets_assigned_identifier(client):
+    c = client()
+    ack = c.connect("")
+    assert ack.reason_code == 0
+    assert ack.properties.assigned_client_identifier
+
+
+def test_first_packet_must_be_connect(client):
+    c = client()
+    c.send_raw(b"\xc0\x00")  # PINGREQ
+    c.closed()
+
+
+def test_second_connect_is_protocol_error(client):
+    c = client()
+    c.connect(cid())
+    c.send(Connect(5, cid()))
+    got = c.closed()
+    assert got and isinstance(got[0], Disconnect) and got[0].reason_code == 0x82
+
+
+def test_unsupported_protocol_level_gets_0x84_or_0x01(client):
+    c = client()
+    # CONNECT with protocol name MQTT, level 6
+    body = b"\x00\x04MQTT\x06\x02\x00\x3c\x00\x00\x00\x01x"
+    c.send_raw(bytes([0x10, len(body)]) + body)
+    c.reader.protocol_level = 4
+    got = c.closed()
+    assert len(got) == 1 and isinstance(got[0], Connack) and got[0].reason_code == 0x01
+
+
+def test_malformed_packet_gets_disconnect_0x81(client):
+    c = client()
+    c.connect(cid())
+    c.send_raw(b"\x30\x00")  # PUBLISH without a topic
+    got = c.closed()
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x81
+
+
+def test_reserved_flags_wrong_close(client):
+    c = client()
+    c.connect(cid())
+    c.send_raw(b"\x80\x06\x00\x01\x00\x01a\x00"[:2] + b"\x00\x01\x00\x01a\x00")  # SUBSCRIBE flags 0
+    got = c.closed()
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code in (0x81, 0x82)
+
+
+def test_pingreq_pingresp(client):
+    c = client()
+    c.connect(cid())
+    c.send(Pingreq())
+    c.expect(Pingresp)
+
+
+def test_qos0_1_2_roundtrip_and_puback_0x10(client):
+    sub, pub = client(), client()
+    sub.connect(cid())
+    pub.connect(cid())
+    topic = cid("t/")
+    pub.send(Publish(topic + "/none", b"x", 1, packet_id=7))
+    ack = pub.expect(Puback)
+    assert ack.packet_id == 7 and ack.reason_code == 0x10  # no matching subscribers
+    sub.send(Subscribe(1, (Subscription(topic + "/#", 2),)))
+    assert sub.expect(Suback).reason_codes == (2,)
+    for qos in (0, 1, 2):
+        pub.send(Publish(topic + f"/{qos}", b"m%d" % qos, qos, packet_id=qos or None))
+        got = sub.expect(Publish)
+        assert (got.topic, got.payload, got.qos) == (topic + f"/{qos}", b"m%d" % qos, qos)
+        if qos == 1:
+            assert pub.expect(Puback).reason_code == 0
+            sub.send(Puback(got.packet_id))
+        if qos == 2:
+            assert pub.expect(Pubrec).reason_code == 0
+            pub.send(Pubrel(2))
+            pub.expect(Pubcomp)
+            sub.send(Pubrec(got.packet_id))
+            assert sub.expect(Pubrel).packet_id == got.packet_id
+            sub.send(Pubcomp(got.packet_id))
+
+
+def test_qos2_duplicate_not_routed_twice(client):
+    sub, pub = client(), client()
+    sub.connect(cid())
+    pub.connect(cid())
+    topic = cid("dup/")
+    sub.send(Subscribe(1, (Subscription(topic, 0),)))
+    sub.expect(Suback)
+    pub.send(Publish(topic, b"once", 2, packet_id=9))
+    pub.expect(Pubrec)
+    pub.send(Publish(topic, b"once", 2, dup=True, packet_id=9))
+    pub.expect(Pubrec)
+    assert sub.expect(Publish).payload == b"once"
+    sub.nothing()
+    pub.send(Pubrel(9))
+    pub.expect(Pubcomp)
+    pub.send(Pubrel(9))  # unknown now
+    assert pub.expect(Pubcomp).reason_code == 0x92
+
+
+def test_receive_maximum_exceeded_disconnects_0x93(client):
+    c = client()
+    c.connect(cid())
+    for pid in range(1, 34):  # our Receive Maximum is 32; never release with PUBREL
+        c.send(Publish(cid("rm/"), b"x", 2, packet_id=pid))
+    got = c.closed()
+    assert sum(isinstance(p, Pubrec) for p in got) == 32
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x93
+
+
+def test_payload_format_indicator_checked_0x99(client):
+    c = client()
+    c.connect(cid())
+    c.send(Publish(cid("pf/"), b"\xff\xfe", 1, packet_id=1,
+                   properties=Properties(payload_format_indicator=1)))
+    assert c.expect(Puback).reason_code == 0x99
+    c.send(Publish(cid("pf/"), b"\xff", 0, properties=Properties(payload_format_indicator=1)))
+    got = c.closed()
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x99
+
+
+def test_publish_to_sys_denied_and_not_routed(client):
+    sub, pub = client(), client()
+    sub.connect(cid())
+    sub.send(Subscribe(1, (Subscription("$SYS/broker/fake", 0),)))
+    sub.expect(Suback)
+    pub.connect(cid())
+    pub.send(Publish("$SYS/broker/fake", b"x", 1, packet_id=1))
+    assert pub.expect(Puback).reason_code == 0x87
+    sub.nothing()
+
+
+def test_claim_topics_reserved(client):
+    c = client()
+    c.connect(cid())
+    c.send(Subscribe(1, (Subscription("access/claim", 0), Subscription("x/y", 0))))
+    assert c.expect(Suback).reason_codes == (0x87, 0)
+    c.send(Publish("access/claim", b"{}", 1, packet_id=2))
+    assert c.expect(Puback).reason_code == 0x87
+
+
+def test_subscribe_invalid_filter_0x8f_per_filter(client):
+    c = client()
+    c.connect(cid())
+    c.send(Subscribe(1, (Subscription("a/#/b", 0), Subscription("ok/+", 1))))
+    assert c.expect(Suback).reason_codes == (0x8F, 1)
+
+
+def test_no_local_on_shared_is_protocol_error(client):
+    c = client()
+    c.connect(cid())
+    c.send(Subscribe(1, (Subscription("$share/g/x", 0, no_local=True),)))
+    got = c.closed()
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x82
+
+
+def test_unsubscribe_reason_codes(client):
+    c = client()
+    c.connect(cid())
+    c.send(Subscribe(1, (Subscription("u/1", 0),)))
+    c.expect(Suback)
+    c.send(Unsubscribe(2, ("u/1", "u/2")))
+    assert c.expect(Unsuback).reason_codes == (0x00, 0x11)
+
+
+def test_no_local_and_retain_as_published(client):
+    c = client()
+    c.connect(cid())
+    t = cid("nl/")
+    c.send(Subscribe(1, (Subscription(t, 0, no_local=True),)))
+    c.expect(Suback)
+    c.send(Publish(t, b"x", 0))
+    c.nothing()
+    c.send(Subscribe(2, (Subscription(t + "/rap", 0, retain_as_published=True),
+                         Subscription(t + "/plain", 0))))
+    c.expect(Suback)
+    c.send(Publish(t + "/rap", b"r", 0, retain=True))
+    assert c.expect(Publish).retain is True
+    c.send(Publish(t + "/plain", b"r", 0, retain=True))
+    assert c.expect(Publish).retain is False
+
+
+def test_retain_handling(client):
+    c = client()
+    c.connect(cid())
+    t = cid("rh/")
+    c.send(Publish(t, b"kept", 0, retain=True))
+    c.send(Subscribe(1, (Subscription(t, 0, retain_handling=2),)))
+    c.expect(Suback)
+    c.nothing()
+    c.send(Subscribe(2, (Subscription(t, 0, retain_handling=1),)))  # existing: not sent
+    c.expect(Suback)
+    c.nothing()
+    c.send(Subscribe(3, (Subscription(t, 0, retain_handling=0),)))  # always sent
+    c.expect(Suback)
+    got = c.expect(Publish)
+    assert got.retain and got.payload == b"kept"
+    c.send(Publish(t, b"", 0, retain=True))  # clears it
+    c.expect(Publish)
+    c.send(Subscribe(4, (Subscription(t, 0),)))
+    c.expect(Suback)
+    c.nothing()
+
+
+def test_overlapping_subscriptions_one_copy_all_identifiers(client):
+    c = client()
+    c.connect(cid())
+    t = cid("ov/")
+    c.send(Subscribe(1, (Subscription(t + "/#", 0),), Properties(subscription_identifiers=(5,))))
+    c.expect(Suback)
+    c.send(Subscribe(2, (Subscription(t + "/+", 1),), Properties(subscription_identifiers=(9,))))
+    c.expect(Suback)
+    c.send(Publish(t + "/x", b"m", 1, packet_id=1))
+    got = [c.recv(), c.recv()]
+    pub = next(p for p in got if isinstance(p, Publish))
+    assert pub.qos == 1 and sorted(pub.properties.subscription_identifiers) == [5, 9]
+    c.nothing()
+
+
+def test_inbound_topic_alias(client):
+    sub, pub = client(), client()
+    sub.connect(cid())
+    pub.connect(cid())
+    t = cid("al/")
+    sub.send(Subscribe(1, (Subscription(t, 0),)))
+    sub.expect(Suback)
+    pub.send(Publish(t, b"1", 0, properties=Properties(topic_alias=3)))
+    pub.send(Publish("", b"2", 0, properties=Properties(topic_alias=3)))
+    assert sub.expect(Publish).topic == t
+    assert sub.expect(Publish).topic == t
+    pub.send(Publish("", b"3", 0, properties=Properties(topic_alias=11)))
+    got = pub.closed()
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x94
+
+
+def test_unknown_inbound_alias_is_protocol_error(client):
+    c = client()
+    c.connect(cid())
+    c.send(Publish("", b"2", 0, properties=Properties(topic_alias=4)))
+    got = c.closed()
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x82
+
+
+def test_outbound_topic_alias(client):
+    sub, pub = client(), client()
+    sub.connect(cid(), properties=Properties(topic_alias_maximum=2))
+    pub.connect(cid())
+    t = cid("oa/")
+    sub.send(Subscribe(1, (Subscription(t + "/#", 0),)))
+    sub.expect(Suback)
+    pub.send(Publish(t + "/a", b"1", 0))
+    pub.send(Publish(t + "/a", b"2", 0))
+    first, second = sub.expect(Publish), sub.expect(Publish)
+    assert first.topic == t + "/a" and first.properties.topic_alias == 1
+    assert second.topic == "" and second.properties.topic_alias == 1
+    for name in ("b", "c"):  # alias 2, then no alias left: full topic
+        pub.send(Publish(f"{t}/{name}", b"x", 0))
+    assert sub.expect(Publish).properties.topic_alias == 2
+    last = sub.expect(Publish)
+    assert last.topic == t + "/c" and last.properties.topic_alias is None
+
+
+def test_message_expiry_remaining_sent_and_expired_dropped(client):
+    import time
+    c = client()
+    c.connect(cid())
+    t = cid("exp/")
+    c.send(Publish(t + "/a", b"a", 0, retain=True,
+                   properties=Properties(message_expiry_interval=100)))
+    c.send(Publish(t + "/b", b"b", 0, retain=True,
+                   properties=Properties(message_expiry_interval=1)))
+    c.send(Pingreq())
+    c.expect(Pingresp)
+    time.sleep(1.3)
+    c.send(Subscribe(1, (Subscription(t + "/#", 0),)))
+    c.expect(Suback)
+    got = c.expect(Publish)
+    assert got.topic == t + "/a" and 98 <= got.properties.message_expiry_interval <= 100
+    c.nothing()
+
+
+def test_request_response_properties_passed_through(client):
+    c = client()
+    c.connect(cid())
+    t = cid("rr/")
+    c.send(Subscribe(1, (Subscription(t, 0),)))
+    c.expect(Suback)
+    props = Properties(
+        response_topic=t + "/reply", correlation_data=b"\x00\x01", content_type="text/plain",
+        user_properties=(("a", "1"), ("a", "2"), ("b", "3")), payload_format_indicator=1)
+    c.send(Publish(t, b"req", 0, properties=props))
+    got = c.expect(Publish).properties
+    assert got.response_topic == t + "/reply" and got.correlation_data == b"\x00\x01"
+    assert got.content_type == "text/plain" and got.payload_format_indicator == 1
+    assert got.user_properties == (("a", "1"), ("a", "2"), ("b", "3"))
+
+
+def test_shared_subscription_round_robin(client):
+    a, b, pub = client(), client(), client()
+    for x in (a, b, pub):
+        x.connect(cid())
+    t = cid("sh/")
+    for x in (a, b):
+        x.send(Subscribe(1, (Subscription(f"$share/grp/{t}/#", 0),)))
+        x.expect(Suback)
+    for i in range(6):
+        pub.send(Publish(f"{t}/{i}", b"%d" % i, 0))
+    pub.send(Pingreq())
+    pub.expect(Pingresp)
+    got_a = [a.expect(Publish).payload for _ in range(3)]
+    got_b = [b.expect(Publish).payload for _ in range(3)]
+    assert sorted(got_a + got_b) == [b"%d" % i for i in range(6)]
+    a.nothing()
+    b.nothing()
+
+
+def test_client_receive_maximum_respected(client):
+    sub, pub = client(), client()
+    sub.connect(cid(), properties=Properties(receive_maximum=2))
+    pub.connect(cid())
+    t = cid("fc/")
+    sub.send(Subscribe(1, (Subscription(t, 1),)))
+    sub.expect(Suback)
+    for i in range(5):
+        pub.send(Publish(t, b"%d" % i, 1, packet_id=i + 1))
+    first = [sub.expect(Publish), sub.expect(Publish)]
+    sub.nothing()  # window full
+    sub.send(Puback(first[0].packet_id))
+    third = sub.expect(Publish)
+    assert third.payload == b"2"
+    sub.nothing()
+
+
+def test_maximum_packet_size_of_client_respected(client):
+    sub, pub = client(), client()
+    sub.connect(cid(), properties=Properties(maximum_packet_size=64))
+    pub.connect(cid())
+    t = cid("mp/")
+    sub.send(Subscribe(1, (Subscription(t, 0),)))
+    sub.expect(Suback)
+    pub.send(Publish(t, b"x" * 200, 0))
+    pub.send(Publish(t, b"small", 0))
+    assert sub.expect(Publish).payload == b"small"
+
+
+def test_packet_too_large_for_broker(broker_factory):
+    b = broker_factory({"limits": {"max_packet_size": 1024}})
+    with RawClient(b.host, b.port) as c:
+        c.connect(cid())
+        c.send(Publish("big", b"x" * 2000, 0))
+        got = c.closed()
+        assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x95
+
+
+def test_auth_without_method_is_protocol_error(client):
+    c = client()
+    c.connect(cid())
+    c.send(Auth(0x19, Properties(authentication_method="X")))
+    got = c.closed()
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x82
+
+
+def test_unknown_enhanced_auth_method_refused_0x8c(client):
+    c = client()
+    ack = c.connect(cid(), properties=Properties(authentication_method="NOPE"))
+    assert ack.reason_code == 0x8C
+    c.closed()
+
+
+def test_will_qos_and_invalid_topic(client):
+    c = client()
+    ack = c.connect(cid(), will=Will("$SYS/x", b"w"))
+    assert ack.reason_code == 0x87
+
+
+def test_server_keep_alive_and_timeout(broker_factory):
+    b = broker_factory({"broker": {"server_keep_alive": 1}})
+    with RawClient(b.host, b.port) as c:
+        ack = c.connect(cid(), keep_alive=60)
+        assert ack.properties.server_keep_alive == 1
+        got = c.closed(timeout=4)
+        assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x8D
+
+
+def test_disconnect_session_expiry_from_zero_is_protocol_error(client):
+    c = client()
+    c.connect(cid())
+    c.send(Disconnect(0, Properties(session_expiry_interval=30)))
+    got = c.closed()
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x82

@@ -1,0 +1,203 @@
+"""Shared fixtures: the REAL broker (``python -m edge_broker run --config <tmp toml>``) as a
+subprocess on free ports.
+
+Usage from any test module::
+
+    def test_x(broker_factory):
+        b = broker_factory({"broker": {"maximum_qos": 1}})   # dict, TOML text, or None
+        paho_client.connect(b.host, b.port)
+        ...
+        assert b.stop() == 0                                  # SIGTERM, exit code
+
+    def test_y(module_broker): ...   # one default broker shared by the module (fast)
+    def test_z(broker): ...          # a fresh default broker for this test
+
+``config`` as a dict is written as TOML; ``listeners`` given in it replace the default single
+TCP listener. Every listener whose ``port`` is omitted gets port 0 and the real port is read
+from the broker's log (``RunningBroker.ports[name]``). ``RunningBroker.log()`` returns what the
+broker logged (JSON lines when ``log_format="json"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LISTEN_RE = re.compile(r"listener (\S+) \((\w+)\) listening on (\S+):(\d+)")
+
+DEFAULT_SYS_INTERVAL = 2
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def to_toml(config: dict[str, Any]) -> str:
+    """Tables of scalars and arrays of tables, enough for broker configs."""
+    lines: list[str] = []
+    for section, body in config.items():
+        if isinstance(body, list):
+            for table in body:
+                lines.append(f"[[{section}]]")
+                lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())
+                lines.append("")
+        elif isinstance(body, dict):
+            lines.append(f"[{section}]")
+            lines.extend(f"{k} = {_toml_value(v)}" for k, v in body.items())
+            lines.append("")
+        else:
+            lines.append(f"{section} = {_toml_value(body)}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class RunningBroker:
+    """A broker subprocess. ``port`` is the first listener's port."""
+
+    process: subprocess.Popen[bytes]
+    config_path: Path
+    log_path: Path
+    host: str = "127.0.0.1"
+    port: int = 0
+    ports: dict[str, int] = field(default_factory=dict)
+    transports: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def json_log(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log().splitlines() if line.startswith("{")]
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
+        """Send ``sig`` and wait; returns the exit code (kills after ``timeout``)."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def connect_socket(self, listener: str | None = None, timeout: float = 5.0) -> socket.socket:
+        port = self.ports[listener] if listener else self.port
+        sock = socket.create_connection((self.host, port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+
+def default_config() -> dict[str, Any]:
+    return {
+        "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
+        "sys": {"interval": DEFAULT_SYS_INTERVAL},
+    }
+
+
+def start_broker(
+    workdir: Path,
+    config: dict[str, Any] | str | None = None,
+    args: tuple[str, ...] = (),
+    timeout: float = 15.0,
+) -> RunningBroker:
+    """Start ``python -m edge_broker run`` and wait until every listener accepts."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    if config is None:
+        text = to_toml(default_config())
+    elif isinstance(config, str):
+        text = config
+    else:
+        merged = dict(config)
+        merged.setdefault("listeners", default_config()["listeners"])
+        merged.setdefault("sys", {"interval": DEFAULT_SYS_INTERVAL})
+        merged["listeners"] = [{"port": 0, **lc} for lc in merged["listeners"]]
+        text = to_toml(merged)
+    fd, name = tempfile.mkstemp(prefix="broker-", suffix=".toml", dir=workdir)
+    os.close(fd)
+    config_path = Path(name)
+    config_path.write_text(text)
+    log_path = config_path.with_suffix(".log")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "edge_broker", "run", "--config", str(config_path), *args],
+            stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+        )
+    expected = text.count("[[listeners]]") or 1
+    deadline = time.monotonic() + timeout
+    broker = RunningBroker(process, config_path, log_path)
+    while time.monotonic() < deadline:
+        found = LISTEN_RE.findall(broker.log())
+        if len(found) >= expected:
+            for name_, transport, host, port in found:
+                broker.ports[name_] = int(port)
+                broker.transports[name_] = transport
+            first = found[0]
+            broker.host = first[2] if first[2] not in ("0.0.0.0", "::") else "127.0.0.1"
+            broker.port = int(first[3])
+            return broker
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode}:\n{broker.log()}")
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"broker did not start listening in {timeout}s:\n{broker.log()}")
+
+
+BrokerFactory = Callable[..., RunningBroker]
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
+    """``broker_factory(config=None, args=())`` → RunningBroker; all stopped at teardown."""
+    started: list[RunningBroker] = []
+
+    def factory(config: dict[str, Any] | str | None = None, args: tuple[str, ...] = ()) -> RunningBroker:
+        b = start_broker(tmp_path / f"b{len(started)}", config, args)
+        started.append(b)
+        return b
+
+    yield factory
+    for b in started:
+        b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
+
+
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> RunningBroker:
+    """A fresh broker with the default test configuration."""
+    return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    """One broker shared by the tests of a module (use unique topics/client ids per test)."""
+    b = start_broker(tmp_path_factory.mktemp("module-broker"))
+    yield b
+    b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)

@@ -4,6 +4,7 @@ Every language takes the separator as a parameter (``/`` by default). Invalid in
 :class:`RuleError` at compile time, never at match time.
 """
 
+from .decision_cache import DecisionCache
 from .errors import RuleError
 from .mqtt_topics import (
     SharedFilter,
@@ -15,10 +16,13 @@ from .mqtt_topics import (
     validate_topic_name,
 )
 from .pattern_trie import PatternTrie
+from .rule_index import FirstMatchIndex
 from .subscription_patterns import SubscriptionPattern, parse_pattern, pattern_matches
 from .subscription_trie import SubscriptionTrie
 
 __all__ = [
+    "DecisionCache",
+    "FirstMatchIndex",
     "PatternTrie",
     "RuleError",
     "SharedFilter",

@@ -1,0 +1,282 @@
+"""First-match lookup over an ordered list of MQTT-filter rules (HiveMQ-style permissions).
+
+Seed 003: "The list of TopicPermissions is evaluated in the order they are added, the first one
+that matches is used." AUTHZ.md §2 gate 4 adds, for SUBSCRIBE, true containment (PATTERNS.md
+§4): the deciding rule is the first whose filter CONTAINS the subscription filter, and earlier
+rules that merely OVERLAP it are reported so the subscription can be checked per delivery.
+
+:class:`FirstMatchIndex` compiles the filters once into a token trie (PATTERNS.md "Matching
+structures"); every node knows the smallest rule index in its subtree, so a lookup stops
+following branches that cannot beat the best index found so far. A PUBLISH decision costs
+O(topic depth × wildcard branches), independent of the number of rules. The index is immutable:
+a policy change builds a new one.
+
+The relations follow :mod:`.mqtt_topics` exactly (the ``$`` rule, empty levels, and topics
+never being the empty string); the property tests compare every query with a linear scan.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+
+from .errors import RuleError
+from .mqtt_topics import validate_topic_filter
+
+_NONE = sys.maxsize  # "no rule": larger than every index
+
+
+class _Node:
+    __slots__ = ("children", "plus", "end", "hash", "end_first", "hash_first", "min")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        self.plus: _Node | None = None
+        self.end: list[int] = []  # rules whose filter ends at this node
+        self.hash: list[int] = []  # rules whose filter is this node's path + '#'
+        self.end_first = _NONE
+        self.hash_first = _NONE
+        self.min = _NONE  # smallest rule index anywhere in this subtree
+
+    def finish(self) -> int:
+        """Freeze the subtree bottom-up: sort the lists, compute firsts and minima."""
+        self.end.sort()
+        self.hash.sort()
+        self.end_first = self.end[0] if self.end else _NONE
+        self.hash_first = self.hash[0] if self.hash else _NONE
+        low = min(self.end_first, self.hash_first)
+        for child in self.children.values():
+            low = min(low, child.finish())
+        if self.plus is not None:
+            low = min(low, self.plus.finish())
+        self.min = low
+        return low
+
+    def all_rules(self) -> Iterable[int]:
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield from node.end
+            yield from node.hash
+            stack.extend(node.children.values())
+            if node.plus is not None:
+                stack.append(node.plus)
+
+
+def _normalize_query(levels: list[str]) -> list[str]:
+    """Rewrite the two filters that also match the non-topic ``''`` (see mqtt_topics)."""
+    if levels == ["#"]:
+        return ["+", "#"]
+    if levels == ["", "#"]:
+        return ["", "+", "#"]
+    return levels
+
+
+class FirstMatchIndex:
+    """Ordered MQTT topic filters; rule ``i`` is ``filters[i]``.
+
+    Queries return rule indices in ascending order (the first is the first-match winner):
+
+    - :meth:`first_match` / :meth:`matches`: rules whose filter matches a concrete topic.
+    - :meth:`first_containing` / :meth:`containing`: rules whose filter contains a
+      subscription filter (every topic it can match).
+    - :meth:`overlapping`: rules that share some topic with a subscription filter without
+      containing it, optionally only those before a given index.
+
+    Pass the filter of a shared subscription without ``$share/<group>/`` (:func:`parse_shared`).
+    An invalid rule filter raises :class:`RuleError` naming the rule's position.
+    """
+
+    __slots__ = ("_root", "_sep", "_filters")
+
+    def __init__(self, filters: Sequence[str], separator: str = "/") -> None:
+        if len(separator) != 1:
+            raise ValueError(f"separator must be one character, got {separator!r}")
+        self._sep = separator
+        self._filters = tuple(filters)
+        self._root = _Node()
+        for index, topic_filter in enumerate(self._filters):
+            try:
+                validate_topic_filter(topic_filter, separator)
+            except RuleError as exc:
+                raise RuleError(
+                    exc.rule, exc.segment, f"{exc.reason} (rule {index + 1} of {len(filters)})"
+                ) from exc
+            self._insert(topic_filter, index)
+        self._root.finish()
+
+    def _insert(self, topic_filter: str, index: int) -> None:
+        levels = topic_filter.split(self._sep)
+        tail_hash = levels[-1] == "#"
+        if tail_hash:
+            levels.pop()
+        node = self._root
+        for level in levels:
+            if level == "+":
+                if node.plus is None:
+                    node.plus = _Node()
+                node = node.plus
+            else:
+                nxt = node.children.get(level)
+                if nxt is None:
+                    nxt = node.children[level] = _Node()
+                node = nxt
+        (node.hash if tail_hash else node.end).append(index)
+
+    def __len__(self) -> int:
+        return len(self._filters)
+
+    @property
+    def filters(self) -> tuple[str, ...]:
+        return self._filters
+
+    @property
+    def separator(self) -> str:
+        return self._sep
+
+    # -- concrete topics (PUBLISH, will, delivery) ------------------------------------------
+
+    def first_match(self, topic: str) -> int | None:
+        """The smallest index whose filter matches the concrete ``topic``, or ``None``."""
+        root = self._root
+        best = _NONE
+        dollar = topic[:1] == "$"
+        nodes = [root]
+        for level in topic.split(self._sep):
+            nxt: list[_Node] = []
+            for node in nodes:
+                if node.min >= best:
+                    continue
+                wild = not (dollar and node is root)
+                if wild and node.hash_first < best:
+                    best = node.hash_first
+                child = node.children.get(level)
+                if child is not None and child.min < best:
+                    nxt.append(child)
+                plus = node.plus
+                if wild and plus is not None and plus.min < best:
+                    nxt.append(plus)
+            if not nxt:
+                return None if best == _NONE else best
+            nodes = nxt
+        for node in nodes:
+            best = min(best, node.end_first, node.hash_first)
+        return None if best == _NONE else best
+
+    def matches(self, topic: str) -> list[int]:
+        """Every index whose filter matches ``topic``, ascending (for rules whose other
+        attributes, e.g. QoS or retain, are checked by the caller in order)."""
+        root = self._root
+        found: list[int] = []
+        dollar = topic[:1] == "$"
+        nodes = [root]
+        for level in topic.split(self._sep):
+            nxt: list[_Node] = []
+            for node in nodes:
+                wild = not (dollar and node is root)
+                if wild:
+                    found.extend(node.hash)
+                child = node.children.get(level)
+                if child is not None:
+                    nxt.append(child)
+                if wild and node.plus is not None:
+                    nxt.append(node.plus)
+            if not nxt:
+                nodes = nxt
+                break
+            nodes = nxt
+        for node in nodes:
+            found.extend(node.end)
+            found.extend(node.hash)
+        found.sort()
+        return found
+
+    # -- subscription filters (SUBSCRIBE, AUTHZ.md gate 4) -----------------------------------
+
+    def containing(self, topic_filter: str) -> list[int]:
+        """Every index whose filter contains the valid ``topic_filter``, ascending."""
+        q = _normalize_query(topic_filter.split(self._sep))
+        root = self._root
+        dollar = q[0][:1] == "$"
+        n = len(q)
+        found: list[int] = []
+        stack: list[tuple[_Node, int]] = [(root, 0)]
+        while stack:
+            node, k = stack.pop()
+            wild = not (dollar and node is root)
+            if wild:
+                found.extend(node.hash)
+            if k == n:
+                found.extend(node.end)
+                continue
+            level = q[k]
+            if level == "#":
+                continue  # only a '#' rule contains a '#' tail, taken above
+            if wild and node.plus is not None:
+                stack.append((node.plus, k + 1))
+            if level != "+":
+                child = node.children.get(level)
+                if child is not None:
+                    stack.append((child, k + 1))
+        found.sort()
+        return found
+
+    def first_containing(self, topic_filter: str) -> int | None:
+        """The smallest index whose filter contains ``topic_filter``, or ``None``."""
+        found = self.containing(topic_filter)
+        return found[0] if found else None
+
+    def overlapping(self, topic_filter: str, before: int | None = None) -> list[int]:
+        """Indices (``< before`` if given) whose filter overlaps the valid ``topic_filter``
+        without containing it, ascending. ``overlapping(f, first_containing(f))`` are the
+        earlier rules AUTHZ.md gate 4 must recheck per delivery."""
+        limit = _NONE if before is None else before
+        q = _normalize_query(topic_filter.split(self._sep))
+        root = self._root
+        q_dollar = q[0][:1] == "$"
+        q_wild_first = q[0] in ("+", "#")
+        n = len(q)
+        found: list[int] = []
+        # (node, k, contained): ``contained`` says the rule path so far contains q[:k].
+        stack: list[tuple[_Node, int, bool]] = [(root, 0, True)]
+        empty_first = root.children.get("")
+        while stack:
+            node, k, cont = stack.pop()
+            if node.min >= limit:
+                continue
+            if k < n and q[k] == "#":
+                # Every rule below overlaps; only a '#' rule on a containing path contains.
+                if not cont:
+                    found.extend(i for i in node.hash if i < limit)
+                found.extend(i for i in node.end if i < limit)
+                for child in node.children.values():
+                    found.extend(i for i in child.all_rules() if i < limit)
+                if node.plus is not None:
+                    found.extend(i for i in node.plus.all_rules() if i < limit)
+                continue
+            if k == n:
+                # q is exhausted: a rule ending here, or ending in '#' here, meets it. When q is
+                # '+' and the rule starts with an empty level, the only common string would
+                # be '', which is not a topic name.
+                if not cont and not (k == 1 and node is empty_first):
+                    found.extend(i for i in node.end if i < limit)
+                    found.extend(i for i in node.hash if i < limit)
+                continue
+            at_root = node is root
+            if not cont and not (at_root and q_dollar):
+                found.extend(i for i in node.hash if i < limit)
+            level = q[k]
+            plus = node.plus
+            if plus is not None and not (at_root and q_dollar):
+                stack.append((plus, k + 1, cont))  # '+' contains '+' and any literal
+            if level == "+":
+                for name, child in node.children.items():
+                    if at_root and q_wild_first and name[:1] == "$":
+                        continue
+                    stack.append((child, k + 1, False))
+            else:
+                same = node.children.get(level)
+                if same is not None:
+                    stack.append((same, k + 1, cont))
+        found.sort()
+        return found

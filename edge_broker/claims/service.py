@@ -34,6 +34,7 @@ from .signature import verify_claim
 from .throttle import FloodGuard, ThrottleLimits
 from .topics import owner_segment
 
+CLAIMS_LOG = "claims.log"  # the claim store's file in the broker's state directory
 TABLE_PREFIX = "claims:"  # one table per tenant in the claim log: "claims:~", "claims:site-a"
 
 
@@ -200,6 +201,13 @@ class ClaimService:
             (r for r in records if isinstance(r, Claim) and is_involved(r, client_id)),
             key=_topic_of,
         )
+
+    def tenants(self) -> list[str]:
+        return sorted(t for t, table in self._index.items() if table)
+
+    def records(self, tenant: str = "~") -> list[ClaimRecord]:
+        """Every claim and quarantined record of ``tenant``."""
+        return list(self._index.get(tenant, _EMPTY).values())
 
     def quarantined(self, tenant: str = "~") -> list[Quarantined]:
         return [r for r in self._index.get(tenant, _EMPTY).values() if isinstance(r, Quarantined)]

@@ -7,17 +7,19 @@ stand-ins for MicroPython-only modules, just ``utime``) on sys.path. Nothing els
 Tools fetched on first use, idempotently, under a file lock (pytest-xdist runs workers in
 parallel): the MicroPython WebAssembly port from npm (real MicroPython 1.27, to run the pure
 modules as a board would) and umqtt.simple from PyPI (an sdist pip cannot install, so its
-``umqtt/simple.py`` is extracted into tests/firmware/.cache/).
+``umqtt/simple.py`` is copied into tests/firmware/.cache/).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import os
 import shutil
 import socket
 import subprocess
 import sys
-import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -110,29 +112,38 @@ def micropython() -> MicroPythonRunner:
 
 # ---------------------------------------------------------------- umqtt.simple from PyPI
 
+UMQTT_SHA256 = "8555d2f654deb8eb0d724f79b0811a78cc94029d070f3d96bbd74288653d63a5"
+
+
 @pytest.fixture(scope="session")
 def umqtt_simple_path() -> Path:
-    """A directory holding ``umqtt/simple.py`` of micropython-umqtt.simple, for sys.path."""
+    """A directory holding ``umqtt/simple.py`` of micropython-umqtt.simple, for sys.path.
+
+    The sdist has neither setup.py nor pyproject.toml, so ``pip download`` fetches and unpacks
+    it (checking PyPI's hash) and then refuses to build it; ``--no-clean`` keeps the unpacked
+    tree in a temporary directory of ours, from which simple.py is copied and its hash checked.
+    """
     target = CACHE / f"umqtt-{UMQTT_VERSION}"
+    module = target / "umqtt" / "simple.py"
     with _locked("umqtt"):
-        if not (target / "umqtt" / "simple.py").exists():
-            dl = CACHE / "downloads"
-            dl.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
-                 ":all:", f"micropython-umqtt.simple=={UMQTT_VERSION}", "-d", str(dl)],
-                check=True, capture_output=True, timeout=300,
-            )
-            archive = next(dl.glob(f"micropython*umqtt*simple-{UMQTT_VERSION}.tar.gz"))
-            (target / "umqtt").mkdir(parents=True, exist_ok=True)
-            with tarfile.open(archive) as tar:
-                for member in tar.getmembers():
-                    if member.name.endswith("umqtt/simple.py"):
-                        src = tar.extractfile(member)
-                        assert src is not None
-                        (target / "umqtt" / "simple.py").write_bytes(src.read())
-            (target / "umqtt" / "__init__.py").touch()
-    assert (target / "umqtt" / "simple.py").exists()
+        if not module.exists():
+            scratch = Path(tempfile.mkdtemp(prefix="umqtt-", dir=CACHE))
+            try:
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "download", "-q", "--no-clean", "--no-deps",
+                     "--no-binary", ":all:", f"micropython-umqtt.simple=={UMQTT_VERSION}",
+                     "-d", str(scratch / "dl")],
+                    capture_output=True, timeout=300, env={**os.environ, "TMPDIR": str(scratch)},
+                )  # exits 1 by design: "does not appear to be a Python project"
+                found = sorted(scratch.rglob("umqtt/simple.py"))
+                assert found, "pip did not fetch micropython-umqtt.simple (is PyPI reachable?)"
+                data = found[0].read_bytes()
+                assert hashlib.sha256(data).hexdigest() == UMQTT_SHA256, "unexpected simple.py"
+                module.parent.mkdir(parents=True, exist_ok=True)
+                (module.parent / "__init__.py").write_text("")
+                module.write_bytes(data)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 

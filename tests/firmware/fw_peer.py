@@ -53,7 +53,9 @@ class PeerConnection:
         self.sock.settimeout(timeout)
         try:
             return self.sock.recv(1) == b""
-        except (TimeoutError, ConnectionError):
+        except ConnectionResetError:  # closed with our data unread: RST instead of FIN
+            return True
+        except TimeoutError:
             return False
 
 

@@ -18,9 +18,9 @@ import random
 import select
 
 try:
-    import usocket as socket
-except ImportError:
     import socket
+except ImportError:  # ports older than MicroPython 1.20 name it usocket only
+    import usocket as socket
 try:
     import utime as time  # MicroPython; the tests give CPython a shim of the same name
 except ImportError:

@@ -1,7 +1,8 @@
 """The device's files, written on the host and flashed with the firmware (README "Provision").
 
 A device directory holds:
-- ``device.key``: the 32-byte Ed25519 seed, raw or as 64 hex characters (whitespace ignored);
+- ``device.key``: the 32-byte Ed25519 seed, raw, as 64 hex characters (whitespace ignored), or
+  as the PKCS#8 PEM that edge_broker/keys.py writes;
 - ``config.json``: ``{"client_id": "<SMOKER ID>", "host": "...", "port": 1883, ...}``, see
   CONFIG_KEYS for everything a device reads;
 - ``claims/``: optional pre-signed claim payloads (``edge-broker claim sign``), one per file,
@@ -51,8 +52,25 @@ def _join(*parts) -> str:
     return "/".join(p.rstrip("/") for p in parts if p)
 
 
+# DER of PKCS#8 PrivateKeyInfo for Ed25519 (RFC 8410 §7) up to the 32-byte seed
+_PKCS8_ED25519 = b"\x30\x2e\x02\x01\x00\x30\x05\x06\x03\x2b\x65\x70\x04\x22\x04\x20"
+_PEM_BEGIN = b"-----BEGIN PRIVATE KEY-----"
+_PEM_END = b"-----END PRIVATE KEY-----"
+
+
+def _seed_from_pem(raw: bytes, path: str) -> bytes:
+    body = raw.split(_PEM_BEGIN, 1)[1].split(_PEM_END, 1)[0]
+    try:
+        der = binascii.a2b_base64(bytes(b for b in body if b not in b" \t\r\n"))
+    except ValueError:
+        der = b""
+    if len(der) != 48 or der[:16] != _PKCS8_ED25519:
+        raise ProvisionError("%s: the PEM private key is not an Ed25519 PKCS#8 key" % path)
+    return der[16:]
+
+
 def read_seed(path: str) -> bytes:
-    """The 32-byte seed in ``path`` (raw bytes, or 64 hex characters)."""
+    """The 32-byte seed in ``path`` (raw bytes, 64 hex characters or PKCS#8 PEM)."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -61,14 +79,16 @@ def read_seed(path: str) -> bytes:
                              "DIR` on the host and copy DIR to the board" % path) from None
     if len(raw) == 32:
         return raw
+    if _PEM_BEGIN in raw:
+        return _seed_from_pem(raw, path)
     text = bytes(b for b in raw if b not in b" \t\r\n")
     if len(text) == 64:
         try:
             return binascii.unhexlify(text)
         except ValueError:
             pass
-    raise ProvisionError("%s: a device key is 32 raw bytes or 64 hex characters, found %d bytes"
-                         % (path, len(raw)))
+    raise ProvisionError("%s: a device key is 32 raw bytes, 64 hex characters or a PKCS#8 PEM, "
+                         "found %d bytes of something else" % (path, len(raw)))
 
 
 def read_config(path: str) -> dict:

@@ -1,0 +1,118 @@
+"""The firmware's pure modules under real MicroPython (the WebAssembly port, v1.27).
+
+CPython with shims proves the logic; this proves the dialect: MicroPython's hashlib has no
+sha512, its json has no sort_keys, its ints and str differ in corners. Outputs made by
+MicroPython are compared with CPython and libsodium, and a SMOKER claim signed under
+MicroPython must verify in the broker's own claim code. Signing also has to fit a small heap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+
+import nacl.signing
+from smokermqtt import claims, ed25519, ids, packets
+
+from edge_broker.claims.parse import parse_claim
+from edge_broker.claims.signature import verify_claim
+
+SEEDS = [bytes(range(32)), b"\xff" * 32, hashlib.sha256(b"device").digest()]
+MESSAGES = [b"", b"\x00" * 32, bytes(range(256)) * 3]
+OBJECTS = [
+    {"b": [1, True, None, {"z": "é\u0001\"\\", "a": -5}], "a": "x\n\t"},
+    {"topicName": "restricted/X/t", "permissions": [], "restrictionType": "BLACKLIST"},
+    ["😀", "\u2028", {"": 0}],
+]
+# (MicroPython's json.loads turns a "\ud83d\ude00" escape pair into two surrogates, so the
+# objects travel into the script as raw UTF-8 text.)
+
+
+def _outputs(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def test_pure_modules_agree_with_cpython(micropython) -> None:  # type: ignore[no-untyped-def]
+    script = f"""
+import binascii, json
+from smokermqtt import sha512, ed25519, canonjson, ids, claims, packets
+import hashlib
+print("native_sha512=" + str(hasattr(hashlib, "sha512")))
+for i, m in enumerate({MESSAGES!r}):
+    print("sha%d=%s" % (i, binascii.hexlify(sha512.sha512(m)).decode()))
+for i, s in enumerate({SEEDS!r}):
+    k = ed25519.SigningKey(s)
+    print("pk%d=%s" % (i, binascii.hexlify(k.public_key).decode()))
+    for j, m in enumerate({MESSAGES!r}):
+        print("sig%d_%d=%s" % (i, j, binascii.hexlify(k.sign(m)).decode()))
+for i, text in enumerate({[json.dumps(o, ensure_ascii=False) for o in OBJECTS]!r}):
+    print("canon%d=%s" % (i, binascii.hexlify(canonjson.dumpb(json.loads(text))).decode()))
+key = ed25519.SigningKey({SEEDS[0]!r})
+owner = ids.client_id(key.public_key)
+print("id=" + owner)
+payload = claims.claim(key, owner, "restricted/%s/temp/é" % owner, "BLACKLIST",
+                       [("*", "PUBLISH")])
+print("claim=" + binascii.hexlify(payload).decode())
+print("connect=" + binascii.hexlify(packets.connect(owner, 30, True,
+      [(packets.MAXIMUM_PACKET_SIZE, 16384), (packets.AUTH_METHOD, "SMOKER")])).decode())
+print("auth=" + binascii.hexlify(packets.auth(0x18, [(packets.AUTH_METHOD, "SMOKER"),
+      (packets.AUTH_DATA, key.sign_attached(bytes(32)))])).decode())
+print("pub=" + binascii.hexlify(packets.publish_header("a/b", 5, 1, True, False, 7)).decode())
+print("parsed=" + repr(packets.parse_publish(0x33, b"\\x00\\x03a/b\\x00\\x07\\x05\\x26\\x00\\x00\\x00\\x00x")))
+"""
+    out = _outputs(micropython(script))
+    assert out["native_sha512"] == "False"  # so the pure SHA-512 is what ran
+    for i, m in enumerate(MESSAGES):
+        assert out[f"sha{i}"] == hashlib.sha512(m).hexdigest()
+    for i, s in enumerate(SEEDS):
+        nk = nacl.signing.SigningKey(s)
+        assert out[f"pk{i}"] == bytes(nk.verify_key).hex()
+        for j, m in enumerate(MESSAGES):
+            assert out[f"sig{i}_{j}"] == nk.sign(m).signature.hex()
+    for i, o in enumerate(OBJECTS):
+        expected = json.dumps(o, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert bytes.fromhex(out[f"canon{i}"]).decode() == expected
+    key = ed25519.SigningKey(SEEDS[0])
+    owner = ids.client_id(key.public_key)
+    assert out["id"] == owner
+    payload = bytes.fromhex(out["claim"])
+    assert payload == claims.claim(key, owner, f"restricted/{owner}/temp/é", "BLACKLIST",
+                                   [("*", "PUBLISH")])
+    verify_claim(parse_claim(payload))
+    assert bytes.fromhex(out["connect"]) == packets.connect(
+        owner, 30, True, [(packets.MAXIMUM_PACKET_SIZE, 16384), (packets.AUTH_METHOD, "SMOKER")])
+    assert bytes.fromhex(out["auth"]) == packets.auth(0x18, [
+        (packets.AUTH_METHOD, "SMOKER"), (packets.AUTH_DATA, key.sign_attached(bytes(32)))])
+    assert bytes.fromhex(out["pub"]) == packets.publish_header("a/b", 5, 1, True, False, 7)
+    assert out["parsed"] == "('a/b', b'x', 1, True, 7, {38: [('', '')]})"
+
+
+def test_signing_fits_a_small_heap(micropython) -> None:  # type: ignore[no-untyped-def]
+    # 64 KiB of MicroPython heap: less than an ESP32 or a Pico W leaves free after Wi-Fi is up.
+    # The modules are compiled from source here; flashed as .mpy they need less.
+    script = """
+import gc, time
+from smokermqtt import ed25519
+gc.collect()
+key = ed25519.SigningKey(bytes(32))
+t = time.ticks_ms()
+for _ in range(5):
+    key.sign_attached(bytes(32))
+print("sign_ms=%d" % (time.ticks_diff(time.ticks_ms(), t) // 5))
+gc.collect()
+print("free=%d" % gc.mem_free())
+"""
+    out = _outputs(micropython(script, heap=64 * 1024))
+    print(f"MicroPython (WebAssembly, this host) sign: {out['sign_ms']} ms", file=sys.stderr)
+    assert int(out["free"]) > 0
+
+
+def test_cpython_signing_time_is_reported() -> None:
+    key = ed25519.SigningKey(bytes(32))
+    start = time.perf_counter()
+    key.sign_attached(bytes(32))
+    elapsed = time.perf_counter() - start
+    nacl.signing.VerifyKey(key.public_key).verify(key.sign_attached(bytes(32)))
+    print(f"CPython sign: {elapsed * 1000:.2f} ms", file=sys.stderr)

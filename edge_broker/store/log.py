@@ -19,6 +19,7 @@ acknowledged; appends queued meanwhile wait for it and then go to the new file.
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 import time
 from collections.abc import Sequence
@@ -283,13 +284,7 @@ class Log:
             frames = [frame for frame, _, _ in batch]
             records = [record for _, record, _ in batch]
             try:
-                await asyncio.to_thread(self._write_batch, frames, records)
-            except StoreError as exc:
-                for _, _, future in batch:
-                    if not future.done():
-                        future.set_exception(
-                            StoreError(exc.message, path=exc.path, errno=exc.errno)
-                        )
+                outcomes = await asyncio.to_thread(self._write_batch, frames, records)
             except BaseException as exc:
                 for _, _, future in batch:
                     if not future.done():
@@ -297,10 +292,15 @@ class Log:
                             StoreError(f"the append was interrupted: {exc!r}", path=self.path)
                         )
                 raise
-            else:
-                for _, _, future in batch:
-                    if not future.done():
-                        future.set_result(None)
+            for (_, _, future), outcome in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue
+                if outcome is None:
+                    future.set_result(None)
+                else:  # one exception object per waiter: tracebacks must not pile up
+                    future.set_exception(
+                        StoreError(outcome.message, path=outcome.path, errno=outcome.errno)
+                    )
             if self.compaction_due():
                 await asyncio.to_thread(self._compact_if_due)
         self._schedule_interval_sync()
@@ -316,10 +316,25 @@ class Log:
         batch, self._pending = self._pending[:count], self._pending[count:]
         return batch
 
-    def _write_batch(self, frames: list[bytes], records: list[Any]) -> None:
+    def _write_batch(self, frames: list[bytes], records: list[Any]) -> list[StoreError | None]:
+        """Write a batch; the outcome of each record (``None`` when stored)."""
         with self._lock:
-            self._check_open()
-            self._write_locked(frames, records)
+            try:
+                self._check_open()
+                self._write_locked(frames, records)
+                return [None] * len(frames)
+            except StoreError as exc:
+                if len(frames) == 1 or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    return [exc] * len(frames)
+            # Near a full disk a smaller write may still fit: store what fits, one by one.
+            outcomes: list[StoreError | None] = []
+            for frame, record in zip(frames, records, strict=True):
+                try:
+                    self._write_locked([frame], [record])
+                    outcomes.append(None)
+                except StoreError as exc:
+                    outcomes.append(exc)
+            return outcomes
 
     def _compact_if_due(self) -> None:
         with self._lock:

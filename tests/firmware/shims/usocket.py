@@ -48,7 +48,9 @@ class socket:  # noqa: N801 - MicroPython's name
             buf += chunk
         return buf
 
-    def write(self, data: bytes, n: int | None = None) -> int:
+    def write(self, data: bytes | str, n: int | None = None) -> int:
+        if isinstance(data, str):  # MicroPython streams write str as UTF-8
+            data = data.encode()
         view = memoryview(data)[: len(data) if n is None else n]
         self._sock.sendall(view)
         return len(view)

@@ -274,6 +274,20 @@ def _header(text: str) -> dict[str, Any]:
     return header
 
 
+def unverified_parts(token: str | bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Header and claims WITHOUT verifying anything but the structure (for ``token inspect``)."""
+    text = _token_text(token)
+    header = _header(text)
+    part = text.split(".")[1]
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    except (ValueError, binascii.Error):
+        raise _bad("token is malformed: the claims are not base64url-encoded JSON") from None
+    if not isinstance(claims, dict):
+        raise _bad("token payload is not a JSON object")
+    return header, claims
+
+
 def _number(payload: Mapping[str, Any], name: str) -> float | None:
     value = payload.get(name)
     if value is None:

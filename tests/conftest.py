@@ -157,7 +157,7 @@ def start_broker(
     while time.monotonic() < deadline:
         found = LISTEN_RE.findall(broker.log())
         if len(found) >= expected:
-            for name_, transport, host, port in found:
+            for name_, transport, _host, port in found:
                 broker.ports[name_] = int(port)
                 broker.transports[name_] = transport
             first = found[0]

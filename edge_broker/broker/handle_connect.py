@@ -212,6 +212,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
         extra={"event": "connect", "client_id": conn.client_id, "tenant": identity.tenant,
                "method": identity.method, "protocol": conn.level, "clean_start": connect.clean_start,
                "session_present": present, "listener": conn.listener.name,
+               "cert_cn": identity.cert_cn, "interface": identity.interface,
                "remote": conn.info.remote_address and f"{conn.info.remote_address[0]}:{conn.info.remote_address[1]}"},
     )
     if present:

@@ -8,7 +8,7 @@ import time
 from typing import Any, TypeVar
 
 from edge_broker.mqtt.codec import PacketReader, encode
-from edge_broker.mqtt.packets import Connack, Connect, Packet, Properties
+from edge_broker.mqtt.packets import NO_PROPERTIES, Connack, Connect, Packet, Properties
 
 P = TypeVar("P")
 
@@ -75,7 +75,7 @@ class RawClient:
                 raise AssertionError(f"broker did not close; got {got!r}") from None
 
     def connect(self, client_id: str = "", clean: bool = True, keep_alive: int = 60,
-                properties: Properties = Properties(), **kw: Any) -> Connack:
+                properties: Properties = NO_PROPERTIES, **kw: Any) -> Connack:
         name = "MQIsdp" if self.level == 3 else "MQTT"
         self.send(Connect(self.level, client_id, clean, keep_alive, properties=properties,
                           protocol_name=name, **kw))

@@ -8,8 +8,24 @@ import pytest
 from broker_raw import RawClient
 
 from edge_broker.mqtt.packets import (
-    Auth, Connack, Connect, Disconnect, Pingreq, Pingresp, Properties, Puback, Pubcomp, Publish,
-    Pubrec, Pubrel, Suback, Subscribe, Subscription, Unsuback, Unsubscribe, Will,
+    Auth,
+    Connack,
+    Connect,
+    Disconnect,
+    Pingreq,
+    Pingresp,
+    Properties,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Subscription,
+    Unsuback,
+    Unsubscribe,
+    Will,
 )
 
 _ids = itertools.count()

@@ -1,0 +1,161 @@
+"""Raw-bytes tests of the server obligations of MQTT 3.1.1 and 3.1 (MQIsdp)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+from broker_raw import RawClient
+
+from edge_broker.mqtt.packets import (
+    Connect,
+    Pingreq,
+    Pingresp,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Subscription,
+    Unsuback,
+    Unsubscribe,
+)
+
+_ids = itertools.count()
+
+
+def cid() -> str:
+    return f"v3-{next(_ids)}-{time.monotonic_ns() % 10**9}"
+
+
+@pytest.fixture
+def client(module_broker):
+    clients: list[RawClient] = []
+
+    def make(level: int = 4) -> RawClient:
+        c = RawClient(module_broker.host, module_broker.port, level)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()
+
+
+@pytest.mark.parametrize("level", [3, 4])
+def test_pub_sub_all_qos(client, level):
+    sub, pub = client(level), client(level)
+    assert sub.connect(cid()).reason_code == 0
+    pub.connect(cid())
+    t = f"v3/{cid()}"
+    sub.send(Subscribe(1, (Subscription(t + "/+", 2),)))
+    assert sub.expect(Suback).reason_codes == (2,)
+    for qos in (0, 1, 2):
+        pub.send(Publish(f"{t}/{qos}", b"p", qos, packet_id=qos or None))
+        if qos == 1:
+            pub.expect(Puback)
+        if qos == 2:
+            pub.expect(Pubrec)
+            pub.send(Pubrel(2))
+            pub.expect(Pubcomp)
+        got = sub.expect(Publish)
+        assert got.qos == qos and got.topic == f"{t}/{qos}"
+        if qos == 1:
+            sub.send(Puback(got.packet_id))
+        if qos == 2:
+            sub.send(Pubrec(got.packet_id))
+            sub.expect(Pubrel)
+            sub.send(Pubcomp(got.packet_id))
+    sub.send(Unsubscribe(3, (t + "/+",)))
+    assert sub.expect(Unsuback).packet_id == 3
+
+
+def test_zero_length_client_id_needs_clean_session(client):
+    c = client(4)
+    ack = c.connect("", clean=False)
+    assert ack.reason_code == 0x02
+    c.closed()
+    ok = client(4)
+    assert ok.connect("", clean=True).reason_code == 0
+
+
+def test_mqtt31_needs_client_id(client):
+    c = client(3)
+    assert c.connect("", clean=True).reason_code == 0x02
+    c.closed()
+
+
+def test_first_packet_must_be_connect(client):
+    c = client(4)
+    c.send_raw(b"\x82\x06\x00\x01\x00\x01a\x00")  # SUBSCRIBE before CONNECT
+    assert c.closed() == []
+
+
+def test_second_connect_closes(client):
+    c = client(4)
+    c.connect(cid())
+    c.send(Connect(4, cid()))
+    assert c.closed() == []
+
+
+def test_unacceptable_protocol_level(client):
+    c = client(4)
+    body = b"\x00\x04MQTT\x07\x02\x00\x3c\x00\x01x"
+    c.send_raw(bytes([0x10, len(body)]) + body)
+    got = c.closed()
+    assert len(got) == 1 and got[0].reason_code == 0x01
+
+
+def test_invalid_filter_closes_v311(client):
+    c = client(4)
+    c.connect(cid())
+    c.send(Subscribe(1, (Subscription("a/#/b", 0),)))
+    assert c.closed() == []
+
+
+def test_denied_filter_gets_0x80(client):
+    c = client(4)
+    c.connect(cid())
+    c.send(Subscribe(1, (Subscription("access/claim", 0), Subscription("ok", 1))))
+    assert c.expect(Suback).reason_codes == (0x80, 1)
+
+
+def test_denied_publish_acknowledged_and_dropped(client):
+    sub, c = client(4), client(4)
+    sub.connect(cid())
+    sub.send(Subscribe(1, (Subscription("$SYS/broker/x", 0),)))
+    sub.expect(Suback)
+    c.connect(cid())
+    c.send(Publish("$SYS/broker/x", b"x", 1, packet_id=4))
+    assert c.expect(Puback).packet_id == 4
+    c.send(Publish("$SYS/broker/x", b"x", 2, packet_id=5))
+    c.expect(Pubrec)
+    c.send(Pubrel(5))
+    c.expect(Pubcomp)
+    sub.nothing()
+
+
+def test_session_present_v311(client):
+    name = cid()
+    a = client(4)
+    assert not a.connect(name, clean=False).session_present
+    a.close()
+    time.sleep(0.2)
+    b = client(4)
+    assert b.connect(name, clean=False).session_present
+    b.close()
+    c = client(4)
+    assert not c.connect(name, clean=True).session_present
+
+
+def test_keep_alive_one_and_a_half(client):
+    c = client(4)
+    c.connect(cid(), keep_alive=1)
+    start = time.monotonic()
+    c.send(Pingreq())
+    c.expect(Pingresp)
+    assert c.closed(timeout=4) == []
+    assert 1.4 <= time.monotonic() - start <= 3.5

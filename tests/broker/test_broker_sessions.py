@@ -1,0 +1,241 @@
+"""Sessions across connections: takeover, clean start, expiry, redelivery, wills (MQTT 5 §3.1, §4.4)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+from broker_raw import RawClient
+
+from edge_broker.mqtt.packets import (
+    Disconnect,
+    Pingreq,
+    Pingresp,
+    Properties,
+    Puback,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Subscription,
+    Will,
+)
+
+_ids = itertools.count()
+
+
+def cid(prefix: str = "s") -> str:
+    return f"{prefix}{next(_ids)}-{time.monotonic_ns()}"
+
+
+@pytest.fixture
+def client(module_broker):
+    clients: list[RawClient] = []
+
+    def make(level: int = 5) -> RawClient:
+        c = RawClient(module_broker.host, module_broker.port, level)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()
+
+
+def sync(c: RawClient) -> None:
+    c.send(Pingreq())
+    c.expect(Pingresp)
+
+
+def test_takeover_sends_0x8e_to_old_connection(client):
+    name = cid()
+    old, new = client(), client()
+    old.connect(name)
+    assert new.connect(name).reason_code == 0
+    got = old.closed()
+    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x8E
+
+
+def test_takeover_v311_closes_old(client):
+    name = cid()
+    old, new = client(4), client(4)
+    old.connect(name)
+    new.connect(name)
+    assert old.closed() == []
+
+
+def test_session_resumed_with_subscriptions_and_queued_messages(client):
+    name = cid()
+    t = cid("q/")
+    s = client()
+    s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
+    s.send(Subscribe(1, (Subscription(t, 1),)))
+    s.expect(Suback)
+    s.send(Disconnect())
+    s.closed()
+    pub = client()
+    pub.connect(cid())
+    pub.send(Publish(t, b"while away", 1, packet_id=1))
+    assert pub.expect(Puback).reason_code == 0
+    pub.send(Publish(t, b"qos0 lost", 0))
+    sync(pub)
+    back = client()
+    ack = back.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
+    assert ack.session_present
+    got = back.expect(Publish)
+    assert got.payload == b"while away" and got.qos == 1
+    back.nothing()
+
+
+def test_clean_start_discards_session(client):
+    name = cid()
+    s = client()
+    s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
+    s.send(Disconnect())
+    s.closed()
+    again = client()
+    assert not again.connect(name, clean=True).session_present
+
+
+def test_session_expiry_zero_ends_session_at_disconnect(client):
+    name = cid()
+    s = client()
+    s.connect(name, clean=False)  # no Session Expiry Interval: 0
+    s.send(Disconnect())
+    s.closed()
+    again = client()
+    assert not again.connect(name, clean=False).session_present
+
+
+def test_session_expires_after_interval(client):
+    name = cid()
+    s = client()
+    s.connect(name, clean=False, properties=Properties(session_expiry_interval=1))
+    s.send(Disconnect())
+    s.closed()
+    time.sleep(2.2)
+    again = client()
+    assert not again.connect(name, clean=False).session_present
+
+
+def test_unacknowledged_redelivered_with_dup(client):
+    name = cid()
+    t = cid("dup/")
+    s = client()
+    s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
+    s.send(Subscribe(1, (Subscription(t + "/#", 2),)))
+    s.expect(Suback)
+    pub = client()
+    pub.connect(cid())
+    pub.send(Publish(t + "/1", b"one", 1, packet_id=1))
+    pub.send(Publish(t + "/2", b"two", 2, packet_id=2))
+    first = s.expect(Publish)
+    second = s.expect(Publish)
+    s.send(Pubrec(second.packet_id))  # QoS 2: received, not completed
+    assert s.expect(Pubrel).packet_id == second.packet_id
+    s.close()  # network loss: nothing acknowledged for "one", PUBCOMP missing for "two"
+    back = client()
+    assert back.connect(name, clean=False,
+                        properties=Properties(session_expiry_interval=60)).session_present
+    again = back.expect(Publish)
+    assert again.dup and again.payload == b"one" and again.packet_id == first.packet_id
+    rel = back.expect(Pubrel)
+    assert rel.packet_id == second.packet_id
+
+
+def test_will_published_on_network_loss_not_on_normal_disconnect(client):
+    t = cid("will/")
+    watcher = client()
+    watcher.connect(cid())
+    watcher.send(Subscribe(1, (Subscription(t + "/#", 0),)))
+    watcher.expect(Suback)
+    a = client()
+    a.connect(cid(), will=Will(t + "/a", b"a gone"))
+    a.close()
+    assert watcher.expect(Publish).payload == b"a gone"
+    b = client()
+    b.connect(cid(), will=Will(t + "/b", b"b gone"))
+    b.send(Disconnect(0))
+    b.closed()
+    watcher.nothing(0.5)
+    c = client()
+    c.connect(cid(), will=Will(t + "/c", b"c gone"))
+    c.send(Disconnect(0x04))
+    assert watcher.expect(Publish).payload == b"c gone"
+
+
+def test_will_on_protocol_error(client):
+    t = cid("willpe/")
+    watcher = client()
+    watcher.connect(cid())
+    watcher.send(Subscribe(1, (Subscription(t, 0),)))
+    watcher.expect(Suback)
+    a = client()
+    a.connect(cid(), will=Will(t, b"bye"))
+    a.send_raw(b"\x30\x00")
+    a.closed()
+    assert watcher.expect(Publish).payload == b"bye"
+
+
+def test_will_delay_and_cancel_on_reconnect(client):
+    t = cid("wd/")
+    watcher = client()
+    watcher.connect(cid())
+    watcher.send(Subscribe(1, (Subscription(t + "/#", 0),)))
+    watcher.expect(Suback)
+    name = cid()
+    a = client()
+    a.connect(name, clean=False, properties=Properties(session_expiry_interval=60),
+              will=Will(t + "/x", b"late", properties=Properties(will_delay_interval=1)))
+    a.close()
+    watcher.nothing(0.5)
+    assert watcher.expect(Publish, timeout=3).payload == b"late"
+    # Reconnecting before the delay cancels the will.
+    name2 = cid()
+    b = client()
+    b.connect(name2, clean=False, properties=Properties(session_expiry_interval=60),
+              will=Will(t + "/y", b"never", properties=Properties(will_delay_interval=2)))
+    b.close()
+    time.sleep(0.3)
+    b2 = client()
+    assert b2.connect(name2, clean=False,
+                      properties=Properties(session_expiry_interval=60)).session_present
+    watcher.nothing(2.5)
+
+
+def test_retained_will(client):
+    t = cid("rw/")
+    a = client()
+    a.connect(cid(), will=Will(t, b"retained will", retain=True))
+    a.close()
+    time.sleep(0.3)
+    w = client()
+    w.connect(cid())
+    w.send(Subscribe(1, (Subscription(t, 0),)))
+    w.expect(Suback)
+    got = w.expect(Publish)
+    assert got.retain and got.payload == b"retained will"
+
+
+def test_offline_queue_bounded(broker_factory):
+    b = broker_factory({"limits": {"max_queued_messages": 3}})
+    name = cid()
+    t = cid("bq/")
+    with RawClient(b.host, b.port) as s:
+        s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
+        s.send(Subscribe(1, (Subscription(t, 1),)))
+        s.expect(Suback)
+        s.send(Disconnect())
+        s.closed()
+    with RawClient(b.host, b.port) as p:
+        p.connect(cid())
+        for i in range(10):
+            p.send(Publish(t, b"%d" % i, 1, packet_id=i + 1))
+            p.expect(Puback)
+    with RawClient(b.host, b.port) as s:
+        s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
+        got = [s.expect(Publish).payload for _ in range(3)]
+        assert got == [b"0", b"1", b"2"]
+        s.nothing()

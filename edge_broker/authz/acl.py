@@ -1,0 +1,219 @@
+"""The site ACL compiled for the hot path (seed 004, AUTHZ.md §2 gate 5).
+
+Compilation follows the seed: for every (subject combination, flow, message) an *allow* and a
+*deny* :class:`~edge_broker.matching.ketree.KeTree` holding the key expressions of the rules that
+policies attach to that subject. A decision is EXACTLY the seed's pseudocode, with requests
+matched by INCLUSION (a superset or a partial overlap does not match)::
+
+    default deny : allowed iff not deny.match(k) and allow.match(k)
+    default allow: allowed iff not deny.match(k)      (the allow tree is not consulted)
+
+so explicit deny > explicit allow > ``default_permission``. When several rules match, the one
+reported is the first in the ``rules`` list. A disabled ACL allows everything.
+
+Identities: a connection matches a subject combination when each of its interface, certificate
+CN and username is either unconstrained by the combination or equal to it (OR inside a list,
+AND across lists, OR across subjects). :meth:`Acl.for_identity` merges the trees of every
+combination the identity matches into one :class:`SubjectAcl`, so the broker does one or two
+tree lookups per publish and per delivery; merged results are memoised per attribute triple
+(bounded) on the :class:`Acl` object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..auth.identity import Identity
+from ..matching.ketree import KeTree
+from ..matching.keyexpr import KeyExpr, as_keyexpr
+from .acl_config import (
+    AclConfig,
+    AclRule,
+    Flow,
+    Message,
+    Permission,
+    SubjectCombination,
+    load_acl_config,
+)
+
+_EMPTY_TREE = KeTree.build(())
+_CACHE_LIMIT = 1024  # distinct (interface, cert CN, username) triples memoised per Acl
+
+Scope = tuple[Flow, Message]
+# (rule position in the rules list, rule id, key expression)
+_Entry = tuple[int, str, KeyExpr]
+
+
+@dataclass(frozen=True, slots=True)
+class AclDecision:
+    """The ACL's verdict; ``rule_id`` is the deciding rule, ``None`` for the default permission
+    (or a disabled ACL). ``reason`` explains denials that no rule gave (unrepresentable topic)."""
+
+    allowed: bool
+    rule_id: str | None = None
+    reason: str | None = None
+
+
+ALLOWED_DISABLED = AclDecision(True, None, "access control is disabled")
+
+
+@dataclass(frozen=True, slots=True)
+class TreePair:
+    allow: KeTree
+    deny: KeTree
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectAcl:
+    """Everything the ACL says about one subject (an identity's merged combinations)."""
+
+    enabled: bool
+    default_permission: Permission
+    trees: Mapping[Scope, TreePair]
+
+    def decide(self, flow: Flow, message: Message, key: KeyExpr | str) -> AclDecision:
+        """The seed's ``is_allowed`` for ``key`` (a key or key expression)."""
+        if not self.enabled:
+            return ALLOWED_DISABLED
+        pair = self.trees.get((flow, message))
+        if pair is None:
+            return AclDecision(self.default_permission is Permission.ALLOW)
+        request = as_keyexpr(key)
+        denied_by = pair.deny.first_including(request)
+        if denied_by is not None:
+            return AclDecision(False, denied_by)
+        if self.default_permission is Permission.ALLOW:
+            return AclDecision(True)
+        allowed_by = pair.allow.first_including(request)
+        return AclDecision(allowed_by is not None, allowed_by)
+
+    def allows(self, flow: Flow, message: Message, key: KeyExpr | str) -> bool:
+        return self.decide(flow, message, key).allowed
+
+
+@dataclass(frozen=True, slots=True)
+class Acl:
+    """A compiled ``access_control`` section. Build with :meth:`compile` or :meth:`load`."""
+
+    config: AclConfig
+    combinations: tuple[SubjectCombination, ...]
+    # per combination (same index as ``combinations``): scope -> (allow entries, deny entries)
+    entries: tuple[Mapping[Scope, tuple[tuple[_Entry, ...], tuple[_Entry, ...]]], ...]
+    subject_acls: tuple[SubjectAcl, ...]
+    _merged: dict[tuple[int, ...], SubjectAcl] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled
+
+    @property
+    def default_permission(self) -> Permission:
+        return self.config.default_permission
+
+    @classmethod
+    def load(cls, data: Any, source: str = "access_control") -> Acl:
+        return cls.compile(load_acl_config(data, source))
+
+    @classmethod
+    def compile(cls, config: AclConfig) -> Acl:
+        rules = {rule.id: (i, rule) for i, rule in enumerate(config.rules)}
+        subjects = {s.id: s for s in config.subjects}
+        combos: dict[SubjectCombination, dict[Scope, tuple[list[_Entry], list[_Entry]]]] = {}
+        if config.enabled:
+            for policy in config.policies:
+                for subject_id in policy.subjects:
+                    for combo in subjects[subject_id].combinations():
+                        scopes = combos.setdefault(combo, {})
+                        for rule_id in policy.rules:
+                            index, rule = rules[rule_id]
+                            _add_rule(scopes, index, rule)
+        ordered = tuple(combos)
+        entries = tuple(
+            {scope: (_ordered(a), _ordered(d)) for scope, (a, d) in combos[c].items()}
+            for c in ordered
+        )
+        subject_acls = tuple(_subject_acl(config, e) for e in entries)
+        return cls(config, ordered, entries, subject_acls)
+
+    def matching_combinations(
+        self, interface: str | None, cert_cn: str | None, username: str | None
+    ) -> tuple[int, ...]:
+        return tuple(
+            i for i, c in enumerate(self.combinations) if c.matches(interface, cert_cn, username)
+        )
+
+    def for_subject(
+        self, interface: str | None, cert_cn: str | None, username: str | None
+    ) -> SubjectAcl:
+        """The merged :class:`SubjectAcl` for these connection attributes."""
+        matched = self.matching_combinations(interface, cert_cn, username)
+        if len(matched) == 1:
+            return self.subject_acls[matched[0]]
+        cached = self._merged.get(matched)
+        if cached is not None:
+            return cached
+        merged: dict[Scope, tuple[list[_Entry], list[_Entry]]] = {}
+        for i in matched:
+            for scope, (allow, deny) in self.entries[i].items():
+                a, d = merged.setdefault(scope, ([], []))
+                a.extend(allow)
+                d.extend(deny)
+        result = _subject_acl(
+            self.config,
+            {s: (_ordered(a), _ordered(d)) for s, (a, d) in merged.items()},
+        )
+        if len(self._merged) >= _CACHE_LIMIT:
+            self._merged.clear()
+        self._merged[matched] = result
+        return result
+
+    def for_identity(self, identity: Identity) -> SubjectAcl:
+        """The :class:`SubjectAcl` of a connected client (interface, certificate CN, username)."""
+        return self.for_subject(identity.interface, identity.cert_cn, identity.username)
+
+    def decide(
+        self,
+        subject_attrs: Identity | tuple[str | None, str | None, str | None],
+        flow: Flow,
+        message: Message,
+        key: KeyExpr | str,
+    ) -> AclDecision:
+        """One-shot decision; the broker should keep :meth:`for_identity`'s result instead."""
+        if isinstance(subject_attrs, Identity):
+            subject = self.for_identity(subject_attrs)
+        else:
+            subject = self.for_subject(*subject_attrs)
+        return subject.decide(flow, message, key)
+
+
+def _add_rule(
+    scopes: dict[Scope, tuple[list[_Entry], list[_Entry]]], index: int, rule: AclRule
+) -> None:
+    for flow in rule.flows:
+        for message in rule.messages:
+            allow, deny = scopes.setdefault((flow, message), ([], []))
+            target = allow if rule.permission is Permission.ALLOW else deny
+            target.extend((index, rule.id, expr) for expr in rule.key_exprs)
+
+
+def _subject_acl(
+    config: AclConfig,
+    entries: Mapping[Scope, tuple[tuple[_Entry, ...], tuple[_Entry, ...]]],
+) -> SubjectAcl:
+    trees = {scope: TreePair(_tree(allow), _tree(deny)) for scope, (allow, deny) in entries.items()}
+    return SubjectAcl(config.enabled, config.default_permission, trees)
+
+
+def _ordered(entries: list[_Entry] | tuple[_Entry, ...]) -> tuple[_Entry, ...]:
+    """Distinct entries in rules-list order, so the first matching rule is the one reported."""
+    return tuple(sorted(set(entries), key=lambda e: (e[0], e[2].text)))
+
+
+def _tree(entries: tuple[_Entry, ...]) -> KeTree:
+    if not entries:
+        return _EMPTY_TREE
+    return KeTree.build((expr, rule_id) for _, rule_id, expr in entries)

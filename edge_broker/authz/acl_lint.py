@@ -1,0 +1,157 @@
+"""``edge-broker lint`` for the site ACL: rules that can never apply (AUTHZ.md §4, seed 004
+"Priority" note).
+
+Findings, each naming the rule or subject and why:
+
+- ``disabled``: the ACL is disabled, so no rule applies at all;
+- ``unused-rule`` / ``unused-subject``: named by no policy;
+- ``allow-under-default-allow``: with ``default_permission`` allow the seed's matcher never
+  consults allow rules ("they will be overlooked by the matcher");
+- ``unmapped-message``: a liveliness message, which no MQTT action produces;
+- ``shadowed-by-deny``: an allow key expression included, in EVERY scope (subject combination,
+  flow, message) the rule applies to, in a deny key expression of that same scope: explicit
+  deny wins, so it can never allow anything;
+- ``verbatim-gap``: a deny key expression using ``*``/``**`` under default allow while some
+  rule mentions a verbatim ``@`` chunk at that position: wildcards never match verbatim chunks,
+  so such keys slip past the deny (a reminder, not an error).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..matching.keyexpr import ChunkKind, KeyExpr
+from .acl_config import UNMAPPED_MESSAGES, AclConfig, Flow, Message, Permission, SubjectCombination
+
+
+@dataclass(frozen=True, slots=True)
+class AclFinding:
+    kind: str
+    subject: str  # "rule <id>", "subject <id>" or "access_control"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.kind}: {self.message}"
+
+
+Scope = tuple[SubjectCombination, Flow, Message]
+
+
+def lint_acl(config: AclConfig) -> list[AclFinding]:
+    """Every ACL finding, in a stable order (config order)."""
+    if not config.enabled:
+        return [AclFinding("disabled", "access_control", "enabled is false: no rule applies")]
+    out: list[AclFinding] = []
+    used_rules = {r for p in config.policies for r in p.rules if p.subjects}
+    used_subjects = {s for p in config.policies for s in p.subjects if p.rules}
+    for rule in config.rules:
+        if rule.id not in used_rules:
+            out.append(
+                AclFinding("unused-rule", f"rule {rule.id!r}", "no policy attaches it to a subject")
+            )
+    for subject in config.subjects:
+        if subject.id not in used_subjects:
+            out.append(
+                AclFinding(
+                    "unused-subject", f"subject {subject.id!r}", "no policy attaches a rule to it"
+                )
+            )
+    for rule in config.rules:
+        dead = sorted(m.value for m in rule.messages if m in UNMAPPED_MESSAGES)
+        if dead:
+            out.append(
+                AclFinding(
+                    "unmapped-message",
+                    f"rule {rule.id!r}",
+                    f"{', '.join(dead)} never occur(s) over MQTT",
+                )
+            )
+        if rule.permission is Permission.ALLOW and config.default_permission is Permission.ALLOW:
+            out.append(
+                AclFinding(
+                    "allow-under-default-allow",
+                    f"rule {rule.id!r}",
+                    "default_permission is allow, so allow rules are never consulted",
+                )
+            )
+    if config.default_permission is Permission.DENY:
+        out.extend(_shadowed(config))
+    else:
+        out.extend(_verbatim_gaps(config))
+    return out
+
+
+def _scopes(config: AclConfig) -> dict[str, set[Scope]]:
+    """rule id -> every (combination, flow, message) it applies to."""
+    subjects = {s.id: s for s in config.subjects}
+    rules = {r.id: r for r in config.rules}
+    scopes: dict[str, set[Scope]] = {}
+    for policy in config.policies:
+        for sid in policy.subjects:
+            for combo in subjects[sid].combinations():
+                for rid in policy.rules:
+                    rule = rules[rid]
+                    bucket = scopes.setdefault(rid, set())
+                    for flow in rule.flows:
+                        for message in rule.messages:
+                            bucket.add((combo, flow, message))
+    return scopes
+
+
+def _shadowed(config: AclConfig) -> list[AclFinding]:
+    scopes = _scopes(config)
+    deny_by_scope: dict[Scope, list[tuple[str, KeyExpr]]] = {}
+    for rule in config.rules:
+        if rule.permission is Permission.DENY:
+            for scope in scopes.get(rule.id, ()):
+                deny_by_scope.setdefault(scope, []).extend((rule.id, k) for k in rule.key_exprs)
+    out: list[AclFinding] = []
+    for rule in config.rules:
+        mine = scopes.get(rule.id)
+        if rule.permission is not Permission.ALLOW or not mine:
+            continue
+        for expr in rule.key_exprs:
+            by: set[str] = set()
+            for scope in mine:
+                hit = next((d for d, k in deny_by_scope.get(scope, ()) if k.includes(expr)), None)
+                if hit is None:
+                    break
+                by.add(hit)
+            else:
+                out.append(
+                    AclFinding(
+                        "shadowed-by-deny",
+                        f"rule {rule.id!r}",
+                        f"key expression {expr.text!r} is included in deny rule(s) "
+                        f"{', '.join(sorted(repr(b) for b in by))} wherever it applies: it can "
+                        "never allow anything",
+                    )
+                )
+    return out
+
+
+def _verbatim_gaps(config: AclConfig) -> list[AclFinding]:
+    verbatims = {
+        c.text
+        for r in config.rules
+        for k in r.key_exprs
+        for c in k.chunks
+        if c.kind is ChunkKind.VERBATIM
+    }
+    if not verbatims:
+        return []
+    out: list[AclFinding] = []
+    for rule in config.rules:
+        if rule.permission is not Permission.DENY:
+            continue
+        for expr in rule.key_exprs:
+            if any(c.kind in (ChunkKind.STAR, ChunkKind.DOUBLE_STAR) for c in expr.chunks):
+                out.append(
+                    AclFinding(
+                        "verbatim-gap",
+                        f"rule {rule.id!r}",
+                        f"deny {expr.text!r} uses wildcards, which never match verbatim chunks "
+                        f"({', '.join(sorted(verbatims))}); keys containing them are not denied",
+                    )
+                )
+    return out

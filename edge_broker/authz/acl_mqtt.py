@@ -1,0 +1,162 @@
+"""How MQTT actions meet the site ACL (AUTHZ.md §2 gate 5, its mapping table).
+
+Messages:
+
+| Zenoh message        | MQTT action                                                           |
+|----------------------|-----------------------------------------------------------------------|
+| ``delete``           | PUBLISH with RETAIN and an empty payload (clears a retained message)  |
+| ``query``            | PUBLISH carrying a Response Topic (MQTT 5 request)                    |
+| ``reply``            | PUBLISH carrying Correlation Data and no Response Topic (response)    |
+| ``put``              | every other PUBLISH                                                   |
+| ``declare_subscriber``| SUBSCRIBE                                                            |
+| ``declare_queryable``| SUBSCRIBE with user property ``queryable`` = ``true``                 |
+
+checked in that order (a retained empty request is a ``delete``). Flows: ``ingress`` for what a
+client sends (PUBLISH, will, SUBSCRIBE), ``egress`` for each delivery towards a subscriber,
+with the message of the PUBLISH being delivered. (Zenoh's egress ``declare_subscriber`` filters
+subscriber declarations a router forwards; an MQTT broker never sends SUBSCRIBE to clients, so
+it is never asked.)
+
+Topics and filters become key expressions level by level (a level is a chunk):
+
+- a filter's ``+`` becomes ``*`` and its ``#`` becomes ``**``. ``a/#`` -> ``a/**``, which in
+  Zenoh also includes ``a`` itself, exactly like MQTT's ``a/#`` matches ``a`` (checked against
+  the eclipse-zenoh oracle in the tests). ``$share/<group>/`` is stripped first: the group is
+  not part of the filter (MQTT 5 §4.8.2).
+- a level starting with ``@`` stays a Zenoh *verbatim* chunk: ``sensors/@cal`` is only matched
+  by rules that spell ``@cal`` (``*`` and ``**`` never match it), as in Zenoh.
+- a topic or filter that has no faithful key expression is REFUSED, never approximated: an
+  empty level (``a//b``, a leading or trailing ``/``), or a level containing ``$`` (so every
+  ``$SYS/...`` and other ``$`` topic), ``*``, ``#``, ``?`` or (in a topic name) ``+``. With the
+  ACL enabled such a request is denied whatever ``default_permission`` says: an ACL that cannot
+  read a name must not let it through (never fail open). Escaping was rejected because any
+  escape is itself a legal MQTT level, so two different topics would share one key.
+- the broker's topic separator (PATTERNS.md "The separator", ``/`` by default, ``.`` when
+  configured) splits levels; key expressions are always ``/``-separated as Zenoh defines them,
+  so with ``.`` the topic ``store.sell.status`` is the key ``store/sell/status`` and a level
+  containing ``/`` is refused.
+"""
+
+from __future__ import annotations
+
+from ..matching.errors import RuleError
+from ..matching.keyexpr import KeyExpr
+from ..mqtt.packets import Properties, Publish
+from .acl import ALLOWED_DISABLED, AclDecision, SubjectAcl
+from .acl_config import Flow, Message
+
+_FORBIDDEN_IN_LEVEL = ("$", "*", "#", "?", "+", "/")
+
+
+def mqtt_publish_message(publish: Publish) -> Message:
+    """The Zenoh message a PUBLISH is (AUTHZ.md §2 table)."""
+    if publish.retain and not publish.payload:
+        return Message.DELETE
+    props = publish.properties
+    if props.response_topic is not None:
+        return Message.QUERY
+    if props.correlation_data is not None:
+        return Message.REPLY
+    return Message.PUT
+
+
+def mqtt_subscribe_message(properties: Properties) -> Message:
+    """``declare_queryable`` when SUBSCRIBE carries user property ``queryable=true``."""
+    for name, value in properties.user_properties:
+        if name == "queryable" and value.strip().lower() == "true":
+            return Message.DECLARE_QUERYABLE
+    return Message.DECLARE_SUBSCRIBER
+
+
+def _refuse(text: str, level: str, reason: str) -> RuleError:
+    return RuleError(text, level, f"{reason}; the site ACL denies what it cannot represent")
+
+
+def _map_level(text: str, level: str, *, is_filter: bool, last: bool) -> str:
+    if level == "":
+        raise _refuse(text, level, "empty levels have no key expression equivalent")
+    if is_filter and level == "+":
+        return "*"
+    if is_filter and level == "#":
+        if not last:
+            raise _refuse(text, level, "'#' must be the last level of a filter")
+        return "**"
+    for ch in _FORBIDDEN_IN_LEVEL:
+        if ch in level:
+            raise _refuse(text, level, f"{ch!r} inside a level has no key expression equivalent")
+    return level
+
+
+def topic_to_keyexpr(topic: str, separator: str = "/") -> KeyExpr:
+    """The key (no wildcards) of an MQTT topic name; :class:`RuleError` when it has none."""
+    levels = topic.split(separator)
+    n = len(levels)
+    mapped = [
+        _map_level(topic, lv, is_filter=False, last=i == n - 1) for i, lv in enumerate(levels)
+    ]
+    return _parse(topic, "/".join(mapped))
+
+
+def filter_to_keyexpr(topic_filter: str, separator: str = "/") -> KeyExpr:
+    """The key expression of an MQTT topic filter (``a/+/b/#`` -> ``a/*/b/**``);
+    :class:`RuleError` when it has none."""
+    text = topic_filter
+    share = "$share" + separator
+    if text.startswith(share):
+        group, sep, rest = text[len(share) :].partition(separator)
+        if not group or not sep:
+            raise _refuse(topic_filter, text, "a shared subscription needs $share/<group>/<filter>")
+        text = rest
+    levels = text.split(separator)
+    n = len(levels)
+    mapped = [
+        _map_level(topic_filter, lv, is_filter=True, last=i == n - 1) for i, lv in enumerate(levels)
+    ]
+    return _parse(topic_filter, "/".join(mapped))
+
+
+def _parse(original: str, expr: str) -> KeyExpr:
+    try:
+        return KeyExpr.parse(expr)
+    except RuleError as exc:
+        raise _refuse(original, exc.segment, exc.reason) from None
+
+
+def _unrepresentable(exc: RuleError) -> AclDecision:
+    return AclDecision(False, None, f"topic not representable as a key expression: {exc}")
+
+
+def check_publish(
+    acl: SubjectAcl, publish: Publish, flow: Flow = Flow.INGRESS, separator: str = "/"
+) -> AclDecision:
+    """Ingress: a client's PUBLISH (or its will). Egress: a delivery of ``publish`` to the
+    subscriber whose :class:`SubjectAcl` is ``acl``."""
+    if not acl.enabled:
+        return ALLOWED_DISABLED
+    try:
+        key = topic_to_keyexpr(publish.topic, separator)
+    except RuleError as exc:
+        return _unrepresentable(exc)
+    return acl.decide(flow, mqtt_publish_message(publish), key)
+
+
+def check_delivery(acl: SubjectAcl, publish: Publish, separator: str = "/") -> AclDecision:
+    """Egress check of one delivery to the receiving client's subject."""
+    return check_publish(acl, publish, Flow.EGRESS, separator)
+
+
+def check_subscribe(
+    acl: SubjectAcl,
+    topic_filter: str,
+    properties: Properties | None = None,
+    separator: str = "/",
+) -> AclDecision:
+    """Ingress check of one SUBSCRIBE filter (``declare_subscriber``/``declare_queryable``)."""
+    if not acl.enabled:
+        return ALLOWED_DISABLED
+    message = mqtt_subscribe_message(properties or Properties())
+    try:
+        key = filter_to_keyexpr(topic_filter, separator)
+    except RuleError as exc:
+        return _unrepresentable(exc)
+    return acl.decide(Flow.INGRESS, message, key)

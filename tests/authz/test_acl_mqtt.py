@@ -1,0 +1,183 @@
+"""MQTT actions on the site ACL (authz/acl_mqtt.py, AUTHZ.md §2 gate 5 mapping table): message
+kinds, topic and filter mapping, refusal of what has no key expression (never fail open),
+ingress and egress checks per subject, and the ``.`` separator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from edge_broker.auth.identity import Identity
+from edge_broker.authz.acl import Acl, AclDecision
+from edge_broker.authz.acl_config import Message
+from edge_broker.authz.acl_mqtt import (
+    check_delivery,
+    check_publish,
+    check_subscribe,
+    filter_to_keyexpr,
+    mqtt_publish_message,
+    mqtt_subscribe_message,
+    topic_to_keyexpr,
+)
+from edge_broker.matching.errors import RuleError
+from edge_broker.mqtt.packets import Properties, Publish
+
+
+@pytest.mark.parametrize(
+    ("publish", "message"),
+    [
+        (Publish("t", b"x"), Message.PUT),
+        (Publish("t", b"", retain=False), Message.PUT),  # empty but not retained: a put
+        (Publish("t", b"x", retain=True), Message.PUT),
+        (Publish("t", b"", retain=True), Message.DELETE),
+        (Publish("t", b"q", properties=Properties(response_topic="r")), Message.QUERY),
+        (
+            Publish("t", b"q", properties=Properties(response_topic="r", correlation_data=b"1")),
+            Message.QUERY,
+        ),
+        (Publish("t", b"a", properties=Properties(correlation_data=b"1")), Message.REPLY),
+        (
+            Publish("t", b"", retain=True, properties=Properties(response_topic="r")),
+            Message.DELETE,
+        ),
+    ],
+)
+def test_publish_message_kinds(publish: Publish, message: Message) -> None:
+    assert mqtt_publish_message(publish) is message
+
+
+def test_subscribe_message_kinds() -> None:
+    assert mqtt_subscribe_message(Properties()) is Message.DECLARE_SUBSCRIBER
+    queryable = Properties(user_properties=(("queryable", "true"),))
+    assert mqtt_subscribe_message(queryable) is Message.DECLARE_QUERYABLE
+    other = Properties(user_properties=(("queryable", "false"), ("x", "true")))
+    assert mqtt_subscribe_message(other) is Message.DECLARE_SUBSCRIBER
+
+
+@pytest.mark.parametrize(
+    ("mqtt_filter", "expr"),
+    [
+        ("a/+/b/#", "a/*/b/**"),
+        ("#", "**"),
+        ("+", "*"),
+        ("+/#", "*/**"),
+        ("a/#", "a/**"),
+        ("a/b", "a/b"),
+        ("sensors/@cal/+", "sensors/@cal/*"),
+        ("$share/group/a/+", "a/*"),
+    ],
+)
+def test_filter_mapping(mqtt_filter: str, expr: str) -> None:
+    assert filter_to_keyexpr(mqtt_filter).text == expr
+
+
+@pytest.mark.parametrize(
+    "mqtt_filter",
+    ["a//b", "/a", "a/", "$SYS/#", "a/$x", "a*/b", "a/#/b", "a+", "a/b?", "$share/g", "$share//a"],
+)
+def test_filters_without_key_expression_are_refused(mqtt_filter: str) -> None:
+    with pytest.raises(RuleError, match="denies what it cannot represent"):
+        filter_to_keyexpr(mqtt_filter)
+
+
+@pytest.mark.parametrize("topic", ["a//b", "/a", "a/", "$SYS/broker/load", "a/*", "a/**",
+                                   "x$y", "a/?", "a/+", ""])  # fmt: skip
+def test_topics_without_key_are_refused(topic: str) -> None:
+    with pytest.raises(RuleError):
+        topic_to_keyexpr(topic)
+
+
+def test_topic_mapping_and_separator() -> None:
+    assert topic_to_keyexpr("a/b/c").text == "a/b/c"
+    assert topic_to_keyexpr("dev/@raw").text == "dev/@raw"
+    assert topic_to_keyexpr("store.sell.status", ".").text == "store/sell/status"
+    assert filter_to_keyexpr("store.*.status.#".replace("*", "+"), ".").text == "store/*/status/**"
+    assert filter_to_keyexpr("$share.g.a.+", ".").text == "a/*"
+    with pytest.raises(RuleError):
+        topic_to_keyexpr("a/b.c", ".")  # "/" inside a level
+
+
+def acl(default: str, rules: list[dict[str, Any]], subjects: list[dict[str, Any]] | None = None,
+        policies: list[dict[str, Any]] | None = None) -> Acl:  # fmt: skip
+    subjects = subjects if subjects is not None else [{"id": "all"}]
+    if policies is None:
+        policies = [{"rules": [r["id"] for r in rules], "subjects": [s["id"] for s in subjects]}]
+    return Acl.load({"enabled": True, "default_permission": default, "rules": rules,
+                     "subjects": subjects, "policies": policies})  # fmt: skip
+
+
+def who(interface: str | None = "lo", user: str | None = None) -> Identity:
+    return Identity(client_id="c", method="password", interface=interface, username=user)
+
+
+@pytest.mark.parametrize("default", ["allow", "deny"])
+def test_unrepresentable_topics_are_denied_even_by_default_allow(default: str) -> None:
+    everything = {"id": "all", "messages": ["put", "declare_subscriber"], "permission": "allow",
+                  "key_exprs": ["**"]}  # fmt: skip
+    subject = acl(default, [everything]).for_identity(who())
+    decision = check_publish(subject, Publish("$SYS/x", b"1"))
+    assert not decision.allowed and decision.rule_id is None
+    assert decision.reason is not None and "not representable" in decision.reason
+    assert not check_subscribe(subject, "a//b").allowed
+    assert not check_delivery(subject, Publish("a/*", b"1")).allowed
+    assert check_publish(subject, Publish("a/b", b"1")).allowed
+
+
+def test_disabled_acl_allows_even_unrepresentable_topics() -> None:
+    subject = Acl.load({"enabled": False}).for_identity(who())
+    assert check_publish(subject, Publish("$SYS/x", b"1")).allowed
+    assert check_subscribe(subject, "a//b").allowed
+
+
+def test_ingress_publish_and_subscribe() -> None:
+    rules = [
+        {"id": "pub", "messages": ["put"], "flows": ["ingress"], "permission": "allow",
+         "key_exprs": ["sensors/**"]},
+        {"id": "sub", "messages": ["declare_subscriber"], "flows": ["ingress"],
+         "permission": "allow", "key_exprs": ["cmd/*"]},
+        {"id": "q", "messages": ["declare_queryable"], "permission": "allow",
+         "key_exprs": ["rpc/**"]},
+    ]  # fmt: skip
+    subject = acl("deny", rules).for_identity(who())
+    assert check_publish(subject, Publish("sensors/t1", b"20")) == AclDecision(True, "pub")
+    assert not check_publish(subject, Publish("sensors/t1", b"", retain=True)).allowed  # delete
+    assert check_subscribe(subject, "cmd/+") == AclDecision(True, "sub")
+    assert check_subscribe(subject, "cmd/x") == AclDecision(True, "sub")
+    assert not check_subscribe(subject, "cmd/#").allowed  # superset of the rule: not included
+    assert not check_subscribe(subject, "#").allowed
+    queryable = Properties(user_properties=(("queryable", "true"),))
+    assert check_subscribe(subject, "rpc/+/x", queryable) == AclDecision(True, "q")
+    assert not check_subscribe(subject, "rpc/+/x").allowed
+
+
+def test_egress_deny_filters_deliveries_for_one_subject_only() -> None:
+    rules = [{"id": "no-secrets-to-field", "messages": ["put"], "flows": ["egress"],
+              "permission": "deny", "key_exprs": ["secret/**"]}]  # fmt: skip
+    subjects = [{"id": "field", "interfaces": ["wlan0"]}]
+    compiled = acl("allow", rules, subjects)
+    field = compiled.for_identity(who("wlan0"))
+    uplink = compiled.for_identity(who("eth0"))
+    message = Publish("secret/key", b"k")
+    assert check_delivery(field, message) == AclDecision(False, "no-secrets-to-field")
+    assert check_delivery(uplink, message).allowed
+    assert check_publish(field, message).allowed  # ingress is not restricted
+
+
+def test_query_and_reply_are_distinct_messages() -> None:
+    rules = [{"id": "rq", "messages": ["query"], "permission": "allow", "key_exprs": ["svc/**"]}]
+    subject = acl("deny", rules).for_identity(who())
+    request = Publish("svc/a", b"?", properties=Properties(response_topic="reply/1"))
+    response = Publish("svc/a", b"!", properties=Properties(correlation_data=b"1"))
+    assert check_publish(subject, request) == AclDecision(True, "rq")
+    assert not check_publish(subject, response).allowed
+
+
+def test_mqtt_parent_level_semantics_preserved() -> None:
+    # MQTT "a/#" matches "a": the mapped "a/**" includes "a", so a subscriber on a/# that is
+    # allowed the filter is also allowed deliveries on "a" under the same rule.
+    rules = [{"id": "r", "messages": ["put", "declare_subscriber"], "permission": "allow",
+              "key_exprs": ["a/**"]}]  # fmt: skip
+    subject = acl("deny", rules).for_identity(who())
+    assert check_subscribe(subject, "a/#").allowed
+    assert check_delivery(subject, Publish("a", b"1")).allowed

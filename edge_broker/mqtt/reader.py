@@ -9,6 +9,7 @@ After a ``ProtocolError`` the reader is dead: every later ``feed`` raises again.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Literal
 
 from .decoder import DECODERS
@@ -29,8 +30,24 @@ _REQUIRED_FLAGS: tuple[int | None, ...] = (
 )
 _FROM_CLIENT = frozenset({1, 3, 4, 5, 6, 7, 8, 10, 12, 14, 15})
 _FROM_SERVER = frozenset({2, 3, 4, 5, 6, 7, 9, 11, 13, 14, 15})
-_V5_ONLY = frozenset({PacketType.AUTH})
+_V5_ONLY_FROM_CLIENT = frozenset({PacketType.AUTH})
 _V5_ONLY_FROM_SERVER = frozenset({PacketType.AUTH, PacketType.DISCONNECT})
+
+
+def _accepted(from_client: bool, level: int | None) -> tuple[bool, ...]:
+    """For each packet type: may it arrive now without further checks? (Written down as data.)"""
+    if level is None:
+        return tuple(from_client and ptype == 1 for ptype in range(16))
+    types = _FROM_CLIENT - {1} if from_client else _FROM_SERVER
+    v5_only = _V5_ONLY_FROM_CLIENT if from_client else _V5_ONLY_FROM_SERVER
+    return tuple(ptype in types and (level == 5 or ptype not in v5_only) for ptype in range(16))
+
+
+_ACCEPTED: MappingProxyType[tuple[bool, int | None], tuple[bool, ...]] = MappingProxyType({
+    (from_client, level): _accepted(from_client, level)
+    for from_client in (True, False)
+    for level in (None, 3, 4, 5)
+})
 
 
 class PacketReader:
@@ -104,21 +121,16 @@ class PacketReader:
         n = len(buf)
         pos = 0
         from_client = self._from_client
-        accepted = _FROM_CLIENT if from_client else _FROM_SERVER
         limit = self.max_packet_size
+        level = self.protocol_level
+        accepted = _ACCEPTED[from_client, level]
         self._need = 0
         while pos < n:
             first = buf[pos]
             ptype = first >> 4
+            if not accepted[ptype]:
+                self._refuse(ptype, level)
             flags = first & 0x0F
-            level = self.protocol_level
-            if ptype not in accepted or level is None or ptype == 1:
-                level = self._check_type(ptype, level)
-            elif level < 5 and ptype in (_V5_ONLY if from_client else _V5_ONLY_FROM_SERVER):
-                raise ProtocolError(
-                    MALFORMED, f"packet type {ptype} ({PacketType(ptype).name}) does not exist "
-                    f"before MQTT 5"
-                )
             if ptype == 3:
                 if flags & 0x06 == 0x06:
                     raise ProtocolError(MALFORMED, "PUBLISH has QoS 3; it must be 0, 1 or 2")
@@ -155,17 +167,18 @@ class PacketReader:
                 self._need = end - pos
                 return pos
             decoder = DECODERS[ptype]
-            assert decoder is not None  # type 0 was refused by _check_type
-            packet = decoder(flags, buf, i, end, level, from_client)
-            if ptype == 1:
-                assert isinstance(packet, Connect)
-                self.protocol_level = packet.protocol_level
+            assert decoder is not None  # type 0 is never accepted
+            packet = decoder(flags, buf, i, end, level or 0, from_client)
             packets.append(packet)
             pos = end
+            if ptype == 1:
+                assert isinstance(packet, Connect)
+                level = self.protocol_level = packet.protocol_level
+                accepted = _ACCEPTED[from_client, level]
         return pos
 
-    def _check_type(self, ptype: int, level: int | None) -> int:
-        """The slow path of the type check: refusals, and the CONNECT/level bookkeeping."""
+    def _refuse(self, ptype: int, level: int | None) -> None:
+        """Raise the error for a packet type that may not arrive now."""
         if ptype == 0:
             raise ProtocolError(MALFORMED, "packet type 0 is reserved")
         name = PacketType(ptype).name
@@ -173,9 +186,7 @@ class PacketReader:
             if ptype not in _FROM_CLIENT:
                 raise ProtocolError(PROTOCOL, f"a client must not send {name}")
             if level is None:
-                if ptype != 1:
-                    raise ProtocolError(PROTOCOL, f"the first packet must be CONNECT, not {name}")
-                return 0  # CONNECT reads its own level
+                raise ProtocolError(PROTOCOL, f"the first packet must be CONNECT, not {name}")
             if ptype == 1:
                 raise ProtocolError(PROTOCOL, "a second CONNECT on the same connection")
         else:
@@ -183,6 +194,6 @@ class PacketReader:
                 raise ProtocolError(PROTOCOL, f"a server must not send {name}")
             if level is None:
                 raise ValueError("a client-side PacketReader needs protocol_level set first")
-        if level < 5 and ptype in (_V5_ONLY if self._from_client else _V5_ONLY_FROM_SERVER):
-            raise ProtocolError(MALFORMED, f"packet type {ptype} ({name}) does not exist before MQTT 5")
-        return level
+        raise ProtocolError(
+            MALFORMED, f"packet type {ptype} ({name}) does not exist before MQTT 5"
+        )

@@ -12,7 +12,7 @@ from edge_broker.mqtt.codec import PacketReader, ProtocolError, encode
 from edge_broker.mqtt.packets import Connect
 
 SETTINGS = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 

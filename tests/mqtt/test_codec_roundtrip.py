@@ -31,7 +31,7 @@ def _feed_all(reader: PacketReader, pieces: list[bytes]) -> list[Packet]:
 
 
 @pytest.mark.parametrize("level", LEVELS)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_client_to_server_round_trip(level: int, data: st.DataObject) -> None:
     connect = data.draw(connects(level))
@@ -46,7 +46,7 @@ def test_client_to_server_round_trip(level: int, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("level", LEVELS)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_server_to_client_round_trip(level: int, data: st.DataObject) -> None:
     packets = data.draw(st.lists(server_packets(level), min_size=1, max_size=6))
@@ -58,7 +58,7 @@ def test_server_to_client_round_trip(level: int, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("level", LEVELS)
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(data=st.data())
 def test_byte_at_a_time(level: int, data: st.DataObject) -> None:
     packets = [data.draw(connects(level)), data.draw(client_packets(level))]

@@ -2,12 +2,13 @@
 
 File  = header(12) frame*
 header = b"EBLOG\\r\\n\\x1a" (8) | version u16 BE (1) | reserved u16 (0)
-frame = magic b"\\xeb\\x1c" (2) | length u32 BE | crc32(length bytes + payload) u32 BE | payload
+frame = magic b"\\xeb\\x1c" (2) | crc32 of the rest u32 BE | length u32 BE | payload
 
 The payload is one CBOR item. The per-frame magic lets recovery resynchronise after damage in
 the middle of the file: it searches for the next magic whose frame has a valid CRC, so every
-intact record after the damage is kept. The CRC covers the length field, so a flipped length bit
-is a detected error, not a misread frame. This module is pure: bytes in, frames and damage out.
+intact record after the damage is kept. The CRC covers the length field and the payload (one
+contiguous run, one ``crc32`` call), so a flipped length bit is a detected error, not a misread
+frame. This module is pure: bytes in, frames and damage out.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ HEADER = FILE_MAGIC + struct.pack(">HH", FORMAT_VERSION, 0)
 HEADER_SIZE = len(HEADER)
 
 FRAME_MAGIC = b"\xeb\x1c"
-_FRAME_HEAD = struct.Struct(">2sII")
+_FRAME_HEAD = struct.Struct(">2sII")  # magic, crc, length
 FRAME_OVERHEAD = _FRAME_HEAD.size
 _LENGTH = struct.Struct(">I")
 MAX_PAYLOAD_LIMIT = 0xFFFFFFFF
@@ -58,7 +59,7 @@ def encode_frame(payload: bytes) -> bytes:
     """Frame one CBOR payload; the caller bounds its length (max record size)."""
     length = _LENGTH.pack(len(payload))
     crc = zlib.crc32(payload, zlib.crc32(length))
-    return FRAME_MAGIC + length + _LENGTH.pack(crc) + payload
+    return FRAME_MAGIC + _LENGTH.pack(crc) + length + payload
 
 
 def header_problem(data: bytes) -> str | None:
@@ -82,7 +83,7 @@ def _try_frame(view: memoryview, pos: int, max_payload: int) -> Frame | str:
     end_of_data = len(view)
     if end_of_data - pos < FRAME_OVERHEAD:
         return "torn frame header"
-    magic, length, crc = _FRAME_HEAD.unpack_from(view, pos)
+    magic, crc, length = _FRAME_HEAD.unpack_from(view, pos)
     if magic != FRAME_MAGIC:
         return "bad frame magic"
     if length > max_payload:
@@ -90,10 +91,9 @@ def _try_frame(view: memoryview, pos: int, max_payload: int) -> Frame | str:
     end = pos + FRAME_OVERHEAD + length
     if end > end_of_data:
         return f"torn frame: {length}-byte payload runs past the end of the file"
-    payload = view[pos + FRAME_OVERHEAD : end]
-    if zlib.crc32(payload, zlib.crc32(view[pos + 2 : pos + 6])) != crc:
+    if zlib.crc32(view[pos + 6 : end]) != crc:
         return "CRC mismatch"
-    return Frame(pos, end - pos, bytes(payload))
+    return Frame(pos, end - pos, view[pos + FRAME_OVERHEAD : end].tobytes())
 
 
 def scan(data: bytes | mmap.mmap, start: int, max_payload: int) -> Iterator[Frame | Damage]:
@@ -104,10 +104,24 @@ def scan(data: bytes | mmap.mmap, start: int, max_payload: int) -> Iterator[Fram
     set. A false resync needs a matching magic, length and CRC-32 at once (odds about 2^-48).
     Exhaust or close the iterator before closing an mmap passed as ``data``.
     """
+    unpack, crc32, overhead = _FRAME_HEAD.unpack_from, zlib.crc32, FRAME_OVERHEAD
     with memoryview(data) as view:
         pos = start
         end_of_data = len(view)
         while pos < end_of_data:
+            # The fast path for an intact frame; _try_frame repeats the checks to say what failed.
+            if end_of_data - pos >= overhead:
+                magic, crc, length = unpack(view, pos)
+                end = pos + overhead + length
+                if (
+                    magic == FRAME_MAGIC
+                    and length <= max_payload
+                    and end <= end_of_data
+                    and crc32(view[pos + 6 : end]) == crc
+                ):
+                    yield Frame(pos, end - pos, view[pos + overhead : end].tobytes())
+                    pos = end
+                    continue
             found = _try_frame(view, pos, max_payload)
             if isinstance(found, Frame):
                 yield found

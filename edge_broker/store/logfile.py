@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno as errno_codes
 import fcntl
+import gc
 import mmap
 import os
 import time
@@ -234,17 +235,26 @@ class LogFile:
         records = 0
         damaged: list[Damage] = []
         end = HEADER_SIZE
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-            for item in scan(data, HEADER_SIZE, max_payload):
-                if isinstance(item, Damage):
-                    damaged.append(item)
-                    continue
-                reason = apply(item)
-                if reason is None:
-                    records += 1
-                else:
-                    damaged.append(Damage(item.offset, item.size, f"record rejected: {reason}"))
-                end = item.offset + item.size
+        # Replay allocates many long-lived objects and no cycles: pausing the cyclic GC cuts
+        # the open time by about a third (measured with scripts/bench_store.py).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+                for item in scan(data, HEADER_SIZE, max_payload):
+                    if isinstance(item, Damage):
+                        damaged.append(item)
+                        continue
+                    reason = apply(item)
+                    if reason is None:
+                        records += 1
+                    else:
+                        rejected = f"record rejected: {reason}"
+                        damaged.append(Damage(item.offset, item.size, rejected))
+                    end = item.offset + item.size
+        finally:
+            if collecting:
+                gc.enable()
         if problem is not None:
             if records == 0:
                 raise StoreError(

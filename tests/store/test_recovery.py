@@ -202,7 +202,7 @@ def test_a_length_over_the_limit_is_damage_not_a_huge_read(tmp_path: Path) -> No
     data, spans = build_log(tmp_path)
     damaged = bytearray(data)
     start, _ = spans[5]
-    damaged[start + 2 : start + 6] = b"\xff\xff\xff\xf0"
+    damaged[start + 6 : start + 10] = b"\xff\xff\xff\xf0"  # the length field
     items = list(scan(bytes(damaged), HEADER_SIZE, 1 << 20))
     assert any(isinstance(i, Damage) and "over the maximum" in i.reason for i in items)
     keyed, _ = open_bytes(bytes(damaged), tmp_path)

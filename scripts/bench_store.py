@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Benchmark of edge_broker.store: append rate per durability policy, open (recovery) time,
+compaction time, TinyDB query time.
+
+    .venv/bin/python scripts/bench_store.py [--dir DIR] [--records 10000,100000] [--appends 3000]
+
+Run it on the gateway's real storage (``--dir /var/lib/edge-broker``): on tmpfs fsync costs
+nothing and the "always" figures mean little. Records are claim-sized (about 250 bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tinydb import Query, TinyDB
+
+from edge_broker.store import KeyedLog, LogStorage
+
+
+def claim(i: int) -> dict[str, object]:
+    owner = f"{i:052d}"[-52:]
+    return {
+        "topicName": f"restricted/{owner}/sensor/{i}",
+        "owner": owner,
+        "pub": ["*"],
+        "sub": [f"{(i * 7) % 1000:052d}"],
+        "signature": "s" * 88,
+    }
+
+
+def filesystem_of(directory: Path) -> str:
+    result = subprocess.run(
+        ["stat", "-f", "-c", "%T", str(directory)], capture_output=True, text=True, check=False
+    )
+    return result.stdout.strip() or "unknown"
+
+
+async def async_appends(path: Path, policy: str, count: int, writers: int) -> tuple[float, int]:
+    keyed = KeyedLog.open(str(path), fsync=policy, compact_min_bytes=1 << 40)
+    table = keyed.table("claims")
+    per_writer = count // writers
+
+    async def writer(w: int) -> None:
+        for n in range(per_writer):
+            i = w * per_writer + n
+            await table.put(i, claim(i))
+
+    start = time.perf_counter()
+    await asyncio.gather(*(writer(w) for w in range(writers)))
+    elapsed = time.perf_counter() - start
+    fsyncs = keyed.stats().fsyncs
+    await keyed.aclose()
+    return per_writer * writers / elapsed, fsyncs
+
+
+def sync_appends(path: Path, policy: str, count: int) -> tuple[float, int]:
+    keyed = KeyedLog.open(str(path), fsync=policy, compact_min_bytes=1 << 40)
+    table = keyed.table("claims")
+    start = time.perf_counter()
+    for i in range(count):
+        table.put_sync(i, claim(i))
+    elapsed = time.perf_counter() - start
+    fsyncs = keyed.stats().fsyncs
+    keyed.close()
+    return count / elapsed, fsyncs
+
+
+def build(path: Path, records: int) -> None:
+    keyed = KeyedLog.open(str(path), fsync="never", compact_min_bytes=1 << 40)
+    table = keyed.table("claims")
+    for i in range(records):
+        table.put_sync(i, claim(i))
+    keyed.close()
+
+
+def bench_appends(directory: Path, count: int) -> None:
+    print(f"\nappends of claim-sized records ({count} per run)")
+    print(f"{'policy':<10} {'mode':<22} {'appends/s':>10} {'fsyncs':>8}")
+    for policy in ("always", "50ms", "never"):
+        for writers in (1, 64):
+            path = directory / f"append-{policy}-{writers}.log"
+            rate, fsyncs = asyncio.run(async_appends(path, policy, count, writers))
+            print(f"{policy:<10} {f'async, {writers} writers':<22} {rate:>10.0f} {fsyncs:>8}")
+            path.unlink()
+        path = directory / f"append-{policy}-sync.log"
+        n = count if policy != "always" else min(count, 1000)
+        rate, fsyncs = sync_appends(path, policy, n)
+        print(f"{policy:<10} {'sync, sequential':<22} {rate:>10.0f} {fsyncs:>8}")
+        path.unlink()
+
+
+def bench_open_and_compact(directory: Path, sizes: list[int]) -> None:
+    print(f"\n{'records':>8} {'file MB':>8} {'open s':>8} {'compact s':>10} {'compacted MB':>13}")
+    for records in sizes:
+        path = directory / f"open-{records}.log"
+        build(path, records)
+        start = time.perf_counter()
+        keyed = KeyedLog.open(str(path), fsync="always")
+        opened = time.perf_counter() - start
+        assert keyed.report.records == records, keyed.report
+        keyed.close()
+        build_dead(path, records)  # overwrite every record once: half of the file is dead
+        keyed = KeyedLog.open(str(path), fsync="always", compact_min_bytes=1 << 40)
+        before = path.stat().st_size
+        start = time.perf_counter()
+        keyed.compact()
+        compacted = time.perf_counter() - start
+        keyed.close()
+        print(
+            f"{records:>8} {before / 1e6:>8.1f} {opened:>8.3f} {compacted:>10.3f} "
+            f"{path.stat().st_size / 1e6:>13.1f}"
+        )
+        path.unlink()
+
+
+def build_dead(path: Path, records: int) -> None:
+    keyed = KeyedLog.open(str(path), fsync="never", compact_min_bytes=1 << 40)
+    for i in range(records):
+        keyed.table("claims").put_sync(i, claim(i + 1))
+    keyed.close()
+
+
+def bench_tinydb(directory: Path, records: int) -> None:
+    path = directory / "tinydb.log"
+    db = TinyDB(str(path), storage=LogStorage, fsync="never")
+    start = time.perf_counter()
+    db.insert_multiple(claim(i) for i in range(records))
+    inserted = time.perf_counter() - start
+    start = time.perf_counter()
+    hits = db.search(Query().owner == claim(records // 2)["owner"])
+    searched = time.perf_counter() - start
+    start = time.perf_counter()
+    db.update({"pub": []}, Query().owner == claim(7)["owner"])
+    updated = time.perf_counter() - start
+    db.close()
+    assert len(hits) == 1
+    print(
+        f"\nTinyDB on the log, {records} claims: insert_multiple {inserted:.3f} s, "
+        f"one query {searched * 1000:.1f} ms, one update {updated * 1000:.1f} ms"
+    )
+    path.unlink()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=None, help="directory on the storage to test")
+    parser.add_argument("--records", default="10000,100000", help="sizes for open/compaction")
+    parser.add_argument("--appends", type=int, default=3000, help="appends per append run")
+    args = parser.parse_args()
+    base = args.dir or Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="bench-store-", dir=base) as name:
+        directory = Path(name)
+        print(
+            f"python {sys.version.split()[0]}, {os.uname().machine}, directory {directory} "
+            f"({filesystem_of(directory)})"
+        )
+        bench_appends(directory, args.appends)
+        bench_open_and_compact(directory, [int(n) for n in args.records.split(",")])
+        bench_tinydb(directory, 10_000)
+
+
+if __name__ == "__main__":
+    main()

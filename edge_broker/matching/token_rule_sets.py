@@ -42,12 +42,17 @@ class _Node:
         "best",
     )
 
+    alt_by_literal: dict[str, list[_Node]]
+    alt_by_prefix: dict[str, list[_Node]]
+    prefix_lengths: tuple[int, ...]
+
     def __init__(self) -> None:
+        # Most nodes are leaves or have literal children only: the alternatives maps are
+        # created on first use (memory and build time for 100k rules).
         self.literal: dict[str, _Node] = {}
-        self.alternatives: dict[Alternatives, _Node] = {}
-        self.alt_by_literal: dict[str, list[_Node]] = {}
-        self.alt_by_prefix: dict[str, list[_Node]] = {}
-        self.prefix_lengths: tuple[int, ...] = ()
+        self.alternatives: dict[Alternatives, _Node] | None = None
+        # alt_by_literal, alt_by_prefix and prefix_lengths are set by seal() when
+        # alternatives is not None, and only read then.
         self.any_literal: _Node | None = None  # "?"
         self.wildcard: _Node | None = None  # "*"
         self.end = _NONE  # smallest index of a rule ending here without a tail
@@ -63,6 +68,8 @@ class _Node:
             return node
         if kind is SegmentKind.ALTERNATIVES:
             assert alternatives is not None
+            if self.alternatives is None:
+                self.alternatives = {}
             node = self.alternatives.get(alternatives)
             if node is None:
                 node = self.alternatives[alternatives] = _Node()
@@ -77,20 +84,26 @@ class _Node:
 
     def seal(self) -> None:
         """Build the alternatives indexes of this subtree once every rule is in."""
+        if self.alternatives is not None:
+            self._index_alternatives(self.alternatives)
+        for node in self._children():
+            node.seal()
+
+    def _index_alternatives(self, edges: dict[Alternatives, _Node]) -> None:
+        self.alt_by_literal, self.alt_by_prefix = {}, {}
         lengths: set[int] = set()
-        for alternatives, node in self.alternatives.items():
+        for alternatives, node in edges.items():
             for literal in alternatives.literals:
                 self.alt_by_literal.setdefault(literal, []).append(node)
             for prefix in alternatives.prefixes:
                 self.alt_by_prefix.setdefault(prefix, []).append(node)
                 lengths.add(len(prefix))
         self.prefix_lengths = tuple(sorted(lengths))
-        for node in self._children():
-            node.seal()
 
     def _children(self) -> Iterable[_Node]:
         yield from self.literal.values()
-        yield from self.alternatives.values()
+        if self.alternatives is not None:
+            yield from self.alternatives.values()
         if self.any_literal is not None:
             yield self.any_literal
         if self.wildcard is not None:
@@ -136,7 +149,7 @@ def _walk_channel(node: _Node, tokens: Sequence[str], i: int, best: int) -> int:
     child = node.literal.get(token)
     if child is not None and child.best < best:
         best = _walk_channel(child, tokens, i + 1, best)
-    if node.alternatives:
+    if node.alternatives is not None:
         for child in _alt_children(node, token, literal=True):
             if child.best < best:
                 best = _walk_channel(child, tokens, i + 1, best)
@@ -160,13 +173,13 @@ def _walk_pattern(node: _Node, tokens: Sequence[PatternToken], i: int, best: int
             node.any_literal,  # D1
             node.wildcard,  # D2
         ]
-        if node.alternatives:
+        if node.alternatives is not None:
             candidates.extend(_alt_children(node, token.text, literal=True))
     elif kind is TokenKind.STAR:
         candidates = [node.wildcard]  # D2
     elif kind is TokenKind.PREFIX_STAR:
         candidates = [node.wildcard]  # D2
-        if node.alternatives:
+        if node.alternatives is not None:
             candidates.extend(_alt_children(node, token.text, literal=False))  # D3
     else:
         return best  # tail tokens are accepted only by rule tails

@@ -214,7 +214,8 @@ def _parse_rule(
         raise RuleError(repr(text), "", f"a {kind} rule must be a string")
     if text == "":
         raise RuleError(text, "", f"a {kind} rule must not be empty")
-    _check_parentheses(text, separator)
+    if "(" in text or ")" in text:
+        _check_parentheses(text, separator)
     raw = text.split(separator)
     if len(raw) > MAX_SEGMENTS:
         raise RuleError(

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Benchmark of the token-rule tries (PATTERNS.md "Matching structures", seed 000).
+
+Publish decisions/s (``PubRuleSet.allowed``) and subscribe acceptances/s (``SubRuleSet.allowed``)
+for 10, 1k and 100k rules, beside a linear scan over the same rules (``PubRule.matches`` /
+``SubRule.accepts`` on each rule until one says yes). Rules mix literal paths, alternatives with
+literal and prefix variants, ``?``/``*`` (subscribe) and ``#``/``>`` tails; queries are half
+hits and half misses, with depth 3–6. Prints a markdown table.
+
+    .venv/bin/python scripts/bench_token_rules.py [--sizes 10,1000,100000] [--queries 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from edge_broker.matching.pattern_tokens import pattern_tokens
+from edge_broker.matching.token_rule_sets import PubRuleSet, SubRuleSet
+from edge_broker.matching.token_rules import PubRule, SubRule
+
+SEP = "/"
+
+
+def pub_rules(n: int, rng: random.Random) -> list[str]:
+    rules = []
+    for i in range(n):
+        shape = i % 4
+        if shape == 0:
+            rules.append(f"site{i}/dev{i % 97}/#")
+        elif shape == 1:
+            rules.append(f"site{i}/(eu|us|a{i % 13}*)/status")
+        elif shape == 2:
+            rules.append(f"site{i}/room{i % 31}/(t|h|p*)/>")
+        else:
+            rules.append(f"site{i}/dev{i % 97}/state/v{i % 5}")
+    return rules
+
+
+def sub_rules(n: int, rng: random.Random) -> list[str]:
+    rules = []
+    for i in range(n):
+        shape = i % 4
+        if shape == 0:
+            rules.append(f"site{i}/?/status/#")
+        elif shape == 1:
+            rules.append(f"site{i}/*/status")
+        elif shape == 2:
+            rules.append(f"site{i}/(sell|bay|b*)/#")
+        else:
+            rules.append(f"site{i}/dev{i % 97}/>")
+    return rules
+
+
+def pub_queries(n_rules: int, count: int, rng: random.Random) -> list[str]:
+    out = []
+    for q in range(count):
+        i = rng.randrange(n_rules)
+        hit = q % 2 == 0
+        shape = i % 4
+        if shape == 0:
+            chan = f"site{i}/dev{i % 97}/x/y" if hit else f"site{i}/other/x"
+        elif shape == 1:
+            chan = f"site{i}/a{i % 13}z/status" if hit else f"site{i}/ru/status"
+        elif shape == 2:
+            chan = f"site{i}/room{i % 31}/p9/v/w" if hit else f"site{i}/room{i % 31}/p9"
+        else:
+            chan = f"site{i}/dev{i % 97}/state/v{i % 5}" if hit else f"site{i}/dev{i % 97}/state"
+        out.append(chan)
+    return out
+
+
+def sub_queries(n_rules: int, count: int, rng: random.Random) -> list[str]:
+    out = []
+    for q in range(count):
+        i = rng.randrange(n_rules)
+        hit = q % 2 == 0
+        shape = i % 4
+        if shape == 0:
+            pat = f"site{i}/fi/status/+/#" if hit else f"site{i}/+/status"
+        elif shape == 1:
+            pat = f"site{i}/+/status" if hit else f"site{i}/+/status/#"
+        elif shape == 2:
+            pat = f"site{i}/bag*/>" if hit else f"site{i}/pay/status"
+        else:
+            pat = f"site{i}/dev{i % 97}/x/#" if hit else f"site{i}/dev{i % 97}/#"
+        out.append(pat)
+    return out
+
+
+def linear_pub(texts: list[str]) -> Callable[[Any], object]:
+    rules = [PubRule.parse(t, SEP) for t in texts]
+    return lambda chan: next((r for r in rules if r.matches(chan)), None)
+
+
+def linear_sub(texts: list[str]) -> Callable[[Any], object]:
+    rules = [SubRule.parse(t, SEP) for t in texts]
+    return lambda tokens: next((r for r in rules if r.accepts(tokens)), None)
+
+
+def rate(fn: Callable[[Any], object], queries: Sequence[Any], min_seconds: float) -> float:
+    """Calls per second of ``fn`` over ``queries`` (repeated until ``min_seconds`` elapse)."""
+    done, start = 0, time.perf_counter()
+    while True:
+        for q in queries:
+            fn(q)
+        done += len(queries)
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return done / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10,1000,100000")
+    parser.add_argument("--queries", type=int, default=20000)
+    parser.add_argument("--seconds", type=float, default=1.0, help="minimum time per cell")
+    parser.add_argument("--linear-limit", type=int, default=1000,
+                        help="largest rule count for which the linear scan is measured")
+    args = parser.parse_args()
+    rng = random.Random(7)
+    print("| rules | pub trie dec/s | pub linear dec/s | sub trie acc/s | sub linear acc/s "
+          "| pub compile s | sub compile s | pub hits | sub hits |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size in (int(s) for s in args.sizes.split(",")):
+        pub_texts, sub_texts = pub_rules(size, rng), sub_rules(size, rng)
+        t0 = time.perf_counter()
+        pub_set = PubRuleSet(pub_texts, SEP)
+        t1 = time.perf_counter()
+        sub_set = SubRuleSet(sub_texts, SEP)
+        t2 = time.perf_counter()
+        pq = pub_queries(size, args.queries, rng)
+        # Patterns are parsed once per SUBSCRIBE by the broker; time the acceptance itself.
+        sq = [pattern_tokens(p, SEP) for p in sub_queries(size, args.queries, rng)]
+        pub_hits = sum(pub_set.allowed(c) is not None for c in pq) / len(pq)
+        sub_hits = sum(sub_set.allowed(p) is not None for p in sq) / len(sq)
+        pub_rate = rate(pub_set.allowed, pq, args.seconds)
+        sub_rate = rate(sub_set.allowed, sq, args.seconds)
+        if size <= args.linear_limit:
+            lin_pub = f"{rate(linear_pub(pub_texts), pq[:2000], args.seconds):,.0f}"
+            lin_sub = f"{rate(linear_sub(sub_texts), sq[:2000], args.seconds):,.0f}"
+        else:
+            lin_pub = lin_sub = "-"
+        print(f"| {size:,} | {pub_rate:,.0f} | {lin_pub} | {sub_rate:,.0f} | {lin_sub} "
+              f"| {t1 - t0:.2f} | {t2 - t1:.2f} | {pub_hits:.0%} | {sub_hits:.0%} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -9,12 +9,12 @@ attached message to equal those canonical bytes.
 from __future__ import annotations
 
 from nacl.exceptions import BadSignatureError
-from nacl.signing import SigningKey
+from nacl.signing import SigningKey, VerifyKey
 
 from ..mqtt.reason_codes import ReasonCode
 from .errors import ClaimError
 from .model import SIGNATURE_BYTES, Claim, Restriction
-from .smoker_id import parse_smoker_id
+from .smoker_id import check_smoker_id
 from .topics import validate_claim_topic
 
 
@@ -49,8 +49,9 @@ def verify_claim(claim: Claim) -> None:
             "sorted, no whitespace, UTF-8): sign exactly those bytes with crypto_sign",
         )
     try:
-        parse_smoker_id(owner).verify(canonical, signature[:SIGNATURE_BYTES])
-    except BadSignatureError:
+        # libsodium refuses non-canonical, non-point and small-order keys in verify itself
+        VerifyKey(check_smoker_id(owner)).verify(canonical, signature[:SIGNATURE_BYTES])
+    except (BadSignatureError, ValueError):
         raise ClaimError(
             ReasonCode.PAYLOAD_FORMAT_INVALID,
             f"the signature does not verify with the key of the topic's owner {owner}",

@@ -198,8 +198,9 @@ def test_non_smoker_client_with_a_smoker_id_is_refused_0x85() -> None:
     assert refused.reason_code is ReasonCode.CLIENT_IDENTIFIER_NOT_VALID
     assert refuse_smoker_impostor(Identity(client_id="sensor-1", method="anonymous")) is None
     assert refuse_smoker_impostor(Identity(OWNER, "smoker", smoker_id=OWNER)) is None
-    # 56 characters of base32 that name no valid key are no SMOKER ID: no one can own them
-    assert refuse_smoker_impostor(Identity("A" * 52 + "====", "anonymous")) is None
+    # refused by its spelling alone ("decodes as a SMOKER ID"), usable key or not
+    assert refuse_smoker_impostor(Identity("A" * 52 + "====", "anonymous")) is not None
+    assert refuse_smoker_impostor(Identity(OWNER[:-5] + "B====", "anonymous")) is None
 
 
 def test_nonce_length_is_checked() -> None:

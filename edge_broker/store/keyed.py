@@ -91,6 +91,7 @@ class KeyedLog:
         self._tables: dict[str, dict[Key, tuple[Any, int]]] = {}
         self._live_bytes = 0
         self._log: Log | None = None
+        self.version = 0  # bumped by every applied record, so views can cache what they read
 
     @classmethod
     def open(
@@ -202,6 +203,7 @@ class KeyedLog:
     # -- Reducer ---------------------------------------------------------------------------------
 
     def apply(self, record: Any, size: int) -> None:
+        self.version += 1
         # Fast path for the common record, a put: replay time is dominated by this method.
         if (
             type(record) is list

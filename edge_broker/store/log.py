@@ -14,6 +14,9 @@ appends cost far fewer than N fsyncs. Appends are applied in the order they were
 Compaction runs in a worker thread under the same lock when dead bytes exceed both
 ``compact_ratio`` of the file and ``compact_min_bytes``, after the batch that crossed the line was
 acknowledged; appends queued meanwhile wait for it and then go to the new file.
+
+Use one event loop per log (the broker's). The synchronous API may be mixed in: every write
+takes the same lock, so records reach the file and the reducer in one order.
 """
 
 from __future__ import annotations

@@ -245,3 +245,67 @@ def test_newer_format_version_is_refused(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(StoreError, match="format version 2"):
         KeyedLog.open(str(path))
+
+
+def test_missing_directory_is_named_with_a_hint(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="directory does not exist") as raised:
+        KeyedLog.open(str(tmp_path / "no" / "such" / "a.log"))
+    assert "no/such" in str(raised.value)
+
+
+def test_health_stats_and_report_text(tmp_path: Path) -> None:
+    path = tmp_path / "a.log"
+    keyed = KeyedLog.open(str(path))
+    keyed.table("t").put_sync("k", "v")
+    health = keyed.health()
+    assert health.healthy and health.error is None and health.path == str(path)
+    stats = keyed.stats()
+    assert stats.appends == 1 and stats.fsyncs >= 1 and stats.file_size == path.stat().st_size
+    assert str(keyed.report) == f"{path}: 0 records, {HEADER_SIZE} bytes"
+    keyed.close()
+    again = KeyedLog.open(str(path))
+    assert str(again.report) == f"{path}: 1 records, {path.stat().st_size} bytes"
+    again.close()
+
+
+def test_lock_is_held_against_another_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "a.log"
+    keyed = KeyedLog.open(str(path))
+    code = (
+        "import sys\n"
+        "from edge_broker.store import KeyedLog, StoreError\n"
+        "try:\n    KeyedLog.open(sys.argv[1])\n"
+        "except StoreError as exc:\n    print(exc)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    assert "another process has this log open" in result.stdout
+    keyed.close()
+
+
+async def test_sync_and_async_writes_mix_in_one_order(tmp_path: Path) -> None:
+    import asyncio
+
+    path = tmp_path / "a.log"
+    keyed = KeyedLog.open(str(path), compact_min_bytes=2048, compact_ratio=0.3)
+    table = keyed.table("t")
+
+    async def writer(w: int) -> None:
+        for n in range(40):
+            await table.put(f"{w}", n)
+
+    tasks = [asyncio.ensure_future(writer(w)) for w in range(8)]
+    for n in range(40):
+        await asyncio.to_thread(table.put_sync, "sync", n)
+    await asyncio.gather(*tasks)
+    assert keyed.stats().compactions >= 1
+    expected = {**{f"{w}": 39 for w in range(8)}, "sync": 39}
+    assert dict(table.items()) == expected
+    await keyed.aclose()
+    again = reopen(path)
+    assert again.report.clean and dict(again.table("t").items()) == expected
+    again.close()

@@ -9,6 +9,7 @@ the specifications say the receiver must check and raises ``ProtocolError`` othe
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 
 from .errors import ProtocolError
 from .names import SHARE_PREFIX
@@ -47,7 +48,16 @@ from .reason_codes import (
     UNSUBACK_REASON_CODES,
     ReasonCode,
 )
-from .wire import MALFORMED, PROTOCOL, decode_utf8, read_binary, read_string, read_u8, read_u16
+from .wire import (
+    MALFORMED,
+    PROTOCOL,
+    decode_utf8,
+    read_binary,
+    read_string,
+    read_u8,
+    read_u16,
+    read_varint,
+)
 
 Decoder = Callable[[int, bytes, int, int, int, bool], Packet]
 
@@ -168,10 +178,53 @@ def decode_connack(
     return Connack(bool(ack_flags), code, properties)
 
 
+def _publish_constructor() -> Callable[..., Publish]:
+    """A faster ``Publish(...)`` for the decoder's hot path.
+
+    A frozen dataclass ``__init__`` pays one ``object.__setattr__`` per field; writing the slots
+    through their member descriptors costs about half as much. The field list is checked here
+    so that a field added to ``Publish`` cannot be silently left unset.
+    """
+    names = ("topic", "payload", "qos", "retain", "dup", "packet_id", "properties")
+    if tuple(f.name for f in fields(Publish)) != names:
+        raise RuntimeError("Publish fields changed: update decoder._publish_constructor")
+    new = object.__new__
+    set_topic, set_payload, set_qos, set_retain, set_dup, set_pid, set_props = (
+        getattr(Publish, name).__set__ for name in names
+    )
+
+    def make(
+        topic: str, payload: bytes, qos: int, retain: bool, dup: bool, packet_id: int | None,
+        properties: Properties,
+    ) -> Publish:
+        publish: Publish = new(Publish)
+        set_topic(publish, topic)
+        set_payload(publish, payload)
+        set_qos(publish, qos)
+        set_retain(publish, retain)
+        set_dup(publish, dup)
+        set_pid(publish, packet_id)
+        set_props(publish, properties)
+        return publish
+
+    return make
+
+
+_new_publish = _publish_constructor()
+PROPERTY_CACHE_ENTRIES = 64
+"""How many distinct PUBLISH property blocks a reader remembers (see ``decode_publish``)."""
+
+
 def decode_publish(
-    flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
+    flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool,
+    cache: dict[bytes, Properties] | None = None,
 ) -> Publish:
-    """PUBLISH (MQTT 5 §3.3, 3.1.1 §3.3): the hot path, so the common case is kept flat."""
+    """PUBLISH (MQTT 5 §3.3, 3.1.1 §3.3): the hot path, so the common case is kept flat.
+
+    ``cache`` maps raw property blocks to their decoded, already validated ``Properties``: a
+    client that sends the same properties with every message (a topic alias, fixed user
+    properties) pays for decoding them once per connection, not once per message.
+    """
     qos = (flags >> 1) & 0x03
     if pos + 2 > end:
         raise ProtocolError(MALFORMED, "PUBLISH ends inside the length of its topic name")
@@ -193,7 +246,7 @@ def decode_publish(
         if pos < end and buf[pos] == 0:
             pos += 1
         else:
-            properties, pos = decode_properties(buf, pos, end, PacketType.PUBLISH)
+            properties, pos = _publish_properties(buf, pos, end, cache)
             if from_client and properties.subscription_identifiers:
                 raise ProtocolError(
                     PROTOCOL, "a client's PUBLISH must not carry a subscription identifier"
@@ -202,9 +255,26 @@ def decode_publish(
             raise ProtocolError(PROTOCOL, "PUBLISH has an empty topic name and no topic alias")
     elif not topic:
         raise ProtocolError(PROTOCOL, "PUBLISH has an empty topic name (MQTT 3.x)")
-    return Publish(
+    return _new_publish(
         topic, buf[pos:end], qos, bool(flags & 0x01), bool(flags & 0x08), packet_id, properties
     )
+
+
+def _publish_properties(
+    buf: bytes, pos: int, end: int, cache: dict[bytes, Properties] | None
+) -> tuple[Properties, int]:
+    if cache is None:
+        return decode_properties(buf, pos, end, PacketType.PUBLISH)
+    length, start = read_varint(buf, pos, end, "property length")
+    stop = start + length
+    raw = buf[pos:stop]
+    cached = cache.get(raw)
+    if cached is not None and stop <= end:
+        return cached, stop
+    properties, after = decode_properties(buf, pos, end, PacketType.PUBLISH)
+    if len(cache) < PROPERTY_CACHE_ENTRIES:
+        cache[raw] = properties
+    return properties, after
 
 
 def _decode_ack(

@@ -12,9 +12,9 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Literal
 
-from .decoder import DECODERS
+from .decoder import DECODERS, decode_publish
 from .errors import ProtocolError
-from .packets import Connect, Packet, PacketType
+from .packets import Connect, Packet, PacketType, Properties
 from .reason_codes import ReasonCode
 from .wire import MALFORMED, MAX_VARINT, PROTOCOL
 
@@ -60,6 +60,7 @@ class PacketReader:
 
     __slots__ = (
         "side", "max_packet_size", "protocol_level", "_from_client", "_buffer", "_need", "_error",
+        "_publish_properties",
     )
 
     def __init__(
@@ -81,6 +82,7 @@ class PacketReader:
         self._buffer = bytearray()
         self._need = 0
         self._error: ProtocolError | None = None
+        self._publish_properties: dict[bytes, Properties] = {}
 
     @property
     def buffered(self) -> int:
@@ -166,9 +168,14 @@ class PacketReader:
             if end > n:
                 self._need = end - pos
                 return pos
-            decoder = DECODERS[ptype]
-            assert decoder is not None  # type 0 is never accepted
-            packet = decoder(flags, buf, i, end, level or 0, from_client)
+            if ptype == 3:
+                packet: Packet = decode_publish(
+                    flags, buf, i, end, level or 0, from_client, self._publish_properties
+                )
+            else:
+                decoder = DECODERS[ptype]
+                assert decoder is not None  # type 0 is never accepted
+                packet = decoder(flags, buf, i, end, level or 0, from_client)
             packets.append(packet)
             pos = end
             if ptype == 1:

@@ -95,12 +95,14 @@ class SubjectAcl:
 
 @dataclass(frozen=True, slots=True)
 class Acl:
-    """A compiled ``access_control`` section. Build with :meth:`compile` or :meth:`load`."""
+    """A compiled ``access_control`` section. Build with :meth:`compile` or :meth:`load`.
+
+    ``subject_acls[i]`` holds the trees of ``combinations[i]`` alone; an identity matching
+    several combinations gets their :meth:`KeTree.union` (subtrees shared, so merging costs
+    the overlap between combinations, not the number of rules)."""
 
     config: AclConfig
     combinations: tuple[SubjectCombination, ...]
-    # per combination (same index as ``combinations``): scope -> (allow entries, deny entries)
-    entries: tuple[Mapping[Scope, tuple[tuple[_Entry, ...], tuple[_Entry, ...]]], ...]
     subject_acls: tuple[SubjectAcl, ...]
     _merged: dict[tuple[int, ...], SubjectAcl] = field(
         default_factory=dict, compare=False, repr=False
@@ -132,12 +134,27 @@ class Acl:
                             index, rule = rules[rule_id]
                             _add_rule(scopes, index, rule)
         ordered = tuple(combos)
-        entries = tuple(
-            {scope: (_ordered(a), _ordered(d)) for scope, (a, d) in combos[c].items()}
+        # Combinations given the same rules share one compiled tree (and unions skip it).
+        built: dict[tuple[_Entry, ...], KeTree] = {}
+
+        def tree(entries: list[_Entry]) -> KeTree:
+            key = tuple(entries)
+            if key not in built:
+                built[key] = _tree(entries)
+            return built[key]
+
+        subject_acls = tuple(
+            SubjectAcl(
+                config.enabled,
+                config.default_permission,
+                {
+                    scope: TreePair(tree(allow), tree(deny))
+                    for scope, (allow, deny) in combos[c].items()
+                },
+            )
             for c in ordered
         )
-        subject_acls = tuple(_subject_acl(config, e) for e in entries)
-        return cls(config, ordered, entries, subject_acls)
+        return cls(config, ordered, subject_acls)
 
     def matching_combinations(
         self, interface: str | None, cert_cn: str | None, username: str | None
@@ -156,16 +173,16 @@ class Acl:
         cached = self._merged.get(matched)
         if cached is not None:
             return cached
-        merged: dict[Scope, tuple[list[_Entry], list[_Entry]]] = {}
-        for i in matched:
-            for scope, (allow, deny) in self.entries[i].items():
-                a, d = merged.setdefault(scope, ([], []))
-                a.extend(allow)
-                d.extend(deny)
-        result = _subject_acl(
-            self.config,
-            {s: (_ordered(a), _ordered(d)) for s, (a, d) in merged.items()},
-        )
+        parts = [self.subject_acls[i].trees for i in matched]
+        scopes = {scope for trees in parts for scope in trees}
+        merged = {
+            scope: TreePair(
+                KeTree.union(t[scope].allow for t in parts if scope in t),
+                KeTree.union(t[scope].deny for t in parts if scope in t),
+            )
+            for scope in scopes
+        }
+        result = SubjectAcl(self.config.enabled, self.config.default_permission, merged)
         if len(self._merged) >= _CACHE_LIMIT:
             self._merged.clear()
         self._merged[matched] = result
@@ -200,20 +217,8 @@ def _add_rule(
             target.extend((index, rule.id, expr) for expr in rule.key_exprs)
 
 
-def _subject_acl(
-    config: AclConfig,
-    entries: Mapping[Scope, tuple[tuple[_Entry, ...], tuple[_Entry, ...]]],
-) -> SubjectAcl:
-    trees = {scope: TreePair(_tree(allow), _tree(deny)) for scope, (allow, deny) in entries.items()}
-    return SubjectAcl(config.enabled, config.default_permission, trees)
-
-
-def _ordered(entries: list[_Entry] | tuple[_Entry, ...]) -> tuple[_Entry, ...]:
-    """Distinct entries in rules-list order, so the first matching rule is the one reported."""
-    return tuple(sorted(set(entries), key=lambda e: (e[0], e[2].text)))
-
-
-def _tree(entries: tuple[_Entry, ...]) -> KeTree:
+def _tree(entries: list[_Entry]) -> KeTree:
+    """Ranked by the rule's position, so the first matching rule in the list is reported."""
     if not entries:
         return _EMPTY_TREE
-    return KeTree.build((expr, rule_id) for _, rule_id, expr in entries)
+    return KeTree.build_ranked((expr, index, rule_id) for index, rule_id, expr in entries)

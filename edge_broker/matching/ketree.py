@@ -8,21 +8,28 @@ prefix length at that node). A lookup walks the request's chunks once, carrying 
 nodes reached so far (``**`` nodes may stay active); its cost is O(request depth x active
 nodes), independent of the number of members that cannot match.
 
-Every member carries a payload (for the ACL: the rule id); :meth:`KeTree.first_including`
-returns the payload of the EARLIEST inserted member that includes the request, so answers do
-not depend on trie traversal order.
+Every member carries a payload (for the ACL: the rule id) and a rank (for the ACL: the rule's
+position in the rules list); :meth:`KeTree.first_including` returns the payload of the
+lowest-ranked member that includes the request, so answers do not depend on traversal order.
+Trees are immutable once built; :meth:`KeTree.union` merges trees by sharing every subtree that
+only one of them has, so merging per-subject trees costs their overlap, not their size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from .keyexpr import Chunk, ChunkKind, KeyExpr, as_keyexpr, chunk_includes
 
+_NO_LITERALS: Mapping[str, _Node] = MappingProxyType({})
+_NO_PATTERNS: Mapping[str, list[tuple[Chunk, _Node]]] = MappingProxyType({})
+
 
 class _Node:
-    """A trie node; mutable only while :func:`KeTree.build` runs, never after."""
+    """A trie node; mutable only while it is being built, never after (nodes are then shared
+    between trees by :meth:`KeTree.union`)."""
 
     __slots__ = (
         "literal",
@@ -35,13 +42,13 @@ class _Node:
     )
 
     def __init__(self, is_double: bool = False) -> None:
-        self.literal: dict[str, _Node] = {}
+        self.literal: Mapping[str, _Node] = _NO_LITERALS  # a dict once it has an entry
         self.star: _Node | None = None
         self.double: _Node | None = None
-        self.patterns: dict[str, list[tuple[Chunk, _Node]]] = {}
+        self.patterns: Mapping[str, list[tuple[Chunk, _Node]]] = _NO_PATTERNS
         self.prefix_lengths: tuple[int, ...] = ()
         self.is_double = is_double  # reached through a "**" edge: absorbs request chunks
-        self.terminal: tuple[int, str] | None = None  # (insertion order, payload)
+        self.terminal: tuple[int, str] | None = None  # (rank, payload); lowest rank wins
 
     def child(self, chunk: Chunk) -> _Node:
         kind = chunk.kind
@@ -54,6 +61,8 @@ class _Node:
                 self.double = _Node(is_double=True)
             return self.double
         if kind is ChunkKind.PATTERN:
+            if not isinstance(self.patterns, dict):
+                self.patterns = {}
             group = self.patterns.setdefault(chunk.prefix, [])
             for existing, node in group:
                 if existing.text == chunk.text:
@@ -62,11 +71,50 @@ class _Node:
             group.append((chunk, node))
             self.prefix_lengths = tuple(sorted({len(p) for p in self.patterns}))
             return node
-        node_or_none = self.literal.get(chunk.text)
-        if node_or_none is None:
-            node_or_none = _Node()
-            self.literal[chunk.text] = node_or_none
-        return node_or_none
+        found = self.literal.get(chunk.text)
+        if found is None:
+            if not isinstance(self.literal, dict):
+                self.literal = {}
+            found = _Node()
+            self.literal[chunk.text] = found
+        return found
+
+
+def _merge(nodes: list[_Node]) -> _Node:
+    """The union of tries; a subtree present in only one input is shared, not copied."""
+    if len(nodes) > 1:
+        nodes = list({id(n): n for n in nodes}.values())  # the same subtree twice: once
+    if len(nodes) == 1:
+        return nodes[0]
+    out = _Node(is_double=nodes[0].is_double)
+    terminals = [n.terminal for n in nodes if n.terminal is not None]
+    out.terminal = min(terminals) if terminals else None
+    literal: dict[str, list[_Node]] = {}
+    patterns: dict[str, dict[str, tuple[Chunk, list[_Node]]]] = {}
+    stars: list[_Node] = []
+    doubles: list[_Node] = []
+    for n in nodes:
+        for text, child in n.literal.items():
+            literal.setdefault(text, []).append(child)
+        for prefix, group in n.patterns.items():
+            by_text = patterns.setdefault(prefix, {})
+            for chunk, child in group:
+                by_text.setdefault(chunk.text, (chunk, []))[1].append(child)
+        if n.star is not None:
+            stars.append(n.star)
+        if n.double is not None:
+            doubles.append(n.double)
+    if literal:
+        out.literal = {text: _merge(children) for text, children in literal.items()}
+    if patterns:
+        out.patterns = {
+            prefix: [(chunk, _merge(children)) for chunk, children in by_text.values()]
+            for prefix, by_text in patterns.items()
+        }
+        out.prefix_lengths = tuple(sorted({len(p) for p in patterns}))
+    out.star = _merge(stars) if stars else None
+    out.double = _merge(doubles) if doubles else None
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +127,33 @@ class KeTree:
     @classmethod
     def build(cls, members: Iterable[tuple[KeyExpr | str, str]]) -> KeTree:
         """Compile ``(key expression, payload)`` pairs; earlier pairs win ties."""
+        return cls.build_ranked(
+            (expr, rank, payload) for rank, (expr, payload) in enumerate(members)
+        )
+
+    @classmethod
+    def build_ranked(cls, members: Iterable[tuple[KeyExpr | str, int, str]]) -> KeTree:
+        """Compile ``(key expression, rank, payload)``; when several members include a
+        request, the one with the lowest rank is reported (ranks order trees too, so a
+        :meth:`union` reports the same member as one tree built from all members)."""
         root = _Node()
         count = 0
-        for order, (expr, payload) in enumerate(members):
+        for expr, rank, payload in members:
             node = root
             for chunk in as_keyexpr(expr).chunks:
                 node = node.child(chunk)
-            if node.terminal is None:
-                node.terminal = (order, payload)
+            if node.terminal is None or rank < node.terminal[0]:
+                node.terminal = (rank, payload)
             count += 1
         return cls(root, count)
+
+    @classmethod
+    def union(cls, trees: Iterable[KeTree]) -> KeTree:
+        """One tree holding every member of ``trees``; costs the size of their overlap only."""
+        nonempty = [t for t in trees if t.size]
+        if not nonempty:
+            return cls(_Node(), 0)
+        return cls(_merge([t._root for t in nonempty]), sum(t.size for t in nonempty))
 
     def __len__(self) -> int:
         return self.size
@@ -98,7 +163,7 @@ class KeTree:
         return self.first_including(request) is not None
 
     def first_including(self, request: KeyExpr | str) -> str | None:
-        """The payload of the earliest member that includes ``request``, or ``None``."""
+        """The payload of the lowest-ranked member that includes ``request``, or ``None``."""
         if self.size == 0:
             return None
         chunks = as_keyexpr(request).chunks

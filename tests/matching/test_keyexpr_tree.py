@@ -71,3 +71,34 @@ def test_many_patterns_with_shared_prefixes() -> None:
     assert tree.first_including("dev/s49/x") == "p4"
     assert tree.first_including("dev/q9/x") == "nine"
     assert tree.first_including("dev/q8/x") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(exprs, st.integers(0, 3)), max_size=14),
+    st.lists(exprs, min_size=1, max_size=8),
+)
+def test_union_equals_one_tree_of_all_members(
+    members: list[tuple[str, int]], requests: list[str]
+) -> None:
+    # Members are spread over 4 trees; ranks are global (the ACL's rule positions).
+    ranked = [(expr, rank, f"m{rank}") for rank, (expr, _) in enumerate(members)]
+    parts = [
+        KeTree.build_ranked(m for m, (_, which) in zip(ranked, members, strict=True) if which == i)
+        for i in range(4)
+    ]
+    before = [[p.first_including(r) for r in requests] for p in parts]
+    union = KeTree.union(parts)
+    whole = KeTree.build_ranked(ranked)
+    assert len(union) == len(whole)
+    for request in requests:
+        assert union.first_including(request) == whole.first_including(request)
+    # Shared subtrees are never modified by a union.
+    assert [[p.first_including(r) for r in requests] for p in parts] == before
+
+
+def test_ranks_decide_which_member_is_reported() -> None:
+    tree = KeTree.build_ranked([("a/*", 5, "late"), ("a/b", 1, "early"), ("a/**", 3, "mid")])
+    assert tree.first_including("a/b") == "early"
+    assert tree.first_including("a/c") == "mid"
+    assert KeTree.union([]).first_including("a") is None

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Site ACL decisions per second with 100 and 10k rules (seed 004, PATTERNS.md "Matching
+structures": the cost must stay nearly flat as rules grow).
+
+Usage: .venv/bin/python scripts/bench_acl.py [--rules 100,10000] [--requests 20000] [--seed 1]
+
+For each rule count it builds an ``access_control`` section (a mix of exact keys, ``*``, ``**``
+and ``$*`` rules, allow and deny, over a few subjects), compiles it, takes the identity's
+``SubjectAcl`` once (as the broker does per connection) and times:
+
+- ``decide(str)``: topic string -> key expression parse -> deny tree (+ allow tree);
+- ``decide(KeyExpr)``: the same with the key already parsed;
+- ``check_publish``: the MQTT path (PUBLISH -> message kind -> topic mapping -> decide);
+- ``linear``: a rule-by-rule scan with pairwise inclusion, the baseline the trees replace
+  (run on fewer requests when the rule count is large).
+
+Also prints compile time and the time to build one merged ``SubjectAcl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from edge_broker.authz.acl import Acl
+from edge_broker.authz.acl_config import Flow, Message
+from edge_broker.authz.acl_mqtt import check_publish
+from edge_broker.matching.keyexpr import KeyExpr
+from edge_broker.mqtt.packets import Publish
+
+
+def make_config(n_rules: int, rng: random.Random) -> dict[str, Any]:
+    rules = []
+    sites = max(1, n_rules // 10)
+    for i in range(n_rules):
+        site = rng.randrange(sites)
+        shape = rng.random()
+        if shape < 0.55:
+            key = f"site{site}/dev{rng.randrange(50)}/temp"
+        elif shape < 0.75:
+            key = f"site{site}/*/status"
+        elif shape < 0.85:
+            key = f"site{site}/dev{rng.randrange(50)}/**"
+        else:
+            key = f"site{site}/d$*/cfg"
+        rules.append(
+            {
+                "id": f"r{i}",
+                "messages": ["put", "declare_subscriber"],
+                "permission": "deny" if rng.random() < 0.2 else "allow",
+                "key_exprs": [key],
+            }
+        )
+    return {
+        "enabled": True,
+        "default_permission": "deny",
+        "rules": rules,
+        "subjects": [
+            {"id": "field", "interfaces": ["wlan0"]},
+            {"id": "ops", "usernames": ["ops"]},
+            {"id": "all"},
+        ],
+        "policies": [
+            {"rules": [r["id"] for r in rules[0::2]], "subjects": ["field"]},
+            {"rules": [r["id"] for r in rules[1::2]], "subjects": ["ops", "all"]},
+        ],
+    }
+
+
+def make_topics(n_rules: int, n: int, rng: random.Random) -> list[str]:
+    sites = max(1, n_rules // 10)
+    leaf = ["temp", "status", "cfg", "other"]
+    return [
+        f"site{rng.randrange(sites)}/dev{rng.randrange(60)}/{rng.choice(leaf)}" for _ in range(n)
+    ]
+
+
+def rate(fn: Callable[[Any], object], items: list[Any]) -> float:
+    start = time.perf_counter()
+    for item in items:
+        fn(item)
+    elapsed = time.perf_counter() - start
+    return len(items) / elapsed
+
+
+def bench_one(n_rules: int, n_requests: int, seed: int) -> str:
+    rng = random.Random(seed)
+    data = make_config(n_rules, rng)
+    t0 = time.perf_counter()
+    acl = Acl.load(data)
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    subject = acl.for_subject("wlan0", None, "ops")  # field + ops + all: a merged subject
+    merge_ms = (time.perf_counter() - t0) * 1000
+    topics = make_topics(n_rules, n_requests, rng)
+    keys = [KeyExpr.parse(t) for t in topics]
+    publishes = [Publish(t, b"1") for t in topics]
+    allowed = sum(subject.allows(Flow.INGRESS, Message.PUT, k) for k in keys)
+    r_str = rate(lambda t: subject.decide(Flow.INGRESS, Message.PUT, t), topics)
+    r_ke = rate(lambda k: subject.decide(Flow.INGRESS, Message.PUT, k), keys)
+    r_pub = rate(lambda p: check_publish(subject, p), publishes)
+    rules = [(r["permission"], KeyExpr.parse(k)) for r in data["rules"] for k in r["key_exprs"]]
+
+    def linear(key: KeyExpr) -> bool:
+        if any(p == "deny" and k.includes(key) for p, k in rules):
+            return False
+        return any(p == "allow" and k.includes(key) for p, k in rules)
+
+    sample = keys[: max(50, min(len(keys), 2_000_000 // max(1, n_rules)))]
+    r_lin = rate(linear, sample)
+    return (
+        f"{n_rules:>7} {compile_s:>9.2f} {merge_ms:>8.1f} {r_str:>14,.0f} {r_ke:>13,.0f} "
+        f"{r_pub:>15,.0f} {r_lin:>10,.0f} {allowed / len(keys):>8.0%}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rules", default="100,10000")
+    parser.add_argument("--requests", type=int, default=20000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    print(
+        f"{'rules':>7} {'compile s':>9} {'merge ms':>8} {'decide(str)/s':>14} "
+        f"{'decide(ke)/s':>13} {'check_publish/s':>15} {'linear/s':>10} {'allowed':>8}"
+    )
+    for n_rules in (int(x) for x in args.rules.split(",")):
+        print(bench_one(n_rules, args.requests, args.seed))
+
+
+if __name__ == "__main__":
+    main()

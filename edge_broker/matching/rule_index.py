@@ -139,28 +139,40 @@ class FirstMatchIndex:
     def first_match(self, topic: str) -> int | None:
         """The smallest index whose filter matches the concrete ``topic``, or ``None``."""
         root = self._root
+        levels = topic.split(self._sep)
         best = _NONE
-        dollar = topic[:1] == "$"
-        nodes = [root]
-        for level in topic.split(self._sep):
+        # The first level is taken apart so the '$' rule costs nothing on deeper levels.
+        nodes: list[_Node] = []
+        child = root.children.get(levels[0])
+        if child is not None:
+            nodes.append(child)
+        if topic[:1] != "$":
+            best = root.hash_first
+            plus = root.plus
+            if plus is not None and plus.min < best:
+                nodes.append(plus)
+        for i in range(1, len(levels)):
+            level = levels[i]
             nxt: list[_Node] = []
             for node in nodes:
                 if node.min >= best:
                     continue
-                wild = not (dollar and node is root)
-                if wild and node.hash_first < best:
+                if node.hash_first < best:
                     best = node.hash_first
                 child = node.children.get(level)
                 if child is not None and child.min < best:
                     nxt.append(child)
                 plus = node.plus
-                if wild and plus is not None and plus.min < best:
+                if plus is not None and plus.min < best:
                     nxt.append(plus)
             if not nxt:
                 return None if best == _NONE else best
             nodes = nxt
         for node in nodes:
-            best = min(best, node.end_first, node.hash_first)
+            if node.end_first < best:
+                best = node.end_first
+            if node.hash_first < best:
+                best = node.hash_first
         return None if best == _NONE else best
 
     def matches(self, topic: str) -> list[int]:

@@ -185,20 +185,29 @@ class SubscriptionTrie(Generic[K, V]):
         found: list[Mapping[K, V]] = []
         levels = topic.split(self._sep)
         root = self._root
-        nodes: list[_Node[K, V]] = [root]
-        dollar = topic[:1] == "$"
-        for level in levels:
+        # The first level is taken apart so the '$' rule costs nothing on deeper levels.
+        nodes: list[_Node[K, V]] = []
+        child = root.children.get(levels[0])
+        if child is not None:
+            nodes.append(child)
+        if topic[:1] != "$":
+            if root.hash_subs is not None:
+                found.append(root.hash_subs)
+            if root.plus is not None:
+                nodes.append(root.plus)
+        for i in range(1, len(levels)):
+            if not nodes:
+                return tuple(found)
+            level = levels[i]
             nxt: list[_Node[K, V]] = []
             for node in nodes:
-                if node.hash_subs is not None and not (dollar and node is root):
+                if node.hash_subs is not None:
                     found.append(node.hash_subs)
                 child = node.children.get(level)
                 if child is not None:
                     nxt.append(child)
-                if node.plus is not None and not (dollar and node is root):
+                if node.plus is not None:
                     nxt.append(node.plus)
-            if not nxt:
-                return tuple(found)
             nodes = nxt
         for node in nodes:
             if node.subs is not None:

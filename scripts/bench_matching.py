@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Benchmark of the matching layer (PATTERNS.md "Matching structures").
+
+Decisions/s: the first matching rule of an ordered MQTT-filter rule list (seed 003 first-match)
+for a concrete topic, with :class:`FirstMatchIndex`, against a linear scan with
+``topic_matches`` and paho's ``MQTTMatcher`` (which finds every matching filter; we take the
+smallest index). Subscription matches/s: every subscription matching a topic, with
+:class:`SubscriptionTrie` (result cache off, and on), a linear scan and ``MQTTMatcher``; and
+runtime subscription patterns (seed 001, ``.`` separator) with :class:`PatternTrie`.
+
+Workload: per-device rules of four shapes (``+`` in the middle, ``#`` tail, ``+`` first below
+the tenant) in blocks of four per tenant over two tenants, so every size has the same trie
+shape near the root and differs only in how many devices hang below; plus ``$SYS/#`` and a
+broad ``tenant0/#`` at the end. Probe topics are made from randomly chosen rules: half match
+their rule, half have the device level renamed and miss it (the broad rule may still match).
+Each cell is the best of ``--rounds`` runs of ``--seconds`` of process CPU time, interleaved
+across sizes, to damp the noise of a shared machine. Prints a markdown table and the 100k-vs-10 cost ratios (target:
+< 2x). Exit status 1 if a target is missed.
+
+    .venv/bin/python scripts/bench_matching.py [--seconds 0.3] [--rounds 3] [--sizes 10,1000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from paho.mqtt.matcher import MQTTMatcher
+
+from edge_broker.matching import (
+    FirstMatchIndex,
+    PatternTrie,
+    SubscriptionTrie,
+    topic_matches,
+)
+
+TENANTS = 2
+PROBES = 2048
+FILTER_SHAPES = (
+    "tenant{t}/device{i}/+/status",
+    "tenant{t}/device{i}/#",
+    "tenant{t}/device{i}/cmd/+",
+    "tenant{t}/+/device{i}/telemetry",
+)
+PATTERN_SHAPES = (
+    "tenant{t}.device{i}.*.status",
+    "tenant{t}.device{i}.>",
+    "tenant{t}.dev{i}*.#",
+    "tenant{t}.device{i}.cmd.c#",
+)
+
+Probe = Callable[[str], object]
+
+
+def rules(n: int, shapes: Sequence[str], broad: Sequence[str]) -> list[str]:
+    """``n`` rules: per-device ones in blocks of four per tenant, then the broad ones."""
+    body = max(n - len(broad), 1)
+    out = [shapes[i % len(shapes)].format(t=(i // len(shapes)) % TENANTS, i=i) for i in range(body)]
+    return (out + list(broad))[:n]
+
+
+def instantiate(pattern: str, sep: str, k: int) -> str:
+    """A concrete topic/channel matched by ``pattern`` (MQTT filter or seed 001 pattern)."""
+    out: list[str] = []
+    for token in pattern.split(sep):
+        if token in ("+", "*"):
+            out.append(f"x{k % 7}")
+        elif token in ("#", ">"):
+            out.extend(["a", f"b{k % 3}"])
+        elif token[-1:] in ("*", "#", ">"):
+            out.append(f"{token[:-1]}{k % 10}")
+            if token[-1] == ">":
+                out.append("z")
+        else:
+            out.append(token)
+    return sep.join(out)
+
+
+def probe_topics(patterns: Sequence[str], rng: random.Random, sep: str = "/") -> list[str]:
+    topics: list[str] = []
+    for k in range(PROBES):
+        topic = instantiate(rng.choice(patterns), sep, k)
+        if k % 2 == 0:
+            topic = topic.replace("dev", "unknown", 1)
+        topics.append(topic)
+    return topics
+
+
+def rate(fn: Probe, topics: Sequence[str], seconds: float) -> float:
+    """Calls per CPU second of ``fn`` cycling over ``topics`` for about ``seconds`` of CPU.
+
+    CPU time of this process, not wall time: on a shared machine the time we are not
+    scheduled would otherwise count against whichever cell was running.
+    """
+    clock = time.process_time
+    done = 0
+    start = clock()
+    while True:
+        for topic in topics:
+            fn(topic)
+            done += 1
+            if done % 64 == 0 and clock() - start >= seconds:
+                return done / (clock() - start)
+
+
+def fmt(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f} k"
+    return f"{x:.0f}"
+
+
+COLUMNS = (
+    ("dec_index", "decisions: FirstMatchIndex"),
+    ("dec_linear", "decisions: linear scan"),
+    ("dec_paho", "decisions: paho MQTTMatcher"),
+    ("sub_trie", "sub matches: SubscriptionTrie"),
+    ("sub_cache", "sub matches: trie + cache"),
+    ("sub_linear", "sub matches: linear scan"),
+    ("sub_paho", "sub matches: paho MQTTMatcher"),
+    ("pat_trie", "pattern matches: PatternTrie"),
+)
+
+
+def build(n: int, rng: random.Random) -> dict[str, tuple[Probe, list[str]]]:
+    """Every structure for size ``n``, checked against the linear scan, with its probes."""
+    filters = rules(n, FILTER_SHAPES, ["$SYS/#", "tenant0/#"])
+    topics = probe_topics(filters, rng)
+    index = FirstMatchIndex(filters)
+    raw: SubscriptionTrie[int, int] = SubscriptionTrie(cache_size=0)
+    cached: SubscriptionTrie[int, int] = SubscriptionTrie(cache_size=4096)
+    paho = MQTTMatcher()  # type: ignore[no-untyped-call]
+    for i, f in enumerate(filters):
+        raw.add(f, i, 1)
+        cached.add(f, i, 1)
+        paho[f] = i
+
+    def linear_first(topic: str) -> int | None:
+        for i, f in enumerate(filters):
+            if topic_matches(f, topic):
+                return i
+        return None
+
+    def linear_all(topic: str) -> list[int]:
+        return [i for i, f in enumerate(filters) if topic_matches(f, topic)]
+
+    def paho_all(topic: str) -> list[int]:
+        return list(paho.iter_match(topic))  # type: ignore[no-untyped-call]
+
+    def paho_first(topic: str) -> int | None:
+        return min(paho_all(topic), default=None)
+
+    for topic in topics[:100]:  # all must agree before a number is printed
+        want = linear_all(topic)
+        assert index.first_match(topic) == linear_first(topic) == paho_first(topic), topic
+        assert sorted(raw.match_keys(topic)) == want == sorted(paho_all(topic)), topic
+
+    patterns = rules(n, PATTERN_SHAPES, [])
+    ptrie: PatternTrie[int, int] = PatternTrie(separator=".", cache_size=0)
+    for i, p in enumerate(patterns):
+        ptrie.add(p, i, 1)
+    channels = probe_topics(patterns, rng, ".")
+    return {
+        "dec_index": (index.first_match, topics),
+        "dec_linear": (linear_first, topics),
+        "dec_paho": (paho_first, topics),
+        "sub_trie": (raw.match, topics),
+        "sub_cache": (cached.match, topics),
+        "sub_linear": (linear_all, topics),
+        "sub_paho": (paho_all, topics),
+        "pat_trie": (ptrie.match, channels),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Benchmark of edge_broker.matching")
+    parser.add_argument("--seconds", type=float, default=0.3, help="time per measurement")
+    parser.add_argument("--rounds", type=int, default=5, help="best of this many runs a cell")
+    parser.add_argument("--sizes", default="10,1000,100000", help="comma-separated rule counts")
+    args = parser.parse_args(argv)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    rng = random.Random(20261121)
+    cases = {n: build(n, rng) for n in sizes}
+    best: dict[tuple[int, str], float] = {}
+    for _ in range(args.rounds):
+        for n in sizes:
+            for key, _label in COLUMNS:
+                fn, topics = cases[n][key]
+                slow = key.endswith("linear") and n > 1000
+                r = rate(fn, topics, args.seconds / 3 if slow else args.seconds)
+                best[n, key] = max(best.get((n, key), 0.0), r)
+
+    load = os.getloadavg()[0]
+    print(f"Python {platform.python_version()} on {platform.machine()} ({os.cpu_count()} CPUs, "
+          f"load {load:.1f}); calls per CPU second, best of {args.rounds} x {args.seconds}s; "
+          "higher is better\n")
+    print("| rules / subs | " + " | ".join(label for _, label in COLUMNS) + " |")
+    print("|---:|" + "---:|" * len(COLUMNS))
+    for n in sizes:
+        print(f"| {n:,} | " + " | ".join(fmt(best[n, key]) for key, _ in COLUMNS) + " |")
+    print()
+    ok = True
+    lo, hi = sizes[0], sizes[-1]
+    for key, label in (("dec_index", "decision (FirstMatchIndex)"),
+                       ("sub_trie", "subscription match (SubscriptionTrie, no cache)"),
+                       ("pat_trie", "pattern match (PatternTrie, no cache)")):
+        ratio = best[lo, key] / best[hi, key]
+        ok &= ratio < 2.0
+        print(f"- cost of a {label} at {hi:,} vs {lo:,}: {ratio:.2f}x "
+              f"({'meets' if ratio < 2.0 else 'MISSES'} the < 2x target)")
+    sys.stdout.flush()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

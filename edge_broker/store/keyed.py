@@ -151,7 +151,8 @@ class KeyedLog:
 
     def rows(self, name: str) -> dict[Key, Any]:
         """A new dict of table ``name`` (empty when it does not exist)."""
-        return {key: entry[0] for key, entry in self._tables.get(name, {}).items()}
+        # list() first: the flusher thread may add keys while this runs.
+        return {key: entry[0] for key, entry in list(self._tables.get(name, {}).items())}
 
     def lookup(self, table: str, key: Key, default: Any = None) -> Any:
         entry = self._tables.get(table, {}).get(key)
@@ -267,12 +268,11 @@ class KeyedLog:
     def live_bytes(self) -> int:
         return self._live_bytes
 
-    def live_records(self) -> list[Any]:
-        records: list[Any] = []
+    def live_records(self) -> Iterator[Any]:
         for name, table in self._tables.items():
-            records.append([_CREATE, name])
-            records.extend([_PUT, name, key, entry[0]] for key, entry in table.items())
-        return records
+            yield [_CREATE, name]
+            for key, entry in table.items():
+                yield [_PUT, name, key, entry[0]]
 
     def compacted(self, sizes: Sequence[int]) -> None:
         position = 0

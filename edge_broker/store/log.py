@@ -25,7 +25,7 @@ import asyncio
 import errno
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,8 +49,9 @@ class Reducer(Protocol):
     def live_bytes(self) -> int:
         """Bytes of frames that still matter (the rest is dead and compaction drops it)."""
 
-    def live_records(self) -> list[Any]:
-        """Records that rebuild the current state from nothing, for compaction."""
+    def live_records(self) -> Iterable[Any]:
+        """Records that rebuild the current state from nothing, for compaction (may be lazy:
+        it is consumed under the lock, before any other record is applied)."""
 
     def compacted(self, sizes: Sequence[int]) -> None:
         """After a compaction wrote ``live_records()``: the frame size of each, in order."""
@@ -146,7 +147,9 @@ class Log:
                 return exc.message
             return None
 
-        file, report = LogFile.open(path, apply, max_payload=max_record_size, readonly=readonly)
+        # Read leniently: records stored under a larger limit than today's stay readable.
+        read_limit = max(max_record_size, DEFAULT_MAX_RECORD_SIZE)
+        file, report = LogFile.open(path, apply, max_payload=read_limit, readonly=readonly)
         return cls(
             file, report, reducer, durability, max_record_size, compact_ratio, compact_min_bytes
         )
@@ -187,13 +190,13 @@ class Log:
             self._reducer.live_bytes(),
         )
 
-    def encode(self, record: Any) -> bytes:
+    def encode(self, record: Any, *, check_size: bool = True) -> bytes:
         """The frame of ``record``; ``StoreError`` when it cannot be encoded or is too large."""
         try:
             payload = cbor2.dumps(record)
         except (cbor2.CBOREncodeError, TypeError, ValueError) as exc:
             raise StoreError(f"record cannot be encoded as CBOR: {exc}", path=self.path) from exc
-        if len(payload) > self.max_record_size:
+        if check_size and len(payload) > self.max_record_size:
             raise StoreError(
                 f"record of {len(payload)} bytes exceeds max_record_size {self.max_record_size}; "
                 "store less per record or raise the store's max_record_size",
@@ -398,10 +401,17 @@ class Log:
             self._compaction_retry_size = self._file.size + self.compact_min_bytes
 
     def _compact_locked(self) -> None:
-        records = self._reducer.live_records()
-        frames = [self.encode(record) for record in records]
-        self._file.rewrite(frames)
-        self._reducer.compacted([len(frame) for frame in frames])
+        sizes: list[int] = []
+
+        def frames() -> Iterator[bytes]:
+            # Streamed: compaction never holds a second copy of the whole log in memory.
+            for record in self._reducer.live_records():
+                frame = self.encode(record, check_size=False)  # stored before: keep it
+                sizes.append(len(frame))
+                yield frame
+
+        self._file.rewrite(frames())
+        self._reducer.compacted(sizes)
         self._compactions += 1
         self._compaction_error = None
         self._compaction_retry_size = 0

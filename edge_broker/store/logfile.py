@@ -375,10 +375,12 @@ class LogFile:
                 size = writer.tell()
             _fdatasync(fd)
             self.fsyncs += 1
-        except OSError as exc:
+        except BaseException as exc:
             os.close(fd)
             os.unlink(temp)
-            raise _os_error("writing the compaction file", temp, exc) from exc
+            if isinstance(exc, OSError):
+                raise _os_error("writing the compaction file", temp, exc) from exc
+            raise
         os.close(fd)
         try:
             os.replace(temp, self.path)

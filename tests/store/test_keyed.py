@@ -309,3 +309,19 @@ async def test_sync_and_async_writes_mix_in_one_order(tmp_path: Path) -> None:
     again = reopen(path)
     assert again.report.clean and dict(again.table("t").items()) == expected
     again.close()
+
+
+def test_records_stored_under_a_larger_limit_stay_readable_and_compactable(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.log"
+    keyed = KeyedLog.open(str(path), max_record_size=64 << 10)
+    keyed.table("t").put_sync("big", "x" * (40 << 10))
+    keyed.close()
+    smaller = KeyedLog.open(str(path), max_record_size=1024)
+    assert smaller.report.clean and len(smaller.table("t")["big"]) == 40 << 10
+    smaller.compact()
+    with pytest.raises(StoreError, match="max_record_size 1024"):
+        smaller.table("t").put_sync("big2", "x" * 2048)
+    smaller.close()
+    assert KeyedLog.open(str(path), readonly=True).table("t")["big"] == "x" * (40 << 10)

@@ -37,6 +37,7 @@ from .acl_config import (
     SubjectCombination,
     load_acl_config,
 )
+from .decision import Decision, Gate, deny
 
 _EMPTY_TREE = KeTree.build(())
 _CACHE_LIMIT = 1024  # distinct (interface, cert CN, username) triples memoised per Acl
@@ -54,6 +55,21 @@ class AclDecision:
     allowed: bool
     rule_id: str | None = None
     reason: str | None = None
+
+    def explain(self) -> str:
+        """One line for ``explain`` and Reason Strings (AUTHZ.md §3: names the gate and rule)."""
+        verdict = "allowed" if self.allowed else "denied"
+        if self.rule_id is not None:
+            return f'{verdict} by acl rule "{self.rule_id}"'
+        if self.reason is not None:
+            return f"{verdict} by acl: {self.reason}"
+        return f"{verdict} by acl default_permission"
+
+    def to_decision(self) -> Decision:
+        """The pipeline's :class:`Decision` for gate 5 (``Gate.ACL``)."""
+        if self.allowed:
+            return Decision(True, Gate.ACL, self.rule_id)
+        return deny(Gate.ACL, self.rule_id, self.explain())
 
 
 ALLOWED_DISABLED = AclDecision(True, None, "access control is disabled")

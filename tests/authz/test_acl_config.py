@@ -214,3 +214,33 @@ def test_liveliness_messages_are_accepted() -> None:
 def test_invalid_json5() -> None:
     with pytest.raises(AclError, match="config.json5: 1 problem"):
         load_acl_json5("{ access_control: { enabled: true, ")
+
+
+def test_same_structure_from_toml() -> None:
+    import tomllib
+
+    data = tomllib.loads(
+        """
+        enabled = true
+        default_permission = "deny"
+
+        [[rules]]
+        id = "allow pub/sub on test/demo"
+        messages = ["put", "delete", "declare_subscriber"]
+        flows = ["egress", "ingress"]
+        permission = "allow"
+        key_exprs = ["test/demo"]
+
+        [[subjects]]
+        id = "loopback interface"
+        interfaces = ["lo0", "lo"]
+
+        [[policies]]
+        rules = ["allow pub/sub on test/demo"]
+        subjects = ["loopback interface"]
+        """
+    )
+    config = load_acl_config(data, "edge-broker.toml: acl")
+    assert config.rules[0].key_exprs[0].text == "test/demo"
+    with pytest.raises(AclError, match=r"^edge-broker.toml: acl: 1 problem"):
+        load_acl_config(dict(data, enabled="true"), "edge-broker.toml: acl")

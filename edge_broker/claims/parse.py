@@ -122,6 +122,8 @@ def parse_claim(payload: bytes) -> Claim:
         obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
         raise _invalid(f"the claim payload is not JSON: {exc}") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise _invalid(f"the claim payload cannot be read: {str(exc)[:120]}") from None
     except RecursionError:
         raise _invalid("the claim payload is nested too deeply") from None
     fields = _fields(obj, "claim", _CLAIM_FIELDS)

@@ -156,14 +156,11 @@ class SmokerClient:
             Connect(LEVEL, self.client_id, self.clean_start, self.keep_alive, properties=props)
         )
         self._tasks.append(asyncio.get_running_loop().create_task(self._read_loop()))
-        while True:
-            packet = await self._next_packet()
-            if isinstance(packet, Auth):
-                self._answer_challenge(packet)
-                continue
-            if isinstance(packet, Connack):
-                break
-            raise SmokerClientError(ReasonCode.PROTOCOL_ERROR, f"expected CONNACK, got {packet!r}")
+        try:
+            packet = await self._handshake()
+        except BaseException:
+            await self._close_transport()
+            raise
         self.connack = packet
         if packet.reason_code != ReasonCode.SUCCESS:
             await self._close_transport()
@@ -174,6 +171,19 @@ class SmokerClient:
             keep = packet.properties.server_keep_alive or self.keep_alive
             self._tasks.append(asyncio.get_running_loop().create_task(self._ping_loop(keep)))
         return packet
+
+    async def _handshake(self) -> Connack:
+        """Answer the broker's AUTH challenges until its CONNACK arrives."""
+        while True:
+            packet = await self._next_packet()
+            if isinstance(packet, Auth):
+                self._answer_challenge(packet)
+            elif isinstance(packet, Connack):
+                return packet
+            else:
+                raise SmokerClientError(
+                    ReasonCode.PROTOCOL_ERROR, f"expected CONNACK or AUTH, got {packet!r}"
+                )
 
     def _answer_challenge(self, packet: Auth) -> None:
         nonce = packet.properties.authentication_data

@@ -90,3 +90,25 @@ async def test_plain_clients_may_not_publish_claims(port: int) -> None:
 def test_a_client_needs_a_key_or_an_id() -> None:
     with pytest.raises(ValueError):
         SmokerClient("127.0.0.1", 1)
+
+
+async def test_a_broker_without_the_smoker_method_answers_0x8c() -> None:
+    broker = Broker(loads_config(CONFIG))  # anonymous only
+    await broker.start()
+    try:
+        client = SmokerClient("127.0.0.1", broker.bound[0][3], OWNER_KEY, timeout=5)
+        with pytest.raises(SmokerClientError) as refused:
+            await client.connect()
+        assert refused.value.reason_code == ReasonCode.BAD_AUTHENTICATION_METHOD
+        assert client.closed
+    finally:
+        await broker.shutdown()
+
+
+async def test_keep_alive_pings_keep_the_connection(port: int) -> None:
+    async with SmokerClient("127.0.0.1", port, OWNER_KEY, keep_alive=2, timeout=5) as client:
+        await client.subscribe("k/a")
+        await client.no_message(3.2)  # past 1.5 × keep-alive: only the pings kept it open
+        assert not client.closed
+        await client.publish("k/a", b"still here", qos=1)
+        assert (await client.next_message()).payload == b"still here"

@@ -11,9 +11,11 @@ tombstone), ``[3, table]`` create an empty table, ``[4, table]`` drop a table an
 ``[5, [op, ...]]`` several ops in one frame, so they are stored all or nothing. Compaction writes
 one create per table and one put per live key; tombstones and dropped tables disappear.
 
-Keys are ``str``, ``int`` or ``bytes``. Values are any CBOR value; ``get`` returns the stored
-object itself, so treat it as read-only (copy before changing). The index only ever shows data
-the log has written: with ``fsync="always"`` a value you can read is a value that is durable.
+Keys are ``str``, ``int`` or ``bytes``. Values are any CBOR value. The index holds the value
+decoded from the bytes written (a tuple reads back as a list, before and after a reopen, and the
+caller may reuse its object); ``get`` returns that stored object itself, so treat it as
+read-only. The index only ever shows data the log has written: with ``fsync="always"`` a value
+you can read is a value that is durable.
 """
 
 from __future__ import annotations

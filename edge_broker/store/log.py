@@ -33,7 +33,7 @@ import cbor2
 
 from .durability import Durability
 from .errors import StoreError
-from .frame import HEADER_SIZE, MAX_PAYLOAD_LIMIT, Frame, encode_frame
+from .frame import FRAME_OVERHEAD, HEADER_SIZE, MAX_PAYLOAD_LIMIT, Frame, encode_frame
 from .logfile import LogFile, RecoveryReport
 
 DEFAULT_MAX_RECORD_SIZE = 4 << 20
@@ -103,7 +103,7 @@ class Log:
         self._file = file
         self._reducer = reducer
         self._lock = threading.Lock()
-        self._pending: list[tuple[bytes, Any, asyncio.Future[None]]] = []
+        self._pending: list[tuple[bytes, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._sync_timer: asyncio.TimerHandle | None = None
         self._sync_task: asyncio.Task[None] | None = None
@@ -211,7 +211,7 @@ class Log:
         self._check_open()
         frame = self.encode(record)
         with self._lock:
-            self._write_locked([frame], [record])
+            self._write_locked([frame])
             self._compact_if_due_locked()
 
     def sync(self) -> None:
@@ -261,7 +261,7 @@ class Log:
         frame = self.encode(record)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._pending.append((frame, record, future))
+        self._pending.append((frame, future))
         flusher = self._flusher
         if flusher is None or flusher.done() or flusher.get_loop() is not loop:
             self._flusher = loop.create_task(self._flush_pending())
@@ -287,18 +287,17 @@ class Log:
     async def _flush_pending(self) -> None:
         while self._pending:
             batch = self._take_batch()
-            frames = [frame for frame, _, _ in batch]
-            records = [record for _, record, _ in batch]
+            frames = [frame for frame, _ in batch]
             try:
-                outcomes = await asyncio.to_thread(self._write_batch, frames, records)
+                outcomes = await asyncio.to_thread(self._write_batch, frames)
             except BaseException as exc:
-                for _, _, future in batch:
+                for _, future in batch:
                     if not future.done():
                         future.set_exception(
                             StoreError(f"the append was interrupted: {exc!r}", path=self.path)
                         )
                 raise
-            for (_, _, future), outcome in zip(batch, outcomes, strict=True):
+            for (_, future), outcome in zip(batch, outcomes, strict=True):
                 if future.done():
                     continue
                 if outcome is None:
@@ -311,10 +310,10 @@ class Log:
                 await asyncio.to_thread(self._compact_if_due)
         self._schedule_interval_sync()
 
-    def _take_batch(self) -> list[tuple[bytes, Any, asyncio.Future[None]]]:
+    def _take_batch(self) -> list[tuple[bytes, asyncio.Future[None]]]:
         size = 0
         count = 0
-        for frame, _, _ in self._pending:
+        for frame, _ in self._pending:
             if count and size + len(frame) > _MAX_BATCH_BYTES:
                 break
             size += len(frame)
@@ -322,21 +321,21 @@ class Log:
         batch, self._pending = self._pending[:count], self._pending[count:]
         return batch
 
-    def _write_batch(self, frames: list[bytes], records: list[Any]) -> list[StoreError | None]:
+    def _write_batch(self, frames: list[bytes]) -> list[StoreError | None]:
         """Write a batch; the outcome of each record (``None`` when stored)."""
         with self._lock:
             try:
                 self._check_open()
-                self._write_locked(frames, records)
+                self._write_locked(frames)
                 return [None] * len(frames)
             except StoreError as exc:
                 if len(frames) == 1 or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                     return [exc] * len(frames)
             # Near a full disk a smaller write may still fit: store what fits, one by one.
             outcomes: list[StoreError | None] = []
-            for frame, record in zip(frames, records, strict=True):
+            for frame in frames:
                 try:
-                    self._write_locked([frame], [record])
+                    self._write_locked([frame])
                     outcomes.append(None)
                 except StoreError as exc:
                     outcomes.append(exc)
@@ -378,7 +377,7 @@ class Log:
         if self._closed:
             raise StoreError("the log is closed", path=self.path)
 
-    def _write_locked(self, frames: list[bytes], records: list[Any]) -> None:
+    def _write_locked(self, frames: list[bytes]) -> None:
         mode = self.durability.mode
         sync = mode == "always" or (
             mode == "interval"
@@ -387,8 +386,11 @@ class Log:
         self._file.append(b"".join(frames), sync=sync)
         self._batches += 1
         self._appends += len(frames)
-        for frame, record in zip(frames, records, strict=True):
-            self._reducer.apply(record, len(frame))
+        for frame in frames:
+            # The reducer gets the record decoded from what was written, not the caller's
+            # object: a caller mutating its value later cannot change the state, and values
+            # read now equal values read after a reopen (tuples come back as lists, and so on).
+            self._reducer.apply(cbor2.loads(memoryview(frame)[FRAME_OVERHEAD:]), len(frame))
 
     def _compact_if_due_locked(self) -> None:
         if not self.compaction_due():

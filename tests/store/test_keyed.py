@@ -325,3 +325,14 @@ def test_records_stored_under_a_larger_limit_stay_readable_and_compactable(
         smaller.table("t").put_sync("big2", "x" * 2048)
     smaller.close()
     assert KeyedLog.open(str(path), readonly=True).table("t")["big"] == "x" * (40 << 10)
+
+
+async def test_stored_value_is_what_was_written_not_the_callers_object(tmp_path: Path) -> None:
+    keyed = KeyedLog.open(str(tmp_path / "a.log"))
+    value = {"list": [1, 2], "tuple": (1, 2)}
+    await keyed.table("t").put("async", value)
+    keyed.table("t").put_sync("sync", value)
+    value["list"].append(3)  # type: ignore[attr-defined]
+    for key in ("async", "sync"):
+        assert keyed.table("t")[key] == {"list": [1, 2], "tuple": [1, 2]}  # as after a reopen
+    await keyed.aclose()

@@ -138,55 +138,72 @@ def _alt_children(node: _Node, token: str, *, literal: bool) -> list[_Node]:
 
 
 def _walk_channel(node: _Node, tokens: Sequence[str], i: int, best: int) -> int:
-    """Smallest index of a publish rule (below ``best``) whose set contains ``tokens[i:]``."""
-    if node.tail_zero < best:
-        best = node.tail_zero
-    if i == len(tokens):
-        return node.end if node.end < best else best
-    if node.tail_one < best:
-        best = node.tail_one
-    token = tokens[i]
-    child = node.literal.get(token)
-    if child is not None and child.best < best:
-        best = _walk_channel(child, tokens, i + 1, best)
-    if node.alternatives is not None:
-        for child in _alt_children(node, token, literal=True):
-            if child.best < best:
-                best = _walk_channel(child, tokens, i + 1, best)
-    return best
+    """Smallest index of a publish rule (below ``best``) whose set contains ``tokens[i:]``.
+
+    Alternatives edges recurse; the literal edge is followed in the loop, so a path of
+    literal segments costs one call.
+    """
+    n = len(tokens)
+    while True:
+        if node.tail_zero < best:
+            best = node.tail_zero
+        if i == n:
+            return node.end if node.end < best else best
+        if node.tail_one < best:
+            best = node.tail_one
+        token = tokens[i]
+        i += 1
+        if node.alternatives is not None:
+            for alt in _alt_children(node, token, literal=True):
+                if alt.best < best:
+                    best = _walk_channel(alt, tokens, i, best)
+        child = node.literal.get(token)
+        if child is None or child.best >= best:
+            return best
+        node = child
 
 
 def _walk_pattern(node: _Node, tokens: Sequence[PatternToken], i: int, best: int) -> int:
-    """Smallest index of a subscribe rule (below ``best``) accepting ``tokens[i:]`` (§3)."""
-    if node.tail_zero < best:
-        best = node.tail_zero  # D4: '#' accepts any valid rest, including none
+    """Smallest index of a subscribe rule (below ``best``) accepting ``tokens[i:]`` (§3).
+
+    Every candidate edge but the last recurses; the last is followed in the loop.
+    """
     n = len(tokens)
-    if i == n:
-        return node.end if node.end < best else best  # D5
-    token = tokens[i]
-    kind = token.kind
-    if node.tail_one < best and not (i == n - 1 and kind is TokenKind.HASH):
-        best = node.tail_one  # D4: '>' needs a rest that requires a channel token
-    if kind is TokenKind.LITERAL:
-        candidates: list[_Node | None] = [
-            node.literal.get(token.text),
-            node.any_literal,  # D1
-            node.wildcard,  # D2
-        ]
-        if node.alternatives is not None:
-            candidates.extend(_alt_children(node, token.text, literal=True))
-    elif kind is TokenKind.STAR:
-        candidates = [node.wildcard]  # D2
-    elif kind is TokenKind.PREFIX_STAR:
-        candidates = [node.wildcard]  # D2
-        if node.alternatives is not None:
-            candidates.extend(_alt_children(node, token.text, literal=False))  # D3
-    else:
-        return best  # tail tokens are accepted only by rule tails
-    for child in candidates:
-        if child is not None and child.best < best:
-            best = _walk_pattern(child, tokens, i + 1, best)
-    return best
+    while True:
+        if node.tail_zero < best:
+            best = node.tail_zero  # D4: '#' accepts any valid rest, including none
+        if i == n:
+            return node.end if node.end < best else best  # D5
+        token = tokens[i]
+        kind = token.kind
+        if node.tail_one < best and not (i == n - 1 and kind is TokenKind.HASH):
+            best = node.tail_one  # D4: '>' needs a rest that requires a channel token
+        i += 1
+        if kind is TokenKind.LITERAL:
+            candidates: list[_Node | None] = [
+                node.any_literal,  # D1
+                node.wildcard,  # D2
+                node.literal.get(token.text),
+            ]
+            if node.alternatives is not None:
+                candidates.extend(_alt_children(node, token.text, literal=True))
+        elif kind is TokenKind.STAR:
+            candidates = [node.wildcard]  # D2
+        elif kind is TokenKind.PREFIX_STAR:
+            candidates = [node.wildcard]  # D2
+            if node.alternatives is not None:
+                candidates.extend(_alt_children(node, token.text, literal=False))  # D3
+        else:
+            return best  # tail tokens are accepted only by rule tails
+        follow: _Node | None = None
+        for child in candidates:
+            if child is not None and child.best < best:
+                if follow is not None:
+                    best = _walk_pattern(follow, tokens, i, best)
+                follow = child
+        if follow is None or follow.best >= best:
+            return best
+        node = follow
 
 
 class PubRuleSet:

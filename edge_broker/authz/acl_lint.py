@@ -11,6 +11,9 @@ Findings, each naming the rule or subject and why:
 - ``shadowed-by-deny``: an allow key expression included, in EVERY scope (subject combination,
   flow, message) the rule applies to, in a deny key expression of that same scope: explicit
   deny wins, so it can never allow anything;
+- ``redundant-deny``: under default deny, a deny key expression that intersects no allow key
+  expression of any scope it applies to: no request can be included in both, so removing it
+  changes no decision (it only names itself instead of the default);
 - ``verbatim-gap``: a deny key expression using ``*``/``**`` under default allow while some
   rule mentions a verbatim ``@`` chunk at that position: wildcards never match verbatim chunks,
   so such keys slip past the deny (a reminder, not an error).
@@ -29,6 +32,8 @@ class AclFinding:
     kind: str
     subject: str  # "rule <id>", "subject <id>" or "access_control"
     message: str
+    rule_id: str | None = None  # set for findings about a rule
+    key_expr: str | None = None  # set for findings about one key expression of that rule
 
     def __str__(self) -> str:
         return f"{self.subject}: {self.kind}: {self.message}"
@@ -47,7 +52,12 @@ def lint_acl(config: AclConfig) -> list[AclFinding]:
     for rule in config.rules:
         if rule.id not in used_rules:
             out.append(
-                AclFinding("unused-rule", f"rule {rule.id!r}", "no policy attaches it to a subject")
+                AclFinding(
+                    "unused-rule",
+                    f"rule {rule.id!r}",
+                    "no policy attaches it to a subject",
+                    rule_id=rule.id,
+                )
             )
     for subject in config.subjects:
         if subject.id not in used_subjects:
@@ -64,6 +74,7 @@ def lint_acl(config: AclConfig) -> list[AclFinding]:
                     "unmapped-message",
                     f"rule {rule.id!r}",
                     f"{', '.join(dead)} never occur(s) over MQTT",
+                    rule_id=rule.id,
                 )
             )
         if rule.permission is Permission.ALLOW and config.default_permission is Permission.ALLOW:
@@ -72,10 +83,12 @@ def lint_acl(config: AclConfig) -> list[AclFinding]:
                     "allow-under-default-allow",
                     f"rule {rule.id!r}",
                     "default_permission is allow, so allow rules are never consulted",
+                    rule_id=rule.id,
                 )
             )
     if config.default_permission is Permission.DENY:
         out.extend(_shadowed(config))
+        out.extend(_redundant_denies(config))
     else:
         out.extend(_verbatim_gaps(config))
     return out
@@ -125,6 +138,35 @@ def _shadowed(config: AclConfig) -> list[AclFinding]:
                         f"key expression {expr.text!r} is included in deny rule(s) "
                         f"{', '.join(sorted(repr(b) for b in by))} wherever it applies: it can "
                         "never allow anything",
+                        rule_id=rule.id,
+                        key_expr=expr.text,
+                    )
+                )
+    return out
+
+
+def _redundant_denies(config: AclConfig) -> list[AclFinding]:
+    scopes = _scopes(config)
+    allow_by_scope: dict[Scope, list[KeyExpr]] = {}
+    for rule in config.rules:
+        if rule.permission is Permission.ALLOW:
+            for scope in scopes.get(rule.id, ()):
+                allow_by_scope.setdefault(scope, []).extend(rule.key_exprs)
+    out: list[AclFinding] = []
+    for rule in config.rules:
+        mine = scopes.get(rule.id)
+        if rule.permission is not Permission.DENY or not mine:
+            continue
+        for expr in rule.key_exprs:
+            if not any(a.intersects(expr) for s in mine for a in allow_by_scope.get(s, ())):
+                out.append(
+                    AclFinding(
+                        "redundant-deny",
+                        f"rule {rule.id!r}",
+                        f"deny {expr.text!r} overlaps no allow rule of its scopes: under "
+                        "default deny it changes no decision",
+                        rule_id=rule.id,
+                        key_expr=expr.text,
                     )
                 )
     return out
@@ -152,6 +194,8 @@ def _verbatim_gaps(config: AclConfig) -> list[AclFinding]:
                         f"rule {rule.id!r}",
                         f"deny {expr.text!r} uses wildcards, which never match verbatim chunks "
                         f"({', '.join(sorted(verbatims))}); keys containing them are not denied",
+                        rule_id=rule.id,
+                        key_expr=expr.text,
                     )
                 )
     return out

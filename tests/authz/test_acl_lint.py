@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from edge_broker.authz.acl import Acl
 from edge_broker.authz.acl_config import Flow, Message, load_acl_config
 from edge_broker.authz.acl_lint import AclFinding, lint_acl
+from edge_broker.matching.keyexpr import is_valid
 
 
 def config(default: str, rules: list[dict[str, Any]], subjects: list[dict[str, Any]],
@@ -120,3 +124,94 @@ def test_verbatim_gap_reminder_under_default_allow() -> None:
     findings = lint_acl(load_acl_config(data))
     assert [(f.kind, f.subject) for f in findings] == [("verbatim-gap", "rule 'd'")]
     assert isinstance(findings[0], AclFinding) and "@raw" in findings[0].message
+
+
+def test_redundant_deny_under_default_deny() -> None:
+    data = config(
+        "deny",
+        [
+            rule("ok", "allow", ["a/**"]),
+            rule("useful", "deny", ["a/secret"]),
+            rule("noop", "deny", ["b/**"]),
+            rule("other-message", "deny", ["a/**"], messages=["query"]),
+        ],
+        [{"id": "s"}],
+        [{"rules": ["ok", "useful", "noop", "other-message"], "subjects": ["s"]}],
+    )
+    assert kinds(data) == [
+        ("redundant-deny", "rule 'noop'"),
+        ("redundant-deny", "rule 'other-message'"),
+    ]
+    # Removing them indeed changes no decision.
+    kept = dict(data, rules=data["rules"][:2],
+                policies=[{"rules": ["ok", "useful"], "subjects": ["s"]}])  # fmt: skip
+    full, reduced = Acl.load(data), Acl.load(kept)
+    for key in ("a/secret", "a/x", "b/y", "b/**", "a/**", "c"):
+        for message in (Message.PUT, Message.QUERY):
+            got = full.decide((None, None, None), Flow.INGRESS, message, key).allowed
+            assert got == reduced.decide((None, None, None), Flow.INGRESS, message, key).allowed
+
+
+# --- soundness: removing everything lint calls dead changes no decision ----------------------
+
+CHUNKS = ["a", "b", "*", "**", "a$*", "@a"]
+key_strategy = st.lists(st.sampled_from(CHUNKS), min_size=1, max_size=3).map("/".join)
+keys = key_strategy.filter(is_valid)
+
+
+@st.composite
+def lint_configs(draw: st.DrawFn) -> dict[str, Any]:
+    rules = []
+    for i in range(draw(st.integers(1, 6))):
+        r = rule(
+            f"r{i}",
+            draw(st.sampled_from(["allow", "deny"])),
+            draw(st.lists(keys, min_size=1, max_size=3, unique=True)),
+            messages=draw(st.lists(st.sampled_from(["put", "query"]), min_size=1, unique=True)),
+        )
+        if draw(st.booleans()):
+            r["flows"] = [draw(st.sampled_from(["ingress", "egress"]))]
+        rules.append(r)
+    subjects = [
+        {"id": "any"},
+        {"id": "lo", "interfaces": ["lo"]},
+        {"id": "eth", "interfaces": ["eth0"]},
+    ]
+    policies = [
+        {
+            "rules": draw(st.lists(st.sampled_from([r["id"] for r in rules]), max_size=4)),
+            "subjects": draw(st.lists(st.sampled_from(["any", "lo", "eth"]), max_size=2)),
+        }
+        for _ in range(draw(st.integers(0, 3)))
+    ]
+    return config(draw(st.sampled_from(["allow", "deny"])), rules, subjects, policies)
+
+
+def without_dead(data: dict[str, Any], findings: list[AclFinding]) -> dict[str, Any]:
+    whole = {f.rule_id for f in findings if f.kind in ("unused-rule", "allow-under-default-allow")}
+    exprs = {(f.rule_id, f.key_expr) for f in findings
+             if f.kind in ("shadowed-by-deny", "redundant-deny")}  # fmt: skip
+    rules = []
+    for r in data["rules"]:
+        kept = [k for k in r["key_exprs"] if (r["id"], k) not in exprs]
+        if r["id"] not in whole and kept:
+            rules.append(dict(r, key_exprs=kept))
+    ids = {r["id"] for r in rules}
+    policies = [dict(p, rules=[x for x in p["rules"] if x in ids]) for p in data["policies"]]
+    return dict(data, rules=rules, policies=policies)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lint_configs(), st.lists(keys, min_size=1, max_size=6))
+def test_removing_what_lint_calls_dead_changes_no_decision(
+    data: dict[str, Any], requests: list[str]
+) -> None:
+    findings = lint_acl(load_acl_config(data))
+    full, reduced = Acl.load(data), Acl.load(without_dead(data, findings))
+    for who in ((None, None, None), ("lo", None, None), ("eth0", None, None)):
+        for flow in (Flow.INGRESS, Flow.EGRESS):
+            for message in (Message.PUT, Message.QUERY):
+                for key in requests:
+                    before = full.decide(who, flow, message, key).allowed
+                    assert reduced.decide(who, flow, message, key).allowed == before, (
+                        who, flow, message, key, [str(f) for f in findings])  # fmt: skip

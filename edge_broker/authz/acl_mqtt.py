@@ -39,6 +39,8 @@ Topics and filters become key expressions level by level (a level is a chunk):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..matching.errors import RuleError
 from ..matching.keyexpr import KeyExpr
 from ..mqtt.packets import Properties, Publish
@@ -122,8 +124,43 @@ def _parse(original: str, expr: str) -> KeyExpr:
         raise _refuse(original, exc.segment, exc.reason) from None
 
 
-def _unrepresentable(exc: RuleError) -> AclDecision:
-    return AclDecision(False, None, f"topic not representable as a key expression: {exc}")
+@dataclass(frozen=True, slots=True)
+class AclRequest:
+    """What an MQTT action asks of the ACL, mapped once: the Zenoh ``message`` and the ``key``
+    expression, or ``refusal`` (why the topic has no key expression; then ``key`` is None).
+    A broker maps each PUBLISH once and checks the same request for every subscriber."""
+
+    message: Message
+    key: KeyExpr | None
+    refusal: str | None = None
+
+
+def publish_request(publish: Publish, separator: str = "/") -> AclRequest:
+    message = mqtt_publish_message(publish)
+    try:
+        return AclRequest(message, topic_to_keyexpr(publish.topic, separator))
+    except RuleError as exc:
+        return AclRequest(message, None, f"topic not representable as a key expression: {exc}")
+
+
+def subscribe_request(
+    topic_filter: str, properties: Properties | None = None, separator: str = "/"
+) -> AclRequest:
+    message = mqtt_subscribe_message(properties or Properties())
+    try:
+        return AclRequest(message, filter_to_keyexpr(topic_filter, separator))
+    except RuleError as exc:
+        return AclRequest(message, None, f"filter not representable as a key expression: {exc}")
+
+
+def check(acl: SubjectAcl, flow: Flow, request: AclRequest) -> AclDecision:
+    """The ACL's verdict on a mapped request; an unrepresentable one is denied when the ACL is
+    enabled, whatever ``default_permission`` says (never fail open)."""
+    if not acl.enabled:
+        return ALLOWED_DISABLED
+    if request.key is None:
+        return AclDecision(False, None, request.refusal)
+    return acl.decide(flow, request.message, request.key)
 
 
 def check_publish(
@@ -133,11 +170,7 @@ def check_publish(
     subscriber whose :class:`SubjectAcl` is ``acl``."""
     if not acl.enabled:
         return ALLOWED_DISABLED
-    try:
-        key = topic_to_keyexpr(publish.topic, separator)
-    except RuleError as exc:
-        return _unrepresentable(exc)
-    return acl.decide(flow, mqtt_publish_message(publish), key)
+    return check(acl, flow, publish_request(publish, separator))
 
 
 def check_delivery(acl: SubjectAcl, publish: Publish, separator: str = "/") -> AclDecision:
@@ -154,9 +187,4 @@ def check_subscribe(
     """Ingress check of one SUBSCRIBE filter (``declare_subscriber``/``declare_queryable``)."""
     if not acl.enabled:
         return ALLOWED_DISABLED
-    message = mqtt_subscribe_message(properties or Properties())
-    try:
-        key = filter_to_keyexpr(topic_filter, separator)
-    except RuleError as exc:
-        return _unrepresentable(exc)
-    return acl.decide(Flow.INGRESS, message, key)
+    return check(acl, Flow.INGRESS, subscribe_request(topic_filter, properties, separator))

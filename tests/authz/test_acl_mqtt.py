@@ -10,14 +10,18 @@ import pytest
 
 from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
-from edge_broker.authz.acl_config import Message
+from edge_broker.authz.acl_config import Flow, Message
 from edge_broker.authz.acl_mqtt import (
+    AclRequest,
+    check,
     check_delivery,
     check_publish,
     check_subscribe,
     filter_to_keyexpr,
     mqtt_publish_message,
     mqtt_subscribe_message,
+    publish_request,
+    subscribe_request,
     topic_to_keyexpr,
 )
 from edge_broker.matching.errors import RuleError
@@ -181,3 +185,27 @@ def test_mqtt_parent_level_semantics_preserved() -> None:
     subject = acl("deny", rules).for_identity(who())
     assert check_subscribe(subject, "a/#").allowed
     assert check_delivery(subject, Publish("a", b"1")).allowed
+
+
+def test_one_mapped_request_checked_for_every_subscriber() -> None:
+    rules = [{"id": "field-no-cfg", "messages": ["put"], "flows": ["egress"],
+              "permission": "deny", "key_exprs": ["dev/*/cfg"]}]  # fmt: skip
+    compiled = acl("allow", rules, [{"id": "field", "interfaces": ["wlan0"]}])
+    request = publish_request(Publish("dev/7/cfg", b"{}"))
+    assert request == AclRequest(Message.PUT, topic_to_keyexpr("dev/7/cfg"))
+    verdicts = [
+        check(compiled.for_identity(who(interface)), Flow.EGRESS, request)
+        for interface in ("wlan0", "eth0", "wlan0")
+    ]
+    assert verdicts == [AclDecision(False, "field-no-cfg"), AclDecision(True),
+                        AclDecision(False, "field-no-cfg")]  # fmt: skip
+
+
+def test_unrepresentable_request_carries_its_refusal() -> None:
+    request = subscribe_request("$SYS/#")
+    assert request.key is None and request.message is Message.DECLARE_SUBSCRIBER
+    assert request.refusal is not None and "'$'" in request.refusal
+    subject = acl("allow", []).for_identity(who())
+    decision = check(subject, Flow.INGRESS, request)
+    assert decision == AclDecision(False, None, request.refusal)
+    assert check(Acl.load({"enabled": False}).for_identity(who()), Flow.INGRESS, request).allowed

@@ -17,6 +17,7 @@ from typing import Any, Final
 from ..matching.errors import RuleError
 from ..matching.names import DEFAULT_SEPARATOR, normalize_tenant, validate_channel
 from ..matching.pattern_tokens import PatternToken
+from ..matching.subscription_patterns import SubscriptionPattern
 from ..matching.token_rule_sets import PubRuleSet, SubRuleSet
 from ..matching.token_rules import PubRule, SubRule
 
@@ -70,7 +71,9 @@ class CompiledTenantGrants:
         """
         return self.pub.allowed(validate_channel(channel, self.pub.separator))
 
-    def can_subscribe(self, pattern: str | Sequence[PatternToken]) -> str | None:
+    def can_subscribe(
+        self, pattern: str | SubscriptionPattern | Sequence[PatternToken]
+    ) -> str | None:
         """The accepting subscribe rule's text, or ``None`` (PATTERNS.md §3).
 
         An invalid pattern raises :class:`RuleError` (a syntax error, not a denial).

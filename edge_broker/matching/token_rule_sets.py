@@ -19,8 +19,16 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from .names import DEFAULT_SEPARATOR, check_separator
-from .pattern_tokens import PatternToken, TokenKind, pattern_tokens
-from .token_rules import Alternatives, PubRule, SegmentKind, SubRule, Tail
+from .pattern_tokens import PatternToken, TokenKind
+from .subscription_patterns import SubscriptionPattern
+from .token_rules import (
+    Alternatives,
+    PubRule,
+    SegmentKind,
+    SubRule,
+    Tail,
+    subscription_tokens,
+)
 
 _NONE: Final = 1 << 62  # "no rule": larger than any rule index
 
@@ -265,13 +273,16 @@ class SubRuleSet:
             _insert(self._root, rule, index)
         self._root.seal()
 
-    def allowed(self, pattern: str | Sequence[PatternToken]) -> str | None:
+    def allowed(
+        self, pattern: str | SubscriptionPattern | Sequence[PatternToken]
+    ) -> str | None:
         """The text of the first rule accepting the subscription ``pattern``, or ``None``.
 
-        A text pattern is validated per §2 first (:class:`RuleError` when invalid: that is
-        a syntax error, not a denial).
+        ``pattern`` is the text the client sent, validated per §2 first (:class:`RuleError`
+        when invalid: a syntax error, not a denial), or an already parsed
+        :class:`SubscriptionPattern` or token sequence.
         """
-        tokens = pattern_tokens(pattern, self.separator) if isinstance(pattern, str) else pattern
+        tokens = subscription_tokens(pattern, self.separator)
         index = _walk_pattern(self._root, tokens, 0, _NONE)
         return None if index == _NONE else self.rules[index].text
 

@@ -21,6 +21,7 @@ from typing import Final, NoReturn
 from .errors import RuleError
 from .names import DEFAULT_SEPARATOR, check_separator, is_literal, literal_chars_hint
 from .pattern_tokens import PatternToken, TokenKind, pattern_tokens
+from .subscription_patterns import SubscriptionPattern
 
 MAX_SEGMENTS: Final = 32  # D8: a tail counts
 MAX_SEGMENT_BYTES: Final = 128  # D9: counting "(", "|", ")"
@@ -146,14 +147,15 @@ class SubRule:
         segments, tail = _parse_rule(text, separator, subscribe=True)
         return SubRule(text, separator, segments, tail)
 
-    def accepts(self, pattern: str | Sequence[PatternToken]) -> bool:
+    def accepts(self, pattern: str | SubscriptionPattern | Sequence[PatternToken]) -> bool:
         """Segment-wise acceptance of a subscription pattern (PATTERNS.md §3, D1–D5).
 
         ``pattern`` is the text the client sent (validated per §2, :class:`RuleError` if
-        invalid) or its already parsed tokens.
+        invalid), a parsed :class:`SubscriptionPattern` or its tokens.
         """
-        tokens = pattern_tokens(pattern, self.separator) if isinstance(pattern, str) else pattern
-        return accepts_tokens(self.segments, self.tail, tokens)
+        return accepts_tokens(
+            self.segments, self.tail, subscription_tokens(pattern, self.separator)
+        )
 
     def matches(self, channel: str) -> bool:
         """True when ``channel`` is in the rule's channel set (``?``/``*`` = any one token).
@@ -165,6 +167,22 @@ class SubRule:
 
     def __str__(self) -> str:
         return self.text
+
+
+def subscription_tokens(
+    pattern: str | SubscriptionPattern | Sequence[PatternToken], separator: str
+) -> Sequence[PatternToken]:
+    """The §2 tokens of a subscription pattern given as text, parsed pattern or tokens."""
+    if isinstance(pattern, str):
+        return pattern_tokens(pattern, separator)
+    if isinstance(pattern, SubscriptionPattern):
+        if pattern.separator != separator:
+            raise ValueError(
+                f"pattern {pattern.text!r} was parsed with separator {pattern.separator!r}, "
+                f"the rules use {separator!r}"
+            )
+        return pattern.body if pattern.tail is None else (*pattern.body, pattern.tail)
+    return pattern
 
 
 def accepts_tokens(

@@ -6,6 +6,7 @@ import pytest
 
 from edge_broker.matching.errors import RuleError
 from edge_broker.matching.pattern_tokens import TokenKind, pattern_tokens, render
+from edge_broker.matching.subscription_patterns import parse_pattern
 from edge_broker.matching.token_rule_sets import PubRuleSet, SubRuleSet
 from edge_broker.matching.token_rules import Alternatives, PubRule, SubRule
 
@@ -298,3 +299,17 @@ def test_set_rejects_rules_of_another_separator() -> None:
         PubRuleSet([PubRule.parse("a.b", ".")], "/")
     with pytest.raises(ValueError, match="separator"):
         SubRuleSet([SubRule.parse("a/b", "/")], ".")
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+def test_parsed_subscription_patterns_are_accepted_as_input(sep: str) -> None:
+    rule = SubRule.parse(s("store.?.status.#", sep), sep)
+    rules = SubRuleSet([rule], sep)
+    for text, ok in [("store.fi.status.#", True), ("store.*.status", False), ("store.x.status", True)]:
+        parsed = parse_pattern(s(text, sep), sep)
+        assert rule.accepts(parsed) is ok
+        assert (rules.allowed(parsed) is not None) is ok
+        assert rules.allowed(pattern_tokens(s(text, sep), sep)) == rules.allowed(s(text, sep))
+    other = "/" if sep == "." else "."
+    with pytest.raises(ValueError, match="separator"):
+        rules.allowed(parse_pattern("store", other))

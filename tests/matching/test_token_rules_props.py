@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from edge_broker.matching.subscription_patterns import parse_pattern
 from edge_broker.matching.token_rule_sets import PubRuleSet, SubRuleSet
 from edge_broker.matching.token_rules import PubRule, SubRule
 
@@ -241,8 +242,11 @@ def test_soundness_accepted_pattern_never_reaches_outside_the_rule(
         return
     inside = rule_regex(rule, sep)
     matcher = pattern_regex(pattern, sep)
+    runtime = parse_pattern(sep.join(pattern), sep)  # the broker's own runtime matcher
     for chan in universe(sep):
-        if matcher.fullmatch(chan):
+        reached = bool(matcher.fullmatch(chan))
+        assert runtime.matches(chan) == reached, (sep.join(pattern), chan)
+        if reached:
             assert inside.fullmatch(chan), (sep.join(rule), sep.join(pattern), chan)
             assert parsed.matches(chan)
 

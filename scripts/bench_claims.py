@@ -10,7 +10,8 @@ Figures (per second unless said otherwise):
 - durable claims: ``ClaimService.claim`` on the append-only log with fsync="always", with N
   claims in flight at once (group commit shares one fsync among them);
 - load: opening a store of N claims, every one re-verified (SMOKER.md "Claim store");
-- decide: access decisions on a restricted topic with N claims in the index.
+- decide: access decisions on a restricted topic with N claims in the index;
+- memory: bytes held per loaded claim (claim index plus the log's key index).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncio
 import platform
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 from nacl.signing import SigningKey
@@ -140,6 +142,13 @@ def bench_load(n: int, directory: Path) -> None:
         f"(log replay {opened - start:.2f} s, re-verify {done - opened:.2f} s)"
     )
     bench_decide(service, n)
+    if n <= 20_000:
+        tracemalloc.start()
+        measured = ClaimService(KeyedClaimStore.open(str(path), readonly=True))
+        held, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert len(measured) == n
+        print(f"memory: {held / n:,.0f} B per claim (index and store's key index, tracemalloc)")
 
 
 def bench_decide(service: ClaimService, claims: int, rounds: int = 200_000) -> None:

@@ -1,8 +1,10 @@
 """Claims as immutable values, and the bytes their signature covers (SMOKER.md "Claim payload").
 
 ``Restriction.canonical_bytes()`` is the exact serialisation the owner signs: keys sorted at
-every level, no whitespace, non-ASCII kept as UTF-8 (``ensure_ascii=False``). A ``Claim`` keeps
-the attached signature as received (64-byte Ed25519 signature + the canonical bytes).
+every level, no whitespace, non-ASCII kept as UTF-8 (``ensure_ascii=False``). On the wire a
+claim carries the *attached* signature (64-byte Ed25519 signature + the canonical bytes); a
+``Claim`` keeps only the 64 signature bytes, since the rest is its own canonical restriction
+(checked when parsed), and rebuilds the attached form for the wire.
 """
 
 from __future__ import annotations
@@ -78,10 +80,15 @@ class Restriction:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A restriction with the owner's attached signature (signature + canonical bytes)."""
+    """A restriction with the owner's 64-byte Ed25519 signature over its canonical bytes."""
 
     restriction: Restriction
     signature: bytes
+
+    @property
+    def attached_signature(self) -> bytes:
+        """libsodium ``crypto_sign`` form: signature followed by the signed bytes."""
+        return self.signature + self.restriction.canonical_bytes()
 
     @property
     def topic_name(self) -> str:
@@ -94,7 +101,7 @@ class Claim:
     def to_json_obj(self) -> dict[str, Any]:
         return {
             "restriction": self.restriction.to_json_obj(),
-            "signature": base64.b64encode(self.signature).decode("ascii"),
+            "signature": base64.b64encode(self.attached_signature).decode("ascii"),
         }
 
     def to_json(self) -> str:

@@ -11,11 +11,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import sys
 from typing import Any, TypeVar
 
 from ..mqtt.reason_codes import ReasonCode
 from .errors import ClaimError
-from .model import ANY_CLIENT, Activity, Claim, Permission, Restriction, RestrictionType
+from .model import (
+    ANY_CLIENT,
+    SIGNATURE_BYTES,
+    Activity,
+    Claim,
+    Permission,
+    Restriction,
+    RestrictionType,
+)
 from .smoker_id import is_smoker_id
 from .topics import validate_claim_topic
 
@@ -76,7 +85,8 @@ def parse_permission(obj: Any, where: str = "permission") -> Permission:
     if client_id != ANY_CLIENT and not is_smoker_id(client_id):
         raise _invalid(f"{where}.clientId {client_id[:80]!r} is neither '*' nor a SMOKER ID")
     activity = _enum_value(Activity, _string(fields, "activity", where), f"{where}.activity")
-    return Permission(client_id, activity)
+    # interned: the same few IDs recur in many claims, and the index keeps them all in memory
+    return Permission(sys.intern(client_id), activity)
 
 
 def parse_restriction(obj: Any) -> Restriction:
@@ -108,25 +118,50 @@ def decode_signature(text: str) -> bytes:
     return raw
 
 
-def parse_claim(payload: bytes) -> Claim:
-    """The claim in an ``access/claim`` payload; the signature is not checked here."""
-    if not payload:
-        raise _invalid("the claim payload is empty")
+def load_json(data: bytes, what: str) -> Any:
+    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity; ``ClaimError`` 0x99 otherwise."""
+    if not data:
+        raise _invalid(f"{what} is empty")
     try:
-        text = payload.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _invalid(
-            f"the claim payload is not UTF-8 ({exc.reason} at byte {exc.start})"
-        ) from None
+        raise _invalid(f"{what} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
-        raise _invalid(f"the claim payload is not JSON: {exc}") from None
+        raise _invalid(f"{what} is not JSON: {exc}") from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise _invalid(f"the claim payload cannot be read: {str(exc)[:120]}") from None
+        raise _invalid(f"{what} cannot be read: {str(exc)[:120]}") from None
     except RecursionError:
-        raise _invalid("the claim payload is nested too deeply") from None
-    fields = _fields(obj, "claim", _CLAIM_FIELDS)
+        raise _invalid(f"{what} is nested too deeply") from None
+
+
+def attached_part(restriction: Restriction, attached: bytes) -> bytes:
+    """The 64 signature bytes of ``attached``, once its message is the canonical restriction."""
+    try:
+        canonical = restriction.canonical_bytes()
+    except UnicodeEncodeError:
+        raise _invalid(
+            "the restriction contains a lone surrogate (a \\uD800-\\uDFFF escape) and has no "
+            "UTF-8 form to sign"
+        ) from None
+    if len(attached) < SIGNATURE_BYTES:
+        raise _invalid(
+            f"signature has {len(attached)} bytes; an attached Ed25519 signature has 64 bytes "
+            "followed by the signed restriction"
+        )
+    if attached[SIGNATURE_BYTES:] != canonical:
+        raise _invalid(
+            "the message attached to the signature is not the canonical restriction (keys "
+            "sorted, no whitespace, UTF-8): sign exactly those bytes with crypto_sign"
+        )
+    return attached[:SIGNATURE_BYTES]
+
+
+def parse_claim(payload: bytes) -> Claim:
+    """The claim in an ``access/claim`` payload, its attached message checked against the
+    canonical restriction; the signature itself is checked by ``signature.verify_claim``."""
+    fields = _fields(load_json(payload, "the claim payload"), "claim", _CLAIM_FIELDS)
     restriction = parse_restriction(fields["restriction"])
-    signature = decode_signature(_string(fields, "signature", "claim"))
-    return Claim(restriction, signature)
+    attached = decode_signature(_string(fields, "signature", "claim"))
+    return Claim(restriction, attached_part(restriction, attached))

@@ -29,7 +29,7 @@ from .errors import ClaimError
 from .evaluate import ClaimOutcome, UnclaimOutcome, evaluate_claim, evaluate_unclaim
 from .info import InfoRequestOutcome, check_claims_request, claims_info_payload, is_involved
 from .model import Activity, Claim
-from .parse import parse_claim
+from .parse import load_json, parse_restriction
 from .signature import verify_claim
 from .throttle import FloodGuard, ThrottleLimits
 from .topics import owner_segment
@@ -82,15 +82,27 @@ class KeyedClaimStore:
 
 
 def record_value(claim: Claim, stored_at: float) -> dict[str, Any]:
-    """What the store keeps for a claim: its wire JSON (re-verified at load) and when."""
-    return {"claim": claim.to_json(), "at": stored_at}
+    """What the store keeps for a claim: the signed bytes, the signature, and when.
+
+    Half the size of the wire form, whose attached signature repeats the restriction.
+    """
+    return {
+        "restriction": claim.restriction.canonical_bytes(),
+        "signature": claim.signature,
+        "at": stored_at,
+    }
 
 
 def verify_record(topic: str, value: Any) -> Claim:
     """The claim in a stored record, re-verified; ``ClaimError`` says why it is compromised."""
-    if not isinstance(value, dict) or not isinstance(value.get("claim"), str):
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("restriction"), bytes)
+        or not isinstance(value.get("signature"), bytes)
+    ):
         raise ClaimError(ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR, "the record holds no claim")
-    claim = parse_claim(value["claim"].encode("utf-8"))
+    restriction = parse_restriction(load_json(value["restriction"], "the stored restriction"))
+    claim = Claim(restriction, value["signature"])
     verify_claim(claim)
     if claim.topic_name != topic:
         raise ClaimError(

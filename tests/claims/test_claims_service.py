@@ -22,7 +22,12 @@ from claims_helpers import (
 from edge_broker.auth.identity import Identity
 from edge_broker.claims.access import Quarantined
 from edge_broker.claims.model import Activity, Claim, RestrictionType
-from edge_broker.claims.service import TABLE_PREFIX, ClaimService, KeyedClaimStore
+from edge_broker.claims.service import (
+    TABLE_PREFIX,
+    ClaimService,
+    KeyedClaimStore,
+    record_value,
+)
 from edge_broker.claims.signature import sign_restriction
 from edge_broker.claims.smoker_id import smoker_id
 from edge_broker.claims.throttle import ThrottleLimits
@@ -122,18 +127,23 @@ async def test_tampered_records_are_quarantined_and_answer_0x83(tmp_path: Path) 
     await service.claim(smoker_identity(), 1, claim_payload(restriction(TOPIC, WL)))
     await close(service)
     # an attacker with access to the store widens the whitelist without the owner's key
-    obj = json.loads(claim_payload(restriction(TOPIC, WL)))
-    obj["restriction"]["permissions"] = [{"clientId": THIRD, "activity": "ALL"}]
-    tamper(tmp_path, "~", TOPIC, {"claim": json.dumps(obj), "at": 0.0})
+    genuine = sign_restriction(OWNER_KEY, restriction(TOPIC, WL))
+    widened = Claim(restriction(TOPIC, WL, (THIRD, Activity.ALL)), genuine.signature)
+    tamper(tmp_path, "~", TOPIC, record_value(widened, 0.0))
     # ... or moves a valid claim to another topic, or writes garbage
     moved = f"restricted/{OWNER}/moved"
-    tamper(tmp_path, "~", moved, {"claim": claim_payload(restriction(good)).decode(), "at": 0})
+    tamper(tmp_path, "~", moved, record_value(sign_restriction(OWNER_KEY, restriction(good)), 0))
     junk = f"restricted/{OWNER}/junk"
     tamper(tmp_path, "~", junk, {"nothing": 1})
     # ... or claims someone else's area with its own key
     stolen = f"restricted/{OTHER}/stolen"
     thief = restriction(stolen, BL, owner=OTHER)
-    tamper(tmp_path, "~", stolen, {"claim": claim_payload(thief, OWNER_KEY).decode(), "at": 0})
+    tamper(tmp_path, "~", stolen, record_value(sign_restriction(OWNER_KEY, thief), 0))
+    # ... or stores a restriction that is not strict JSON
+    loose = f"restricted/{OWNER}/loose"
+    bad_json = record_value(sign_restriction(OWNER_KEY, restriction(loose)), 0)
+    bad_json["restriction"] = b'{"topicName": "x", "topicName": "y"}'
+    tamper(tmp_path, "~", loose, bad_json)
 
     service = open_service(tmp_path)
     report = service.load_report
@@ -143,9 +153,11 @@ async def test_tampered_records_are_quarantined_and_answer_0x83(tmp_path: Path) 
         ("~", moved),
         ("~", junk),
         ("~", stolen),
+        ("~", loose),
     }
     reasons = {topic: why for _, topic, why in report.quarantined}
-    assert "attached" in reasons[TOPIC] or "verify" in reasons[TOPIC]
+    assert "does not verify" in reasons[TOPIC] and "does not verify" in reasons[stolen]
+    assert "duplicate key" in reasons[loose]
     assert "stored under" in reasons[moved]
     assert "no claim" in reasons[junk]
     for topic in (TOPIC, moved, junk):
@@ -154,7 +166,7 @@ async def test_tampered_records_are_quarantined_and_answer_0x83(tmp_path: Path) 
         assert service.decide(smoker_identity(), topic, SUB).allowed  # the owner still may
     assert service.decide(smoker_identity(OTHER), good, SUB).allowed
     assert isinstance(service.lookup(stolen), Quarantined)
-    assert len(service.quarantined()) == 4
+    assert len(service.quarantined()) == 5
 
     # the owner claims again: back in service; the owner unclaims: gone
     await service.claim(smoker_identity(), 1, claim_payload(restriction(TOPIC, WL, (THIRD, SUB))))
@@ -163,7 +175,7 @@ async def test_tampered_records_are_quarantined_and_answer_0x83(tmp_path: Path) 
     assert service.lookup(moved) is None
     await close(service)
     again = open_service(tmp_path)
-    assert {topic for _, topic, _ in again.load_report.quarantined} == {junk, stolen}
+    assert {topic for _, topic, _ in again.load_report.quarantined} == {junk, stolen, loose}
     await close(again)
 
 

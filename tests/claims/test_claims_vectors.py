@@ -76,7 +76,7 @@ def test_attached_signature_literal_verifies_with_pynacl() -> None:
     # Ed25519 is deterministic: libsodium crypto_sign and pynacl give these very bytes
     assert bytes(SigningKey(SEED).sign(CANONICAL_1)) == raw
     assert base64.b64encode(
-        bytes(sign_restriction(SigningKey(SEED), restriction_1()).signature)
+        sign_restriction(SigningKey(SEED), restriction_1()).attached_signature
     ) == (SIGNATURE_1.encode())
 
 

@@ -95,6 +95,8 @@ def _token(pattern: str, tok: str, separator: str, index: int, *, last: bool) ->
 
 
 def _why_invalid(tok: str, separator: str) -> str:
+    if tok == "+":
+        return "'+' is the MQTT alias of '*' only with the separator '/'; write '*'"
     if any(c in tok for c in "*#>+"):
         return (
             f"{tok!r}: wildcards are a whole token ('*', '#', '>') or end a literal prefix "

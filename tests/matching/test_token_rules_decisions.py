@@ -55,7 +55,7 @@ def test_d2_plus_is_star_only_with_slash(sep: str) -> None:
         assert accepts("a/*/c", "a/+/c", sep)
         assert not accepts("a/?/c", "a/+/c", sep)
     else:
-        with pytest.raises(RuleError, match="'\\+'"):
+        with pytest.raises(RuleError, match="only with the separator '/'; write '\\*'"):
             SubRule.parse("a.*.c", ".").accepts("a.+.c")
 
 
@@ -313,3 +313,23 @@ def test_parsed_subscription_patterns_are_accepted_as_input(sep: str) -> None:
     other = "/" if sep == "." else "."
     with pytest.raises(ValueError, match="separator"):
         rules.allowed(parse_pattern("store", other))
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+@pytest.mark.parametrize(
+    ("pattern", "segment", "fragment"),
+    [
+        ("a.>.b", ">", "'>' is allowed only in the last token"),
+        ("a.#.b", "#", "'#' is allowed only in the last token"),
+        ("a.b.c>.x", "c>", "a prefix tail is allowed only in the last token"),
+        ("a.ab*c", "ab*c", "wildcards are a whole token"),
+        ("a.(a)", "(a)", "contains '('"),
+        ("a..b", "", "empty token at position 2"),
+    ],
+)
+def test_seed_001_invalid_pattern_messages(
+    sep: str, pattern: str, segment: str, fragment: str
+) -> None:
+    with pytest.raises(RuleError) as info:
+        pattern_tokens(s(pattern, sep), sep)
+    assert info.value.segment == segment and fragment in str(info.value)

@@ -24,32 +24,50 @@ DEFAULT_CACHE_SIZE = 4096
 
 
 class _PrefixMap(Generic[V]):
-    """Values keyed by a prefix; finds every key that is a prefix of a token."""
+    """Values keyed by a prefix; finds every key that is a prefix of a token.
 
-    __slots__ = ("items", "longest")
+    ``lengths`` is the sorted tuple of the distinct prefix lengths present (usually a few even
+    for thousands of prefixes), so a token costs one dict lookup per such length.
+    """
+
+    __slots__ = ("items", "_length_counts", "lengths")
 
     def __init__(self) -> None:
         self.items: dict[str, V] = {}
-        self.longest = 0
+        self._length_counts: dict[int, int] = {}
+        self.lengths: tuple[int, ...] = ()
 
     def add_default(self, prefix: str, make: type[V]) -> V:
         item = self.items.get(prefix)
         if item is None:
             item = self.items[prefix] = make()
-            self.longest = max(self.longest, len(prefix))
+            n = len(prefix)
+            count = self._length_counts.get(n, 0)
+            self._length_counts[n] = count + 1
+            if not count:
+                self.lengths = tuple(sorted(self._length_counts))
         return item
 
     def discard(self, prefix: str) -> None:
         del self.items[prefix]
-        self.longest = max(map(len, self.items), default=0)
+        n = len(prefix)
+        count = self._length_counts[n] - 1
+        if count:
+            self._length_counts[n] = count
+        else:
+            del self._length_counts[n]
+            self.lengths = tuple(sorted(self._length_counts))
 
     def prefixes_of(self, token: str) -> list[V]:
         items = self.items
         if len(items) <= 4:  # a handful of prefixes: test each rather than slice the token
             return [v for p, v in items.items() if token.startswith(p)]
         found: list[V] = []
-        for k in range(1, min(len(token), self.longest) + 1):
-            v = items.get(token[:k])
+        size = len(token)
+        for n in self.lengths:
+            if n > size:
+                break
+            v = items.get(token[:n])
             if v is not None:
                 found.append(v)
         return found

@@ -61,7 +61,7 @@ class Chunk:
         return self.parts[0] if self.kind is ChunkKind.PATTERN else self.text
 
 
-def _chunk_error(expr: str, chunk: str) -> str | None:
+def _chunk_error(chunk: str) -> str | None:
     """Why ``chunk`` cannot appear in a canonical key expression, or ``None``."""
     if chunk == "":
         return "empty chunks are forbidden: no leading, trailing or double '/'"
@@ -112,7 +112,12 @@ def _parse_chunks(expr: str) -> tuple[Chunk, ...]:
     chunks: list[Chunk] = []
     previous_double = False
     for text in texts:
-        reason = _chunk_error(expr, text)
+        if text and "$" not in text and "*" not in text and "#" not in text and "?" not in text:
+            # The common case, a plain literal or verbatim chunk: no character-level checks.
+            previous_double = False
+            chunks.append(Chunk(text, ChunkKind.VERBATIM if text[0] == "@" else ChunkKind.LITERAL))
+            continue
+        reason = _chunk_error(text)
         if reason is not None:
             raise RuleError(expr, text, reason)
         if previous_double and text == "**":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
 from ..matching.errors import RuleError
@@ -88,7 +89,7 @@ class Grants:
     grants: tuple[TenantGrant, ...]
     separator: str = DEFAULT_SEPARATOR
     _by_tenant: Mapping[str, CompiledTenantGrants] = field(
-        default_factory=dict, repr=False, compare=False
+        default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
 
     @staticmethod
@@ -109,7 +110,7 @@ class Grants:
                     key,
                 )
             by_tenant[tenant] = shared[key]
-        return Grants(tuple(grants), separator, by_tenant)
+        return Grants(tuple(grants), separator, MappingProxyType(by_tenant))
 
     @staticmethod
     def parse(value: Any, separator: str = DEFAULT_SEPARATOR) -> Grants:

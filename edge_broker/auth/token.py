@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Final
 
 import jwt
@@ -157,7 +158,10 @@ class TokenVerifier:
 
     def _candidates(self, alg: str, kid: str | None) -> list[TokenKey]:
         if kid is not None:
-            named = [k for k in self.keys if k.kid == kid]
+            # A key configured without a kid stands for any kid: it must still verify.
+            named = [k for k in self.keys if k.kid == kid] or [
+                k for k in self.keys if k.kid is None
+            ]
             if not named:
                 raise _bad(f"token signed with unknown key id {kid!r}")
             bound = [k for k in named if k.algorithm == alg]
@@ -232,7 +236,8 @@ class TokenVerifier:
         except GrantError as exc:
             raise _bad(f"invalid token grants: {exc}") from None
         return VerifiedToken(
-            subject, bound, exp, nbf, iat, audience, issuer, alg, kid, grants, payload
+            subject, bound, exp, nbf, iat, audience, issuer, alg, kid, grants,
+            MappingProxyType(payload),
         )
 
 

@@ -295,3 +295,18 @@ def test_verifier_configuration_errors() -> None:
 def test_token_error_str_is_the_reason() -> None:
     err = refused(verifier(), "abc")
     assert str(err) == err.reason
+
+
+def test_key_without_kid_verifies_tokens_with_any_kid() -> None:
+    plain = TokenVerifier([verify_key("EdDSA")])
+    assert plain.verify(token("EdDSA", kid="issuer-7"), now=NOW).kid == "issuer-7"
+    err = refused(TokenVerifier([verify_key("EdDSA", kid="a")]), token("EdDSA", kid="issuer-7"))
+    assert "unknown key id 'issuer-7'" in err.reason
+
+
+def test_verified_token_is_immutable() -> None:
+    verified = verifier().verify(token(), now=NOW)
+    with pytest.raises(TypeError):
+        verified.claims["exp"] = 0  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        verified.subject = "x"  # type: ignore[misc]

@@ -26,7 +26,7 @@ APPENDER = textwrap.dedent(
     from edge_broker.store import KeyedLog
 
     async def main(path):
-        keyed = KeyedLog.open(path, fsync="always", compact_min_bytes=20_000, compact_ratio=0.3)
+        keyed = KeyedLog.open(path, fsync="always", compact_min_bytes=8_000, compact_ratio=0.3)
         table = keyed.table("claims")
 
         async def writer(w):
@@ -38,7 +38,7 @@ APPENDER = textwrap.dedent(
                 # Overwrites make dead bytes, so compactions run under load too.
                 await table.put(f"hot-{w}", {"n": n, "pad": "h" * 150})
                 sys.stdout.write(f"hot hot-{w} {n}\\n")
-                if w == 0 and n % 20 == 0:
+                if w == 0 and n % 5 == 0:
                     sys.stdout.write(f"compactions {keyed.stats().compactions}\\n")
                 sys.stdout.flush()
                 n += 1
@@ -75,16 +75,23 @@ def _kill_after(proc: subprocess.Popen[bytes], seconds: float) -> list[str]:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_every_acknowledged_append_survives_sigkill(tmp_path: Path, seed: int) -> None:
-    path = tmp_path / "claims.log"
-    rng = random.Random(seed)
+    kill_rounds(tmp_path / "claims.log", random.Random(seed), rounds=3)
+
+
+@pytest.mark.soak
+def test_sigkill_soak(tmp_path: Path) -> None:
+    kill_rounds(tmp_path / "claims.log", random.Random(), rounds=60)
+
+
+def kill_rounds(path: Path, rng: random.Random, rounds: int) -> None:
     acknowledged: set[str] = set()
     compactions = 0
-    for _round in range(3):
+    for _round in range(rounds):
         proc = subprocess.Popen(
             [sys.executable, "-c", APPENDER, str(path)], stdout=subprocess.PIPE, bufsize=0
         )
         hot: dict[str, int] = {}
-        for line in _kill_after(proc, rng.uniform(0.1, 0.5)):
+        for line in _kill_after(proc, rng.uniform(0.15, 0.5)):
             kind, *rest = line.split()
             if kind == "put":
                 acknowledged.add(rest[0])

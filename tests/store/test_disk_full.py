@@ -285,3 +285,27 @@ def test_failed_automatic_compaction_does_not_fail_appends(
     assert keyed.stats().compactions >= 1 and keyed.health().compaction_error is None
     keyed.close()
     assert KeyedLog.open(str(path), readonly=True).table("t")["same"] == 299
+
+
+def test_read_only_filesystem_refuses_writers_and_serves_readers(tiny_fs: Path) -> None:
+    path = tiny_fs / "a.log"
+    keyed = KeyedLog.open(str(path))
+    keyed.table("t").put_sync("k", "v")
+    keyed.close()
+    remount = subprocess.run(
+        ["mount", "-o", "remount,ro", str(tiny_fs)], capture_output=True, text=True, check=False
+    )
+    if remount.returncode != 0:
+        pytest.skip(f"cannot remount the tmpfs read-only: {remount.stderr.strip()}")
+    try:
+        with pytest.raises(StoreError, match="read-only; remount it read-write") as raised:
+            KeyedLog.open(str(path))
+        assert raised.value.errno == errno.EROFS
+        reader = KeyedLog.open(str(path), readonly=True)
+        assert reader.table("t")["k"] == "v"
+        reader.close()
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(tiny_fs)], check=False)
+    writer = KeyedLog.open(str(path))
+    writer.table("t").put_sync("k2", "v2")
+    writer.close()

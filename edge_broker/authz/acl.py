@@ -21,7 +21,7 @@ tree lookups per publish and per delivery; merged results are memoised per attri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,22 +182,15 @@ class Acl:
     def for_subject(
         self, interface: str | None, cert_cn: str | None, username: str | None
     ) -> SubjectAcl:
-        """The merged :class:`SubjectAcl` for these connection attributes."""
+        """The merged :class:`SubjectAcl` for these connection attributes (trees of several
+        combinations are united per scope on first use, then kept)."""
         matched = self.matching_combinations(interface, cert_cn, username)
         if len(matched) == 1:
             return self.subject_acls[matched[0]]
         cached = self._merged.get(matched)
         if cached is not None:
             return cached
-        parts = [self.subject_acls[i].trees for i in matched]
-        scopes = {scope for trees in parts for scope in trees}
-        merged = {
-            scope: TreePair(
-                KeTree.union(t[scope].allow for t in parts if scope in t),
-                KeTree.union(t[scope].deny for t in parts if scope in t),
-            )
-            for scope in scopes
-        }
+        merged = _LazyUnion(tuple(self.subject_acls[i].trees for i in matched))
         result = SubjectAcl(self.config.enabled, self.config.default_permission, merged)
         if len(self._merged) >= _CACHE_LIMIT:
             self._merged.clear()
@@ -221,6 +214,36 @@ class Acl:
         else:
             subject = self.for_subject(*subject_attrs)
         return subject.decide(flow, message, key)
+
+
+class _LazyUnion(Mapping[Scope, TreePair]):
+    """The union of several combinations' trees, built per scope on first use: a connection
+    pays only for the (flow, message) pairs its traffic actually asks about."""
+
+    __slots__ = ("_parts", "_scopes", "_built")
+
+    def __init__(self, parts: tuple[Mapping[Scope, TreePair], ...]) -> None:
+        self._parts = parts
+        self._scopes = frozenset(scope for trees in parts for scope in trees)
+        self._built: dict[Scope, TreePair] = {}
+
+    def __getitem__(self, scope: Scope) -> TreePair:
+        pair = self._built.get(scope)
+        if pair is None:
+            if scope not in self._scopes:
+                raise KeyError(scope)
+            present = [trees[scope] for trees in self._parts if scope in trees]
+            pair = TreePair(
+                KeTree.union(p.allow for p in present), KeTree.union(p.deny for p in present)
+            )
+            self._built[scope] = pair
+        return pair
+
+    def __iter__(self) -> Iterator[Scope]:
+        return iter(self._scopes)
+
+    def __len__(self) -> int:
+        return len(self._scopes)
 
 
 def _add_rule(

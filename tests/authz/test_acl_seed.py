@@ -326,3 +326,26 @@ def test_table_rows_under_default_allow(request_ke: str, rule_ke: str, match: bo
     acl = priority_acl("allow", deny=[rule_ke], allow=[])
     decision = acl.decide(ident(), Flow.INGRESS, Message.PUT, request_ke)
     assert decision == (AclDecision(False, "deny") if match else AclDecision(True))
+
+
+def test_merged_subject_holds_the_union_of_its_combinations_scopes() -> None:
+    acl = Acl.load(
+        {
+            "enabled": True,
+            "rules": [
+                {"id": "p", "messages": ["put"], "flows": ["ingress"], "permission": "allow",
+                 "key_exprs": ["a/**"]},
+                {"id": "q", "messages": ["query"], "flows": ["egress"], "permission": "allow",
+                 "key_exprs": ["b"]},
+            ],
+            "subjects": [{"id": "lo", "interfaces": ["lo"]}, {"id": "bob", "usernames": ["bob"]}],
+            "policies": [{"rules": ["p"], "subjects": ["lo"]}, {"rules": ["q"], "subjects": ["bob"]}],
+        }
+    )  # fmt: skip
+    merged = acl.for_identity(ident("lo", user="bob"))
+    assert set(merged.trees) == {(Flow.INGRESS, Message.PUT), (Flow.EGRESS, Message.QUERY)}
+    assert len(merged.trees) == 2
+    assert merged.trees.get((Flow.EGRESS, Message.PUT)) is None
+    assert merged.decide(Flow.INGRESS, Message.PUT, "a/x") == AclDecision(True, "p")
+    assert merged.decide(Flow.EGRESS, Message.QUERY, "b") == AclDecision(True, "q")
+    assert not merged.decide(Flow.EGRESS, Message.PUT, "a/x").allowed

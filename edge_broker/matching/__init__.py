@@ -19,6 +19,7 @@ from .pattern_trie import PatternTrie
 from .rule_index import FirstMatchIndex
 from .subscription_patterns import SubscriptionPattern, parse_pattern, pattern_matches
 from .subscription_trie import SubscriptionTrie
+from .topic_tree import TopicTree
 
 __all__ = [
     "DecisionCache",
@@ -28,6 +29,7 @@ __all__ = [
     "SharedFilter",
     "SubscriptionPattern",
     "SubscriptionTrie",
+    "TopicTree",
     "filter_contains",
     "filters_overlap",
     "parse_pattern",

@@ -29,16 +29,11 @@ from nacl.signing import SigningKey
 from edge_broker.auth.identity import Identity
 from edge_broker.claims.evaluate import evaluate_claim
 from edge_broker.claims.model import Activity, Permission, Restriction, RestrictionType
-from edge_broker.claims.service import (
-    TABLE_PREFIX,
-    ClaimService,
-    KeyedClaimStore,
-    record_value,
-)
+from edge_broker.claims.persistence import KeyedClaimStore, record_value
+from edge_broker.claims.service import ClaimService
 from edge_broker.claims.signature import sign_restriction
 from edge_broker.claims.smoker_id import smoker_id
 from edge_broker.claims.throttle import FloodGuard, ThrottleLimits
-from edge_broker.store import KeyedLog
 
 UNLIMITED = ThrottleLimits(
     max_claim_bytes=1 << 20,
@@ -121,14 +116,11 @@ async def bench_durable(n: int, concurrency: int, directory: Path) -> None:
 
 def bench_load(n: int, directory: Path) -> None:
     path = directory / f"load-{n}.log"
-    keyed = KeyedLog.open(str(path), fsync="never")
-    table = keyed.table(TABLE_PREFIX + "~")
+    writer = KeyedClaimStore.open(str(path), fsync="never")
     for i in range(n):
-        table.put_sync(
-            restriction(i).topic_name,
-            record_value(sign_restriction(OWNER_KEY, restriction(i)), 0.0),
-        )
-    keyed.close()
+        claim = sign_restriction(OWNER_KEY, restriction(i))
+        writer.put_sync("~", claim.topic_name, record_value(claim, 0.0))
+    writer.close()
     size = path.stat().st_size
     start = time.perf_counter()
     store = KeyedClaimStore.open(str(path), readonly=True)

@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from nacl.signing import SigningKey
+from tinydb import Query, TinyDB
 
 from ..keys import KeyFileError, load_signing_key, write_signing_key
-from ..store import StoreError
-from .access import Quarantined
+from ..store import LogStorage, StoreError
 from .errors import ClaimError
 from .model import Activity, Claim, Permission, Restriction, RestrictionType
 from .parse import parse_claim
-from .service import CLAIMS_LOG, ClaimService, KeyedClaimStore
+from .persistence import CLAIMS_LOG, TINYDB_TABLE, KeyedClaimStore, verify_record
+from .service import ClaimService
 from .signature import sign_restriction, verify_claim
 from .smoker_id import smoker_id
 from .topics import RESTRICTED_PREFIX
@@ -124,54 +125,73 @@ def _cmd_sign(args: argparse.Namespace) -> int:
 # -- claim list | show | verify -------------------------------------------------------------------
 
 
-def _open_store(directory: str) -> ClaimService:
+def _open_service(directory: str) -> ClaimService:
     path = os.path.join(directory, CLAIMS_LOG)
     if not os.path.exists(path):
         raise UsageError(f"{path}: no claim store here; --store names the broker's state directory")
     return ClaimService(KeyedClaimStore.open(path, readonly=True))
 
 
-def _summary(record: Claim | Quarantined) -> dict[str, Any]:
-    if isinstance(record, Quarantined):
-        return {"topicName": record.topic_name, "status": "QUARANTINED", "reason": record.reason}
-    r = record.restriction
-    return {
-        "topicName": r.topic_name,
-        "status": "ok",
-        "restrictionType": r.restriction_type.value,
-        "permissions": [p.to_json_obj() for p in r.permissions],
-    }
+def _query(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The stored claim documents that match the filters, by TinyDB query on the log."""
+    path = os.path.join(args.store, CLAIMS_LOG)
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no claim store here; --store names the broker's state directory")
+    q = Query()
+    condition = q.noop()
+    if args.tenant is not None:
+        condition &= q.tenant == args.tenant
+    if getattr(args, "topic", None) is not None:
+        condition &= q.topic == args.topic
+    if getattr(args, "owner", None) is not None:
+        condition &= q.owner == args.owner
+    involving = getattr(args, "involving", None)
+    if involving is not None:
+        named = (f'"clientId":"{involving}"', '"clientId":"*"')
+        condition &= (q.owner != involving) & q.restriction.test(
+            lambda text: isinstance(text, str) and any(n in text for n in named)
+        )
+    db = TinyDB(path, storage=LogStorage, readonly=True)
+    try:
+        docs = [dict(doc) for doc in db.table(TINYDB_TABLE).search(condition)]
+    finally:
+        db.close()
+    return sorted(docs, key=lambda d: (str(d.get("tenant")), str(d.get("topic"))))
 
 
-def _records(service: ClaimService, tenant: str | None) -> list[tuple[str, Claim | Quarantined]]:
-    rows: list[tuple[str, Claim | Quarantined]] = []
-    for t in service.tenants():
-        if tenant is None or t == tenant:
-            rows.extend((t, record) for record in service.records(t))
-    return sorted(rows, key=lambda row: (row[0], row[1].topic_name))
+def _status(doc: dict[str, Any]) -> Claim | str:
+    """The verified claim of a document, or why it is quarantined."""
+    try:
+        return verify_record(str(doc.get("topic")), doc)
+    except ClaimError as exc:
+        return exc.message
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    service = _open_store(args.store)
-    for tenant, record in _records(service, args.tenant):
-        if isinstance(record, Quarantined):
-            print(f"{tenant}\t{record.topic_name}\tQUARANTINED\t{record.reason}")
+    for doc in _query(args):
+        status = _status(doc)
+        where = f"{doc.get('tenant')}\t{doc.get('topic')}"
+        if isinstance(status, str):
+            print(f"{where}\tQUARANTINED\t{status}")
         else:
-            r = record.restriction
+            r = status.restriction
             count = len(r.permissions)
-            print(f"{tenant}\t{r.topic_name}\t{r.restriction_type.value}\t{count} permission(s)")
+            print(f"{where}\t{r.restriction_type.value}\t{count} permission(s)")
     return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    service = _open_store(args.store)
-    record = service.lookup(args.topic, args.tenant)
-    if record is None:
+    docs = _query(args)
+    if not docs:
         raise UsageError(f"no claim on {args.topic!r} in tenant {args.tenant!r}")
-    shown = _summary(record)
-    if isinstance(record, Claim):
-        shown["claim"] = record.to_json_obj()
-    print(json.dumps({"tenant": args.tenant, **shown}, indent=2, ensure_ascii=False))
+    doc = docs[0]
+    status = _status(doc)
+    shown: dict[str, Any] = {"tenant": doc.get("tenant"), "topicName": doc.get("topic")}
+    if isinstance(status, str):
+        shown.update(status="QUARANTINED", reason=status)
+    else:
+        shown.update(status="ok", stored_at=doc.get("at"), claim=status.to_json_obj())
+    print(json.dumps(shown, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -183,7 +203,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return 0
     if not args.store:
         raise UsageError("give --store DIR (a claim store) or --file CLAIM.json")
-    service = _open_store(args.store)
+    service = _open_service(args.store)
     report = service.load_report
     for tenant, topic, reason in report.quarantined:
         print(f"QUARANTINED\t{tenant}\t{topic}\t{reason}")
@@ -253,6 +273,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         p = sub.add_parser(name, help=text)
         p.add_argument("--store", required=name != "verify", help="the broker's state directory")
         p.add_argument("--tenant", default=None if name == "list" else "~")
+        if name == "list":
+            p.add_argument("--owner", metavar="ID", help="only claims owned by this SMOKER ID")
+            p.add_argument(
+                "--involving", metavar="ID", help="only others' claims naming this ID or '*'"
+            )
         if name == "show":
             p.add_argument("topic")
         if name == "verify":

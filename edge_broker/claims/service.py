@@ -17,99 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..auth.identity import Identity
 from ..mqtt.reason_codes import ReasonCode
-from ..store import KeyedLog, StoreError
+from ..store import StoreError
 from .access import AccessResult, ClaimRecord, Quarantined, decide
 from .errors import ClaimError
 from .evaluate import ClaimOutcome, UnclaimOutcome, evaluate_claim, evaluate_unclaim
 from .info import InfoRequestOutcome, check_claims_request, claims_info_payload, is_involved
 from .model import Activity, Claim
-from .parse import load_json, parse_restriction
-from .signature import verify_claim
+from .persistence import ClaimPersistence, record_value, verify_record
 from .throttle import FloodGuard, ThrottleLimits
 from .topics import owner_segment
-
-CLAIMS_LOG = "claims.log"  # the claim store's file in the broker's state directory
-TABLE_PREFIX = "claims:"  # one table per tenant in the claim log: "claims:~", "claims:site-a"
-
-
-class ClaimPersistence(Protocol):
-    """Where claims live between restarts; ``put``/``delete`` return once durable."""
-
-    def records(self) -> Iterable[tuple[str, str, Any]]:
-        """Every stored ``(tenant, topic, value)``."""
-        ...
-
-    async def put(self, tenant: str, topic: str, value: Any) -> None: ...
-
-    async def delete(self, tenant: str, topic: str) -> None: ...
-
-
-class KeyedClaimStore:
-    """``ClaimPersistence`` on an append-only ``store.KeyedLog`` (e.g. ``<state>/claims.log``)."""
-
-    __slots__ = ("keyed",)
-
-    def __init__(self, keyed: KeyedLog) -> None:
-        self.keyed = keyed
-
-    @classmethod
-    def open(
-        cls, path: str, *, fsync: str | float = "always", readonly: bool = False
-    ) -> KeyedClaimStore:
-        return cls(KeyedLog.open(path, fsync=fsync, readonly=readonly))
-
-    def records(self) -> Iterable[tuple[str, str, Any]]:
-        for table in self.keyed.tables():
-            if table.startswith(TABLE_PREFIX):
-                tenant = table[len(TABLE_PREFIX) :]
-                for key, value in self.keyed.iter_items(table):
-                    yield tenant, key if isinstance(key, str) else repr(key), value
-
-    async def put(self, tenant: str, topic: str, value: Any) -> None:
-        await self.keyed.table(TABLE_PREFIX + tenant).put(topic, value)
-
-    async def delete(self, tenant: str, topic: str) -> None:
-        await self.keyed.table(TABLE_PREFIX + tenant).delete(topic)
-
-    async def aclose(self) -> None:
-        await self.keyed.aclose()
-
-
-def record_value(claim: Claim, stored_at: float) -> dict[str, Any]:
-    """What the store keeps for a claim: the signed bytes, the signature, and when.
-
-    Half the size of the wire form, whose attached signature repeats the restriction.
-    """
-    return {
-        "restriction": claim.restriction.canonical_bytes(),
-        "signature": claim.signature,
-        "at": stored_at,
-    }
-
-
-def verify_record(topic: str, value: Any) -> Claim:
-    """The claim in a stored record, re-verified; ``ClaimError`` says why it is compromised."""
-    if (
-        not isinstance(value, dict)
-        or not isinstance(value.get("restriction"), bytes)
-        or not isinstance(value.get("signature"), bytes)
-    ):
-        raise ClaimError(ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR, "the record holds no claim")
-    restriction = parse_restriction(load_json(value["restriction"], "the stored restriction"))
-    claim = Claim(restriction, value["signature"])
-    verify_claim(claim)
-    if claim.topic_name != topic:
-        raise ClaimError(
-            ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR,
-            f"the record is stored under {topic!r} but claims {claim.topic_name!r}",
-        )
-    return claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +173,7 @@ class ClaimService:
         claim = outcome.claim
         if claim is None:
             return outcome
-        value = record_value(claim, self._wall_clock())
+        value = record_value(claim, self._wall_clock(), tenant)
         failed = await asyncio.shield(self._start_write(tenant, claim.topic_name, claim, value))
         if failed is not None:
             return ClaimOutcome(ReasonCode.UNSPECIFIED_ERROR, failed)

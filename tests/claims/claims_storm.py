@@ -9,7 +9,8 @@ import sys
 
 from claims_helpers import OWNER, OWNER_KEY, claim_payload, restriction, smoker_identity
 
-from edge_broker.claims.service import ClaimService, KeyedClaimStore
+from edge_broker.claims.persistence import KeyedClaimStore
+from edge_broker.claims.service import ClaimService
 from edge_broker.claims.throttle import ThrottleLimits
 from edge_broker.mqtt.reason_codes import ReasonCode
 

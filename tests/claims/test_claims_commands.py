@@ -15,12 +15,12 @@ from claims_helpers import smoker_identity as identity
 
 from edge_broker.claims.evaluate import evaluate_claim
 from edge_broker.claims.model import Activity, RestrictionType
-from edge_broker.claims.service import TABLE_PREFIX, ClaimService, KeyedClaimStore
+from edge_broker.claims.persistence import KeyedClaimStore
+from edge_broker.claims.service import ClaimService
 from edge_broker.claims.smoker_id import is_smoker_id
 from edge_broker.cli import main
 from edge_broker.keys import load_signing_key, write_signing_key
 from edge_broker.mqtt.reason_codes import ReasonCode
-from edge_broker.store import KeyedLog
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -156,9 +156,9 @@ async def test_list_show_verify_on_a_store(
     await service.claim(identity(), 1, claim_payload(r_good))
     await service.claim(identity(), 1, claim_payload(restriction(bad)))
     await store.aclose()
-    keyed = KeyedLog.open(str(tmp_path / "claims.log"))
-    keyed.table(TABLE_PREFIX + "~").put_sync(bad, {"claim": "{}", "at": 0})
-    keyed.close()
+    tampered = KeyedClaimStore.open(str(tmp_path / "claims.log"))
+    tampered.put_sync("~", bad, {"restriction": "{}", "signature": bytes(64), "at": 0})
+    tampered.close()
 
     code, out, _ = run(capsys, "claim", "list", "--store", str(tmp_path))
     assert code == 0
@@ -192,3 +192,64 @@ def test_console_script_is_wired(tmp_path: Path) -> None:
         env={**os.environ},
     )
     assert result.returncode == 0 and is_smoker_id(result.stdout.strip())
+
+
+async def test_list_filters_are_tinydb_queries_on_the_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from claims_helpers import OTHER_KEY, THIRD
+
+    service = ClaimService(KeyedClaimStore.open(str(tmp_path / "claims.log")))
+    mine = restriction(f"restricted/{OWNER}/a", RestrictionType.WHITELIST, (OTHER, Activity.ALL))
+    open_one = restriction(
+        f"restricted/{OWNER}/b", RestrictionType.BLACKLIST, ("*", Activity.PUBLISH)
+    )
+    closed = restriction(f"restricted/{OWNER}/c", RestrictionType.WHITELIST, (THIRD, Activity.ALL))
+    theirs = restriction(None, RestrictionType.WHITELIST, owner=OTHER)
+    for r in (mine, open_one, closed):
+        await service.claim(identity(), 1, claim_payload(r))
+    await service.claim(identity(OTHER), 1, claim_payload(theirs, OTHER_KEY))
+    assert isinstance(service.store, KeyedClaimStore)
+    await service.store.aclose()
+
+    def topics(*extra: str) -> list[str]:
+        code, out, _ = run(capsys, "claim", "list", "--store", str(tmp_path), *extra)
+        assert code == 0
+        return [line.split("\t")[1] for line in out.splitlines()]
+
+    assert topics("--owner", OTHER) == [theirs.topic_name]
+    assert topics("--involving", OTHER) == [mine.topic_name, open_one.topic_name]
+    assert topics("--involving", THIRD) == [open_one.topic_name, closed.topic_name]
+    assert topics("--tenant", "elsewhere") == []
+    assert len(topics()) == 4
+
+
+async def test_a_claim_edited_through_tinydb_is_quarantined(tmp_path: Path) -> None:
+    from tinydb import Query, TinyDB
+
+    from edge_broker.store import LogStorage
+
+    path = str(tmp_path / "claims.log")
+    service = ClaimService(KeyedClaimStore.open(path))
+    topic = f"restricted/{OWNER}/door"
+    await service.claim(identity(), 1, claim_payload(restriction(topic, RestrictionType.WHITELIST)))
+    assert isinstance(service.store, KeyedClaimStore)
+    await service.store.aclose()
+
+    db = TinyDB(path, storage=LogStorage)  # the attacker's tool of choice
+    claims = db.table("claims")
+    doc = claims.get(Query().topic == topic)
+    assert isinstance(doc, dict)
+    widened = doc["restriction"].replace(
+        '"permissions":[]', f'"permissions":[{{"activity":"ALL","clientId":"{OTHER}"}}]'
+    )
+    assert widened != doc["restriction"]
+    claims.update({"restriction": widened}, Query().topic == topic)
+    db.close()
+
+    reopened = ClaimService(KeyedClaimStore.open(path))
+    assert [t for _, t, _ in reopened.load_report.quarantined] == [topic]
+    result = reopened.decide(identity(OTHER), topic, Activity.SUBSCRIBE)
+    assert result.reason_code is ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR
+    assert isinstance(reopened.store, KeyedClaimStore)
+    await reopened.store.aclose()

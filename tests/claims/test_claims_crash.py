@@ -12,7 +12,8 @@ from pathlib import Path
 from claims_helpers import OWNER, OWNER_KEY, claim_payload, restriction, smoker_identity
 
 from edge_broker.claims.model import Claim
-from edge_broker.claims.service import ClaimService, KeyedClaimStore
+from edge_broker.claims.persistence import KeyedClaimStore
+from edge_broker.claims.service import ClaimService
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 HERE = Path(__file__).parent

@@ -22,17 +22,12 @@ from claims_helpers import (
 from edge_broker.auth.identity import Identity
 from edge_broker.claims.access import Quarantined
 from edge_broker.claims.model import Activity, Claim, RestrictionType
-from edge_broker.claims.service import (
-    TABLE_PREFIX,
-    ClaimService,
-    KeyedClaimStore,
-    record_value,
-)
+from edge_broker.claims.persistence import KeyedClaimStore, record_value
+from edge_broker.claims.service import ClaimService
 from edge_broker.claims.signature import sign_restriction
 from edge_broker.claims.smoker_id import smoker_id
 from edge_broker.claims.throttle import ThrottleLimits
 from edge_broker.mqtt.reason_codes import ReasonCode
-from edge_broker.store import KeyedLog
 
 TOPIC = f"restricted/{OWNER}/temperature"
 WL, BL = RestrictionType.WHITELIST, RestrictionType.BLACKLIST
@@ -115,9 +110,9 @@ async def test_unclaim_removes_durably_and_nothing_to_remove_writes_nothing(tmp_
 
 
 def tamper(path: Path, tenant: str, topic: str, value: object) -> None:
-    keyed = KeyedLog.open(str(path / "claims.log"))
-    keyed.table(TABLE_PREFIX + tenant).put_sync(topic, value)
-    keyed.close()
+    store = KeyedClaimStore.open(str(path / "claims.log"))
+    store.put_sync(tenant, topic, value)
+    store.close()
 
 
 async def test_tampered_records_are_quarantined_and_answer_0x83(tmp_path: Path) -> None:
@@ -142,7 +137,7 @@ async def test_tampered_records_are_quarantined_and_answer_0x83(tmp_path: Path) 
     # ... or stores a restriction that is not strict JSON
     loose = f"restricted/{OWNER}/loose"
     bad_json = record_value(sign_restriction(OWNER_KEY, restriction(loose)), 0)
-    bad_json["restriction"] = b'{"topicName": "x", "topicName": "y"}'
+    bad_json["restriction"] = '{"topicName": "x", "topicName": "y"}'
     tamper(tmp_path, "~", loose, bad_json)
 
     service = open_service(tmp_path)

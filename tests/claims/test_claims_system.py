@@ -11,7 +11,8 @@ from claims_helpers import OTHER, OWNER, THIRD, claim_payload, plain_identity, r
 from claims_helpers import smoker_identity as smoker
 
 from edge_broker.claims.model import Activity, RestrictionType
-from edge_broker.claims.service import ClaimService, KeyedClaimStore
+from edge_broker.claims.persistence import KeyedClaimStore
+from edge_broker.claims.service import ClaimService
 from edge_broker.claims.system import (
     delivery_allowed,
     handle_system_publish,

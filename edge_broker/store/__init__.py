@@ -3,6 +3,21 @@
 Used for SMOKER claims (issue 6), retained messages and persistent sessions (issue 8).
 Start with ``KeyedLog.open(path)``; ``Log`` is the record layer beneath it and ``LogStorage``
 the TinyDB view. Every failure is a ``StoreError``.
+
+How the broker uses it::
+
+    claims = KeyedLog.open(state_dir / "claims.log")    # one file per subsystem
+    if not claims.report.clean:
+        log.warning("claim store recovery: %s", claims.report)
+    try:
+        await claims.table("claims").put(topic, claim_record)   # returns once fsynced
+    except StoreError:
+        ...  # not durable: answer 0x80 (SMOKER.md), never 0x00
+    claims.health()   # StoreHealth for $SYS: healthy, error, errno, compaction_error
+    await claims.aclose()   # on shutdown: finish queued appends, fsync, close
+
+Files next to the log: ``<log>.lock`` (held while a writer has it open; kept on close) and
+``<log>.compact`` (only during a compaction; removed at open if a crash left it).
 """
 
 from .durability import Durability

@@ -7,7 +7,8 @@
   OS page cache; the log fsyncs at most ``interval`` seconds later. A crash of the broker process
   loses nothing (the kernel still holds the data), but a power loss or kernel crash can lose the
   last ``interval`` of acknowledged records. Much faster on SD cards, where one fsync costs
-  milliseconds.
+  milliseconds. The timer runs with the async API; the synchronous API fsyncs on the first
+  append after ``interval`` has passed, on ``sync()`` and on close.
 - ``never``: fsync only on close, compaction and explicit ``sync()``. For tests and benchmarks,
   or data that may be lost (QoS 0 state).
 """

@@ -44,7 +44,10 @@ class Reducer(Protocol):
     """The caller's state, rebuilt from the log. Called with the log's lock held."""
 
     def apply(self, record: Any, size: int) -> None:
-        """Fold one record (its frame is ``size`` bytes). Raise ``StoreError`` to reject it."""
+        """Fold one record (its frame is ``size`` bytes). Raise ``StoreError`` to reject it.
+
+        Rejection is for recovery (a damaged or foreign record); appended records are applied
+        after they were written, so append only records this method accepts."""
 
     def live_bytes(self) -> int:
         """Bytes of frames that still matter (the rest is dead and compaction drops it)."""

@@ -2,8 +2,9 @@
 
 ``TinyDB(path, storage=LogStorage)`` opens (or creates) a log file; ``TinyDB(storage=LogStorage,
 keyed=an_open_keyed_log)`` shares a log the broker already holds. Each TinyDB table is a keyed
-table named ``tinydb:<table>`` whose keys are the document ids, so other tables in the same file
-stay invisible to TinyDB.
+table named ``tinydb:<table>`` whose keys are the document ids (ints, as TinyDB's ids are), so
+other tables in the same file stay invisible to TinyDB, and a service may write documents
+through the keyed log directly (``Put("tinydb:claims", 12, doc)``) while TinyDB queries them.
 
 TinyDB hands ``write`` the whole database; ``write`` compares it with the index and appends only
 the documents that changed, as one atomic record (a crash keeps the write entirely or not at
@@ -26,7 +27,7 @@ from tinydb.storages import Storage
 
 from .durability import Durability
 from .errors import StoreError
-from .keyed import CreateTable, Delete, DropTable, KeyedLog, Op, Put
+from .keyed import CreateTable, Delete, DropTable, Key, KeyedLog, Op, Put
 from .log import DEFAULT_MAX_RECORD_SIZE
 
 PREFIX = "tinydb:"
@@ -45,6 +46,14 @@ def same_value(left: Any, right: Any) -> bool:
             same_value(a, b) for a, b in zip(left, right, strict=True)
         )
     return bool(left == right)
+
+
+def document_key(doc_id: str) -> Key:
+    """The log key of a TinyDB document id: an int for TinyDB's int ids ("12" → 12), else the
+    text. Writers that bypass TinyDB (the claim service) use the same int keys."""
+    if doc_id.isdecimal() and doc_id.isascii() and str(int(doc_id)) == doc_id:
+        return int(doc_id)
+    return doc_id
 
 
 class LogStorage(Storage):
@@ -98,14 +107,18 @@ class LogStorage(Storage):
             name = PREFIX + short
             if not self.keyed.has_table(name):
                 ops.append(CreateTable(name))
-            current = self.keyed.rows(name)
+            # TinyDB hands ids as strings; the log keeps each under the key it already has.
+            current = {str(key): (key, doc) for key, doc in self.keyed.rows(name).items()}
             for doc_id, document in documents.items():
-                key = str(doc_id)
-                missing = key not in current
-                if missing or not same_value(current[key], document):
-                    ops.append(Put(name, key, document))
+                stored = current.get(str(doc_id))
+                if stored is None:
+                    ops.append(Put(name, document_key(str(doc_id)), document))
+                elif not same_value(stored[1], document):
+                    ops.append(Put(name, stored[0], document))
             wanted_ids = {str(doc_id) for doc_id in documents}
-            ops.extend(Delete(name, key) for key in current if key not in wanted_ids)
+            ops.extend(
+                Delete(name, key) for text, (key, _) in current.items() if text not in wanted_ids
+            )
         if ops:
             self.keyed.commit_sync(ops)
 

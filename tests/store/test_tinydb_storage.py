@@ -198,3 +198,21 @@ def test_killed_writer_keeps_every_acknowledged_write(tmp_path: Path, delay: flo
     assert set(sizes.values()) == {3}
     db.close()
     os.unlink(path)
+
+
+def test_documents_written_through_the_keyed_log_are_tinydb_documents(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.log")
+    keyed = KeyedLog.open(path)
+    keyed.table("tinydb:claims").put_sync(7, {"owner": "dev7"})
+    keyed.table("tinydb:claims").put_sync(9, {"owner": "dev9"})
+    db = TinyDB(storage=LogStorage, keyed=keyed)
+    claims = db.table("claims")
+    assert claims.get(doc_id=7) == {"owner": "dev7"}
+    claims.update({"owner": "dev7b"}, doc_ids=[7])
+    claims.remove(doc_ids=[9])
+    assert claims.insert({"owner": "dev8"}) == 8  # TinyDB: highest id + 1
+    # The same int keys, no duplicates under string ids.
+    assert sorted(keyed.table("tinydb:claims").keys()) == [7, 8]  # type: ignore[type-var]
+    assert keyed.table("tinydb:claims")[7] == {"owner": "dev7b"}
+    db.close()
+    keyed.close()

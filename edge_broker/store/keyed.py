@@ -24,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+import cbor2
+
 from .durability import Durability
 from .errors import StoreError
 from .log import DEFAULT_MAX_RECORD_SIZE, Log, LogStats, StoreHealth
@@ -182,8 +184,21 @@ class KeyedLog:
         """Store ``ops`` atomically (one frame); returns when durable per the policy."""
         await self.log.append(self._record(ops))
 
-    def commit_sync(self, ops: Sequence[Op]) -> None:
-        self.log.append_sync(self._record(ops))
+    def commit_sync(self, ops: Sequence[Op], *, split_to_fit: bool = False) -> None:
+        """``commit`` that blocks. With ``split_to_fit``, ops too large for one record are
+        stored as several records in order (each atomic, the whole no longer): for bulk loads."""
+        if not split_to_fit:
+            self.log.append_sync(self._record(ops))
+            return
+        for record in self._fitting_records(ops):
+            self.log.append_sync(record)
+
+    def _fitting_records(self, ops: Sequence[Op]) -> list[list[Any]]:
+        record = self._record(ops)
+        if len(ops) == 1 or len(cbor2.dumps(record)) <= self.log.max_record_size:
+            return [record]
+        half = len(ops) // 2
+        return self._fitting_records(ops[:half]) + self._fitting_records(ops[half:])
 
     async def drop_table(self, name: str) -> None:
         await self.commit([DropTable(name)])

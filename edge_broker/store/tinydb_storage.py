@@ -8,7 +8,8 @@ through the keyed log directly (``Put("tinydb:claims", 12, doc)``) while TinyDB 
 
 TinyDB hands ``write`` the whole database; ``write`` compares it with the index and appends only
 the documents that changed, as one atomic record (a crash keeps the write entirely or not at
-all). The comparison is strict about types (``True`` is not ``1``), so what is read back is what
+all); a write larger than ``max_record_size`` (a bulk ``insert_multiple``) is split into several
+records, each atomic, and only a single document over the limit is refused. The comparison is strict about types (``True`` is not ``1``), so what is read back is what
 was written. Disk cost is O(changed documents) per write; CPU cost stays O(documents), as TinyDB's
 own storages are (it reads and writes whole tables).
 
@@ -120,7 +121,7 @@ class LogStorage(Storage):
                 Delete(name, key) for text, (key, _) in current.items() if text not in wanted_ids
             )
         if ops:
-            self.keyed.commit_sync(ops)
+            self.keyed.commit_sync(ops, split_to_fit=True)
 
     def close(self) -> None:
         if self._owned:

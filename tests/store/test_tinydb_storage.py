@@ -142,13 +142,20 @@ def test_readonly_storage_serves_queries_while_a_writer_holds_the_log(tmp_path: 
     writer.close()
 
 
-def test_too_large_write_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+def test_bulk_write_over_the_record_limit_is_split_and_a_huge_document_refused(
+    tmp_path: Path,
+) -> None:
     path = str(tmp_path / "a.log")
     db = TinyDB(path, storage=LogStorage, max_record_size=4096)
     db.insert({"small": 1})
+    db.insert_multiple({"pad": "x" * 100, "i": i} for i in range(100))
+    assert len(db) == 101
     with pytest.raises(StoreError, match="max_record_size"):
-        db.insert_multiple({"pad": "x" * 100} for _ in range(100))
-    assert db.all() == [{"small": 1}]
+        db.insert({"pad": "x" * 5000})
+    assert len(db) == 101
+    db.close()
+    db = TinyDB(path, storage=LogStorage)
+    assert len(db) == 101 and sorted(d["i"] for d in db.all()[1:]) == list(range(100))
     db.close()
 
 

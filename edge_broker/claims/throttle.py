@@ -12,11 +12,11 @@ a micro-SD card where an fsync costs 5–30 ms):
   JSON, and the signature attaches the restriction a second time in base64).
 - ``client_rate`` 1 claim/s with ``client_burst`` 20: provisioning a device claims a handful of
   topics at once, then changes them rarely.
-- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 20,000 live claims. A typical
-  claim (four permissions) holds ~1.8 KB in memory (claim index plus the log's index) and
-  ~0.7 KB on disk, so the limit bounds the claims to ~36 MB of RAM and ~14 MB of log; start-up
-  re-verifies every claim (~0.35 ms each on x86, several times that on a Zero 2: tens of
-  seconds at the limit). Figures: ``scripts/bench_claims.py``.
+- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 10,000 live claims. A typical
+  claim (four permissions) holds ~2.5 KB of memory (the claim index plus the log's in-memory
+  documents) and ~0.8 KB of log, so the limit keeps claims within ~25 MB of the unit's 160 MB
+  MemoryHigh and ~8 MB of SD card; start-up re-verifies every claim (~0.3 ms each on x86,
+  several times that on a Zero 2: seconds, not minutes). Figures: ``scripts/bench_claims.py``.
 - ``store_writes_per_second`` 50 with ``store_burst`` 200: group commit puts many claims in
   one fsync, and 50 records/s keep the SD card's write amplification and wear low while
   leaving the I/O to retained messages and sessions.
@@ -38,7 +38,7 @@ _PRUNE_FLOOR = 1024
 class ThrottleLimits:
     max_claim_bytes: int = 16 * 1024
     max_claims_per_client: int = 256
-    max_claims_total: int = 20_000
+    max_claims_total: int = 10_000
     client_rate: float = 1.0
     client_burst: float = 20.0
     store_writes_per_second: float = 50.0

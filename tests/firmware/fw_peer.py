@@ -102,6 +102,13 @@ class ScriptedPeer:
         if self.errors:
             raise self.errors[0]
 
+    def abort(self) -> None:
+        """Stop listening; a script's failure, if any, is chained to the test's failure."""
+        self.listener.close()
+        self.done.wait(self.timeout)
+        if self.errors:
+            raise RuntimeError("the scripted peer failed first") from self.errors[0]
+
     def __enter__(self) -> ScriptedPeer:
         return self
 
@@ -110,4 +117,4 @@ class ScriptedPeer:
         if exc_type is None:
             self.close()
         else:
-            self.listener.close()
+            self.abort()

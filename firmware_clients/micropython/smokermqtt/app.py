@@ -45,8 +45,9 @@ def reading(seq: int) -> bytes:
                             "mem_free": mem_free() if mem_free else None})
 
 
-def run(directory, cycles=0, on_command=None, read=reading):
-    """Run the device loop; ``cycles`` > 0 stops after that many readings (tests), 0 never."""
+def run(directory, cycles=0, on_command=None, read=reading, attempts=0):
+    """Run the device loop; ``cycles`` > 0 stops after that many readings (tests), 0 never.
+    ``attempts`` bounds each reconnection (0: retry for ever, as a device should)."""
     device = Device(directory)
     cfg = device.config
     telemetry = "restricted/%s/%s" % (device.client_id, cfg["topic"])
@@ -59,7 +60,7 @@ def run(directory, cycles=0, on_command=None, read=reading):
             print("command on %s: %r" % (topic, payload))
 
     client = device.client(callback=deliver)
-    client.connect_with_backoff()
+    client.connect_with_backoff(attempts)
     claim_pending(client, device)
     client.subscribe(inbox, qos=1)
     seq = 0
@@ -70,7 +71,7 @@ def run(directory, cycles=0, on_command=None, read=reading):
             client.loop(cfg["publish_interval_ms"])
         except (OSError, MQTTError) as exc:
             print("connection lost (%s); reconnecting" % exc)
-            client.reconnect()
+            client.reconnect(attempts)
             claim_pending(client, device)
     client.disconnect()
     return client

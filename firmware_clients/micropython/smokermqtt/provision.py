@@ -146,8 +146,9 @@ class Device:
         return sorted(n for n in names if n.endswith(".json"))
 
     def read_claim(self, name: str) -> bytes:
+        """A pre-signed claim payload, without the trailing newline `claim sign` writes."""
         with open(_join(self.directory, CLAIMS_DIR, name), "rb") as f:
-            return f.read()
+            return f.read().strip()
 
     def claimed(self) -> list:
         """Claim files the broker already accepted (one name per line in claimed.txt)."""

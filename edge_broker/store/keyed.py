@@ -20,6 +20,7 @@ you can read is a value that is durable.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -100,7 +101,7 @@ class KeyedLog:
     @classmethod
     def open(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         *,
         fsync: Durability | str | float = "always",
         max_record_size: int = DEFAULT_MAX_RECORD_SIZE,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -120,7 +121,7 @@ class Log:
     @classmethod
     def open(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         reducer: Reducer,
         *,
         fsync: Durability | str | float = "always",

@@ -138,7 +138,7 @@ class LogFile:
     @classmethod
     def open(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         apply: Callable[[Frame], str | None],
         *,
         max_payload: int,
@@ -149,10 +149,10 @@ class LogFile:
         ``apply`` returns ``None`` to accept a frame or a reason to reject it (the frame is then
         reported as damage). A torn or corrupt tail is truncated unless ``readonly``.
         """
-        path = os.fspath(path)
-        lock_fd = None if readonly else cls._lock(path)
+        name = os.fspath(path)
+        lock_fd = None if readonly else cls._lock(name)
         try:
-            return cls._open_locked(path, apply, max_payload, lock_fd)
+            return cls._open_locked(name, apply, max_payload, lock_fd)
         except BaseException:
             if lock_fd is not None:
                 os.close(lock_fd)

@@ -21,6 +21,7 @@ library (about 12 ms for 10k claims, against 40 ms for ``copy.deepcopy``).
 
 from __future__ import annotations
 
+import os
 import pickle
 from typing import Any
 
@@ -62,7 +63,7 @@ class LogStorage(Storage):
 
     def __init__(
         self,
-        path: str | None = None,
+        path: str | os.PathLike[str] | None = None,
         *,
         keyed: KeyedLog | None = None,
         fsync: Durability | str | float = "always",

@@ -336,3 +336,10 @@ async def test_stored_value_is_what_was_written_not_the_callers_object(tmp_path:
     for key in ("async", "sync"):
         assert keyed.table("t")[key] == {"list": [1, 2], "tuple": [1, 2]}  # as after a reopen
     await keyed.aclose()
+
+
+def test_path_objects_are_accepted(tmp_path: Path) -> None:
+    keyed = KeyedLog.open(tmp_path / "a.log")
+    keyed.table("t").put_sync("k", 1)
+    assert keyed.path == str(tmp_path / "a.log")
+    keyed.close()

@@ -11,6 +11,7 @@ the decision cost does not grow with the rule count; the gap to the random-query
 CPU-cache misses from touching 100k rules' nodes at random. Prints a markdown table.
 
     .venv/bin/python scripts/bench_token_rules.py [--sizes 10,1000,100000] [--queries 20000]
+        [--tokens]   # also token verifications/s per algorithm
 """
 
 from __future__ import annotations
@@ -119,6 +120,50 @@ def rate(fn: Callable[[Any], object], queries: Sequence[Any], min_seconds: float
             return done / elapsed
 
 
+def fresh_verifier(key: Any) -> Callable[[str], object]:
+    from edge_broker.auth.token import TokenVerifier
+
+    return lambda token: TokenVerifier([key]).verify(token)
+
+
+def bench_tokens(seconds: float) -> None:
+    """Token verifications per CPU second for each algorithm (a CONNECT's authentication).
+
+    The token carries one grant of 20 publish and 20 subscribe rules.
+    """
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    from edge_broker.auth.token import TokenVerifier, create_token
+    from edge_broker.auth.token_keys import TokenKey
+
+    private: dict[str, Any] = {
+        "EdDSA": ed25519.Ed25519PrivateKey.generate(),
+        "ES256": ec.generate_private_key(ec.SECP256R1()),
+        "RS256": rsa.generate_private_key(public_exponent=65537, key_size=2048),
+    }
+    grants = [{
+        "tenant_ids": ["acme"],
+        "allow_channels_pub": [f"site/dev{i}/#" for i in range(20)],
+        "allow_channels_sub": [f"site/(a|b*)/dev{i}/>" for i in range(20)],
+    }]
+    print()
+    print("| algorithm | verifications/s, grants seen before | verifications/s, new grants |")
+    print("|---|---:|---:|")
+    for alg in ("EdDSA", "ES256", "RS256", "HS256"):
+        if alg == "HS256":
+            key = verify = TokenKey.hs256(b"k" * 32, "k1")
+        else:
+            priv = private[alg]
+            key = TokenKey(alg, priv.public_key(), "k1", priv, alg)
+            verify = TokenKey(alg, priv.public_key(), "k1")
+        token = create_token(key, grants, ttl=3600)
+        verifier = TokenVerifier([verify])
+        warm = rate(verifier.verify, [token] * 50, seconds)
+        # A fresh verifier has no compiled grants: the rules are parsed and compiled again.
+        cold = rate(fresh_verifier(verify), [token] * 50, seconds)
+        print(f"| {alg} | {warm:,.0f} | {cold:,.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10,1000,100000")
@@ -126,6 +171,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="minimum time per cell")
     parser.add_argument("--linear-limit", type=int, default=1000,
                         help="largest rule count for which the linear scan is measured")
+    parser.add_argument("--tokens", action="store_true",
+                        help="also measure token verifications/s per algorithm")
     args = parser.parse_args()
     rng = random.Random(7)
     print("| rules | pub trie dec/s | pub trie, 10 hot rules | pub linear dec/s "
@@ -162,6 +209,8 @@ def main() -> None:
         print(f"| {size:,} | {pub_rate:,.0f} | {pub_hot:,.0f} | {lin_pub} "
               f"| {sub_rate:,.0f} | {sub_hot:,.0f} | {lin_sub} "
               f"| {t1 - t0:.2f} | {t2 - t1:.2f} | {pub_hits:.0%} | {sub_hits:.0%} |")
+    if args.tokens:
+        bench_tokens(args.seconds)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from .token_keys import ALGORITHMS, TokenKey
 DEFAULT_LEEWAY: Final = 30.0
 GRANTS_CLAIM: Final = "tenant_grants"
 CLIENT_ID_CLAIM: Final = "client_id"
+GRANTS_CACHE_SIZE: Final = 256  # distinct grant sets kept compiled per verifier
 MAX_TOKEN_BYTES: Final = 65535  # an MQTT password or Authentication Data cannot be longer
 
 # Time, audience and issuer are checked by us, with the caller's clock and clearer messages.
@@ -108,9 +109,9 @@ class VerifiedToken:
 
 
 class TokenVerifier:
-    """Verifies tokens against configured keys; immutable after construction."""
+    """Verifies tokens against configured keys; its configuration is fixed at construction."""
 
-    __slots__ = ("keys", "audience", "issuer", "leeway", "separator", "require_exp")
+    __slots__ = ("keys", "audience", "issuer", "leeway", "separator", "require_exp", "_compiled")
 
     def __init__(
         self,
@@ -135,6 +136,9 @@ class TokenVerifier:
         self.leeway = float(leeway)
         self.separator = separator
         self.require_exp = require_exp
+        # Compiled grants by their canonical JSON: Grants are immutable, so clients presenting
+        # the same grants (a reconnect, a fleet of devices) share one compilation. Bounded.
+        self._compiled: dict[str, Grants] = {}
 
     def verify(
         self,
@@ -194,6 +198,22 @@ class TokenVerifier:
         which = f"key id {kid!r}" if kid is not None else f"any configured {alg} key"
         raise _bad(f"token signature does not verify with {which}")
 
+    def _grants(self, value: Any) -> Grants:
+        """Every grant and rule validated (refusal names the rule), or the cached compilation."""
+        key = _canonical(value)
+        cached = self._compiled.get(key) if key is not None else None
+        if cached is not None:
+            return cached
+        try:
+            grants = Grants.parse(value, self.separator)
+        except GrantError as exc:
+            raise _bad(f"invalid token grants: {exc}") from None
+        if key is not None:
+            if len(self._compiled) >= GRANTS_CACHE_SIZE:
+                del self._compiled[next(iter(self._compiled))]  # the oldest entry
+            self._compiled[key] = grants
+        return grants
+
     def _check_claims(
         self,
         payload: dict[str, Any],
@@ -231,14 +251,18 @@ class TokenVerifier:
             raise _bad(f"token is bound to client id {bound!r}, not {client_id!r}")
         if GRANTS_CLAIM not in payload:
             raise _bad(f"token has no '{GRANTS_CLAIM}' claim (seed 000 permissions)")
-        try:
-            grants = Grants.parse(payload[GRANTS_CLAIM], self.separator)
-        except GrantError as exc:
-            raise _bad(f"invalid token grants: {exc}") from None
+        grants = self._grants(payload[GRANTS_CLAIM])
         return VerifiedToken(
             subject, bound, exp, nbf, iat, audience, issuer, alg, kid, grants,
             MappingProxyType(payload),
         )
+
+
+def _canonical(value: Any) -> str | None:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
 
 
 def _token_text(token: str | bytes) -> str:

@@ -39,6 +39,11 @@ def check_separator(separator: str) -> str:
     return separator
 
 
+def literal_regex(separator: str) -> re.Pattern[str]:
+    """The compiled literal pattern for ``separator`` (for parsers' hot loops)."""
+    return _LITERAL_RE[check_separator(separator)]
+
+
 def is_literal(token: str, separator: str = DEFAULT_SEPARATOR) -> bool:
     """True when ``token`` is a literal for ``separator`` (PATTERNS.md "The separator")."""
     return _LITERAL_RE[check_separator(separator)].fullmatch(token) is not None

@@ -19,7 +19,13 @@ from enum import Enum
 from typing import Final, NoReturn
 
 from .errors import RuleError
-from .names import DEFAULT_SEPARATOR, check_separator, is_literal, literal_chars_hint
+from .names import (
+    DEFAULT_SEPARATOR,
+    check_separator,
+    is_literal,
+    literal_chars_hint,
+    literal_regex,
+)
 from .pattern_tokens import PatternToken, TokenKind, pattern_tokens
 from .subscription_patterns import SubscriptionPattern
 
@@ -245,7 +251,11 @@ def _parse_rule(
     segments: list[Segment] = []
     tail: Tail | None = None
     last = len(raw) - 1
+    literal = literal_regex(separator).fullmatch
     for position, seg in enumerate(raw):
+        if len(seg) <= MAX_SEGMENT_BYTES and literal(seg) is not None:  # the common case
+            segments.append(Segment(SegmentKind.LITERAL, seg, seg))
+            continue
         if seg == "":
             raise RuleError(
                 text, "", f"empty segment at position {position + 1}; remove the extra "

@@ -310,3 +310,21 @@ def test_verified_token_is_immutable() -> None:
         verified.claims["exp"] = 0  # type: ignore[index]
     with pytest.raises(AttributeError):
         verified.subject = "x"  # type: ignore[misc]
+
+
+def test_compiled_grants_are_shared_and_the_cache_is_bounded() -> None:
+    from edge_broker.auth import token as token_module
+
+    v = verifier()
+    first = v.verify(token(subject="a"), now=NOW)
+    second = v.verify(token(subject="b", ttl=99), now=NOW)
+    assert first.grants is second.grants  # same grants, one compilation
+    for i in range(token_module.GRANTS_CACHE_SIZE + 5):
+        grants = [{"tenant_ids": [f"t{i}"], "allow_channels_pub": ["x/#"]}]
+        assert v.verify(token(grants=grants), now=NOW).grants.tenants == {f"t{i}"}
+    assert len(v._compiled) == token_module.GRANTS_CACHE_SIZE
+    bad = [{"tenant_ids": ["t"], "allow_channels_pub": ["x/#/y"]}]
+    text = forge({"alg": "HS256", "kid": "k-HS256"}, {"exp": NOW + 60, "tenant_grants": bad},
+                 HS_SECRET)
+    for _ in range(2):  # invalid grants are never cached
+        assert "'#' must be the last segment" in refused(v, text).reason

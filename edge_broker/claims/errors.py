@@ -20,3 +20,11 @@ class ClaimError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} (0x{int(self.reason_code):02X} {self.reason_code.name})"
+
+
+def shown(text: str, limit: int = 120) -> str:
+    """``text`` quoted for a Reason String or log line, cut to ``limit`` characters.
+
+    Reason Strings travel in PUBACKs; echoing a 64 KB topic back would only waste the link.
+    """
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"… ({len(text)} characters)"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..mqtt.reason_codes import ReasonCode
-from .errors import ClaimError
+from .errors import ClaimError, shown
 from .model import Claim
 from .parse import parse_claim
 from .signature import verify_claim
@@ -83,7 +83,7 @@ def evaluate_claim(
     if claim.owner != publisher.smoker_id:
         return ClaimOutcome(
             ReasonCode.NOT_AUTHORIZED,
-            f"topic {claim.topic_name!r} belongs to {claim.owner}; a client may only claim "
+            f"topic {shown(claim.topic_name)} belongs to {claim.owner}; a client may only claim "
             f"topics under restricted/{publisher.smoker_id}/",
         )
     refusal = throttle.admit(claim.owner, claim.topic_name, len(payload), now)
@@ -117,6 +117,6 @@ def evaluate_unclaim(publisher: Publisher, qos: int, payload: bytes) -> UnclaimO
     if owner != publisher.smoker_id:
         return UnclaimOutcome(
             ReasonCode.NOT_AUTHORIZED,
-            f"topic {topic!r} belongs to {owner}; only its owner may unclaim it",
+            f"topic {shown(topic)} belongs to {owner}; only its owner may unclaim it",
         )
     return UnclaimOutcome(ReasonCode.SUCCESS, None, topic)

@@ -15,7 +15,7 @@ import sys
 from typing import Any, TypeVar
 
 from ..mqtt.reason_codes import ReasonCode
-from .errors import ClaimError
+from .errors import ClaimError, shown
 from .model import (
     ANY_CLIENT,
     SIGNATURE_BYTES,
@@ -76,7 +76,9 @@ def _enum_value(enum: type[E], text: str, where: str) -> E:
         return enum(text)
     except ValueError:
         allowed = ", ".join(m.value for m in enum)
-        raise _invalid(f"{where} is {text!r}; use exactly one of {allowed} (upper case)") from None
+        raise _invalid(
+            f"{where} is {shown(text)}; use exactly one of {allowed} (upper case)"
+        ) from None
 
 
 def parse_permission(obj: Any, where: str = "permission") -> Permission:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ..mqtt.reason_codes import ReasonCode
 from ..store import Delete, KeyedLog, Op, Put
 from ..store.tinydb_storage import PREFIX as TINYDB_PREFIX
-from .errors import ClaimError
+from .errors import ClaimError, shown
 from .model import Claim
 from .parse import load_json, parse_restriction
 from .signature import verify_claim
@@ -75,7 +75,7 @@ def verify_record(topic: str, value: Any) -> Claim:
     if claim.topic_name != topic:
         raise ClaimError(
             ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR,
-            f"the record is stored under {topic!r} but claims {claim.topic_name!r}",
+            f"the record is stored under {shown(topic)} but claims {shown(claim.topic_name)}",
         )
     return claim
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from ..auth.identity import Identity
@@ -57,7 +58,7 @@ class _TenantQuota:
         )
 
 
-_EMPTY: dict[str, ClaimRecord] = {}
+_EMPTY: Mapping[str, ClaimRecord] = MappingProxyType({})
 
 
 class ClaimService:

@@ -19,7 +19,7 @@ from nacl.bindings import crypto_core_ed25519_is_valid_point
 from nacl.signing import VerifyKey
 
 from ..mqtt.reason_codes import ReasonCode
-from .errors import ClaimError
+from .errors import ClaimError, shown
 
 SMOKER_ID_LENGTH = 56
 _SPELLING = re.compile(r"[A-Z2-7]{52}====")
@@ -54,13 +54,13 @@ def check_smoker_id(text: str) -> bytes:
     if not _SPELLING.fullmatch(text):
         raise ClaimError(
             ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-            f"a SMOKER ID is upper-case RFC 4648 base32 (A-Z, 2-7) ending in '====': {text!r}",
+            f"a SMOKER ID is upper-case RFC 4648 base32 (A-Z, 2-7) ending in '====': {shown(text)}",
         )
     if text[51] not in _LAST_DIGITS:
         # 256 bits fill 51 digits and 1 bit of the 52nd: its 4 low bits must be zero
         raise ClaimError(
             ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-            f"non-canonical SMOKER ID {text!r}: its 52nd digit must be A or Q",
+            f"non-canonical SMOKER ID {shown(text)}: its 52nd digit must be A or Q",
         )
     return base64.b32decode(text)
 
@@ -71,7 +71,7 @@ def parse_smoker_id(text: str) -> VerifyKey:
     if not crypto_core_ed25519_is_valid_point(raw):
         raise ClaimError(
             ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-            f"SMOKER ID {text!r} does not encode a valid Ed25519 public key",
+            f"SMOKER ID {shown(text)} does not encode a valid Ed25519 public key",
         )
     return VerifyKey(raw)
 

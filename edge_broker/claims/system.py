@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..auth.identity import Identity
 from ..mqtt.reason_codes import ReasonCode
 from .access import AccessResult
+from .errors import shown
 from .model import Activity
 from .service import ClaimService
 from .topics import (
@@ -65,7 +66,7 @@ async def handle_system_publish(
         if answer is not None and outcome.response_topic is not None:
             response = (outcome.response_topic, answer)
         return SystemPublishOutcome(outcome.reason_code, outcome.reason_string, response)
-    raise ValueError(f"{topic!r} is not a SMOKER system topic")
+    raise ValueError(f"{shown(topic)} is not a SMOKER system topic")
 
 
 def _inner_filter(topic_filter: str) -> str:
@@ -86,7 +87,7 @@ def subscribe_decision(
         return AccessResult(
             False,
             ReasonCode.NOT_AUTHORIZED,
-            f"{inner!r} is a SMOKER system topic: no one subscribes",
+            f"{shown(inner)} is a SMOKER system topic: no one subscribes",
         )
     if "+" in inner or "#" in inner or not is_restricted(inner):
         return None

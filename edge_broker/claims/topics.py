@@ -9,7 +9,7 @@ carry no claim, so every client is denied on it).
 from __future__ import annotations
 
 from ..mqtt.reason_codes import ReasonCode
-from .errors import ClaimError
+from .errors import ClaimError, shown
 from .smoker_id import is_smoker_id
 
 CLAIM_TOPIC = "access/claim"
@@ -59,14 +59,14 @@ def validate_claim_topic(topic: str) -> str:
         if bad in topic:
             raise ClaimError(
                 ReasonCode.PAYLOAD_FORMAT_INVALID,
-                f"topicName {topic!r} contains {name}: claims name one exact topic, no wildcards",
+                f"topicName {shown(topic)} contains {name}: claims name one exact topic, no wildcards",
             )
     try:
         size = len(topic.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise ClaimError(
             ReasonCode.PAYLOAD_FORMAT_INVALID,
-            f"topicName {topic!r} contains a surrogate code point, which MQTT forbids",
+            f"topicName {shown(topic)} contains a surrogate code point, which MQTT forbids",
         ) from exc
     if size > MAX_TOPIC_BYTES:
         raise ClaimError(
@@ -76,11 +76,11 @@ def validate_claim_topic(topic: str) -> str:
     levels = topic.split("/")
     if "" in levels:
         raise ClaimError(
-            ReasonCode.PAYLOAD_FORMAT_INVALID, f"topicName {topic!r} has an empty level"
+            ReasonCode.PAYLOAD_FORMAT_INVALID, f"topicName {shown(topic)} has an empty level"
         )
     if levels[0] != "restricted" or len(levels) < 3 or not is_smoker_id(levels[1]):
         raise ClaimError(
             ReasonCode.PAYLOAD_FORMAT_INVALID,
-            f"topicName {topic!r} must be restricted/<owner SMOKER ID>/<one or more levels>",
+            f"topicName {shown(topic)} must be restricted/<owner SMOKER ID>/<one or more levels>",
         )
     return levels[1]

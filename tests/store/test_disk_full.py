@@ -41,7 +41,7 @@ def tiny_fs(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill_until_full(keyed: KeyedLog, prefix: str) -> tuple[list[str], StoreError]:
-    stored = []
+    stored: list[str] = []
     for i in range(100_000):
         key = f"{prefix}{i}"
         try:

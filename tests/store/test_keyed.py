@@ -11,6 +11,7 @@ from edge_broker.store import (
     CreateTable,
     Delete,
     DropTable,
+    Key,
     KeyedLog,
     Put,
     StoreError,
@@ -26,7 +27,7 @@ def test_round_trip_and_reopen(tmp_path: Path) -> None:
     path = tmp_path / "a.log"
     keyed = KeyedLog.open(str(path))
     table = keyed.table("claims")
-    values = {
+    values: dict[Key, object] = {
         "text": "héllo",
         7: {"nested": [1, 2.5, None, True, b"\x00\xff"]},
         b"\x01bin": [],

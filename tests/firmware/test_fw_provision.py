@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import nacl.signing
@@ -166,3 +168,29 @@ def test_app_claims_at_first_boot_and_not_again(tmp_path: Path) -> None:
     assert commands == [(f"restricted/{me}/cmd", b"blink")] * 2
     assert [json.loads(p)["seq"] for p in telemetry] == [1, 2, 1]
     assert me == ids.client_id(provision.Device(str(device_dir)).signing_key.public_key)
+
+
+def test_watch_tool_prints_what_arrives(tmp_path: Path) -> None:
+    """tools/watch.py (host) subscribes as a SMOKER client and prints messages."""
+    watch = Path(__file__).resolve().parents[2] / "firmware_clients/micropython/tools/watch.py"
+
+    def script(peer: PeerConnection) -> None:
+        connect = smoker_handshake(peer)
+        sub = peer.recv()
+        assert isinstance(sub, Subscribe)
+        assert sub.subscriptions[0].topic_filter == "restricted/+/telemetry"
+        peer.send(Suback(sub.packet_id, (1,)))
+        peer.send(Publish(f"restricted/{connect.client_id}/telemetry", b'{"seq":1}'))
+
+    with ScriptedPeer(script) as peer:
+        keygen(tmp_path / "watcher", peer.port)
+        proc = subprocess.Popen([sys.executable, str(watch), str(tmp_path / "watcher"),
+                                 "restricted/+/telemetry"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+        finally:
+            proc.terminate()
+            proc.wait(5)
+    assert line.endswith('/telemetry {"seq":1}\n')

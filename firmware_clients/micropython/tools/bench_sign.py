@@ -1,0 +1,115 @@
+"""Measures SMOKER signing cost (host only): CPython, and real MicroPython if it is installed.
+
+    .venv/bin/python firmware_clients/micropython/tools/bench_sign.py [--rounds N]
+
+Prints, per configuration, the time of one SMOKER AUTH answer (sign_attached of a 32-byte
+nonce), of one claim signature, and the key derivation at boot; plus how many 255-bit modular
+multiplications one signature costs, the unit for estimating a board's time. MicroPython runs
+through the WebAssembly port that tests/firmware installs with npm (node required); its times
+are this host's, not a board's.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FIRMWARE = HERE.parent
+ROOT = FIRMWARE.parent.parent
+WASM = ROOT / "tests" / "firmware" / "micropython_wasm"
+sys.path.insert(0, str(FIRMWARE))
+
+from smokermqtt import claims, ed25519, ids, sha512  # noqa: E402
+
+
+def _time(fn, rounds):
+    start = time.perf_counter()
+    for _ in range(rounds):
+        fn()
+    return (time.perf_counter() - start) / rounds * 1000
+
+
+def cpython(rounds, pure_sha):
+    saved = sha512._native
+    if pure_sha:
+        sha512._native = None
+    try:
+        key = ed25519.SigningKey(bytes(32))
+        owner = ids.client_id(key.public_key)
+        nonce = os.urandom(32)
+        return {
+            "boot (derive key)": _time(lambda: ed25519.SigningKey(bytes(32)), rounds),
+            "AUTH answer": _time(lambda: key.sign_attached(nonce), rounds),
+            "claim": _time(lambda: claims.claim(key, owner, "restricted/%s/t" % owner,
+                                                "WHITELIST", [("*", "SUBSCRIBE")]), rounds),
+        }
+    finally:
+        sha512._native = saved
+
+
+def count_multiplications():
+    """Modular multiplications in one scalarmult_base (comb + the final inversion)."""
+    k = int.from_bytes(os.urandom(32), "little") % (2**252)
+    adds = sum(1 for col in range(64)
+               if ((k >> col) & 1) | ((k >> (col + 64)) & 1) | ((k >> (col + 128)) & 1)
+               | ((k >> (col + 192)) & 1))
+    inversion = 254 + bin(2**255 - 21).count("1")  # square-and-multiply for z^(p-2)
+    return 64 * 8 + adds * 7 + inversion + 2
+
+
+MP_SCRIPT = """
+import sys, time, os
+sys.path.append('/fw')
+from smokermqtt import ed25519, claims, ids
+def t(fn, n):
+    s = time.ticks_ms()
+    for _ in range(n):
+        fn()
+    return time.ticks_diff(time.ticks_ms(), s) / n
+key = ed25519.SigningKey(bytes(32))
+owner = ids.client_id(key.public_key)
+n = %d
+print("boot (derive key)=%%.1f" %% t(lambda: ed25519.SigningKey(bytes(32)), n))
+print("AUTH answer=%%.1f" %% t(lambda: key.sign_attached(bytes(32)), n))
+print("claim=%%.1f" %% t(lambda: claims.claim(key, owner, "restricted/%%s/t" %% owner,
+      "WHITELIST", [("*", "SUBSCRIBE")]), n))
+"""
+
+
+def micropython(rounds):
+    entry = WASM / "node_modules/@micropython/micropython-webassembly-pyscript"
+    if not entry.exists():
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(MP_SCRIPT % rounds)
+    try:
+        out = subprocess.run(["node", str(WASM / "run.mjs"), str(256 * 1024), f.name,
+                              "%s=/fw" % FIRMWARE], capture_output=True, text=True, check=True)
+    finally:
+        os.unlink(f.name)
+    return {k: float(v) for k, v in (line.split("=") for line in out.stdout.splitlines())}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=50)
+    args = parser.parse_args()
+    rows = [("CPython %s, hashlib.sha512" % sys.version.split()[0], cpython(args.rounds, False)),
+            ("CPython, pure-Python SHA-512", cpython(args.rounds, True))]
+    mp = micropython(max(1, args.rounds // 5))
+    rows.append(("MicroPython 1.27 (WebAssembly on this host, 256 KiB heap)", mp))
+    for name, result in rows:
+        if result is None:
+            print("%-58s not installed (run the firmware tests once)" % name)
+            continue
+        print("%-58s " % name + "  ".join("%s %.2f ms" % kv for kv in result.items()))
+    print("modular multiplications per signature (comb + inversion): ~%d"
+          % count_multiplications())
+
+
+if __name__ == "__main__":
+    main()

@@ -50,7 +50,8 @@ FILTER_SHAPES = (
 PATTERN_SHAPES = (
     "tenant{t}.device{i}.*.status",
     "tenant{t}.device{i}.>",
-    "tenant{t}.dev{i}*.#",
+    "tenant{t}.dev{i}-*.#",  # '-' ends the prefix: 'dev1-*' is not a prefix of 'dev12-…'
+
     "tenant{t}.device{i}.cmd.c#",
 )
 
@@ -128,8 +129,11 @@ COLUMNS = (
 )
 
 
-def build(n: int, rng: random.Random) -> dict[str, tuple[Probe, list[str]]]:
-    """Every structure for size ``n``, checked against the linear scan, with its probes."""
+def build(
+    n: int, rng: random.Random, hits: dict[int, tuple[float, float]]
+) -> dict[str, tuple[Probe, list[str]]]:
+    """Every structure for size ``n``, checked against the linear scan, with its probes.
+    ``hits[n]`` receives the mean number of matching filters and patterns per probe."""
     filters = rules(n, FILTER_SHAPES, ["$SYS/#", "tenant0/#"])
     topics = probe_topics(filters, rng)
     index = FirstMatchIndex(filters)
@@ -166,6 +170,10 @@ def build(n: int, rng: random.Random) -> dict[str, tuple[Probe, list[str]]]:
     for i, p in enumerate(patterns):
         ptrie.add(p, i, 1)
     channels = probe_topics(patterns, rng, ".")
+    hits[n] = (
+        sum(len(linear_all(tp)) for tp in topics[:200]) / 200,
+        sum(len(ptrie.match(c)) for c in channels) / len(channels),
+    )
     return {
         "dec_index": (index.first_match, topics),
         "dec_linear": (linear_first, topics),
@@ -186,7 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     rng = random.Random(20261121)
-    cases = {n: build(n, rng) for n in sizes}
+    hits: dict[int, tuple[float, float]] = {}
+    cases = {n: build(n, rng, hits) for n in sizes}
     best: dict[tuple[int, str], float] = {}
     for _ in range(args.rounds):
         for n in sizes:
@@ -204,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---:|" + "---:|" * len(COLUMNS))
     for n in sizes:
         print(f"| {n:,} | " + " | ".join(fmt(best[n, key]) for key, _ in COLUMNS) + " |")
+    print()
+    print("Matching filters / patterns per probe (the work a match must return): "
+          + ", ".join(f"{n:,}: {hits[n][0]:.2f} / {hits[n][1]:.2f}" for n in sizes))
     print()
     ok = True
     lo, hi = sizes[0], sizes[-1]

@@ -15,7 +15,9 @@ Compaction runs in a worker thread under the same lock when dead bytes exceed bo
 ``compact_ratio`` of the file and ``compact_min_bytes``, after the batch that crossed the line was
 acknowledged; appends queued meanwhile wait for it and then go to the new file.
 
-Use one event loop per log (the broker's). The synchronous API may be mixed in: every write
+The queue of waiting appends is not bounded here: the broker bounds it through MQTT flow
+control (receive maximum, inflight limits) and the claim throttles. Use one event loop per log
+(the broker's). The synchronous API may be mixed in: every write
 takes the same lock, so records reach the file and the reducer in one order.
 """
 

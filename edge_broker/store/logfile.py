@@ -169,8 +169,8 @@ class LogFile:
         except BlockingIOError:
             os.close(lock_fd)
             raise StoreError(
-                "another process has this log open for writing (its .lock file is held); "
-                "stop it, or open the log read-only",
+                "another process has this log open for writing (its .lock file is held; it "
+                "may also be an earlier open in this process); stop it, or open the log read-only",
                 path=path,
             ) from None
         return lock_fd

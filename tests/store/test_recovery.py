@@ -215,3 +215,21 @@ def test_version_mismatch_message_says_what_to_do(tmp_path: Path) -> None:
     path.write_bytes(HEADER[:8] + b"\x00\x07\x00\x00")
     with pytest.raises(StoreError, match="upgrade edge-broker or move the file away"):
         KeyedLog.open(str(path))
+
+
+def test_a_partial_compaction_file_left_by_a_crash_is_removed(tmp_path: Path) -> None:
+    data, _ = build_log(tmp_path)
+    path = tmp_path / "a.log"
+    path.write_bytes(data)
+    (tmp_path / "a.log.compact").write_bytes(data[: len(data) // 2])
+    keyed = KeyedLog.open(str(path))
+    assert keyed.report.stale_files_removed == (str(path) + ".compact",)
+    assert present(keyed) == set(range(RECORDS)) and keyed.report.damaged == ()
+    keyed.close()
+    assert not (tmp_path / "a.log.compact").exists()
+    # A read-only open leaves such a file alone (the writer may be compacting right now).
+    (tmp_path / "a.log.compact").write_bytes(b"partial")
+    reader = KeyedLog.open(str(path), readonly=True)
+    assert reader.report.stale_files_removed == ()
+    reader.close()
+    assert (tmp_path / "a.log.compact").exists()

@@ -325,3 +325,47 @@ def test_oversized_incoming_packet_is_refused() -> None:
 
 def test_module_constants_match_smoker_md() -> None:
     assert fwclient.SMOKER == "SMOKER" and fwclient.NONCE_SIZE == 32
+
+
+def test_qos2_delivery_is_exactly_once() -> None:
+    from edge_broker.mqtt.packets import Pubcomp, Pubrec, Pubrel
+
+    got: list[bytes] = []
+
+    def script(peer: PeerConnection) -> None:
+        peer.recv()
+        peer.send(Connack(False, 0))
+        peer.send(Publish("q2", b"once", 2, False, False, 5))
+        assert peer.recv() == Pubrec(5)
+        peer.send(Publish("q2", b"once", 2, False, True, 5))  # resent before PUBREL (DUP)
+        assert peer.recv() == Pubrec(5)
+        peer.send(Pubrel(5))
+        assert peer.recv() == Pubcomp(5)
+        peer.send(Publish("q2", b"next", 2, False, False, 5))  # the id is free again
+        assert peer.recv() == Pubrec(5)
+        assert isinstance(peer.recv(), Disconnect)
+
+    with ScriptedPeer(script) as peer:
+        c = MQTTClient("127.0.0.1", peer.port, client_id="q2", callback=lambda t, p: got.append(p))
+        c.connect()
+        c.loop(500)
+        c.disconnect()
+    assert got == [b"once", b"next"]
+
+
+def test_publish_above_the_brokers_maximum_qos_is_refused_locally() -> None:
+    def script(peer: PeerConnection) -> None:
+        peer.recv()
+        peer.send(Connack(False, 0, Properties(maximum_qos=0)))
+        pub = peer.recv()
+        assert isinstance(pub, Publish) and pub.qos == 0
+        assert isinstance(peer.recv(), Disconnect)
+
+    with ScriptedPeer(script) as peer:
+        c = MQTTClient("127.0.0.1", peer.port, client_id="mq")
+        c.connect()
+        with pytest.raises(MQTTError) as info:
+            c.publish("t", b"x", qos=1)
+        assert info.value.reason == 0x9B
+        assert c.publish("t", b"x") is None
+        c.disconnect()

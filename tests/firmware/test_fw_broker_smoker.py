@@ -1,0 +1,172 @@
+"""The firmware client with SMOKER against the real broker: authenticate, claim, publish,
+receive, unclaim, reconnect after a restart, and the device app end to end.
+
+Runs once the broker offers the ``smoker`` authentication method (registered in
+edge_broker.auth.chain.AUTHENTICATOR_FACTORIES); until then every test here is skipped with
+that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import free_port
+from smokermqtt import app, claims, ed25519, ids
+from smokermqtt.client import MQTTClient
+from smokermqtt.packets import MQTTError
+from test_fw_provision import keygen, sign
+
+from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
+
+pytestmark = pytest.mark.skipif(
+    "smoker" not in AUTHENTICATOR_FACTORIES,
+    reason="the broker does not offer the smoker authentication method yet",
+)
+
+
+def smoker_config(port: int = 0) -> dict[str, Any]:
+    listener: dict[str, Any] = {"name": "tcp", "bind": "127.0.0.1",
+                                "auth_methods": ["smoker", "anonymous"]}
+    if port:
+        listener["port"] = port
+    return {"listeners": [listener]}
+
+
+class Device:
+    def __init__(self, host: str, port: int, seed: bytes, **kw: Any) -> None:
+        self.key = ed25519.SigningKey(seed)
+        self.id = ids.client_id(self.key.public_key)
+        self.got: list[tuple[str, bytes]] = []
+        self.client = MQTTClient(host, port, signing_key=self.key, timeout_ms=5000,
+                                 callback=lambda t, p: self.got.append((t, p)), **kw)
+
+    def pump(self, ms: int = 500) -> None:
+        self.client.loop(ms)
+
+
+@pytest.fixture
+def smoker_broker(broker_factory: Any) -> Any:
+    return broker_factory(smoker_config())
+
+
+def test_authenticate_claim_publish_receive_unclaim(smoker_broker: Any) -> None:
+    b = smoker_broker
+    owner = Device(b.host, b.port, b"\x01" * 32)
+    friend = Device(b.host, b.port, b"\x02" * 32)
+    stranger = Device(b.host, b.port, b"\x03" * 32)
+    for d in (owner, friend, stranger):
+        d.client.connect()
+        assert d.client.smoker_authenticated
+    topic = f"restricted/{owner.id}/temp"
+    assert owner.client.claim_topic(topic, "WHITELIST", [(friend.id, "SUBSCRIBE")]) == 0x00
+    assert friend.client.subscribe(topic, qos=1) == 1
+    assert stranger.client.subscribe(topic, qos=1) == 0x87  # exact filter, decided now
+    assert stranger.client.subscribe("restricted/#", qos=1) == 1  # wildcards are accepted...
+    assert owner.client.publish(topic, b"21.5", qos=1) == 0
+    friend.pump()
+    stranger.pump()
+    assert friend.got == [(topic, b"21.5")]
+    assert stranger.got == []  # ...but every delivery is checked against the claim
+    assert owner.client.unclaim(topic) == 0x00
+    owner.client.publish(topic, b"22.0", qos=1)
+    friend.pump()
+    assert friend.got == [(topic, b"21.5")]  # no claim: owner only
+    for d in (owner, friend, stranger):
+        d.client.disconnect()
+
+
+def test_claims_the_broker_must_refuse(smoker_broker: Any) -> None:
+    b = smoker_broker
+    owner = Device(b.host, b.port, b"\x04" * 32)
+    other = Device(b.host, b.port, b"\x05" * 32)
+    owner.client.connect()
+    # a valid claim on someone else's area: 0x87 (owner segment is not the publisher)
+    foreign = claims.claim(other.key, other.id, f"restricted/{other.id}/x")
+    assert owner.client.claim(foreign) == 0x87
+    # a claim whose signature no longer matches: 0x99
+    good = json.loads(claims.claim(owner.key, owner.id, f"restricted/{owner.id}/x"))
+    good["restriction"]["restrictionType"] = "BLACKLIST"
+    assert owner.client.claim(json.dumps(good).encode()) == 0x99
+    assert owner.client.claim(b"not json") == 0x99
+    owner.client.disconnect()
+    # a client that is not SMOKER-authenticated may not claim at all
+    anon = MQTTClient(b.host, b.port, client_id="fw-anon-claimer")
+    anon.connect()
+    assert anon.publish("access/claim", claims.claim(owner.key, owner.id,
+                                                     f"restricted/{owner.id}/x"), qos=1) == 0x87
+    anon.disconnect()
+
+
+class _WrongKey:
+    """Claims to be one key (its client ID) but signs with another."""
+
+    def __init__(self, claimed: ed25519.SigningKey, actual: ed25519.SigningKey) -> None:
+        self.public_key = claimed.public_key
+        self.sign_attached = actual.sign_attached
+
+
+def test_wrong_signature_and_impostors_are_refused(smoker_broker: Any) -> None:
+    b = smoker_broker
+    victim = ed25519.SigningKey(b"\x06" * 32)
+    thief = ed25519.SigningKey(b"\x07" * 32)
+    c = MQTTClient(b.host, b.port, signing_key=_WrongKey(victim, thief))
+    with pytest.raises(MQTTError) as info:
+        c.connect()
+    assert info.value.reason == 0x87
+    # a SMOKER ID as client id without SMOKER authentication: 0x85 (SMOKER.md rule 6)
+    impostor = MQTTClient(b.host, b.port, client_id=ids.client_id(victim.public_key))
+    with pytest.raises(MQTTError) as info:
+        impostor.connect()
+    assert info.value.reason == 0x85
+
+
+def test_reconnect_after_broker_restart(broker_factory: Any) -> None:
+    port = free_port()
+    config = smoker_config(port)
+    broker = broker_factory(config)
+    owner = Device("127.0.0.1", port, b"\x08" * 32, backoff_base_ms=100, backoff_max_ms=800)
+    owner.client.connect()
+    topic = f"restricted/{owner.id}/state"
+    assert owner.client.claim_topic(topic, "BLACKLIST") == 0
+    assert owner.client.subscribe(topic, qos=1) == 1
+    broker.stop()
+    with pytest.raises((OSError, MQTTError)):
+        owner.client.loop(3000)
+        owner.client.publish(topic, b"lost", qos=1)
+    timer = threading.Timer(0.5, lambda: broker_factory(config))
+    timer.start()
+    try:
+        owner.client.reconnect(attempts=40)
+    finally:
+        timer.join()
+    assert owner.client.smoker_authenticated
+    assert owner.client.claim_topic(topic, "BLACKLIST") == 0  # claiming again replaces
+    assert owner.client.publish(topic, b"back", qos=1) == 0
+    owner.pump()
+    assert owner.got == [(topic, b"back")]
+    owner.client.disconnect()
+
+
+def test_device_app_end_to_end(smoker_broker: Any, tmp_path: Path) -> None:
+    """keygen --device, claim sign, then smokermqtt.app: the first-boot claim lets the
+    watcher read the telemetry, which it receives through a wildcard subscription."""
+    b = smoker_broker
+    watcher = Device(b.host, b.port, b"\x09" * 32)
+    watcher.client.connect()
+    assert watcher.client.subscribe("restricted/+/telemetry", qos=1) == 1
+    device_dir = tmp_path / "device"
+    me = keygen(device_dir, b.port)
+    sign(device_dir, "telemetry", f"{watcher.id}:SUBSCRIBE")
+    cfg = json.loads((device_dir / "config.json").read_text())
+    cfg.update(publish_interval_ms=200)
+    (device_dir / "config.json").write_text(json.dumps(cfg))
+    app.run(str(device_dir), cycles=2, attempts=3)
+    assert (device_dir / "claimed.txt").read_text() == "telemetry.json\n"
+    watcher.pump()
+    assert [(t, json.loads(p)["seq"]) for t, p in watcher.got] == \
+        [(f"restricted/{me}/telemetry", 1), (f"restricted/{me}/telemetry", 2)]
+    watcher.client.disconnect()

@@ -1,0 +1,119 @@
+"""Start and stop the brokers compared by scripts/bench: edge-broker, Mosquitto 2, amqtt 0.12.
+
+Each runs as its own process on a free loopback port, with logging reduced to what a
+production setup would keep, so that the CPU it spends is the broker's work.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MOSQUITTO = "/usr/sbin/mosquitto"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Broker:
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+    workdir: Path
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the broker process (/proc/<pid>/stat fields 14 and 15)."""
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def rss_kib(self) -> int:
+        with open(f"/proc/{self.process.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes], name: str) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{name} did not listen on {port}")
+
+
+def start_edge(workdir: Path) -> Broker:
+    port = free_port()
+    conf = workdir / "edge.toml"
+    conf.write_text(
+        f'[[listeners]]\nname = "bench"\nport = {port}\n'
+        "[limits]\nmax_connections = 5000\nconnect_rate = 100000\nconnect_burst = 5000\n"
+        '[log]\nlevel = "warning"\n'
+    )
+    p = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_listening(port, p, "edge-broker")
+    return Broker("edge-broker", p, port, workdir)
+
+
+def start_mosquitto(workdir: Path) -> Broker:
+    port = free_port()
+    conf = workdir / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nlog_type error\n"
+                    "persistence false\n")
+    p = subprocess.Popen([MOSQUITTO, "-c", str(conf)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_listening(port, p, "mosquitto")
+    return Broker("mosquitto", p, port, workdir)
+
+
+def start_amqtt(workdir: Path) -> Broker:
+    port = free_port()
+    conf = workdir / "amqtt.yaml"
+    conf.write_text(
+        "listeners:\n  default:\n    type: tcp\n"
+        f"    bind: 127.0.0.1:{port}\n    max_connections: 5000\n"
+        "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
+        "    allow_anonymous: true\n"
+    )
+    amqtt = Path(sys.executable).parent / "amqtt"
+    p = subprocess.Popen([str(amqtt), "-c", str(conf)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_listening(port, p, "amqtt")
+    return Broker("amqtt", p, port, workdir)
+
+
+STARTERS = {"edge-broker": start_edge, "mosquitto": start_mosquitto, "amqtt": start_amqtt}
+
+
+def start(name: str) -> Broker:
+    return STARTERS[name](Path(tempfile.mkdtemp(prefix=f"bench-{name}-")))

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from mqtt_codec_strategies import LEVELS, client_packets, connects, server_packets
 
 from edge_broker.mqtt.codec import PacketReader, ProtocolError, encode
-from edge_broker.mqtt.packets import Connect
+from edge_broker.mqtt.packets import Connect, Packet
 
 SETTINGS = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -17,15 +17,27 @@ SETTINGS = settings(
 
 
 def _feed_chunks(reader: PacketReader, data: bytes, cuts: list[int]) -> None:
-    """Feed ``data`` in pieces; only ProtocolError may escape; the buffer stays bounded."""
+    """Feed ``data`` in pieces; only ProtocolError may escape; the buffer stays bounded.
+
+    Whatever decodes must survive encode → decode unchanged (decode is a left inverse of
+    encode on everything the reader accepts).
+    """
     start = 0
+    packets: list[Packet] = []
+    first_level = reader.protocol_level
     for cut in sorted({c % (len(data) + 1) for c in cuts}) + [len(data)]:
         try:
-            reader.feed(data[start:cut])
-        except ProtocolError:
-            return
+            packets.extend(reader.feed(data[start:cut]))
+        except ProtocolError as exc:
+            packets.extend(exc.packets_before_error)
+            break
         assert reader.buffered <= reader.max_packet_size + 5
         start = cut
+    level = reader.protocol_level
+    if not packets or level is None:
+        return
+    again = PacketReader(side=reader.side, protocol_level=first_level)
+    assert again.feed(b"".join(encode(p, level) for p in packets)) == packets
 
 
 @pytest.mark.parametrize("side", ["server", "client"])

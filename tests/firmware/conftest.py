@@ -78,8 +78,9 @@ MicroPythonRunner = Callable[..., str]
 
 @pytest.fixture(scope="session")
 def micropython() -> MicroPythonRunner:
-    """``run(script, heap=...)`` executes ``script`` in real MicroPython with the firmware at
-    /fw (already on sys.path) and returns its stdout; a Python exception fails the test."""
+    """``run(script, heap=..., mounts={host_dir: "/dir"})`` executes ``script`` in real
+    MicroPython with the firmware at /fw (already on sys.path) and any extra host directories
+    copied in, and returns its stdout; a Python exception fails the test."""
     node = shutil.which("node")
     npm = shutil.which("npm")
     assert node and npm, "node and npm are needed (scripts/test installs them)"
@@ -92,13 +93,15 @@ def micropython() -> MicroPythonRunner:
             )
     assert entry.exists(), f"npm install did not provide {entry}"
 
-    def run(script: str, heap: int = 1 << 20, timeout: float = 120.0) -> str:
+    def run(script: str, heap: int = 1 << 20, timeout: float = 120.0,
+            mounts: dict[Path, str] | None = None) -> str:
         script_file = CACHE / f"mp_script_{time.monotonic_ns()}.py"
         script_file.write_text("import sys\nsys.path.append('/fw')\n" + script)
         try:
             proc = subprocess.run(
                 [node, str(WASM_DIR / "run.mjs"), str(heap), str(script_file),
-                 f"{MICROPYTHON_CLIENT}=/fw"],
+                 f"{MICROPYTHON_CLIENT}=/fw",
+                 *(f"{host}={inner}" for host, inner in (mounts or {}).items())],
                 capture_output=True, text=True, timeout=timeout,
             )
         finally:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import sys
 import time
+from pathlib import Path
 
 import nacl.signing
 from smokermqtt import claims, ed25519, ids, packets
@@ -116,3 +117,84 @@ def test_cpython_signing_time_is_reported() -> None:
     elapsed = time.perf_counter() - start
     nacl.signing.VerifyKey(key.public_key).verify(key.sign_attached(bytes(32)))
     print(f"CPython sign: {elapsed * 1000:.2f} ms", file=sys.stderr)
+
+
+def test_client_runs_under_micropython(micropython) -> None:  # type: ignore[no-untyped-def]
+    """smokermqtt.client itself in MicroPython, over a canned-bytes socket module: the SMOKER
+    exchange, a claim, a subscription, an incoming QoS 1 message, a ping, a publish and an
+    unclaim. What it sent is decoded with the broker's codec and checked with the broker's
+    SMOKER and claim code."""
+    from edge_broker.auth.smoker import SmokerChallenge, check_response, issue_challenge
+    from edge_broker.mqtt.codec import PacketReader, encode
+    from edge_broker.mqtt.packets import (
+        Auth,
+        Connack,
+        Connect,
+        Disconnect,
+        Pingreq,
+        Pingresp,
+        Properties,
+        Puback,
+        Publish,
+        Suback,
+        Subscribe,
+    )
+
+    key = ed25519.SigningKey(SEEDS[0])
+    me = ids.client_id(key.public_key)
+    nonce = hashlib.sha256(b"nonce").digest()
+    server = b"".join(encode(p, 5) for p in [
+        Auth(0x18, Properties(authentication_method="SMOKER", authentication_data=nonce)),
+        Connack(False, 0, Properties(authentication_method="SMOKER", server_keep_alive=30)),
+        Puback(1, 0),
+        Suback(2, (1,)),
+        Publish(f"restricted/{me}/cmd", b"go", 1, False, False, 9),
+        Pingresp(),
+        Puback(3, 0),
+        Puback(4, 0),
+    ])
+    fake_net = Path(__file__).resolve().parent / "micropython_wasm" / "fake_net"
+    script = f"""
+import binascii, sys
+sys.path.insert(0, "/shim")
+import socket
+socket.SERVER.extend({server!r})
+from smokermqtt import ed25519
+from smokermqtt.client import MQTTClient
+got = []
+c = MQTTClient("gw", 1883, signing_key=ed25519.SigningKey({SEEDS[0]!r}),
+               callback=lambda t, p: got.append((t, p)))
+print("session=%s" % c.connect())
+me = c.client_id
+print("claim=%d" % c.claim_topic("restricted/%s/temp" % me, "WHITELIST", [("*", "SUBSCRIBE")]))
+print("sub=%d" % c.subscribe("restricted/%s/cmd" % me, qos=1))
+c.wait_msg(100)
+c.ping()
+c.wait_msg(100)
+print("pub=%d" % c.publish("restricted/%s/temp" % me, b"21.5", qos=1))
+print("unclaim=%d" % c.unclaim("restricted/%s/temp" % me))
+c.disconnect()
+print("got=%r" % got)
+print("keepalive=%d" % c.server_keepalive)
+print("sent=" + binascii.hexlify(socket.SENT).decode())
+"""
+    out = _outputs(micropython(script, mounts={fake_net: "/shim"}))
+    assert out["session"] == "False"
+    assert (out["claim"], out["sub"], out["pub"], out["unclaim"]) == ("0", "1", "0", "0")
+    assert out["got"] == f"[('restricted/{me}/cmd', b'go')]"
+    assert out["keepalive"] == "30"
+    sent = PacketReader(side="server").feed(bytes.fromhex(out["sent"]))
+    connect, answer, claim, sub, ack, ping, pub, unclaim, disc = sent
+    assert isinstance(connect, Connect) and connect.client_id == me
+    challenge = issue_challenge(me, nonce)
+    assert isinstance(challenge, SmokerChallenge) and isinstance(answer, Auth)
+    assert check_response(challenge, answer) is None
+    assert isinstance(claim, Publish) and claim.topic == "access/claim" and claim.packet_id == 1
+    verify_claim(parse_claim(claim.payload))
+    assert isinstance(sub, Subscribe) and sub.subscriptions[0].topic_filter == \
+        f"restricted/{me}/cmd"
+    assert ack == Puback(9) and isinstance(ping, Pingreq)
+    assert pub == Publish(f"restricted/{me}/temp", b"21.5", 1, False, False, 3)
+    assert unclaim == Publish("access/unclaim", f"restricted/{me}/temp".encode(), 1, False,
+                              False, 4)
+    assert disc == Disconnect()

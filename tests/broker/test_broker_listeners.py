@@ -182,3 +182,14 @@ def test_text_log_readable(broker_factory):
     time.sleep(0.2)
     assert "client connected client_id=texty" in b.log()
     assert "interface=lo" in b.log()
+
+
+def test_websocket_over_tls(broker_factory, pki):
+    b = broker_factory({"listeners": [{
+        "name": "wss", "transport": "websocket", "websocket_tls": True,
+        "tls_cert": str(pki / "server.pem"), "tls_key": str(pki / "server.key")}]})
+    ctx = tls_client(pki, cert=False)
+    with ws_connect(f"wss://localhost:{b.port}/mqtt", subprotocols=["mqtt"], ssl=ctx) as ws:
+        ws.send(encode(Connect(5, "wss-client"), 5))
+        packets = PacketReader(side="client", protocol_level=5).feed(ws.recv(timeout=5))
+        assert isinstance(packets[0], Connack) and packets[0].reason_code == 0

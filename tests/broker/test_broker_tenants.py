@@ -1,0 +1,72 @@
+"""Tenants are isolated topic spaces (AUTHZ.md §1): subscriptions, retained messages, shared
+groups and $SYS are per tenant; nothing crosses."""
+
+from __future__ import annotations
+
+import time
+
+from broker_raw import RawClient
+
+from edge_broker.mqtt.packets import (
+    Pingreq,
+    Pingresp,
+    Properties,
+    Publish,
+    Suback,
+    Subscribe,
+    Subscription,
+)
+
+
+def tenant(name: str) -> Properties:
+    return Properties(user_properties=(("tenant", name),))
+
+
+def test_messages_and_retained_do_not_cross_tenants(module_broker):
+    t = f"shared/topic/{time.monotonic_ns()}"
+    with RawClient(module_broker.host, module_broker.port) as a, \
+            RawClient(module_broker.host, module_broker.port) as b, \
+            RawClient(module_broker.host, module_broker.port) as a2:
+        a.connect("ten-a", properties=tenant("acme"))
+        b.connect("ten-b", properties=tenant("globex"))
+        a2.connect("ten-a2", properties=tenant("acme"))
+        for c in (a, b, a2):
+            c.send(Subscribe(1, (Subscription(t, 0),)))
+            c.expect(Suback)
+        a.send(Publish(t, b"for acme", 0, retain=True))
+        assert a2.expect(Publish).payload == b"for acme"
+        assert a.expect(Publish).payload == b"for acme"
+        b.nothing()
+        with RawClient(module_broker.host, module_broker.port) as late_b:
+            late_b.connect("ten-b2", properties=tenant("globex"))
+            late_b.send(Subscribe(1, (Subscription(t, 0),)))
+            late_b.expect(Suback)
+            late_b.nothing()  # acme's retained message is not globex's
+        with RawClient(module_broker.host, module_broker.port) as default:
+            default.connect("ten-default")  # tenant "~"
+            default.send(Subscribe(1, (Subscription("#", 0),)))
+            default.expect(Suback)
+            a.send(Publish(t, b"again", 0))
+            a.send(Pingreq())
+            a.expect(Publish)
+            a.expect(Pingresp)
+            default.nothing()
+
+
+def test_invalid_tenant_refused(module_broker):
+    with RawClient(module_broker.host, module_broker.port) as c:
+        ack = c.connect("ten-bad", properties=tenant("no spaces allowed"))
+        assert ack.reason_code == 0x87 and "tenant" in (ack.properties.reason_string or "")
+
+
+def test_sys_topics_in_every_tenant(broker_factory):
+    b = broker_factory({"sys": {"interval": 0.5}})
+    with RawClient(b.host, b.port) as c:
+        c.connect("sys-reader", properties=tenant("acme"))
+        time.sleep(1.2)
+        c.send(Subscribe(1, (Subscription("$SYS/broker/clients/connected", 0),
+                             Subscription("$SYS/broker/version", 0))))
+        c.expect(Suback)
+        got = {p.topic: p.payload for p in (c.expect(Publish), c.expect(Publish))}
+        assert got["$SYS/broker/version"].startswith(b"edge-broker version")
+        assert int(got["$SYS/broker/clients/connected"]) >= 1

@@ -15,8 +15,17 @@ Identities: a connection matches a subject combination when each of its interfac
 CN and username is either unconstrained by the combination or equal to it (OR inside a list,
 AND across lists, OR across subjects). :meth:`Acl.for_identity` merges the trees of every
 combination the identity matches into one :class:`SubjectAcl`, so the broker does one or two
-tree lookups per publish and per delivery; merged results are memoised per attribute triple
-(bounded) on the :class:`Acl` object.
+tree lookups per publish and per delivery; merged results are memoised per set of matched
+combinations (bounded) on the :class:`Acl` object.
+
+Deliberate divergence from Zenoh 1.x: when a connection matches SEVERAL subject combinations,
+Zenoh runs the pseudocode per combination and allows when ANY of them allows (so a deny given
+to subject "field" is void for a field client that also matches a catch-all subject; checked
+against a real Zenoh 1.10 router in tests/authz/test_acl_zenoh_router.py). edge-broker applies
+the pseudocode to the UNION of the matched combinations' rules: an explicit deny from any
+matched subject wins (AUTHZ.md §2 gate 5, issue 7 "deny rules that nothing can override"). The
+result is never more permissive than Zenoh's; ``lint`` reports the configurations where the two
+differ (``subject-overlap``). With a single matched combination both are identical.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ Findings, each naming the rule or subject and why:
 - ``redundant-deny``: under default deny, a deny key expression that intersects no allow key
   expression of any scope it applies to: no request can be included in both, so removing it
   changes no decision (it only names itself instead of the default);
+- ``subject-overlap``: a deny rule of one subject while a client can also match another
+  subject that would allow such requests: edge-broker denies (deny wins across subjects),
+  Zenoh 1.x would allow (any matching subject that allows wins; see authz/acl.py). A
+  migration note, not an error;
 - ``verbatim-gap``: a deny key expression using ``*``/``**`` under default allow while some
   rule mentions a verbatim ``@`` chunk at that position: wildcards never match verbatim chunks,
   so such keys slip past the deny (a reminder, not an error).
@@ -91,6 +95,83 @@ def lint_acl(config: AclConfig) -> list[AclFinding]:
         out.extend(_redundant_denies(config))
     else:
         out.extend(_verbatim_gaps(config))
+    out.extend(_subject_overlaps(config))
+    return out
+
+
+def _compatible(a: SubjectCombination, b: SubjectCombination) -> bool:
+    """True when one connection can match both combinations."""
+    return all(
+        x is None or y is None or x == y
+        for x, y in (
+            (a.interface, b.interface),
+            (a.cert_common_name, b.cert_common_name),
+            (a.username, b.username),
+        )
+    )
+
+
+def _subject_overlaps(config: AclConfig) -> list[AclFinding]:
+    subjects = {s.id: s for s in config.subjects}
+    rules = {r.id: r for r in config.rules}
+    attached: dict[str, list[str]] = {}  # subject id -> rule ids, in policy order
+    for policy in config.policies:
+        for sid in policy.subjects:
+            bucket = attached.setdefault(sid, [])
+            bucket.extend(r for r in policy.rules if r not in bucket)
+
+    def zenoh_allows(sid: str, flow: Flow, message: Message, expr: KeyExpr) -> bool:
+        """Could subject ``sid`` alone allow some request inside ``expr`` (Zenoh's view)?"""
+        mine = [rules[r] for r in attached.get(sid, ())]
+        scoped = [r for r in mine if flow in r.flows and message in r.messages]
+        if any(
+            r.permission is Permission.DENY and k.includes(expr)
+            for r in scoped
+            for k in r.key_exprs
+        ):
+            return False
+        if config.default_permission is Permission.ALLOW:
+            return True
+        return any(
+            r.permission is Permission.ALLOW and k.intersects(expr)
+            for r in scoped
+            for k in r.key_exprs
+        )
+
+    out: list[AclFinding] = []
+    seen: set[tuple[str, str, str]] = set()
+    for sid, rule_ids in attached.items():
+        for other in attached.keys() | subjects.keys():
+            if other == sid or other not in subjects or sid not in subjects:
+                continue
+            if not any(
+                _compatible(a, b)
+                for a in subjects[sid].combinations()
+                for b in subjects[other].combinations()
+            ):
+                continue
+            for rid in rule_ids:
+                rule = rules[rid]
+                if rule.permission is not Permission.DENY or (rid, sid, other) in seen:
+                    continue
+                if any(
+                    zenoh_allows(other, flow, message, expr)
+                    for flow in rule.flows
+                    for message in rule.messages
+                    if message not in UNMAPPED_MESSAGES
+                    for expr in rule.key_exprs
+                ):
+                    seen.add((rid, sid, other))
+                    out.append(
+                        AclFinding(
+                            "subject-overlap",
+                            f"rule {rid!r}",
+                            f"a client matching both subject {sid!r} and subject {other!r} is "
+                            "denied here (deny wins across subjects) but Zenoh 1.x would allow "
+                            f"it through {other!r}",
+                            rule_id=rid,
+                        )
+                    )
     return out
 
 

@@ -105,7 +105,9 @@ def test_deny_in_another_scope_does_not_shadow() -> None:
         [{"id": "s", "interfaces": ["lo", "eth0"]}, {"id": "t", "interfaces": ["lo"]}],
         [{"rules": ["ok"], "subjects": ["s"]}, {"rules": ["block"], "subjects": ["t"]}],
     )
-    assert kinds(data) == []
+    # Not shadowed (eth0 clients get a/b); but a lo client matches both subjects, where
+    # edge-broker's deny wins and Zenoh would allow: the migration note.
+    assert kinds(data) == [("subject-overlap", "rule 'block'")]
 
 
 def test_partial_overlap_is_not_shadowing() -> None:
@@ -215,3 +217,50 @@ def test_removing_what_lint_calls_dead_changes_no_decision(
                     before = full.decide(who, flow, message, key).allowed
                     assert reduced.decide(who, flow, message, key).allowed == before, (
                         who, flow, message, key, [str(f) for f in findings])  # fmt: skip
+
+
+def test_subject_overlap_note_matches_the_zenoh_divergence() -> None:
+    # The configuration of test_acl_zenoh_router.py's divergence test: "lo" denies
+    # k/secret, "anyone" allows k/**.
+    data = config(
+        "allow",
+        [rule("deny-secret", "deny", ["k/secret"]), rule("allow-all", "allow", ["k/**"])],
+        [{"id": "lo", "interfaces": ["lo"]}, {"id": "anyone"}],
+        [{"rules": ["deny-secret", "allow-all"], "subjects": ["lo"]},
+         {"rules": ["allow-all"], "subjects": ["anyone"]}],
+    )  # fmt: skip
+    findings = [f for f in lint_acl(load_acl_config(data)) if f.kind == "subject-overlap"]
+    assert [(f.rule_id, f.subject) for f in findings] == [("deny-secret", "rule 'deny-secret'")]
+    assert "'lo'" in findings[0].message and "'anyone'" in findings[0].message
+
+
+def test_no_overlap_note_when_the_other_subject_denies_too_or_cannot_match() -> None:
+    same_rules = config(
+        "allow",
+        [rule("d", "deny", ["k/secret"])],
+        [{"id": "lo", "interfaces": ["lo"]}, {"id": "anyone"}],
+        [{"rules": ["d"], "subjects": ["lo", "anyone"]}],
+    )
+    assert kinds(same_rules) == []
+    disjoint = config(
+        "allow",
+        [rule("d", "deny", ["k/secret"])],
+        [{"id": "lo", "interfaces": ["lo"]}, {"id": "eth", "interfaces": ["eth0"]}],
+        [{"rules": ["d"], "subjects": ["lo"]}],
+    )
+    assert kinds(disjoint) == [("unused-subject", "subject 'eth'")]
+
+
+def test_unused_catch_all_subject_still_overlaps_in_zenoh() -> None:
+    # Zenoh 1.10 matches subjects named by no policy too (their verdict is the default), so
+    # under default allow a declared catch-all voids the "lo" deny there; edge-broker ignores
+    # subjects without policies.
+    data = config(
+        "allow",
+        [rule("d", "deny", ["k/secret"])],
+        [{"id": "lo", "interfaces": ["lo"]}, {"id": "anyone"}],
+        [{"rules": ["d"], "subjects": ["lo"]}],
+    )
+    assert kinds(data) == [("unused-subject", "subject 'anyone'"), ("subject-overlap", "rule 'd'")]
+    assert not Acl.load(data).decide(("lo", None, None), Flow.INGRESS, Message.PUT,
+                                     "k/secret").allowed  # fmt: skip

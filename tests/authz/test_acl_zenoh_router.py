@@ -2,6 +2,9 @@
 seed 004's matching-table rows are enforced by a zenohd-equivalent router on loopback, and our
 compiled ACL must predict exactly which subscriptions Zenoh lets through.
 
+A second test pins down the one deliberate divergence (authz/acl.py docstring): with several
+matching subjects Zenoh allows when any of them allows, edge-broker lets a deny win.
+
 Each row gets its own key space (``rowN/`` in front of both key expressions; a shared literal
 first chunk preserves inclusion both ways), so one router holds every row. A row's rule is a
 ``declare_subscriber`` rule (ingress); the row's request is the subscription's key expression.
@@ -153,3 +156,61 @@ def test_real_zenoh_router_agrees_with_our_acl(default: str) -> None:
         subscriber.close()
         publisher.close()
         router.close()
+
+
+def deliveries(section: dict[str, Any], keys: list[str], subscription: str) -> set[str]:
+    """Keys a loopback subscriber on ``subscription`` receives when a loopback client puts
+    each of ``keys`` (repeatedly for a while) through a router with ``section``."""
+    port = free_port()
+    router = zenoh.open(zenoh_config("router", port, section))
+    publisher = zenoh.open(zenoh_config("client", port))
+    subscriber = zenoh.open(zenoh_config("client", port))
+    received: set[str] = set()
+    lock = threading.Lock()
+
+    def on_sample(sample: Any) -> None:
+        with lock:
+            received.add(str(sample.key_expr))
+
+    try:
+        sub = subscriber.declare_subscriber(subscription, on_sample)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            for key in keys:
+                publisher.put(key, b"1")
+            time.sleep(0.3)
+            with lock:
+                if received >= set(keys):
+                    break
+        sub.undeclare()
+        with lock:
+            return set(received)
+    finally:
+        subscriber.close()
+        publisher.close()
+        router.close()
+
+
+@pytest.mark.parametrize("default", ["allow", "deny"])
+def test_divergence_when_several_subjects_match(default: str) -> None:
+    section = {
+        "enabled": True,
+        "default_permission": default,
+        "rules": [
+            {"id": "deny-secret", "messages": ["put"], "permission": "deny",
+             "key_exprs": ["k/secret"]},
+            {"id": "allow-all", "messages": ["put", "declare_subscriber"],
+             "permission": "allow", "key_exprs": ["k/**"]},
+        ],
+        "subjects": [{"id": "lo", "interfaces": ["lo"]}, {"id": "anyone"}],
+        "policies": [
+            {"rules": ["deny-secret", "allow-all"], "subjects": ["lo"]},
+            {"rules": ["allow-all"], "subjects": ["anyone"]},
+        ],
+    }  # fmt: skip
+    # Zenoh: "anyone" allows, and any allowing subject wins.
+    assert deliveries(section, ["k/secret", "k/open"], "k/**") == {"k/secret", "k/open"}
+    # edge-broker: the deny of "lo" wins for a loopback client that matches both subjects.
+    ours = Acl.load(section).for_subject("lo", None, None)
+    assert not ours.allows(Flow.INGRESS, Message.PUT, "k/secret")
+    assert ours.allows(Flow.INGRESS, Message.PUT, "k/open")

@@ -141,11 +141,13 @@ def bench_tokens(seconds: float) -> None:
         "ES256": ec.generate_private_key(ec.SECP256R1()),
         "RS256": rsa.generate_private_key(public_exponent=65537, key_size=2048),
     }
-    grants = [{
-        "tenant_ids": ["acme"],
-        "allow_channels_pub": [f"site/dev{i}/#" for i in range(20)],
-        "allow_channels_sub": [f"site/(a|b*)/dev{i}/>" for i in range(20)],
-    }]
+    grants = [
+        {
+            "tenant_ids": ["acme"],
+            "allow_channels_pub": [f"site/dev{i}/#" for i in range(20)],
+            "allow_channels_sub": [f"site/(a|b*)/dev{i}/>" for i in range(20)],
+        }
+    ]
     print()
     print("| algorithm | verifications/s, grants seen before | verifications/s, new grants |")
     print("|---|---:|---:|")
@@ -169,15 +171,22 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,1000,100000")
     parser.add_argument("--queries", type=int, default=20000)
     parser.add_argument("--seconds", type=float, default=1.0, help="minimum time per cell")
-    parser.add_argument("--linear-limit", type=int, default=1000,
-                        help="largest rule count for which the linear scan is measured")
-    parser.add_argument("--tokens", action="store_true",
-                        help="also measure token verifications/s per algorithm")
+    parser.add_argument(
+        "--linear-limit",
+        type=int,
+        default=1000,
+        help="largest rule count for which the linear scan is measured",
+    )
+    parser.add_argument(
+        "--tokens", action="store_true", help="also measure token verifications/s per algorithm"
+    )
     args = parser.parse_args()
     rng = random.Random(7)
-    print("| rules | pub trie dec/s | pub trie, 10 hot rules | pub linear dec/s "
-          "| sub trie acc/s | sub trie, 10 hot rules | sub linear acc/s "
-          "| pub compile CPU s | sub compile CPU s | pub hits | sub hits |")
+    print(
+        "| rules | pub trie dec/s | pub trie, 10 hot rules | pub linear dec/s "
+        "| sub trie acc/s | sub trie, 10 hot rules | sub linear acc/s "
+        "| pub compile CPU s | sub compile CPU s | pub hits | sub hits |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in (int(s) for s in args.sizes.split(",")):
         pub_texts, sub_texts = pub_rules(size, rng), sub_rules(size, rng)
@@ -206,9 +215,11 @@ def main() -> None:
             lin_sub = f"{rate(linear_sub(sub_texts), sq[:2000], args.seconds):,.0f}"
         else:
             lin_pub = lin_sub = "-"
-        print(f"| {size:,} | {pub_rate:,.0f} | {pub_hot:,.0f} | {lin_pub} "
-              f"| {sub_rate:,.0f} | {sub_hot:,.0f} | {lin_sub} "
-              f"| {t1 - t0:.2f} | {t2 - t1:.2f} | {pub_hits:.0%} | {sub_hits:.0%} |")
+        print(
+            f"| {size:,} | {pub_rate:,.0f} | {pub_hot:,.0f} | {lin_pub} "
+            f"| {sub_rate:,.0f} | {sub_hot:,.0f} | {lin_sub} "
+            f"| {t1 - t0:.2f} | {t2 - t1:.2f} | {pub_hits:.0%} | {sub_hits:.0%} |"
+        )
     if args.tokens:
         bench_tokens(args.seconds)
 

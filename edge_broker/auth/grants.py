@@ -132,9 +132,7 @@ class Grants:
 def parse_tenant_grants(value: Any, separator: str = DEFAULT_SEPARATOR) -> tuple[TenantGrant, ...]:
     """Validate every grant and rule of a decoded ``tenant_grants`` value."""
     if not isinstance(value, list):
-        raise GrantError(
-            "tenant_grants", f"must be a list of grants, not {_json_type(value)}"
-        )
+        raise GrantError("tenant_grants", f"must be a list of grants, not {_json_type(value)}")
     if not value:
         raise GrantError("tenant_grants", "is empty; a token needs at least one grant")
     if len(value) > MAX_GRANTS:
@@ -145,12 +143,12 @@ def parse_tenant_grants(value: Any, separator: str = DEFAULT_SEPARATOR) -> tuple
 def _parse_grant(index: int, grant: Any, separator: str) -> TenantGrant:
     where = f"tenant_grants[{index}]"
     if not isinstance(grant, dict):
-        raise GrantError(where, f"must be an object with keys {', '.join(GRANT_KEYS)}, not "
-                                f"{_json_type(grant)}")
+        raise GrantError(
+            where, f"must be an object with keys {', '.join(GRANT_KEYS)}, not {_json_type(grant)}"
+        )
     unknown = sorted(set(grant) - set(GRANT_KEYS))
     if unknown:
-        raise GrantError(where, f"unknown key {unknown[0]!r}; the keys are "
-                                f"{', '.join(GRANT_KEYS)}")
+        raise GrantError(where, f"unknown key {unknown[0]!r}; the keys are {', '.join(GRANT_KEYS)}")
     if "tenant_ids" not in grant:
         raise GrantError(where, "missing 'tenant_ids' (the exact tenant names it applies to)")
     tenants = _strings(f"{where}.tenant_ids", grant["tenant_ids"])
@@ -164,10 +162,12 @@ def _parse_grant(index: int, grant: Any, separator: str) -> TenantGrant:
             raise GrantError(f"{where}.tenant_ids[{i}]", str(exc)) from None
         if normal not in tenant_ids:
             tenant_ids.append(normal)
-    pub = _rules(f"{where}.allow_channels_pub", grant.get("allow_channels_pub", []),
-                 PubRule.parse, separator)
-    sub = _rules(f"{where}.allow_channels_sub", grant.get("allow_channels_sub", []),
-                 SubRule.parse, separator)
+    pub = _rules(
+        f"{where}.allow_channels_pub", grant.get("allow_channels_pub", []), PubRule.parse, separator
+    )
+    sub = _rules(
+        f"{where}.allow_channels_sub", grant.get("allow_channels_sub", []), SubRule.parse, separator
+    )
     return TenantGrant(tuple(tenant_ids), pub, sub)
 
 

@@ -253,7 +253,16 @@ class TokenVerifier:
             raise _bad(f"token has no '{GRANTS_CLAIM}' claim (seed 000 permissions)")
         grants = self._grants(payload[GRANTS_CLAIM])
         return VerifiedToken(
-            subject, bound, exp, nbf, iat, audience, issuer, alg, kid, grants,
+            subject,
+            bound,
+            exp,
+            nbf,
+            iat,
+            audience,
+            issuer,
+            alg,
+            kid,
+            grants,
             MappingProxyType(payload),
         )
 

@@ -129,8 +129,9 @@ def _verifier(args: argparse.Namespace, header_kid: Any) -> TokenVerifier | None
         # The operator names the key to check with: it stands for the token's kid unless
         # --kid says otherwise.
         kid = args.kid if args.kid is not None else header_kid
-        keys.append(TokenKey.load(args.key, kid=kid if isinstance(kid, str) else None,
-                                  algorithm=args.alg))
+        keys.append(
+            TokenKey.load(args.key, kid=kid if isinstance(kid, str) else None, algorithm=args.alg)
+        )
     if args.jwks:
         keys.extend(load_jwks(args.jwks))
     if not keys:
@@ -247,18 +248,34 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.required = True
 
     def key_options(p: argparse.ArgumentParser, required: bool) -> None:
-        p.add_argument("--key", required=required, metavar="FILE",
-                       help="PEM key (private to sign) or, with --alg HS256, a secret file")
-        p.add_argument("--alg", choices=ALGORITHMS,
-                       help="algorithm (default: from the PEM key; HS256 for a secret file)")
+        p.add_argument(
+            "--key",
+            required=required,
+            metavar="FILE",
+            help="PEM key (private to sign) or, with --alg HS256, a secret file",
+        )
+        p.add_argument(
+            "--alg",
+            choices=ALGORITHMS,
+            help="algorithm (default: from the PEM key; HS256 for a secret file)",
+        )
         p.add_argument("--kid", help="key id written to / expected in the token header")
-        p.add_argument("--separator", choices=(".", "/"), default=DEFAULT_SEPARATOR,
-                       help="channel separator of the rules (default '/')")
+        p.add_argument(
+            "--separator",
+            choices=(".", "/"),
+            default=DEFAULT_SEPARATOR,
+            help="channel separator of the rules (default '/')",
+        )
 
     create = sub.add_parser("create", help="sign a token; invalid rules are refused")
     key_options(create, required=True)
-    create.add_argument("--grant", action="append", required=True, metavar="JSON|@FILE",
-                        help="a grant object or a list of grants (seed 000 shape); repeatable")
+    create.add_argument(
+        "--grant",
+        action="append",
+        required=True,
+        metavar="JSON|@FILE",
+        help="a grant object or a list of grants (seed 000 shape); repeatable",
+    )
     create.add_argument("--ttl", default="1h", help="lifetime: 3600, 15m, 1h, 7d (default 1h)")
     create.add_argument("--sub", help="subject")
     create.add_argument("--client-id", help="bind the token to this MQTT client id")
@@ -274,7 +291,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     inspect.add_argument("--iss", help="expected issuer")
     inspect.add_argument("--client-id", help="check the client id binding")
     inspect.add_argument("--tenant", help="check that the grants name this tenant")
-    inspect.add_argument("--leeway", type=float, default=DEFAULT_LEEWAY,
-                         help=f"clock leeway in seconds (default {DEFAULT_LEEWAY:g})")
+    inspect.add_argument(
+        "--leeway",
+        type=float,
+        default=DEFAULT_LEEWAY,
+        help=f"clock leeway in seconds (default {DEFAULT_LEEWAY:g})",
+    )
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     inspect.set_defaults(token_func=_cmd_inspect)

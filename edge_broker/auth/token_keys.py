@@ -100,9 +100,7 @@ class TokenKey:
         return TokenKey(inferred, public, kid, private, source)
 
     @staticmethod
-    def load(
-        path: str | Path, kid: str | None = None, algorithm: str | None = None
-    ) -> TokenKey:
+    def load(path: str | Path, kid: str | None = None, algorithm: str | None = None) -> TokenKey:
         """A key file: PEM, or (``algorithm="HS256"``) a file holding the secret."""
         source = str(path)
         try:
@@ -117,9 +115,7 @@ class TokenKey:
         if algorithm == "HS256":
             return TokenKey.hs256(data.rstrip(b"\r\n"), kid, source)
         if b"-----BEGIN" not in data:
-            raise TokenKeyError(
-                f"{source}: not a PEM key; for an HS256 secret say so (alg HS256)"
-            )
+            raise TokenKeyError(f"{source}: not a PEM key; for an HS256 secret say so (alg HS256)")
         return TokenKey.from_pem(data, kid, algorithm, source)
 
 

@@ -63,9 +63,7 @@ def pattern_tokens(pattern: str, separator: str) -> tuple[PatternToken, ...]:
             f"pattern has {len(raw)} tokens; at most {MAX_PATTERN_TOKENS} are allowed",
         )
     last = len(raw) - 1
-    return tuple(
-        _token(pattern, tok, separator, i, last=i == last) for i, tok in enumerate(raw)
-    )
+    return tuple(_token(pattern, tok, separator, i, last=i == last) for i, tok in enumerate(raw))
 
 
 def _token(pattern: str, tok: str, separator: str, index: int, *, last: bool) -> PatternToken:
@@ -88,8 +86,9 @@ def _token(pattern: str, tok: str, separator: str, index: int, *, last: bool) ->
         if mark == "*":
             return PatternToken(TokenKind.PREFIX_STAR, head)
         if not last:
-            raise RuleError(pattern, tok, f"{tok!r}: a prefix tail is allowed only in the last "
-                                          "token")
+            raise RuleError(
+                pattern, tok, f"{tok!r}: a prefix tail is allowed only in the last token"
+            )
         return PatternToken(TokenKind.PREFIX_HASH if mark == "#" else TokenKind.PREFIX_GT, head)
     raise RuleError(pattern, tok, _why_invalid(tok, separator))
 

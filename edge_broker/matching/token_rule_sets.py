@@ -219,9 +219,7 @@ class PubRuleSet:
 
     __slots__ = ("separator", "rules", "_root")
 
-    def __init__(
-        self, rules: Iterable[PubRule | str], separator: str = DEFAULT_SEPARATOR
-    ) -> None:
+    def __init__(self, rules: Iterable[PubRule | str], separator: str = DEFAULT_SEPARATOR) -> None:
         self.separator = check_separator(separator)
         self.rules: tuple[PubRule, ...] = tuple(
             r if isinstance(r, PubRule) else PubRule.parse(r, separator) for r in rules
@@ -255,9 +253,7 @@ class SubRuleSet:
 
     __slots__ = ("separator", "rules", "_root")
 
-    def __init__(
-        self, rules: Iterable[SubRule | str], separator: str = DEFAULT_SEPARATOR
-    ) -> None:
+    def __init__(self, rules: Iterable[SubRule | str], separator: str = DEFAULT_SEPARATOR) -> None:
         self.separator = check_separator(separator)
         self.rules: tuple[SubRule, ...] = tuple(
             r if isinstance(r, SubRule) else SubRule.parse(r, separator) for r in rules
@@ -273,9 +269,7 @@ class SubRuleSet:
             _insert(self._root, rule, index)
         self._root.seal()
 
-    def allowed(
-        self, pattern: str | SubscriptionPattern | Sequence[PatternToken]
-    ) -> str | None:
+    def allowed(self, pattern: str | SubscriptionPattern | Sequence[PatternToken]) -> str | None:
         """The text of the first rule accepting the subscription ``pattern``, or ``None``.
 
         ``pattern`` is the text the client sent, validated per §2 first (:class:`RuleError`

@@ -68,9 +68,7 @@ class Alternatives:
         for prefix in sorted(set(prefixes), key=lambda p: (len(p), p)):
             if not any(prefix.startswith(shorter) for shorter in kept):
                 kept.append(prefix)
-        covered = frozenset(
-            lit for lit in literals if not any(lit.startswith(p) for p in kept)
-        )
+        covered = frozenset(lit for lit in literals if not any(lit.startswith(p) for p in kept))
         return Alternatives(covered, tuple(sorted(kept)))
 
     def matches(self, token: str) -> bool:
@@ -258,8 +256,9 @@ def _parse_rule(
             continue
         if seg == "":
             raise RuleError(
-                text, "", f"empty segment at position {position + 1}; remove the extra "
-                f"{separator!r}"
+                text,
+                "",
+                f"empty segment at position {position + 1}; remove the extra {separator!r}",
             )
         size = len(seg.encode("utf-8"))
         if size > MAX_SEGMENT_BYTES:
@@ -290,8 +289,7 @@ def _check_parentheses(text: str, separator: str) -> None:
             depth, start = 1, i
         elif char == ")":
             if not depth:
-                raise RuleError(text, _segment_at(text, i, separator),
-                                "')' without a matching '('")
+                raise RuleError(text, _segment_at(text, i, separator), "')' without a matching '('")
             depth = 0
         elif char == separator and depth:
             if text.find(")", i) < 0:
@@ -323,50 +321,74 @@ def _parse_segment(rule: str, seg: str, separator: str, *, subscribe: bool) -> S
         return Segment(SegmentKind.LITERAL, seg, literal=seg)
     if seg == "?" or seg == "*":
         if not subscribe:
-            return _fail(rule, seg, f"{seg!r} is not allowed in publish rules (only in "
-                                    "subscribe rules)")
+            return _fail(
+                rule, seg, f"{seg!r} is not allowed in publish rules (only in subscribe rules)"
+            )
         kind = SegmentKind.ANY_LITERAL if seg == "?" else SegmentKind.WILDCARD
         return Segment(kind, seg)
     if "(" in seg or ")" in seg:
         if not (seg.startswith("(") and seg.endswith(")")):
-            return _fail(rule, seg, "text around the parentheses; alternatives must be a whole "
-                                    "segment such as '(a|b)'")
-        return Segment(SegmentKind.ALTERNATIVES, seg,
-                       alternatives=_parse_alternatives(rule, seg, separator))
+            return _fail(
+                rule,
+                seg,
+                "text around the parentheses; alternatives must be a whole segment such as '(a|b)'",
+            )
+        return Segment(
+            SegmentKind.ALTERNATIVES, seg, alternatives=_parse_alternatives(rule, seg, separator)
+        )
     if "|" in seg:
         return _fail(rule, seg, f"'|' outside parentheses; write '({seg})'")
     if seg.endswith("*") and is_literal(seg[:-1], separator):
-        return _fail(rule, seg, f"a prefix is allowed only as a variant of alternatives; "
-                                f"write '({seg})' (D6)")
+        return _fail(
+            rule,
+            seg,
+            f"a prefix is allowed only as a variant of alternatives; write '({seg})' (D6)",
+        )
     return _fail(rule, seg, _bad_characters(seg, separator, subscribe=subscribe))
 
 
 def _parse_alternatives(rule: str, seg: str, separator: str) -> Alternatives:
     variants = seg[1:-1].split("|")
     if len(variants) > MAX_VARIANTS:
-        _fail(rule, seg, f"{len(variants)} alternatives; at most {MAX_VARIANTS} are allowed "
-                         "(split the rule)")
+        _fail(
+            rule,
+            seg,
+            f"{len(variants)} alternatives; at most {MAX_VARIANTS} are allowed (split the rule)",
+        )
     literals: list[str] = []
     prefixes: list[str] = []
     for variant in variants:
         if variant == "":
-            _fail(rule, seg, "empty alternative; every variant between '(', '|' and ')' must "
-                             "be a literal or a prefix like 'b*'")
+            _fail(
+                rule,
+                seg,
+                "empty alternative; every variant between '(', '|' and ')' must "
+                "be a literal or a prefix like 'b*'",
+            )
         elif is_literal(variant, separator):
             literals.append(variant)
         elif variant.endswith("*") and is_literal(variant[:-1], separator):
             prefixes.append(variant[:-1])
         elif variant == "*":
-            _fail(rule, seg, "'*' alone is not a variant; a prefix needs a literal before "
-                             "'*' (like 'b*')")
+            _fail(
+                rule,
+                seg,
+                "'*' alone is not a variant; a prefix needs a literal before '*' (like 'b*')",
+            )
         elif any(c in variant for c in "?#>"):
-            _fail(rule, seg, f"variant {variant!r}: '?', '#' and '>' are not allowed inside "
-                             "alternatives")
+            _fail(
+                rule,
+                seg,
+                f"variant {variant!r}: '?', '#' and '>' are not allowed inside alternatives",
+            )
         elif "*" in variant:
             _fail(rule, seg, f"variant {variant!r}: '*' may only end a prefix (like 'b*')")
         else:
-            _fail(rule, seg, f"variant {variant!r}: "
-                             + _bad_characters(variant, separator, subscribe=False))
+            _fail(
+                rule,
+                seg,
+                f"variant {variant!r}: " + _bad_characters(variant, separator, subscribe=False),
+            )
     return Alternatives.of(literals, prefixes)
 
 

@@ -37,11 +37,26 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_create_then_verify_with_the_library(keys: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_create_then_verify_with_the_library(
+    keys: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(
-        capsys, "create", "--key", str(keys / "priv.pem"), "--kid", "k1",
-        "--grant", json.dumps(GRANT), "--ttl", "1h30m", "--sub", "dev-1",
-        "--client-id", "c1", "--aud", "gw",
+        capsys,
+        "create",
+        "--key",
+        str(keys / "priv.pem"),
+        "--kid",
+        "k1",
+        "--grant",
+        json.dumps(GRANT),
+        "--ttl",
+        "1h30m",
+        "--sub",
+        "dev-1",
+        "--client-id",
+        "c1",
+        "--aud",
+        "gw",
     )
     assert code == 0
     token = out.strip()
@@ -57,8 +72,18 @@ def test_create_with_hs256_secret_and_grants_file(
     keys: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (keys / "grants.json").write_text(json.dumps({"tenant_grants": [GRANT, GRANT]}))
-    code, out, _ = run(capsys, "create", "--key", str(keys / "secret"), "--alg", "HS256",
-                       "--grant", "@" + str(keys / "grants.json"), "--grant", json.dumps(GRANT))
+    code, out, _ = run(
+        capsys,
+        "create",
+        "--key",
+        str(keys / "secret"),
+        "--alg",
+        "HS256",
+        "--grant",
+        "@" + str(keys / "grants.json"),
+        "--grant",
+        json.dumps(GRANT),
+    )
     assert code == 0
     verified = TokenVerifier([TokenKey.hs256(HS_SECRET)]).verify(out.strip())
     assert len(verified.grants.grants) == 3
@@ -67,8 +92,10 @@ def test_create_with_hs256_secret_and_grants_file(
 @pytest.mark.parametrize(
     ("rule", "message"),
     [
-        ("store/#/status", "tenant_grants[0].allow_channels_pub[0]: store/#/status: '#' must be "
-                           "the last segment"),
+        (
+            "store/#/status",
+            "tenant_grants[0].allow_channels_pub[0]: store/#/status: '#' must be the last segment",
+        ),
         ("/".join(["s"] * 33), "33 segments; at most 32"),
         ("store/?/x", "'?' is not allowed in publish rules"),
     ],
@@ -77,16 +104,25 @@ def test_create_refuses_invalid_rules(
     keys: Path, capsys: pytest.CaptureFixture[str], rule: str, message: str
 ) -> None:
     grant = {"tenant_ids": ["acme"], "allow_channels_pub": [rule]}
-    code, out, err = run(capsys, "create", "--key", str(keys / "priv.pem"),
-                         "--grant", json.dumps(grant))
+    code, out, err = run(
+        capsys, "create", "--key", str(keys / "priv.pem"), "--grant", json.dumps(grant)
+    )
     assert code == 1 and out == ""
     assert "invalid grants: " in err and message in err
 
 
 def test_create_with_dot_separator(keys: Path, capsys: pytest.CaptureFixture[str]) -> None:
     grant = {"tenant_ids": ["t"], "allow_channels_pub": ["store.sell.#"]}
-    code, out, _ = run(capsys, "create", "--key", str(keys / "priv.pem"), "--separator", ".",
-                       "--grant", json.dumps(grant))
+    code, out, _ = run(
+        capsys,
+        "create",
+        "--key",
+        str(keys / "priv.pem"),
+        "--separator",
+        ".",
+        "--grant",
+        json.dumps(grant),
+    )
     assert code == 0
     verifier = TokenVerifier([TokenKey.load(keys / "pub.pem")], separator=".")
     compiled = verifier.verify(out.strip()).for_tenant("t")
@@ -115,8 +151,17 @@ def test_create_needs_a_private_key(keys: Path, capsys: pytest.CaptureFixture[st
 
 
 def _make(keys: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
-    code, out, _ = run(capsys, "create", "--key", str(keys / "priv.pem"), "--kid", "k1",
-                       "--grant", json.dumps(GRANT), *extra)
+    code, out, _ = run(
+        capsys,
+        "create",
+        "--key",
+        str(keys / "priv.pem"),
+        "--kid",
+        "k1",
+        "--grant",
+        json.dumps(GRANT),
+        *extra,
+    )
     assert code == 0
     return out.strip()
 
@@ -132,15 +177,26 @@ def test_inspect_without_key(keys: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_inspect_with_key_and_checks(keys: Path, capsys: pytest.CaptureFixture[str]) -> None:
     token = _make(keys, capsys, "--client-id", "c1")
-    code, out, _ = run(capsys, "inspect", token, "--key", str(keys / "pub.pem"),
-                       "--tenant", "acme", "--client-id", "c1")
+    code, out, _ = run(
+        capsys,
+        "inspect",
+        token,
+        "--key",
+        str(keys / "pub.pem"),
+        "--tenant",
+        "acme",
+        "--client-id",
+        "c1",
+    )
     assert code == 0 and "verified (ES256, kid 'k1')" in out and out.strip().endswith("VALID")
-    code, out, _ = run(capsys, "inspect", token, "--key", str(keys / "pub.pem"),
-                       "--tenant", "other")
+    code, out, _ = run(
+        capsys, "inspect", token, "--key", str(keys / "pub.pem"), "--tenant", "other"
+    )
     assert code == 1 and "verified (ES256" in out
     assert "INVALID: token grants no access to tenant 'other'" in out
-    code, out, _ = run(capsys, "inspect", token, "--key", str(keys / "pub.pem"),
-                       "--client-id", "c2")
+    code, out, _ = run(
+        capsys, "inspect", token, "--key", str(keys / "pub.pem"), "--client-id", "c2"
+    )
     assert code == 1 and "bound to client id 'c1', not 'c2'" in out
 
 
@@ -156,9 +212,21 @@ def test_inspect_with_wrong_key_is_refused(keys: Path, capsys: pytest.CaptureFix
 def test_inspect_json_and_stdin(keys: Path, capsys: pytest.CaptureFixture[str]) -> None:
     token = _make(keys, capsys, "--sub", "dev-9")
     result = subprocess.run(
-        [sys.executable, "-m", "edge_broker", "token", "inspect", "-", "--json",
-         "--key", str(keys / "pub.pem")],
-        input=token, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "edge_broker",
+            "token",
+            "inspect",
+            "-",
+            "--json",
+            "--key",
+            str(keys / "pub.pem"),
+        ],
+        input=token,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)

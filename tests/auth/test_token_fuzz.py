@@ -76,8 +76,9 @@ sub_rule = st.builds(
 )
 grant = st.fixed_dictionaries(
     {
-        "tenant_ids": st.lists(st.sampled_from(["", "acme", "t.1", "~", "@x"]), min_size=1,
-                               max_size=3),
+        "tenant_ids": st.lists(
+            st.sampled_from(["", "acme", "t.1", "~", "@x"]), min_size=1, max_size=3
+        ),
         "allow_channels_pub": st.lists(pub_rule, max_size=4),
         "allow_channels_sub": st.lists(sub_rule, max_size=4),
     }

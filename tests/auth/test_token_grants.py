@@ -87,8 +87,9 @@ def test_round_trip_to_json() -> None:
 
 
 def test_invalid_channel_or_pattern_is_a_rule_error_not_a_denial() -> None:
-    t = Grants.parse([{"tenant_ids": ["t"], "allow_channels_pub": ["#"],
-                       "allow_channels_sub": ["#"]}]).for_tenant("t")
+    t = Grants.parse(
+        [{"tenant_ids": ["t"], "allow_channels_pub": ["#"], "allow_channels_sub": ["#"]}]
+    ).for_tenant("t")
     assert t is not None
     with pytest.raises(RuleError, match="wildcard"):
         t.can_publish("a/*")
@@ -101,23 +102,36 @@ def test_invalid_channel_or_pattern_is_a_rule_error_not_a_denial() -> None:
     [
         ({}, "tenant_grants: must be a list of grants, not an object"),
         ([], "tenant_grants: is empty; a token needs at least one grant"),
-        ([1], "tenant_grants[0]: must be an object with keys tenant_ids, allow_channels_pub, "
-              "allow_channels_sub, not a number"),
-        ([{"tenant_ids": ["t"], "allow_channel_pub": []}],
-         "tenant_grants[0]: unknown key 'allow_channel_pub'"),
+        (
+            [1],
+            "tenant_grants[0]: must be an object with keys tenant_ids, allow_channels_pub, "
+            "allow_channels_sub, not a number",
+        ),
+        (
+            [{"tenant_ids": ["t"], "allow_channel_pub": []}],
+            "tenant_grants[0]: unknown key 'allow_channel_pub'",
+        ),
         ([{"allow_channels_pub": []}], "tenant_grants[0]: missing 'tenant_ids'"),
-        ([{"tenant_ids": "t"}], "tenant_grants[0].tenant_ids: must be a list of strings, not a "
-                                "string"),
+        (
+            [{"tenant_ids": "t"}],
+            "tenant_grants[0].tenant_ids: must be a list of strings, not a string",
+        ),
         ([{"tenant_ids": []}], "tenant_grants[0].tenant_ids: is empty"),
         ([{"tenant_ids": [None]}], "tenant_grants[0].tenant_ids[0]: must be a string, not null"),
         ([{"tenant_ids": ["a b"]}], "tenant_grants[0].tenant_ids[0]: a b: tenant contains ' '"),
-        ([{"tenant_ids": ["t"], "allow_channels_sub": [True]}],
-         "tenant_grants[0].allow_channels_sub[0]: must be a string, not a boolean"),
-        ([{"tenant_ids": ["t"]}, {"tenant_ids": ["u"], "allow_channels_pub": ["ok", "a/*/b"]}],
-         "tenant_grants[1].allow_channels_pub[1]: a/*/b: '*' is not allowed in publish rules"),
-        ([{"tenant_ids": ["t"], "allow_channels_sub": ["store/sell|bay/status"]}],
-         "tenant_grants[0].allow_channels_sub[0]: store/sell|bay/status: segment 'sell|bay': "
-         "'|' outside parentheses"),
+        (
+            [{"tenant_ids": ["t"], "allow_channels_sub": [True]}],
+            "tenant_grants[0].allow_channels_sub[0]: must be a string, not a boolean",
+        ),
+        (
+            [{"tenant_ids": ["t"]}, {"tenant_ids": ["u"], "allow_channels_pub": ["ok", "a/*/b"]}],
+            "tenant_grants[1].allow_channels_pub[1]: a/*/b: '*' is not allowed in publish rules",
+        ),
+        (
+            [{"tenant_ids": ["t"], "allow_channels_sub": ["store/sell|bay/status"]}],
+            "tenant_grants[0].allow_channels_sub[0]: store/sell|bay/status: segment 'sell|bay': "
+            "'|' outside parentheses",
+        ),
     ],
 )
 def test_errors_name_the_grant_and_the_rule(value: Any, message: str) -> None:

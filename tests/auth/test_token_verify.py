@@ -125,8 +125,12 @@ def test_token_signed_by_another_key_is_refused() -> None:
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
     foreign = ed25519.Ed25519PrivateKey.generate()
-    text = jwt.encode({"exp": NOW + 60, "tenant_grants": GRANTS}, foreign, algorithm="EdDSA",
-                      headers={"kid": "k-EdDSA"})
+    text = jwt.encode(
+        {"exp": NOW + 60, "tenant_grants": GRANTS},
+        foreign,
+        algorithm="EdDSA",
+        headers={"kid": "k-EdDSA"},
+    )
     err = refused(TokenVerifier([other]), text)
     assert err.reason_code is BAD and "signature does not verify" in err.reason
     no_kid = jwt.encode({"exp": NOW + 60, "tenant_grants": GRANTS}, foreign, algorithm="EdDSA")
@@ -204,8 +208,9 @@ def test_payload_that_is_not_an_object_is_malformed() -> None:
 def test_33_segment_rule_is_refused_naming_the_rule() -> None:
     rule = "/".join(["s"] * 33)
     grants = [{"tenant_ids": ["acme"], "allow_channels_pub": ["ok/#", rule]}]
-    text = forge({"alg": "HS256", "kid": "k-HS256"},
-                 {"exp": NOW + 60, "tenant_grants": grants}, HS_SECRET)
+    text = forge(
+        {"alg": "HS256", "kid": "k-HS256"}, {"exp": NOW + 60, "tenant_grants": grants}, HS_SECRET
+    )
     err = refused(verifier(), text)
     assert err.reason_code is BAD
     assert err.reason.startswith("invalid token grants: tenant_grants[0].allow_channels_pub[1]")
@@ -218,8 +223,9 @@ def test_invalid_rule_message_is_the_same_at_creation() -> None:
 
     with pytest.raises(GrantError) as created:
         token(grants=grants)
-    text = forge({"alg": "HS256", "kid": "k-HS256"},
-                 {"exp": NOW + 60, "tenant_grants": grants}, HS_SECRET)
+    text = forge(
+        {"alg": "HS256", "kid": "k-HS256"}, {"exp": NOW + 60, "tenant_grants": grants}, HS_SECRET
+    )
     err = refused(verifier(), text)
     assert err.reason == f"invalid token grants: {created.value}"
     assert str(created.value) == (
@@ -242,9 +248,7 @@ def test_audience() -> None:
     assert "audience (none)" in err.reason
     err = refused(verifier(), text)
     assert "no audience configured" in err.reason
-    assert verifier(audience="b").verify(token(audience=["a", "b"]), now=NOW).audience == (
-        "a", "b"
-    )
+    assert verifier(audience="b").verify(token(audience=["a", "b"]), now=NOW).audience == ("a", "b")
 
 
 def test_issuer() -> None:
@@ -274,8 +278,7 @@ def test_client_id_binding() -> None:
     ],
 )
 def test_claim_types(claims: dict[str, Any], fragment: str) -> None:
-    text = forge({"alg": "HS256", "kid": "k-HS256"}, {**claims, "tenant_grants": GRANTS},
-                 HS_SECRET)
+    text = forge({"alg": "HS256", "kid": "k-HS256"}, {**claims, "tenant_grants": GRANTS}, HS_SECRET)
     err = refused(verifier(require_exp=False), text)
     assert err.reason_code is BAD and fragment in err.reason
 
@@ -324,7 +327,8 @@ def test_compiled_grants_are_shared_and_the_cache_is_bounded() -> None:
         assert v.verify(token(grants=grants), now=NOW).grants.tenants == {f"t{i}"}
     assert len(v._compiled) == token_module.GRANTS_CACHE_SIZE
     bad = [{"tenant_ids": ["t"], "allow_channels_pub": ["x/#/y"]}]
-    text = forge({"alg": "HS256", "kid": "k-HS256"}, {"exp": NOW + 60, "tenant_grants": bad},
-                 HS_SECRET)
+    text = forge(
+        {"alg": "HS256", "kid": "k-HS256"}, {"exp": NOW + 60, "tenant_grants": bad}, HS_SECRET
+    )
     for _ in range(2):  # invalid grants are never cached
         assert "'#' must be the last segment" in refused(v, text).reason

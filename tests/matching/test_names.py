@@ -22,9 +22,7 @@ def test_empty_tenant_becomes_tilde_d14() -> None:
     assert normalize_tenant(None) == "~"
 
 
-@pytest.mark.parametrize(
-    "tenant", ["acme", "a", "A-Z_0.9~@x", "~", "t" * 128, "eu.west", "@home"]
-)
+@pytest.mark.parametrize("tenant", ["acme", "a", "A-Z_0.9~@x", "~", "t" * 128, "eu.west", "@home"])
 def test_valid_tenants_are_kept(tenant: str) -> None:
     assert normalize_tenant(tenant) == tenant
     assert is_valid_tenant(tenant)

@@ -240,8 +240,26 @@ def test_d13_prefix_includes_the_prefix_itself(sep: str) -> None:
 @pytest.mark.parametrize("sep", SEPARATORS)
 @pytest.mark.parametrize(
     "pattern",
-    ["a..b", ".a", "a.", "a.**", "a.*>", "a.*#", "a.#>", "a.a*b", "a.a#b", "a.*a", "a.?",
-     "a.(a)", "a.a|b", "a.>.b", "a.#.b", "a.b.c>.x", "a.ab*c", "a.b#.c"],
+    [
+        "a..b",
+        ".a",
+        "a.",
+        "a.**",
+        "a.*>",
+        "a.*#",
+        "a.#>",
+        "a.a*b",
+        "a.a#b",
+        "a.*a",
+        "a.?",
+        "a.(a)",
+        "a.a|b",
+        "a.>.b",
+        "a.#.b",
+        "a.b.c>.x",
+        "a.ab*c",
+        "a.b#.c",
+    ],
 )
 def test_d15_invalid_patterns(sep: str, pattern: str) -> None:
     with pytest.raises(RuleError):
@@ -254,7 +272,10 @@ def test_d15_invalid_patterns(sep: str, pattern: str) -> None:
 def test_pattern_token_kinds(sep: str) -> None:
     tokens = pattern_tokens(s("x.*.p*.q#", sep), sep)
     assert [t.kind for t in tokens] == [
-        TokenKind.LITERAL, TokenKind.STAR, TokenKind.PREFIX_STAR, TokenKind.PREFIX_HASH
+        TokenKind.LITERAL,
+        TokenKind.STAR,
+        TokenKind.PREFIX_STAR,
+        TokenKind.PREFIX_HASH,
     ]
     assert [t.text for t in tokens] == ["x", "", "p", "q"]
     assert render(tokens, sep) == s("x.*.p*.q#", sep)
@@ -305,7 +326,11 @@ def test_set_rejects_rules_of_another_separator() -> None:
 def test_parsed_subscription_patterns_are_accepted_as_input(sep: str) -> None:
     rule = SubRule.parse(s("store.?.status.#", sep), sep)
     rules = SubRuleSet([rule], sep)
-    for text, ok in [("store.fi.status.#", True), ("store.*.status", False), ("store.x.status", True)]:
+    for text, ok in [
+        ("store.fi.status.#", True),
+        ("store.*.status", False),
+        ("store.x.status", True),
+    ]:
         parsed = parse_pattern(s(text, sep), sep)
         assert rule.accepts(parsed) is ok
         assert (rules.allowed(parsed) is not None) is ok

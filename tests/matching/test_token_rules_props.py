@@ -107,7 +107,7 @@ def oracle_accepts(rule: list[str], pattern: list[str]) -> bool:
 
     if not all(seg_ok(r, t) for r, t in zip(body, pattern, strict=False)):
         return False
-    rest = pattern[len(body):]
+    rest = pattern[len(body) :]
     if tail is None:
         return not rest
     if tail == "#":
@@ -195,8 +195,9 @@ def test_pub_set_equals_first_matching_rule_by_regex(
 ) -> None:
     texts = [sep.join(r) for r in rules]
     chan = sep.join(tokens)
-    expected = next((t for t, r in zip(texts, rules, strict=True)
-                     if rule_regex(r, sep).fullmatch(chan)), None)
+    expected = next(
+        (t for t, r in zip(texts, rules, strict=True) if rule_regex(r, sep).fullmatch(chan)), None
+    )
     assert PubRuleSet(texts, sep).allowed(chan) == expected
     for text, segs in zip(texts, rules, strict=True):
         assert PubRule.parse(text, sep).matches(chan) == bool(rule_regex(segs, sep).fullmatch(chan))
@@ -209,8 +210,9 @@ def test_sub_set_equals_first_accepting_rule_by_table(
     sep: str, rules: list[list[str]], pattern: list[str]
 ) -> None:
     texts = [sep.join(r) for r in rules]
-    expected = next((t for t, r in zip(texts, rules, strict=True)
-                     if oracle_accepts(r, pattern)), None)
+    expected = next(
+        (t for t, r in zip(texts, rules, strict=True) if oracle_accepts(r, pattern)), None
+    )
     text = sep.join(pattern)
     assert SubRuleSet(texts, sep).allowed(text) == expected
     for rule_text, segs in zip(texts, rules, strict=True):
@@ -225,8 +227,9 @@ def test_sub_set_on_patterns_built_along_a_rule(
 ) -> None:
     pattern = data.draw(related_patterns(data.draw(st.sampled_from(rules))))
     texts = [sep.join(r) for r in rules]
-    expected = next((t for t, r in zip(texts, rules, strict=True)
-                     if oracle_accepts(r, pattern)), None)
+    expected = next(
+        (t for t, r in zip(texts, rules, strict=True) if oracle_accepts(r, pattern)), None
+    )
     assert SubRuleSet(texts, sep).allowed(sep.join(pattern)) == expected
 
 

@@ -210,7 +210,7 @@ class TokenVerifier:
             raise _bad(f"invalid token grants: {exc}") from None
         if key is not None:
             if len(self._compiled) >= GRANTS_CACHE_SIZE:
-                del self._compiled[next(iter(self._compiled))]  # the oldest entry
+                self._compiled.pop(next(iter(self._compiled), ""), None)  # the oldest
             self._compiled[key] = grants
         return grants
 
@@ -307,6 +307,10 @@ def _header(text: str) -> dict[str, Any]:
     kid = header.get("kid")
     if kid is not None and not isinstance(kid, str):
         raise _bad("token header 'kid' must be a string")
+    if "crit" in header or "b64" in header:
+        # RFC 7515 §4.1.11: extensions we do not implement must be refused; b64=false
+        # (RFC 7797) would change what is signed.
+        raise _bad("token header uses 'crit'/'b64' extensions, which are not supported")
     if not all(text.split(".")):
         raise _bad("token is malformed: a JWT has three non-empty base64url parts")
     return header

@@ -162,6 +162,11 @@ def parse_jwks(document: Any, source: str = "JWKS") -> tuple[TokenKey, ...]:
         kid = jwk.get("kid")
         if kid is not None and not isinstance(kid, str):
             raise TokenKeyError(f"{where}: 'kid' must be a string")
+        if jwk.get("use", "sig") != "sig":
+            raise TokenKeyError(
+                f"{where}: 'use' is {jwk.get('use')!r}; token keys must be signature keys "
+                '("use": "sig")'
+            )
         try:
             parsed = PyJWK(jwk)
         except (PyJWKError, PyJWTError, ValueError, TypeError) as exc:

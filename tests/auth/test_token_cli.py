@@ -260,3 +260,27 @@ def test_parse_duration() -> None:
     for bad in ["", "0", "-5", "1y", "h", "1h 2"]:
         with pytest.raises(UsageError):
             parse_duration(bad)
+
+
+def test_inspect_with_jwks_and_token_file(keys: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import jwt as pyjwt
+
+    token = _make(keys, capsys)
+    public = private_keys()["ES256"].public_key()
+    jwk = json.loads(pyjwt.get_algorithm_by_name("ES256").to_jwk(public))
+    jwk["kid"] = "k1"
+    (keys / "jwks.json").write_text(json.dumps({"keys": [jwk]}))
+    (keys / "token.jwt").write_text(token + "\n")
+    code, out, _ = run(
+        capsys, "inspect", "@" + str(keys / "token.jwt"), "--jwks", str(keys / "jwks.json")
+    )
+    assert code == 0 and "verified (ES256, kid 'k1')" in out
+    code, _, err = run(capsys, "inspect", token, "--jwks", str(keys / "missing.json"))
+    assert code == 2 and "cannot read JWKS file" in err
+
+
+def test_help_lists_the_token_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["token", "--help"])
+    out = capsys.readouterr().out
+    assert "create" in out and "inspect" in out

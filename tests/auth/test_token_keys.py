@@ -120,6 +120,7 @@ def test_jwks_key_with_wrong_alg_cannot_be_confused() -> None:
         ({"keys": [{"kty": "oct", "k": "c2hvcnQ", "alg": "HS384"}]}, "'HS384' is not allowed"),
         ({"keys": [{"kty": "oct", "k": "c2hvcnQ", "kid": 7}]}, "'kid' must be a string"),
         ({"keys": [{"kty": "oct", "k": "c2hvcnQ"}]}, "HS256 secret is 5 bytes"),
+        ({"keys": [{"kty": "oct", "k": "c2hvcnQ", "use": "enc"}]}, "must be signature keys"),
     ],
 )
 def test_jwks_errors(document: object, fragment: str) -> None:

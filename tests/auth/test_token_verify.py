@@ -332,3 +332,14 @@ def test_compiled_grants_are_shared_and_the_cache_is_bounded() -> None:
     )
     for _ in range(2):  # invalid grants are never cached
         assert "'#' must be the last segment" in refused(v, text).reason
+
+
+@pytest.mark.parametrize("extra", [{"crit": ["exp"]}, {"b64": False, "crit": ["b64"]}])
+def test_critical_header_extensions_are_refused(extra: dict[str, Any]) -> None:
+    text = forge(
+        {"alg": "HS256", "kid": "k-HS256", **extra},
+        {"exp": NOW + 60, "tenant_grants": GRANTS},
+        HS_SECRET,
+    )
+    err = refused(verifier(), text)
+    assert err.reason_code is BAD and "not supported" in err.reason

@@ -11,6 +11,8 @@ and ``$*`` rules, allow and deny, over a few subjects), compiles it, takes the i
 - ``decide(str)``: topic string -> key expression parse -> deny tree (+ allow tree);
 - ``decide(KeyExpr)``: the same with the key already parsed;
 - ``check_publish``: the MQTT path (PUBLISH -> message kind -> topic mapping -> decide);
+- ``in+eg``: one PUBLISH mapped once, checked on ingress for the publisher and on egress for
+  one subscriber of another subject (the broker's per-delivery check);
 - ``linear``: a rule-by-rule scan with pairwise inclusion, the baseline the trees replace
   (run on fewer requests when the rule count is large).
 
@@ -28,7 +30,7 @@ from typing import Any
 
 from edge_broker.authz.acl import Acl
 from edge_broker.authz.acl_config import Flow, Message
-from edge_broker.authz.acl_mqtt import check_publish
+from edge_broker.authz.acl_mqtt import check, check_publish, publish_request
 from edge_broker.matching.keyexpr import KeyExpr
 from edge_broker.mqtt.packets import Publish
 
@@ -104,6 +106,15 @@ def bench_one(n_rules: int, n_requests: int, seed: int) -> str:
     r_str = rate(lambda t: subject.decide(Flow.INGRESS, Message.PUT, t), topics)
     r_ke = rate(lambda k: subject.decide(Flow.INGRESS, Message.PUT, k), keys)
     r_pub = rate(lambda p: check_publish(subject, p), publishes)
+    receiver = acl.for_subject("eth0", None, None)  # the "all" subject only
+
+    def ingress_and_egress(publish: Publish) -> bool:
+        request = publish_request(publish)  # mapped once per message
+        if not check(subject, Flow.INGRESS, request).allowed:
+            return False
+        return check(receiver, Flow.EGRESS, request).allowed
+
+    r_both = rate(ingress_and_egress, publishes)
     rules = [(r["permission"], KeyExpr.parse(k)) for r in data["rules"] for k in r["key_exprs"]]
 
     def linear(key: KeyExpr) -> bool:
@@ -115,7 +126,7 @@ def bench_one(n_rules: int, n_requests: int, seed: int) -> str:
     r_lin = rate(linear, sample)
     return (
         f"{n_rules:>7} {compile_s:>9.2f} {merge_ms:>8.1f} {r_str:>14,.0f} {r_ke:>13,.0f} "
-        f"{r_pub:>15,.0f} {r_lin:>10,.0f} {allowed / len(keys):>8.0%}"
+        f"{r_pub:>15,.0f} {r_both:>10,.0f} {r_lin:>10,.0f} {allowed / len(keys):>8.0%}"
     )
 
 
@@ -127,7 +138,8 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"{'rules':>7} {'compile s':>9} {'merge ms':>8} {'decide(str)/s':>14} "
-        f"{'decide(ke)/s':>13} {'check_publish/s':>15} {'linear/s':>10} {'allowed':>8}"
+        f"{'decide(ke)/s':>13} {'check_publish/s':>15} {'in+eg/s':>10} {'linear/s':>10} "
+        f"{'allowed':>8}"
     )
     for n_rules in (int(x) for x in args.rules.split(",")):
         print(bench_one(n_rules, args.requests, args.seed))

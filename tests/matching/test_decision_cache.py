@@ -66,7 +66,7 @@ def test_get_or_compute_does_not_cache_across_a_bump() -> None:
     assert cache.get("j") is None
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(
         st.one_of(

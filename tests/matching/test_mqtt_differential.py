@@ -70,13 +70,13 @@ topics = (
 
 
 @pytest.mark.skipif(LIBMOSQ is None, reason="libmosquitto1 is not installed")
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(filters(), topics)
 def test_agrees_with_libmosquitto(flt: str, topic: str) -> None:
     assert topic_matches(flt, topic) == mosquitto_matches(flt, topic), (flt, topic)
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(filters(), topics)
 def test_agrees_with_paho(flt: str, topic: str) -> None:
     assert topic_matches(flt, topic) == topic_matches_sub(flt, topic), (flt, topic)

@@ -35,7 +35,7 @@ def filters(draw: st.DrawFn, max_levels: int = 3) -> list[str]:
 topics = st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=5).filter(lambda t: t != [""])
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(filters(max_levels=4), topics, SEPS)
 def test_topic_matches_agrees_with_regex(flt: list[str], topic: list[str], sep: str) -> None:
     f = sep.join(flt)
@@ -44,7 +44,7 @@ def test_topic_matches_agrees_with_regex(flt: list[str], topic: list[str], sep: 
     assert topic_matches(f, t, sep) == oracle_matches(f, t, sep)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(filters(), filters(), SEPS)
 def test_contains_and_overlap_agree_with_enumeration(
     a: list[str], b: list[str], sep: str
@@ -60,7 +60,7 @@ def test_contains_and_overlap_agree_with_enumeration(
     assert filters_overlap(fb, fa, sep) == bool(ma & mb)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(filters(), filters(), topics)
 def test_containment_is_consistent_with_matching(a: list[str], b: list[str], topic: list[str]) -> None:
     fa, fb, t = "/".join(a), "/".join(b), "/".join(topic)

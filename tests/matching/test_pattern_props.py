@@ -32,7 +32,7 @@ def case(draw: st.DrawFn) -> tuple[str, str, str]:
     return sep, draw(patterns(sep)), draw(channels(sep))
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(case())
 def test_pattern_matches_agrees_with_regex(c: tuple[str, str, str]) -> None:
     sep, pattern, channel = c
@@ -52,7 +52,7 @@ def programs(draw: st.DrawFn) -> tuple[str, list[tuple[str, str, int, int]], lis
     return sep, draw(st.lists(op, max_size=60)), draw(st.lists(channels(sep), min_size=1, max_size=8))
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(programs(), st.sampled_from([0, 2, 4096]))
 def test_pattern_trie_equals_linear_scan(
     program: tuple[str, list[tuple[str, str, int, int]], list[str]], cache_size: int

@@ -87,7 +87,7 @@ def filters(draw: st.DrawFn) -> str:
 topics = st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=5).filter(lambda t: t != [""]).map("/".join)
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(filters(), max_size=30), st.lists(topics, min_size=1, max_size=5))
 def test_topic_queries_equal_a_linear_scan(rules: list[str], probes: list[str]) -> None:
     index = FirstMatchIndex(rules)
@@ -97,7 +97,7 @@ def test_topic_queries_equal_a_linear_scan(rules: list[str], probes: list[str]) 
         assert index.first_match(topic) == (expected[0] if expected else None)
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(
     st.lists(filters(), max_size=30),
     st.lists(filters(), min_size=1, max_size=5),

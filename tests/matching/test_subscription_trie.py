@@ -117,7 +117,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     ops,
     st.lists(topics, min_size=1, max_size=8),

@@ -53,7 +53,7 @@ def filters(draw: st.DrawFn) -> str:
 topics = st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=5).filter(lambda t: t != [""]).map("/".join)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.tuples(st.booleans(), topics), max_size=40),
     st.lists(filters(), min_size=1, max_size=6),

@@ -238,6 +238,18 @@ class FirstMatchIndex:
         found = self.containing(topic_filter)
         return found[0] if found else None
 
+    def shadowed_by(self, index: int) -> int | None:
+        """The first earlier rule whose filter contains rule ``index``'s filter, or ``None``.
+
+        Under first-match such a rule decides every topic rule ``index`` could match, so rule
+        ``index`` can never match on its filter alone (``edge-broker lint``, AUTHZ.md; the
+        caller still compares the rules' other attributes).
+        """
+        if not 0 <= index < len(self._filters):
+            raise IndexError(f"rule index {index} is out of range 0..{len(self._filters) - 1}")
+        first = self.first_containing(self._filters[index])
+        return first if first is not None and first < index else None
+
     def overlapping(self, topic_filter: str, before: int | None = None) -> list[int]:
         """Indices (``< before`` if given) whose filter overlaps the valid ``topic_filter``
         without containing it, ascending. ``overlapping(f, first_containing(f))`` are the

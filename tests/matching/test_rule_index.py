@@ -49,6 +49,13 @@ def test_identical_filters_keep_their_order() -> None:
     assert rules.containing("a/b") == [1, 2, 3]
 
 
+def test_shadowed_rules() -> None:
+    rules = FirstMatchIndex(["a/#", "a/b", "+/c", "x/c", "a/#", "b/+", "b/x/y"])
+    assert [rules.shadowed_by(i) for i in range(len(rules))] == [None, 0, None, 2, 0, None, None]
+    with pytest.raises(IndexError):
+        rules.shadowed_by(7)
+
+
 def test_invalid_rule_names_its_position() -> None:
     with pytest.raises(RuleError, match=r"rule 2 of 3") as info:
         FirstMatchIndex(["a", "a/#/b", "c"])
@@ -109,6 +116,9 @@ def test_filter_queries_equal_a_linear_scan(
 ) -> None:
     rules = [r.replace("/", sep) for r in rules]
     index = FirstMatchIndex(rules, sep)
+    for j, f in enumerate(rules):
+        earlier = [i for i in range(j) if filter_contains(rules[i], f, sep)]
+        assert index.shadowed_by(j) == (earlier[0] if earlier else None)
     for raw in queries:
         q = raw.replace("/", sep)
         contain = [i for i, f in enumerate(rules) if filter_contains(f, q, sep)]

@@ -79,7 +79,7 @@ def start_edge(workdir: Path) -> Broker:
         "[limits]\nmax_connections = 5000\nconnect_rate = 100000\nconnect_burst = 5000\n"
         '[log]\nlevel = "warning"\n'
     )
-    p = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+    p = subprocess.Popen([sys.executable, "-m", "edge_broker.broker", "run", "--config", str(conf)],
                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_listening(port, p, "edge-broker")
     return Broker("edge-broker", p, port, workdir)

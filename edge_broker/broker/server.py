@@ -61,7 +61,6 @@ from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore
 from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .topic_space import TopicSpace
-from .websocket import WebSocketProtocol
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -132,6 +131,9 @@ class Broker:
 
     def _factory(self, listener: ListenerConfig) -> Any:
         if listener.transport == "websocket":
+            # Imported only when needed: the websockets package costs memory on small boards.
+            from .websocket import WebSocketProtocol
+
             return lambda: WebSocketProtocol(self, listener)
         return lambda: Connection(self, listener)
 

@@ -135,3 +135,11 @@ def test_run_refuses_bad_config(tmp_path):
     f.write_text(BAD)
     r = run_cli("run", "--config", str(f))
     assert r.returncode == 2 and "broker.maximum_qos" in r.stderr
+
+
+def test_lean_entry_point_has_the_broker_commands(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text(BAD)
+    r = subprocess.run([sys.executable, "-m", "edge_broker.broker", "check", "--config", str(f)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and f"{f}: broker.maximum_qos:" in r.stderr

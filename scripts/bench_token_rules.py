@@ -12,6 +12,7 @@ CPU-cache misses from touching 100k rules' nodes at random. Prints a markdown ta
 
     .venv/bin/python scripts/bench_token_rules.py [--sizes 10,1000,100000] [--queries 20000]
         [--tokens]   # also token verifications/s per algorithm
+        [--memory]   # also memory of parsed rules and tries (tracemalloc)
 """
 
 from __future__ import annotations
@@ -166,6 +167,31 @@ def bench_tokens(seconds: float) -> None:
         print(f"| {alg} | {warm:,.0f} | {cold:,.0f} |")
 
 
+def bench_memory(sizes: list[int]) -> None:
+    """Bytes held by the parsed rules and by the trie (tracemalloc), per rule count."""
+    import tracemalloc
+
+    print()
+    print("| rules | parsed pub rules MB | pub trie MB | parsed sub rules MB | sub trie MB |")
+    print("|---:|---:|---:|---:|---:|")
+    for size in sizes:
+        row = [f"{size:,}"]
+        for make, parse, build in (
+            (pub_rules, PubRule.parse, PubRuleSet),
+            (sub_rules, SubRule.parse, SubRuleSet),
+        ):
+            texts = make(size, random.Random(5))
+            tracemalloc.start()
+            parsed = [parse(t, SEP) for t in texts]
+            after_parse = tracemalloc.get_traced_memory()[0]
+            built = build(parsed, SEP)  # type: ignore[arg-type]
+            after_build = tracemalloc.get_traced_memory()[0]
+            tracemalloc.stop()
+            row += [f"{after_parse / 1e6:.1f}", f"{(after_build - after_parse) / 1e6:.1f}"]
+            del parsed, built
+        print("| " + " | ".join(row) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10,1000,100000")
@@ -179,6 +205,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--tokens", action="store_true", help="also measure token verifications/s per algorithm"
+    )
+    parser.add_argument(
+        "--memory", action="store_true", help="also measure memory of parsed rules and tries"
     )
     args = parser.parse_args()
     rng = random.Random(7)
@@ -220,6 +249,8 @@ def main() -> None:
             f"| {sub_rate:,.0f} | {sub_hot:,.0f} | {lin_sub} "
             f"| {t1 - t0:.2f} | {t2 - t1:.2f} | {pub_hits:.0%} | {sub_hits:.0%} |"
         )
+    if args.memory:
+        bench_memory([int(s) for s in args.sizes.split(",")])
     if args.tokens:
         bench_tokens(args.seconds)
 

@@ -30,7 +30,7 @@ from jwt.exceptions import InvalidSignatureError, PyJWTError
 from jwt.types import Options
 
 from ..matching.errors import RuleError
-from ..matching.names import DEFAULT_SEPARATOR
+from ..matching.names import DEFAULT_SEPARATOR, check_separator
 from ..mqtt.reason_codes import ReasonCode
 from .grants import CompiledTenantGrants, GrantError, Grants
 from .token_keys import ALGORITHMS, TokenKey
@@ -134,7 +134,7 @@ class TokenVerifier:
         self.audience = audience
         self.issuer = issuer
         self.leeway = float(leeway)
-        self.separator = separator
+        self.separator = check_separator(separator)
         self.require_exp = require_exp
         # Compiled grants by their canonical JSON: Grants are immutable, so clients presenting
         # the same grants (a reconnect, a fleet of devices) share one compilation. Bounded.

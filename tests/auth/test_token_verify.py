@@ -293,6 +293,8 @@ def test_verifier_configuration_errors() -> None:
         TokenVerifier([])
     with pytest.raises(ValueError, match="leeway"):
         TokenVerifier([verify_key("HS256")], leeway=-1)
+    with pytest.raises(ValueError, match="separator must be"):
+        TokenVerifier([verify_key("HS256")], separator=":")
 
 
 def test_token_error_str_is_the_reason() -> None:

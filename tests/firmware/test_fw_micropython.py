@@ -198,3 +198,39 @@ print("sent=" + binascii.hexlify(socket.SENT).decode())
     assert unclaim == Publish("access/unclaim", f"restricted/{me}/temp".encode(), 1, False,
                               False, 4)
     assert disc == Disconnect()
+
+
+def test_basic_example_runs_under_micropython(micropython, umqtt_simple_path) -> None:  # type: ignore[no-untyped-def]
+    """firmware_clients/micropython_basic with umqtt.simple in MicroPython, over canned bytes:
+    MQTT 3.1.1 CONNECT with a token as password, SUBSCRIBE, one QoS 1 reading."""
+    from edge_broker.mqtt.codec import PacketReader
+    from edge_broker.mqtt.packets import Connect, Disconnect, Publish, Subscribe
+
+    root = Path(__file__).resolve().parents[2]
+    fake_net = Path(__file__).resolve().parent / "micropython_wasm" / "fake_net"
+    server = b"\x20\x02\x00\x00" + b"\x90\x03\x00\x01\x01" + b"\x40\x02\x00\x02"
+    script = f"""
+import sys
+sys.path.insert(0, "/shim")
+sys.path.insert(0, "/basic")
+sys.path.insert(0, "/umqttlib")
+import socket, binascii
+socket.SERVER.extend({server!r})
+open("/token.jwt", "w").write("eyJhbGciOiJFZERTQSJ9.e30.c2ln\\n")
+open("/config.json", "w").write('{{"client_id": "dev-9", "host": "gw", "token_file": "token.jwt",'
+                                ' "publish_interval_ms": 0, "keepalive": 30}}')
+import basic_app
+basic_app.run("/config.json", cycles=1)
+print("sent=" + binascii.hexlify(socket.SENT).decode())
+"""
+    out = _outputs(micropython(script, mounts={
+        fake_net: "/shim", root / "firmware_clients" / "micropython_basic": "/basic",
+        umqtt_simple_path: "/umqttlib"}))
+    connect, sub, pub, disc = PacketReader(side="server").feed(bytes.fromhex(out["sent"]))
+    assert isinstance(connect, Connect) and connect.protocol_level == 4
+    assert (connect.client_id, connect.username, connect.password, connect.keep_alive) == \
+        ("dev-9", "dev-9", b"eyJhbGciOiJFZERTQSJ9.e30.c2ln", 30)
+    assert isinstance(sub, Subscribe) and sub.subscriptions[0].topic_filter == "devices/dev-9/cmd"
+    assert isinstance(pub, Publish) and pub.topic == "devices/dev-9/telemetry" and pub.qos == 1
+    assert json.loads(pub.payload)["seq"] == 1
+    assert disc == Disconnect()

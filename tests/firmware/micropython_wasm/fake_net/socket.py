@@ -1,4 +1,4 @@
-"""A MicroPython ``socket`` module over canned bytes, for running the firmware client inside the
+"""A MicroPython ``socket``/``usocket`` module over canned bytes, for running the firmware client inside the
 WebAssembly port (which has no network). Test-only; copied to /shim by the test.
 
 ``SERVER`` holds what the server sends, handed out in order; everything the client sends is
@@ -36,6 +36,16 @@ class socket(io.IOBase):
     def send(self, data):
         SENT.extend(data)
         return len(data)
+
+    # the stream methods umqtt.simple uses
+    def read(self, n):
+        return self.recv(n)
+
+    def write(self, data, n=None):
+        return self.send(data if n is None else data[:n])
+
+    def setblocking(self, flag):
+        pass
 
     def ioctl(self, req, arg):
         return arg & _POLLIN if req == _POLL else 0

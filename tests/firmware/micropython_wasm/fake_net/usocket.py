@@ -1,0 +1,2 @@
+from socket import *  # noqa: F403 - umqtt.simple imports usocket
+from socket import SENT, SERVER  # noqa: F401

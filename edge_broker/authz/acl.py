@@ -36,7 +36,7 @@ from typing import Any
 
 from ..auth.identity import Identity
 from ..matching.ketree import KeTree
-from ..matching.keyexpr import KeyExpr, as_keyexpr
+from ..matching.keyexpr import ChunkKind, KeyExpr, as_keyexpr
 from .acl_config import (
     AclConfig,
     AclRule,
@@ -92,11 +92,15 @@ class TreePair:
 
 @dataclass(frozen=True, slots=True)
 class SubjectAcl:
-    """Everything the ACL says about one subject (an identity's merged combinations)."""
+    """Everything the ACL says about one subject (an identity's merged combinations).
+
+    ``verbatims`` are the verbatim chunks (``@x``) that the rules name anywhere in the section;
+    the MQTT mapping refuses any other ``@`` level (authz/acl_mqtt.py)."""
 
     enabled: bool
     default_permission: Permission
     trees: Mapping[Scope, TreePair]
+    verbatims: frozenset[str] = frozenset()
 
     def decide(self, flow: Flow, message: Message, key: KeyExpr | str) -> AclDecision:
         """The seed's ``is_allowed`` for ``key`` (a key or key expression)."""
@@ -129,6 +133,7 @@ class Acl:
     config: AclConfig
     combinations: tuple[SubjectCombination, ...]
     subject_acls: tuple[SubjectAcl, ...]
+    verbatims: frozenset[str]
     _merged: dict[tuple[int, ...], SubjectAcl] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -168,6 +173,13 @@ class Acl:
                 built[key] = _tree(entries)
             return built[key]
 
+        verbatims = frozenset(
+            chunk.text
+            for rule in config.rules
+            for expr in rule.key_exprs
+            for chunk in expr.chunks
+            if chunk.kind is ChunkKind.VERBATIM
+        )
         subject_acls = tuple(
             SubjectAcl(
                 config.enabled,
@@ -176,10 +188,11 @@ class Acl:
                     scope: TreePair(tree(allow), tree(deny))
                     for scope, (allow, deny) in combos[c].items()
                 },
+                verbatims,
             )
             for c in ordered
         )
-        return cls(config, ordered, subject_acls)
+        return cls(config, ordered, subject_acls, verbatims)
 
     def matching_combinations(
         self, interface: str | None, cert_cn: str | None, username: str | None
@@ -200,7 +213,9 @@ class Acl:
         if cached is not None:
             return cached
         merged = _LazyUnion(tuple(self.subject_acls[i].trees for i in matched))
-        result = SubjectAcl(self.config.enabled, self.config.default_permission, merged)
+        result = SubjectAcl(
+            self.config.enabled, self.config.default_permission, merged, self.verbatims
+        )
         if len(self._merged) >= _CACHE_LIMIT:
             self._merged.clear()
         self._merged[matched] = result

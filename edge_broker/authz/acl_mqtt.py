@@ -23,8 +23,12 @@ Topics and filters become key expressions level by level (a level is a chunk):
   Zenoh also includes ``a`` itself, exactly like MQTT's ``a/#`` matches ``a`` (checked against
   the eclipse-zenoh oracle in the tests). ``$share/<group>/`` is stripped first: the group is
   not part of the filter (MQTT 5 §4.8.2).
-- a level starting with ``@`` stays a Zenoh *verbatim* chunk: ``sensors/@cal`` is only matched
-  by rules that spell ``@cal`` (``*`` and ``**`` never match it), as in Zenoh.
+- a level starting with ``@`` is a Zenoh *verbatim* chunk, which ``*``, ``**`` and ``$*``
+  never match, whereas in MQTT ``@`` is an ordinary character. Mapped blindly, a client could
+  slip past every wildcard deny (``cmd/**``) by publishing to ``cmd/@x``, while MQTT
+  subscribers on ``cmd/#`` still receive it. So an ``@`` level is mapped only when the ACL's
+  rules name that exact verbatim chunk somewhere (``sensors/@cal`` when a rule says ``@cal``);
+  any other ``@`` level is refused like the cases below.
 - a topic or filter that has no faithful key expression is REFUSED, never approximated: an
   empty level (``a//b``, a leading or trailing ``/``), or a level containing ``$`` (so every
   ``$SYS/...`` and other ``$`` topic), ``*``, ``#``, ``?`` or (in a topic name) ``+``. With the
@@ -74,7 +78,9 @@ def _refuse(text: str, level: str, reason: str) -> RuleError:
     return RuleError(text, level, f"{reason}; the site ACL denies what it cannot represent")
 
 
-def _map_level(text: str, level: str, *, is_filter: bool, last: bool) -> str:
+def _map_level(
+    text: str, level: str, *, is_filter: bool, last: bool, verbatims: frozenset[str]
+) -> str:
     if level == "":
         raise _refuse(text, level, "empty levels have no key expression equivalent")
     if is_filter and level == "+":
@@ -86,20 +92,32 @@ def _map_level(text: str, level: str, *, is_filter: bool, last: bool) -> str:
     for ch in _FORBIDDEN_IN_LEVEL:
         if ch in level:
             raise _refuse(text, level, f"{ch!r} inside a level has no key expression equivalent")
+    if level[0] == "@" and level not in verbatims:
+        raise _refuse(
+            text,
+            level,
+            f"{level!r} would be a Zenoh verbatim chunk that no ACL rule names (wildcards never "
+            "match verbatim chunks, so it would slip past wildcard denies)",
+        )
     return level
 
 
-def topic_to_keyexpr(topic: str, separator: str = "/") -> KeyExpr:
+def topic_to_keyexpr(
+    topic: str, separator: str = "/", verbatims: frozenset[str] = frozenset()
+) -> KeyExpr:
     """The key (no wildcards) of an MQTT topic name; :class:`RuleError` when it has none."""
     levels = topic.split(separator)
     n = len(levels)
     mapped = [
-        _map_level(topic, lv, is_filter=False, last=i == n - 1) for i, lv in enumerate(levels)
+        _map_level(topic, lv, is_filter=False, last=i == n - 1, verbatims=verbatims)
+        for i, lv in enumerate(levels)
     ]
     return _parse(topic, "/".join(mapped))
 
 
-def filter_to_keyexpr(topic_filter: str, separator: str = "/") -> KeyExpr:
+def filter_to_keyexpr(
+    topic_filter: str, separator: str = "/", verbatims: frozenset[str] = frozenset()
+) -> KeyExpr:
     """The key expression of an MQTT topic filter (``a/+/b/#`` -> ``a/*/b/**``);
     :class:`RuleError` when it has none."""
     text = topic_filter
@@ -112,7 +130,8 @@ def filter_to_keyexpr(topic_filter: str, separator: str = "/") -> KeyExpr:
     levels = text.split(separator)
     n = len(levels)
     mapped = [
-        _map_level(topic_filter, lv, is_filter=True, last=i == n - 1) for i, lv in enumerate(levels)
+        _map_level(topic_filter, lv, is_filter=True, last=i == n - 1, verbatims=verbatims)
+        for i, lv in enumerate(levels)
     ]
     return _parse(topic_filter, "/".join(mapped))
 
@@ -135,20 +154,26 @@ class AclRequest:
     refusal: str | None = None
 
 
-def publish_request(publish: Publish, separator: str = "/") -> AclRequest:
+def publish_request(
+    publish: Publish, separator: str = "/", verbatims: frozenset[str] = frozenset()
+) -> AclRequest:
+    """``verbatims``: the ACL's :attr:`~edge_broker.authz.acl.Acl.verbatims`."""
     message = mqtt_publish_message(publish)
     try:
-        return AclRequest(message, topic_to_keyexpr(publish.topic, separator))
+        return AclRequest(message, topic_to_keyexpr(publish.topic, separator, verbatims))
     except RuleError as exc:
         return AclRequest(message, None, f"topic not representable as a key expression: {exc}")
 
 
 def subscribe_request(
-    topic_filter: str, properties: Properties | None = None, separator: str = "/"
+    topic_filter: str,
+    properties: Properties | None = None,
+    separator: str = "/",
+    verbatims: frozenset[str] = frozenset(),
 ) -> AclRequest:
     message = mqtt_subscribe_message(properties or Properties())
     try:
-        return AclRequest(message, filter_to_keyexpr(topic_filter, separator))
+        return AclRequest(message, filter_to_keyexpr(topic_filter, separator, verbatims))
     except RuleError as exc:
         return AclRequest(message, None, f"filter not representable as a key expression: {exc}")
 
@@ -170,7 +195,7 @@ def check_publish(
     subscriber whose :class:`SubjectAcl` is ``acl``."""
     if not acl.enabled:
         return ALLOWED_DISABLED
-    return check(acl, flow, publish_request(publish, separator))
+    return check(acl, flow, publish_request(publish, separator, acl.verbatims))
 
 
 def check_delivery(acl: SubjectAcl, publish: Publish, separator: str = "/") -> AclDecision:
@@ -187,4 +212,6 @@ def check_subscribe(
     """Ingress check of one SUBSCRIBE filter (``declare_subscriber``/``declare_queryable``)."""
     if not acl.enabled:
         return ALLOWED_DISABLED
-    return check(acl, Flow.INGRESS, subscribe_request(topic_filter, properties, separator))
+    return check(
+        acl, Flow.INGRESS, subscribe_request(topic_filter, properties, separator, acl.verbatims)
+    )

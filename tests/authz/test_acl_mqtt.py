@@ -68,7 +68,6 @@ def test_subscribe_message_kinds() -> None:
         ("+/#", "*/**"),
         ("a/#", "a/**"),
         ("a/b", "a/b"),
-        ("sensors/@cal/+", "sensors/@cal/*"),
         ("$share/group/a/+", "a/*"),
     ],
 )
@@ -94,7 +93,7 @@ def test_topics_without_key_are_refused(topic: str) -> None:
 
 def test_topic_mapping_and_separator() -> None:
     assert topic_to_keyexpr("a/b/c").text == "a/b/c"
-    assert topic_to_keyexpr("dev/@raw").text == "dev/@raw"
+    assert topic_to_keyexpr("dev/@raw", verbatims=frozenset({"@raw"})).text == "dev/@raw"
     assert topic_to_keyexpr("store.sell.status", ".").text == "store/sell/status"
     assert filter_to_keyexpr("store.*.status.#".replace("*", "+"), ".").text == "store/*/status/**"
     assert filter_to_keyexpr("$share.g.a.+", ".").text == "a/*"
@@ -209,3 +208,44 @@ def test_unrepresentable_request_carries_its_refusal() -> None:
     decision = check(subject, Flow.INGRESS, request)
     assert decision == AclDecision(False, None, request.refusal)
     assert check(Acl.load({"enabled": False}).for_identity(who()), Flow.INGRESS, request).allowed
+
+
+def test_verbatim_levels_need_a_rule_naming_them() -> None:
+    assert filter_to_keyexpr("sensors/@cal/+", verbatims=frozenset({"@cal"})).text == (
+        "sensors/@cal/*"
+    )
+    for text in ("dev/@raw", "@x", "a/@"):
+        with pytest.raises(RuleError, match="verbatim chunk that no ACL rule names"):
+            topic_to_keyexpr(text, verbatims=frozenset({"@cal"}))
+    with pytest.raises(RuleError, match="verbatim"):
+        filter_to_keyexpr("cmd/@x/#")
+
+
+def test_at_levels_cannot_slip_past_a_wildcard_deny() -> None:
+    # Zenoh: "cmd/**" never includes "cmd/@evil". Mapped blindly, a default-allow ACL would let
+    # the publish through and MQTT subscribers on cmd/# would get it.
+    rules = [{"id": "no-cmd", "messages": ["put", "declare_subscriber"], "permission": "deny",
+              "key_exprs": ["cmd/**"]}]  # fmt: skip
+    compiled = acl("allow", rules)
+    subject = compiled.for_identity(who())
+    assert compiled.verbatims == frozenset() and subject.verbatims == frozenset()
+    assert check_publish(subject, Publish("cmd/reboot", b"1")) == AclDecision(False, "no-cmd")
+    evil = check_publish(subject, Publish("cmd/@evil", b"1"))
+    assert not evil.allowed and evil.reason is not None and "'@evil'" in evil.reason
+    assert not check_delivery(subject, Publish("cmd/@evil", b"1")).allowed
+    assert check_publish(subject, Publish("other/x", b"1")).allowed
+
+
+def test_named_verbatim_levels_follow_zenoh_semantics() -> None:
+    rules = [
+        {"id": "cal", "messages": ["put"], "permission": "allow", "key_exprs": ["sensors/@cal/*"]},
+        {"id": "all", "messages": ["put"], "permission": "allow", "key_exprs": ["sensors/**"]},
+    ]
+    compiled = acl("deny", rules)
+    assert compiled.verbatims == frozenset({"@cal"})
+    subject = compiled.for_identity(who())
+    assert check_publish(subject, Publish("sensors/@cal/t1", b"1")) == AclDecision(True, "cal")
+    assert check_publish(subject, Publish("sensors/t1", b"1")) == AclDecision(True, "all")
+    # "sensors/**" never includes a verbatim chunk, and "@cal" must be in second position.
+    assert not check_publish(subject, Publish("sensors/@cal", b"1")).allowed
+    assert not check_publish(subject, Publish("sensors/x/@cal/y", b"1")).allowed

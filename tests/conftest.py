@@ -201,3 +201,90 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningB
     b = start_broker(tmp_path_factory.mktemp("module-broker"))
     yield b
     b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
+
+
+@dataclass
+class InProcessBroker:
+    """A :class:`edge_broker.broker.server.Broker` running in a thread with its own event loop,
+    for tests that swap in their own authenticators or policy (``before_start`` hook) while
+    blocking clients talk to it from the test thread."""
+
+    broker: Any
+    loop: Any
+    thread: Any
+    host: str = "127.0.0.1"
+    port: int = 0
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on the broker's loop and return its result."""
+        import asyncio
+
+        async def run() -> Any:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.broker.request_stop)
+        self.thread.join(10)
+
+
+@pytest.fixture
+def inprocess_broker_factory() -> Iterator[Callable[..., InProcessBroker]]:
+    """``inprocess_broker_factory(config_dict_or_text=None, before_start=None)``.
+
+    ``before_start(broker)`` runs on the loop before the listeners open (replace
+    ``broker.policy``, put an AuthChain in ``broker._chains[listener_name]`` ...).
+    """
+    import asyncio
+    import threading
+
+    from edge_broker.broker.server import Broker
+    from edge_broker.config import loads_config
+
+    started: list[InProcessBroker] = []
+
+    def factory(config: dict[str, Any] | str | None = None,
+                before_start: Callable[[Any], None] | None = None) -> InProcessBroker:
+        if config is None or isinstance(config, dict):
+            merged = dict(config or {})
+            merged.setdefault("listeners", [{"name": "tcp", "port": 0}])
+            text = to_toml(merged)
+        else:
+            text = config
+        cfg = loads_config(text, "<test>")
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        holder: dict[str, Any] = {}
+
+        async def main() -> None:
+            broker = Broker(cfg)
+            holder["broker"] = broker
+            if before_start is not None:
+                before_start(broker)
+            serving = asyncio.ensure_future(broker.serve())
+            while not broker.bound and not serving.done():
+                await asyncio.sleep(0.01)
+            ready.set()
+            await serving
+
+        def run() -> None:
+            try:
+                loop.run_until_complete(main())
+            finally:
+                ready.set()
+                loop.close()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        if not ready.wait(10) or "broker" not in holder or not holder["broker"].bound:
+            raise RuntimeError("in-process broker did not start")
+        broker = holder["broker"]
+        ib = InProcessBroker(broker, loop, thread, "127.0.0.1", broker.bound[0][3])
+        started.append(ib)
+        return ib
+
+    yield factory
+    for ib in started:
+        if ib.thread.is_alive():
+            ib.stop()

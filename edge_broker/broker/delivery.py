@@ -21,24 +21,24 @@ if TYPE_CHECKING:
 
 
 class Delivery:
-    __slots__ = ("broker", "stats", "max_queued", "max_queued_bytes", "policy")
+    __slots__ = ("broker", "stats", "max_queued", "max_queued_bytes")
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.stats = broker.stats
         self.max_queued = broker.config.limits.max_queued_messages
         self.max_queued_bytes = broker.config.limits.max_queued_bytes
-        self.policy = broker.policy
 
     def route(self, space: TopicSpace, message: Message) -> int:
         """Deliver ``message`` to every matching subscription; return how many got it."""
         hits = space.trie.match(message.topic)
         if not hits:
             return 0
-        if not self.policy.routable(message.topic):
+        policy = self.broker.policy  # read each time: the policy may be swapped at run time
+        if not policy.routable(message.topic):
             return 0
         origin = message.origin
-        check = self.policy.has_delivery_gates
+        check = policy.has_delivery_gates
         count = 0
         if len(hits) == 1:  # the common case: no overlapping filters to merge
             for key, value in hits[0].items():
@@ -74,7 +74,7 @@ class Delivery:
 
     def _deliver(self, entry: SubscriptionEntry, message: Message, check: bool) -> bool:
         session = entry.session
-        if (check or entry.recheck) and not self.policy.check_deliver(session, message).allowed:
+        if (check or entry.recheck) and not self.broker.policy.check_deliver(session, message).allowed:
             return False
         qos = entry.qos if entry.qos < message.qos else message.qos
         retain = message.retain if entry.retain_as_published else False
@@ -87,7 +87,7 @@ class Delivery:
         if len(entries) == 1:
             return self._deliver(entries[0], message, check)
         session = entries[0].session
-        if (check or any(e.recheck for e in entries)) and not self.policy.check_deliver(
+        if (check or any(e.recheck for e in entries)) and not self.broker.policy.check_deliver(
             session, message
         ).allowed:
             return False

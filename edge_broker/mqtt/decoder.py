@@ -38,9 +38,11 @@ from .packets import (
 )
 from .properties import WILL, decode_properties
 from .reason_codes import (
-    AUTH_REASON_CODES,
+    AUTH_REASON_CODES_FROM_CLIENT,
+    AUTH_REASON_CODES_FROM_SERVER,
     CONNACK_REASON_CODES,
-    DISCONNECT_REASON_CODES,
+    DISCONNECT_REASON_CODES_FROM_CLIENT,
+    DISCONNECT_REASON_CODES_FROM_SERVER,
     PUBACK_REASON_CODES,
     PUBREL_REASON_CODES,
     SUBACK_REASON_CODES,
@@ -438,7 +440,7 @@ def _reason_and_properties(
 ) -> tuple[int, Properties]:
     """DISCONNECT/AUTH in MQTT 5: both parts may be omitted when 0 and empty (§3.14.2.1)."""
     if pos == end:
-        return 0, NO_PROPERTIES
+        return _reason(0, allowed, name), NO_PROPERTIES
     code = _reason(buf[pos], allowed, name)
     pos += 1
     properties = NO_PROPERTIES
@@ -455,8 +457,11 @@ def decode_disconnect(
     if level < 5:
         _trailing(pos, end, "DISCONNECT")
         return Disconnect()
+    allowed = (
+        DISCONNECT_REASON_CODES_FROM_CLIENT if from_client else DISCONNECT_REASON_CODES_FROM_SERVER
+    )
     code, properties = _reason_and_properties(
-        "DISCONNECT", DISCONNECT_REASON_CODES, PacketType.DISCONNECT, buf, pos, end
+        "DISCONNECT", allowed, PacketType.DISCONNECT, buf, pos, end
     )
     return Disconnect(code, properties)
 
@@ -464,10 +469,9 @@ def decode_disconnect(
 def decode_auth(
     flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
 ) -> Auth:
-    """AUTH (MQTT 5 §3.15)."""
-    code, properties = _reason_and_properties(
-        "AUTH", AUTH_REASON_CODES, PacketType.AUTH, buf, pos, end
-    )
+    """AUTH (MQTT 5 §3.15); a client never sends Success (0x00), a server never 0x19."""
+    allowed = AUTH_REASON_CODES_FROM_CLIENT if from_client else AUTH_REASON_CODES_FROM_SERVER
+    code, properties = _reason_and_properties("AUTH", allowed, PacketType.AUTH, buf, pos, end)
     return Auth(code, properties)
 
 

@@ -93,5 +93,13 @@ DISCONNECT_REASON_CODES = _codes(
 )
 AUTH_REASON_CODES = _codes(0x00, 0x18, 0x19)
 
+# The "Sent by" columns of §3.14.2.1 and §3.15.2.1: some codes belong to one side only.
+DISCONNECT_REASON_CODES_FROM_CLIENT = _codes(
+    0x00, 0x04, 0x80, 0x81, 0x82, 0x83, 0x90, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99,
+)
+DISCONNECT_REASON_CODES_FROM_SERVER = DISCONNECT_REASON_CODES - {0x04}
+AUTH_REASON_CODES_FROM_CLIENT = _codes(0x18, 0x19)
+AUTH_REASON_CODES_FROM_SERVER = _codes(0x00, 0x18)
+
 # MQTT 3.1 / 3.1.1 SUBACK return codes (3.1.1 §3.9.3).
 SUBACK_RETURN_CODES_V3 = _codes(0x00, 0x01, 0x02, SUBACK_FAILURE_V3)

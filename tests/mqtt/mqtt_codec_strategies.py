@@ -31,9 +31,11 @@ from edge_broker.mqtt.packets import (
 )
 from edge_broker.mqtt.properties import PROPERTY_SPECS, WILL, ValueKind
 from edge_broker.mqtt.reason_codes import (
-    AUTH_REASON_CODES,
+    AUTH_REASON_CODES_FROM_CLIENT,
+    AUTH_REASON_CODES_FROM_SERVER,
     CONNACK_REASON_CODES,
-    DISCONNECT_REASON_CODES,
+    DISCONNECT_REASON_CODES_FROM_CLIENT,
+    DISCONNECT_REASON_CODES_FROM_SERVER,
     PUBACK_REASON_CODES,
     PUBREL_REASON_CODES,
     SUBACK_REASON_CODES,
@@ -187,11 +189,11 @@ def client_packets(level: int) -> st.SearchStrategy[Packet]:
     ]
     if level == 5:
         choices.append(st.builds(
-            Disconnect, st.sampled_from(sorted(DISCONNECT_REASON_CODES)),
+            Disconnect, st.sampled_from(sorted(DISCONNECT_REASON_CODES_FROM_CLIENT)),
             _props(level, PacketType.DISCONNECT),
         ))
         choices.append(st.builds(
-            Auth, st.sampled_from(sorted(AUTH_REASON_CODES)), _props(level, PacketType.AUTH)
+            Auth, st.sampled_from(sorted(AUTH_REASON_CODES_FROM_CLIENT)), _props(level, PacketType.AUTH)
         ))
     else:
         choices.append(st.just(Disconnect()))
@@ -234,10 +236,10 @@ def server_packets(level: int) -> st.SearchStrategy[Packet]:
     ]
     if level == 5:
         choices.append(st.builds(
-            Disconnect, st.sampled_from(sorted(DISCONNECT_REASON_CODES)),
+            Disconnect, st.sampled_from(sorted(DISCONNECT_REASON_CODES_FROM_SERVER)),
             _props(level, PacketType.DISCONNECT, False),
         ))
         choices.append(st.builds(
-            Auth, st.sampled_from(sorted(AUTH_REASON_CODES)), _props(level, PacketType.AUTH, False)
+            Auth, st.sampled_from(sorted(AUTH_REASON_CODES_FROM_SERVER)), _props(level, PacketType.AUTH, False)
         ))
     return st.one_of(choices)

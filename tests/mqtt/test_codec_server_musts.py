@@ -332,6 +332,10 @@ OTHER_CASES = [
     ("DISCONNECT trailing byte", 5, pkt(0xE0, b"\x00\x00\x00"), MALFORMED),
     ("DISCONNECT topic alias property", 5, pkt(0xE0, b"\x00" + props(b"\x23\x00\x01")), PROTOCOL),
     ("AUTH reason 0x01", 5, pkt(0xF0, b"\x01"), MALFORMED),
+    ("DISCONNECT 0x8B is the server's", 5, pkt(0xE0, b"\x8b"), MALFORMED),
+    ("DISCONNECT 0x8E is the server's", 5, pkt(0xE0, b"\x8e\x00"), MALFORMED),
+    ("AUTH Success is the server's", 5, pkt(0xF0, b"\x00\x00"), MALFORMED),
+    ("AUTH without body means Success", 5, b"\xf0\x00", MALFORMED),
     ("AUTH data without method", 5, pkt(0xF0, b"\x18" + props(b"\x16" + s("d"))), PROTOCOL),
 ]
 
@@ -354,6 +358,8 @@ CLIENT_SIDE_CASES = [
     ("SUBACK without codes", 4, pkt(0x90, b"\x00\x01"), PROTOCOL),
     ("UNSUBACK reason 0x10", 5, pkt(0xB0, b"\x00\x01\x00\x10"), MALFORMED),
     ("DISCONNECT from a 3.1.1 server", 4, b"\xe0\x00", MALFORMED),
+    ("DISCONNECT 0x04 is the client's", 5, pkt(0xE0, b"\x04"), MALFORMED),
+    ("AUTH 0x19 is the client's", 5, pkt(0xF0, b"\x19"), MALFORMED),
     ("server sends CONNECT", 4, pkt(0x10, connect_body()), PROTOCOL),
     ("server sends PINGREQ", 5, b"\xc0\x00", PROTOCOL),
     ("assigned client id twice", 5,

@@ -7,7 +7,7 @@ packet type may carry is checked by the codec, not here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum
 
 
@@ -69,6 +69,15 @@ class Properties:
     wildcard_subscription_available: int | None = None  # 0x28
     subscription_identifier_available: int | None = None  # 0x29
     shared_subscription_available: int | None = None  # 0x2A
+
+    def __repr__(self) -> str:
+        """Only the properties present, so logged packets stay readable."""
+        present = ", ".join(
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if getattr(self, f.name) not in (None, ())
+        )
+        return f"Properties({present})"
 
 
 NO_PROPERTIES = Properties()

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import nacl.signing
+from conftest import MicroPythonRunner
 from smokermqtt import claims, ed25519, ids, packets
 
 from edge_broker.claims.parse import parse_claim
@@ -35,10 +36,11 @@ def _outputs(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def test_pure_modules_agree_with_cpython(micropython) -> None:  # type: ignore[no-untyped-def]
+def test_pure_modules_agree_with_cpython(micropython: MicroPythonRunner) -> None:
     script = f"""
 import binascii, json
 from smokermqtt import sha512, ed25519, canonjson, ids, claims, packets
+from smokermqtt import provision, app  # noqa: F401 - they load in MicroPython too
 import hashlib
 print("native_sha512=" + str(hasattr(hashlib, "sha512")))
 for i, m in enumerate({MESSAGES!r}):
@@ -90,7 +92,7 @@ print("parsed=" + repr(packets.parse_publish(0x33, b"\\x00\\x03a/b\\x00\\x07\\x0
     assert out["parsed"] == "('a/b', b'x', 1, True, 7, {38: [('', '')]})"
 
 
-def test_signing_fits_a_small_heap(micropython) -> None:  # type: ignore[no-untyped-def]
+def test_signing_fits_a_small_heap(micropython: MicroPythonRunner) -> None:
     # 64 KiB of MicroPython heap: less than an ESP32 or a Pico W leaves free after Wi-Fi is up.
     # The modules are compiled from source here; flashed as .mpy they need less.
     script = """
@@ -119,7 +121,7 @@ def test_cpython_signing_time_is_reported() -> None:
     print(f"CPython sign: {elapsed * 1000:.2f} ms", file=sys.stderr)
 
 
-def test_client_runs_under_micropython(micropython) -> None:  # type: ignore[no-untyped-def]
+def test_client_runs_under_micropython(micropython: MicroPythonRunner) -> None:
     """smokermqtt.client itself in MicroPython, over a canned-bytes socket module: the SMOKER
     exchange, a claim, a subscription, an incoming QoS 1 message, a ping, a publish and an
     unclaim. What it sent is decoded with the broker's codec and checked with the broker's
@@ -200,7 +202,8 @@ print("sent=" + binascii.hexlify(socket.SENT).decode())
     assert disc == Disconnect()
 
 
-def test_basic_example_runs_under_micropython(micropython, umqtt_simple_path) -> None:  # type: ignore[no-untyped-def]
+def test_basic_example_runs_under_micropython(micropython: MicroPythonRunner,
+                                              umqtt_simple_path: Path) -> None:
     """firmware_clients/micropython_basic with umqtt.simple in MicroPython, over canned bytes:
     MQTT 3.1.1 CONNECT with a token as password, SUBSCRIBE, one QoS 1 reading."""
     from edge_broker.mqtt.codec import PacketReader

@@ -15,17 +15,23 @@ import gc
 try:
     import utime as time
 except ImportError:
-    import time
+    import time  # type: ignore[no-redef]
+try:  # type names for the host's checkers; MicroPython ignores annotations
+    from collections.abc import Callable
+
+    from smokermqtt.client import MQTTClient
+except Exception:  # no typing module on the board (or a stub without these)
+    pass
 
 from smokermqtt import canonjson
 from smokermqtt.packets import MQTTError
 from smokermqtt.provision import Device
 
 
-def claim_pending(client, device) -> dict:
+def claim_pending(client: "MQTTClient", device: Device) -> "dict[str, int]":
     """Send every pre-signed claim not accepted yet; returns {file name: PUBACK reason}."""
     done = device.claimed()
-    answers = {}
+    answers: dict[str, int] = {}
     for name in device.claim_files():
         if name in done:
             continue
@@ -45,7 +51,9 @@ def reading(seq: int) -> bytes:
                             "mem_free": mem_free() if mem_free else None})
 
 
-def run(directory, cycles=0, on_command=None, read=reading, attempts=0):
+def run(directory: str, cycles: int = 0,
+        on_command: "Callable[[str, bytes], None] | None" = None,
+        read: "Callable[[int], bytes]" = reading, attempts: int = 0) -> "MQTTClient":
     """Run the device loop; ``cycles`` > 0 stops after that many readings (tests), 0 never.
     ``attempts`` bounds each reconnection (0: retry for ever, as a device should)."""
     device = Device(directory)
@@ -53,7 +61,7 @@ def run(directory, cycles=0, on_command=None, read=reading, attempts=0):
     telemetry = "restricted/%s/%s" % (device.client_id, cfg["topic"])
     inbox = "restricted/%s/cmd" % device.client_id
 
-    def deliver(topic, payload):
+    def deliver(topic: str, payload: bytes) -> None:
         if on_command is not None:
             on_command(topic, payload)
         else:

@@ -11,7 +11,7 @@ _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
             "\b": "\\b", "\f": "\\f"}
 
 
-def _string(s, out):
+def _string(s: str, out: list[str]) -> None:
     out.append('"')
     start = 0
     for i, ch in enumerate(s):
@@ -23,7 +23,7 @@ def _string(s, out):
     out.append('"')
 
 
-def _value(obj, out):
+def _value(obj: object, out: list[str]) -> None:
     if obj is None:
         out.append("null")
     elif obj is True:
@@ -58,13 +58,13 @@ def _value(obj, out):
         raise TypeError("canonical JSON has no form for %s values (%r)" % (type(obj).__name__, obj))
 
 
-def dumps(obj) -> str:
+def dumps(obj: object) -> str:
     """The canonical JSON text of ``obj`` (dict, list, tuple, str, int, bool, None)."""
-    out = []
+    out: list[str] = []
     _value(obj, out)
     return "".join(out)
 
 
-def dumpb(obj) -> bytes:
+def dumpb(obj: object) -> bytes:
     """The canonical JSON of ``obj`` as UTF-8 bytes: what a claim signature covers."""
     return dumps(obj).encode("utf-8")

@@ -10,6 +10,19 @@ import binascii
 
 from smokermqtt import canonjson
 
+try:  # type names for the host's checkers; MicroPython ignores annotations
+    from collections.abc import Sequence
+    from typing import Any, Protocol
+
+    class Signer(Protocol):
+        """What signs for a SMOKER client: smokermqtt.ed25519.SigningKey."""
+
+        public_key: bytes
+
+        def sign_attached(self, message: bytes) -> bytes: ...
+except Exception:  # no typing module on the board (or a stub without these)
+    pass
+
 CLAIM_TOPIC = "access/claim"
 UNCLAIM_TOPIC = "access/unclaim"
 RESTRICTION_TYPES = ("WHITELIST", "BLACKLIST")
@@ -31,13 +44,14 @@ def check_topic(topic: str, owner_id: str) -> None:
                              % (topic, bad))
 
 
-def restriction(topic: str, owner_id: str, restriction_type: str, permissions) -> dict:
+def restriction(topic: str, owner_id: str, restriction_type: str,
+                permissions: "Sequence[tuple[str, str]]") -> "dict[str, Any]":
     """The Restriction object; ``permissions`` is a list of (clientId or "*", activity)."""
     check_topic(topic, owner_id)
     if restriction_type not in RESTRICTION_TYPES:
         raise ValueError("restrictionType must be one of %s, got %r"
                          % (", ".join(RESTRICTION_TYPES), restriction_type))
-    perms = []
+    perms: list[dict[str, str]] = []
     for client, activity in permissions:
         if activity not in ACTIVITIES:
             raise ValueError("permission activity must be one of %s, got %r"
@@ -48,7 +62,7 @@ def restriction(topic: str, owner_id: str, restriction_type: str, permissions) -
     return {"topicName": topic, "restrictionType": restriction_type, "permissions": perms}
 
 
-def signed_claim(signing_key, owner_id: str, restr: dict) -> bytes:
+def signed_claim(signing_key: "Signer", owner_id: str, restr: "dict[str, Any]") -> bytes:
     """The claim payload (UTF-8 JSON) for ``restr``, signed with ``signing_key``.
 
     ``signing_key`` has ``sign_attached(bytes) -> bytes`` (smokermqtt.ed25519.SigningKey).
@@ -59,8 +73,9 @@ def signed_claim(signing_key, owner_id: str, restr: dict) -> bytes:
     return canonjson.dumpb({"restriction": restr, "signature": signature})
 
 
-def claim(signing_key, owner_id: str, topic: str, restriction_type: str = "WHITELIST",
-          permissions=()) -> bytes:
+def claim(signing_key: "Signer", owner_id: str, topic: str,
+          restriction_type: str = "WHITELIST",
+          permissions: "Sequence[tuple[str, str]]" = ()) -> bytes:
     """Shortcut: the signed claim payload for a topic and its permissions."""
     return signed_claim(signing_key, owner_id,
                         restriction(topic, owner_id, restriction_type, permissions))

@@ -20,11 +20,18 @@ import select
 try:
     import socket
 except ImportError:  # ports older than MicroPython 1.20 name it usocket only
-    import usocket as socket
+    import usocket as socket  # type: ignore[no-redef]
 try:
     import utime as time  # MicroPython; the tests give CPython a shim of the same name
 except ImportError:
-    import time
+    import time  # type: ignore[no-redef]
+try:  # type names for the host's checkers; MicroPython ignores annotations
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from smokermqtt.claims import Signer
+except Exception:  # no typing module on the board (or a stub without these)
+    pass
 
 from smokermqtt import claims, ids, packets
 from smokermqtt.packets import MQTTError
@@ -59,10 +66,15 @@ class MQTTClient:
     ``callback(topic, payload)`` receives every application message.
     """
 
-    def __init__(self, host, port=1883, client_id=None, signing_key=None, username=None,
-                 password=None, keepalive=60, clean_start=True, session_expiry=0,
-                 max_packet_size=16384, timeout_ms=10000, callback=None, ssl_context=None,
-                 backoff_base_ms=1000, backoff_max_ms=60000, will=None):
+    def __init__(self, host: str, port: int = 1883, client_id: str | None = None,
+                 signing_key: "Signer | None" = None, username: str | None = None,
+                 password: str | bytes | None = None, keepalive: int = 60,
+                 clean_start: bool = True, session_expiry: int = 0,
+                 max_packet_size: int = 16384, timeout_ms: int = 10000,
+                 callback: "Callable[[str, bytes], None] | None" = None,
+                 ssl_context: "Any" = None, backoff_base_ms: int = 1000,
+                 backoff_max_ms: int = 60000,
+                 will: tuple[str, bytes, int, bool] | None = None) -> None:
         if signing_key is not None:
             derived = ids.client_id(signing_key.public_key)
             if client_id is not None and client_id != derived:
@@ -87,18 +99,19 @@ class MQTTClient:
         self.backoff_base_ms = backoff_base_ms
         self.backoff_max_ms = backoff_max_ms
         self.will = will
-        self.sleep_ms = time.sleep_ms
-        self.sock = None
-        self._poller = None
-        self.subscriptions = {}  # topic filter -> options byte, renewed on reconnect
+        self.sleep_ms: Callable[[int], Any] = time.sleep_ms
+        self.sock: Any = None
+        self._poller: Any = None
+        # topic filter -> options byte, renewed on reconnect
+        self.subscriptions: dict[str, int] = {}
         self.smoker_authenticated = False
         self.server_keepalive = keepalive
         self.server_max_qos = 2
-        self.last_reason_string = None
+        self.last_reason_string: str | None = None
         self._packet_id = 0
         self._last_send = 0
-        self._ping_sent = None
-        self._qos2_received = set()
+        self._ping_sent: int | None = None
+        self._qos2_received: set[int] = set()
 
     # ------------------------------------------------------------ connection
 
@@ -115,7 +128,7 @@ class MQTTClient:
             self.sock = sock
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)
-        props = [(packets.MAXIMUM_PACKET_SIZE, self.max_packet_size)]
+        props: list[tuple[int, Any]] = [(packets.MAXIMUM_PACKET_SIZE, self.max_packet_size)]
         if self.session_expiry:
             props.append((packets.SESSION_EXPIRY, self.session_expiry))
         if self.signing_key is not None:
@@ -127,7 +140,9 @@ class MQTTClient:
                                    self.username, self.password, self.will))
         answered_nonce = False
         while True:
-            ptype, first, body = self._read_packet(self.timeout_ms, "CONNACK")
+            got = self._read_packet(self.timeout_ms, "CONNACK")
+            assert got is not None  # _read_packet raises instead when something is owed
+            ptype, _, body = got
             if ptype == packets.AUTH:
                 self._answer_auth(body)
                 answered_nonce = True
@@ -137,27 +152,27 @@ class MQTTClient:
                 raise MQTTError(packets.PROTOCOL_ERROR,
                                 "expected AUTH or CONNACK from the broker, got packet type %d"
                                 % ptype)
-        session_present, reason, props = packets.parse_connack(body)
-        self.last_reason_string = props.get(packets.REASON_STRING)
+        session_present, reason, answer = packets.parse_connack(body)
+        self.last_reason_string = answer.get(packets.REASON_STRING)
         if reason:
             self.close()
             raise MQTTError(reason, "broker refused the connection%s"
                             % _explain(self.last_reason_string))
         if self.signing_key is not None:
-            if not answered_nonce or props.get(packets.AUTH_METHOD) != SMOKER:
+            if not answered_nonce or answer.get(packets.AUTH_METHOD) != SMOKER:
                 self.close()
                 raise MQTTError(packets.PROTOCOL_ERROR,
                                 "broker accepted the connection without SMOKER authentication")
             self.smoker_authenticated = True
-        self.client_id = props.get(packets.ASSIGNED_CLIENT_ID, self.client_id)
-        self.server_keepalive = props.get(packets.SERVER_KEEP_ALIVE, self.keepalive)
-        self.server_max_qos = props.get(packets.MAXIMUM_QOS, 2)
+        self.client_id = answer.get(packets.ASSIGNED_CLIENT_ID, self.client_id)
+        self.server_keepalive = answer.get(packets.SERVER_KEEP_ALIVE, self.keepalive)
+        self.server_max_qos = answer.get(packets.MAXIMUM_QOS, 2)
         if not session_present and self.subscriptions:
             for topic_filter, options in list(self.subscriptions.items()):
                 self._subscribe_one(topic_filter, options)
         return session_present
 
-    def _answer_auth(self, body) -> None:
+    def _answer_auth(self, body: bytes | bytearray) -> None:
         """Answer the broker's SMOKER challenge (SMOKER.md steps 2-3)."""
         reason, props = packets.parse_reason_and_properties(body)
         method = props.get(packets.AUTH_METHOD)
@@ -176,7 +191,7 @@ class MQTTClient:
             (packets.AUTH_DATA, self.signing_key.sign_attached(nonce)),
         ]))
 
-    def connect_with_backoff(self, attempts=0) -> bool:
+    def connect_with_backoff(self, attempts: int = 0) -> bool:
         """connect(), retried with backoff_ms() delays; ``attempts`` 0 retries for ever.
 
         CONNACK reasons in PERMANENT_REFUSALS are raised at once: only a new configuration
@@ -196,7 +211,7 @@ class MQTTClient:
                 self.sleep_ms(backoff_ms(attempt - 1, self.backoff_base_ms,
                                          self.backoff_max_ms, random.getrandbits(16)))
 
-    def reconnect(self, attempts=0) -> bool:
+    def reconnect(self, attempts: int = 0) -> bool:
         """Drop the current connection, then connect_with_backoff()."""
         self.close()
         return self.connect_with_backoff(attempts)
@@ -227,7 +242,8 @@ class MQTTClient:
 
     # ------------------------------------------------------------ application calls
 
-    def publish(self, topic, payload, qos=0, retain=False, props=()):
+    def publish(self, topic: str, payload: str | bytes, qos: int = 0, retain: bool = False,
+                props: "Sequence[tuple[int, Any]]" = ()) -> int | None:
         """Publish; returns the PUBACK reason code for QoS 1, None for QoS 0."""
         if qos not in (0, 1):
             raise ValueError("this client publishes at QoS 0 or 1, got %r" % (qos,))
@@ -246,39 +262,45 @@ class MQTTClient:
         self._send(payload)
         if not qos:
             return None
-        _, reason, props = packets.parse_ack(self._wait_for(packets.PUBACK, packet_id))
-        self.last_reason_string = props.get(packets.REASON_STRING)
+        _, reason, answer = packets.parse_ack(self._wait_for(packets.PUBACK, packet_id))
+        self.last_reason_string = answer.get(packets.REASON_STRING)
         return reason
 
-    def claim(self, payload) -> int:
+    def claim(self, payload: bytes) -> int:
         """Publish a signed claim (bytes from smokermqtt.claims or a pre-signed file) to
         access/claim at QoS 1 and return the PUBACK reason code (0x00 = stored)."""
-        return self.publish(claims.CLAIM_TOPIC, payload, qos=1)
+        return self._publish_qos1(claims.CLAIM_TOPIC, payload)
 
-    def claim_topic(self, topic, restriction_type="WHITELIST", permissions=()) -> int:
+    def claim_topic(self, topic: str, restriction_type: str = "WHITELIST",
+                    permissions: "Sequence[tuple[str, str]]" = ()) -> int:
         """Sign a claim on ``topic`` with this client's key and publish it."""
         if self.signing_key is None:
             raise ValueError("claims are signed: this client has no signing_key")
         return self.claim(claims.claim(self.signing_key, self.client_id, topic,
                                        restriction_type, permissions))
 
-    def unclaim(self, topic) -> int:
+    def unclaim(self, topic: str) -> int:
         """Remove our claim on ``topic``; returns the PUBACK reason code."""
-        return self.publish(claims.UNCLAIM_TOPIC, claims.unclaim(topic, self.client_id), qos=1)
+        return self._publish_qos1(claims.UNCLAIM_TOPIC, claims.unclaim(topic, self.client_id))
 
-    def subscribe(self, topic_filter, qos=0, no_local=False, retain_as_published=False,
-                  retain_handling=0) -> int:
+    def _publish_qos1(self, topic: str, payload: bytes) -> int:
+        reason = self.publish(topic, payload, qos=1)
+        assert reason is not None  # QoS 1 always has a PUBACK reason
+        return reason
+
+    def subscribe(self, topic_filter: str, qos: int = 0, no_local: bool = False,
+                  retain_as_published: bool = False, retain_handling: int = 0) -> int:
         """Subscribe; returns the SUBACK reason code (granted QoS, or >= 0x80 refused).
         Granted subscriptions are renewed by reconnect when the broker lost our session."""
         options = packets.subscription_options(qos, no_local, retain_as_published,
                                                retain_handling)
         return self._subscribe_one(topic_filter, options)
 
-    def _subscribe_one(self, topic_filter, options) -> int:
+    def _subscribe_one(self, topic_filter: str, options: int) -> int:
         packet_id = self._next_id()
         self._send(packets.subscribe(packet_id, [(topic_filter, options)]))
-        _, codes, props = packets.parse_suback(self._wait_for(packets.SUBACK, packet_id))
-        self.last_reason_string = props.get(packets.REASON_STRING)
+        _, codes, answer = packets.parse_suback(self._wait_for(packets.SUBACK, packet_id))
+        self.last_reason_string = answer.get(packets.REASON_STRING)
         if len(codes) != 1:
             raise MQTTError(packets.PROTOCOL_ERROR, "SUBACK holds %d reason codes for 1 filter"
                             % len(codes))
@@ -288,7 +310,7 @@ class MQTTClient:
             self.subscriptions.pop(topic_filter, None)
         return codes[0]
 
-    def unsubscribe(self, topic_filter) -> int:
+    def unsubscribe(self, topic_filter: str) -> int:
         """Unsubscribe; returns the UNSUBACK reason code."""
         packet_id = self._next_id()
         self.subscriptions.pop(topic_filter, None)
@@ -302,7 +324,7 @@ class MQTTClient:
         if self._ping_sent is None:
             self._ping_sent = time.ticks_ms()
 
-    def wait_msg(self, timeout_ms=None) -> bool:
+    def wait_msg(self, timeout_ms: int | None = None) -> bool:
         """Handle at most one incoming packet, waiting up to ``timeout_ms`` (None: until the
         next keepalive duty). Sends PINGREQ when due. Returns True if a packet was handled."""
         wait = self._keepalive_duty()
@@ -320,7 +342,7 @@ class MQTTClient:
         """wait_msg() without waiting: for a main loop that does other work."""
         return self.wait_msg(0)
 
-    def loop(self, duration_ms) -> None:
+    def loop(self, duration_ms: int) -> None:
         """Handle incoming packets and keepalive for ``duration_ms``."""
         end = time.ticks_add(time.ticks_ms(), duration_ms)
         while True:
@@ -335,7 +357,7 @@ class MQTTClient:
         self._packet_id = self._packet_id % 65535 + 1
         return self._packet_id
 
-    def _send(self, data) -> None:
+    def _send(self, data: bytes) -> None:
         if self.sock is None:
             raise OSError("not connected: call connect() first")
         view = memoryview(data)
@@ -346,7 +368,7 @@ class MQTTClient:
             view = view[n:]
         self._last_send = time.ticks_ms()
 
-    def _keepalive_duty(self):
+    def _keepalive_duty(self) -> int | None:
         """Ping when half the keepalive passed in silence; raise when a ping went unanswered
         for a whole keepalive. Returns ms until the next duty, or None without keepalive."""
         ka = self.server_keepalive * 1000
@@ -365,7 +387,7 @@ class MQTTClient:
             return ka
         return ka // 2 - idle
 
-    def _recv_exact(self, n):
+    def _recv_exact(self, n: int) -> bytearray:
         buf = bytearray()
         while len(buf) < n:
             chunk = self.sock.recv(n - len(buf))
@@ -375,13 +397,14 @@ class MQTTClient:
             buf += chunk
         return buf
 
-    def _readable(self, timeout_ms) -> bool:
+    def _readable(self, timeout_ms: int | None) -> bool:
         pending = getattr(self.sock, "pending", None)  # CPython TLS may buffer decrypted data
         if pending is not None and pending():
             return True
         return bool(self._poller.poll(-1 if timeout_ms is None else timeout_ms))
 
-    def _read_packet(self, timeout_ms, expecting):
+    def _read_packet(self, timeout_ms: int | None,
+                     expecting: str | None) -> "tuple[int, int, bytes | bytearray] | None":
         """(type, first byte, body) of the next packet, or None when ``timeout_ms`` passed
         without one (then MQTTError if ``expecting`` names a packet the broker owes us)."""
         if self.sock is None:
@@ -389,7 +412,7 @@ class MQTTClient:
         if not self._readable(timeout_ms):
             if expecting is not None:
                 self.close()
-                raise OSError("no %s from the broker within %d ms" % (expecting, timeout_ms))
+                raise OSError("no %s from the broker within %s ms" % (expecting, timeout_ms))
             return None
         first = self._recv_exact(1)[0]
         remaining = 0
@@ -407,21 +430,22 @@ class MQTTClient:
             self.close()
             raise MQTTError(0x95, "broker sent a %d-byte packet; max_packet_size is %d"
                             % (remaining, self.max_packet_size))
-        body = self._recv_exact(remaining) if remaining else b""
+        body: bytes | bytearray = self._recv_exact(remaining) if remaining else b""
         return first >> 4, first, body
 
-    def _wait_for(self, ptype, packet_id):
+    def _wait_for(self, ptype: int, packet_id: int) -> bytes | bytearray:
         """Body of the ack ``ptype`` for ``packet_id``; handles other packets meanwhile."""
         deadline = time.ticks_add(time.ticks_ms(), self.timeout_ms)
         while True:
             left = time.ticks_diff(deadline, time.ticks_ms())
             got = self._read_packet(max(left, 0), "acknowledgement %d" % packet_id)
+            assert got is not None  # _read_packet raises instead when something is owed
             t, first, body = got
             if t == ptype and len(body) >= 2 and ((body[0] << 8) | body[1]) == packet_id:
                 return body
             self._handle(t, first, body)
 
-    def _handle(self, ptype, first, body) -> None:
+    def _handle(self, ptype: int, first: int, body: bytes | bytearray) -> None:
         if ptype == packets.PUBLISH:
             topic, payload, qos, _retain, packet_id, _props = packets.parse_publish(first, body)
             if qos == 1:
@@ -453,5 +477,5 @@ class MQTTClient:
         # late acks of requests we stopped waiting for are dropped
 
 
-def _explain(reason_string) -> str:
+def _explain(reason_string: str | None) -> str:
     return ": " + reason_string if reason_string else ""

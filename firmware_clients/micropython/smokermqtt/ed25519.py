@@ -66,7 +66,7 @@ _COMB = (
 )
 
 
-def _double(pt):
+def _double(pt: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
     """2P in extended coordinates (RFC 8032 §5.1.4, "dbl-2008-hwcd")."""
     x1, y1, z1, _ = pt
     p = _P
@@ -81,7 +81,8 @@ def _double(pt):
     return (e * f % p, g * h % p, f * g % p, e * h % p)
 
 
-def _add_niels(pt, q):
+def _add_niels(pt: tuple[int, int, int, int],
+               q: tuple[int, int, int]) -> tuple[int, int, int, int]:
     """P + Q for Q in affine Niels form (y+x, y-x, 2 d x y): 7 multiplications."""
     x1, y1, z1, t1 = pt
     ypx, ymx, xy2d = q
@@ -97,7 +98,7 @@ def _add_niels(pt, q):
     return (e * f % p, g * h % p, f * g % p, e * h % p)
 
 
-def _inverse_slow(z):
+def _inverse_slow(z: int) -> int:
     """z^(p-2) mod p by square-and-multiply, for ports built without three-argument pow."""
     result = 1
     base = z % _P
@@ -110,7 +111,7 @@ def _inverse_slow(z):
     return result
 
 
-def _inverse(z):
+def _inverse(z: int) -> int:
     """z^-1 mod p (Fermat)."""
     try:
         return pow(z, _P - 2, _P)

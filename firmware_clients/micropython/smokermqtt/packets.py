@@ -7,6 +7,12 @@ tuples; every malformed body ends in MQTTError with reason 0x81 (Malformed Packe
 
 import struct
 
+try:  # type names for the host's checkers; MicroPython ignores annotations
+    from collections.abc import Sequence
+    from typing import Any
+except Exception:  # no typing module on the board (or a stub without these)
+    pass
+
 # packet types (MQTT 5 §2.1.2)
 CONNECT = 1
 CONNACK = 2
@@ -81,7 +87,7 @@ def varint(n: int) -> bytes:
             return bytes(out)
 
 
-def utf8(s) -> bytes:
+def utf8(s: str | bytes) -> bytes:
     """UTF-8 Encoded String (MQTT 5 §1.5.4): two-byte length, then the bytes."""
     b = s.encode("utf-8") if isinstance(s, str) else bytes(s)
     if len(b) > 65535:
@@ -89,7 +95,7 @@ def utf8(s) -> bytes:
     return struct.pack(">H", len(b)) + b
 
 
-def properties(props) -> bytes:
+def properties(props: "Sequence[tuple[int, Any]]") -> bytes:
     """The property block for a list of (id, value) pairs, length first (MQTT 5 §2.2.2)."""
     out = bytearray()
     for pid, value in props:
@@ -114,8 +120,10 @@ def fixed_header(first_byte: int, remaining: int) -> bytes:
     return bytes((first_byte,)) + varint(remaining)
 
 
-def connect(client_id: str, keepalive: int, clean_start: bool = True, props=(),
-            username=None, password=None, will=None) -> bytes:
+def connect(client_id: str, keepalive: int, clean_start: bool = True,
+            props: "Sequence[tuple[int, Any]]" = (), username: str | None = None,
+            password: str | bytes | None = None,
+            will: tuple[str, bytes, int, bool] | None = None) -> bytes:
     """CONNECT (MQTT 5 §3.1). ``will`` is (topic, payload, qos, retain) or None."""
     flags = 0x02 if clean_start else 0
     payload = utf8(client_id)
@@ -134,14 +142,15 @@ def connect(client_id: str, keepalive: int, clean_start: bool = True, props=(),
     return fixed_header(0x10, len(body)) + body
 
 
-def auth(reason: int, props=()) -> bytes:
+def auth(reason: int, props: "Sequence[tuple[int, Any]]" = ()) -> bytes:
     """AUTH (MQTT 5 §3.15)."""
     body = bytes((reason,)) + properties(props)
     return fixed_header(0xF0, len(body)) + body
 
 
 def publish_header(topic: str, payload_len: int, qos: int = 0, retain: bool = False,
-                   dup: bool = False, packet_id: int = 0, props=()) -> bytes:
+                   dup: bool = False, packet_id: int = 0,
+                   props: "Sequence[tuple[int, Any]]" = ()) -> bytes:
     """Everything of a PUBLISH (MQTT 5 §3.3) before its payload, so a large payload is sent
     from its own buffer instead of being copied into one packet."""
     if qos not in (0, 1, 2):
@@ -162,7 +171,7 @@ def ack(packet_type: int, packet_id: int, reason: int = 0) -> bytes:
     return fixed_header(first, 2) + struct.pack(">H", packet_id)
 
 
-def subscribe(packet_id: int, filters) -> bytes:
+def subscribe(packet_id: int, filters: "Sequence[tuple[str, int]]") -> bytes:
     """SUBSCRIBE (MQTT 5 §3.8); ``filters`` is a list of (topic filter, options byte)."""
     body = bytearray(struct.pack(">H", packet_id)) + properties(())
     for topic_filter, options in filters:
@@ -177,7 +186,7 @@ def subscription_options(qos: int = 0, no_local: bool = False,
         | (retain_handling << 4)
 
 
-def unsubscribe(packet_id: int, filters) -> bytes:
+def unsubscribe(packet_id: int, filters: "Sequence[str]") -> bytes:
     """UNSUBSCRIBE (MQTT 5 §3.10)."""
     body = bytearray(struct.pack(">H", packet_id)) + properties(())
     for topic_filter in filters:
@@ -195,12 +204,12 @@ def disconnect(reason: int = 0) -> bytes:
 # ---------------------------------------------------------------- decoding
 
 
-def _need(body, pos: int, n: int, what: str) -> None:
+def _need(body: bytes | bytearray, pos: int, n: int, what: str) -> None:
     if pos + n > len(body):
         raise MQTTError(MALFORMED, "packet ends inside its %s" % what)
 
 
-def read_varint(body, pos: int):
+def read_varint(body: bytes | bytearray, pos: int) -> tuple[int, int]:
     """(value, next position) of a Variable Byte Integer at ``pos``."""
     value = 0
     shift = 0
@@ -216,14 +225,14 @@ def read_varint(body, pos: int):
             raise MQTTError(MALFORMED, "variable byte integer longer than 4 bytes")
 
 
-def _read_bytes(body, pos: int, what: str):
+def _read_bytes(body: bytes | bytearray, pos: int, what: str) -> tuple[bytes, int]:
     _need(body, pos, 2, what)
     n = (body[pos] << 8) | body[pos + 1]
     _need(body, pos + 2, n, what)
     return bytes(body[pos + 2:pos + 2 + n]), pos + 2 + n
 
 
-def read_string(body, pos: int, what: str = "string"):
+def read_string(body: bytes | bytearray, pos: int, what: str = "string") -> tuple[str, int]:
     raw, pos = _read_bytes(body, pos, what)
     try:
         return raw.decode("utf-8"), pos
@@ -231,12 +240,13 @@ def read_string(body, pos: int, what: str = "string"):
         raise MQTTError(MALFORMED, "%s is not UTF-8" % what) from None
 
 
-def read_properties(body, pos: int):
+def read_properties(body: bytes | bytearray, pos: int) -> "tuple[dict[int, Any], int]":
     """(dict id -> value, next position); repeatable properties collect into lists."""
     length, pos = read_varint(body, pos)
     end = pos + length
     _need(body, pos, length, "properties")
-    props = {}
+    props: dict[int, Any] = {}
+    value: Any = None
     while pos < end:
         pid, pos = read_varint(body, pos)
         kind = _PROPERTY_TYPES.get(pid)
@@ -267,14 +277,14 @@ def read_properties(body, pos: int):
     return props, pos
 
 
-def parse_connack(body):
+def parse_connack(body: bytes | bytearray) -> "tuple[bool, int, dict[int, Any]]":
     """CONNACK body -> (session_present, reason, props) (MQTT 5 §3.2)."""
     _need(body, 0, 2, "CONNACK header")
     props, _ = read_properties(body, 2) if len(body) > 2 else ({}, 2)
     return bool(body[0] & 1), body[1], props
 
 
-def parse_reason_and_properties(body):
+def parse_reason_and_properties(body: bytes | bytearray) -> "tuple[int, dict[int, Any]]":
     """AUTH or DISCONNECT body -> (reason, props); an empty body means reason 0x00."""
     if not body:
         return 0, {}
@@ -284,7 +294,8 @@ def parse_reason_and_properties(body):
     return body[0], props
 
 
-def parse_publish(flags: int, body):
+def parse_publish(flags: int,
+                  body: bytes | bytearray) -> "tuple[str, bytes, int, bool, int, dict[int, Any]]":
     """PUBLISH -> (topic, payload, qos, retain, packet_id, props) (MQTT 5 §3.3)."""
     qos = (flags >> 1) & 3
     if qos == 3:
@@ -299,7 +310,7 @@ def parse_publish(flags: int, body):
     return topic, bytes(body[pos:]), qos, bool(flags & 1), packet_id, props
 
 
-def parse_ack(body):
+def parse_ack(body: bytes | bytearray) -> "tuple[int, int, dict[int, Any]]":
     """PUBACK/PUBREC/PUBREL/PUBCOMP -> (packet_id, reason, props) (MQTT 5 §3.4.2)."""
     _need(body, 0, 2, "packet identifier")
     packet_id = (body[0] << 8) | body[1]
@@ -311,7 +322,7 @@ def parse_ack(body):
     return packet_id, body[2], props
 
 
-def parse_suback(body):
+def parse_suback(body: bytes | bytearray) -> "tuple[int, bytes, dict[int, Any]]":
     """SUBACK/UNSUBACK -> (packet_id, reason codes, props) (MQTT 5 §3.9, §3.11)."""
     _need(body, 0, 2, "packet identifier")
     packet_id = (body[0] << 8) | body[1]

@@ -12,14 +12,18 @@ Every error names the file and the key to fix.
 
 import binascii
 import json
-
-try:
-    import os
-except ImportError:  # very old ports
-    import uos as os
+import os
 
 from smokermqtt import ids
 from smokermqtt.ed25519 import SigningKey
+
+try:  # type names for the host's checkers; MicroPython ignores annotations
+    from collections.abc import Callable
+    from typing import Any
+
+    from smokermqtt.client import MQTTClient
+except Exception:  # no typing module on the board (or a stub without these)
+    pass
 
 KEY_FILE = "device.key"
 CONFIG_FILE = "config.json"
@@ -27,7 +31,7 @@ CLAIMS_DIR = "claims"
 CLAIMED_FILE = "claimed.txt"  # names of claim files the broker accepted (0x00)
 
 # key -> (types allowed, default; None = required)
-CONFIG_KEYS = {
+CONFIG_KEYS: "dict[str, tuple[tuple[type, ...], Any]]" = {
     "client_id": ((str,), None),
     "host": ((str,), None),
     "port": ((int,), 1883),
@@ -48,7 +52,7 @@ class ProvisionError(ValueError):
     """A device file is missing or wrong; the message names the file and what to change."""
 
 
-def _join(*parts) -> str:
+def _join(*parts: str) -> str:
     return "/".join(p.rstrip("/") for p in parts if p)
 
 
@@ -91,7 +95,7 @@ def read_seed(path: str) -> bytes:
                          "found %d bytes of something else" % (path, len(raw)))
 
 
-def read_config(path: str) -> dict:
+def read_config(path: str) -> "dict[str, Any]":
     """config.json with every key of CONFIG_KEYS checked and defaults filled in."""
     try:
         with open(path) as f:
@@ -102,7 +106,7 @@ def read_config(path: str) -> dict:
         raise ProvisionError("%s: not valid JSON (%s)" % (path, exc)) from None
     if not isinstance(data, dict):
         raise ProvisionError("%s: must hold a JSON object" % path)
-    config = {}
+    config: dict[str, Any] = {}
     for key, (types, default) in CONFIG_KEYS.items():
         if key not in data:
             if default is None:
@@ -137,7 +141,7 @@ class Device:
                                  % (_join(directory, CONFIG_FILE), self.config["client_id"],
                                     self.client_id))
 
-    def claim_files(self) -> list:
+    def claim_files(self) -> "list[str]":
         """Names of the pre-signed claim files, sorted."""
         try:
             names = os.listdir(_join(self.directory, CLAIMS_DIR))
@@ -150,7 +154,7 @@ class Device:
         with open(_join(self.directory, CLAIMS_DIR, name), "rb") as f:
             return f.read().strip()
 
-    def claimed(self) -> list:
+    def claimed(self) -> "list[str]":
         """Claim files the broker already accepted (one name per line in claimed.txt)."""
         try:
             with open(_join(self.directory, CLAIMED_FILE)) as f:
@@ -162,12 +166,13 @@ class Device:
         with open(_join(self.directory, CLAIMED_FILE), "a") as f:
             f.write(name + "\n")
 
-    def client(self, callback=None, **overrides):
+    def client(self, callback: "Callable[[str, bytes], None] | None" = None,
+               **overrides: "Any") -> "MQTTClient":
         """An MQTTClient configured from config.json (keyword arguments override it)."""
         from smokermqtt.client import MQTTClient
 
         c = self.config
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "host": c["host"], "port": c["port"], "signing_key": self.signing_key,
             "keepalive": c["keepalive"], "clean_start": c["clean_start"],
             "session_expiry": c["session_expiry"], "max_packet_size": c["max_packet_size"],

@@ -5,12 +5,10 @@ so this module ships a compact pure-Python implementation and uses the native on
 port has it. Python ints stand in for 64-bit words (MicroPython ints are arbitrary precision).
 """
 
+import hashlib
 import struct
 
-try:
-    from hashlib import sha512 as _native
-except ImportError:
-    _native = None
+_native = getattr(hashlib, "sha512", None)  # None on most MicroPython ports
 
 _M = 0xFFFFFFFFFFFFFFFF
 
@@ -43,7 +41,7 @@ _IV = (
 )
 
 
-def _compress(h, block, w):
+def _compress(h: list[int], block: bytes, w: list[int]) -> list[int]:
     """One SHA-512 compression (FIPS 180-4 §6.4.2); ``w`` is a reused 80-entry list."""
     w[0:16] = struct.unpack(">16Q", block)
     for t in range(16, 80):
@@ -69,7 +67,7 @@ def _compress(h, block, w):
     return [(x + y) & _M for x, y in zip(h, (a, b, c, d, e, f, g, hh))]
 
 
-def sha512_pure(data):
+def sha512_pure(data: bytes | bytearray | memoryview) -> bytes:
     """SHA-512 digest (64 bytes) of ``data`` in pure Python."""
     data = bytes(data)
     n = len(data)
@@ -86,8 +84,9 @@ def sha512_pure(data):
     return struct.pack(">8Q", *h)
 
 
-def sha512(data):
+def sha512(data: bytes | bytearray | memoryview) -> bytes:
     """SHA-512 digest of ``data``: the port's native hashlib.sha512 when present."""
     if _native is not None:
-        return _native(data).digest()
+        digest: bytes = _native(data).digest()
+        return digest
     return sha512_pure(data)

@@ -49,7 +49,7 @@ from .acl_config import (
 from .decision import Decision, Gate, deny
 
 _EMPTY_TREE = KeTree.build(())
-_CACHE_LIMIT = 1024  # distinct (interface, cert CN, username) triples memoised per Acl
+_CACHE_LIMIT = 1024  # merged SubjectAcls memoised per Acl (one per set of matched combinations)
 
 Scope = tuple[Flow, Message]
 # (rule position in the rules list, rule id, key expression)
@@ -106,10 +106,10 @@ class SubjectAcl:
         """The seed's ``is_allowed`` for ``key`` (a key or key expression)."""
         if not self.enabled:
             return ALLOWED_DISABLED
+        request = as_keyexpr(key)  # an invalid key expression is an error, never a verdict
         pair = self.trees.get((flow, message))
         if pair is None:
             return AclDecision(self.default_permission is Permission.ALLOW)
-        request = as_keyexpr(key)
         denied_by = pair.deny.first_including(request)
         if denied_by is not None:
             return AclDecision(False, denied_by)

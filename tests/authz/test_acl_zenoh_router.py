@@ -174,7 +174,7 @@ def deliveries(section: dict[str, Any], keys: list[str], subscription: str) -> s
 
     try:
         sub = subscriber.declare_subscriber(subscription, on_sample)
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             for key in keys:
                 publisher.put(key, b"1")

@@ -358,3 +358,24 @@ def test_seed_001_invalid_pattern_messages(
     with pytest.raises(RuleError) as info:
         pattern_tokens(s(pattern, sep), sep)
     assert info.value.segment == segment and fragment in str(info.value)
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+@pytest.mark.parametrize(
+    ("kind", "segment", "fragment"),
+    [
+        (PubRule, "a?", "'?' is not allowed in publish rules"),
+        (SubRule, "a?", "'?' is allowed only as a whole segment"),
+        (PubRule, "a*b", "'*' is allowed only as a prefix variant inside alternatives"),
+        (SubRule, "a*b", "'*' is allowed only as a whole segment"),
+        (SubRule, "*a", "'*' is allowed only as a whole segment"),
+        (SubRule, "**", "'*' is allowed only as a whole segment"),
+        (PubRule, "?", "'?' is not allowed in publish rules"),
+    ],
+)
+def test_misplaced_wildcards_in_rules(
+    sep: str, kind: type[PubRule] | type[SubRule], segment: str, fragment: str
+) -> None:
+    with pytest.raises(RuleError) as info:
+        kind.parse(s("x.", sep) + segment + s(".y", sep), sep)
+    assert info.value.segment == segment and fragment in str(info.value)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edge_broker.matching.errors import RuleError
 from edge_broker.matching.names import (
@@ -101,3 +103,31 @@ def test_literal_alphabet_depends_on_separator() -> None:
 def test_unknown_separator_is_refused() -> None:
     with pytest.raises(ValueError, match="separator must be"):
         validate_channel("a", ":")
+
+
+CHANNEL_ALPHABET = "ab.-_~@/*#>?+ $é"
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=CHANNEL_ALPHABET, max_size=12))
+def test_channel_validity_equals_its_definition(sep: str, text: str) -> None:
+    """§1: 1..256 bytes of [A-Za-z0-9_-~@.] plus the separator (D11: nothing else checked)."""
+    expected = 1 <= len(text.encode()) <= 256 and all(c in "ab.-_~@/" for c in text)
+    assert is_valid_channel(text, sep) is expected
+    if expected:
+        assert validate_channel(text, sep) == text
+    else:
+        with pytest.raises(RuleError):
+            validate_channel(text, sep)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=CHANNEL_ALPHABET, max_size=12))
+def test_tenant_validity_equals_its_definition(text: str) -> None:
+    expected = len(text) <= 128 and all(c in "ab.-_~@" for c in text)
+    if expected:
+        assert normalize_tenant(text) == (text or "~")
+    else:
+        with pytest.raises(RuleError):
+            normalize_tenant(text)

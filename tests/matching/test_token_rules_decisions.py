@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edge_broker.matching.errors import RuleError
 from edge_broker.matching.pattern_tokens import TokenKind, pattern_tokens, render
@@ -379,3 +381,18 @@ def test_misplaced_wildcards_in_rules(
     with pytest.raises(RuleError) as info:
         kind.parse(s("x.", sep) + segment + s(".y", sep), sep)
     assert info.value.segment == segment and fragment in str(info.value)
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+@settings(max_examples=300, deadline=None)
+@given(
+    mids=st.lists(st.sampled_from(["a", "b-1", "*", "+", "p*", "x~@"]), max_size=5),
+    last=st.sampled_from(["a", "*", "+", "q*", "#", ">", "q#", "q>"]),
+)
+def test_pattern_tokens_render_back(sep: str, mids: list[str], last: str) -> None:
+    text = sep.join([*mids, last])
+    if "+" in text and sep == ".":
+        with pytest.raises(RuleError):
+            pattern_tokens(text, sep)
+        return
+    assert render(pattern_tokens(text, sep), sep) == text.replace("+", "*")

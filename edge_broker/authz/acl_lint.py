@@ -8,6 +8,8 @@ Findings, each naming the rule or subject and why:
 - ``allow-under-default-allow``: with ``default_permission`` allow the seed's matcher never
   consults allow rules ("they will be overlooked by the matcher");
 - ``unmapped-message``: a liveliness message, which no MQTT action produces;
+- ``never-asked``: a rule none of whose (flow, message) pairs the broker ever asks about
+  (e.g. only egress ``declare_subscriber``: an MQTT broker never sends SUBSCRIBE to clients);
 - ``shadowed-by-deny``: an allow key expression included, in EVERY scope (subject combination,
   flow, message) the rule applies to, in a deny key expression of that same scope: explicit
   deny wins, so it can never allow anything;
@@ -45,6 +47,14 @@ class AclFinding:
 
 Scope = tuple[SubjectCombination, Flow, Message]
 
+# The (flow, message) pairs the MQTT mapping asks about (authz/acl_mqtt.py).
+_PUBLISH_MESSAGES = (Message.PUT, Message.DELETE, Message.QUERY, Message.REPLY)
+ASKED = frozenset(
+    [(Flow.INGRESS, m) for m in _PUBLISH_MESSAGES]
+    + [(Flow.INGRESS, Message.DECLARE_SUBSCRIBER), (Flow.INGRESS, Message.DECLARE_QUERYABLE)]
+    + [(Flow.EGRESS, m) for m in _PUBLISH_MESSAGES]
+)
+
 
 def lint_acl(config: AclConfig) -> list[AclFinding]:
     """Every ACL finding, in a stable order (config order)."""
@@ -78,6 +88,15 @@ def lint_acl(config: AclConfig) -> list[AclFinding]:
                     "unmapped-message",
                     f"rule {rule.id!r}",
                     f"{', '.join(dead)} never occur(s) over MQTT",
+                    rule_id=rule.id,
+                )
+            )
+        if not any((f, m) in ASKED for f in rule.flows for m in rule.messages):
+            out.append(
+                AclFinding(
+                    "never-asked",
+                    f"rule {rule.id!r}",
+                    "none of its (flow, message) pairs occurs over MQTT: it can never apply",
                     rule_id=rule.id,
                 )
             )

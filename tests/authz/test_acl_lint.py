@@ -190,7 +190,11 @@ def lint_configs(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def without_dead(data: dict[str, Any], findings: list[AclFinding]) -> dict[str, Any]:
-    whole = {f.rule_id for f in findings if f.kind in ("unused-rule", "allow-under-default-allow")}
+    whole = {
+        f.rule_id
+        for f in findings
+        if f.kind in ("unused-rule", "allow-under-default-allow", "never-asked")
+    }
     exprs = {(f.rule_id, f.key_expr) for f in findings
              if f.kind in ("shadowed-by-deny", "redundant-deny")}  # fmt: skip
     rules = []
@@ -264,3 +268,21 @@ def test_unused_catch_all_subject_still_overlaps_in_zenoh() -> None:
     assert kinds(data) == [("unused-subject", "subject 'anyone'"), ("subject-overlap", "rule 'd'")]
     assert not Acl.load(data).decide(("lo", None, None), Flow.INGRESS, Message.PUT,
                                      "k/secret").allowed  # fmt: skip
+
+
+def test_never_asked_rules() -> None:
+    data = config(
+        "deny",
+        [
+            rule("egress-subs", "allow", ["a"], messages=["declare_subscriber"], flows=["egress"]),
+            rule("both-flows", "allow", ["a"], messages=["declare_subscriber"]),
+            rule("live", "allow", ["a"], messages=["liveliness_query"]),
+        ],
+        [{"id": "s"}],
+        [{"rules": ["egress-subs", "both-flows", "live"], "subjects": ["s"]}],
+    )
+    assert kinds(data) == [
+        ("never-asked", "rule 'egress-subs'"),
+        ("unmapped-message", "rule 'live'"),
+        ("never-asked", "rule 'live'"),
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
+from typing import TypeVar
 
 from .errors import ProtocolError
 from .names import SHARE_PREFIX
@@ -233,7 +234,12 @@ def decode_publish(
     stop = pos + 2 + ((buf[pos] << 8) | buf[pos + 1])
     if stop > end:
         raise ProtocolError(MALFORMED, "PUBLISH topic name runs past the end of the packet")
-    topic = decode_utf8(buf[pos + 2:stop], "topic name")
+    try:
+        topic = buf[pos + 2:stop].decode()
+    except UnicodeDecodeError:
+        topic = decode_utf8(buf[pos + 2:stop], "topic name")  # raises with the details
+    if "\x00" in topic:
+        decode_utf8(buf[pos + 2:stop], "topic name")  # raises: U+0000 is forbidden
     pos = stop
     if "+" in topic or "#" in topic:
         raise ProtocolError(
@@ -242,7 +248,11 @@ def decode_publish(
         )
     packet_id = None
     if qos:
-        packet_id, pos = _packet_id(buf, pos, end, "PUBLISH")
+        if pos + 2 <= end and (buf[pos] or buf[pos + 1]):
+            packet_id = (buf[pos] << 8) | buf[pos + 1]
+            pos += 2
+        else:
+            packet_id, pos = _packet_id(buf, pos, end, "PUBLISH")  # raises with the details
     properties = NO_PROPERTIES
     if level == 5:
         if pos < end and buf[pos] == 0:
@@ -279,10 +289,41 @@ def _publish_properties(
     return properties, after
 
 
+AckType = TypeVar("AckType", Puback, Pubrec, Pubrel, Pubcomp)
+
+
+def _ack_constructor(cls: type[AckType]) -> Callable[[int, int, Properties], AckType]:
+    """A faster ``cls(packet_id, reason_code, properties)``; see ``_publish_constructor``."""
+    names = ("packet_id", "reason_code", "properties")
+    if tuple(f.name for f in fields(cls)) != names:
+        raise RuntimeError(f"{cls.__name__} fields changed: update decoder._ack_constructor")
+    new = object.__new__
+    set_pid, set_code, set_props = (getattr(cls, name).__set__ for name in names)
+
+    def make(packet_id: int, reason_code: int, properties: Properties) -> AckType:
+        ack: AckType = new(cls)
+        set_pid(ack, packet_id)
+        set_code(ack, reason_code)
+        set_props(ack, properties)
+        return ack
+
+    return make
+
+
+_new_puback = _ack_constructor(Puback)
+_new_pubrec = _ack_constructor(Pubrec)
+_new_pubrel = _ack_constructor(Pubrel)
+_new_pubcomp = _ack_constructor(Pubcomp)
+
+
 def _decode_ack(
     name: str, allowed: frozenset[int], context: int, buf: bytes, pos: int, end: int, level: int
 ) -> tuple[int, int, Properties]:
     """PUBACK/PUBREC/PUBREL/PUBCOMP: packet id, then in MQTT 5 optional reason and properties."""
+    if end - pos == 2:  # the common form: packet identifier only
+        packet_id = (buf[pos] << 8) | buf[pos + 1]
+        if packet_id:
+            return packet_id, 0, NO_PROPERTIES
     packet_id, pos = _packet_id(buf, pos, end, name)
     if level < 5 or pos == end:
         _trailing(pos, end, name)
@@ -300,28 +341,28 @@ def decode_puback(
     flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
 ) -> Puback:
     """PUBACK (MQTT 5 §3.4, 3.1.1 §3.4)."""
-    return Puback(*_decode_ack("PUBACK", PUBACK_REASON_CODES, 4, buf, pos, end, level))
+    return _new_puback(*_decode_ack("PUBACK", PUBACK_REASON_CODES, 4, buf, pos, end, level))
 
 
 def decode_pubrec(
     flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
 ) -> Pubrec:
     """PUBREC (MQTT 5 §3.5, 3.1.1 §3.5)."""
-    return Pubrec(*_decode_ack("PUBREC", PUBACK_REASON_CODES, 5, buf, pos, end, level))
+    return _new_pubrec(*_decode_ack("PUBREC", PUBACK_REASON_CODES, 5, buf, pos, end, level))
 
 
 def decode_pubrel(
     flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
 ) -> Pubrel:
     """PUBREL (MQTT 5 §3.6, 3.1.1 §3.6)."""
-    return Pubrel(*_decode_ack("PUBREL", PUBREL_REASON_CODES, 6, buf, pos, end, level))
+    return _new_pubrel(*_decode_ack("PUBREL", PUBREL_REASON_CODES, 6, buf, pos, end, level))
 
 
 def decode_pubcomp(
     flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
 ) -> Pubcomp:
     """PUBCOMP (MQTT 5 §3.7, 3.1.1 §3.7)."""
-    return Pubcomp(*_decode_ack("PUBCOMP", PUBREL_REASON_CODES, 7, buf, pos, end, level))
+    return _new_pubcomp(*_decode_ack("PUBCOMP", PUBREL_REASON_CODES, 7, buf, pos, end, level))
 
 
 def decode_subscribe(

@@ -46,6 +46,9 @@ def frame(first_byte: int, body: bytes) -> bytes:
     return bytes((first_byte,)) + encode_varint(len(body)) + body
 
 
+_LEVELS = frozenset({3, 4, 5})
+
+
 def _empty(props: Properties) -> bool:
     return props is NO_PROPERTIES or props == NO_PROPERTIES
 
@@ -116,10 +119,17 @@ def encode_publish(p: Publish, level: int) -> bytes:
 
 
 def _ack(first: int, context: int, packet_id: int, code: int, props: Properties, level: int) -> bytes:
-    """PUBACK/PUBREC/PUBREL/PUBCOMP with the MQTT 5 short forms (§3.4.2.1)."""
-    pid = _packet_id(packet_id, PacketType(context).name)
-    if level < 5 or (code == 0 and _empty(props)):
-        return frame(first, pid)
+    """PUBACK/PUBREC/PUBREL/PUBCOMP with the MQTT 5 short forms (§3.4.2.1).
+
+    The broker sends one per QoS 1/2 message, so the plain form is built directly.
+    """
+    if not 0 < packet_id < 0x10000:
+        raise ProtocolError(
+            MALFORMED, f"{PacketType(context).name} needs a packet identifier in 1..65535"
+        )
+    if level < 5 or (code == 0 and (props is NO_PROPERTIES or props == NO_PROPERTIES)):
+        return bytes((first, 2, packet_id >> 8, packet_id & 0xFF))
+    pid = u16(packet_id)
     if _empty(props):
         return frame(first, pid + bytes((code,)))
     return frame(first, pid + bytes((code,)) + encode_properties(props, context))
@@ -228,11 +238,11 @@ _ENCODERS: MappingProxyType[type, Callable[[Any, int], bytes]] = MappingProxyTyp
 
 def encode(packet: Packet, protocol_level: int) -> bytes:
     """The wire bytes of ``packet`` for ``protocol_level`` 3 (MQIsdp), 4 (3.1.1) or 5."""
-    _check_level(protocol_level)
-    try:
-        encoder = _ENCODERS[type(packet)]
-    except KeyError:
-        raise ProtocolError(MALFORMED, f"cannot encode {type(packet).__name__}") from None
+    encoder = _ENCODERS.get(type(packet))
+    if encoder is None:
+        raise ProtocolError(MALFORMED, f"cannot encode {type(packet).__name__}")
+    if protocol_level not in _LEVELS:
+        _check_level(protocol_level)
     try:
         return encoder(packet, protocol_level)
     except (OverflowError, ValueError) as exc:

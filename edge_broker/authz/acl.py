@@ -201,6 +201,20 @@ class Acl:
             i for i, c in enumerate(self.combinations) if c.matches(interface, cert_cn, username)
         )
 
+    def matching_subjects(self, identity: Identity) -> tuple[str, ...]:
+        """Ids of the configured subjects (named by a policy) the identity matches, in config
+        order: what ``explain`` shows beside the verdict."""
+        named = {sid for p in self.config.policies for sid in p.subjects}
+        return tuple(
+            s.id
+            for s in self.config.subjects
+            if s.id in named
+            and any(
+                c.matches(identity.interface, identity.cert_cn, identity.username)
+                for c in s.combinations()
+            )
+        )
+
     def for_subject(
         self, interface: str | None, cert_cn: str | None, username: str | None
     ) -> SubjectAcl:

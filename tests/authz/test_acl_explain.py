@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
 from edge_broker.authz.acl_config import Flow, Message
 from edge_broker.authz.decision import Gate
@@ -54,3 +55,24 @@ def test_decide_refuses_an_invalid_key_expression() -> None:
     # The ACL API takes key expressions; MQTT callers go through acl_mqtt, which denies.
     with pytest.raises(RuleError):
         Acl.load(ACL).decide((None, None, None), Flow.INGRESS, Message.PUT, "a//b")
+
+
+def test_matching_subjects_for_explain() -> None:
+    acl = Acl.load(
+        {
+            "enabled": True,
+            "rules": [{"id": "r", "messages": ["put"], "permission": "allow", "key_exprs": ["x"]}],
+            "subjects": [
+                {"id": "lo", "interfaces": ["lo"]},
+                {"id": "bob-tls", "usernames": ["bob"], "cert_common_names": ["dev1"]},
+                {"id": "anyone"},
+                {"id": "unused", "interfaces": ["lo"]},
+            ],
+            "policies": [{"rules": ["r"], "subjects": ["lo", "bob-tls", "anyone"]}],
+        }
+    )
+    who = Identity(client_id="c", method="certificate", interface="lo", cert_cn="dev1",
+                   username="bob")  # fmt: skip
+    assert acl.matching_subjects(who) == ("lo", "bob-tls", "anyone")
+    other = Identity(client_id="c", method="anonymous", interface="eth0")
+    assert acl.matching_subjects(other) == ("anyone",)

@@ -404,7 +404,7 @@ class LogFile:
     def close(self) -> None:
         """fsync anything unsynced, then release the file and the lock."""
         try:
-            if not self.readonly and self.unsynced:
+            if not self.readonly and self.unsynced and self._broken is None:
                 self.sync()
         finally:
             os.close(self._fd)

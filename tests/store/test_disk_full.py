@@ -336,3 +336,49 @@ def test_creating_a_log_on_a_full_disk_fails_cleanly_and_works_later(tiny_fs: Pa
     keyed.table("t").put_sync("k", "v")
     keyed.close()
     assert KeyedLog.open(str(path), readonly=True).table("t")["k"] == "v"
+
+
+def test_failed_rename_of_the_compaction_keeps_the_old_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a.log"
+    keyed = KeyedLog.open(str(path), fsync="never", compact_min_bytes=1 << 30)
+    for i in range(50):
+        keyed.table("t").put_sync("k", i)
+    monkeypatch.setattr(os, "replace", failing_once(os.replace, errno.EIO))
+    with pytest.raises(StoreError, match="renaming the compaction file"):
+        keyed.compact()
+    assert not (tmp_path / "a.log.compact").exists()
+    keyed.table("t").put_sync("k", "after")
+    keyed.compact()  # the second attempt goes through
+    keyed.close()
+    again = KeyedLog.open(str(path))
+    assert again.report.clean and dict(again.table("t").items()) == {"k": "after"}
+    again.close()
+
+
+def test_log_that_cannot_be_reopened_after_compaction_refuses_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a.log"
+    keyed = KeyedLog.open(str(path), fsync="never", compact_min_bytes=1 << 30)
+    for i in range(50):
+        keyed.table("t").put_sync("k", i)
+    real_open = os.open
+
+    def no_more_files(file: str, flags: int, mode: int = 0o777) -> int:
+        if str(file) == str(path):
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return real_open(file, flags, mode)
+
+    monkeypatch.setattr(os, "open", no_more_files)
+    with pytest.raises(StoreError, match="reopening the log after compaction; restart"):
+        keyed.compact()
+    monkeypatch.setattr(os, "open", real_open)
+    with pytest.raises(StoreError, match="reopening the log after compaction"):
+        keyed.table("t").put_sync("k", "lost?")
+    assert not keyed.health().healthy
+    keyed.close()
+    again = KeyedLog.open(str(path))  # the compacted file is complete
+    assert again.report.clean and again.table("t")["k"] == 49
+    again.close()

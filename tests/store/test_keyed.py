@@ -344,3 +344,32 @@ def test_path_objects_are_accepted(tmp_path: Path) -> None:
     keyed.table("t").put_sync("k", 1)
     assert keyed.path == str(tmp_path / "a.log")
     keyed.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_record_size": 0}, "max_record_size 0"),
+        ({"compact_ratio": 1.5}, "compact_ratio 1.5"),
+        ({"fsync": "often"}, "fsync policy 'often'"),
+    ],
+)
+def test_bad_options_are_refused_before_touching_the_file(
+    tmp_path: Path, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(StoreError, match=message):
+        KeyedLog.open(str(tmp_path / "a.log"), **options)  # type: ignore[arg-type]
+    assert not (tmp_path / "a.log").exists()
+
+
+async def test_sync_close_with_queued_appends_is_refused(tmp_path: Path) -> None:
+    import asyncio
+
+    keyed = KeyedLog.open(str(tmp_path / "a.log"))
+    tasks = [asyncio.ensure_future(keyed.table("t").put(i, i)) for i in range(5)]
+    await asyncio.sleep(0)  # the appends are queued, the flusher has not run yet
+    with pytest.raises(StoreError, match="still queued; await aclose"):
+        keyed.close()
+    await keyed.aclose()
+    await asyncio.gather(*tasks)
+    assert KeyedLog.open(str(tmp_path / "a.log"), readonly=True).report.records == 5

@@ -8,7 +8,8 @@ join and no re-encoding.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 from .encoder import frame, publish_header
 from .errors import ProtocolError
@@ -29,7 +30,6 @@ class PublishTemplate:
     qos: int
     size: int
     head: bytes  # fixed header + topic name (QoS 1/2), or the whole packet (QoS 0)
-    dup_head: bytes  # ``head`` with the DUP flag set (QoS 1/2); empty for QoS 0
     tail: bytes  # properties + payload (QoS 1/2); empty for QoS 0
 
     @property
@@ -52,9 +52,31 @@ class PublishTemplate:
                 ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR,
                 f"packet id {packet_id} is outside 1..65535",
             )
-        return b"".join(
-            (self.dup_head if dup else self.head, packet_id.to_bytes(2, "big"), self.tail)
-        )
+        head = self.head
+        if dup:  # redelivery is rare: set the DUP bit on demand (MQTT 5 §3.3.1.1)
+            head = bytes((head[0] | 0x08,)) + head[1:]
+        return b"".join((head, packet_id.to_bytes(2, "big"), self.tail))
+
+
+def _slot_setters() -> list[Callable[[PublishTemplate, object], None]]:
+    """The slot writers ``_new_template`` uses, after checking the fields are still these."""
+    names = ("qos", "size", "head", "tail")
+    if tuple(f.name for f in fields(PublishTemplate)) != names:
+        raise RuntimeError("PublishTemplate fields changed: update publish_template._new_template")
+    return [getattr(PublishTemplate, name).__set__ for name in names]
+
+
+_SET_QOS, _SET_SIZE, _SET_HEAD, _SET_TAIL = _slot_setters()
+
+
+def _new_template(qos: int, size: int, head: bytes, tail: bytes) -> PublishTemplate:
+    """``PublishTemplate(...)`` through the slots: one is built per message variant."""
+    template: PublishTemplate = object.__new__(PublishTemplate)
+    _SET_QOS(template, qos)
+    _SET_SIZE(template, size)
+    _SET_HEAD(template, head)
+    _SET_TAIL(template, tail)
+    return template
 
 
 def encode_publish_template(
@@ -66,9 +88,10 @@ def encode_publish_template(
     properties: Properties,
     protocol_level: int,
 ) -> PublishTemplate:
-    """Pre-encode a PUBLISH for ``protocol_level``; ``dup`` applies to ``for_packet_id``'s default.
+    """Pre-encode a PUBLISH for ``protocol_level``.
 
-    ``dup=True`` with QoS 0 is refused (MQTT 5 §3.3.1.1).
+    ``dup=True`` sets DUP in every copy (for a template used only for redelivery); with QoS 0
+    it is refused (MQTT 5 §3.3.1.1).
     """
     if protocol_level not in (3, 4, 5):
         raise ProtocolError(
@@ -78,11 +101,7 @@ def encode_publish_template(
     first, topic_field, props = publish_header(topic, qos, retain, dup, properties, protocol_level)
     if not qos:
         packet = frame(first, b"".join((topic_field, props, payload)))
-        return PublishTemplate(0, len(packet), packet, b"", b"")
+        return _new_template(0, len(packet), packet, b"")
     tail = props + payload
-    remaining = encode_varint(len(topic_field) + 2 + len(tail))
-    head = bytes((first & ~0x08,)) + remaining + topic_field
-    dup_head = bytes((first | 0x08,)) + remaining + topic_field
-    if dup:
-        head = dup_head
-    return PublishTemplate(qos, len(head) + 2 + len(tail), head, dup_head, tail)
+    head = bytes((first,)) + encode_varint(len(topic_field) + 2 + len(tail)) + topic_field
+    return _new_template(qos, len(head) + 2 + len(tail), head, tail)

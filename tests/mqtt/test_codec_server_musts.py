@@ -379,3 +379,22 @@ def test_client_side(level: int, data: bytes, code: int) -> None:
 def test_client_side_reader_needs_a_level() -> None:
     with pytest.raises(ValueError, match="protocol_level"):
         PacketReader(side="client").feed(b"\xd0\x00")
+
+
+def test_bom_is_kept_not_stripped() -> None:
+    """MQTT 5 §1.5.4: a leading U+FEFF MUST NOT be skipped or stripped by the receiver."""
+    [publish] = connected(4).feed(pkt(0x30, s("\ufeffa/b")))
+    assert isinstance(publish, Publish) and publish.topic == "\ufeffa/b"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        ({"side": "broker"}, "side"),
+        ({"max_packet_size": 1}, "max_packet_size"),
+        ({"protocol_level": 6}, "protocol_level"),
+    ],
+)
+def test_reader_arguments_are_checked(kwargs: dict[str, object], why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        PacketReader(**kwargs)  # type: ignore[arg-type]

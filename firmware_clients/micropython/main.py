@@ -12,7 +12,7 @@ from smokermqtt import app, provision
 DEVICE_DIR = "/device"
 
 
-def join_wifi(settings, timeout_ms=20000):
+def join_wifi(settings: dict, timeout_ms: int = 20000) -> None:
     wlan = network.WLAN(network.STA_IF)
     wlan.active(True)
     if not wlan.isconnected():

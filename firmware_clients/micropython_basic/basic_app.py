@@ -19,6 +19,12 @@ except ImportError:
 
 from umqtt.simple import MQTTClient, MQTTException
 
+try:  # type names for the host's checkers; MicroPython ignores annotations
+    from collections.abc import Callable
+    from typing import Any
+except Exception:  # no typing module on the board
+    pass
+
 _REQUIRED = ("client_id", "host")
 # what umqtt.simple raises when the connection or the broker's answer goes wrong
 FAILURES = (OSError, IndexError, AssertionError, MQTTException)
@@ -28,7 +34,7 @@ class ConfigError(ValueError):
     """config.json is missing something; the message names the key."""
 
 
-def load_config(path):
+def load_config(path: str) -> "dict[str, Any]":
     """config.json as a dict with defaults; the password comes from token_file if given."""
     try:
         with open(path) as f:
@@ -65,13 +71,14 @@ def load_config(path):
     return cfg
 
 
-def backoff_ms(attempt, base_ms=1000, max_ms=60000):
+def backoff_ms(attempt: int, base_ms: int = 1000, max_ms: int = 60000) -> int:
     """Exponential backoff with equal jitter: a delay in [cap/2, cap)."""
     cap = min(max_ms, base_ms << min(attempt, 20))
     return cap // 2 + (cap // 2) * random.getrandbits(16) // 65536
 
 
-def make_client(cfg, callback):
+def make_client(cfg: "dict[str, Any]",
+                callback: "Callable[[bytes, bytes], None]") -> MQTTClient:
     client = MQTTClient(cfg["client_id"], cfg["host"], port=cfg["port"],
                         user=cfg.get("username"), password=cfg.get("password"),
                         keepalive=cfg["keepalive"])
@@ -79,7 +86,8 @@ def make_client(cfg, callback):
     return client
 
 
-def connect(client, cfg, attempts=0, base_ms=1000, max_ms=60000):
+def connect(client: MQTTClient, cfg: "dict[str, Any]", attempts: int = 0,
+            base_ms: int = 1000, max_ms: int = 60000) -> None:
     """connect() and subscribe to the command topic, retried with backoff."""
     attempt = 0
     while True:
@@ -100,12 +108,14 @@ def connect(client, cfg, attempts=0, base_ms=1000, max_ms=60000):
             time.sleep_ms(backoff_ms(attempt - 1, base_ms, max_ms))
 
 
-def run(config_path, cycles=0, on_command=None, base_ms=1000):
+def run(config_path: str, cycles: int = 0,
+        on_command: "Callable[[bytes, bytes], None] | None" = None,
+        base_ms: int = 1000) -> MQTTClient:
     """Publish readings every publish_interval_ms; ``cycles`` > 0 stops after that many."""
     cfg = load_config(config_path)
     telemetry = "%s/%s/telemetry" % (cfg["topic_prefix"], cfg["client_id"])
 
-    def deliver(topic, msg):
+    def deliver(topic: bytes, msg: bytes) -> None:
         if on_command is not None:
             on_command(topic, msg)
         else:

@@ -8,7 +8,7 @@ import network
 CONFIG = "/config.json"
 
 
-def join_wifi(settings, timeout_ms=20000):
+def join_wifi(settings: dict, timeout_ms: int = 20000) -> None:
     wlan = network.WLAN(network.STA_IF)
     wlan.active(True)
     if not wlan.isconnected():

@@ -169,6 +169,21 @@ class KeTree:
         chunks = as_keyexpr(request).chunks
         active: list[_Node] = [self._root]
         for chunk in chunks:
+            if len(active) == 1:
+                # Fast path: one node with literal edges only, a literal or verbatim chunk.
+                node = active[0]
+                if (
+                    chunk.kind <= ChunkKind.VERBATIM
+                    and node.star is None
+                    and node.double is None
+                    and not node.patterns
+                    and not node.is_double
+                ):
+                    hit = node.literal.get(chunk.text)
+                    if hit is None:
+                        return None
+                    active = [hit]
+                    continue
             active = _step(_close(active), chunk)
             if not active:
                 return None

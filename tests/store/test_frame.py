@@ -41,7 +41,8 @@ def test_garbage_between_frames_is_one_damage_each(items: list[bytes], data: st.
     chunks = [HEADER]
     garbage_spans = []
     for payload in items:
-        garbage = data.draw(st.binary(max_size=30).filter(lambda g: FRAME_MAGIC not in g))
+        # No 0xEB byte, so the garbage cannot hold (or end in part of) a frame magic.
+        garbage = data.draw(st.binary(max_size=30)).replace(FRAME_MAGIC[:1], b"\0")
         if garbage:
             start = sum(map(len, chunks))
             garbage_spans.append((start, len(garbage)))

@@ -106,6 +106,20 @@ def topic_to_keyexpr(
     topic: str, separator: str = "/", verbatims: frozenset[str] = frozenset()
 ) -> KeyExpr:
     """The key (no wildcards) of an MQTT topic name; :class:`RuleError` when it has none."""
+    if (
+        separator == "/"
+        and topic
+        and topic[0] != "/"
+        and topic[-1] != "/"
+        and "//" not in topic
+        and "$" not in topic
+        and "*" not in topic
+        and "#" not in topic
+        and "?" not in topic
+        and "+" not in topic
+        and "@" not in topic
+    ):
+        return KeyExpr.parse(topic)  # the common case: every level is a plain literal
     levels = topic.split(separator)
     n = len(levels)
     mapped = [

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
@@ -249,3 +251,27 @@ def test_named_verbatim_levels_follow_zenoh_semantics() -> None:
     # "sensors/**" never includes a verbatim chunk, and "@cal" must be in second position.
     assert not check_publish(subject, Publish("sensors/@cal", b"1")).allowed
     assert not check_publish(subject, Publish("sensors/x/@cal/y", b"1")).allowed
+
+
+def _mapped(text: str, separator: str, verbatims: frozenset[str]) -> str:
+    try:
+        return topic_to_keyexpr(text, separator, verbatims).text
+    except RuleError:
+        return "<refused>"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["a", "b", "@a", "@b", "$", "a$", "*", "+", "#", "?", "x y", ""]),
+        min_size=1,
+        max_size=5,
+    ),  # fmt: skip
+    st.sampled_from([frozenset(), frozenset({"@a"})]),
+)
+def test_topic_fast_path_equals_level_by_level_mapping(
+    levels: list[str], verbatims: frozenset[str]
+) -> None:
+    # With "." as separator the level-by-level path always runs; with "/" the fast path may.
+    slash, dot = "/".join(levels), ".".join(levels)
+    assert _mapped(slash, "/", verbatims) == _mapped(dot, ".", verbatims)

@@ -4,7 +4,8 @@ Every problem is a :class:`ConfigError` naming the file, the key (``listeners[1]
 to write instead; :func:`load_config` collects all problems of a file before raising, so
 ``edge-broker check`` can print them all. Unknown keys are errors.
 
-Sections: ``[broker]``, ``[[listeners]]``, ``[limits]``, ``[log]``, ``[sys]``, ``[topics]``.
+Sections: ``[broker]``, ``[[listeners]]``, ``[limits]``, ``[log]``, ``[sys]``, ``[topics]``,
+``[claims]`` (SMOKER.md).
 Another section is added by writing a parser ``(Section) -> T`` and an entry in
 :data:`SECTION_PARSERS`, plus a field on :class:`Config`.
 """
@@ -117,6 +118,25 @@ class TopicsConfig:
     separator: str = "/"  # PATTERNS.md "The separator": "/" or "."
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimsConfig:
+    """``[claims]``: SMOKER claims (SMOKER.md). ``enabled`` ``None`` means "when a listener
+    accepts the ``smoker`` method". ``store_dir`` ``None`` means ``<state dir>/claims``.
+    The limits are ``claims.throttle.ThrottleLimits`` (defaults sized for a Pi Zero 2 W)."""
+
+    enabled: bool | None = None
+    store_dir: str | None = None
+    fsync: str = "always"  # always | never (tests, benchmarks): a claim's PUBACK waits for it
+    max_claim_bytes: int = 16 * 1024
+    max_claims_per_client: int = 256
+    max_claims_total: int = 10_000
+    client_rate: float = 1.0
+    client_burst: float = 20.0
+    store_writes_per_second: float = 50.0
+    store_burst: float = 200.0
+    verify_batch: int = 64  # stored claims re-verified per event-loop turn after start-up
+
+
 def _default_listeners() -> tuple[ListenerConfig, ...]:
     return (ListenerConfig(name="default"),)
 
@@ -129,6 +149,7 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     sys: SysConfig = field(default_factory=SysConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
+    claims: ClaimsConfig = field(default_factory=ClaimsConfig)
     file: str = EMBEDDED_FILE
 
 
@@ -350,12 +371,40 @@ def parse_topics(s: Section) -> TopicsConfig:
     return TopicsConfig(separator=s.choice("separator", "/", ("/", ".")))
 
 
+def parse_claims(s: Section) -> ClaimsConfig:
+    d = ClaimsConfig()
+    enabled = s.get("enabled", None, bool, "true or false") if "enabled" in s.table else None
+    s.used.add("enabled")
+    store_dir = s.optional_string("store_dir")
+    if store_dir == "":
+        s.problem("store_dir", 'empty: write a directory, e.g. "/var/lib/edge-broker/claims"')
+        store_dir = None
+    rate = s.number("client_rate", d.client_rate, 0.001, 1_000_000)
+    burst = s.number("client_burst", d.client_burst, 1, 1_000_000)
+    writes = s.number("store_writes_per_second", d.store_writes_per_second, 0.001, 1_000_000)
+    store_burst = s.number("store_burst", d.store_burst, 1, 1_000_000)
+    return ClaimsConfig(
+        enabled=enabled,
+        store_dir=store_dir,
+        fsync=s.choice("fsync", d.fsync, ("always", "never")),
+        max_claim_bytes=s.integer("max_claim_bytes", d.max_claim_bytes, 64, 268_435_455),
+        max_claims_per_client=s.integer("max_claims_per_client", d.max_claims_per_client, 1, 10_000_000),
+        max_claims_total=s.integer("max_claims_total", d.max_claims_total, 1, 100_000_000),
+        client_rate=rate,
+        client_burst=burst,
+        store_writes_per_second=writes,
+        store_burst=store_burst,
+        verify_batch=s.integer("verify_batch", d.verify_batch, 1, 1_000_000),
+    )
+
+
 SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "broker": parse_broker,
     "limits": parse_limits,
     "log": parse_log,
     "sys": parse_sys,
     "topics": parse_topics,
+    "claims": parse_claims,
 }
 """Single-table sections; ``listeners`` (an array of tables) is handled by :func:`parse_config`."""
 

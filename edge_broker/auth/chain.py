@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 AUTHENTICATOR_FACTORIES: Mapping[str, str] = MappingProxyType(
     {
         "anonymous": "edge_broker.auth.anonymous:build",
+        "smoker": "edge_broker.auth.smoker:build",
     }
 )
 """Method name (as written in a listener's ``auth_methods``) → ``module:factory``."""

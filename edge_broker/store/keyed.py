@@ -10,6 +10,9 @@ Records (CBOR arrays): ``[1, table, key, value]`` put, ``[2, table, key]`` delet
 tombstone), ``[3, table]`` create an empty table, ``[4, table]`` drop a table and all its keys,
 ``[5, [op, ...]]`` several ops in one frame, so they are stored all or nothing. Compaction writes
 one create per table and one put per live key; tombstones and dropped tables disappear.
+Tables and keys iterate in first-insertion order (a dict's: re-putting a key keeps its place, a
+delete and put moves it to the end), and reopen and compaction keep that order, so a session's
+queue can rely on it.
 
 Keys are ``str``, ``int`` or ``bytes``. Values are any CBOR value. The index holds the value
 decoded from the bytes written (a tuple reads back as a list, before and after a reopen, and the

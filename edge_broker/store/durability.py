@@ -33,7 +33,7 @@ class Durability:
 
     @classmethod
     def parse(cls, value: Durability | str | float) -> Durability:
-        """Accept ``"always"``, ``"never"``/``"none"``, seconds as a number, ``"50ms"``/``"0.05s"``."""
+        """Accept ``"always"``, ``"never"`` (or ``"none"``), seconds, ``"50ms"`` or ``"0.05s"``."""
         if isinstance(value, Durability):
             return value
         if isinstance(value, str):

@@ -9,9 +9,10 @@ through the keyed log directly (``Put("tinydb:claims", 12, doc)``) while TinyDB 
 TinyDB hands ``write`` the whole database; ``write`` compares it with the index and appends only
 the documents that changed, as one atomic record (a crash keeps the write entirely or not at
 all); a write larger than ``max_record_size`` (a bulk ``insert_multiple``) is split into several
-records, each atomic, and only a single document over the limit is refused. The comparison is strict about types (``True`` is not ``1``), so what is read back is what
-was written. Disk cost is O(changed documents) per write; CPU cost stays O(documents), as TinyDB's
-own storages are (it reads and writes whole tables).
+records, each atomic, and only a single document over the limit is refused. The comparison is
+strict about types (``True`` is not ``1``), so what is read back is what was written. Disk cost
+is O(changed documents) per write; CPU cost stays O(documents), as with TinyDB's own storages
+(TinyDB reads and writes whole tables).
 
 ``read`` returns a deep copy because TinyDB changes the dict it is given. The copy comes from a
 pickled snapshot kept in memory (never on disk, so pickle sees only our own data) and rebuilt when
@@ -36,7 +37,8 @@ PREFIX = "tinydb:"
 
 
 def same_value(left: Any, right: Any) -> bool:
-    """Equality that also requires equal types, recursively (JSON round trips would keep them)."""
+    """Equality that also requires equal types, recursively: Python says ``True == 1 == 1.0``,
+    but a document changed from ``1`` to ``True`` must still be written."""
     if type(left) is not type(right):
         return False
     if isinstance(left, dict):

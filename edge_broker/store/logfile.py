@@ -95,7 +95,7 @@ def _os_error(action: str, path: str, exc: OSError) -> StoreError:
         errno_codes.EDQUOT: "the disk quota is exhausted",
         errno_codes.EIO: "the storage device reported an I/O error; check it",
         errno_codes.EACCES: "permission denied; check the owner of the state directory",
-        errno_codes.ENOENT: "the directory does not exist; create it or fix the configured path",
+        errno_codes.ENOENT: "no such file or directory; check the path (its directory must exist)",
     }.get(exc.errno or 0, exc.strerror or "OS error")
     return StoreError(f"{action} failed: {hint} ({exc})", path=path, errno=exc.errno)
 

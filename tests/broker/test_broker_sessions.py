@@ -239,3 +239,54 @@ def test_offline_queue_bounded(broker_factory):
         got = [s.expect(Publish).payload for _ in range(3)]
         assert got == [b"0", b"1", b"2"]
         s.nothing()
+
+
+def test_will_published_when_session_expires_before_will_delay(client):
+    t = cid("wexp/")
+    watcher = client()
+    watcher.connect(cid())
+    watcher.send(Subscribe(1, (Subscription(t, 0),)))
+    watcher.expect(Suback)
+    a = client()
+    a.connect(cid(), clean=False, properties=Properties(session_expiry_interval=1),
+              will=Will(t, b"session ended", properties=Properties(will_delay_interval=30)))
+    a.close()
+    start = time.monotonic()
+    assert watcher.expect(Publish, timeout=4).payload == b"session ended"
+    assert time.monotonic() - start < 3
+
+
+def test_shared_group_prefers_online_members_and_queues_for_offline(client):
+    t = cid("sho/")
+    offline_name = cid()
+    off = client()
+    off.connect(offline_name, clean=False, properties=Properties(session_expiry_interval=60))
+    off.send(Subscribe(1, (Subscription(f"$share/g/{t}", 1),)))
+    off.expect(Suback)
+    off.send(Disconnect())
+    off.closed()
+    on = client()
+    on.connect(cid())
+    on.send(Subscribe(1, (Subscription(f"$share/g/{t}", 1),)))
+    on.expect(Suback)
+    pub = client()
+    pub.connect(cid())
+    for i in range(4):
+        pub.send(Publish(t, b"%d" % i, 1, packet_id=i + 1))
+        pub.expect(Puback)
+    assert [on.expect(Publish).payload for _ in range(4)] == [b"0", b"1", b"2", b"3"]
+    on.close()
+    time.sleep(0.2)
+    pub.send(Publish(t, b"for the offline member", 1, packet_id=9))
+    pub.expect(Puback)
+    back = client()
+    back.connect(offline_name, clean=False, properties=Properties(session_expiry_interval=60))
+    assert back.expect(Publish).payload == b"for the offline member"
+
+
+def test_connection_without_connect_is_closed(broker_factory):
+    b = broker_factory({"broker": {"connect_timeout": 0.5}})
+    with RawClient(b.host, b.port) as c:
+        start = time.monotonic()
+        assert c.closed(timeout=4) == []
+        assert time.monotonic() - start < 3

@@ -10,6 +10,7 @@ carrying the MQTT 5 reason code. Public entry points are re-exported by ``codec`
     properties.py       the MQTT 5 property table (ids, types, packets allowed) and its codec
     names.py            topic name / topic filter / shared subscription / UTF-8 payload checks
     decoder.py          one decoding function per packet type
+    fast_construct.py   hot-path constructors for PUBLISH and its acknowledgements
     reader.py           ``PacketReader``: framing, fixed-header checks, packet-size limit
     encoder.py          ``encode(packet, protocol_level)``
     publish_template.py ``encode_publish_template``: a PUBLISH encoded once per fan-out

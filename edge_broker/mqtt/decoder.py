@@ -9,10 +9,9 @@ the specifications say the receiver must check and raises ``ProtocolError`` othe
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
-from typing import TypeVar
 
 from .errors import ProtocolError
+from .fast_construct import new_puback, new_pubcomp, new_publish, new_pubrec, new_pubrel
 from .names import SHARE_PREFIX
 from .packets import (
     NO_PROPERTIES,
@@ -181,39 +180,6 @@ def decode_connack(
     return Connack(bool(ack_flags), code, properties)
 
 
-def _publish_constructor() -> Callable[..., Publish]:
-    """A faster ``Publish(...)`` for the decoder's hot path.
-
-    A frozen dataclass ``__init__`` pays one ``object.__setattr__`` per field; writing the slots
-    through their member descriptors costs about half as much. The field list is checked here
-    so that a field added to ``Publish`` cannot be silently left unset.
-    """
-    names = ("topic", "payload", "qos", "retain", "dup", "packet_id", "properties")
-    if tuple(f.name for f in fields(Publish)) != names:
-        raise RuntimeError("Publish fields changed: update decoder._publish_constructor")
-    new = object.__new__
-    set_topic, set_payload, set_qos, set_retain, set_dup, set_pid, set_props = (
-        getattr(Publish, name).__set__ for name in names
-    )
-
-    def make(
-        topic: str, payload: bytes, qos: int, retain: bool, dup: bool, packet_id: int | None,
-        properties: Properties,
-    ) -> Publish:
-        publish: Publish = new(Publish)
-        set_topic(publish, topic)
-        set_payload(publish, payload)
-        set_qos(publish, qos)
-        set_retain(publish, retain)
-        set_dup(publish, dup)
-        set_pid(publish, packet_id)
-        set_props(publish, properties)
-        return publish
-
-    return make
-
-
-_new_publish = _publish_constructor()
 PROPERTY_CACHE_ENTRIES = 64
 """How many distinct PUBLISH property blocks a reader remembers (see ``decode_publish``)."""
 
@@ -267,7 +233,7 @@ def decode_publish(
             raise ProtocolError(PROTOCOL, "PUBLISH has an empty topic name and no topic alias")
     elif not topic:
         raise ProtocolError(PROTOCOL, "PUBLISH has an empty topic name (MQTT 3.x)")
-    return _new_publish(
+    return new_publish(
         topic, buf[pos:end], qos, bool(flags & 0x01), bool(flags & 0x08), packet_id, properties
     )
 
@@ -289,31 +255,6 @@ def _publish_properties(
     return properties, after
 
 
-AckType = TypeVar("AckType", Puback, Pubrec, Pubrel, Pubcomp)
-
-
-def _ack_constructor(cls: type[AckType]) -> Callable[[int, int, Properties], AckType]:
-    """A faster ``cls(packet_id, reason_code, properties)``; see ``_publish_constructor``."""
-    names = ("packet_id", "reason_code", "properties")
-    if tuple(f.name for f in fields(cls)) != names:
-        raise RuntimeError(f"{cls.__name__} fields changed: update decoder._ack_constructor")
-    new = object.__new__
-    set_pid, set_code, set_props = (getattr(cls, name).__set__ for name in names)
-
-    def make(packet_id: int, reason_code: int, properties: Properties) -> AckType:
-        ack: AckType = new(cls)
-        set_pid(ack, packet_id)
-        set_code(ack, reason_code)
-        set_props(ack, properties)
-        return ack
-
-    return make
-
-
-_new_puback = _ack_constructor(Puback)
-_new_pubrec = _ack_constructor(Pubrec)
-_new_pubrel = _ack_constructor(Pubrel)
-_new_pubcomp = _ack_constructor(Pubcomp)
 
 
 def _decode_ack(
@@ -341,28 +282,28 @@ def decode_puback(
     flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
 ) -> Puback:
     """PUBACK (MQTT 5 §3.4, 3.1.1 §3.4)."""
-    return _new_puback(*_decode_ack("PUBACK", PUBACK_REASON_CODES, 4, buf, pos, end, level))
+    return new_puback(*_decode_ack("PUBACK", PUBACK_REASON_CODES, 4, buf, pos, end, level))
 
 
 def decode_pubrec(
     flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
 ) -> Pubrec:
     """PUBREC (MQTT 5 §3.5, 3.1.1 §3.5)."""
-    return _new_pubrec(*_decode_ack("PUBREC", PUBACK_REASON_CODES, 5, buf, pos, end, level))
+    return new_pubrec(*_decode_ack("PUBREC", PUBACK_REASON_CODES, 5, buf, pos, end, level))
 
 
 def decode_pubrel(
     flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
 ) -> Pubrel:
     """PUBREL (MQTT 5 §3.6, 3.1.1 §3.6)."""
-    return _new_pubrel(*_decode_ack("PUBREL", PUBREL_REASON_CODES, 6, buf, pos, end, level))
+    return new_pubrel(*_decode_ack("PUBREL", PUBREL_REASON_CODES, 6, buf, pos, end, level))
 
 
 def decode_pubcomp(
     flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
 ) -> Pubcomp:
     """PUBCOMP (MQTT 5 §3.7, 3.1.1 §3.7)."""
-    return _new_pubcomp(*_decode_ack("PUBCOMP", PUBREL_REASON_CODES, 7, buf, pos, end, level))
+    return new_pubcomp(*_decode_ack("PUBCOMP", PUBREL_REASON_CODES, 7, buf, pos, end, level))
 
 
 def decode_subscribe(

@@ -100,3 +100,15 @@ def test_properties_repr_shows_only_what_is_present() -> None:
         "Properties(payload_format_indicator=0, topic_alias=3, user_properties=(('a', 'b'),))"
     )
     assert repr(Properties()) == "Properties()"
+
+
+def test_fast_constructors_build_ordinary_equal_packets() -> None:
+    from edge_broker.mqtt.fast_construct import new_puback, new_pubcomp, new_publish, new_pubrel
+
+    props = Properties(topic_alias=2)
+    fast = new_publish("t", b"p", 1, True, False, 9, props)
+    slow = Publish("t", b"p", 1, True, False, 9, props)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert new_puback(3, 0x10, props) == Puback(3, 0x10, props)
+    assert new_pubrel(3, 0, props) == Pubrel(3, 0, props)
+    assert new_pubcomp(4, 0x92, props) != Pubrel(4, 0x92, props)  # the type is part of equality

@@ -174,7 +174,7 @@ def lint_configs(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             r["flows"] = [draw(st.sampled_from(["ingress", "egress"]))]
         rules.append(r)
-    subjects = [
+    subjects: list[dict[str, Any]] = [
         {"id": "any"},
         {"id": "lo", "interfaces": ["lo"]},
         {"id": "eth", "interfaces": ["eth0"]},

@@ -15,7 +15,9 @@ broad ``tenant0/#`` at the end. Probe topics are made from randomly chosen rules
 their rule, half have the device level renamed and miss it (the broad rule may still match).
 Each cell is the best of ``--rounds`` runs of ``--seconds`` of process CPU time, interleaved
 across sizes, to damp the noise of a shared machine. Prints a markdown table and the 100k-vs-10 cost ratios (target:
-< 2x). Exit status 1 if a target is missed.
+< 2x). Exit status 1 if a target is missed. Then retained-message lookups (a wildcard
+SUBSCRIBE against N retained topics) with :class:`TopicTree` against a scan, and the memory
+each structure takes per entry at the largest size.
 
     .venv/bin/python scripts/bench_matching.py [--seconds 0.3] [--rounds 3] [--sizes 10,1000,100000]
 """
@@ -28,6 +30,7 @@ import platform
 import random
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 
 from paho.mqtt.matcher import MQTTMatcher
@@ -36,6 +39,7 @@ from edge_broker.matching import (
     FirstMatchIndex,
     PatternTrie,
     SubscriptionTrie,
+    TopicTree,
     topic_matches,
 )
 
@@ -186,6 +190,64 @@ def build(
     }
 
 
+def retained_rates(n: int, seconds: float, rounds: int, rng: random.Random) -> tuple[float, float]:
+    """Wildcard SUBSCRIBE against ``n`` retained topics: TopicTree vs a scan (filters/s)."""
+    filters = rules(n, FILTER_SHAPES, [])
+    topics = sorted({instantiate(f, "/", k) for k, f in enumerate(filters)})
+    tree: TopicTree[int] = TopicTree()
+    for i, topic in enumerate(topics):
+        tree.set(topic, i)
+    queries = [rng.choice(filters) for _ in range(256)]
+
+    def via_tree(q: str) -> int:
+        return sum(1 for _ in tree.matching(q))
+
+    def via_scan(q: str) -> int:
+        return sum(1 for t in topics if topic_matches(q, t))
+
+    for q in queries[:50]:
+        assert via_tree(q) == via_scan(q), q
+    scan_time = seconds / 3 if n > 1000 else seconds
+    return (
+        max(rate(via_tree, queries, seconds) for _ in range(rounds)),
+        max(rate(via_scan, queries, scan_time) for _ in range(rounds)),
+    )
+
+
+def memory_per_entry(n: int) -> dict[str, float]:
+    """Bytes allocated per rule/subscription/pattern when building each structure."""
+    filters = rules(n, FILTER_SHAPES, ["$SYS/#", "tenant0/#"])
+    patterns = rules(n, PATTERN_SHAPES, [])
+    out: dict[str, float] = {}
+    builders: dict[str, Callable[[], object]] = {
+        "FirstMatchIndex": lambda: FirstMatchIndex(filters),
+        "SubscriptionTrie": lambda: _filled_trie(filters),
+        "PatternTrie": lambda: _filled_pattern_trie(patterns),
+    }
+    for name, make in builders.items():
+        tracemalloc.start()
+        keep = make()
+        size, _peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del keep
+        out[name] = size / n
+    return out
+
+
+def _filled_trie(filters: Sequence[str]) -> SubscriptionTrie[int, int]:
+    trie: SubscriptionTrie[int, int] = SubscriptionTrie()
+    for i, f in enumerate(filters):
+        trie.add(f, i, 1)
+    return trie
+
+
+def _filled_pattern_trie(patterns: Sequence[str]) -> PatternTrie[int, int]:
+    trie: PatternTrie[int, int] = PatternTrie(separator=".")
+    for i, p in enumerate(patterns):
+        trie.add(p, i, 1)
+    return trie
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark of edge_broker.matching")
     parser.add_argument("--seconds", type=float, default=0.3, help="time per measurement")
@@ -226,6 +288,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         ok &= ratio < 2.0
         print(f"- cost of a {label} at {hi:,} vs {lo:,}: {ratio:.2f}x "
               f"({'meets' if ratio < 2.0 else 'MISSES'} the < 2x target)")
+    print()
+    print("| retained topics | wildcard SUBSCRIBE lookups: TopicTree | lookups: scan |")
+    print("|---:|---:|---:|")
+    for n in sizes:
+        tree_rate, scan_rate = retained_rates(n, args.seconds, args.rounds, rng)
+        print(f"| {n:,} | {fmt(tree_rate)} | {fmt(scan_rate)} |")
+    print()
+    mem = memory_per_entry(sizes[-1])
+    print(f"Memory at {sizes[-1]:,} entries (tracemalloc, bytes per entry incl. the filter "
+          "strings): " + ", ".join(f"{k} {v:.0f}" for k, v in mem.items()))
     sys.stdout.flush()
     return 0 if ok else 1
 

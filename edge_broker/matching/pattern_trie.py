@@ -11,7 +11,8 @@ prefixes. The result shape, the cache and pruning are those of :class:`Subscript
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Generic, TypeVar
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
 
 from .names import DEFAULT_SEPARATOR
 from .pattern_tokens import TokenKind
@@ -21,6 +22,8 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 DEFAULT_CACHE_SIZE = 4096
+# Leaves share one read-only empty mapping instead of an empty dict each (memory on a Pi).
+_NO_CHILDREN: Mapping[str, Any] = MappingProxyType({})
 
 
 class _PrefixMap(Generic[V]):
@@ -86,7 +89,7 @@ class _Node(Generic[K, V]):
     )
 
     def __init__(self) -> None:
-        self.exact: dict[str, _Node[K, V]] = {}
+        self.exact: Mapping[str, _Node[K, V]] = _NO_CHILDREN
         self.star: _Node[K, V] | None = None
         self.prefix: _PrefixMap[_Node[K, V]] | None = None
         self.subs: dict[K, V] | None = None  # the pattern ends here
@@ -172,7 +175,12 @@ class PatternTrie(Generic[K, V]):
             if token.kind is TokenKind.LITERAL:
                 nxt = node.exact.get(token.text)
                 if nxt is None:
-                    nxt = node.exact[token.text] = _Node()
+                    nxt = _Node()
+                    exact = node.exact
+                    if isinstance(exact, dict):
+                        exact[token.text] = nxt
+                    else:
+                        node.exact = {token.text: nxt}
             elif token.kind is TokenKind.STAR:
                 nxt = node.star
                 if nxt is None:
@@ -274,7 +282,11 @@ class PatternTrie(Generic[K, V]):
         while path and node.is_empty():
             parent, kind, text = path.pop()
             if kind is TokenKind.LITERAL:
-                del parent.exact[text]
+                exact = parent.exact
+                assert isinstance(exact, dict)
+                del exact[text]
+                if not exact:
+                    parent.exact = _NO_CHILDREN
             elif kind is TokenKind.STAR:
                 parent.star = None
             else:

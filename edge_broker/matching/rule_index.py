@@ -18,30 +18,36 @@ never being the empty string); the property tests compare every query with a lin
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 from .errors import RuleError
 from .mqtt_topics import validate_topic_filter
 
 _NONE = sys.maxsize  # "no rule": larger than every index
+# Leaves share one read-only empty mapping instead of an empty dict each (memory on a Pi).
+_NO_CHILDREN: Mapping[str, _Node] = MappingProxyType({})
 
 
 class _Node:
     __slots__ = ("children", "plus", "end", "hash", "end_first", "hash_first", "min")
 
     def __init__(self) -> None:
-        self.children: dict[str, _Node] = {}
+        self.children: Mapping[str, _Node] = {}
         self.plus: _Node | None = None
-        self.end: list[int] = []  # rules whose filter ends at this node
-        self.hash: list[int] = []  # rules whose filter is this node's path + '#'
+        # Lists while building, tuples once finished (the empty tuple is shared).
+        self.end: Sequence[int] = []  # rules whose filter ends at this node
+        self.hash: Sequence[int] = []  # rules whose filter is this node's path + '#'
         self.end_first = _NONE
         self.hash_first = _NONE
         self.min = _NONE  # smallest rule index anywhere in this subtree
 
     def finish(self) -> int:
         """Freeze the subtree bottom-up: sort the lists, compute firsts and minima."""
-        self.end.sort()
-        self.hash.sort()
+        self.end = tuple(sorted(self.end))
+        self.hash = tuple(sorted(self.hash))
+        if not self.children:
+            self.children = _NO_CHILDREN
         self.end_first = self.end[0] if self.end else _NONE
         self.hash_first = self.hash[0] if self.hash else _NONE
         low = min(self.end_first, self.hash_first)
@@ -117,11 +123,15 @@ class FirstMatchIndex:
                     node.plus = _Node()
                 node = node.plus
             else:
-                nxt = node.children.get(level)
+                children = node.children
+                assert isinstance(children, dict)  # only frozen by finish()
+                nxt = children.get(level)
                 if nxt is None:
-                    nxt = node.children[level] = _Node()
+                    nxt = children[level] = _Node()
                 node = nxt
-        (node.hash if tail_hash else node.end).append(index)
+        rules = node.hash if tail_hash else node.end
+        assert isinstance(rules, list)
+        rules.append(index)
 
     def __len__(self) -> int:
         return len(self._filters)

@@ -18,7 +18,8 @@ memory.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Generic, TypeVar
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
 
 from .mqtt_topics import validate_topic_filter
 
@@ -26,6 +27,9 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 DEFAULT_CACHE_SIZE = 4096
+# Leaves share one read-only empty mapping instead of an empty dict each (memory on a Pi);
+# a node gets its own dict when it gains its first child.
+_NO_CHILDREN: Mapping[str, Any] = MappingProxyType({})
 
 
 class _Node(Generic[K, V]):
@@ -35,7 +39,7 @@ class _Node(Generic[K, V]):
     __slots__ = ("children", "plus", "subs", "hash_subs")
 
     def __init__(self) -> None:
-        self.children: dict[str, _Node[K, V]] = {}
+        self.children: Mapping[str, _Node[K, V]] = _NO_CHILDREN
         self.plus: _Node[K, V] | None = None
         self.subs: dict[K, V] | None = None
         self.hash_subs: dict[K, V] | None = None
@@ -113,7 +117,12 @@ class SubscriptionTrie(Generic[K, V]):
             else:
                 nxt = node.children.get(level)
                 if nxt is None:
-                    nxt = node.children[level] = _Node()
+                    nxt = _Node()
+                    children = node.children
+                    if isinstance(children, dict):
+                        children[level] = nxt
+                    else:
+                        node.children = {level: nxt}
             node = nxt
         subs = node.hash_subs if tail_hash else node.subs
         if subs is None:
@@ -162,7 +171,11 @@ class SubscriptionTrie(Generic[K, V]):
             if level == "+":
                 parent.plus = None
             else:
-                del parent.children[level]
+                children = parent.children
+                assert isinstance(children, dict)
+                del children[level]
+                if not children:
+                    parent.children = _NO_CHILDREN
             node = parent
         return True
 

@@ -8,7 +8,8 @@ file, tables namespace the records (e.g. ``claims`` and ``quarantine``).
 
 Records (CBOR arrays): ``[1, table, key, value]`` put, ``[2, table, key]`` delete (a
 tombstone), ``[3, table]`` create an empty table, ``[4, table]`` drop a table and all its keys,
-``[5, [op, ...]]`` several ops in one frame, so they are stored all or nothing. Compaction writes
+``[5, [op, ...]]`` several ops in one frame, so they are stored all or nothing, ``[6, table, key,
+bytes]`` a put whose value is embedded CBOR (``encoded_values``). Compaction writes
 one create per table and one put per live key; tombstones and dropped tables disappear.
 Tables and keys iterate in first-insertion order (a dict's: re-putting a key keeps its place, a
 delete and put moves it to the end), and reopen and compaction keep that order, so a session's
@@ -17,7 +18,7 @@ queue can rely on it.
 Keys are ``str``, ``int`` or ``bytes``. Values are any CBOR value. The index holds the value
 decoded from the bytes written (a tuple reads back as a list, before and after a reopen, and the
 caller may reuse its object); ``get`` returns that stored object itself, so treat it as
-read-only. The index only ever shows data the log has written: with ``fsync="always"`` a value
+read-only (with ``encoded_values``, every read decodes a fresh copy instead). The index only ever shows data the log has written: with ``fsync="always"`` a value
 you can read is a value that is durable.
 """
 
@@ -37,7 +38,10 @@ from .logfile import RecoveryReport
 
 Key = str | int | bytes
 
-_PUT, _DELETE, _CREATE, _DROP, _BATCH = 1, 2, 3, 4, 5
+_PUT, _DELETE, _CREATE, _DROP, _BATCH, _PUT_ENCODED = 1, 2, 3, 4, 5, 6
+
+# An index entry: (value, frame bytes it accounts for, whether value is still CBOR-encoded).
+_Entry = tuple[Any, int, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +85,16 @@ def _check_key(key: object) -> Key:
     return cast(Key, key)
 
 
-def _encode_op(op: Op) -> list[Any]:
+def _encode_op(op: Op, encoded_values: bool) -> list[Any]:
     table = _check_name(op.table)
     if isinstance(op, Put):
-        return [_PUT, table, _check_key(op.key), op.value]
+        if not encoded_values:
+            return [_PUT, table, _check_key(op.key), op.value]
+        try:
+            value = cbor2.dumps(op.value)
+        except (cbor2.CBOREncodeError, TypeError, ValueError) as exc:
+            raise StoreError(f"value cannot be encoded as CBOR: {exc}") from exc
+        return [_PUT_ENCODED, table, _check_key(op.key), value]
     if isinstance(op, Delete):
         return [_DELETE, table, _check_key(op.key)]
     if isinstance(op, CreateTable):
@@ -95,8 +105,9 @@ def _encode_op(op: Op) -> list[Any]:
 class KeyedLog:
     """Named tables of key → value on one log file; also the log's ``Reducer``."""
 
-    def __init__(self) -> None:
-        self._tables: dict[str, dict[Key, tuple[Any, int]]] = {}
+    def __init__(self, encoded_values: bool = False) -> None:
+        self._tables: dict[str, dict[Key, _Entry]] = {}
+        self._encoded_values = encoded_values
         self._live_bytes = 0
         self._log: Log | None = None
         self.version = 0  # bumped by every applied record, so views can cache what they read
@@ -111,9 +122,17 @@ class KeyedLog:
         readonly: bool = False,
         compact_ratio: float = 0.5,
         compact_min_bytes: int = 1 << 20,
+        encoded_values: bool = False,
     ) -> KeyedLog:
-        """Open or create ``path``; ``report`` says what recovery kept and dropped."""
-        keyed = cls()
+        """Open or create ``path``; ``report`` says what recovery kept and dropped.
+
+        ``encoded_values`` writes each value as embedded CBOR bytes and keeps it encoded in
+        memory, decoding on every read: about a third of the memory of decoded values and a
+        faster open, for about 4 µs per read, and each read returns a fresh object. For stores
+        that are read mostly once at start (claims, queued messages). A file may hold both
+        kinds; the option only decides how new puts are written.
+        """
+        keyed = cls(encoded_values)
         keyed._log = Log.open(
             path,
             keyed,
@@ -160,11 +179,11 @@ class KeyedLog:
     def rows(self, name: str) -> dict[Key, Any]:
         """A new dict of table ``name`` (empty when it does not exist)."""
         # list() first: the flusher thread may add keys while this runs.
-        return {key: entry[0] for key, entry in list(self._tables.get(name, {}).items())}
+        return {key: _value(entry) for key, entry in list(self._tables.get(name, {}).items())}
 
     def lookup(self, table: str, key: Key, default: Any = None) -> Any:
         entry = self._tables.get(table, {}).get(key)
-        return default if entry is None else entry[0]
+        return default if entry is None else _value(entry)
 
     def count(self, table: str) -> int:
         return len(self._tables.get(table, {}))
@@ -172,17 +191,16 @@ class KeyedLog:
     def iter_items(self, table: str) -> Iterator[tuple[Key, Any]]:
         """Items of ``table`` as of now (a snapshot of the keys, safe across awaits)."""
         for key, entry in list(self._tables.get(table, {}).items()):
-            yield key, entry[0]
+            yield key, _value(entry)
 
     # -- writing ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def _record(ops: Sequence[Op]) -> list[Any]:
+    def _record(self, ops: Sequence[Op]) -> list[Any]:
         if not ops:
             raise StoreError("an empty commit stores nothing; pass at least one op")
         if len(ops) == 1:
-            return _encode_op(ops[0])
-        return [_BATCH, [_encode_op(op) for op in ops]]
+            return _encode_op(ops[0], self._encoded_values)
+        return [_BATCH, [_encode_op(op, self._encoded_values) for op in ops]]
 
     async def commit(self, ops: Sequence[Op]) -> None:
         """Store ``ops`` atomically (one frame); returns when durable per the policy."""
@@ -230,7 +248,7 @@ class KeyedLog:
         if (
             type(record) is list
             and len(record) == 4
-            and record[0] == _PUT
+            and (record[0] == _PUT or (record[0] == _PUT_ENCODED and type(record[3]) is bytes))
             and type(record[1]) is str
             and record[1]
             and type(record[2]) in _KEY_TYPES
@@ -239,7 +257,7 @@ class KeyedLog:
             if table is None:
                 table = self._tables[record[1]] = {}
             old = table.get(record[2])
-            table[record[2]] = (record[3], size)
+            table[record[2]] = (record[3], size, record[0] == _PUT_ENCODED)
             self._live_bytes += size if old is None else size - old[1]
             return
         if not isinstance(record, list) or not record or not isinstance(record[0], int):
@@ -259,21 +277,23 @@ class KeyedLog:
 
     @staticmethod
     def _check_op(op: Any) -> None:
-        arity = {_PUT: 4, _DELETE: 3, _CREATE: 2, _DROP: 2}
+        arity = {_PUT: 4, _PUT_ENCODED: 4, _DELETE: 3, _CREATE: 2, _DROP: 2}
         if not isinstance(op, list) or not op or op[0] not in arity or len(op) != arity[op[0]]:
             raise StoreError(f"malformed keyed-log op: {str(op)[:80]}")
         _check_name(op[1])
-        if op[0] in (_PUT, _DELETE):
+        if op[0] in (_PUT, _PUT_ENCODED, _DELETE):
             _check_key(op[2])
+        if op[0] == _PUT_ENCODED and type(op[3]) is not bytes:
+            raise StoreError(f"encoded put without bytes: {str(op)[:80]}")
 
     def _apply_op(self, op: list[Any], size: int) -> None:
         kind, name = op[0], op[1]
-        if kind == _PUT:
+        if kind in (_PUT, _PUT_ENCODED):
             table = self._tables.setdefault(name, {})
             old = table.get(op[2])
             if old is not None:
                 self._live_bytes -= old[1]
-            table[op[2]] = (op[3], size)
+            table[op[2]] = (op[3], size, kind == _PUT_ENCODED)
             self._live_bytes += size
         elif kind == _DELETE:
             old = self._tables.get(name, {}).pop(op[2], None)
@@ -293,7 +313,7 @@ class KeyedLog:
         for name, table in self._tables.items():
             yield [_CREATE, name]
             for key, entry in table.items():
-                yield [_PUT, name, key, entry[0]]
+                yield [_PUT_ENCODED if entry[2] else _PUT, name, key, entry[0]]
 
     def compacted(self, sizes: Sequence[int]) -> None:
         position = 0
@@ -301,10 +321,19 @@ class KeyedLog:
         for table in self._tables.values():
             position += 1  # the create record of the table is not a live key
             for key, entry in table.items():
-                table[key] = (entry[0], sizes[position])
+                table[key] = (entry[0], sizes[position], entry[2])
                 live += sizes[position]
                 position += 1
         self._live_bytes = live
+
+
+def _value(entry: _Entry) -> Any:
+    if not entry[2]:
+        return entry[0]
+    try:
+        return cbor2.loads(entry[0])
+    except (cbor2.CBORDecodeError, ValueError, TypeError) as exc:
+        raise StoreError(f"a stored value is not valid CBOR ({exc}); rewrite that key") from exc
 
 
 class Table:

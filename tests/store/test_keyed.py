@@ -373,3 +373,25 @@ async def test_sync_close_with_queued_appends_is_refused(tmp_path: Path) -> None
     await keyed.aclose()
     await asyncio.gather(*tasks)
     assert KeyedLog.open(str(tmp_path / "a.log"), readonly=True).report.records == 5
+
+
+def test_encoded_values_read_back_fresh_copies_and_survive_compaction(tmp_path: Path) -> None:
+    path = tmp_path / "a.log"
+    keyed = KeyedLog.open(path, encoded_values=True, fsync="never")
+    table = keyed.table("t")
+    table.put_sync("k", {"list": [1, 2]})
+    first = table["k"]
+    first["list"].append(3)
+    assert table["k"] == {"list": [1, 2]}  # every read decodes its own copy
+    with pytest.raises(StoreError, match="cannot be encoded as CBOR"):
+        table.put_sync("bad", object())
+    keyed.compact()
+    keyed.close()
+    plain = KeyedLog.open(path, fsync="never")  # the option is not a property of the file
+    assert plain.table("t")["k"] == {"list": [1, 2]}
+    plain.table("t").put_sync("plain", 1)
+    plain.close()
+    assert dict(KeyedLog.open(path, readonly=True).table("t").items()) == {
+        "k": {"list": [1, 2]},
+        "plain": 1,
+    }

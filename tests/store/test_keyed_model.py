@@ -31,7 +31,7 @@ steps = st.lists(
     st.one_of(
         ops.map(lambda op: [op]),
         st.lists(ops, min_size=2, max_size=4),
-        st.sampled_from(["compact", "reopen"]),
+        st.sampled_from(["compact", "reopen-plain", "reopen-encoded"]),
     ),
     max_size=40,
 )
@@ -61,18 +61,26 @@ def model_state(model: dict[str, dict[Any, Any]]) -> list[tuple[str, list[tuple[
 
 
 @settings(max_examples=150, deadline=None)
-@given(steps=steps)
-def test_keyed_log_matches_a_dict_model(steps: list[Any]) -> None:
+@given(steps=steps, encoded=st.booleans())
+def test_keyed_log_matches_a_dict_model(steps: list[Any], encoded: bool) -> None:
+    """Also across ``encoded_values`` switched on and off between opens: one file, both kinds."""
     with tempfile.TemporaryDirectory(dir=FAST_TMP) as directory:
         path = str(Path(directory) / "model.log")
-        keyed = KeyedLog.open(path, fsync="never", compact_min_bytes=64, compact_ratio=0.5)
+        keyed = KeyedLog.open(
+            path, fsync="never", compact_min_bytes=64, compact_ratio=0.5, encoded_values=encoded
+        )
         model: dict[str, dict[Any, Any]] = {}
         for step in steps:
             if step == "compact":
                 keyed.compact()
-            elif step == "reopen":
+            elif step in ("reopen-plain", "reopen-encoded"):
                 keyed.close()
-                keyed = KeyedLog.open(path, fsync="never", compact_min_bytes=64)
+                keyed = KeyedLog.open(
+                    path,
+                    fsync="never",
+                    compact_min_bytes=64,
+                    encoded_values=step == "reopen-encoded",
+                )
                 assert keyed.report.clean
             else:
                 keyed.commit_sync(step)

@@ -132,3 +132,15 @@ def test_slow_large_packet_is_held_only_up_to_its_size() -> None:
         assert reader.buffered <= 10_003
     packets = reader.feed(b"x" * (10_000 - 3 - 9_900) + b"\xc0\x00")
     assert len(packets) == 2 and reader.buffered == 0
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("level", LEVELS)
+@settings(max_examples=20_000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_soak_mutated_sessions(level: int, data: st.DataObject) -> None:
+    """The mutation fuzz at 100x the CI budget: run with ``pytest -m soak tests/mqtt``."""
+    packets = [data.draw(connects(level)), *data.draw(st.lists(client_packets(level), max_size=5))]
+    mutated = data.draw(_mutations(b"".join(encode(p, level) for p in packets)))
+    cuts = data.draw(st.lists(st.integers(0, 2048), max_size=6))
+    _feed_chunks(PacketReader(side="server", max_packet_size=512), mutated, cuts)

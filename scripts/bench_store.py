@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 from tinydb import Query, TinyDB
@@ -72,11 +74,13 @@ def sync_appends(path: Path, policy: str, count: int) -> tuple[float, int]:
     return count / elapsed, fsyncs
 
 
-def build(path: Path, records: int) -> None:
-    keyed = KeyedLog.open(str(path), fsync="never", compact_min_bytes=1 << 40)
+def build(path: Path, records: int, encoded: bool = False, offset: int = 0) -> None:
+    keyed = KeyedLog.open(
+        str(path), fsync="never", compact_min_bytes=1 << 40, encoded_values=encoded
+    )
     table = keyed.table("claims")
     for i in range(records):
-        table.put_sync(i, claim(i))
+        table.put_sync(i, claim(i + offset))
     keyed.close()
 
 
@@ -98,36 +102,43 @@ def bench_appends(directory: Path, count: int) -> None:
 
 def bench_open_and_compact(directory: Path, sizes: list[int]) -> None:
     print(
-        f"\n{'records':>8} {'file MB':>8} {'open s':>8} {'open cpu s':>11} {'compact s':>10} "
-        f"{'compacted MB':>13}"
+        f"\n{'records':>8} {'values':>8} {'file MB':>8} {'open s':>7} {'open cpu s':>10} "
+        f"{'index MB':>9} {'compact s':>10}"
     )
     for records in sizes:
-        path = directory / f"open-{records}.log"
-        build(path, records)
-        start, cpu = time.perf_counter(), time.process_time()
-        keyed = KeyedLog.open(str(path), fsync="always")
-        opened, opened_cpu = time.perf_counter() - start, time.process_time() - cpu
-        size = path.stat().st_size
-        assert keyed.report.records == records, keyed.report
-        keyed.close()
-        build_dead(path, records)  # overwrite every record once: half of the file is dead
-        keyed = KeyedLog.open(str(path), fsync="always", compact_min_bytes=1 << 40)
-        start = time.perf_counter()
-        keyed.compact()
-        compacted = time.perf_counter() - start
-        keyed.close()
-        print(
-            f"{records:>8} {size / 1e6:>8.1f} {opened:>8.3f} {opened_cpu:>11.3f} "
-            f"{compacted:>10.3f} {path.stat().st_size / 1e6:>13.1f}"
-        )
-        path.unlink()
+        for encoded in (False, True):
+            path = directory / f"open-{records}.log"
+            build(path, records, encoded)
+            start, cpu = time.perf_counter(), time.process_time()
+            keyed = KeyedLog.open(str(path), fsync="always", encoded_values=encoded)
+            opened, opened_cpu = time.perf_counter() - start, time.process_time() - cpu
+            size = path.stat().st_size
+            assert keyed.report.records == records, keyed.report
+            keyed.close()
+            index = index_megabytes(path, encoded)
+            build(path, records, encoded, offset=1)  # overwrite every record: half is dead
+            keyed = KeyedLog.open(str(path), compact_min_bytes=1 << 40, encoded_values=encoded)
+            start = time.perf_counter()
+            keyed.compact()
+            compacted = time.perf_counter() - start
+            keyed.close()
+            kind = "encoded" if encoded else "decoded"
+            print(
+                f"{records:>8} {kind:>8} {size / 1e6:>8.1f} {opened:>7.3f} {opened_cpu:>10.3f} "
+                f"{index:>9.0f} {compacted:>10.3f}"
+            )
+            path.unlink()
 
 
-def build_dead(path: Path, records: int) -> None:
-    keyed = KeyedLog.open(str(path), fsync="never", compact_min_bytes=1 << 40)
-    for i in range(records):
-        keyed.table("claims").put_sync(i, claim(i + 1))
+def index_megabytes(path: Path, encoded: bool) -> float:
+    """Memory held by an open log's index (a separate, untimed open under tracemalloc)."""
+    gc.collect()
+    tracemalloc.start()
+    keyed = KeyedLog.open(str(path), fsync="never", readonly=True, encoded_values=encoded)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
     keyed.close()
+    return held / 1e6
 
 
 def bench_tinydb(directory: Path, records: int) -> None:

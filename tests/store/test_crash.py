@@ -25,8 +25,11 @@ APPENDER = textwrap.dedent(
     import asyncio, sys
     from edge_broker.store import KeyedLog
 
-    async def main(path):
-        keyed = KeyedLog.open(path, fsync="always", compact_min_bytes=8_000, compact_ratio=0.3)
+    async def main(path, encoded):
+        keyed = KeyedLog.open(
+            path, fsync="always", compact_min_bytes=8_000, compact_ratio=0.3,
+            encoded_values=encoded == "encoded",
+        )
         table = keyed.table("claims")
 
         async def writer(w):
@@ -46,7 +49,7 @@ APPENDER = textwrap.dedent(
         print("ready", flush=True)
         await asyncio.gather(*(writer(w) for w in range(16)))
 
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
     """
 )
 
@@ -75,6 +78,7 @@ def _kill_after(proc: subprocess.Popen[bytes], seconds: float) -> list[str]:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_every_acknowledged_append_survives_sigkill(tmp_path: Path, seed: int) -> None:
+    # Each round picks encoded or decoded values at random: one file then holds both kinds.
     kill_rounds(tmp_path / "claims.log", random.Random(seed), rounds=3)
 
 
@@ -86,9 +90,10 @@ def test_sigkill_soak(tmp_path: Path) -> None:
 def kill_rounds(path: Path, rng: random.Random, rounds: int) -> None:
     acknowledged: set[str] = set()
     compactions = 0
-    for _round in range(rounds):
+    for round_ in range(rounds):
+        values = "encoded" if (round_ + rng.randrange(2)) % 2 else "decoded"
         proc = subprocess.Popen(
-            [sys.executable, "-c", APPENDER, str(path)], stdout=subprocess.PIPE, bufsize=0
+            [sys.executable, "-c", APPENDER, str(path), values], stdout=subprocess.PIPE, bufsize=0
         )
         hot: dict[str, int] = {}
         for line in _kill_after(proc, rng.uniform(0.15, 0.5)):

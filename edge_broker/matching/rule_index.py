@@ -58,12 +58,15 @@ class _Node:
         self.min = low
         return low
 
-    def all_rules(self) -> Iterable[int]:
+    def rules_below(self, limit: int) -> Iterable[int]:
+        """Every rule index ``< limit`` in this subtree, skipping subtrees that hold none."""
         stack = [self]
         while stack:
             node = stack.pop()
-            yield from node.end
-            yield from node.hash
+            if node.min >= limit:
+                continue
+            yield from (i for i in node.end if i < limit)
+            yield from (i for i in node.hash if i < limit)
             stack.extend(node.children.values())
             if node.plus is not None:
                 stack.append(node.plus)
@@ -284,9 +287,9 @@ class FirstMatchIndex:
                     found.extend(i for i in node.hash if i < limit)
                 found.extend(i for i in node.end if i < limit)
                 for child in node.children.values():
-                    found.extend(i for i in child.all_rules() if i < limit)
+                    found.extend(child.rules_below(limit))
                 if node.plus is not None:
-                    found.extend(i for i in node.plus.all_rules() if i < limit)
+                    found.extend(node.plus.rules_below(limit))
                 continue
             if k == n:
                 # q is exhausted: a rule ending here, or ending in '#' here, meets it. When q is

@@ -153,6 +153,13 @@ class Config:
     file: str = EMBEDDED_FILE
 
 
+def claims_enabled(config: Config) -> bool:
+    """``[claims] enabled``, or when absent: some listener accepts the ``smoker`` method."""
+    if config.claims.enabled is not None:
+        return config.claims.enabled
+    return any("smoker" in listener.auth_methods for listener in config.listeners)
+
+
 class Section:
     """A TOML table being read: typed getters that record problems instead of raising."""
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 from dataclasses import replace
 
 from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, requested_tenant
+from ..auth.smoker import refuse_smoker_impostor
 from ..authz.decision import Decision
 from ..mqtt.packets import Auth, Connack, Connect, Disconnect, Pingreq, Properties
 from ..mqtt.reason_codes import ReasonCode
@@ -91,6 +92,10 @@ async def _after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutco
         conn.handlers = conn.broker.handlers_authenticating
         conn.send_packet(Auth(ReasonCode.CONTINUE_AUTHENTICATION, Properties(
             authentication_method=method, authentication_data=outcome.authentication_data)))
+        return
+    impostor = refuse_smoker_impostor(outcome.identity)  # SMOKER.md rule 6, every listener
+    if impostor is not None:
+        conn.refuse_connect(impostor.reason_code, impostor.reason)
         return
     await _accept(conn, request.connect, outcome)
 

@@ -13,10 +13,12 @@ from collections.abc import Awaitable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..authz.decision import Decision
+from ..authz.decision import Decision, Gate, deny
+from ..claims.topics import is_smoker_system_topic
 from ..mqtt.names import payload_is_valid_utf8
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
 from ..mqtt.reason_codes import ReasonCode
+from .handle_claims import handle_claim_publish
 from .message import make_message
 from .outcomes import publish_denied
 
@@ -88,6 +90,12 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
             return None
     identity = conn.identity
     assert identity is not None
+    if identity.smoker_id is not None and topic[:7] == "access/" and is_smoker_system_topic(topic):
+        if broker.claims is not None:  # SMOKER.md: the claim service answers, never routed
+            return handle_claim_publish(conn, broker.claims, packet, topic, props)
+        publish_denied(conn, packet, deny(Gate.RESERVED, None,
+                                          "SMOKER claims are disabled on this broker ([claims])"))
+        return None
     verdict = broker.policy.check_publish(identity, topic, packet)
     if isinstance(verdict, Decision):
         _decided(conn, packet, topic, props, verdict)

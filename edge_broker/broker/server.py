@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..auth.identity import Identity
-from ..config import Config, ListenerConfig
+from ..config import Config, ListenerConfig, claims_enabled
 from ..mqtt.packets import (
     Auth,
     Connect,
@@ -57,10 +58,14 @@ from .handle_subscribe import handle_subscribe, handle_unsubscribe
 from .listeners import connection_info, start_listener
 from .message import make_message
 from .policy import Policy
+from .retained import RetainedStore
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore
 from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .topic_space import TopicSpace
+
+if TYPE_CHECKING:
+    from ..claims.runtime import ClaimsRuntime
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -70,8 +75,16 @@ CLIENT_PACKETS = (Connect, Publish, Puback, Pubrec, Pubrel, Pubcomp, Subscribe, 
 
 
 class Broker:
-    def __init__(self, config: Config, sessions: SessionStore | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        sessions: SessionStore | None = None,
+        retained_factory: Callable[[str], RetainedStore] | None = None,
+    ) -> None:
+        """``sessions`` and ``retained_factory(tenant)`` are the persistence seams (issue 8);
+        both default to memory."""
         self.config = config
+        self._retained_factory = retained_factory
         self.separator = config.topics.separator
         self.stats = BrokerStats()
         self.policy = Policy(self.separator)
@@ -81,6 +94,7 @@ class Broker:
         self.connections: set[Connection] = set()
         self.servers: list[asyncio.Server] = []
         self.bound: list[tuple[str, str, str, int]] = []  # (name, transport, host, port)
+        self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self._chains: dict[str, AuthChain] = {}
         self._interfaces: dict[str, str | None] = {}
         self._dirty: list[Connection] = []
@@ -116,6 +130,14 @@ class Broker:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.claims is None and claims_enabled(self.config):
+            # only brokers with claims pay for these imports
+            from ..claims.runtime import ClaimsRuntime
+            from ..claims.with_claims import WithClaims
+
+            self.claims = ClaimsRuntime.open(self.config)
+            self.claims.start()
+            self.policy = WithClaims(self.policy, self.claims.gate)  # type: ignore[assignment]
         for listener in self.config.listeners:
             server = await start_listener(listener, self._factory(listener))
             self.servers.append(server)
@@ -159,6 +181,8 @@ class Broker:
             await asyncio.sleep(0.02)
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.claims is not None:
+            await self.claims.close()
         for server in self.servers:
             try:
                 await asyncio.wait_for(server.wait_closed(), 1.0)
@@ -201,7 +225,8 @@ class Broker:
     def topic_space(self, tenant: str) -> TopicSpace:
         space = self.topic_spaces.get(tenant)
         if space is None:
-            space = self.topic_spaces[tenant] = TopicSpace(tenant, self.separator)
+            retained = self._retained_factory(tenant) if self._retained_factory else None
+            space = self.topic_spaces[tenant] = TopicSpace(tenant, self.separator, retained)
         return space
 
     def schedule_flush(self, conn: Connection) -> None:

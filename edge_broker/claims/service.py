@@ -10,6 +10,11 @@ At start-up every stored claim is re-verified (parse, signature, owner in topic,
 its own topic). A record that fails is *quarantined*: it stays in the store, is kept out of
 service, and its topic answers 0x83 until the owner claims it again or unclaims it.
 
+With ``lazy=True`` (the broker) start-up only reads the records: each one stays *pending* until
+``verify_pending`` (a background task, a batch per event-loop turn) or the first decision that
+needs it verifies it, so a broker with 100k claims serves at once. Invariant: a pending record
+is never used for a decision, a claims request or a listing without being verified first.
+
 Claims are per tenant (AUTHZ.md §1: every tenant is an isolated topic space).
 """
 
@@ -37,11 +42,23 @@ from .topics import owner_segment
 
 @dataclass(frozen=True, slots=True)
 class LoadReport:
-    """What start-up found: claims in service, records quarantined (tenant, topic, why)."""
+    """What start-up found: claims in service, records quarantined (tenant, topic, why).
+
+    ``pending`` counts records read but not yet verified (lazy loading); ``seconds`` is the
+    time spent reading and verifying.
+    """
 
     loaded: int
     quarantined: tuple[tuple[str, str, str], ...]
     seconds: float
+    pending: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A stored document read at start-up and not yet re-verified (never decides anything)."""
+
+    value: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +75,7 @@ class _TenantQuota:
         )
 
 
-_EMPTY: Mapping[str, ClaimRecord] = MappingProxyType({})
+_EMPTY: Mapping[str, ClaimRecord | _Pending] = MappingProxyType({})
 
 
 class ClaimService:
@@ -76,6 +93,7 @@ class ClaimService:
         "_inflight",
         "_seq",
         "_tasks",
+        "_pending",
     )
 
     def __init__(
@@ -84,53 +102,123 @@ class ClaimService:
         limits: ThrottleLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        *,
+        lazy: bool = False,
     ) -> None:
-        """Load and re-verify every stored claim; see ``load_report``."""
+        """Load every stored claim and re-verify it now, or (``lazy``) before its first use."""
         self.store = store
         self._clock = clock
         self._wall_clock = wall_clock
         self.guard = FloodGuard(limits or ThrottleLimits(), now=clock())
         self.generation = 0  # bumped on every change: decision caches key on it
-        self._index: dict[str, dict[str, ClaimRecord]] = {}
+        self._index: dict[str, dict[str, ClaimRecord | _Pending]] = {}
         self._owned: dict[tuple[str, str], set[str]] = {}
         self._inflight: dict[tuple[str, str], tuple[int, str | None]] = {}
         self._seq = 0
         self._tasks: set[asyncio.Task[str | None]] = set()
-        self.load_report = self._load()
+        self._pending: dict[tuple[str, str], None] = {}  # (tenant, topic) still to verify
+        self.load_report = self._load(lazy)
 
     # -- start-up ---------------------------------------------------------------------------------
 
-    def _load(self) -> LoadReport:
+    def _load(self, lazy: bool) -> LoadReport:
         started = time.perf_counter()
-        loaded = 0
         quarantined: list[tuple[str, str, str]] = []
         for tenant, topic, value in self.store.records():
-            try:
-                record: ClaimRecord = verify_record(topic, value)
-                loaded += 1
-            except ClaimError as exc:
-                record = Quarantined(topic, exc.message)
-                quarantined.append((tenant, topic, exc.message))
-            self._set(tenant, topic, record)
-        return LoadReport(loaded, tuple(quarantined), time.perf_counter() - started)
+            if lazy:
+                self._set(tenant, topic, _Pending(value))
+                self._pending[(tenant, topic)] = None
+            else:
+                self._set(tenant, topic, self._verified(tenant, topic, value, quarantined))
+        loaded = len(self) - len(quarantined) - len(self._pending)
+        return LoadReport(
+            loaded, tuple(quarantined), time.perf_counter() - started, len(self._pending)
+        )
+
+    @staticmethod
+    def _verified(
+        tenant: str, topic: str, value: Any, quarantined: list[tuple[str, str, str]]
+    ) -> ClaimRecord:
+        try:
+            return verify_record(topic, value)
+        except ClaimError as exc:
+            quarantined.append((tenant, topic, exc.message))
+            return Quarantined(topic, exc.message)
+
+    def _resolve(self, tenant: str, topic: str, record: _Pending) -> ClaimRecord:
+        """Verify one pending record in place (first use, or the background pass)."""
+        found: list[tuple[str, str, str]] = []
+        verified = self._verified(tenant, topic, record.value, found)
+        self._index[tenant][topic] = verified
+        self._pending.pop((tenant, topic), None)
+        if found:
+            report = self.load_report
+            self.load_report = LoadReport(
+                report.loaded, report.quarantined + tuple(found), report.seconds, report.pending
+            )
+        return verified
+
+    def verify_all(self) -> None:
+        """Verify every pending record now (listings, tools)."""
+        for tenant, topic in list(self._pending):
+            record = self._index.get(tenant, {}).get(topic)
+            if isinstance(record, _Pending):
+                self._resolve(tenant, topic, record)
+            else:
+                self._pending.pop((tenant, topic), None)
+
+    async def verify_pending(self, batch: int = 64) -> LoadReport:
+        """Verify every pending record, ``batch`` per event-loop turn, so that the broker keeps
+        serving meanwhile; return the final ``load_report`` (``pending`` 0)."""
+        started = time.perf_counter()
+        while self._pending:
+            for _ in range(min(batch, len(self._pending))):
+                tenant, topic = next(iter(self._pending))
+                record = self._index.get(tenant, {}).get(topic)
+                if isinstance(record, _Pending):
+                    self._resolve(tenant, topic, record)
+                else:
+                    self._pending.pop((tenant, topic), None)
+            await asyncio.sleep(0)
+        report = self.load_report
+        in_service = sum(
+            1 for table in self._index.values() for r in table.values() if isinstance(r, Claim)
+        )
+        self.load_report = LoadReport(
+            in_service,
+            report.quarantined,
+            report.seconds + time.perf_counter() - started,
+            0,
+        )
+        return self.load_report
+
+    @property
+    def pending(self) -> int:
+        """Records read at start-up and not verified yet."""
+        return len(self._pending)
 
     # -- reading ----------------------------------------------------------------------------------
 
     def lookup(self, topic: str, tenant: str = "~") -> ClaimRecord | None:
-        return self._index.get(tenant, _EMPTY).get(topic)
+        """The claim (or quarantined record) on ``topic``, verified before it is returned."""
+        record = self._index.get(tenant, _EMPTY).get(topic)
+        if isinstance(record, _Pending):
+            return self._resolve(tenant, topic, record)
+        return record
 
     def decide(self, identity: Identity, topic: str, activity: Activity) -> AccessResult:
         """SMOKER.md "Access decision" for ``identity`` on a concrete topic, as of now."""
-        return decide(
-            identity.smoker_id, topic, activity, self._index.get(identity.tenant, _EMPTY).get
-        )
+        tenant = identity.tenant
+        return decide(identity.smoker_id, topic, activity, lambda t: self.lookup(t, tenant))
 
     def owned_claims(self, owner: str, tenant: str = "~") -> list[Claim]:
+        self.verify_all()
         table = self._index.get(tenant, _EMPTY)
         records = (table.get(t) for t in self._owned.get((tenant, owner), ()))
         return sorted((r for r in records if isinstance(r, Claim)), key=_topic_of)
 
     def involved_claims(self, client_id: str, tenant: str = "~") -> list[Claim]:
+        self.verify_all()
         records = self._index.get(tenant, _EMPTY).values()
         return sorted(
             (r for r in records if isinstance(r, Claim) and is_involved(r, client_id)),
@@ -142,9 +230,11 @@ class ClaimService:
 
     def records(self, tenant: str = "~") -> list[ClaimRecord]:
         """Every claim and quarantined record of ``tenant``."""
-        return list(self._index.get(tenant, _EMPTY).values())
+        self.verify_all()
+        return [r for r in self._index.get(tenant, _EMPTY).values() if not isinstance(r, _Pending)]
 
     def quarantined(self, tenant: str = "~") -> list[Quarantined]:
+        self.verify_all()
         return [r for r in self._index.get(tenant, _EMPTY).values() if isinstance(r, Quarantined)]
 
     def live_topics(self, tenant: str, owner: str) -> Collection[str]:
@@ -249,7 +339,9 @@ class ClaimService:
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _set(self, tenant: str, topic: str, record: ClaimRecord | None) -> None:
+    def _set(self, tenant: str, topic: str, record: ClaimRecord | _Pending | None) -> None:
+        if type(record) is not _Pending:
+            self._pending.pop((tenant, topic), None)
         table = self._index.setdefault(tenant, {})
         owner = owner_segment(topic) or ""
         owned = self._owned.setdefault((tenant, owner), set())

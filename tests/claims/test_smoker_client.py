@@ -1,20 +1,14 @@
-"""``edge_broker.smoker_client`` against the real broker, in-process, over real sockets.
-
-The broker's config cannot name the ``smoker`` method yet (``auth.chain.AUTHENTICATOR_FACTORIES``
-belongs to the broker helper), so these tests give the listener a chain of the real
-``SmokerAuthenticator`` and ``AnonymousAuthenticator`` directly.
-"""
+"""``edge_broker.smoker_client`` against the real broker, in-process, over real sockets, with
+the listener's ``auth_methods = ["smoker", "anonymous"]`` from the config."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from claims_helpers import OTHER_KEY, OWNER, OWNER_KEY
 
-from edge_broker.auth.anonymous import AnonymousAuthenticator
-from edge_broker.auth.chain import AuthChain
-from edge_broker.auth.smoker import SmokerAuthenticator
 from edge_broker.broker.server import Broker
 from edge_broker.config import loads_config
 from edge_broker.mqtt.reason_codes import ReasonCode
@@ -28,12 +22,23 @@ port = 0
 auth_methods = ["anonymous"]
 """
 
+SMOKER_CONFIG = """
+[[listeners]]
+name = "t"
+bind = "127.0.0.1"
+port = 0
+auth_methods = ["smoker", "anonymous"]
+
+[claims]
+store_dir = {store!r}
+fsync = "never"
+"""
+
 
 @pytest.fixture
-async def port() -> AsyncIterator[int]:
-    broker = Broker(loads_config(CONFIG))
+async def port(tmp_path: Path) -> AsyncIterator[int]:
+    broker = Broker(loads_config(SMOKER_CONFIG.format(store=str(tmp_path / "claims"))))
     await broker.start()
-    broker._chains["t"] = AuthChain([SmokerAuthenticator(), AnonymousAuthenticator()])
     yield broker.bound[0][3]
     await broker.shutdown()
 

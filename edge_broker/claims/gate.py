@@ -1,0 +1,89 @@
+"""Gate 6 of the authorization pipeline: SMOKER claims (AUTHZ.md §2; SMOKER.md "Access decision").
+
+- PUBLISH (and the will, at CONNECT) to a concrete ``restricted/…`` topic: the access decision
+  with activity PUBLISH; 0x87, or 0x83 when the claim is compromised.
+- An exact SUBSCRIBE to a restricted topic is decided now (activity SUBSCRIBE). Every accepted
+  subscription whose filter reaches into the restricted area (``#``, ``+/X/t``,
+  ``restricted/+/t``, and the exact ones too) is marked ``recheck``: each delivery through it is
+  decided again on the concrete topic with the claims as they are at delivery time (retained
+  messages and shared subscriptions included). Claim updates and unclaims therefore never remove a
+  subscription; they take effect at the next message.
+- Nobody subscribes to the SMOKER system topics (0x87).
+
+The gate answers ``None`` where it does not apply (topics and filters that cannot touch the
+restricted area). Claims are per tenant: decisions use ``Identity.tenant``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..auth.identity import Identity
+from ..authz.decision import Decision, Gate, deny
+from ..matching.mqtt_topics import filters_overlap
+from ..mqtt.packets import Publish, Subscription, Will
+from .errors import shown
+from .model import Activity
+from .service import ClaimService
+from .topics import RESTRICTED_PREFIX, is_restricted, is_smoker_system_topic
+
+RESTRICTED_AREA = RESTRICTED_PREFIX + "#"
+_RULE = "smoker"
+
+
+def reaches_restricted(topic_filter: str) -> bool:
+    """Can a message on a restricted topic match ``topic_filter`` (without ``$share/…``)?"""
+    return is_restricted(topic_filter) or filters_overlap(topic_filter, RESTRICTED_AREA)
+
+
+class ClaimsGate:
+    """The ``PolicyGate`` of SMOKER claims over one :class:`ClaimService` (module docstring)."""
+
+    __slots__ = ("service",)
+
+    def __init__(self, service: ClaimService) -> None:
+        self.service = service
+
+    @property
+    def gate(self) -> Gate:
+        return Gate.CLAIMS
+
+    def _decide(self, identity: Identity, topic: str, activity: Activity) -> Decision | None:
+        if not is_restricted(topic):
+            return None
+        return self.service.decide(identity, topic, activity).decision()
+
+    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
+        return self._decide(identity, topic, Activity.PUBLISH)
+
+    def check_will(self, identity: Identity, will: Will) -> Decision | None:
+        return self._decide(identity, will.topic, Activity.PUBLISH)
+
+    def check_subscribe(
+        self,
+        identity: Identity,
+        subscription: Subscription,
+        topic_filter: str,
+        share_group: str | None,
+    ) -> Decision | None:
+        if is_smoker_system_topic(topic_filter):
+            return deny(Gate.CLAIMS, _RULE,
+                        f"{shown(topic_filter)} is a SMOKER system topic: no one subscribes")
+        if not reaches_restricted(topic_filter):
+            return None
+        if "+" not in topic_filter and "#" not in topic_filter:
+            decision = self.service.decide(identity, topic_filter, Activity.SUBSCRIBE).decision()
+            if decision.denied:
+                return decision
+            return Decision(True, Gate.CLAIMS, None, decision.reason_code, decision.reason,
+                            recheck=True)
+        return Decision(True, Gate.CLAIMS, None,
+                        reason="reaches into restricted/: every delivery is checked",
+                        recheck=True)
+
+    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
+        return reaches_restricted(topic_filter)
+
+    def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
+        topic: str = message.topic
+        return self._decide(identity, topic, Activity.SUBSCRIBE)

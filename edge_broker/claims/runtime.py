@@ -1,0 +1,148 @@
+"""The claims of a running broker: the store it opens, the service, the gate, verification.
+
+``ClaimsRuntime.open(config)`` opens the claim store (``<store_dir>/claims.log``; by default
+``<state dir>/claims``), reports what recovery dropped (torn tail, flipped bits: logged, never
+fatal), and builds the :class:`ClaimService` lazily: the broker serves at once and the stored
+claims are re-verified by a background task (``start``), each one before its first use at the
+latest (SMOKER.md "Claim store"; issue 6, lead's note on Pi start-up time). ``close`` waits for
+claim writes in flight and closes the log (fsynced).
+
+Claims are on when ``[claims] enabled`` says so, or, when it is absent, when some listener
+accepts the ``smoker`` method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..store import StoreError
+from .gate import ClaimsGate
+from .persistence import CLAIMS_LOG, KeyedClaimStore
+from .service import ClaimService, LoadReport
+from .throttle import ThrottleLimits
+
+if TYPE_CHECKING:
+    from ..config import ClaimsConfig, Config
+
+log = logging.getLogger("edge_broker.claims")
+
+STATE_DIR_ENV = "EDGE_BROKER_STATE_DIR"
+SYSTEM_STATE_DIR = "/var/lib/edge-broker"
+USER_STATE_DIR = "var/edge-broker"  # relative to the working directory
+
+
+class ClaimsStartError(Exception):
+    """The claim store cannot be opened; the message says which path and what to change."""
+
+
+def state_dir(config: Config) -> Path:
+    """The broker's state directory: ``[persistence] state_dir`` when the config has one, else
+    ``$EDGE_BROKER_STATE_DIR``, else /var/lib/edge-broker when writable, else ./var/edge-broker."""
+    persistence = getattr(config, "persistence", None)
+    configured = getattr(persistence, "state_dir", None)
+    if isinstance(configured, str) and configured:
+        return Path(configured)
+    from_env = os.environ.get(STATE_DIR_ENV)
+    if from_env:
+        return Path(from_env)
+    if os.access(SYSTEM_STATE_DIR, os.W_OK):
+        return Path(SYSTEM_STATE_DIR)
+    return Path(USER_STATE_DIR)
+
+
+def store_path(config: Config) -> Path:
+    directory = config.claims.store_dir
+    base = Path(directory) if directory is not None else state_dir(config) / "claims"
+    return base / CLAIMS_LOG
+
+
+def throttle_limits(claims: ClaimsConfig) -> ThrottleLimits:
+    return ThrottleLimits(
+        max_claim_bytes=claims.max_claim_bytes,
+        max_claims_per_client=claims.max_claims_per_client,
+        max_claims_total=claims.max_claims_total,
+        client_rate=claims.client_rate,
+        client_burst=claims.client_burst,
+        store_writes_per_second=claims.store_writes_per_second,
+        store_burst=claims.store_burst,
+    )
+
+
+class ClaimsRuntime:
+    """Service, store and gate of one broker (hangs off ``Broker.claims``)."""
+
+    __slots__ = ("service", "store", "gate", "path", "verify_batch", "_verifier")
+
+    def __init__(self, service: ClaimService, store: KeyedClaimStore, path: Path,
+                 verify_batch: int = 64) -> None:
+        self.service = service
+        self.store = store
+        self.gate = ClaimsGate(service)
+        self.path = path
+        self.verify_batch = verify_batch
+        self._verifier: asyncio.Task[LoadReport] | None = None
+
+    @classmethod
+    def open(cls, config: Config) -> ClaimsRuntime:
+        """Open the store and read every claim (verification comes later, see ``start``)."""
+        path = store_path(config)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ClaimsStartError(
+                f"cannot create the claim store directory {str(path.parent)!r}: {exc.strerror}; "
+                "set [claims] store_dir (or the state directory) to a writable directory"
+            ) from exc
+        fsync = "always" if config.claims.fsync == "always" else "never"
+        try:
+            store = KeyedClaimStore.open(str(path), fsync=fsync)
+        except (StoreError, OSError) as exc:
+            raise ClaimsStartError(
+                f"cannot open the claim store {str(path)!r}: {exc}; check that no other broker "
+                "uses it and that the directory is writable, or set [claims] store_dir"
+            ) from exc
+        report = store.keyed.report
+        if not report.clean:
+            log.warning(f"claim store recovery: {report}",
+                        extra={"event": "claims_recovery", "path": str(path),
+                               "bytes_dropped": report.bytes_dropped,
+                               "tail_bytes_dropped": report.tail_bytes_dropped})
+        service = ClaimService(store, throttle_limits(config.claims), lazy=True)
+        log.info(f"claim store {path}: {service.load_report.pending} claims read, verifying",
+                 extra={"event": "claims_loaded", "path": str(path),
+                        "claims": service.load_report.pending,
+                        "seconds": round(service.load_report.seconds, 3)})
+        return cls(service, store, path, config.claims.verify_batch)
+
+    def start(self) -> None:
+        """Re-verify the stored claims in the background (call with the loop running)."""
+        self._verifier = asyncio.get_running_loop().create_task(self._verify())
+
+    async def _verify(self) -> LoadReport:
+        report = await self.service.verify_pending(self.verify_batch)
+        for tenant, topic, why in report.quarantined:
+            log.warning(f"claim on {topic!r} (tenant {tenant!r}) quarantined: {why}",
+                        extra={"event": "claim_quarantined", "tenant": tenant, "topic": topic,
+                               "reason": why})
+        log.info(f"claims verified: {report.loaded} in service, {len(report.quarantined)} "
+                 f"quarantined, {report.seconds:.3f} s",
+                 extra={"event": "claims_verified", "claims": report.loaded,
+                        "quarantined": len(report.quarantined),
+                        "seconds": round(report.seconds, 3)})
+        return report
+
+    async def verified(self) -> LoadReport:
+        """Wait for the background verification (tests, tools)."""
+        if self._verifier is None:
+            return await self.service.verify_pending(self.verify_batch)
+        return await self._verifier
+
+    async def close(self) -> None:
+        if self._verifier is not None and not self._verifier.done():
+            self._verifier.cancel()
+        await self.service.drain()
+        await self.store.aclose()

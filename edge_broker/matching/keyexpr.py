@@ -287,7 +287,7 @@ def chunk_intersects(a: Chunk, b: Chunk) -> bool:
     # verbatim), and a string both match can be made non-empty and "@"-free at its start
     # (both then begin with "$*" and absorb any first character).
     x, y = _glob_tokens(a), _glob_tokens(b)
-    return _memo2(lambda i, j, rec: _glob_step(x, y, i, j, rec))
+    return _solve(len(x), len(y), lambda i, j, rec: _glob_step(x, y, i, j, rec))
 
 
 def _glob_step(
@@ -308,20 +308,19 @@ def _glob_step(
     return x[i] == y[j] and rec(i + 1, j + 1)
 
 
-def _memo2(step: Callable[[int, int, Callable[[int, int], bool]], bool]) -> bool:
-    """Run a two-index recursion from (0, 0) with memoisation (local, per call)."""
-    memo: dict[tuple[int, int], bool] = {}
+def _solve(n: int, m: int, step: Callable[[int, int, Callable[[int, int], bool]], bool]) -> bool:
+    """Evaluate a recurrence over cells (i, j), 0 <= i <= n, 0 <= j <= m, whose cell reads only
+    cells with a larger i or j; bottom-up, so no recursion limit whatever the lengths."""
+    table = [[False] * (m + 1) for _ in range(n + 1)]
 
-    def rec(i: int, j: int) -> bool:
-        key = (i, j)
-        hit = memo.get(key)
-        if hit is None:
-            memo[key] = False  # guards against cycles; every step moves forward anyway
-            hit = step(i, j, rec)
-            memo[key] = hit
-        return hit
+    def get(i: int, j: int) -> bool:
+        return table[i][j]
 
-    return rec(0, 0)
+    for i in range(n, -1, -1):
+        row = table[i]
+        for j in range(m, -1, -1):
+            row[j] = step(i, j, get)
+    return table[0][0]
 
 
 # --- expression-level relations --------------------------------------------------------------
@@ -348,7 +347,7 @@ def _includes(rule: tuple[Chunk, ...], request: tuple[Chunk, ...]) -> bool:
             return False
         return chunk_includes(r, q) and rec(i + 1, j + 1)
 
-    return _memo2(step)
+    return _solve(len(rule), len(request), step)
 
 
 def _intersects(a: tuple[Chunk, ...], b: tuple[Chunk, ...]) -> bool:
@@ -370,4 +369,4 @@ def _intersects(a: tuple[Chunk, ...], b: tuple[Chunk, ...]) -> bool:
             return False
         return chunk_intersects(a[i], b[j]) and rec(i + 1, j + 1)
 
-    return _memo2(step)
+    return _solve(len(a), len(b), step)

@@ -211,3 +211,13 @@ def test_inclusion_corner_cases(rule: str, request_ke: str, match: bool) -> None
 def test_intersection_corner_cases(a: str, b: str, meet: bool) -> None:
     assert intersects(a, b) is meet
     assert intersects(b, a) is meet
+
+
+def test_long_expressions_do_not_hit_the_recursion_limit() -> None:
+    deep = "/".join(["a"] * 3000)
+    assert includes("**", deep) and includes("a/**", deep)
+    assert not includes(deep, deep + "/b")
+    assert intersects("**/b", deep + "/b")
+    long_pattern = "x" + "$*y" * 1500
+    assert not intersects(long_pattern, "x" + "y" * 1500 + "z")
+    assert includes(long_pattern, "x" + "y" * 1500)

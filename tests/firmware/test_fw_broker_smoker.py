@@ -28,12 +28,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def smoker_config(port: int = 0) -> dict[str, Any]:
+def smoker_config(store: Path, port: int = 0) -> dict[str, Any]:
+    """A loopback listener with SMOKER (and anonymous), claims kept in ``store``."""
     listener: dict[str, Any] = {"name": "tcp", "bind": "127.0.0.1",
                                 "auth_methods": ["smoker", "anonymous"]}
     if port:
         listener["port"] = port
-    return {"listeners": [listener]}
+    return {"listeners": [listener], "claims": {"store_dir": str(store)}}
 
 
 class Device:
@@ -49,8 +50,8 @@ class Device:
 
 
 @pytest.fixture
-def smoker_broker(broker_factory: Any) -> Any:
-    return broker_factory(smoker_config())
+def smoker_broker(broker_factory: Any, tmp_path: Path) -> Any:
+    return broker_factory(smoker_config(tmp_path / "claims"))
 
 
 def test_authenticate_claim_publish_receive_unclaim(smoker_broker: Any) -> None:
@@ -124,14 +125,16 @@ def test_wrong_signature_and_impostors_are_refused(smoker_broker: Any) -> None:
     assert info.value.reason == 0x85
 
 
-def test_reconnect_after_broker_restart(broker_factory: Any) -> None:
+def test_reconnect_after_broker_restart(broker_factory: Any, tmp_path: Path) -> None:
+    """The device comes back by itself, and its claim survived the restart (claim store)."""
     port = free_port()
-    config = smoker_config(port)
+    config = smoker_config(tmp_path / "claims", port)
     broker = broker_factory(config)
     owner = Device("127.0.0.1", port, b"\x08" * 32, backoff_base_ms=100, backoff_max_ms=800)
     owner.client.connect()
     topic = f"restricted/{owner.id}/state"
-    assert owner.client.claim_topic(topic, "BLACKLIST") == 0
+    friend = Device("127.0.0.1", port, b"\x0a" * 32)
+    assert owner.client.claim_topic(topic, "WHITELIST", [(friend.id, "SUBSCRIBE")]) == 0
     assert owner.client.subscribe(topic, qos=1) == 1
     broker.stop()
     with pytest.raises((OSError, MQTTError)):
@@ -144,11 +147,15 @@ def test_reconnect_after_broker_restart(broker_factory: Any) -> None:
     finally:
         timer.join()
     assert owner.client.smoker_authenticated
-    assert owner.client.claim_topic(topic, "BLACKLIST") == 0  # claiming again replaces
+    assert owner.client.subscriptions == {topic: 1}  # renewed: the new broker had no session
+    friend.client.connect()
+    assert friend.client.subscribe(topic, qos=1) == 1  # the stored claim still grants it
     assert owner.client.publish(topic, b"back", qos=1) == 0
     owner.pump()
-    assert owner.got == [(topic, b"back")]
+    friend.pump()
+    assert owner.got == [(topic, b"back")] and friend.got == [(topic, b"back")]
     owner.client.disconnect()
+    friend.client.disconnect()
 
 
 def test_device_app_end_to_end(smoker_broker: Any, tmp_path: Path) -> None:

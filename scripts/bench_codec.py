@@ -59,6 +59,12 @@ def main() -> None:
         data = encode(packet, level) * burst
         rows.append((name, best_ns(lambda r=reader, d=data: r.feed(d), burst, number, repeat)))
 
+    single_reader = reader_after_connect(4)
+    single = encode(Publish(TOPIC, PAYLOAD), 4)
+    rows.append((
+        "decode PUBLISH QoS 0, one packet per feed call",
+        best_ns(lambda: single_reader.feed(single), 1, number * 20, repeat),
+    ))
     split_reader = reader_after_connect(4)
     one = encode(Publish(TOPIC, PAYLOAD), 4)
     halves = (one[:10], one[10:])

@@ -115,7 +115,10 @@ class PacketReader:
             self._error = exc
             self._buffer = bytearray()
             raise
-        self._buffer = bytearray(buf[pos:]) if pos < len(buf) else bytearray()
+        if pos < len(buf):
+            self._buffer = bytearray(memoryview(buf)[pos:])
+        elif self._buffer:
+            self._buffer = bytearray()
         return packets
 
     def _parse(self, buf: bytes, packets: list[Packet]) -> int:

@@ -54,8 +54,10 @@ class PacketReader:
     """Turns the bytes one peer sends into packets; see the module docstring.
 
     ``side="server"`` decodes what clients send; the first packet must be CONNECT, which sets
-    ``protocol_level`` (3, 4 or 5). ``side="client"`` decodes what a server sends and needs
+    ``protocol_level`` (3, 4 or 5); a server-side reader given ``protocol_level`` behaves as if
+    that CONNECT had already arrived. ``side="client"`` decodes what a server sends and needs
     ``protocol_level`` set (argument or attribute) before the first ``feed``.
+    ``max_packet_size`` bounds whole packets (fixed header included), MQTT 5 §3.1.2.11.4.
     """
 
     __slots__ = (

@@ -9,7 +9,10 @@ that reason.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from smokermqtt.packets import MQTTError
 from test_fw_provision import keygen, sign
 
 from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
+from edge_broker.cli import main as edge_broker
 
 pytestmark = pytest.mark.skipif(
     "smoker" not in AUTHENTICATOR_FACTORIES,
@@ -177,3 +181,38 @@ def test_device_app_end_to_end(smoker_broker: Any, tmp_path: Path) -> None:
     assert [(t, json.loads(p)["seq"]) for t, p in watcher.got] == \
         [(f"restricted/{me}/telemetry", 1), (f"restricted/{me}/telemetry", 2)]
     watcher.client.disconnect()
+
+
+def test_readme_quick_start(smoker_broker: Any, tmp_path: Path) -> None:
+    """firmware_clients/micropython/README.md, as written: keygen, the BLACKLIST claim that
+    bars other publishers, the device app, and tools/watch.py printing the telemetry."""
+    b = smoker_broker
+    watch = Path(__file__).resolve().parents[2] / "firmware_clients/micropython/tools/watch.py"
+    device_dir, watcher_dir = tmp_path / "device", tmp_path / "watcher"
+    me = keygen(device_dir, b.port)
+    assert edge_broker(["claim", "sign", "--key", str(device_dir / "device.key"), "--topic",
+                        "telemetry", "--type", "BLACKLIST", "--allow", "*:PUBLISH", "--out",
+                        str(device_dir / "claims" / "telemetry.json")]) == 0
+    keygen(watcher_dir, b.port)
+    proc = subprocess.Popen([sys.executable, str(watch), str(watcher_dir),
+                             "restricted/+/telemetry"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None and proc.stdout is not None
+        assert proc.stderr.readline().startswith("connected as")
+        time.sleep(0.3)  # let the SUBSCRIBE land
+        cfg = json.loads((device_dir / "config.json").read_text())
+        cfg.update(publish_interval_ms=100)
+        (device_dir / "config.json").write_text(json.dumps(cfg))
+        app.run(str(device_dir), cycles=2, attempts=3)
+        lines = [proc.stdout.readline() for _ in range(2)]
+    finally:
+        proc.terminate()
+        proc.wait(5)
+    assert [line.split(" ", 1)[0] for line in lines] == [f"restricted/{me}/telemetry"] * 2
+    assert [json.loads(line.split(" ", 1)[1])["seq"] for line in lines] == [1, 2]
+    # and nobody else may publish there (the BLACKLIST bars '*' from PUBLISH)
+    other = Device(b.host, b.port, b"\x0b" * 32)
+    other.client.connect()
+    assert other.client.publish(f"restricted/{me}/telemetry", b"forged", qos=1) == 0x87
+    other.client.disconnect()

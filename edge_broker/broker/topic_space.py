@@ -54,7 +54,8 @@ class TopicSpace:
     def __init__(self, tenant: str, separator: str = "/", retained: RetainedStore | None = None):
         self.tenant = tenant
         self.trie: SubscriptionTrie[SubscriptionKey, object] = SubscriptionTrie(separator)
-        self.retained: RetainedStore = retained or MemoryRetainedStore(separator)
+        self.retained: RetainedStore = (
+            retained if retained is not None else MemoryRetainedStore(separator))
         self.shared: dict[tuple[str, str], SharedGroup] = {}
 
     def subscribe(self, entry: SubscriptionEntry, topic_filter: str) -> None:

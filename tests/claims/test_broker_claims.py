@@ -279,3 +279,53 @@ async def test_a_claim_survives_a_restart(tmp_path: Path) -> None:
         assert await other.subscribe(T) == (1,)
         assert broker.claims is not None and broker.claims.service.load_report.loaded == 1
 
+
+
+async def test_a_client_that_never_answers_the_nonce_is_dropped_after_the_connect_timeout(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    import time
+
+    from claims_broker import smoker_config
+
+    from edge_broker.broker.server import Broker
+    from edge_broker.config import loads_config
+    from edge_broker.mqtt.codec import PacketReader, encode
+    from edge_broker.mqtt.packets import Auth, Connect, Properties
+
+    text = "[broker]\nconnect_timeout = 0.5\n\n" + smoker_config(tmp_path)
+    broker = Broker(loads_config(text, "<test>"))
+    await broker.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.bound[0][3])
+        writer.write(encode(Connect(5, OWNER, properties=Properties(
+            authentication_method="SMOKER")), 5))
+        started = time.monotonic()
+        packets = PacketReader(side="client", protocol_level=5)
+        [challenge] = packets.feed(await reader.read(1024))
+        assert isinstance(challenge, Auth) and challenge.reason_code == 0x18
+        assert challenge.properties.authentication_method == "SMOKER"
+        assert len(challenge.properties.authentication_data or b"") == 32
+        assert await asyncio.wait_for(reader.read(1024), 5) == b""  # closed, no CONNACK
+        assert time.monotonic() - started < 3
+        writer.close()
+    finally:
+        await broker.shutdown()
+
+
+@pytest.mark.parametrize("method", ["smoker", "Smoker", "SCRAM-SHA-1"])
+async def test_any_other_authentication_method_is_0x8c(tmp_path: Path, method: str) -> None:
+    import asyncio
+
+    from edge_broker.mqtt.codec import PacketReader, encode
+    from edge_broker.mqtt.packets import Connack, Connect, Properties
+
+    async with running_broker(tmp_path) as (_, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(encode(Connect(5, OWNER, properties=Properties(
+            authentication_method=method)), 5))
+        [connack] = PacketReader(side="client", protocol_level=5).feed(await reader.read(1024))
+        assert isinstance(connack, Connack)
+        assert connack.reason_code == ReasonCode.BAD_AUTHENTICATION_METHOD
+        writer.close()

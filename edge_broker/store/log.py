@@ -6,8 +6,9 @@ Issue 6 (claim store: "a PUBACK 0x00 is sent only once the claim is durable") an
 (at open and after every successful append) and, for compaction, says which records are live.
 
 Group commit: ``await log.append(record)`` queues the encoded frame; one flusher task per log
-takes everything queued, writes it with one ``pwrite`` and one fdatasync in a worker thread
-(the event loop never blocks on the disk), applies the records to the reducer and resolves every
+takes everything queued, writes it with one ``pwrite`` and one fdatasync in the log's own worker
+thread (the event loop never blocks on the disk, and password hashing or other work in the
+default executor can never delay a PUBACK), applies the records to the reducer and resolves every
 waiting future. While one batch is being fsynced the next one accumulates, so N concurrent
 appends cost far fewer than N fsyncs. Appends are applied in the order they were queued.
 
@@ -28,9 +29,10 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import cbor2
 
@@ -38,6 +40,8 @@ from .durability import Durability
 from .errors import StoreError
 from .frame import FRAME_OVERHEAD, HEADER_SIZE, MAX_PAYLOAD_LIMIT, Frame, encode_frame
 from .logfile import LogFile, RecoveryReport
+
+T = TypeVar("T")
 
 DEFAULT_MAX_RECORD_SIZE = 4 << 20
 _MAX_BATCH_BYTES = 4 << 20
@@ -113,6 +117,7 @@ class Log:
         self._flusher: asyncio.Task[None] | None = None
         self._sync_timer: asyncio.TimerHandle | None = None
         self._sync_task: asyncio.Task[None] | None = None
+        self._executor: ThreadPoolExecutor | None = None
         self._appends = 0
         self._batches = 0
         self._compactions = 0
@@ -254,6 +259,8 @@ class Log:
             self._sync_timer.cancel()
         with self._lock:
             self._file.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)  # idle: every job took the lock above
 
     # -- asynchronous API (the broker) ---------------------------------------------------------
 
@@ -279,7 +286,7 @@ class Log:
         if flusher is not None and not flusher.done():
             await asyncio.shield(flusher)
         if not self._closed and not self._file.readonly:
-            await asyncio.to_thread(self.sync)
+            await self._in_worker(self.sync)
 
     async def aclose(self) -> None:
         """Finish queued appends, fsync and close."""
@@ -295,7 +302,7 @@ class Log:
             batch = self._take_batch()
             frames = [frame for frame, _ in batch]
             try:
-                outcomes = await asyncio.to_thread(self._write_batch, frames)
+                outcomes = await self._in_worker(self._write_batch, frames)
             except BaseException as exc:
                 for _, future in batch:
                     if not future.done():
@@ -312,9 +319,14 @@ class Log:
                     future.set_exception(
                         StoreError(outcome.message, path=outcome.path, errno=outcome.errno)
                     )
-            if self.compaction_due():
-                await asyncio.to_thread(self._compact_if_due)
+            if not self._closed and self.compaction_due():
+                await self._in_worker(self._compact_if_due)
         self._schedule_interval_sync()
+
+    async def _in_worker(self, function: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"store:{self.path}")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     def _take_batch(self) -> list[tuple[bytes, asyncio.Future[None]]]:
         size = 0
@@ -366,7 +378,7 @@ class Log:
         if self._closed:
             return
         self._sync_task = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(self._sync_quietly)
+            self._in_worker(self._sync_quietly)
         )
 
     def _sync_quietly(self) -> None:

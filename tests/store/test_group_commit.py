@@ -170,3 +170,21 @@ def test_durability_parse(text: str | float, expected: Durability) -> None:
 def test_durability_parse_rejects_with_a_hint(bad: object) -> None:
     with pytest.raises(StoreError, match="fsync"):
         Durability.parse(bad)  # type: ignore[arg-type]
+
+
+async def test_a_busy_default_executor_does_not_delay_appends(tmp_path: Path) -> None:
+    """The log writes in its own thread: slow work in asyncio's default executor (password
+    hashing, DNS) cannot hold back a PUBACK."""
+    import threading
+
+    keyed = KeyedLog.open(str(tmp_path / "a.log"))
+    loop = asyncio.get_running_loop()
+    release = threading.Event()
+    blockers = [loop.run_in_executor(None, release.wait) for _ in range(64)]
+    try:
+        await asyncio.wait_for(keyed.table("t").put("k", 1), timeout=10)
+        assert keyed.table("t")["k"] == 1
+    finally:
+        release.set()
+        await asyncio.gather(*blockers)
+    await keyed.aclose()

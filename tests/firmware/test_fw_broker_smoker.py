@@ -216,3 +216,23 @@ def test_readme_quick_start(smoker_broker: Any, tmp_path: Path) -> None:
     other.client.connect()
     assert other.client.publish(f"restricted/{me}/telemetry", b"forged", qos=1) == 0x87
     other.client.disconnect()
+
+
+def test_claim_information_request(smoker_broker: Any) -> None:
+    b = smoker_broker
+    owner = Device(b.host, b.port, b"\x0c" * 32)
+    friend = Device(b.host, b.port, b"\x0d" * 32)
+    owner.client.connect()
+    friend.client.connect()
+    topic = f"restricted/{owner.id}/door"
+    assert owner.client.claim_topic(topic, "WHITELIST", [(friend.id, "ALL")]) == 0
+    mine = owner.client.request_claims()
+    assert mine["clientId"] == owner.id
+    assert [c["restriction"]["topicName"] for c in mine["ownedClaims"]] == [topic]
+    assert mine["involvedClaims"] == []
+    theirs = friend.client.request_claims()
+    assert theirs["ownedClaims"] == []
+    assert [c["restriction"]["topicName"] for c in theirs["involvedClaims"]] == [topic]
+    assert owner.got == [] and friend.got == []  # answers do not reach the callback
+    owner.client.disconnect()
+    friend.client.disconnect()

@@ -369,3 +369,33 @@ def test_publish_above_the_brokers_maximum_qos_is_refused_locally() -> None:
         assert info.value.reason == 0x9B
         assert c.publish("t", b"x") is None
         c.disconnect()
+
+
+def test_claims_request_refused_or_unanswered() -> None:
+    def script(peer: PeerConnection) -> None:
+        smoker_handshake(peer)
+        sub = peer.recv()
+        assert isinstance(sub, Subscribe)
+        assert sub.subscriptions[0].topic_filter == f"restricted/{ID}/claims"
+        peer.send(Suback(sub.packet_id, (1,)))
+        req = peer.recv()
+        assert isinstance(req, Publish) and req.topic == f"access/claims/{ID}/request"
+        assert req.properties.response_topic == f"restricted/{ID}/claims"
+        peer.send(Puback(req.packet_id or 0, 0x90, Properties(reason_string="wrong topic")))
+        req = peer.recv()  # already subscribed: straight to the request
+        assert isinstance(req, Publish)
+        peer.send(Puback(req.packet_id or 0, 0))  # ...and then no answer
+        assert isinstance(peer.recv(), Disconnect)
+
+    with ScriptedPeer(script) as peer:
+        c = smoker_client(peer.port)
+        c.connect()
+        with pytest.raises(MQTTError, match="wrong topic") as info:
+            c.request_claims()
+        assert info.value.reason == 0x90
+        with pytest.raises(OSError, match="no answer"):
+            c.request_claims(timeout_ms=200)
+        c.disconnect()
+    plain = MQTTClient("127.0.0.1", 1, client_id="p")
+    with pytest.raises(MQTTError, match="only SMOKER"):
+        plain.request_claims()

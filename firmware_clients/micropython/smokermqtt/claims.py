@@ -25,6 +25,8 @@ except Exception:  # no typing module on the board (or a stub without these)
 
 CLAIM_TOPIC = "access/claim"
 UNCLAIM_TOPIC = "access/unclaim"
+CLAIMS_REQUEST = "access/claims/%s/request"  # % own ID (SMOKER.md "claim information request")
+CLAIMS_RESPONSE = "restricted/%s/claims"  # % own ID
 RESTRICTION_TYPES = ("WHITELIST", "BLACKLIST")
 ACTIVITIES = ("PUBLISH", "SUBSCRIBE", "ALL")
 

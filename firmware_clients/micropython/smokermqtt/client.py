@@ -14,6 +14,7 @@ One socket, one request in flight, no threads: the shape umqtt.simple has, for M
 Network failures raise OSError, MQTT failures MQTTError (with the reason code).
 """
 
+import json
 import random
 import select
 
@@ -112,6 +113,8 @@ class MQTTClient:
         self._last_send = 0
         self._ping_sent: int | None = None
         self._qos2_received: set[int] = set()
+        self._claims_answer: bytes | None = None  # set by _handle while request_claims waits
+        self._claims_topic = claims.CLAIMS_RESPONSE % client_id
 
     # ------------------------------------------------------------ connection
 
@@ -283,10 +286,44 @@ class MQTTClient:
         """Remove our claim on ``topic``; returns the PUBACK reason code."""
         return self._publish_qos1(claims.UNCLAIM_TOPIC, claims.unclaim(topic, self.client_id))
 
-    def _publish_qos1(self, topic: str, payload: bytes) -> int:
-        reason = self.publish(topic, payload, qos=1)
+    def _publish_qos1(self, topic: str, payload: bytes,
+                      props: "Sequence[tuple[int, Any]]" = ()) -> int:
+        reason = self.publish(topic, payload, qos=1, props=props)
         assert reason is not None  # QoS 1 always has a PUBACK reason
         return reason
+
+    def request_claims(self, timeout_ms: int | None = None) -> "dict[str, Any]":
+        """The broker's claim information for this client (SMOKER.md "Optional: claim
+        information request"): ``{"clientId", "ownedClaims", "involvedClaims"}``.
+
+        Subscribes to ``restricted/<ID>/claims`` (kept for later calls), publishes the request
+        with that Response Topic, and waits for the answer, which is not passed to the
+        callback. MQTTError with the PUBACK reason if the broker refuses the request.
+        """
+        if not self.smoker_authenticated:
+            raise MQTTError(0x87, "only SMOKER-authenticated clients may request claims")
+        answer_topic = self._claims_topic
+        if answer_topic not in self.subscriptions:
+            code = self.subscribe(answer_topic, qos=1)
+            if code >= 0x80:
+                raise MQTTError(code, "SUBACK for %s%s"
+                                % (answer_topic, _explain(self.last_reason_string)))
+        self._claims_answer = None
+        reason = self._publish_qos1(claims.CLAIMS_REQUEST % self.client_id, b"",
+                                    [(packets.RESPONSE_TOPIC, answer_topic)])
+        if reason >= 0x80:
+            raise MQTTError(reason, "claims request refused%s"
+                            % _explain(self.last_reason_string))
+        deadline = time.ticks_add(time.ticks_ms(), self.timeout_ms if timeout_ms is None
+                                  else timeout_ms)
+        while self._claims_answer is None:
+            left = time.ticks_diff(deadline, time.ticks_ms())
+            if left <= 0:
+                raise OSError("no answer on %s in time" % answer_topic)
+            self.wait_msg(left)
+        result: dict[str, Any] = json.loads(self._claims_answer)
+        self._claims_answer = None
+        return result
 
     def subscribe(self, topic_filter: str, qos: int = 0, no_local: bool = False,
                   retain_as_published: bool = False, retain_handling: int = 0) -> int:
@@ -455,7 +492,9 @@ class MQTTClient:
                 if packet_id in self._qos2_received:
                     return  # a resend before PUBREL: delivered once already
                 self._qos2_received.add(packet_id)
-            if self.callback is not None:
+            if topic == self._claims_topic:
+                self._claims_answer = payload
+            elif self.callback is not None:
                 self.callback(topic, payload)
         elif ptype == packets.PUBREL:
             packet_id, _, _ = packets.parse_ack(body)

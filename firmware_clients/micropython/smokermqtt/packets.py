@@ -31,6 +31,7 @@ DISCONNECT = 14
 AUTH = 15
 
 # property identifiers used by name in the client (MQTT 5 §2.2.2.2)
+RESPONSE_TOPIC = 0x08
 SESSION_EXPIRY = 0x11
 ASSIGNED_CLIENT_ID = 0x12
 SERVER_KEEP_ALIVE = 0x13

@@ -18,8 +18,12 @@ queue can rely on it.
 Keys are ``str``, ``int`` or ``bytes``. Values are any CBOR value. The index holds the value
 decoded from the bytes written (a tuple reads back as a list, before and after a reopen, and the
 caller may reuse its object); ``get`` returns that stored object itself, so treat it as
-read-only (with ``encoded_values``, every read decodes a fresh copy instead). The index only ever shows data the log has written: with ``fsync="always"`` a value
-you can read is a value that is durable.
+read-only (with ``encoded_values``, every read decodes a fresh copy instead).
+
+The index only ever shows data the log has written: with ``fsync="always"`` a value you can read
+is a value that is durable. The log's worker thread applies a written batch key by key, so a
+reader on the event loop may glimpse a batch half applied for an instant; the file never holds
+half a batch, and the awaiting writer resumes only once all of it is applied.
 """
 
 from __future__ import annotations

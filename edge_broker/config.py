@@ -121,7 +121,7 @@ class TopicsConfig:
 @dataclass(frozen=True, slots=True)
 class ClaimsConfig:
     """``[claims]``: SMOKER claims (SMOKER.md). ``enabled`` ``None`` means "when a listener
-    accepts the ``smoker`` method". ``store_dir`` ``None`` means ``<state dir>/claims``.
+    accepts the ``smoker`` method". ``store_dir`` ``None`` means the broker's state directory.
     The limits are ``claims.throttle.ThrottleLimits`` (defaults sized for a Pi Zero 2 W)."""
 
     enabled: bool | None = None

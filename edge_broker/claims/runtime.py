@@ -1,14 +1,14 @@
 """The claims of a running broker: the store it opens, the service, the gate, verification.
 
 ``ClaimsRuntime.open(config)`` opens the claim store (``<store_dir>/claims.log``; by default
-``<state dir>/claims``), reports what recovery dropped (torn tail, flipped bits: logged, never
+``<state dir>/claims.log``), reports what recovery dropped (torn tail, flipped bits: logged, never
 fatal), and builds the :class:`ClaimService` lazily: the broker serves at once and the stored
 claims are re-verified by a background task (``start``), each one before its first use at the
 latest (SMOKER.md "Claim store"; issue 6, lead's note on Pi start-up time). ``close`` waits for
 claim writes in flight and closes the log (fsynced).
 
 Claims are on when ``[claims] enabled`` says so, or, when it is absent, when some listener
-accepts the ``smoker`` method.
+accepts the ``smoker`` method (``config.claims_enabled``).
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def state_dir(config: Config) -> Path:
 
 def store_path(config: Config) -> Path:
     directory = config.claims.store_dir
-    base = Path(directory) if directory is not None else state_dir(config) / "claims"
-    return base / CLAIMS_LOG
+    base = Path(directory) if directory is not None else state_dir(config)
+    return base / CLAIMS_LOG  # what ``edge-broker claim list --store DIR`` reads
 
 
 def throttle_limits(claims: ClaimsConfig) -> ThrottleLimits:

@@ -5,7 +5,7 @@ to write instead; :func:`load_config` collects all problems of a file before rai
 ``edge-broker check`` can print them all. Unknown keys are errors.
 
 Sections: ``[broker]``, ``[[listeners]]``, ``[limits]``, ``[log]``, ``[sys]``, ``[topics]``,
-``[claims]`` (SMOKER.md).
+``[claims]`` (SMOKER.md), ``[tokens]`` (AUTHZ.md §1, method ``token``).
 Another section is added by writing a parser ``(Section) -> T`` and an entry in
 :data:`SECTION_PARSERS`, plus a field on :class:`Config`.
 """
@@ -79,6 +79,8 @@ class ListenerConfig:
     websocket_tls: bool = False  # WebSocket over TLS (wss) with the tls_* files
     auth_methods: tuple[str, ...] = ("anonymous",)
     deny_action: str = "reason"  # reason | disconnect (AUTHZ.md §3)
+    # PATTERNS.md §2: "seed001" also accepts runtime subscription patterns (*, >, p*, p#, p>)
+    subscription_patterns: str = "mqtt"  # mqtt | seed001
 
     @property
     def uses_tls(self) -> bool:
@@ -137,6 +139,30 @@ class ClaimsConfig:
     verify_batch: int = 64  # stored claims re-verified per event-loop turn after start-up
 
 
+@dataclass(frozen=True, slots=True)
+class TokenKeyConfig:
+    """One entry of ``[tokens] keys``: a PEM ``file``, or an HS256 secret (``secret`` or a
+    ``file`` with ``alg = "HS256"``), bound to ``alg`` (inferred from a PEM key when absent)."""
+
+    file: str | None = None
+    secret: str | None = None
+    kid: str | None = None
+    alg: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokensConfig:
+    """``[tokens]``: keys and claim checks of the ``token`` method (AUTHZ.md §1, seed 000)."""
+
+    keys: tuple[TokenKeyConfig, ...] = ()
+    jwks: str | None = None  # a JWKS file (RFC 7517) with more keys
+    leeway: float = 30.0  # seconds of clock skew allowed for exp / nbf
+    audience: str | None = None  # when set, tokens must name it in aud
+    issuer: str | None = None  # when set, tokens must carry this iss
+    require_exp: bool = True
+    require_client_id_binding: bool = False  # tokens must carry client_id = the Client Identifier
+
+
 def _default_listeners() -> tuple[ListenerConfig, ...]:
     return (ListenerConfig(name="default"),)
 
@@ -150,6 +176,7 @@ class Config:
     sys: SysConfig = field(default_factory=SysConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
     claims: ClaimsConfig = field(default_factory=ClaimsConfig)
+    tokens: TokensConfig = field(default_factory=TokensConfig)
     file: str = EMBEDDED_FILE
 
 
@@ -304,6 +331,7 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
         if len(set(methods)) != len(methods):
             s.problem("auth_methods", "a method is listed twice: list each once")
     deny_action = s.choice("deny_action", "reason", ("reason", "disconnect"))
+    subscription_patterns = s.choice("subscription_patterns", "mqtt", ("mqtt", "seed001"))
     uses_tls = transport == "tls" or (transport == "websocket" and websocket_tls)
     if uses_tls:
         for key, value in (("tls_cert", tls_cert), ("tls_key", tls_key)):
@@ -338,6 +366,7 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
         websocket_tls=websocket_tls,
         auth_methods=methods,
         deny_action=deny_action,
+        subscription_patterns=subscription_patterns,
     )
 
 
@@ -405,6 +434,48 @@ def parse_claims(s: Section) -> ClaimsConfig:
     )
 
 
+def parse_tokens(s: Section) -> TokensConfig:
+    """``[tokens]``; every key is loaded once here so that a bad key file is a config error."""
+    d = TokensConfig()
+    s.used.add("keys")
+    raw = s.table.get("keys", [])
+    keys: list[TokenKeyConfig] = []
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        s.problem("keys", 'expected an array of tables: write [[tokens.keys]] with file = "..."')
+        raw = []
+    for i, table in enumerate(raw):
+        ks = Section(s.file, s.key(f"keys[{i}]"), table, s.problems)
+        key = TokenKeyConfig(ks.optional_string("file"), ks.optional_string("secret"),
+                             ks.optional_string("kid"), ks.optional_string("alg"))
+        ks.finish()
+        if (key.file is None) == (key.secret is None):
+            ks.problem("file", 'give either file = "/path/key.pem" or secret = "..." (HS256)')
+            continue
+        from .auth.token_method import load_key  # only configs with tokens pay for crypto
+
+        problem = load_key(key)
+        if isinstance(problem, str):
+            ks.problem("file" if key.file is not None else "secret", problem)
+        keys.append(key)
+    jwks = s.optional_string("jwks")
+    if jwks is not None:
+        from .auth.token_method import load_jwks_file
+
+        loaded = load_jwks_file(jwks)
+        if isinstance(loaded, str):
+            s.problem("jwks", loaded)
+    return TokensConfig(
+        keys=tuple(keys),
+        jwks=jwks,
+        leeway=s.number("leeway", d.leeway, 0, 86400),
+        audience=s.optional_string("audience"),
+        issuer=s.optional_string("issuer"),
+        require_exp=s.boolean("require_exp", d.require_exp),
+        require_client_id_binding=s.boolean("require_client_id_binding",
+                                            d.require_client_id_binding),
+    )
+
+
 SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "broker": parse_broker,
     "limits": parse_limits,
@@ -412,6 +483,7 @@ SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "sys": parse_sys,
     "topics": parse_topics,
     "claims": parse_claims,
+    "tokens": parse_tokens,
 }
 """Single-table sections; ``listeners`` (an array of tables) is handled by :func:`parse_config`."""
 
@@ -449,6 +521,13 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
             if not listeners:
                 problems.append(ConfigError(file, "listeners", "no listener: add a [[listeners]] table"))
             values["listeners"] = tuple(listeners)
+    tokens = values["tokens"]
+    for i, lc in enumerate(values.get("listeners", ())):
+        if "token" in lc.auth_methods and not tokens.keys and tokens.jwks is None:
+            problems.append(ConfigError(
+                file, f"listeners[{i}].auth_methods",
+                'the token method needs keys: add [[tokens.keys]] file = "/path/key.pem" '
+                'or [tokens] jwks = "/path/jwks.json"'))
     known = {*SECTION_PARSERS, "listeners"}
     for name in data:
         if name not in known:

@@ -38,6 +38,7 @@ AUTHENTICATOR_FACTORIES: Mapping[str, str] = MappingProxyType(
     {
         "anonymous": "edge_broker.auth.anonymous:build",
         "smoker": "edge_broker.auth.smoker:build",
+        "token": "edge_broker.auth.token_method:build",
     }
 )
 """Method name (as written in a listener's ``auth_methods``) → ``module:factory``."""

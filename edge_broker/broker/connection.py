@@ -88,6 +88,7 @@ class Connection(asyncio.Protocol):
         self.backlog: deque[Packet] | None = None
         self.closing = False
         self.disconnect_reason: str = "connection lost"
+        self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 

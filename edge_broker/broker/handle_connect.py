@@ -21,6 +21,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Connection
 from .outcomes import will_denied
 from .session import NEVER_EXPIRES
+from .token_expiry import after_reauthentication, schedule_token_expiry
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -160,6 +161,7 @@ async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str)
             conn.session.identity = outcome.identity
         conn.send_packet(Auth(ReasonCode.SUCCESS, Properties(
             authentication_method=method, authentication_data=outcome.authentication_data)))
+        after_reauthentication(conn)
 
 
 async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> None:
@@ -212,6 +214,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     conn.state = CONNECTED
     conn.handlers = broker.handlers_connected
     conn.send_packet(Connack(present, ReasonCode.SUCCESS, props))
+    schedule_token_expiry(conn)
     log.info(
         "client connected",
         extra={"event": "connect", "client_id": conn.client_id, "tenant": identity.tenant,
@@ -258,6 +261,9 @@ def handle_before_connect(conn: Connection, packet: object) -> None:
 
 def handle_during_auth(conn: Connection, packet: object) -> None:
     """Only AUTH (or DISCONNECT) may come while enhanced authentication runs (MQTT 5 §4.12)."""
+    if isinstance(packet, Disconnect):
+        conn.close(None, "client gave up authentication", will=False)
+        return
     conn.refuse_connect(ReasonCode.PROTOCOL_ERROR,
                         f"{type(packet).__name__.upper()} before authentication completed")
 

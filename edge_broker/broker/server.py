@@ -62,6 +62,7 @@ from .retained import RetainedStore
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore
 from .stats import BrokerStats
 from .sys_topics import publish_sys
+from .token_expiry import cancel_token_expiry
 from .topic_space import TopicSpace
 
 if TYPE_CHECKING:
@@ -88,6 +89,13 @@ class Broker:
         self.separator = config.topics.separator
         self.stats = BrokerStats()
         self.policy = Policy(self.separator)
+        if any("token" in lc.auth_methods for lc in config.listeners):
+            # Gate 4 for token clients (AUTHZ.md §2). Until the authz pipeline has its slot,
+            # the token gate follows gates 1-2 through the same one-gate wrapper as claims.
+            from ..authz.token_gate import TokenGate
+            from ..claims.with_claims import WithClaims
+
+            self.policy = WithClaims(self.policy, TokenGate())  # type: ignore[arg-type,assignment]
         self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
         self.topic_spaces: dict[str, TopicSpace] = {}
         self.delivery = Delivery(self)
@@ -307,6 +315,7 @@ class Broker:
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        cancel_token_expiry(conn)
         if conn.session is not None:
             self._detach(conn)
         if conn.client_id and conn.identity is not None:

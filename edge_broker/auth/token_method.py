@@ -1,0 +1,227 @@
+"""The ``token`` authentication method (AUTHZ.md §1, seed 000): a JWT carrying ``tenant_grants``.
+
+The token arrives either as the CONNECT password (the method applies when the password looks
+like a JWT: three non-empty base64url parts), or as MQTT 5 enhanced authentication with
+Authentication Method ``TOKEN`` and the JWT as Authentication Data. Only the latter allows
+re-authentication (MQTT 5 §4.12.1): AUTH 0x19 with method ``TOKEN`` and a fresh JWT replaces the
+connection's grants and expiry without reconnecting; the tenant stays the one chosen at CONNECT.
+
+Tenant (AUTHZ.md §1): the CONNECT user property ``tenant`` when present (validated by the chain,
+empty → ``~``); otherwise the tenant the token's grants name when they name exactly one;
+otherwise ``~``. A token whose grants do not name the tenant is refused with 0x87.
+
+Refusals at CONNECT: 0x86 Bad User Name or Password (3.x: 0x04) for a malformed, unsigned,
+badly signed, expired, not-yet-valid, wrong-audience or wrongly bound token and for invalid
+grants (the Reason String names the rule and the problem); 0x87 (3.x: 0x05) when the grants do
+not name the tenant. A re-authentication that fails ends the connection with DISCONNECT 0x87
+(0x86 is not a DISCONNECT reason code, MQTT 5 §3.14.2.1).
+
+The verified grants for the tenant (:class:`~edge_broker.auth.grants.CompiledTenantGrants`)
+become ``Identity.grants``, which the token gate (``authz/token_gate.py``) decides on, and
+``exp + leeway`` becomes ``Identity.token_expires_at`` (the broker ends the session then,
+``broker/token_expiry.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from ..matching.errors import RuleError
+from ..matching.names import normalize_tenant
+from ..mqtt.reason_codes import ReasonCode
+from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
+from .identity import DEFAULT_TENANT, Identity
+from .token import TokenError, TokenVerifier, VerifiedToken
+from .token_keys import TokenKey, TokenKeyError, load_jwks
+
+if TYPE_CHECKING:
+    from ..config import Config, ListenerConfig, TokenKeyConfig, TokensConfig
+
+TOKEN_METHOD: Final = "TOKEN"  # the MQTT 5 Authentication Method (enhanced authentication)
+_B64URL_PART: Final = r"[A-Za-z0-9_-]+={0,2}"
+_JWT_RE: Final = re.compile(rf"{_B64URL_PART}\.{_B64URL_PART}\.{_B64URL_PART}")
+
+
+def looks_like_jwt(password: bytes | None) -> bool:
+    """Three non-empty base64url parts separated by dots (AUTHZ.md §1 "applies when")."""
+    if not password or len(password) > 65535:
+        return False
+    try:
+        text = password.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    return _JWT_RE.fullmatch(text.strip()) is not None
+
+
+def load_key(key: TokenKeyConfig) -> TokenKey | str:
+    """The configured key, or a message saying what is wrong with it (for ConfigError)."""
+    try:
+        if key.secret is not None:
+            if key.alg not in (None, "HS256"):
+                return f"an inline secret is an HS256 key; alg {key.alg!r} needs a PEM file"
+            return TokenKey.hs256(key.secret, key.kid, "[tokens] secret")
+        assert key.file is not None
+        return TokenKey.load(Path(key.file), key.kid, key.alg)
+    except TokenKeyError as exc:
+        return str(exc)
+
+
+def load_jwks_file(path: str) -> tuple[TokenKey, ...] | str:
+    try:
+        return load_jwks(Path(path))
+    except TokenKeyError as exc:
+        return str(exc)
+
+
+def build_verifier(tokens: TokensConfig, separator: str) -> TokenVerifier:
+    """A verifier for ``[tokens]`` (already validated by the config parser)."""
+    keys: list[TokenKey] = []
+    for entry in tokens.keys:
+        key = load_key(entry)
+        if isinstance(key, str):
+            raise TokenKeyError(key)
+        keys.append(key)
+    if tokens.jwks is not None:
+        jwks = load_jwks_file(tokens.jwks)
+        if isinstance(jwks, str):
+            raise TokenKeyError(jwks)
+        keys.extend(jwks)
+    return TokenVerifier(
+        keys,
+        audience=tokens.audience,
+        issuer=tokens.issuer,
+        leeway=tokens.leeway,
+        separator=separator,
+        require_exp=tokens.require_exp,
+    )
+
+
+def _named_tenant(request: AuthRequest) -> bool:
+    return any(k == TENANT_PROPERTY for k, _ in request.connect.properties.user_properties)
+
+
+class TokenAuthenticator:
+    """The chain's ``token`` method; one instance (and one verifier cache) per listener."""
+
+    __slots__ = ("verifier", "require_client_id_binding")
+
+    def __init__(self, verifier: TokenVerifier, require_client_id_binding: bool = False) -> None:
+        self.verifier = verifier
+        self.require_client_id_binding = require_client_id_binding
+
+    @property
+    def method(self) -> str:
+        return "token"
+
+    @property
+    def enhanced_method(self) -> str | None:
+        return TOKEN_METHOD
+
+    def applies(self, request: AuthRequest) -> bool:
+        wanted = request.connect.properties.authentication_method
+        if wanted is not None:
+            return wanted == TOKEN_METHOD
+        return looks_like_jwt(request.connect.password)
+
+    async def authenticate(self, request: AuthRequest) -> AuthOutcome:
+        if request.reauthenticating:
+            return self._reauthenticate(request)
+        connect = request.connect
+        if connect.properties.authentication_method == TOKEN_METHOD:
+            raw = connect.properties.authentication_data
+            if not raw:
+                return Refused(ReasonCode.BAD_USER_NAME_OR_PASSWORD,
+                               f"Authentication Method {TOKEN_METHOD!r} needs the JWT as "
+                               "Authentication Data")
+        else:
+            raw = connect.password
+            assert raw is not None  # applies() checked it
+        try:
+            verified = self.verifier.verify(raw, client_id=connect.client_id)
+            tenant = self._tenant(request, verified)
+            grants = verified.for_tenant(tenant)
+            self._check_binding(verified)
+        except TokenError as exc:
+            return Refused(exc.reason_code, exc.reason)
+        info = request.info
+        return Accepted(Identity(
+            client_id=connect.client_id,
+            method="token",
+            tenant=tenant,
+            username=connect.username,
+            cert_cn=info.cert_cn,
+            interface=info.interface,
+            local_address=info.local_address,
+            remote_address=info.remote_address,
+            grants=grants,
+            token_expires_at=self._deadline(verified),
+        ))
+
+    def _reauthenticate(self, request: AuthRequest) -> AuthOutcome:
+        """AUTH 0x19 with a fresh JWT: same client and tenant, new grants and expiry."""
+        current = request.identity
+        auth = request.auth
+        assert current is not None and auth is not None
+        if auth.properties.authentication_method != TOKEN_METHOD:
+            return Refused(ReasonCode.BAD_AUTHENTICATION_METHOD,
+                           f"re-authentication must use method {TOKEN_METHOD!r}")
+        raw = auth.properties.authentication_data
+        if not raw:
+            return Refused(ReasonCode.NOT_AUTHORIZED,
+                           "re-authentication needs a fresh JWT as Authentication Data")
+        try:
+            verified = self.verifier.verify(raw, client_id=current.client_id)
+            grants = verified.for_tenant(current.tenant)
+            self._check_binding(verified)
+        except TokenError as exc:
+            # 0x86 is a CONNACK code only; a failed re-authentication is 0x87 (MQTT 5 §4.12.1)
+            return Refused(ReasonCode.NOT_AUTHORIZED, f"re-authentication refused: {exc.reason}")
+        identity = Identity(
+            client_id=current.client_id,
+            method=current.method,
+            tenant=current.tenant,
+            username=current.username,
+            cert_cn=current.cert_cn,
+            interface=current.interface,
+            local_address=current.local_address,
+            remote_address=current.remote_address,
+            roles=current.roles,
+            grants=grants,
+            token_expires_at=self._deadline(verified),
+            smoker_id=current.smoker_id,
+        )
+        return Accepted(identity)
+
+    def _tenant(self, request: AuthRequest, verified: VerifiedToken) -> str:
+        if _named_tenant(request):
+            return request.tenant  # validated and normalised by the chain
+        named = verified.grants.tenants
+        if len(named) == 1:
+            (only,) = named
+            try:
+                return normalize_tenant(only)
+            except RuleError as exc:  # Grants.parse validated it; kept for a clear message
+                raise TokenError(ReasonCode.NOT_AUTHORIZED, f"invalid tenant: {exc}") from None
+        return DEFAULT_TENANT
+
+    def _check_binding(self, verified: VerifiedToken) -> None:
+        if self.require_client_id_binding and verified.client_id is None:
+            raise TokenError(ReasonCode.BAD_USER_NAME_OR_PASSWORD,
+                             "this broker needs tokens bound to the Client Identifier: issue "
+                             "the token with a 'client_id' claim")
+
+    def _deadline(self, verified: VerifiedToken) -> float | None:
+        """Wall-clock time at which the session must end: ``exp`` plus the same leeway that
+        admitted the token at CONNECT."""
+        if verified.expires_at is None:
+            return None
+        return verified.expires_at + self.verifier.leeway
+
+
+def build(listener: ListenerConfig, config: Config) -> TokenAuthenticator:
+    tokens = config.tokens
+    return TokenAuthenticator(
+        build_verifier(tokens, config.topics.separator), tokens.require_client_id_binding
+    )

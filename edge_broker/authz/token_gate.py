@@ -1,0 +1,96 @@
+"""The token gate: gate 4 of AUTHZ.md §2 for token-authenticated clients (seed 000).
+
+The token's grants for the connection's tenant (``Identity.grants``, a
+:class:`~edge_broker.auth.grants.CompiledTenantGrants` set by the ``token`` method) decide, as an
+allow-list:
+
+- publish (and the will at CONNECT): allowed when some ``allow_channels_pub`` rule matches the
+  concrete channel (PATTERNS.md §3 publish rules);
+- subscribe: allowed when some ``allow_channels_sub`` rule accepts the subscription pattern the
+  client sent, segment by segment (PATTERNS.md §3 subscribe rules); ``$share/<group>/`` is not
+  part of the pattern.
+
+No matching rule → deny 0x87 with a Reason String saying that no rule of the token matches (the
+Decision's rule is ``None``). Strict names apply under the token model (PATTERNS.md §1): a topic
+that is not a valid channel is refused as Topic Name invalid (0x90), a filter that is not a valid
+subscription pattern as Topic Filter invalid (0x8F). Deliveries are never re-checked: what a
+client may receive is exactly what its accepted patterns select.
+
+The gate does not apply (answers ``None``) to clients without token grants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..auth.grants import CompiledTenantGrants
+from ..auth.identity import Identity
+from ..matching.errors import RuleError
+from ..mqtt.packets import Publish, Subscription, Will
+from ..mqtt.reason_codes import ReasonCode
+from .decision import Decision, Gate, deny
+
+
+def _grants(identity: Identity) -> CompiledTenantGrants | None:
+    grants = identity.grants
+    return grants if isinstance(grants, CompiledTenantGrants) else None
+
+
+class TokenGate:
+    """A :class:`~edge_broker.authz.gate.PolicyGate` over ``Identity.grants`` (module docstring)."""
+
+    __slots__ = ()
+
+    @property
+    def gate(self) -> Gate:
+        return Gate.TOKEN
+
+    def applies(self, identity: Identity) -> bool:
+        """True for clients whose identity carries token grants."""
+        return _grants(identity) is not None
+
+    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
+        return self._publish(identity, topic, "publish to")
+
+    def check_will(self, identity: Identity, will: Will) -> Decision | None:
+        return self._publish(identity, will.topic, "use the will topic")
+
+    def _publish(self, identity: Identity, topic: str, what: str) -> Decision | None:
+        grants = _grants(identity)
+        if grants is None:
+            return None
+        try:
+            rule = grants.can_publish(topic)
+        except RuleError as exc:
+            return deny(Gate.TOKEN, None, f"{topic!r} is not a valid channel name: {exc}",
+                        ReasonCode.TOPIC_NAME_INVALID)
+        if rule is None:
+            return deny(Gate.TOKEN, None,
+                        f"no allow_channels_pub rule of the token for tenant "
+                        f"{identity.tenant!r} lets the client {what} {topic!r}")
+        return Decision(True, Gate.TOKEN, rule)
+
+    def check_subscribe(
+        self, identity: Identity, subscription: Subscription, topic_filter: str,
+        share_group: str | None,
+    ) -> Decision | None:
+        grants = _grants(identity)
+        if grants is None:
+            return None
+        try:
+            rule = grants.can_subscribe(topic_filter)
+        except RuleError as exc:
+            return deny(Gate.TOKEN, None,
+                        f"{topic_filter!r} is not a valid subscription pattern: {exc}",
+                        ReasonCode.TOPIC_FILTER_INVALID)
+        if rule is None:
+            return deny(Gate.TOKEN, None,
+                        f"no allow_channels_sub rule of the token for tenant "
+                        f"{identity.tenant!r} accepts the subscription {topic_filter!r}")
+        return Decision(True, Gate.TOKEN, rule)
+
+    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
+        return False
+
+    def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
+        return None

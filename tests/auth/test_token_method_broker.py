@@ -1,0 +1,149 @@
+"""The ``token`` method over the wire (AUTHZ.md §1, issue 5): a JWT as CONNECT password or as
+MQTT 5 Authentication Method ``TOKEN``; every bad token refused with the right CONNACK code and
+a Reason String, for MQTT 5 and 3.1.1."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import jwt
+import pytest
+from conftest import RunningBroker, start_broker
+from token_broker import ED_KID, grant, make_token, token_config
+from token_test_keys import forge, private_keys, public_pem
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
+from broker_raw import RawClient  # noqa: E402
+
+from edge_broker.mqtt.packets import NO_PROPERTIES, Properties  # noqa: E402
+
+GRANTS = [grant(["acme"], pub=["store/sell/#"], sub=["store/sell/#"])]
+
+
+@pytest.fixture(scope="module")
+def token_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    directory = tmp_path_factory.mktemp("token-broker")
+    b = start_broker(directory, token_config(directory))
+    yield b
+    b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
+
+
+def connect(b: RunningBroker, token: str | bytes, level: int = 5, client_id: str = "dev",
+            properties: Properties = NO_PROPERTIES) -> tuple[int, str | None]:
+    password = token.encode() if isinstance(token, str) else token
+    with RawClient(b.host, b.port, level=level) as c:
+        ack = c.connect(client_id, username="device", password=password, properties=properties)
+        return ack.reason_code, ack.properties.reason_string if level == 5 else None
+
+
+def ed_forged(payload: dict[str, object], headers: dict[str, object] | None = None) -> str:
+    """Signed with the broker's Ed25519 key but built without create_token's validation."""
+    return jwt.encode(payload, private_keys()["EdDSA"], algorithm="EdDSA",
+                      headers={"kid": ED_KID, **(headers or {})})
+
+
+def claims(**extra: object) -> dict[str, object]:
+    now = int(time.time())
+    return {"iat": now, "exp": now + 300, "tenant_grants": GRANTS, **extra}
+
+
+def test_a_valid_token_in_the_password_connects_v5_and_v311(token_broker):
+    token = make_token(GRANTS)
+    assert connect(token_broker, token, 5)[0] == 0
+    assert connect(token_broker, token, 4, client_id="dev311")[0] == 0
+
+
+def test_authentication_method_token_with_the_jwt_as_authentication_data(token_broker):
+    token = make_token(GRANTS).encode()
+    props = Properties(authentication_method="TOKEN", authentication_data=token)
+    with RawClient(token_broker.host, token_broker.port) as c:
+        ack = c.connect("dev-enhanced", properties=props)
+        assert ack.reason_code == 0
+        assert ack.properties.authentication_method == "TOKEN"
+    empty = Properties(authentication_method="TOKEN")
+    with RawClient(token_broker.host, token_broker.port) as c:
+        ack = c.connect("dev-enhanced2", properties=empty)
+        assert ack.reason_code == 0x86
+        assert "Authentication Data" in (ack.properties.reason_string or "")
+
+
+BAD_TOKENS = {
+    "expired": (lambda: make_token(GRANTS, now=time.time() - 1000, ttl=60), "expired"),
+    "not yet valid": (lambda: ed_forged(claims(nbf=int(time.time()) + 3600)), "not valid before"),
+    "unknown key": (lambda: ed_forged(claims(), {"kid": "nobody"}), "unknown key id 'nobody'"),
+    "alg none": (lambda: forge({"alg": "none", "typ": "JWT"}, claims(), None) + "AAAA",
+                 "alg 'none'"),
+    "HS256 with the public key": (
+        lambda: forge({"alg": "HS256", "kid": ED_KID}, claims(),
+                      public_pem(private_keys()["EdDSA"])),
+        "algorithm confusion"),
+    "malformed": (lambda: "eyJub3QiOiJqc29u.YWJj.ZGVm", "malformed"),
+    "bad signature": (lambda: make_token(GRANTS)[:-6] + "AAAAAA", "signature"),
+    "33-segment rule": (
+        lambda: ed_forged(claims(tenant_grants=[
+            grant(["acme"], pub=["/".join(["s"] * 33)])])),
+        "allow_channels_pub[0]"),
+    "invalid rule": (
+        lambda: ed_forged(claims(tenant_grants=[grant(["acme"], pub=["store/?/status"])])),
+        "store/?/status"),
+    "no exp": (lambda: ed_forged({"tenant_grants": GRANTS}), "no 'exp'"),
+    "audience without a configured audience": (lambda: ed_forged(claims(aud="other")), "audience"),
+    "bound to another client id": (lambda: ed_forged(claims(client_id="someone-else")),
+                                   "bound to client id"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TOKENS))
+def test_bad_tokens_are_refused_0x86_with_a_reason(token_broker, case):
+    make, words = BAD_TOKENS[case]
+    token = make()
+    code, reason = connect(token_broker, token, 5)
+    assert code == 0x86, (case, reason)
+    assert reason is not None and words in reason, (case, reason)
+    assert connect(token_broker, token, 4)[0] == 0x04  # MQTT 3.1.1: bad user name or password
+
+
+def test_the_33_segment_rule_reason_names_the_rule_and_the_limit(token_broker):
+    rule = "/".join(["s"] * 33)
+    token = ed_forged(claims(tenant_grants=[grant(["acme"], sub=[rule])]))
+    code, reason = connect(token_broker, token)
+    assert code == 0x86
+    assert reason is not None and "allow_channels_sub[0]" in reason and "32" in reason
+
+
+def test_grants_that_do_not_name_the_tenant_are_refused_0x87(token_broker):
+    token = make_token(GRANTS)
+    other = Properties(user_properties=(("tenant", "globex"),))
+    code, reason = connect(token_broker, token, 5, properties=other)
+    assert code == 0x87 and reason is not None and "globex" in reason
+    two = make_token([grant(["acme", "beta"], pub=["a/#"])])
+    code, reason = connect(token_broker, two, 5)  # no tenant asked: "~", not named
+    assert code == 0x87 and "'~'" in (reason or "")
+    assert connect(token_broker, two, 4)[0] == 0x05  # MQTT 3.1.1: not authorized
+
+
+def test_a_password_that_is_not_a_jwt_falls_through_to_the_next_method(token_broker):
+    code, _ = connect(token_broker, b"just-a-password")
+    assert code == 0  # anonymous is the next method on this listener
+
+
+def test_config_refuses_token_without_keys_and_bad_key_files(tmp_path):
+    from edge_broker.config import ConfigError, loads_config
+
+    with pytest.raises(ConfigError) as info:
+        loads_config('[[listeners]]\nname = "t"\nauth_methods = ["token"]\n')
+    assert info.value.key == "listeners[0].auth_methods" and "[[tokens.keys]]" in info.value.message
+    missing = tmp_path / "missing.pem"
+    with pytest.raises(ConfigError) as info:
+        loads_config(f'[[tokens.keys]]\nfile = "{missing}"\n')
+    assert info.value.key == "tokens.keys[0].file" and "cannot read" in info.value.message
+    with pytest.raises(ConfigError) as info:
+        loads_config('[[tokens.keys]]\nsecret = "short"\n')
+    assert info.value.key == "tokens.keys[0].secret" and "32" in info.value.message
+    with pytest.raises(ConfigError) as info:
+        loads_config('[[listeners]]\nname = "t"\nsubscription_patterns = "nats"\n')
+    assert info.value.key == "listeners[0].subscription_patterns"

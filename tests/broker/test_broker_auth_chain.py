@@ -207,3 +207,20 @@ def test_delivery_gate_applies_to_live_and_retained(inprocess_broker_factory):
             assert ok.expect(Publish).payload == b"open"
             assert blocked.expect(Publish).payload == b"open"
             blocked.nothing()
+
+
+def test_packets_during_enhanced_authentication(inprocess_broker_factory):
+    from edge_broker.mqtt.packets import Connack, Connect
+    b = inprocess_broker_factory(before_start=with_chain(ChallengeAuthenticator()))
+    with RawClient(b.host, b.port) as c:
+        c.send(Connect(5, "enh3", properties=Properties(authentication_method="CHALLENGE")))
+        c.expect(Auth)
+        c.send(Publish("x", b"too early", 0))
+        ack = c.expect(Connack)
+        assert ack.reason_code == 0x82
+        c.closed()
+    with RawClient(b.host, b.port) as c:
+        c.send(Connect(5, "enh4", properties=Properties(authentication_method="CHALLENGE")))
+        c.expect(Auth)
+        c.send(Disconnect())
+        assert c.closed() == []

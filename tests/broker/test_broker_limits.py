@@ -13,10 +13,12 @@ from edge_broker.mqtt.packets import (
     Disconnect,
     Pingreq,
     Pingresp,
+    Properties,
     Publish,
     Suback,
     Subscribe,
     Subscription,
+    Will,
 )
 
 
@@ -146,3 +148,25 @@ def test_garbage_never_kills_the_broker(broker_factory):
     assert b.alive()
     assert rss_kib(b.pid) - start < 20_000
     assert "Traceback" not in b.log()
+
+
+def test_will_beyond_capabilities_refused(broker_factory):
+    b = broker_factory({"broker": {"maximum_qos": 1, "retain_available": False,
+                                   "subscription_identifiers": False,
+                                   "topic_alias_maximum": 0}})
+    with RawClient(b.host, b.port) as c:
+        assert c.connect("w2", will=Will("w", b"x", qos=2)).reason_code == 0x9B
+    with RawClient(b.host, b.port) as c:
+        assert c.connect("w3", will=Will("w", b"x", retain=True)).reason_code == 0x9A
+    with RawClient(b.host, b.port, level=4) as c:
+        assert c.connect("w4", will=Will("w", b"x", qos=2)).reason_code == 0x05
+    with RawClient(b.host, b.port) as c:
+        c.connect("sid")
+        c.send(Subscribe(1, (Subscription("a", 0),), Properties(subscription_identifiers=(3,))))
+        got = c.closed()
+        assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0xA1
+    with RawClient(b.host, b.port) as c:
+        c.connect("alias0")
+        c.send(Publish("a", b"x", 0, properties=Properties(topic_alias=1)))
+        got = c.closed()
+        assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x94

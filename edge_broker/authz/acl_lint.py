@@ -211,13 +211,35 @@ def _scopes(config: AclConfig) -> dict[str, set[Scope]]:
     return scopes
 
 
-def _shadowed(config: AclConfig) -> list[AclFinding]:
-    scopes = _scopes(config)
-    deny_by_scope: dict[Scope, list[tuple[str, KeyExpr]]] = {}
+def _generalizes(general: SubjectCombination, specific: SubjectCombination) -> bool:
+    """True when every connection matching ``specific`` also matches ``general``."""
+    return all(
+        g is None or g == s
+        for g, s in (
+            (general.interface, specific.interface),
+            (general.cert_common_name, specific.cert_common_name),
+            (general.username, specific.username),
+        )
+    )
+
+
+def _by_scope(
+    config: AclConfig, scopes: dict[str, set[Scope]], permission: Permission
+) -> dict[Scope, list[tuple[str, KeyExpr]]]:
+    out: dict[Scope, list[tuple[str, KeyExpr]]] = {}
     for rule in config.rules:
-        if rule.permission is Permission.DENY:
+        if rule.permission is permission:
             for scope in scopes.get(rule.id, ()):
-                deny_by_scope.setdefault(scope, []).extend((rule.id, k) for k in rule.key_exprs)
+                out.setdefault(scope, []).extend((rule.id, k) for k in rule.key_exprs)
+    return out
+
+
+def _shadowed(config: AclConfig) -> list[AclFinding]:
+    """Allow key expressions that a deny ALWAYS applied alongside them includes: a deny of the
+    same combination or of a more general one (which every such connection also matches, and
+    denies win across matched combinations)."""
+    scopes = _scopes(config)
+    denies = _by_scope(config, scopes, Permission.DENY)
     out: list[AclFinding] = []
     for rule in config.rules:
         mine = scopes.get(rule.id)
@@ -225,8 +247,17 @@ def _shadowed(config: AclConfig) -> list[AclFinding]:
             continue
         for expr in rule.key_exprs:
             by: set[str] = set()
-            for scope in mine:
-                hit = next((d for d, k in deny_by_scope.get(scope, ()) if k.includes(expr)), None)
+            for combo, flow, message in mine:
+                hit = next(
+                    (
+                        d
+                        for (c, f, m), entries in denies.items()
+                        if f is flow and m is message and _generalizes(c, combo)
+                        for d, k in entries
+                        if k.includes(expr)
+                    ),
+                    None,
+                )
                 if hit is None:
                     break
                 by.add(hit)
@@ -246,25 +277,29 @@ def _shadowed(config: AclConfig) -> list[AclFinding]:
 
 
 def _redundant_denies(config: AclConfig) -> list[AclFinding]:
+    """Deny key expressions that intersect no allow of any combination a connection could
+    match together with theirs (so under default deny they never change a decision)."""
     scopes = _scopes(config)
-    allow_by_scope: dict[Scope, list[KeyExpr]] = {}
-    for rule in config.rules:
-        if rule.permission is Permission.ALLOW:
-            for scope in scopes.get(rule.id, ()):
-                allow_by_scope.setdefault(scope, []).extend(rule.key_exprs)
+    allows = _by_scope(config, scopes, Permission.ALLOW)
     out: list[AclFinding] = []
     for rule in config.rules:
         mine = scopes.get(rule.id)
         if rule.permission is not Permission.DENY or not mine:
             continue
         for expr in rule.key_exprs:
-            if not any(a.intersects(expr) for s in mine for a in allow_by_scope.get(s, ())):
+            if not any(
+                k.intersects(expr)
+                for combo, flow, message in mine
+                for (c, f, m), entries in allows.items()
+                if f is flow and m is message and _compatible(c, combo)
+                for _, k in entries
+            ):
                 out.append(
                     AclFinding(
                         "redundant-deny",
                         f"rule {rule.id!r}",
-                        f"deny {expr.text!r} overlaps no allow rule of its scopes: under "
-                        "default deny it changes no decision",
+                        f"deny {expr.text!r} overlaps no allow rule a client of its subjects "
+                        "can get: under default deny it changes no decision",
                         rule_id=rule.id,
                         key_expr=expr.text,
                     )

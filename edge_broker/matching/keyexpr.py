@@ -283,6 +283,10 @@ def chunk_intersects(a: Chunk, b: Chunk) -> bool:
         return True
     if a.kind is ChunkKind.LITERAL and b.kind is ChunkKind.LITERAL:
         return False
+    if a.kind is ChunkKind.LITERAL:  # a single string: does the pattern match it?
+        return pattern_includes(b.parts, a.text)
+    if b.kind is ChunkKind.LITERAL:
+        return pattern_includes(a.parts, b.text)
     # Two globs over characters: a common string exists. Neither starts with "@" (not
     # verbatim), and a string both match can be made non-empty and "@"-free at its start
     # (both then begin with "$*" and absorb any first character).
@@ -326,9 +330,56 @@ def _solve(n: int, m: int, step: Callable[[int, int, Callable[[int, int], bool]]
 # --- expression-level relations --------------------------------------------------------------
 
 
+def _trim(
+    a: tuple[Chunk, ...],
+    b: tuple[Chunk, ...],
+    fixed: Callable[[Chunk, Chunk], bool | None],
+) -> tuple[tuple[Chunk, ...], tuple[Chunk, ...]] | None:
+    """Strip the leading and trailing chunk pairs that must face each other.
+
+    ``fixed(x, y)`` says whether the pair is forced (``None``: not forced, stop) and if so
+    whether it is compatible; ``None`` comes back when a forced pair is not. Only ``**``
+    branches, so the remaining middle is what the table of :func:`_solve` must explore."""
+    start = 0
+    while start < len(a) and start < len(b):
+        verdict = fixed(a[start], b[start])
+        if verdict is None:
+            break
+        if not verdict:
+            return None
+        start += 1
+    end_a, end_b = len(a), len(b)
+    while end_a > start and end_b > start:
+        verdict = fixed(a[end_a - 1], b[end_b - 1])
+        if verdict is None:
+            break
+        if not verdict:
+            return None
+        end_a -= 1
+        end_b -= 1
+    return a[start:end_a], b[start:end_b]
+
+
+def _includes_pair(r: Chunk, q: Chunk) -> bool | None:
+    if r.kind is ChunkKind.DOUBLE_STAR:
+        return None
+    return q.kind is not ChunkKind.DOUBLE_STAR and chunk_includes(r, q)
+
+
+def _intersects_pair(x: Chunk, y: Chunk) -> bool | None:
+    if x.kind is ChunkKind.DOUBLE_STAR or y.kind is ChunkKind.DOUBLE_STAR:
+        return None
+    return chunk_intersects(x, y)
+
+
 def _includes(rule: tuple[Chunk, ...], request: tuple[Chunk, ...]) -> bool:
     if rule == request:
         return True
+    # A rule chunk other than "**" faces exactly one request chunk, the ends included.
+    trimmed = _trim(rule, request, _includes_pair)
+    if trimmed is None:
+        return False
+    rule, request = trimmed
 
     def step(i: int, j: int, rec: Callable[[int, int], bool]) -> bool:
         if i == len(rule):
@@ -353,6 +404,10 @@ def _includes(rule: tuple[Chunk, ...], request: tuple[Chunk, ...]) -> bool:
 def _intersects(a: tuple[Chunk, ...], b: tuple[Chunk, ...]) -> bool:
     if a == b:
         return True
+    trimmed = _trim(a, b, _intersects_pair)
+    if trimmed is None:
+        return False
+    a, b = trimmed
 
     def step(i: int, j: int, rec: Callable[[int, int], bool]) -> bool:
         if i == len(a) and j == len(b):

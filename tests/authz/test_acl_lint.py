@@ -286,3 +286,27 @@ def test_never_asked_rules() -> None:
         ("unmapped-message", "rule 'live'"),
         ("never-asked", "rule 'live'"),
     ]
+
+
+def test_deny_of_a_co_matching_subject_is_not_redundant() -> None:
+    # Found by the soundness property: a loopback client matches "any" and "lo", so the "lo"
+    # deny overrides the "any" allow and is not redundant.
+    data = config(
+        "deny",
+        [rule("r0", "allow", ["a"]), rule("r1", "deny", ["a"])],
+        [{"id": "any"}, {"id": "lo", "interfaces": ["lo"]}],
+        [{"rules": ["r0"], "subjects": ["any"]}, {"rules": ["r1"], "subjects": ["lo"]}],
+    )
+    assert ("redundant-deny", "rule 'r1'") not in kinds(data)
+
+
+def test_deny_of_a_more_general_subject_shadows() -> None:
+    data = config(
+        "deny",
+        [rule("lo-allow", "allow", ["a/b"]), rule("global-deny", "deny", ["a/**"])],
+        [{"id": "lo", "interfaces": ["lo"]}, {"id": "anyone"}],
+        [{"rules": ["lo-allow"], "subjects": ["lo"]},
+         {"rules": ["global-deny"], "subjects": ["anyone"]}],
+    )  # fmt: skip
+    assert ("shadowed-by-deny", "rule 'lo-allow'") in kinds(data)
+    assert not Acl.load(data).decide(("lo", None, None), Flow.INGRESS, Message.PUT, "a/b").allowed

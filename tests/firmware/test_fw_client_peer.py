@@ -399,3 +399,24 @@ def test_claims_request_refused_or_unanswered() -> None:
     plain = MQTTClient("127.0.0.1", 1, client_id="p")
     with pytest.raises(MQTTError, match="only SMOKER"):
         plain.request_claims()
+
+
+def test_a_failed_connect_leaves_the_client_disconnected() -> None:
+    with ScriptedPeer() as peer:
+        port = peer.port
+    c = MQTTClient("127.0.0.1", port, client_id="x")
+    with pytest.raises(OSError):
+        c.connect()
+    assert not c.connected
+
+    def script(peer: PeerConnection) -> None:
+        peer.recv()
+        peer.send(Connack(False, 0x87))
+
+    with ScriptedPeer(script) as peer:
+        c = MQTTClient("127.0.0.1", peer.port, client_id="x")
+        with pytest.raises(MQTTError):
+            c.connect()
+        assert not c.connected
+        with pytest.raises(OSError, match="not connected"):
+            c.publish("t", b"x")

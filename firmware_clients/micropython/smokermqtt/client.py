@@ -119,7 +119,15 @@ class MQTTClient:
     # ------------------------------------------------------------ connection
 
     def connect(self) -> bool:
-        """Open the socket, authenticate, and return CONNACK's session-present flag."""
+        """Open the socket, authenticate, and return CONNACK's session-present flag.
+        On any failure the socket is closed again (``connected`` is False)."""
+        try:
+            return self._connect()
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> bool:
         self.close()
         addr = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)[0][-1]
         sock = socket.socket()

@@ -176,6 +176,7 @@ class MQTTClient:
                                 "broker accepted the connection without SMOKER authentication")
             self.smoker_authenticated = True
         self.client_id = answer.get(packets.ASSIGNED_CLIENT_ID, self.client_id)
+        self._claims_topic = claims.CLAIMS_RESPONSE % self.client_id
         self.server_keepalive = answer.get(packets.SERVER_KEEP_ALIVE, self.keepalive)
         self.server_max_qos = answer.get(packets.MAXIMUM_QOS, 2)
         if not session_present and self.subscriptions:

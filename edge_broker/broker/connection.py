@@ -27,6 +27,7 @@ from ..mqtt.codec import PacketReader, encode
 from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Will
 from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
+from .message import Message
 from .session import Inflight, Outgoing, Session
 
 if TYPE_CHECKING:
@@ -200,7 +201,19 @@ class Connection(asyncio.Protocol):
     def send_publish(self, outgoing: Outgoing, packet_id: int = 0, dup: bool = False) -> bool:
         """Encode (cached per variant) and queue a PUBLISH; False if it could not be sent
         (expired, or larger than the client's Maximum Packet Size: dropped and counted)."""
-        message = outgoing.message
+        return self.send_message(
+            outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids, packet_id, dup)
+
+    def send_message(
+        self,
+        message: Message,
+        qos: int,
+        retain: bool,
+        sub_ids: tuple[int, ...],
+        packet_id: int = 0,
+        dup: bool = False,
+    ) -> bool:
+        """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path)."""
         if message.expires_at is not None and message.expired(time.monotonic()):
             return False
         alias = 0
@@ -211,9 +224,7 @@ class Connection(asyncio.Protocol):
                 send_topic = False
             elif len(self.aliases_out) < self.alias_out_max:
                 alias = self.aliases_out[message.topic] = len(self.aliases_out) + 1
-        template = message.template(
-            self.v5, outgoing.qos, outgoing.retain, outgoing.sub_ids, alias, send_topic, self.level
-        )
+        template = message.template(self.v5, qos, retain, sub_ids, alias, send_topic, self.level)
         data: bytes = template.for_packet_id(packet_id) if packet_id else template.data
         if len(data) > self.client_max_packet:
             if alias and send_topic:

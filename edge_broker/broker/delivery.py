@@ -31,7 +31,7 @@ class Delivery:
 
     def route(self, space: TopicSpace, message: Message) -> int:
         """Deliver ``message`` to every matching subscription; return how many got it."""
-        hits = space.trie.match(message.topic)
+        hits = space.match(message.topic)
         if not hits:
             return 0
         policy = self.broker.policy  # read each time: the policy may be swapped at run time
@@ -79,6 +79,14 @@ class Delivery:
         qos = entry.qos if entry.qos < message.qos else message.qos
         retain = message.retain if entry.retain_as_published else False
         sub_ids = (entry.subscription_id,) if entry.subscription_id else ()
+        if qos == 0:  # the fan-out hot path: no Outgoing, no queue
+            conn = session.connection
+            if conn is None:
+                return False
+            if conn.paused:
+                self.stats.dropped += 1
+                return False
+            return conn.send_message(message, 0, retain, sub_ids)
         return self.send(session, Outgoing(message, qos, retain, sub_ids))
 
     def _deliver_merged(

@@ -78,6 +78,25 @@ class DiskModel:
 async def test_acknowledged_appends_survive_any_power_cut(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str
 ) -> None:
+    await power_cuts(tmp_path, monkeypatch, policy, writers=16, appends=15, cuts=60, seed=1234)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", range(5))
+async def test_power_cut_soak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    await power_cuts(tmp_path, monkeypatch, "always", writers=64, appends=40, cuts=800, seed=seed)
+
+
+async def power_cuts(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    policy: str,
+    *,
+    writers: int,
+    appends: int,
+    cuts: int,
+    seed: int,
+) -> None:
     path = tmp_path / "a.log"
     keyed = KeyedLog.open(str(path), fsync=policy, compact_min_bytes=1 << 30)
     disk = DiskModel(path)
@@ -85,19 +104,21 @@ async def test_acknowledged_appends_survive_any_power_cut(
     table = keyed.table("t")
 
     async def writer(w: int) -> None:
-        for n in range(15):
+        for n in range(appends):
             key = f"{w}-{n}"
             await table.put(key, {"w": w, "n": n, "pad": "p" * ((w * n) % 60)})
             disk.events.append(("ack", key))
             await asyncio.sleep(0.001 * (n % 3))
 
-    await asyncio.gather(*(writer(w) for w in range(16)))
+    await asyncio.gather(*(writer(w) for w in range(writers)))
     await keyed.aclose()
     monkeypatch.undo()
-    rng = random.Random(1234)
+    rng = random.Random(seed)
     syncs = sum(1 for e in disk.events if e[0] == "sync")
-    assert 1 <= syncs < 240, f"{syncs} fsyncs for 240 appends"
-    moments = sorted(rng.sample(range(len(disk.events) + 1), 60)) + [len(disk.events)]
+    total = writers * appends
+    assert 1 <= syncs < total, f"{syncs} fsyncs for {total} appends"
+    cuts = min(cuts, len(disk.events))
+    moments = sorted(rng.sample(range(len(disk.events) + 1), cuts)) + [len(disk.events)]
     losses = []
     with tempfile.TemporaryDirectory() as directory:
         for moment in moments:

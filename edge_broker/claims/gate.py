@@ -27,7 +27,7 @@ from .model import Activity
 from .service import ClaimService
 from .topics import RESTRICTED_PREFIX, is_restricted, is_smoker_system_topic
 
-RESTRICTED_AREA = RESTRICTED_PREFIX + "#"
+RESTRICTED_AREA = RESTRICTED_PREFIX + "+/#"  # every topic is_restricted() accepts
 _RULE = "smoker"
 
 

@@ -1,0 +1,160 @@
+"""The claims gate (gate 6, AUTHZ.md §2) and the policy wrapper the broker installs, without
+sockets: which filters reach the restricted area, exact vs wildcard SUBSCRIBE, recheck marks,
+delivery decisions as of now, and the order gates 1–5 then claims."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claims_helpers import OTHER, OWNER, claim_payload, plain_identity, restriction, smoker_identity
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edge_broker.authz.decision import ALLOW, Decision, Gate, deny
+from edge_broker.broker.policy import Policy
+from edge_broker.claims.gate import ClaimsGate, reaches_restricted
+from edge_broker.claims.model import Activity, RestrictionType
+from edge_broker.claims.persistence import KeyedClaimStore
+from edge_broker.claims.service import ClaimService
+from edge_broker.claims.with_claims import WithClaims
+from edge_broker.matching.mqtt_topics import topic_matches
+from edge_broker.mqtt.packets import Publish, Subscription, Will
+from edge_broker.mqtt.reason_codes import ReasonCode
+
+T = f"restricted/{OWNER}/t"
+
+
+class Msg:
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+
+
+class Sess:
+    def __init__(self, identity: Any) -> None:
+        self.identity = identity
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> Any:
+    store = KeyedClaimStore.open(str(tmp_path / "claims.log"), fsync="never")
+    yield ClaimService(store)
+    await store.aclose()
+
+
+async def claim(service: ClaimService, kind: RestrictionType, *perms: tuple[str, Activity]) -> None:
+    outcome = await service.claim(smoker_identity(), 1, claim_payload(restriction(T, kind, *perms)))
+    assert outcome.reason_code == ReasonCode.SUCCESS
+
+
+@pytest.mark.parametrize("f,reaches", [
+    ("#", True), ("+/" + OWNER + "/t", True), ("restricted/+/t", True), ("restricted/#", True),
+    (T, True), ("+/+/+", True), ("+", False), ("open/#", False), ("$SYS/#", False),
+    ("restricted", False), ("+/x", True),
+])
+def test_which_filters_reach_the_restricted_area(f: str, reaches: bool) -> None:
+    assert reaches_restricted(f) is reaches
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["restricted", OWNER, "t", "+", "x"]), min_size=1, max_size=4),
+       st.booleans())
+def test_a_filter_that_matches_a_restricted_topic_reaches_the_area(levels: list[str],
+                                                                   hash_tail: bool) -> None:
+    f = "/".join(levels) + ("/#" if hash_tail else "")
+    if topic_matches(f, T) or topic_matches(f, f"restricted/{OWNER}/x/t"):
+        assert reaches_restricted(f)
+
+
+async def test_exact_subscribe_is_decided_now_and_marked_for_recheck(service: ClaimService) -> None:
+    gate = ClaimsGate(service)
+    sub = Subscription(T, 1)
+    other = smoker_identity(OTHER)
+    denied = gate.check_subscribe(other, sub, T, None)
+    assert denied is not None and denied.denied and denied.reason_code == 0x87
+    assert denied.gate is Gate.CLAIMS
+    await claim(service, RestrictionType.WHITELIST, (OTHER, Activity.SUBSCRIBE))
+    allowed = gate.check_subscribe(other, sub, T, None)
+    assert allowed is not None and allowed.allowed and allowed.recheck
+    plain = gate.check_subscribe(plain_identity(), sub, T, None)
+    assert plain is not None and plain.denied
+
+
+async def test_wildcards_are_accepted_and_deliveries_decided_at_delivery_time(
+    service: ClaimService,
+) -> None:
+    gate = ClaimsGate(service)
+    other = smoker_identity(OTHER)
+    for f in ("#", "restricted/+/t", f"+/{OWNER}/t"):
+        verdict = gate.check_subscribe(other, Subscription(f, 0), f, None)
+        assert verdict is not None and verdict.allowed and verdict.recheck
+        assert gate.delivers_need_check(other, f)
+    assert gate.check_subscribe(other, Subscription("open/#", 0), "open/#", None) is None
+    assert not gate.delivers_need_check(other, "open/#")
+    assert gate.check_deliver(other, Msg("open/t")) is None
+    denied = gate.check_deliver(other, Msg(T))
+    assert denied is not None and denied.denied
+    await claim(service, RestrictionType.BLACKLIST)
+    allowed = gate.check_deliver(other, Msg(T))
+    assert allowed is not None and allowed.allowed
+    await claim(service, RestrictionType.BLACKLIST, (OTHER, Activity.SUBSCRIBE))
+    again = gate.check_deliver(other, Msg(T))
+    assert again is not None and again.denied
+
+
+async def test_system_topics_publish_and_will(service: ClaimService) -> None:
+    gate = ClaimsGate(service)
+    who = smoker_identity(OTHER)
+    for f in ("access/claim", "access/unclaim", f"access/claims/{OTHER}/request"):
+        verdict = gate.check_subscribe(who, Subscription(f, 0), f, None)
+        assert verdict is not None and verdict.denied
+    publish = gate.check_publish(who, T, Publish(T))
+    assert publish is not None and publish.denied
+    assert gate.check_publish(who, "open/t", Publish("open/t")) is None
+    will = gate.check_will(who, Will(T, b"bye"))
+    assert will is not None and will.denied
+    owner_will = gate.check_will(smoker_identity(), Will(T, b"bye"))
+    assert owner_will is not None and owner_will.allowed
+
+
+class AsyncInner(Policy):
+    """gates 1–5 answering through an awaitable (like async authorizers), denying "no/…"."""
+
+    has_delivery_gates = True
+
+    def check_publish(self, identity: Any, topic: str, packet: Publish) -> Any:
+        async def later() -> Decision:
+            await asyncio.sleep(0)
+            return deny(Gate.AUTHORIZER, "a1", "no") if topic.startswith("no/") else ALLOW
+        return later()
+
+    def check_deliver(self, session: Any, message: Any) -> Decision:
+        return deny(Gate.ACL, "egress", "no") if message.topic.startswith("no/") else ALLOW
+
+
+async def test_with_claims_runs_the_inner_policy_first_then_the_claims(
+    service: ClaimService,
+) -> None:
+    policy = WithClaims(AsyncInner(), ClaimsGate(service))
+    other = smoker_identity(OTHER)
+    assert policy.has_delivery_gates
+    assert policy.routable("open/t") and not policy.routable("access/claim")  # passed through
+    first = await policy.check_publish(other, "no/x", Publish("no/x"))
+    assert first.gate is Gate.AUTHORIZER  # the inner denial wins, claims not asked
+    second = await policy.check_publish(other, T, Publish(T))
+    assert second.gate is Gate.CLAIMS and second.denied
+    assert (await policy.check_publish(other, "open/t", Publish("open/t"))).allowed
+    sub = policy.check_subscribe(other, Subscription("$share/g/#", 0))
+    assert isinstance(sub, Decision) and sub.allowed and sub.recheck
+    bad = policy.check_subscribe(other, Subscription("a/#/b", 0))
+    assert isinstance(bad, Decision) and bad.gate is Gate.SYNTAX
+    reserved = policy.check_subscribe(other, Subscription("access/claim", 0))
+    assert isinstance(reserved, Decision) and reserved.denied
+    assert policy.check_deliver(Sess(other), Msg("no/t")).gate is Gate.ACL
+    assert policy.check_deliver(Sess(other), Msg(T)).gate is Gate.CLAIMS
+    assert policy.check_deliver(Sess(other), Msg("open/t")).allowed
+    await claim(service, RestrictionType.WHITELIST, (OTHER, Activity.ALL))
+    assert policy.check_deliver(Sess(other), Msg(T)).allowed
+    assert (await policy.check_publish(other, T, Publish(T))).allowed

@@ -154,6 +154,12 @@ def encode_pubcomp(p: Pubcomp, level: int) -> bytes:
 def encode_subscribe(p: Subscribe, level: int) -> bytes:
     parts = [_packet_id(p.packet_id, "SUBSCRIBE"), _props(p.properties, PacketType.SUBSCRIBE, level)]
     for sub in p.subscriptions:
+        if not (0 <= sub.qos <= 2 and 0 <= sub.retain_handling <= 2):
+            raise ProtocolError(
+                MALFORMED,
+                f"subscription {sub.topic_filter!r}: QoS {sub.qos} and retain handling "
+                f"{sub.retain_handling} must each be 0, 1 or 2",
+            )
         options = sub.qos
         if level == 5:
             options |= (

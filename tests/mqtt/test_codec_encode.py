@@ -41,6 +41,10 @@ from edge_broker.mqtt.wire import encode_varint
         (Publish("t", properties=Properties(session_expiry_interval=1)), 5, "may not carry"),
         (Subscribe(1, (Subscription("a"),), Properties(subscription_identifiers=(1 << 28,))), 5,
          "variable byte integer"),
+        (Subscribe(1, (Subscription("a", qos=4),)), 5, "must each be 0, 1 or 2"),
+        (Subscribe(1, (Subscription("a", retain_handling=3),)), 5, "must each be 0, 1 or 2"),
+        (Suback(1, (256,)), 5, "out of range"),
+        (Connack(False, 300), 4, "out of range"),
     ],
 )
 def test_encode_refuses(packet: object, level: int, why: str) -> None:

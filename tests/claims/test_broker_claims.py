@@ -329,3 +329,27 @@ async def test_any_other_authentication_method_is_0x8c(tmp_path: Path, method: s
         assert isinstance(connack, Connack)
         assert connack.reason_code == ReasonCode.BAD_AUTHENTICATION_METHOD
         writer.close()
+
+
+async def test_claims_are_per_tenant(tmp_path: Path) -> None:
+    from nacl.signing import SigningKey
+
+    from edge_broker.smoker_client import SmokerClient
+
+    async with running_broker(tmp_path) as (broker, port):
+        def in_tenant(key: SigningKey, tenant: str) -> SmokerClient:
+            return SmokerClient("127.0.0.1", port, key, tenant=tenant, timeout=5)
+
+        async with (
+            in_tenant(OWNER_KEY, "a") as owner_a,
+            in_tenant(OTHER_KEY, "a") as other_a,
+        ):
+            ack = await owner_a.claim(restriction(T, "WHITELIST", (OTHER, "ALL")))
+            assert ack.reason_code == OK
+            assert await other_a.subscribe(T) == (1,)
+        async with in_tenant(OTHER_KEY, "b") as other_b:
+            assert await other_b.subscribe(T) == (NOT_AUTHORIZED,)  # no claim in tenant b
+        assert broker.claims is not None
+        assert broker.claims.service.lookup(T, "a") is not None
+        assert broker.claims.service.lookup(T, "b") is None
+        assert broker.claims.service.lookup(T) is None  # nor in the default tenant "~"

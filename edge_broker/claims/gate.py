@@ -32,7 +32,14 @@ _RULE = "smoker"
 
 
 def reaches_restricted(topic_filter: str) -> bool:
-    """Can a message on a restricted topic match ``topic_filter`` (without ``$share/…``)?"""
+    """Can a message on a restricted topic match ``topic_filter`` (without ``$share/…``)?
+
+    Conservative: a filter holding ``*`` or ``>`` (the runtime subscription patterns of
+    PATTERNS.md §2, e.g. ``>``, ``r*/#``) is treated as reaching the area, so its deliveries are
+    checked one by one; a check too many costs a lookup, one too few would leak.
+    """
+    if "*" in topic_filter or ">" in topic_filter:
+        return True
     return is_restricted(topic_filter) or filters_overlap(topic_filter, RESTRICTED_AREA)
 
 
@@ -71,7 +78,7 @@ class ClaimsGate:
                         f"{shown(topic_filter)} is a SMOKER system topic: no one subscribes")
         if not reaches_restricted(topic_filter):
             return None
-        if "+" not in topic_filter and "#" not in topic_filter:
+        if not any(c in topic_filter for c in "+#*>"):
             decision = self.service.decide(identity, topic_filter, Activity.SUBSCRIBE).decision()
             if decision.denied:
                 return decision

@@ -53,6 +53,8 @@ async def claim(service: ClaimService, kind: RestrictionType, *perms: tuple[str,
     ("#", True), ("+/" + OWNER + "/t", True), ("restricted/+/t", True), ("restricted/#", True),
     (T, True), ("+/+/+", True), ("+", False), ("open/#", False), ("$SYS/#", False),
     ("restricted", False), ("+/x", True),
+    # runtime subscription patterns (PATTERNS.md §2): conservatively rechecked
+    (">", True), ("r*/#", True), ("restricted/*/t", True), ("open/*", True),
 ])
 def test_which_filters_reach_the_restricted_area(f: str, reaches: bool) -> None:
     assert reaches_restricted(f) is reaches

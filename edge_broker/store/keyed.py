@@ -207,18 +207,24 @@ class KeyedLog:
             return _encode_op(ops[0], self._encoded_values)
         return [_BATCH, [_encode_op(op, self._encoded_values) for op in ops]]
 
-    async def commit(self, ops: Sequence[Op]) -> None:
-        """Store ``ops`` atomically (one frame); returns when durable per the policy."""
-        await self.log.append(self._record(ops))
+    async def commit(self, ops: Sequence[Op], *, durable: bool = True) -> None:
+        """Store ``ops`` atomically (one frame); returns when durable per the policy.
 
-    def commit_sync(self, ops: Sequence[Op], *, split_to_fit: bool = False) -> None:
+        ``durable=False``: no fsync on this commit's account (``Log.append``), for state that
+        may be lost on power failure.
+        """
+        await self.log.append(self._record(ops), durable=durable)
+
+    def commit_sync(
+        self, ops: Sequence[Op], *, split_to_fit: bool = False, durable: bool = True
+    ) -> None:
         """``commit`` that blocks. With ``split_to_fit``, ops too large for one record are
         stored as several records in order (each atomic, the whole no longer): for bulk loads."""
         if not split_to_fit:
-            self.log.append_sync(self._record(ops))
+            self.log.append_sync(self._record(ops), durable=durable)
             return
         for record in self._fitting_records(ops):
-            self.log.append_sync(record)
+            self.log.append_sync(record, durable=durable)
 
     def _fitting_records(self, ops: Sequence[Op]) -> list[list[Any]]:
         record = self._record(ops)
@@ -390,16 +396,16 @@ class Table:
     def keys(self) -> list[Key]:
         return [key for key, _ in self.items()]
 
-    async def put(self, key: Key, value: Any) -> None:
+    async def put(self, key: Key, value: Any, *, durable: bool = True) -> None:
         """Store ``value`` under ``key``; returns when durable (per the log's policy)."""
-        await self._keyed.commit([Put(self.name, key, value)])
+        await self._keyed.commit([Put(self.name, key, value)], durable=durable)
 
-    def put_sync(self, key: Key, value: Any) -> None:
-        self._keyed.commit_sync([Put(self.name, key, value)])
+    def put_sync(self, key: Key, value: Any, *, durable: bool = True) -> None:
+        self._keyed.commit_sync([Put(self.name, key, value)], durable=durable)
 
-    async def delete(self, key: Key) -> None:
+    async def delete(self, key: Key, *, durable: bool = True) -> None:
         """Remove ``key`` (a tombstone record); also fine when it is absent."""
-        await self._keyed.commit([Delete(self.name, key)])
+        await self._keyed.commit([Delete(self.name, key)], durable=durable)
 
-    def delete_sync(self, key: Key) -> None:
-        self._keyed.commit_sync([Delete(self.name, key)])
+    def delete_sync(self, key: Key, *, durable: bool = True) -> None:
+        self._keyed.commit_sync([Delete(self.name, key)], durable=durable)

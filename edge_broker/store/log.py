@@ -92,6 +92,13 @@ class StoreHealth:
     compaction_error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    frame: bytes
+    future: asyncio.Future[None]
+    durable: bool
+
+
 class Log:
     """An open record log. Build it with :meth:`open`; one writer per file (``.lock``)."""
 
@@ -113,7 +120,7 @@ class Log:
         self._file = file
         self._reducer = reducer
         self._lock = threading.Lock()
-        self._pending: list[tuple[bytes, asyncio.Future[None]]] = []
+        self._pending: list[_Pending] = []
         self._flusher: asyncio.Task[None] | None = None
         self._sync_timer: asyncio.TimerHandle | None = None
         self._sync_task: asyncio.Task[None] | None = None
@@ -217,12 +224,17 @@ class Log:
 
     # -- synchronous API (CLI, tests, TinyDB) -------------------------------------------------
 
-    def append_sync(self, record: Any) -> None:
-        """Append one record and return once the durability policy is met (blocks on fsync)."""
+    def append_sync(self, record: Any, *, durable: bool = True) -> None:
+        """Append one record and return once the durability policy is met (blocks on fsync).
+
+        ``durable=False`` returns after the write, without fsync, whatever the policy: for
+        records that may be lost on power failure (QoS 0 state); a later durable append or
+        close fsyncs them too.
+        """
         self._check_open()
         frame = self.encode(record)
         with self._lock:
-            self._write_locked([frame])
+            self._write_locked([frame], durable)
             self._compact_if_due_locked()
 
     def sync(self) -> None:
@@ -264,17 +276,19 @@ class Log:
 
     # -- asynchronous API (the broker) ---------------------------------------------------------
 
-    async def append(self, record: Any) -> None:
+    async def append(self, record: Any, *, durable: bool = True) -> None:
         """Append ``record``; return once the policy is met (after fsync for ``always``).
 
         Raises ``StoreError`` (``durable=False``) when the record was not stored: too large,
         not encodable, or the write/fsync failed (disk full, read-only, I/O error).
+        ``durable=False`` asks for no fsync on this record's account (see ``append_sync``); it
+        shares the batch, so it returns at the same time as durable records written with it.
         """
         self._check_open()
         frame = self.encode(record)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._pending.append((frame, future))
+        self._pending.append(_Pending(frame, future, durable))
         flusher = self._flusher
         if flusher is None or flusher.done() or flusher.get_loop() is not loop:
             self._flusher = loop.create_task(self._flush_pending())
@@ -300,17 +314,19 @@ class Log:
     async def _flush_pending(self) -> None:
         while self._pending:
             batch = self._take_batch()
-            frames = [frame for frame, _ in batch]
+            frames = [item.frame for item in batch]
+            durable = any(item.durable for item in batch)
             try:
-                outcomes = await self._in_worker(self._write_batch, frames)
+                outcomes = await self._in_worker(self._write_batch, frames, durable)
             except BaseException as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(
                             StoreError(f"the append was interrupted: {exc!r}", path=self.path)
                         )
                 raise
-            for (_, future), outcome in zip(batch, outcomes, strict=True):
+            for item, outcome in zip(batch, outcomes, strict=True):
+                future = item.future
                 if future.done():
                     continue
                 if outcome is None:
@@ -328,23 +344,23 @@ class Log:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"store:{self.path}")
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
-    def _take_batch(self) -> list[tuple[bytes, asyncio.Future[None]]]:
+    def _take_batch(self) -> list[_Pending]:
         size = 0
         count = 0
-        for frame, _ in self._pending:
-            if count and size + len(frame) > _MAX_BATCH_BYTES:
+        for item in self._pending:
+            if count and size + len(item.frame) > _MAX_BATCH_BYTES:
                 break
-            size += len(frame)
+            size += len(item.frame)
             count += 1
         batch, self._pending = self._pending[:count], self._pending[count:]
         return batch
 
-    def _write_batch(self, frames: list[bytes]) -> list[StoreError | None]:
+    def _write_batch(self, frames: list[bytes], durable: bool) -> list[StoreError | None]:
         """Write a batch; the outcome of each record (``None`` when stored)."""
         with self._lock:
             try:
                 self._check_open()
-                self._write_locked(frames)
+                self._write_locked(frames, durable)
                 return [None] * len(frames)
             except StoreError as exc:
                 if len(frames) == 1 or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -353,7 +369,7 @@ class Log:
             outcomes: list[StoreError | None] = []
             for frame in frames:
                 try:
-                    self._write_locked([frame])
+                    self._write_locked([frame], durable)
                     outcomes.append(None)
                 except StoreError as exc:
                     outcomes.append(exc)
@@ -395,9 +411,9 @@ class Log:
         if self._closed:
             raise StoreError("the log is closed", path=self.path)
 
-    def _write_locked(self, frames: list[bytes]) -> None:
+    def _write_locked(self, frames: list[bytes], durable: bool) -> None:
         mode = self.durability.mode
-        sync = mode == "always" or (
+        sync = (durable and mode == "always") or (
             mode == "interval"
             and time.monotonic() - self._file.last_sync >= self.durability.interval
         )

@@ -188,3 +188,24 @@ async def test_a_busy_default_executor_does_not_delay_appends(tmp_path: Path) ->
         release.set()
         await asyncio.gather(*blockers)
     await keyed.aclose()
+
+
+async def test_non_durable_appends_skip_fsync_and_ride_on_the_next_durable_one(
+    tmp_path: Path, spy: FsyncSpy
+) -> None:
+    path = tmp_path / "a.log"
+    keyed = KeyedLog.open(str(path), fsync="always")
+    table = keyed.table("t")
+    start = spy.calls
+    for i in range(20):
+        await table.put(f"qos0-{i}", i, durable=False)
+    table.put_sync("sync-qos0", 0, durable=False)
+    assert spy.calls == start and keyed.log.unsynced
+    await table.put("qos1", 1)  # one fsync covers everything written before it
+    assert spy.calls == start + 1 and not keyed.log.unsynced
+    synced = spy.synced_size[os.path.realpath(path)]
+    assert synced == path.stat().st_size
+    # Mixed in one batch: the durable waiter makes the batch fsync.
+    await asyncio.gather(table.put("a", 1, durable=False), table.put("b", 2))
+    assert spy.calls == start + 2
+    await keyed.aclose()

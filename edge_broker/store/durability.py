@@ -11,6 +11,10 @@
   append after ``interval`` has passed, on ``sync()`` and on close.
 - ``never``: fsync only on close, compaction and explicit ``sync()``. For tests and benchmarks,
   or data that may be lost (QoS 0 state).
+
+Per append, ``durable=False`` opts one record out of the fsync under any policy (QoS 0 retained
+messages next to QoS 1/2 ones in the same log); the next durable append's fsync, a ``sync()`` or
+the close covers it.
 """
 
 from __future__ import annotations

@@ -66,4 +66,7 @@ async def _serve(config: Config) -> int:
     except OSError as exc:
         print(f"edge-broker: cannot listen: {exc}", file=sys.stderr)
         return 1
+    except RuntimeError as exc:  # a part that cannot start (the claim store) says why and how
+        print(f"edge-broker: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -35,7 +35,7 @@ SYSTEM_STATE_DIR = "/var/lib/edge-broker"
 USER_STATE_DIR = "var/edge-broker"  # relative to the working directory
 
 
-class ClaimsStartError(Exception):
+class ClaimsStartError(RuntimeError):
     """The claim store cannot be opened; the message says which path and what to change."""
 
 

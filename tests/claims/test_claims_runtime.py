@@ -130,3 +130,19 @@ async def test_a_store_that_cannot_be_opened_is_a_clear_start_error(tmp_path: Pa
             ClaimsRuntime.open(held)  # the log's lock: one broker per store
     finally:
         await first.close()
+
+
+def test_run_exits_1_with_the_reason_when_the_claim_store_cannot_open(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    config = tmp_path / "broker.toml"
+    config.write_text('[[listeners]]\nname = "a"\nport = 0\nauth_methods = ["smoker"]\n'
+                      f'[claims]\nstore_dir = "{blocker}/sub"\n')
+    run = subprocess.run([sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 1
+    assert "claim store directory" in run.stderr and "store_dir" in run.stderr
+    assert "Traceback" not in run.stderr

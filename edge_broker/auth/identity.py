@@ -31,6 +31,7 @@ class Identity:
     grants: Any = None
     token_expires_at: float | None = None
     smoker_id: str | None = None
+    subscription_patterns: bool = False  # the listener accepts seed 001 patterns (PATTERNS.md §2)
 
     @property
     def smoker_authenticated(self) -> bool:

@@ -20,6 +20,7 @@ from ..mqtt.packets import Auth, Connack, Connect, Disconnect, Pingreq, Properti
 from ..mqtt.reason_codes import ReasonCode
 from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Connection
 from .outcomes import will_denied
+from .pattern_subscriptions import listener_identity
 from .session import NEVER_EXPIRES
 from .token_expiry import after_reauthentication, schedule_token_expiry
 
@@ -156,9 +157,10 @@ async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str)
             authentication_method=method, authentication_data=outcome.authentication_data)))
     else:
         conn.auth_state = None
-        conn.identity = outcome.identity
+        identity = listener_identity(outcome.identity, conn.listener)
+        conn.identity = identity
         if conn.session is not None:
-            conn.session.identity = outcome.identity
+            conn.session.identity = identity
         conn.send_packet(Auth(ReasonCode.SUCCESS, Properties(
             authentication_method=method, authentication_data=outcome.authentication_data)))
         after_reauthentication(conn)
@@ -184,6 +186,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
             return
     if conn.closing:
         return
+    identity = listener_identity(identity, conn.listener)  # runtime patterns allowed here?
     conn.identity = identity
     conn.will = will
     # Session expiry (MQTT 5 §3.1.2.11); 3.x: clean session 0 keeps the session.

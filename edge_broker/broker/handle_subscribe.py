@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision
 from ..matching.errors import RuleError
-from ..matching.mqtt_topics import parse_shared
+from ..matching.subscription_patterns import SubscriptionPattern
 from ..mqtt.packets import Properties, Suback, Subscribe, Subscription, Unsuback, Unsubscribe
 from ..mqtt.reason_codes import ReasonCode
 from .outcomes import subscribe_denied
+from .pattern_subscriptions import split_shared, subscription_pattern
 from .session import Outgoing, SubscriptionEntry
 
 if TYPE_CHECKING:
@@ -58,17 +59,18 @@ def _check(conn: Connection, sub: Subscription) -> object:
     broker = conn.broker
     cfg = broker.config.broker
     topic_filter = sub.topic_filter
+    identity = conn.identity
+    assert identity is not None
     try:
-        shared = parse_shared(topic_filter, broker.separator)
+        shared, inner, pattern = subscription_pattern(
+            topic_filter, broker.separator, identity.subscription_patterns)
     except RuleError:
-        shared = None  # the policy's syntax gate reports it
+        shared, inner, pattern = None, topic_filter, None  # the policy's syntax gate reports it
     if shared is not None and not cfg.shared_subscriptions:
         return int(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
-    inner = shared.filter if shared is not None else topic_filter
-    if not cfg.wildcard_subscriptions and ("+" in inner or "#" in inner):
+    if not cfg.wildcard_subscriptions and ("+" in inner or "#" in inner or pattern is not None):
         return int(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
-    assert conn.identity is not None
-    return broker.policy.check_subscribe(conn.identity, sub)
+    return broker.policy.check_subscribe(identity, sub)
 
 
 def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
@@ -80,7 +82,8 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
     max_qos = broker.config.broker.maximum_qos
     limit = broker.config.limits.max_subscriptions_per_client
     codes: list[int] = []
-    retained_for: list[tuple[SubscriptionEntry, str]] = []
+    retained_for: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]] = []
+    patterns = conn.identity is not None and conn.identity.subscription_patterns
     for sub, verdict in zip(packet.subscriptions, verdicts, strict=True):
         if isinstance(verdict, Decision):
             if verdict.denied:
@@ -100,25 +103,25 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
         if existing is None and len(session.subscriptions) >= limit:
             codes.append(int(ReasonCode.QUOTA_EXCEEDED) if conn.v5 else 0x80)
             continue
-        shared = parse_shared(sub.topic_filter, broker.separator)
-        inner = shared.filter if shared is not None else sub.topic_filter
+        shared, inner, pattern = subscription_pattern(sub.topic_filter, broker.separator, patterns)
         qos = min(sub.qos, max_qos)
         entry = SubscriptionEntry(
             session, sub.topic_filter, qos, sub.no_local, sub.retain_as_published,
             sub.retain_handling, sub_id, shared.group if shared is not None else None, recheck,
         )
         session.subscriptions[sub.topic_filter] = entry
-        space.subscribe(entry, inner)
+        space.subscribe(entry, inner, pattern)
         codes.append(qos)
         if shared is None and (sub.retain_handling == 0 or (
                 sub.retain_handling == 1 and existing is None)):
-            retained_for.append((entry, inner))
+            retained_for.append((entry, inner, pattern))
     conn.send_packet(Suback(packet.packet_id, tuple(codes)))
     if retained_for:
         _send_retained(conn, retained_for)
 
 
-def _send_retained(conn: Connection, wanted: list[tuple[SubscriptionEntry, str]]) -> None:
+def _send_retained(conn: Connection,
+                   wanted: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]]) -> None:
     """Retained messages for new subscriptions, RETAIN set (MQTT 5 §3.3.1.3)."""
     broker = conn.broker
     session = conn.session
@@ -126,9 +129,9 @@ def _send_retained(conn: Connection, wanted: list[tuple[SubscriptionEntry, str]]
     space = broker.topic_space(session.tenant)
     now = time.monotonic()
     policy = broker.policy
-    for entry, inner in wanted:
+    for entry, inner, pattern in wanted:
         sub_ids = (entry.subscription_id,) if entry.subscription_id else ()
-        for message in space.retained.matching(inner, now):
+        for message in space.retained_matching(inner, pattern, now):
             if not policy.routable(message.topic):
                 continue
             if (policy.has_delivery_gates or entry.recheck) and not policy.check_deliver(
@@ -149,7 +152,7 @@ def handle_unsubscribe(conn: Connection, packet: Unsubscribe) -> None:
         if entry is None:
             codes.append(ReasonCode.NO_SUBSCRIPTION_EXISTED)
             continue
-        shared = parse_shared(topic_filter, broker.separator)
+        shared = split_shared(topic_filter, broker.separator, True)
         space.unsubscribe(entry, shared.filter if shared is not None else topic_filter)
         codes.append(ReasonCode.SUCCESS)
     conn.send_packet(Unsuback(packet.packet_id, tuple(codes) if conn.v5 else (),

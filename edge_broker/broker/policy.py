@@ -20,10 +20,11 @@ from collections.abc import Awaitable
 from ..auth.identity import Identity
 from ..authz.decision import ALLOW, Decision, Gate, deny
 from ..matching.errors import RuleError
-from ..matching.mqtt_topics import parse_shared, validate_topic_filter, validate_topic_name
+from ..matching.mqtt_topics import validate_topic_filter, validate_topic_name
 from ..mqtt.packets import Publish, Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
 from .message import Message
+from .pattern_subscriptions import subscription_pattern
 from .session import Session
 
 CLAIM_TOPICS = ("access/claim", "access/unclaim")  # SMOKER.md "System topics"
@@ -78,9 +79,11 @@ class Policy:
     def check_subscribe(self, identity: Identity, subscription: Subscription) -> MaybeDecision:
         topic_filter = subscription.topic_filter
         try:
-            shared = parse_shared(topic_filter, self.separator)
-            inner = shared.filter if shared is not None else topic_filter
-            validate_topic_filter(inner, self.separator)
+            # PATTERNS.md §2: a listener may also accept runtime subscription patterns
+            _, inner, pattern = subscription_pattern(
+                topic_filter, self.separator, identity.subscription_patterns)
+            if pattern is None:
+                validate_topic_filter(inner, self.separator)
         except RuleError as exc:
             return deny(Gate.SYNTAX, None, str(exc), ReasonCode.TOPIC_FILTER_INVALID)
         for reserved in self.claim_topics:

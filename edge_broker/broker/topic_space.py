@@ -1,6 +1,10 @@
 """A tenant's isolated topic space (AUTHZ.md §1): its subscription index, retained messages and
 shared subscription groups. Nothing crosses topic spaces.
 
+Subscriptions that use runtime patterns (PATTERNS.md §2: ``*``, ``>``, ``p*``, ``p#``, ``p>``;
+``broker/pattern_subscriptions.py``) live in a second index, a :class:`PatternTrie` created on
+first use, with the same key/value shape; :meth:`TopicSpace.match` returns the hits of both.
+
 The subscription trie maps a filter to ``{key: value}``: for an ordinary subscription the key is
 the client id and the value its :class:`SubscriptionEntry`; a shared subscription group
 (MQTT 5 §4.8.2) is one entry whose key is ``("$share", group)`` and value a :class:`SharedGroup`.
@@ -8,7 +12,13 @@ the client id and the value its :class:`SubscriptionEntry`; a shared subscriptio
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
+from ..matching.errors import RuleError
+from ..matching.pattern_trie import PatternTrie
+from ..matching.subscription_patterns import SubscriptionPattern
 from ..matching.subscription_trie import SubscriptionTrie
+from .message import Message
 from .retained import MemoryRetainedStore, RetainedStore
 from .session import SubscriptionEntry
 
@@ -19,13 +29,15 @@ class SharedGroup:
     """Members of ``$share/<group>/<filter>``; each message goes to one of them, round robin,
     preferring online members (MQTT 5 §4.8.2)."""
 
-    __slots__ = ("name", "topic_filter", "members", "_next")
+    __slots__ = ("name", "topic_filter", "members", "_next", "pattern")
 
-    def __init__(self, name: str, topic_filter: str) -> None:
+    def __init__(self, name: str, topic_filter: str,
+                 pattern: SubscriptionPattern | None = None) -> None:
         self.name = name
         self.topic_filter = topic_filter
         self.members: dict[str, SubscriptionEntry] = {}
         self._next = 0
+        self.pattern = pattern  # set when the group's filter is a runtime pattern
 
     def pick(self, qos: int) -> SubscriptionEntry | None:
         """The next online member; for QoS 1/2 an offline member's session if none is online
@@ -49,32 +61,55 @@ class SharedGroup:
 
 
 class TopicSpace:
-    __slots__ = ("tenant", "trie", "retained", "shared")
+    __slots__ = ("tenant", "trie", "patterns", "retained", "shared")
 
     def __init__(self, tenant: str, separator: str = "/", retained: RetainedStore | None = None):
         self.tenant = tenant
         self.trie: SubscriptionTrie[SubscriptionKey, object] = SubscriptionTrie(separator)
+        self.patterns: PatternTrie[SubscriptionKey, object] | None = None
         self.retained: RetainedStore = (
             retained if retained is not None else MemoryRetainedStore(separator))
         self.shared: dict[tuple[str, str], SharedGroup] = {}
 
-    def subscribe(self, entry: SubscriptionEntry, topic_filter: str) -> None:
-        """Add or replace the session's subscription on the (inner) ``topic_filter``."""
+    def subscribe(self, entry: SubscriptionEntry, topic_filter: str,
+                  pattern: SubscriptionPattern | None = None) -> None:
+        """Add or replace the session's subscription on the (inner) ``topic_filter``; with
+        ``pattern`` (its compiled runtime pattern) in the pattern index."""
         client_id = entry.session.client_id
         if entry.share_group is None:
-            self.trie.add(topic_filter, client_id, entry)
+            if pattern is None:
+                self.trie.add(topic_filter, client_id, entry)
+            else:
+                self._patterns().add(pattern, client_id, entry)
             return
         key = (entry.share_group, topic_filter)
         group = self.shared.get(key)
         if group is None:
-            group = self.shared[key] = SharedGroup(entry.share_group, topic_filter)
-            self.trie.add(topic_filter, ("$share", entry.share_group), group)
+            group = self.shared[key] = SharedGroup(entry.share_group, topic_filter, pattern)
+            if pattern is None:
+                self.trie.add(topic_filter, ("$share", entry.share_group), group)
+            else:
+                self._patterns().add(pattern, ("$share", entry.share_group), group)
         group.members[client_id] = entry
+
+    def _patterns(self) -> PatternTrie[SubscriptionKey, object]:
+        if self.patterns is None:
+            self.patterns = PatternTrie(self.trie.separator)
+        return self.patterns
+
+    def _remove(self, topic_filter: str, key: SubscriptionKey) -> None:
+        """From whichever index holds it: a session has one entry per filter text."""
+        if self.trie.remove(topic_filter, key) or self.patterns is None:
+            return
+        try:
+            self.patterns.remove(topic_filter, key)
+        except RuleError:
+            pass  # not a valid pattern: it can only have been in the MQTT trie
 
     def unsubscribe(self, entry: SubscriptionEntry, topic_filter: str) -> None:
         client_id = entry.session.client_id
         if entry.share_group is None:
-            self.trie.remove(topic_filter, client_id)
+            self._remove(topic_filter, client_id)
             return
         key = (entry.share_group, topic_filter)
         group = self.shared.get(key)
@@ -83,7 +118,28 @@ class TopicSpace:
         group.members.pop(client_id, None)
         if not group.members:
             del self.shared[key]
-            self.trie.remove(topic_filter, ("$share", entry.share_group))
+            self._remove(topic_filter, ("$share", entry.share_group))
+
+    def match(self, topic: str) -> tuple[Mapping[SubscriptionKey, object], ...]:
+        """Subscriber mappings of every filter and pattern matching ``topic``. Patterns never
+        match ``$`` topics (no channel name starts with ``$``, PATTERNS.md §1)."""
+        hits = self.trie.match(topic)
+        patterns = self.patterns
+        if patterns is None or not len(patterns) or topic[:1] == "$":
+            return hits
+        more = patterns.match(topic)
+        return hits + more if more else hits
+
+    def retained_matching(self, topic_filter: str, pattern: SubscriptionPattern | None,
+                          now: float) -> Iterator[Message]:
+        """Retained messages selected by a new subscription (MQTT filter or runtime pattern)."""
+        if pattern is None:
+            yield from self.retained.matching(topic_filter, now)
+            return
+        for message in self.retained.matching("#", now):
+            if pattern.matches(message.topic):
+                yield message
 
     def subscription_count(self) -> int:
-        return len(self.trie) - len(self.shared) + sum(len(g.members) for g in self.shared.values())
+        indexed = len(self.trie) + (len(self.patterns) if self.patterns is not None else 0)
+        return indexed - len(self.shared) + sum(len(g.members) for g in self.shared.values())

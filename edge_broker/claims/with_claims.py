@@ -6,6 +6,11 @@ subscription either marks ``recheck`` is checked again on every delivery, throug
 ``inner``'s interface (``check_publish`` / ``check_will`` / ``check_subscribe`` may return an
 awaitable, ``check_deliver`` is synchronous) so the broker's handlers call it unchanged, and it
 passes every other attribute through to ``inner``.
+
+``Broker.start`` wraps ``broker.policy`` with it when claims are enabled. Once the authorization
+pipeline (``authz/pipeline.py``) takes PolicyGate objects, the ``ClaimsGate`` belongs in its gate
+list instead and this wrapper goes; until then a component that replaces ``broker.policy`` at
+run time must wrap the new policy again (``WithClaims(new, broker.claims.gate)``).
 """
 
 from __future__ import annotations

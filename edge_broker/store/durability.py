@@ -42,8 +42,10 @@ class Durability:
             return value
         if isinstance(value, str):
             text = value.strip().lower()
-            if text in ("always", "never", "none"):
-                return cls("never" if text == "none" else text)  # type: ignore[arg-type]
+            if text == "always":
+                return cls("always")
+            if text in ("never", "none"):
+                return cls("never")
             scale = 1.0
             if text.endswith("ms"):
                 text, scale = text[:-2], 0.001

@@ -18,6 +18,7 @@ never being the empty string); the property tests compare every query with a lin
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
@@ -25,12 +26,17 @@ from .errors import RuleError
 from .mqtt_topics import validate_topic_filter
 
 _NONE = sys.maxsize  # "no rule": larger than every index
+_ORDERED_FROM = 8  # nodes with more children than this keep them ordered by minimum
+
+
 # Leaves share one read-only empty mapping instead of an empty dict each (memory on a Pi).
 _NO_CHILDREN: Mapping[str, _Node] = MappingProxyType({})
 
 
 class _Node:
-    __slots__ = ("children", "plus", "end", "hash", "end_first", "hash_first", "min")
+    __slots__ = (
+        "children", "plus", "end", "hash", "end_first", "hash_first", "min", "order"
+    )
 
     def __init__(self) -> None:
         self.children: Mapping[str, _Node] = {}
@@ -41,6 +47,10 @@ class _Node:
         self.end_first = _NONE
         self.hash_first = _NONE
         self.min = _NONE  # smallest rule index anywhere in this subtree
+        # For a node with many children: (minima, names, nodes) ordered by subtree minimum,
+        # so a scan over the children for a '+' or '#' query level stops at the first child
+        # that holds no rule before the limit. Parallel tuples cost less than a tuple each.
+        self.order: tuple[tuple[int, ...], tuple[str, ...], tuple[_Node, ...]] | None = None
 
     def finish(self) -> int:
         """Freeze the subtree bottom-up: sort the lists, compute firsts and minima."""
@@ -56,7 +66,20 @@ class _Node:
         if self.plus is not None:
             low = min(low, self.plus.finish())
         self.min = low
+        if len(self.children) > _ORDERED_FROM:
+            names = sorted(self.children, key=lambda name: self.children[name].min)
+            nodes = tuple(self.children[name] for name in names)
+            self.order = (tuple(node.min for node in nodes), tuple(names), nodes)
         return low
+
+    def children_before(self, limit: int) -> Iterable[tuple[str, _Node]]:
+        """Children whose subtree holds a rule ``< limit`` (smallest minimum first when the
+        node has many children)."""
+        if self.order is None:
+            return [(name, c) for name, c in self.children.items() if c.min < limit]
+        mins, names, nodes = self.order
+        stop = bisect_left(mins, limit)
+        return zip(names[:stop], nodes[:stop], strict=True)
 
     def rules_below(self, limit: int) -> Iterable[int]:
         """Every rule index ``< limit`` in this subtree, skipping subtrees that hold none."""
@@ -67,7 +90,7 @@ class _Node:
                 continue
             yield from (i for i in node.end if i < limit)
             yield from (i for i in node.hash if i < limit)
-            stack.extend(node.children.values())
+            stack.extend(child for _, child in node.children_before(limit))
             if node.plus is not None:
                 stack.append(node.plus)
 
@@ -286,7 +309,7 @@ class FirstMatchIndex:
                 if not cont:
                     found.extend(i for i in node.hash if i < limit)
                 found.extend(i for i in node.end if i < limit)
-                for child in node.children.values():
+                for _, child in node.children_before(limit):
                     found.extend(child.rules_below(limit))
                 if node.plus is not None:
                     found.extend(node.plus.rules_below(limit))
@@ -307,7 +330,7 @@ class FirstMatchIndex:
             if plus is not None and not (at_root and q_dollar):
                 stack.append((plus, k + 1, cont))  # '+' contains '+' and any literal
             if level == "+":
-                for name, child in node.children.items():
+                for name, child in node.children_before(limit):
                     if at_root and q_wild_first and name[:1] == "$":
                         continue
                     stack.append((child, k + 1, False))

@@ -1,0 +1,144 @@
+"""Token expiry and re-authentication over the wire (AUTHZ.md §2, MQTT 5 §4.12.1; issue 5).
+
+A token that expires during a session ends it (MQTT 5: DISCONNECT 0xA0 with a Reason String;
+3.1.1: the connection is closed) unless the client re-authenticated in time with AUTH 0x19,
+method TOKEN and a fresh token: then the session goes on with the new grants and expiry.
+paho-mqtt cannot send AUTH, so these tests use the project's codec over a raw socket.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import RunningBroker, start_broker
+from token_broker import grant, make_token, token_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
+from broker_raw import RawClient  # noqa: E402
+
+from edge_broker.mqtt.packets import (  # noqa: E402
+    Auth,
+    Disconnect,
+    Pingreq,
+    Pingresp,
+    Properties,
+    Puback,
+    Publish,
+    Suback,
+    Subscribe,
+    Subscription,
+)
+
+TENANT = "fleet"
+ALL = [grant([TENANT], pub=["data/#"], sub=["data/#", "other/#"])]
+
+
+@pytest.fixture(scope="module")
+def token_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    directory = tmp_path_factory.mktemp("reauth")
+    b = start_broker(directory, token_config(directory, leeway=0))
+    yield b
+    b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
+
+
+def token_props(token: str) -> Properties:
+    return Properties(authentication_method="TOKEN", authentication_data=token.encode())
+
+
+def expiring(seconds: float, grants=ALL) -> str:
+    """A token expiring ``seconds`` from now (exp is whole seconds: set iat accordingly)."""
+    now = time.time()
+    return make_token(grants, ttl=1, now=now + seconds - 1)
+
+
+def reauth(c: RawClient, token: str) -> object:
+    c.send(Auth(0x19, token_props(token)))
+    return c.recv()
+
+
+def test_expiry_without_reauthentication_ends_the_session_with_0xa0(token_broker):
+    with RawClient(token_broker.host, token_broker.port) as c:
+        assert c.connect("exp-v5", properties=token_props(expiring(1.5))).reason_code == 0
+        started = time.monotonic()
+        packets = c.closed(timeout=6)
+    assert time.monotonic() - started >= 0.5
+    assert len(packets) == 1 and isinstance(packets[0], Disconnect)
+    assert packets[0].reason_code == 0xA0
+    assert "expired" in (packets[0].properties.reason_string or "")
+
+
+def test_expiry_closes_a_v311_connection(token_broker):
+    with RawClient(token_broker.host, token_broker.port, level=4) as c:
+        ack = c.connect("exp-v311", username="d", password=expiring(1.5).encode())
+        assert ack.reason_code == 0
+        assert c.closed(timeout=6) == []  # 3.1.1 has no DISCONNECT from the server
+
+
+def test_reauthentication_in_time_keeps_the_session(token_broker):
+    with RawClient(token_broker.host, token_broker.port) as c, \
+            RawClient(token_broker.host, token_broker.port) as pub:
+        assert c.connect("reauth-ok", properties=token_props(expiring(2))).reason_code == 0
+        assert pub.connect("reauth-pub", properties=token_props(make_token(ALL))).reason_code == 0
+        c.send(Subscribe(1, (Subscription("data/#", 1),)))
+        assert c.expect(Suback).reason_codes == (1,)
+        answer = reauth(c, make_token(ALL, ttl=60))
+        assert isinstance(answer, Auth) and answer.reason_code == 0
+        assert answer.properties.authentication_method == "TOKEN"
+        time.sleep(2.5)  # past the first token's expiry
+        pub.send(Publish("data/x", b"still here", 1, packet_id=1))
+        pub.expect(Puback)
+        got = c.expect(Publish)
+        assert got.payload == b"still here"
+        c.send(Puback(got.packet_id or 0))
+        c.send(Pingreq())
+        c.expect(Pingresp)  # still connected
+
+
+def test_reauthentication_with_a_bad_token_disconnects_0x87(token_broker):
+    with RawClient(token_broker.host, token_broker.port) as c:
+        assert c.connect("reauth-bad", properties=token_props(make_token(ALL))).reason_code == 0
+        answer = reauth(c, make_token(ALL, ttl=60)[:-4] + "AAAA")
+        assert isinstance(answer, Disconnect) and answer.reason_code == 0x87
+        assert "signature" in (answer.properties.reason_string or "")
+        c.closed()
+
+
+def test_reauthentication_for_another_tenant_is_refused(token_broker):
+    with RawClient(token_broker.host, token_broker.port) as c:
+        assert c.connect("reauth-ten", properties=token_props(make_token(ALL))).reason_code == 0
+        answer = reauth(c, make_token([grant(["elsewhere"], pub=["#"])]))
+        assert isinstance(answer, Disconnect) and answer.reason_code == 0x87
+        assert "fleet" in (answer.properties.reason_string or "")
+
+
+def test_narrower_grants_remove_subscriptions_they_no_longer_accept(token_broker):
+    with RawClient(token_broker.host, token_broker.port) as c, \
+            RawClient(token_broker.host, token_broker.port) as pub:
+        assert c.connect("reauth-narrow", properties=token_props(make_token(ALL))).reason_code == 0
+        pub_token = make_token([grant([TENANT], pub=["#"])])
+        assert pub.connect("narrow-pub", properties=token_props(pub_token)).reason_code == 0
+        c.send(Subscribe(1, (Subscription("data/#", 0), Subscription("other/#", 0))))
+        assert c.expect(Suback).reason_codes == (0, 0)
+        narrower = [grant([TENANT], pub=["data/#"], sub=["data/#"])]
+        answer = reauth(c, make_token(narrower, ttl=60))
+        assert isinstance(answer, Auth) and answer.reason_code == 0
+        pub.send(Publish("other/x", b"gone", 0))
+        pub.send(Publish("data/x", b"kept", 0))
+        assert c.expect(Publish).payload == b"kept"
+        c.nothing()
+        c.send(Subscribe(2, (Subscription("other/#", 0),)))
+        assert c.expect(Suback).reason_codes == (0x87,)
+
+
+def test_a_password_token_client_cannot_reauthenticate(token_broker):
+    with RawClient(token_broker.host, token_broker.port) as c:
+        ack = c.connect("reauth-pw", username="d", password=make_token(ALL).encode())
+        assert ack.reason_code == 0
+        c.send(Auth(0x19, token_props(make_token(ALL))))
+        packets = c.closed()
+        assert isinstance(packets[-1], Disconnect) and packets[-1].reason_code == 0x82

@@ -103,6 +103,9 @@ class MQTTClient:
         self.sleep_ms: Callable[[int], Any] = time.sleep_ms
         self.sock: Any = None
         self._poller: Any = None
+        self._readinto: Any = None
+        self._byte = bytearray(1)  # fixed-header bytes are read into this, one at a time
+        self._byte_view = memoryview(self._byte)
         # topic filter -> options byte, renewed on reconnect
         self.subscriptions: dict[str, int] = {}
         self.smoker_authenticated = False
@@ -139,6 +142,8 @@ class MQTTClient:
             self.sock = sock
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)
+        readinto = getattr(sock, "recv_into", None)  # CPython; MicroPython has readinto
+        self._readinto = readinto if readinto is not None else sock.readinto  # type: ignore[attr-defined]
         props: list[tuple[int, Any]] = [(packets.MAXIMUM_PACKET_SIZE, self.max_packet_size)]
         if self.session_expiry:
             props.append((packets.SESSION_EXPIRY, self.session_expiry))
@@ -433,15 +438,21 @@ class MQTTClient:
             return ka
         return ka // 2 - idle
 
-    def _recv_exact(self, n: int) -> bytearray:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
+    def _recv_into(self, view: memoryview) -> None:
+        """Fill ``view`` from the socket: readinto (MicroPython) / recv_into (CPython) write
+        straight into the caller's buffer, so reading allocates no intermediate chunks."""
+        got = 0
+        n = len(view)
+        while got < n:
+            k = self._readinto(view[got:], n - got)
+            if not k:
                 self.close()
                 raise OSError("connection closed by the broker")
-            buf += chunk
-        return buf
+            got += k
+
+    def _recv_byte(self) -> int:
+        self._recv_into(self._byte_view)
+        return self._byte[0]
 
     def _readable(self, timeout_ms: int | None) -> bool:
         pending = getattr(self.sock, "pending", None)  # CPython TLS may buffer decrypted data
@@ -460,11 +471,11 @@ class MQTTClient:
                 self.close()
                 raise OSError("no %s from the broker within %s ms" % (expecting, timeout_ms))
             return None
-        first = self._recv_exact(1)[0]
+        first = self._recv_byte()
         remaining = 0
         shift = 0
         while True:
-            b = self._recv_exact(1)[0]
+            b = self._recv_byte()
             remaining |= (b & 0x7F) << shift
             if not b & 0x80:
                 break
@@ -476,7 +487,9 @@ class MQTTClient:
             self.close()
             raise MQTTError(0x95, "broker sent a %d-byte packet; max_packet_size is %d"
                             % (remaining, self.max_packet_size))
-        body: bytes | bytearray = self._recv_exact(remaining) if remaining else b""
+        body = bytearray(remaining)  # the one allocation per incoming packet
+        if remaining:
+            self._recv_into(memoryview(body))
         return first >> 4, first, body
 
     def _wait_for(self, ptype: int, packet_id: int) -> bytes | bytearray:

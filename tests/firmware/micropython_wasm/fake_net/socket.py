@@ -33,6 +33,12 @@ class socket(io.IOBase):
         self.pos += len(chunk)
         return chunk  # b"" at the end: the server closed
 
+    def readinto(self, buf, n=-1):
+        n = len(buf) if n < 0 else n
+        chunk = self.recv(n)
+        buf[:len(chunk)] = chunk
+        return len(chunk)
+
     def send(self, data):
         SENT.extend(data)
         return len(data)

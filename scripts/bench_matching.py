@@ -16,8 +16,9 @@ their rule, half have the device level renamed and miss it (the broad rule may s
 Each cell is the best of ``--rounds`` runs of ``--seconds`` of process CPU time, interleaved
 across sizes, to damp the noise of a shared machine. Prints a markdown table and the 100k-vs-10 cost ratios (target:
 < 2x). Exit status 1 if a target is missed. Then retained-message lookups (a wildcard
-SUBSCRIBE against N retained topics) with :class:`TopicTree` against a scan, and the memory
-each structure takes per entry at the largest size.
+SUBSCRIBE against N retained topics) with :class:`TopicTree` against a scan, SUBSCRIBE
+permission checks (first containing rule and earlier overlapping ones), and the memory each
+structure takes per entry at the largest size.
 
     .venv/bin/python scripts/bench_matching.py [--seconds 0.3] [--rounds 3] [--sizes 10,1000,100000]
 """
@@ -190,14 +191,20 @@ def build(
     }
 
 
-def retained_rates(n: int, seconds: float, rounds: int, rng: random.Random) -> tuple[float, float]:
-    """Wildcard SUBSCRIBE against ``n`` retained topics: TopicTree vs a scan (filters/s)."""
+def retained_rates(
+    n: int, seconds: float, rounds: int, rng: random.Random
+) -> dict[str, float]:
+    """Wildcard SUBSCRIBE against ``n`` retained topics, filters/s: TopicTree vs a scan, for
+    filters whose wildcards come after the device level (``tenant0/device7/+/status``) and
+    for filters with ``+`` right below the tenant (``tenant0/+/device7/telemetry``), which
+    must visit every child of the tenant."""
     filters = rules(n, FILTER_SHAPES, [])
     topics = sorted({instantiate(f, "/", k) for k, f in enumerate(filters)})
     tree: TopicTree[int] = TopicTree()
     for i, topic in enumerate(topics):
         tree.set(topic, i)
-    queries = [rng.choice(filters) for _ in range(256)]
+    deep = [f for f in filters if "/+/device" not in f]
+    shallow = [f for f in filters if "/+/device" in f] or deep
 
     def via_tree(q: str) -> int:
         return sum(1 for _ in tree.matching(q))
@@ -205,13 +212,32 @@ def retained_rates(n: int, seconds: float, rounds: int, rng: random.Random) -> t
     def via_scan(q: str) -> int:
         return sum(1 for t in topics if topic_matches(q, t))
 
-    for q in queries[:50]:
-        assert via_tree(q) == via_scan(q), q
-    scan_time = seconds / 3 if n > 1000 else seconds
-    return (
-        max(rate(via_tree, queries, seconds) for _ in range(rounds)),
-        max(rate(via_scan, queries, scan_time) for _ in range(rounds)),
-    )
+    out: dict[str, float] = {}
+    for name, pool in (("deep", deep), ("shallow", shallow)):
+        queries = [rng.choice(pool) for _ in range(256)]
+        for q in queries[:20]:
+            assert via_tree(q) == via_scan(q), q
+        scan_time = seconds / 3 if n > 1000 else seconds
+        out[f"tree_{name}"] = max(rate(via_tree, queries, seconds) for _ in range(rounds))
+        out[f"scan_{name}"] = max(rate(via_scan, queries, scan_time) for _ in range(rounds))
+    return out
+
+
+def subscribe_check_rates(
+    n: int, seconds: float, rounds: int, rng: random.Random
+) -> tuple[float, float]:
+    """AUTHZ.md gate 4 for a SUBSCRIBE: the first rule containing the filter, then the earlier
+    rules overlapping it. Returns (checks/s, mean number of overlapping rules returned): the
+    cost follows the size of that answer, which grows with the rules a '+' can reach."""
+    filters = rules(n, FILTER_SHAPES, ["$SYS/#", "tenant0/#"])
+    index = FirstMatchIndex(filters)
+    queries = [rng.choice(filters) for _ in range(256)]
+
+    def check(q: str) -> int:
+        return len(index.overlapping(q, index.first_containing(q)))
+
+    mean = sum(check(q) for q in queries) / len(queries)
+    return max(rate(check, queries, seconds) for _ in range(rounds)), mean
 
 
 def memory_per_entry(n: int) -> dict[str, float]:
@@ -289,11 +315,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"- cost of a {label} at {hi:,} vs {lo:,}: {ratio:.2f}x "
               f"({'meets' if ratio < 2.0 else 'MISSES'} the < 2x target)")
     print()
-    print("| retained topics | wildcard SUBSCRIBE lookups: TopicTree | lookups: scan |")
+    print("| retained topics | TopicTree: t/device7/+/status | scan: same | "
+          "TopicTree: t/+/device7/telemetry | scan: same |")
+    print("|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        rr = retained_rates(n, args.seconds, args.rounds, rng)
+        print(f"| {n:,} | {fmt(rr['tree_deep'])} | {fmt(rr['scan_deep'])} | "
+              f"{fmt(rr['tree_shallow'])} | {fmt(rr['scan_shallow'])} |")
+    print()
+    print("| rules | SUBSCRIBE checks/s (first containing + earlier overlapping) | "
+          "mean overlapping rules returned |")
     print("|---:|---:|---:|")
     for n in sizes:
-        tree_rate, scan_rate = retained_rates(n, args.seconds, args.rounds, rng)
-        print(f"| {n:,} | {fmt(tree_rate)} | {fmt(scan_rate)} |")
+        checks, mean = subscribe_check_rates(n, args.seconds, args.rounds, rng)
+        print(f"| {n:,} | {fmt(checks)} | {mean:.1f} |")
     print()
     mem = memory_per_entry(sizes[-1])
     print(f"Memory at {sizes[-1]:,} entries (tracemalloc, bytes per entry incl. the filter "

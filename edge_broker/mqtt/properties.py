@@ -210,21 +210,32 @@ def _check_value(identifier: int, field: str, value: Any, where: str) -> None:
 
 
 def encode_properties(props: Properties, context: int) -> bytes:
-    """Property Length followed by every present property, in identifier order."""
+    """Property Length followed by every present property, in identifier order.
+
+    Refuses what ``decode_properties`` would refuse (same rules, same reason codes), so the
+    codec never puts on the wire what it would not accept itself.
+    """
     if props is NO_PROPERTIES:
         return b"\x00"
     parts: list[bytes] = []
+    where = context_name(context)
     for spec in PROPERTY_SPECS:
         value = getattr(props, spec.field)
         if value is None or value == ():
             continue
         if context not in spec.allowed_in:
             raise ProtocolError(
-                PROTOCOL,
-                f"cannot encode property {spec.field}: {context_name(context)} may not carry it",
+                PROTOCOL, f"cannot encode property {spec.field}: {where} may not carry it"
             )
         ident = bytes((spec.identifier,))
         kind = spec.kind
+        if kind is _V:
+            if len(value) > 1 and context != PacketType.PUBLISH:
+                raise ProtocolError(PROTOCOL, f"{where} carries one subscription identifier")
+            for number in value:
+                _check_value(spec.identifier, spec.field, number, where)
+        elif kind is not _PAIR:
+            _check_value(spec.identifier, spec.field, value, where)
         if kind is _PAIR:
             for name, text in value:
                 parts.append(
@@ -245,5 +256,9 @@ def encode_properties(props: Properties, context: int) -> bytes:
             parts.append(ident + encode_string(value, spec.field))
         else:
             parts.append(ident + encode_binary(value, spec.field))
+    if props.authentication_data is not None and props.authentication_method is None:
+        raise ProtocolError(
+            PROTOCOL, f"{where} carries authentication_data without an authentication_method"
+        )
     body = b"".join(parts)
     return encode_varint(len(body)) + body

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edge_broker.mqtt.codec import PacketReader, ProtocolError, encode
 from edge_broker.mqtt.packets import (
@@ -198,3 +200,49 @@ def test_every_property_round_trips_wherever_allowed(spec: PropertySpec) -> None
         else:
             reader = PacketReader(side="client", protocol_level=5)
         assert reader.feed(wire) == [packet], _name(context)
+
+
+def _any_value(kind: ValueKind) -> st.SearchStrategy[Any]:
+    """Values of the right Python type, valid or not: 0, out-of-range numbers, wildcards."""
+    text = st.text(alphabet=st.sampled_from(["a", "/", "+", "#", "é", "\x00"]), max_size=4)
+    return {
+        ValueKind.BYTE: st.integers(-1, 256),
+        ValueKind.TWO_BYTE: st.integers(-1, 0x10000),
+        ValueKind.FOUR_BYTE: st.integers(-1, 1 << 32),
+        ValueKind.VARINT: st.lists(st.integers(-1, 1 << 28), max_size=3).map(tuple),
+        ValueKind.STRING: text,
+        ValueKind.BINARY: st.binary(max_size=3),
+        ValueKind.STRING_PAIR: st.lists(st.tuples(text, text), max_size=2).map(tuple),
+    }[kind]
+
+
+@st.composite
+def _any_properties(draw: st.DrawFn, context: int) -> Properties:
+    """Mostly properties the context allows (with any values), now and then any property."""
+    anywhere = draw(st.integers(0, 9)) == 0
+    specs = [spec for spec in PROPERTY_SPECS if anywhere or context in spec.allowed_in]
+    values = {
+        spec.field: draw(_any_value(spec.kind)) for spec in specs if draw(st.integers(0, 2)) == 0
+    }
+    return Properties(**values)
+
+
+ALL_CONTEXTS = sorted(set(FROM_CLIENT) | set(FROM_SERVER))
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), context=st.sampled_from(ALL_CONTEXTS))
+def test_encoder_never_writes_what_the_decoder_refuses(data: st.DataObject, context: int) -> None:
+    """encode either refuses (ProtocolError) or produces bytes that decode to the same packet,
+    for properties with arbitrary (also invalid) values in every packet type."""
+    pr = data.draw(_any_properties(context))
+    packet = _with(context, pr)
+    try:
+        wire = encode(packet, 5)
+    except ProtocolError:
+        return
+    if context in FROM_CLIENT and not (context == T.PUBLISH and pr.subscription_identifiers):
+        reader = _server_reader(context)
+    else:
+        reader = PacketReader(side="client", protocol_level=5)
+    assert reader.feed(wire) == [packet]

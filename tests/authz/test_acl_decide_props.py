@@ -121,7 +121,7 @@ attrs = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     configs(),
     st.lists(

@@ -45,6 +45,7 @@ from .acl_config import (
     Permission,
     SubjectCombination,
     load_acl_config,
+    load_acl_json5,
 )
 from .decision import Decision, Gate, deny
 
@@ -148,7 +149,13 @@ class Acl:
 
     @classmethod
     def load(cls, data: Any, source: str = "access_control") -> Acl:
+        """From the section as a mapping (e.g. a TOML table); :class:`AclError` if invalid."""
         return cls.compile(load_acl_config(data, source))
+
+    @classmethod
+    def load_json5(cls, text: str, source: str = "config.json5") -> Acl:
+        """From a Zenoh ``config.json5`` (or just its ``access_control`` object), unchanged."""
+        return cls.compile(load_acl_json5(text, source))
 
     @classmethod
     def compile(cls, config: AclConfig) -> Acl:

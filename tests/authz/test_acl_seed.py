@@ -72,7 +72,9 @@ ALL_FLOWS = (Flow.INGRESS, Flow.EGRESS)
 
 @pytest.fixture(scope="module")
 def sample() -> Acl:
-    return Acl.compile(load_acl_json5(SEED_SAMPLE))
+    acl = Acl.load_json5(SEED_SAMPLE)
+    assert acl.config == load_acl_json5(SEED_SAMPLE)
+    return acl
 
 
 def ident(interface: str | None = None, cn: str | None = None, user: str | None = None) -> Identity:

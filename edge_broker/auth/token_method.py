@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from ..config import Config, ListenerConfig, TokenKeyConfig, TokensConfig
 
 TOKEN_METHOD: Final = "TOKEN"  # the MQTT 5 Authentication Method (enhanced authentication)
+# A rule can be ~4 KB (32 segments of 128 bytes); a Reason String quoting it is cut here so that
+# the CONNACK stays small for clients with a small Maximum Packet Size.
+MAX_REASON_CHARS: Final = 512
 _B64URL_PART: Final = r"[A-Za-z0-9_-]+={0,2}"
 _JWT_RE: Final = re.compile(rf"{_B64URL_PART}\.{_B64URL_PART}\.{_B64URL_PART}")
 
@@ -98,6 +101,15 @@ def build_verifier(tokens: TokensConfig, separator: str) -> TokenVerifier:
     )
 
 
+def _short(reason: str) -> str:
+    """``reason`` cut in the middle when long: the start names the grant and rule, the end says
+    what is wrong with it."""
+    if len(reason) <= MAX_REASON_CHARS:
+        return reason
+    head = MAX_REASON_CHARS // 3
+    return reason[:head] + " … " + reason[-(MAX_REASON_CHARS - head - 3):]
+
+
 def _named_tenant(request: AuthRequest) -> bool:
     return any(k == TENANT_PROPERTY for k, _ in request.connect.properties.user_properties)
 
@@ -144,7 +156,7 @@ class TokenAuthenticator:
             grants = verified.for_tenant(tenant)
             self._check_binding(verified)
         except TokenError as exc:
-            return Refused(exc.reason_code, exc.reason)
+            return Refused(exc.reason_code, _short(exc.reason))
         info = request.info
         return Accepted(Identity(
             client_id=connect.client_id,
@@ -177,7 +189,8 @@ class TokenAuthenticator:
             self._check_binding(verified)
         except TokenError as exc:
             # 0x86 is a CONNACK code only; a failed re-authentication is 0x87 (MQTT 5 §4.12.1)
-            return Refused(ReasonCode.NOT_AUTHORIZED, f"re-authentication refused: {exc.reason}")
+            return Refused(ReasonCode.NOT_AUTHORIZED,
+                           _short(f"re-authentication refused: {exc.reason}"))
         identity = Identity(
             client_id=current.client_id,
             method=current.method,

@@ -147,3 +147,21 @@ def test_config_refuses_token_without_keys_and_bad_key_files(tmp_path):
     with pytest.raises(ConfigError) as info:
         loads_config('[[listeners]]\nname = "t"\nsubscription_patterns = "nats"\n')
     assert info.value.key == "listeners[0].subscription_patterns"
+
+
+def test_a_huge_invalid_rule_gives_a_short_reason_naming_rule_and_problem(token_broker):
+    rule = "/".join(["x" * 128] * 31 + ["a#b"])  # ~4 KB; the last segment is invalid
+    token = ed_forged(claims(tenant_grants=[grant(["acme"], pub=[rule])]))
+    code, reason = connect(token_broker, token)
+    assert code == 0x86 and reason is not None
+    assert len(reason) <= 512
+    assert reason.startswith("invalid token grants: tenant_grants[0].allow_channels_pub[0]")
+    assert "a#b" in reason[-300:]
+
+
+def test_looks_like_jwt():
+    from edge_broker.auth.token_method import looks_like_jwt
+
+    assert looks_like_jwt(make_token(GRANTS).encode())
+    for not_jwt in (None, b"", b"secret", b"a.b", b"a..c", b"a.b.c.d", b"a b.c.d", "é.b.c".encode()):
+        assert not looks_like_jwt(not_jwt), not_jwt

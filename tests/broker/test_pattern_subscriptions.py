@@ -1,0 +1,96 @@
+"""Which SUBSCRIBE filters are runtime patterns on a seed001 listener, their MQTT cover, and the
+pattern index of a topic space (``broker/pattern_subscriptions.py``, ``topic_space.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edge_broker.auth.identity import Identity
+from edge_broker.broker.pattern_subscriptions import (
+    covering_filter,
+    runtime_pattern,
+    split_shared,
+    subscription_pattern,
+)
+from edge_broker.broker.session import Session, SubscriptionEntry
+from edge_broker.broker.topic_space import TopicSpace
+from edge_broker.matching.errors import RuleError
+from edge_broker.matching.mqtt_topics import topic_matches
+from edge_broker.matching.subscription_patterns import parse_pattern
+
+
+@pytest.mark.parametrize("sep", ["/", "."])
+@pytest.mark.parametrize(("text", "is_pattern"), [
+    ("a.b.c", False), ("a.+.c", False), ("a.b.#", False), ("#", False),
+    ("a.*.c", True), ("a.b*", True), ("a.b.>", True), (">", True), ("a.b#", True),
+    ("a.b>", True), ("*", True),
+])
+def test_which_filters_go_to_the_pattern_index(sep, text, is_pattern):
+    text = text.replace(".", sep)
+    if "+" in text and sep == ".":
+        assert runtime_pattern(text, sep) is None  # an MQTT filter with the '.' separator
+        return
+    assert (runtime_pattern(text, sep) is not None) is is_pattern
+
+
+@pytest.mark.parametrize("text", ["a/>/b", "a/#/b*", "a/b>/x", "a/ab*c", "a/**", "a//b*"])
+def test_invalid_patterns_raise(text):
+    with pytest.raises(RuleError):
+        runtime_pattern(text, "/")
+
+
+def test_shared_patterns_split_only_where_patterns_are_allowed():
+    shared = split_shared("$share/g/a/b>", "/", True)
+    assert shared is not None and (shared.group, shared.filter) == ("g", "a/b>")
+    assert split_shared("$share/g/a/b>", "/", False).filter == "a/b>"  # type: ignore[union-attr]
+    with pytest.raises(RuleError):
+        split_shared("$share/g/a/b#", "/", False)  # MQTT rules: '#' must be a whole level
+    assert split_shared("$share/g/a/b#", "/", True).filter == "a/b#"  # type: ignore[union-attr]
+    with pytest.raises(RuleError):
+        split_shared("$share/g+/a/*", "/", True)
+    assert subscription_pattern("a/*", "/", False) == (None, "a/*", None)
+    shared_, inner, pattern = subscription_pattern("$share/g/a/*", "/", True)
+    assert inner == "a/*" and pattern is not None and pattern.text == "a/*"
+
+
+token = st.sampled_from(["a", "b", "ab", "b1", "c9"])
+pattern_token = st.sampled_from(["a", "b", "*", "a*", "b*"])
+tail = st.sampled_from(["", "#", ">", "a#", "b>", "a>", "b#"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(pattern_token, max_size=4), tail, st.lists(token, min_size=1, max_size=6))
+def test_the_cover_contains_every_channel_the_pattern_matches(body, last, channel_tokens):
+    tokens = [*body, last] if last else body
+    if not tokens:
+        return
+    pattern = parse_pattern("/".join(tokens), "/")
+    channel = "/".join(channel_tokens)
+    if pattern.matches(channel):
+        assert topic_matches(covering_filter(pattern), channel, "/"), (pattern.text, channel)
+
+
+def test_cover_examples():
+    assert covering_filter(parse_pattern("a.b*.>", ".")) == "a.+.+.#"
+    assert covering_filter(parse_pattern("a/b>", "/")) == "a/+/+/#"
+    assert covering_filter(parse_pattern("a/b#", "/")) == "a/+/#"
+    assert covering_filter(parse_pattern("a/#", "/")) == "a/#"
+
+
+def test_the_topic_space_routes_and_removes_both_kinds():
+    space = TopicSpace("t")
+    session = Session("c1", "t", Identity("c1", "anonymous", "t"), 5)
+    mqtt_entry = SubscriptionEntry(session, "a/+", 0)
+    pattern_entry = SubscriptionEntry(session, "a/b>", 1)
+    space.subscribe(mqtt_entry, "a/+")
+    space.subscribe(pattern_entry, "a/b>", parse_pattern("a/b>", "/"))
+    assert space.subscription_count() == 2
+    assert [dict(h) for h in space.match("a/b1")] == [{"c1": mqtt_entry}]
+    assert [dict(h) for h in space.match("a/b1/x")] == [{"c1": pattern_entry}]
+    assert space.match("$SYS/b1/x") == ()
+    space.unsubscribe(pattern_entry, "a/b>")
+    space.unsubscribe(mqtt_entry, "a/+")
+    assert space.subscription_count() == 0
+    assert space.match("a/b1/x") == () and space.match("a/b1") == ()

@@ -2,7 +2,8 @@
 
 Compilation follows the seed: for every (subject combination, flow, message) an *allow* and a
 *deny* :class:`~edge_broker.matching.ketree.KeTree` holding the key expressions of the rules that
-policies attach to that subject. A decision is EXACTLY the seed's pseudocode, with requests
+policies attach to that subject (the trees are built per subject and shared by all of its
+combinations; a combination listed by several subjects gets the union of theirs). A decision is EXACTLY the seed's pseudocode, with requests
 matched by INCLUSION (a superset or a partial overlap does not match)::
 
     default deny : allowed iff not deny.match(k) and allow.match(k)
@@ -50,7 +51,7 @@ from .acl_config import (
 from .decision import Decision, Gate, deny
 
 _EMPTY_TREE = KeTree.build(())
-_CACHE_LIMIT = 1024  # merged SubjectAcls memoised per Acl (one per set of matched combinations)
+_CACHE_LIMIT = 1024  # merged SubjectAcls memoised per Acl (one per set of matched subjects)
 
 Scope = tuple[Flow, Message]
 # (rule position in the rules list, rule id, key expression)
@@ -127,13 +128,19 @@ class SubjectAcl:
 class Acl:
     """A compiled ``access_control`` section. Build with :meth:`compile` or :meth:`load`.
 
-    ``subject_acls[i]`` holds the trees of ``combinations[i]`` alone; an identity matching
-    several combinations gets their :meth:`KeTree.union` (subtrees shared, so merging costs
-    the overlap between combinations, not the number of rules)."""
+    Trees are compiled once per SUBJECT (``subject_acls[k]`` for ``subject_ids[k]``, the
+    subjects some policy names), not per combination: a subject listing a thousand usernames
+    has a thousand combinations but one set of trees. ``combinations[i]`` (every combination
+    of every such subject, deduplicated) leads to the subjects it belongs to,
+    ``combination_subjects[i]``. A connection matching several subjects gets their trees
+    united per (flow, message) on first use (:meth:`KeTree.union` shares subtrees, so this
+    costs the overlap between subjects, not the number of rules)."""
 
     config: AclConfig
-    combinations: tuple[SubjectCombination, ...]
+    subject_ids: tuple[str, ...]
     subject_acls: tuple[SubjectAcl, ...]
+    combinations: tuple[SubjectCombination, ...]
+    combination_subjects: tuple[tuple[int, ...], ...]
     verbatims: frozenset[str]
     _merged: dict[tuple[int, ...], SubjectAcl] = field(
         default_factory=dict, compare=False, repr=False
@@ -160,26 +167,12 @@ class Acl:
     @classmethod
     def compile(cls, config: AclConfig) -> Acl:
         rules = {rule.id: (i, rule) for i, rule in enumerate(config.rules)}
-        subjects = {s.id: s for s in config.subjects}
-        combos: dict[SubjectCombination, dict[Scope, tuple[list[_Entry], list[_Entry]]]] = {}
+        attached: dict[str, dict[str, None]] = {}  # subject id -> rule ids (ordered set)
         if config.enabled:
             for policy in config.policies:
                 for subject_id in policy.subjects:
-                    for combo in subjects[subject_id].combinations():
-                        scopes = combos.setdefault(combo, {})
-                        for rule_id in policy.rules:
-                            index, rule = rules[rule_id]
-                            _add_rule(scopes, index, rule)
-        ordered = tuple(combos)
-        # Combinations given the same rules share one compiled tree (and unions skip it).
-        built: dict[tuple[_Entry, ...], KeTree] = {}
-
-        def tree(entries: list[_Entry]) -> KeTree:
-            key = tuple(entries)
-            if key not in built:
-                built[key] = _tree(entries)
-            return built[key]
-
+                    attached.setdefault(subject_id, {}).update(dict.fromkeys(policy.rules))
+        subject_ids = tuple(s.id for s in config.subjects if s.id in attached)
         verbatims = frozenset(
             chunk.text
             for rule in config.rules
@@ -187,19 +180,40 @@ class Acl:
             for chunk in expr.chunks
             if chunk.kind is ChunkKind.VERBATIM
         )
-        subject_acls = tuple(
-            SubjectAcl(
-                config.enabled,
-                config.default_permission,
-                {
-                    scope: TreePair(tree(allow), tree(deny))
-                    for scope, (allow, deny) in combos[c].items()
-                },
-                verbatims,
+        # Subjects given the same rules share one compiled tree (and unions skip it).
+        built: dict[tuple[_Entry, ...], KeTree] = {}
+
+        def tree(entries: list[_Entry]) -> KeTree:
+            key = tuple(sorted(entries, key=lambda e: (e[0], e[2].text)))
+            if key not in built:
+                built[key] = _tree(entries)
+            return built[key]
+
+        subject_acls = []
+        for subject_id in subject_ids:
+            scopes: dict[Scope, tuple[list[_Entry], list[_Entry]]] = {}
+            for rule_id in attached[subject_id]:
+                index, rule = rules[rule_id]
+                _add_rule(scopes, index, rule)
+            trees = {scope: TreePair(tree(a), tree(d)) for scope, (a, d) in scopes.items()}
+            subject_acls.append(
+                SubjectAcl(config.enabled, config.default_permission, trees, verbatims)
             )
-            for c in ordered
+        by_subject = {s.id: s for s in config.subjects}
+        combos: dict[SubjectCombination, list[int]] = {}
+        for k, subject_id in enumerate(subject_ids):
+            for combo in by_subject[subject_id].combinations():
+                owners = combos.setdefault(combo, [])
+                if k not in owners:
+                    owners.append(k)
+        return cls(
+            config,
+            subject_ids,
+            tuple(subject_acls),
+            tuple(combos),
+            tuple(tuple(owners) for owners in combos.values()),
+            verbatims,
         )
-        return cls(config, ordered, subject_acls, verbatims)
 
     def matching_combinations(
         self, interface: str | None, cert_cn: str | None, username: str | None
@@ -208,32 +222,33 @@ class Acl:
             i for i, c in enumerate(self.combinations) if c.matches(interface, cert_cn, username)
         )
 
+    def _matched(
+        self, interface: str | None, cert_cn: str | None, username: str | None
+    ) -> tuple[int, ...]:
+        """Indices (into ``subject_ids``) of the subjects these attributes match, sorted."""
+        found: set[int] = set()
+        for i in self.matching_combinations(interface, cert_cn, username):
+            found.update(self.combination_subjects[i])
+        return tuple(sorted(found))
+
     def matching_subjects(self, identity: Identity) -> tuple[str, ...]:
-        """Ids of the configured subjects (named by a policy) the identity matches, in config
-        order: what ``explain`` shows beside the verdict."""
-        named = {sid for p in self.config.policies for sid in p.subjects}
-        return tuple(
-            s.id
-            for s in self.config.subjects
-            if s.id in named
-            and any(
-                c.matches(identity.interface, identity.cert_cn, identity.username)
-                for c in s.combinations()
-            )
-        )
+        """Ids of the subjects (named by a policy) the identity matches, in config order:
+        what ``explain`` shows beside the verdict."""
+        matched = self._matched(identity.interface, identity.cert_cn, identity.username)
+        return tuple(self.subject_ids[k] for k in matched)
 
     def for_subject(
         self, interface: str | None, cert_cn: str | None, username: str | None
     ) -> SubjectAcl:
         """The merged :class:`SubjectAcl` for these connection attributes (trees of several
-        combinations are united per scope on first use, then kept)."""
-        matched = self.matching_combinations(interface, cert_cn, username)
+        subjects are united per scope on first use, then kept)."""
+        matched = self._matched(interface, cert_cn, username)
         if len(matched) == 1:
             return self.subject_acls[matched[0]]
         cached = self._merged.get(matched)
         if cached is not None:
             return cached
-        merged = _LazyUnion(tuple(self.subject_acls[i].trees for i in matched))
+        merged = _LazyUnion(tuple(self.subject_acls[k].trees for k in matched))
         result = SubjectAcl(
             self.config.enabled, self.config.default_permission, merged, self.verbatims
         )

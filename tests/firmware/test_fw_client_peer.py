@@ -420,3 +420,34 @@ def test_a_failed_connect_leaves_the_client_disconnected() -> None:
         assert not c.connected
         with pytest.raises(OSError, match="not connected"):
             c.publish("t", b"x")
+
+
+def test_reauthentication_with_a_fresh_nonce() -> None:
+    def script(peer: PeerConnection) -> None:
+        smoker_handshake(peer)
+        start = peer.recv()
+        assert start == Auth(0x19, Properties(authentication_method="SMOKER"))
+        nonce = os.urandom(32)
+        challenge = issue_challenge(ID, nonce)
+        assert isinstance(challenge, SmokerChallenge)
+        peer.send(Publish("in/between", b"still delivered", 0))  # traffic may interleave
+        peer.send(Auth(0x18, Properties(authentication_method="SMOKER",
+                                        authentication_data=nonce)))
+        answer = peer.recv()
+        assert isinstance(answer, Auth) and check_response(challenge, answer) is None
+        peer.send(Auth(0x00, Properties(authentication_method="SMOKER")))
+        peer.recv()  # the second AUTH 0x19
+        peer.send(Disconnect(0x87, Properties(reason_string="signature does not verify")))
+
+    got: list[bytes] = []
+    with ScriptedPeer(script) as peer:
+        c = smoker_client(peer.port, callback=lambda t, p: got.append(p))
+        c.connect()
+        c.reauthenticate()
+        assert c.smoker_authenticated and got == [b"still delivered"]
+        with pytest.raises(MQTTError, match="does not verify") as info:
+            c.reauthenticate()
+        assert info.value.reason == 0x87 and not c.connected
+    plain = MQTTClient("127.0.0.1", 1, client_id="p")
+    with pytest.raises(MQTTError, match="only a SMOKER"):
+        plain.reauthenticate()

@@ -117,6 +117,7 @@ class MQTTClient:
         self._ping_sent: int | None = None
         self._qos2_received: set[int] = set()
         self._claims_answer: bytes | None = None  # set by _handle while request_claims waits
+        self._reauthenticating = False  # cleared by _handle on AUTH 0x00
         self._claims_topic = claims.CLAIMS_RESPONSE % client_id
 
     # ------------------------------------------------------------ connection
@@ -151,6 +152,7 @@ class MQTTClient:
             props.append((packets.AUTH_METHOD, SMOKER))
         self._ping_sent = None
         self._qos2_received = set()
+        self._reauthenticating = False
         self.smoker_authenticated = False
         self._send(packets.connect(self.client_id, self.keepalive, self.clean_start, props,
                                    self.username, self.password, self.will))
@@ -207,6 +209,22 @@ class MQTTClient:
             (packets.AUTH_METHOD, SMOKER),
             (packets.AUTH_DATA, self.signing_key.sign_attached(nonce)),
         ]))
+
+    def reauthenticate(self) -> None:
+        """Prove the key again without dropping the session (MQTT 5 §4.12.1, SMOKER.md):
+        AUTH 0x19 → the broker's fresh nonce (AUTH 0x18) → the signed nonce → AUTH 0x00.
+        A broker that refuses closes the connection (DISCONNECT with the reason)."""
+        if self.signing_key is None or not self.smoker_authenticated:
+            raise MQTTError(packets.PROTOCOL_ERROR,
+                            "only a SMOKER-authenticated connection can re-authenticate")
+        self._reauthenticating = True
+        self._send(packets.auth(packets.RE_AUTHENTICATE, [(packets.AUTH_METHOD, SMOKER)]))
+        deadline = time.ticks_add(time.ticks_ms(), self.timeout_ms)
+        while self._reauthenticating:
+            left = time.ticks_diff(deadline, time.ticks_ms())
+            got = self._read_packet(max(left, 0), "AUTH (re-authentication)")
+            assert got is not None  # _read_packet raises instead when something is owed
+            self._handle(*got)
 
     def connect_with_backoff(self, attempts: int = 0) -> bool:
         """connect(), retried with backoff_ms() delays; ``attempts`` 0 retries for ever.
@@ -530,7 +548,12 @@ class MQTTClient:
             raise MQTTError(reason, "broker sent DISCONNECT%s"
                             % _explain(props.get(packets.REASON_STRING)))
         elif ptype == packets.AUTH:
-            self._answer_auth(body)
+            reason, props = packets.parse_reason_and_properties(body)
+            if reason == 0 and props.get(packets.AUTH_METHOD) == SMOKER \
+                    and self._reauthenticating:
+                self._reauthenticating = False  # AUTH 0x00: re-authentication succeeded
+            else:
+                self._answer_auth(body)
         elif ptype in (packets.CONNECT, packets.SUBSCRIBE, packets.UNSUBSCRIBE,
                        packets.PINGREQ, packets.CONNACK):
             self.close()

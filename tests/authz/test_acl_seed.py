@@ -351,3 +351,25 @@ def test_merged_subject_holds_the_union_of_its_combinations_scopes() -> None:
     assert merged.decide(Flow.INGRESS, Message.PUT, "a/x") == AclDecision(True, "p")
     assert merged.decide(Flow.EGRESS, Message.QUERY, "b") == AclDecision(True, "q")
     assert not merged.decide(Flow.EGRESS, Message.PUT, "a/x").allowed
+
+
+def test_a_subject_with_many_usernames_compiles_one_set_of_trees() -> None:
+    users = [f"device-{i}" for i in range(500)]
+    acl = Acl.load(
+        {
+            "enabled": True,
+            "rules": [
+                {"id": f"r{i}", "messages": ["put"], "permission": "allow",
+                 "key_exprs": [f"site/{i}/**"]}
+                for i in range(200)
+            ],
+            "subjects": [{"id": "fleet", "usernames": users, "interfaces": ["wlan0", "eth0"]}],
+            "policies": [{"rules": [f"r{i}" for i in range(200)], "subjects": ["fleet"]}],
+        }
+    )  # fmt: skip
+    assert len(acl.combinations) == 1000 and len(acl.subject_acls) == 1
+    device = acl.for_identity(ident("wlan0", user="device-42"))
+    assert device is acl.subject_acls[0]
+    assert device.decide(Flow.INGRESS, Message.PUT, "site/7/t") == AclDecision(True, "r7")
+    assert not acl.decide(ident("wlan0", user="intruder"), Flow.INGRESS, Message.PUT,
+                          "site/7/t").allowed  # fmt: skip

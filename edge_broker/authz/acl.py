@@ -142,6 +142,9 @@ class Acl:
     combinations: tuple[SubjectCombination, ...]
     combination_subjects: tuple[tuple[int, ...], ...]
     verbatims: frozenset[str]
+    combination_index: Mapping[SubjectCombination, int] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     _merged: dict[tuple[int, ...], SubjectAcl] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -213,14 +216,23 @@ class Acl:
             tuple(combos),
             tuple(tuple(owners) for owners in combos.values()),
             verbatims,
+            {combo: i for i, combo in enumerate(combos)},
         )
 
     def matching_combinations(
         self, interface: str | None, cert_cn: str | None, username: str | None
     ) -> tuple[int, ...]:
-        return tuple(
-            i for i, c in enumerate(self.combinations) if c.matches(interface, cert_cn, username)
-        )
+        """A combination matches when each attribute is unconstrained (None) or equal, so the
+        candidates are the at most 8 triples mixing each attribute with None: dict lookups,
+        whatever the number of combinations."""
+        found = {
+            self.combination_index[candidate]
+            for i in {interface, None}
+            for c in {cert_cn, None}
+            for u in {username, None}
+            if (candidate := SubjectCombination(i, c, u)) in self.combination_index
+        }
+        return tuple(sorted(found))
 
     def _matched(
         self, interface: str | None, cert_cn: str | None, username: str | None

@@ -142,9 +142,7 @@ class Acl:
     combinations: tuple[SubjectCombination, ...]
     combination_subjects: tuple[tuple[int, ...], ...]
     verbatims: frozenset[str]
-    combination_index: Mapping[SubjectCombination, int] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    combination_index: Mapping[SubjectCombination, int] = field(compare=False, repr=False)
     _merged: dict[tuple[int, ...], SubjectAcl] = field(
         default_factory=dict, compare=False, repr=False
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -161,3 +162,21 @@ def test_tenant_names(seed_broker, asked, granted, ok):
         assert (client.reason == 0) is ok, (asked, client.reason)
         if not ok:
             assert int(client.reason.value) == 0x87
+
+
+def test_unsubscribing_a_pattern_stops_its_deliveries(seed_broker):
+    b, sep = seed_broker
+    pub_token, sub_token = tenant_tokens(sep)
+    pattern, channel = f"a{sep}b{sep}c>", f"a{sep}b{sep}c1{sep}x"
+    with TokenClient(b.host, b.port, pub_token) as pub, \
+            TokenClient(b.host, b.port, sub_token) as sub:
+        assert sub.subscribe(pattern, f"$share{sep}g{sep}{pattern}") == [1, 1]
+        pub.publish(channel, b"before")
+        # one copy through the plain subscription, one through the shared group (MQTT 5 §4.8.2)
+        assert sub.received(2) == [(channel, b"before")] * 2
+        done = threading.Event()
+        sub.c.on_unsubscribe = lambda *args: done.set()
+        sub.c.unsubscribe([pattern, f"$share{sep}g{sep}{pattern}"])
+        assert done.wait(5)
+        pub.publish(channel, b"after")
+        assert sub.received(0) == []

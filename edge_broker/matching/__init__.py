@@ -2,6 +2,18 @@
 
 Every language takes the separator as a parameter (``/`` by default). Invalid input raises
 :class:`RuleError` at compile time, never at match time.
+
+One idea a module:
+
+- ``mqtt_topics``: MQTT topic names and filters (§4): validation, ``$share``, matching,
+  containment and overlap.
+- ``subscription_trie``: the broker's subscription index (filters -> subscribers).
+- ``topic_tree``: retained topics queried by a filter.
+- ``rule_index``: first-match over ordered MQTT-filter rules (seed 003, AUTHZ.md gate 4).
+- ``subscription_patterns`` / ``pattern_trie``: runtime subscription patterns (§2, seed 001).
+- ``decision_cache``: bounded cache with a generation number.
+- ``names``, ``pattern_tokens``, ``token_rules``, ``token_rule_sets`` (§1, §3) and
+  ``keyexpr``, ``ketree`` (§5): import those from their modules.
 """
 
 from .decision_cache import DecisionCache

@@ -29,15 +29,13 @@ class SharedGroup:
     """Members of ``$share/<group>/<filter>``; each message goes to one of them, round robin,
     preferring online members (MQTT 5 §4.8.2)."""
 
-    __slots__ = ("name", "topic_filter", "members", "_next", "pattern")
+    __slots__ = ("name", "topic_filter", "members", "_next")
 
-    def __init__(self, name: str, topic_filter: str,
-                 pattern: SubscriptionPattern | None = None) -> None:
+    def __init__(self, name: str, topic_filter: str) -> None:
         self.name = name
         self.topic_filter = topic_filter
         self.members: dict[str, SubscriptionEntry] = {}
         self._next = 0
-        self.pattern = pattern  # set when the group's filter is a runtime pattern
 
     def pick(self, qos: int) -> SubscriptionEntry | None:
         """The next online member; for QoS 1/2 an offline member's session if none is online
@@ -85,7 +83,7 @@ class TopicSpace:
         key = (entry.share_group, topic_filter)
         group = self.shared.get(key)
         if group is None:
-            group = self.shared[key] = SharedGroup(entry.share_group, topic_filter, pattern)
+            group = self.shared[key] = SharedGroup(entry.share_group, topic_filter)
             if pattern is None:
                 self.trie.add(topic_filter, ("$share", entry.share_group), group)
             else:

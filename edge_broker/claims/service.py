@@ -172,13 +172,15 @@ class ClaimService:
         serving meanwhile; return the final ``load_report`` (``pending`` 0)."""
         started = time.perf_counter()
         while self._pending:
-            for _ in range(min(batch, len(self._pending))):
-                tenant, topic = next(iter(self._pending))
+            keys = list(self._pending)  # a snapshot: popping from a dict's front while
+            for i, (tenant, topic) in enumerate(keys):  # iterating it again is quadratic
                 record = self._index.get(tenant, {}).get(topic)
                 if isinstance(record, _Pending):
                     self._resolve(tenant, topic, record)
                 else:
                     self._pending.pop((tenant, topic), None)
+                if i % batch == batch - 1:
+                    await asyncio.sleep(0)  # serve clients between batches
             await asyncio.sleep(0)
         report = self.load_report
         in_service = sum(

@@ -22,7 +22,11 @@ from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Co
 from .outcomes import will_denied
 from .pattern_subscriptions import listener_identity
 from .session import NEVER_EXPIRES
-from .token_expiry import after_reauthentication, schedule_token_expiry
+from .token_expiry import (
+    after_reauthentication,
+    drop_ungranted_subscriptions,
+    schedule_token_expiry,
+)
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -196,6 +200,8 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
         asked = 0 if connect.clean_start else NEVER_EXPIRES
     expiry = min(asked, cfg.max_session_expiry)
     session, present = broker.attach_session(conn, connect, identity, expiry)
+    if present:
+        drop_ungranted_subscriptions(conn, "a resumed session")
     props = Properties()
     if conn.v5:
         p = connect.properties

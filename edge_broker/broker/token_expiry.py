@@ -6,7 +6,8 @@ plus the verifier's leeway, wall-clock seconds). One timer per connection fires 
 session: MQTT 5 gets DISCONNECT 0xA0 Maximum connect time with a Reason String, 3.x is closed.
 A successful re-authentication (AUTH 0x19 with a fresh token, MQTT 5 §4.12.1) replaces the
 identity: the timer is rescheduled for the new token, and the session's subscriptions are
-re-checked against the new grants; those no longer accepted are removed (logged).
+re-checked against the new grants; those no longer accepted are removed (logged). The same
+check runs when a token client resumes a session (clean start 0) with a token that grants less.
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ def _expired(conn: Connection, deadline: float) -> None:
 def after_reauthentication(conn: Connection) -> None:
     """The identity was replaced by a re-authentication: new timer, subscriptions re-checked."""
     schedule_token_expiry(conn)
+    drop_ungranted_subscriptions(conn, "re-authentication")
+
+
+def drop_ungranted_subscriptions(conn: Connection, why: str) -> None:
+    """Remove the session's subscriptions that the connection's token grants do not accept
+    (a re-authentication, or a resumed session whose new token grants less)."""
     identity = conn.identity
     session = conn.session
     if identity is None or session is None:
@@ -85,7 +92,7 @@ def after_reauthentication(conn: Connection) -> None:
             continue
         del session.subscriptions[topic_filter]
         space.unsubscribe(entry, inner)
-        log.info("subscription removed after re-authentication",
+        log.info(f"subscription removed after {why}",
                  extra={"event": "subscription_removed", "client_id": conn.client_id,
                         "tenant": identity.tenant, "topic_filter": topic_filter,
                         "reason": decision.reason})

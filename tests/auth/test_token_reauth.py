@@ -142,3 +142,28 @@ def test_a_password_token_client_cannot_reauthenticate(token_broker):
         c.send(Auth(0x19, token_props(make_token(ALL))))
         packets = c.closed()
         assert isinstance(packets[-1], Disconnect) and packets[-1].reason_code == 0x82
+
+
+def test_a_resumed_session_keeps_only_what_the_new_token_accepts(token_broker):
+    persistent = Properties(session_expiry_interval=300)
+    with RawClient(token_broker.host, token_broker.port) as c:
+        ack = c.connect("resume-narrow", clean=False, properties=Properties(
+            session_expiry_interval=300, authentication_method="TOKEN",
+            authentication_data=make_token(ALL).encode()))
+        assert ack.reason_code == 0 and not ack.session_present
+        c.send(Subscribe(1, (Subscription("data/#", 0), Subscription("other/#", 0))))
+        assert c.expect(Suback).reason_codes == (0, 0)
+        c.send(Disconnect(0, persistent))
+    narrower = make_token([grant([TENANT], sub=["data/#"])])
+    with RawClient(token_broker.host, token_broker.port) as c, \
+            RawClient(token_broker.host, token_broker.port) as pub:
+        ack = c.connect("resume-narrow", clean=False, properties=Properties(
+            session_expiry_interval=300, authentication_method="TOKEN",
+            authentication_data=narrower.encode()))
+        assert ack.reason_code == 0 and ack.session_present
+        pub_token = make_token([grant([TENANT], pub=["#"])])
+        assert pub.connect("resume-pub", properties=token_props(pub_token)).reason_code == 0
+        pub.send(Publish("other/x", b"not any more", 0))
+        pub.send(Publish("data/x", b"still", 0))
+        assert c.expect(Publish).payload == b"still"
+        c.nothing()

@@ -39,8 +39,10 @@ def smoker_config(store_dir: Path, deny_action: str = "reason", **claims: Any) -
 
 
 @asynccontextmanager
-async def running_broker(store_dir: Path, **claims: Any) -> AsyncIterator[tuple[Broker, int]]:
-    broker = Broker(loads_config(smoker_config(store_dir, **claims), "<test>"))
+async def running_broker(
+    store_dir: Path, deny_action: str = "reason", **claims: Any
+) -> AsyncIterator[tuple[Broker, int]]:
+    broker = Broker(loads_config(smoker_config(store_dir, deny_action, **claims), "<test>"))
     await broker.start()
     try:
         assert broker.claims is not None

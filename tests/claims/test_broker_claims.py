@@ -353,3 +353,19 @@ async def test_claims_are_per_tenant(tmp_path: Path) -> None:
         assert broker.claims.service.lookup(T, "a") is not None
         assert broker.claims.service.lookup(T, "b") is None
         assert broker.claims.service.lookup(T) is None  # nor in the default tenant "~"
+
+
+async def test_deny_action_disconnect_applies_to_claims_gate_denials_not_to_claim_answers(
+    tmp_path: Path,
+) -> None:
+    async with running_broker(tmp_path, deny_action="disconnect") as (_, port):
+        async with client(port, OTHER_KEY) as other:
+            ack = await other.claim_payload(b"junk")  # a claim answer, not an authz denial
+            assert ack.reason_code == FORMAT and not other.closed
+            ack = await other.publish(T, b"x", qos=1)  # gate 6 denies: PUBACK 0x87, DISCONNECT
+            assert ack is not None and ack.reason_code == NOT_AUTHORIZED
+            with pytest.raises(SmokerClientError):  # the broker has gone away
+                await other.next_message(2)
+            assert other.closed
+            assert other.disconnect_packet is not None
+            assert other.disconnect_packet.reason_code == NOT_AUTHORIZED

@@ -126,7 +126,7 @@ def start_broker(
     workdir: Path,
     config: dict[str, Any] | str | None = None,
     args: tuple[str, ...] = (),
-    timeout: float = 15.0,
+    timeout: float = 30.0,
 ) -> RunningBroker:
     """Start ``python -m edge_broker run`` and wait until every listener accepts."""
     workdir.mkdir(parents=True, exist_ok=True)

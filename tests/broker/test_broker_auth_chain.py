@@ -120,8 +120,8 @@ class SlowPolicy(Policy):
             return deny(Gate.AUTHORIZER, "no-deny", "denied by authorizer rule 'no-deny'")
         return ALLOW
 
-    def check_publish(self, identity, topic, packet):
-        first = super().check_publish(identity, topic, packet)
+    def check_publish(self, identity, topic, packet, *more):
+        first = super().check_publish(identity, topic, packet, *more)
         if first.denied:
             return first
         return self._publish(topic)
@@ -132,7 +132,7 @@ class SlowPolicy(Policy):
             return deny(Gate.AUTHORIZER, "no-deny", "denied by authorizer rule 'no-deny'")
         return ALLOW
 
-    def check_subscribe(self, identity, subscription):
+    def check_subscribe(self, identity, subscription, user_properties=()):
         return self._subscribe(subscription.topic_filter)
 
 
@@ -177,9 +177,11 @@ def test_deny_action_disconnect(inprocess_broker_factory):
 class EgressPolicy(Policy):
     """Deliveries to client ``blocked`` of topics under ``secret/`` are denied (egress gate)."""
 
-    has_delivery_gates = True
+    def __init__(self, separator: str) -> None:
+        super().__init__(separator)
+        self.has_delivery_gates = True
 
-    def check_deliver(self, session, message):
+    def check_deliver(self, session, message, *more):
         if session.client_id == "blocked" and message.topic.startswith("secret/"):
             return deny(Gate.ACL, "egress", "egress denied")
         return ALLOW

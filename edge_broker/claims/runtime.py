@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,19 @@ log = logging.getLogger("edge_broker.claims")
 STATE_DIR_ENV = "EDGE_BROKER_STATE_DIR"
 SYSTEM_STATE_DIR = "/var/lib/edge-broker"
 USER_STATE_DIR = "var/edge-broker"  # relative to the working directory
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimsStats:
+    """For ``$SYS`` and metrics: claims in the index (``pending`` not yet re-verified,
+    ``quarantined`` compromised), clients the flood guard tracks, the store's health."""
+
+    claims: int
+    pending: int
+    quarantined: int
+    throttled_clients: int
+    store_healthy: bool
+    store_error: str | None
 
 
 class ClaimsStartError(RuntimeError):
@@ -140,6 +154,18 @@ class ClaimsRuntime:
         if self._verifier is None:
             return await self.service.verify_pending(self.verify_batch)
         return await self._verifier
+
+    def stats(self) -> ClaimsStats:
+        service = self.service
+        health = self.store.keyed.health()
+        return ClaimsStats(
+            claims=len(service),
+            pending=service.pending,
+            quarantined=service.quarantined_count(),
+            throttled_clients=service.guard.tracked_clients(),
+            store_healthy=health.healthy,
+            store_error=health.error,
+        )
 
     async def close(self) -> None:
         if self._verifier is not None and not self._verifier.done():

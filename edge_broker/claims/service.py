@@ -239,6 +239,13 @@ class ClaimService:
         self.verify_all()
         return [r for r in self._index.get(tenant, _EMPTY).values() if isinstance(r, Quarantined)]
 
+    def quarantined_count(self) -> int:
+        """Quarantined records found so far (pending ones are not verified for this)."""
+        return sum(
+            1 for table in self._index.values() for r in table.values()
+            if isinstance(r, Quarantined)
+        )
+
     def live_topics(self, tenant: str, owner: str) -> Collection[str]:
         """The owner's topics in the index plus claims of it still being written."""
         owned = self._owned.get((tenant, owner), set())

@@ -225,6 +225,8 @@ async def test_a_compromised_claim_answers_0x83(tmp_path: Path) -> None:
     ):
         assert broker.claims is not None
         assert [t for _, t, _ in broker.claims.service.load_report.quarantined] == [T]
+        stats = broker.claims.stats()
+        assert (stats.claims, stats.pending, stats.quarantined) == (1, 0, 1)
         assert await other.subscribe(T) == (ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR,)
         ack = await other.publish(T, b"x", qos=1)
         assert ack is not None and ack.reason_code == ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR

@@ -125,6 +125,9 @@ async def test_a_store_that_cannot_be_opened_is_a_clear_start_error(tmp_path: Pa
         ClaimsRuntime.open(cfg)
     held = loads_config(f'[claims]\nenabled = true\nstore_dir = "{tmp_path}"\n')
     first = ClaimsRuntime.open(held)
+    stats = first.stats()
+    assert (stats.claims, stats.pending, stats.quarantined) == (0, 0, 0)
+    assert stats.store_healthy and stats.store_error is None
     try:
         with pytest.raises(ClaimsStartError, match="no other broker"):
             ClaimsRuntime.open(held)  # the log's lock: one broker per store

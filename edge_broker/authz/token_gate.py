@@ -36,10 +36,28 @@ def _grants(identity: Identity) -> CompiledTenantGrants | None:
     return grants if isinstance(grants, CompiledTenantGrants) else None
 
 
-class TokenGate:
-    """A :class:`~edge_broker.authz.gate.PolicyGate` over ``Identity.grants`` (module docstring)."""
+ALLOW_CACHE_SIZE = 4096  # distinct allowing rules whose Decision is kept (frozen, shareable)
 
-    __slots__ = ()
+
+class TokenGate:
+    """A :class:`~edge_broker.authz.gate.PolicyGate` over ``Identity.grants`` (module docstring).
+
+    Allowing decisions are shared per rule text: building a Decision costs more than the rule
+    lookup itself on the publish hot path.
+    """
+
+    __slots__ = ("_allow",)
+
+    def __init__(self) -> None:
+        self._allow: dict[str, Decision] = {}
+
+    def _allowed(self, rule: str) -> Decision:
+        decision = self._allow.get(rule)
+        if decision is None:
+            if len(self._allow) >= ALLOW_CACHE_SIZE:
+                self._allow.clear()
+            decision = self._allow[rule] = Decision(True, Gate.TOKEN, rule)
+        return decision
 
     @property
     def gate(self) -> Gate:
@@ -68,7 +86,7 @@ class TokenGate:
             return deny(Gate.TOKEN, None,
                         f"no allow_channels_pub rule of the token for tenant "
                         f"{identity.tenant!r} lets the client {what} {topic!r}")
-        return Decision(True, Gate.TOKEN, rule)
+        return self._allowed(rule)
 
     def check_subscribe(
         self, identity: Identity, subscription: Subscription, topic_filter: str,
@@ -87,7 +105,7 @@ class TokenGate:
             return deny(Gate.TOKEN, None,
                         f"no allow_channels_sub rule of the token for tenant "
                         f"{identity.tenant!r} accepts the subscription {topic_filter!r}")
-        return Decision(True, Gate.TOKEN, rule)
+        return self._allowed(rule)
 
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
         return False

@@ -110,3 +110,17 @@ def test_the_gate_does_not_apply_without_token_grants():
     assert gate.check_will(anonymous, Will("x", b"", 0, False)) is None
     assert gate.delivers_need_check(identity("shop"), "#") is False
     assert gate.check_deliver(identity("shop"), object()) is None
+
+
+def test_allowing_decisions_are_shared_per_rule_and_bounded():
+    gate = TokenGate()
+    who = identity("shop", "/")
+    first = publish(gate, who, "store/sell/a")
+    assert first is publish(gate, who, "store/sell/b")  # same rule, same Decision object
+    from edge_broker.authz import token_gate
+
+    for i in range(token_gate.ALLOW_CACHE_SIZE + 5):
+        gate._allowed(f"rule-{i}")
+    assert len(gate._allow) <= token_gate.ALLOW_CACHE_SIZE
+    again = publish(gate, who, "store/sell/a")
+    assert again is not None and again.allowed and again.rule == "store/sell/#"

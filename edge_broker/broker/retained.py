@@ -1,6 +1,8 @@
 """Retained messages (MQTT 5 §3.3.1.3): one per topic, per topic space.
 
-:class:`RetainedStore` is the seam for persistence (issue 8).
+:class:`RetainedStore` is the seam for persistence (issue 8). :class:`MemoryRetainedStore` keeps
+the topics in a level trie, so a new subscription's filter visits only the branches it can match
+(``+`` one level, ``#`` the subtree, the ``$`` rule at the root) instead of every retained topic.
 """
 
 from __future__ import annotations
@@ -8,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from ..matching.mqtt_topics import topic_matches
 from .message import Message
 
 
@@ -22,35 +23,93 @@ class RetainedStore(Protocol):
     def __len__(self) -> int: ...
 
 
-class MemoryRetainedStore:
-    """Retained messages in a dict; expired ones are dropped when met (MQTT 5 §3.3.2.3.3)."""
+class _Level:
+    __slots__ = ("children", "message")
 
-    __slots__ = ("_messages", "_separator")
+    def __init__(self) -> None:
+        self.children: dict[str, _Level] = {}
+        self.message: Message | None = None
+
+
+class MemoryRetainedStore:
+    """Retained messages in memory; expired ones are dropped when met (MQTT 5 §3.3.2.3.3)."""
+
+    __slots__ = ("_root", "_count", "_separator")
 
     def __init__(self, separator: str = "/") -> None:
-        self._messages: dict[str, Message] = {}
+        self._root = _Level()
+        self._count = 0
         self._separator = separator
 
     def set(self, message: Message) -> None:
-        self._messages[message.topic] = message
+        node = self._root
+        for level in message.topic.split(self._separator):
+            child = node.children.get(level)
+            if child is None:
+                child = node.children[level] = _Level()
+            node = child
+        if node.message is None:
+            self._count += 1
+        node.message = message
 
     def delete(self, topic: str) -> None:
-        self._messages.pop(topic, None)
+        path: list[tuple[_Level, str]] = []
+        node = self._root
+        for level in topic.split(self._separator):
+            child = node.children.get(level)
+            if child is None:
+                return
+            path.append((node, level))
+            node = child
+        if node.message is None:
+            return
+        node.message = None
+        self._count -= 1
+        while path and node.message is None and not node.children:  # prune empty branches
+            parent, level = path.pop()
+            del parent.children[level]
+            node = parent
 
     def matching(self, topic_filter: str, now: float) -> Iterator[Message]:
-        if "+" not in topic_filter and "#" not in topic_filter:
-            message = self._messages.get(topic_filter)
-            candidates = [message] if message is not None else []
-        else:
-            sep = self._separator
-            candidates = [
-                m for t, m in self._messages.items() if topic_matches(topic_filter, t, sep)
-            ]
-        for message in candidates:
+        found: list[Message] = []
+        self._collect(self._root, topic_filter.split(self._separator), 0, True, found)
+        for message in found:
             if message.expired(now):
-                self._messages.pop(message.topic, None)
+                self.delete(message.topic)
                 continue
             yield message
 
+    def _collect(
+        self, node: _Level, levels: list[str], i: int, root: bool, found: list[Message]
+    ) -> None:
+        if i == len(levels):
+            if node.message is not None:
+                found.append(node.message)
+            return
+        level = levels[i]
+        if level == "#":
+            if node.message is not None and not root:
+                found.append(node.message)  # "a/#" matches "a" (§4.7.1.2)
+            self._subtree(node, root, found)
+            return
+        if level == "+":
+            for name, child in node.children.items():
+                if root and name[:1] == "$":
+                    continue  # the $ rule (§4.7.2)
+                self._collect(child, levels, i + 1, False, found)
+            return
+        exact = node.children.get(level)
+        if exact is not None:
+            self._collect(exact, levels, i + 1, False, found)
+
+    def _subtree(self, node: _Level, root: bool, found: list[Message]) -> None:
+        stack = [child for name, child in node.children.items()
+                 if not (root and name[:1] == "$")]
+        while stack:
+            current = stack.pop()
+            if current.message is not None:
+                found.append(current.message)
+            stack.extend(current.children.values())
+
     def __len__(self) -> int:
-        return len(self._messages)
+        return self._count

@@ -21,12 +21,13 @@ factory takes the listener's config and the whole broker config and returns an A
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
+from ..matching.errors import RuleError
+from ..matching.names import normalize_tenant
 from ..mqtt.packets import Auth, Connect
 from ..mqtt.reason_codes import ReasonCode
 from .identity import DEFAULT_TENANT, Identity
@@ -44,7 +45,6 @@ AUTHENTICATOR_FACTORIES: Mapping[str, str] = MappingProxyType(
 """Method name (as written in a listener's ``auth_methods``) → ``module:factory``."""
 
 TENANT_PROPERTY = "tenant"  # AUTHZ.md §1: MQTT 5 CONNECT user property naming the tenant
-_TENANT_RE = re.compile(r"[A-Za-z0-9_\-~@.]{1,128}")  # PATTERNS.md §1 (seed 001 names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,12 +174,7 @@ def requested_tenant(connect: Connect) -> str | Refused:
         return DEFAULT_TENANT
     if len(values) > 1:
         return Refused(ReasonCode.NOT_AUTHORIZED, "the CONNECT names more than one tenant")
-    tenant = values[0]
-    if tenant == "":
-        return DEFAULT_TENANT  # PATTERNS.md D14
-    if not _TENANT_RE.fullmatch(tenant) or len(tenant.encode()) > 128:
-        return Refused(
-            ReasonCode.NOT_AUTHORIZED,
-            f"tenant {tenant!r} is invalid: use 1..128 characters of A-Z a-z 0-9 _ - ~ @ .",
-        )
-    return tenant
+    try:
+        return normalize_tenant(values[0])  # seed 001 names; empty → "~" (PATTERNS.md D14)
+    except RuleError as exc:
+        return Refused(ReasonCode.NOT_AUTHORIZED, f"tenant {values[0]!r} is invalid: {exc.reason}")

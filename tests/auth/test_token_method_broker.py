@@ -165,3 +165,28 @@ def test_looks_like_jwt():
     assert looks_like_jwt(make_token(GRANTS).encode())
     for not_jwt in (None, b"", b"secret", b"a.b", b"a..c", b"a.b.c.d", b"a b.c.d", "é.b.c".encode()):
         assert not looks_like_jwt(not_jwt), not_jwt
+
+
+SEED_INVALID = [  # seed 000: "Invalid publish rules" and "Invalid syntax" of subscribe rules
+    ("allow_channels_pub", "store.?.status", "'?' is not allowed in publish rules"),
+    ("allow_channels_pub", "store.*.status", "'*' is not allowed in publish rules"),
+    ("allow_channels_pub", "store.#.status", "'#' must be the last segment"),
+    ("allow_channels_pub", "store..sell", "empty segment"),
+    ("allow_channels_sub", "store.sell|bay.status", "sell|bay"),
+    ("allow_channels_sub", "store.(sell.status|buy).#", "(sell"),
+    ("allow_channels_sub", "store.#.status", "'#' must be the last segment"),
+    ("allow_channels_sub", "store..sell", "empty segment"),
+]
+
+
+@pytest.mark.parametrize(("kind", "rule", "words"), SEED_INVALID)
+def test_seed_invalid_rules_refuse_the_token_naming_rule_and_problem(token_broker, kind, rule,
+                                                                      words):
+    rule = rule.replace(".", "/")
+    token = ed_forged(claims(tenant_grants=[{"tenant_ids": ["acme"], kind: [rule]}]))
+    for level in (5, 4):
+        code, reason = connect(token_broker, token, level, client_id=f"inv{level}")
+        assert code == (0x86 if level == 5 else 0x04)
+    code, reason = connect(token_broker, token)
+    assert reason is not None and f"{kind}[0]" in reason and rule in reason, reason
+    assert words.replace(".", "/") in reason, reason

@@ -220,4 +220,6 @@ def test_long_expressions_do_not_hit_the_recursion_limit() -> None:
     assert intersects("**/b", deep + "/b")
     long_pattern = "x" + "$*y" * 1500
     assert not intersects(long_pattern, "x" + "y" * 1500 + "z")
+    assert intersects(long_pattern, "x" + "y" * 1500)
     assert includes(long_pattern, "x" + "y" * 1500)
+    assert intersects("a$*" * 100, "$*b" * 100)  # pattern against pattern: the DP

@@ -20,6 +20,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .auth.chain import AUTHENTICATOR_FACTORIES
+from .authz.authorizers import (
+    AuthorizerConfigError,
+    AuthorizerSpec,
+    load_class,
+    parse_authorizer_specs,
+)
+from .authz.permissions import PermissionConfigError
+from .authz.permissions_config import PermissionsConfig, parse_permissions_config
 
 T = TypeVar("T")
 
@@ -163,6 +171,19 @@ class TokensConfig:
     require_client_id_binding: bool = False  # tokens must carry client_id = the Client Identifier
 
 
+@dataclass(frozen=True, slots=True)
+class AuditConfig:
+    """``[audit]``: the decision and event log (format in ``edge_broker/audit/record.py``).
+
+    Without ``dir`` no audit file is written; denials still reach the broker's log."""
+
+    dir: str | None = None
+    gateway_id: str | None = None  # default: the host name
+    max_segment_bytes: int = 4 * 1024 * 1024
+    max_segments: int = 16
+    log_allowed: bool = False  # also record allowed decisions (large; for what-if replays)
+
+
 def _default_listeners() -> tuple[ListenerConfig, ...]:
     return (ListenerConfig(name="default"),)
 
@@ -177,6 +198,10 @@ class Config:
     topics: TopicsConfig = field(default_factory=TopicsConfig)
     claims: ClaimsConfig = field(default_factory=ClaimsConfig)
     tokens: TokensConfig = field(default_factory=TokensConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    # [permissions] (authz/permissions_config.py) and [[authorizers]] (authz/authorizers.py)
+    permissions: PermissionsConfig | None = None
+    authorizers: tuple[AuthorizerSpec, ...] = ()
     file: str = EMBEDDED_FILE
 
 
@@ -476,6 +501,21 @@ def parse_tokens(s: Section) -> TokensConfig:
     )
 
 
+def parse_audit(s: Section) -> AuditConfig:
+    d = AuditConfig()
+    directory = s.optional_string("dir")
+    if directory == "":
+        s.problem("dir", 'empty: write a directory, e.g. "/var/lib/edge-broker/audit", or remove the key')
+        directory = None
+    return AuditConfig(
+        dir=directory,
+        gateway_id=s.optional_string("gateway_id"),
+        max_segment_bytes=s.integer("max_segment_bytes", d.max_segment_bytes, 1024, 1 << 30),
+        max_segments=s.integer("max_segments", d.max_segments, 2, 100_000),
+        log_allowed=s.boolean("log_allowed", d.log_allowed),
+    )
+
+
 SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "broker": parse_broker,
     "limits": parse_limits,
@@ -484,6 +524,7 @@ SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "topics": parse_topics,
     "claims": parse_claims,
     "tokens": parse_tokens,
+    "audit": parse_audit,
 }
 """Single-table sections; ``listeners`` (an array of tables) is handled by :func:`parse_config`."""
 
@@ -528,7 +569,32 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
                 file, f"listeners[{i}].auth_methods",
                 'the token method needs keys: add [[tokens.keys]] file = "/path/key.pem" '
                 'or [tokens] jwks = "/path/jwks.json"'))
-    known = {*SECTION_PARSERS, "listeners"}
+    separator = values["topics"].separator
+    raw_permissions = data.get("permissions")
+    if raw_permissions is not None:
+        if not isinstance(raw_permissions, dict):
+            problems.append(ConfigError(file, "permissions", "expected a table: write [permissions]"))
+        else:
+            try:
+                values["permissions"] = parse_permissions_config(raw_permissions, separator)
+            except PermissionConfigError as exc:
+                key, _, message = str(exc).partition(": ")
+                problems.append(ConfigError(file, key, message or str(exc)))
+    raw_authorizers = data.get("authorizers")
+    if raw_authorizers is not None:
+        if not isinstance(raw_authorizers, list):
+            problems.append(ConfigError(file, "authorizers", "expected an array of tables: write [[authorizers]]"))
+        else:
+            try:
+                specs = parse_authorizer_specs(raw_authorizers, file)
+                for i, spec in enumerate(specs):
+                    load_class(spec.class_path, f"{file}: authorizers[{i}].class")
+                values["authorizers"] = tuple(specs)
+            except AuthorizerConfigError as exc:
+                where, _, message = str(exc).partition(": ")
+                key, _, message2 = message.partition(": ")
+                problems.append(ConfigError(file, key, message2 or message))
+    known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers"}
     for name in data:
         if name not in known:
             problems.append(ConfigError(

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from ..mqtt.reason_codes import ReasonCode
 
 
-class Action(str, Enum):
+class Action(StrEnum):
     WILL = "will"
     PUBLISH = "publish"
     SUBSCRIBE = "subscribe"
     DELIVER = "deliver"
 
 
-class Gate(str, Enum):
+class Gate(StrEnum):
     SYNTAX = "syntax"
     RESERVED = "reserved"
     AUTHORIZER = "authorizer"

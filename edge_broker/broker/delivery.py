@@ -74,7 +74,8 @@ class Delivery:
 
     def _deliver(self, entry: SubscriptionEntry, message: Message, check: bool) -> bool:
         session = entry.session
-        if (check or entry.recheck) and not self.broker.policy.check_deliver(session, message).allowed:
+        if (check or entry.recheck) and not self.broker.policy.check_deliver(
+                session, message, entry).allowed:
             return False
         qos = entry.qos if entry.qos < message.qos else message.qos
         retain = message.retain if entry.retain_as_published else False
@@ -95,8 +96,11 @@ class Delivery:
         if len(entries) == 1:
             return self._deliver(entries[0], message, check)
         session = entries[0].session
-        if (check or any(e.recheck for e in entries)) and not self.broker.policy.check_deliver(
-            session, message
+        rechecked = [e for e in entries if e.recheck]
+        # a subscription without recheck already admits the topic; else the widest rechecked one
+        through = max(rechecked, key=lambda e: e.qos) if len(rechecked) == len(entries) else None
+        if (check or rechecked) and not self.broker.policy.check_deliver(
+            session, message, through
         ).allowed:
             return False
         qos = min(max(e.qos for e in entries), message.qos)

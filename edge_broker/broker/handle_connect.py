@@ -174,6 +174,10 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     broker = conn.broker
     cfg = broker.config.broker
     identity = accepted.identity
+    admitted = broker.policy.admit(identity)
+    if admitted.denied:
+        will_denied(conn, admitted)  # CONNACK 0x87 / 0x05 with the reason, then close
+        return
     will = connect.will
     if will is not None:
         if will.qos > cfg.maximum_qos:

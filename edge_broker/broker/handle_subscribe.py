@@ -38,7 +38,8 @@ def handle_subscribe(conn: Connection, packet: Subscribe) -> Awaitable[None] | N
             conn.violation(ReasonCode.PROTOCOL_ERROR,
                            "No Local on a shared subscription (MQTT 5 §3.8.3.1)")
             return None
-    verdicts = [_check(conn, sub) for sub in packet.subscriptions]
+    user_properties = packet.properties.user_properties
+    verdicts = [_check(conn, sub, user_properties) for sub in packet.subscriptions]
     if all(isinstance(v, (Decision, int)) for v in verdicts):
         _subscribe(conn, packet, sub_id, verdicts)  # type: ignore[arg-type]
         return None
@@ -54,7 +55,8 @@ async def _await_verdicts(conn: Connection, packet: Subscribe, sub_id: int | Non
         _subscribe(conn, packet, sub_id, resolved)
 
 
-def _check(conn: Connection, sub: Subscription) -> object:
+def _check(conn: Connection, sub: Subscription,
+           user_properties: tuple[tuple[str, str], ...] = ()) -> object:
     """A reason code the broker decides itself, or the policy's (maybe awaitable) Decision."""
     broker = conn.broker
     cfg = broker.config.broker
@@ -70,7 +72,7 @@ def _check(conn: Connection, sub: Subscription) -> object:
         return int(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
     if not cfg.wildcard_subscriptions and ("+" in inner or "#" in inner or pattern is not None):
         return int(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
-    return broker.policy.check_subscribe(identity, sub)
+    return broker.policy.check_subscribe(identity, sub, user_properties)
 
 
 def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
@@ -135,7 +137,7 @@ def _send_retained(conn: Connection,
             if not policy.routable(message.topic):
                 continue
             if (policy.has_delivery_gates or entry.recheck) and not policy.check_deliver(
-                    session, message).allowed:
+                    session, message, entry).allowed:
                 continue
             qos = min(entry.qos, message.qos)
             broker.delivery.send(session, Outgoing(message, qos, True, sub_ids))

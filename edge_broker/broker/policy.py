@@ -1,8 +1,9 @@
 """The one authorization object the broker consults (AUTHZ.md §2), hanging off ``Broker.policy``.
 
 Every will (at CONNECT), publish, subscribe (per filter) and delivery is decided here. This
-module implements gates 1 (syntax) and 2 (reserved topics) and allows everything else; the
-authz layer extends :class:`Policy` with gates 3–6.
+module implements gates 1 (syntax) and 2 (reserved topics); whatever they allow goes on to the
+:class:`~edge_broker.authz.pipeline.GatePipeline` (gates 3–6: authorizers, identity policy, site
+ACL, claims) when one is configured, and is allowed otherwise.
 
 ``check_publish``, ``check_subscribe`` and ``check_will`` return a :class:`Decision`, or an
 awaitable of one when an asynchronous gate (authorizers) is configured: the connection then
@@ -15,32 +16,58 @@ for SUBSCRIBE and the will topic it is here.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from ..auth.identity import Identity
 from ..authz.decision import ALLOW, Decision, Gate, deny
+from ..authz.pipeline import GatePipeline
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import validate_topic_filter, validate_topic_name
 from ..mqtt.packets import Publish, Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
 from .message import Message
 from .pattern_subscriptions import subscription_pattern
-from .session import Session
+from .session import Session, SubscriptionEntry
 
 CLAIM_TOPICS = ("access/claim", "access/unclaim")  # SMOKER.md "System topics"
 CLAIMS_PREFIX = "access/claims/"
 SYS_PREFIX = "$SYS"
 
+if TYPE_CHECKING:
+    from ..audit.log import AuditLog
+    from ..claims.runtime import ClaimsRuntime
+    from ..config import AuditConfig, Config
+
 MaybeDecision = Decision | Awaitable[Decision]
 
 
+def covering_mqtt_filter(pattern: str, separator: str) -> str:
+    """The narrowest MQTT filter matching every channel a seed-001 pattern matches:
+    ``*``/``p*`` → ``+``, ``#`` → ``#``, ``p#``/``>`` → ``+/#``, ``p>`` → ``+/+/#``."""
+    out: list[str] = []
+    for token in pattern.split(separator):
+        if token == "#":
+            out.append("#")
+        elif token in ("*", "+") or token.endswith("*"):
+            out.append("+")
+        elif token == ">" or token.endswith("#"):
+            out += ["+", "#"]
+        elif token.endswith(">"):
+            out += ["+", "+", "#"]
+        else:
+            out.append(token)
+    return separator.join(out)
+
+
 class Policy:
-    """Gates 1–2 of AUTHZ.md §2; see the module docstring."""
+    """Gates 1–2 of AUTHZ.md §2, then the pipeline of gates 3–6; see the module docstring."""
 
-    has_delivery_gates = False
-
-    def __init__(self, separator: str = "/") -> None:
+    def __init__(self, separator: str = "/", pipeline: GatePipeline | None = None) -> None:
         self.separator = separator
+        self.pipeline = pipeline
+        self.has_delivery_gates = pipeline is not None and pipeline.has_delivery_gates
         self.sys_prefix = SYS_PREFIX + separator
         self.claim_topics = tuple(t.replace("/", separator) for t in CLAIM_TOPICS)
         self.claims_prefix = CLAIMS_PREFIX.replace("/", separator)
@@ -63,7 +90,14 @@ class Policy:
                 Gate.RESERVED, None,
                 f"{topic!r} is reserved for SMOKER claims (SMOKER-authenticated clients only)",
             )
+        if self.pipeline is not None:
+            return self.pipeline.check_publish(identity, topic, packet)
         return ALLOW
+
+    def admit(self, identity: Identity) -> Decision:
+        """At CONNECT after authentication: may this identity connect at all (gate 4 can refuse
+        a client whose identity cannot fill its permissions' placeholders)."""
+        return self.pipeline.admit(identity) if self.pipeline is not None else ALLOW
 
     def check_will(self, identity: Identity, will: Will) -> MaybeDecision:
         try:
@@ -74,13 +108,18 @@ class Policy:
             will.topic
         ):
             return deny(Gate.RESERVED, None, f"the will topic {will.topic!r} is reserved")
+        if self.pipeline is not None:
+            return self.pipeline.check_will(identity, will)
         return ALLOW
 
-    def check_subscribe(self, identity: Identity, subscription: Subscription) -> MaybeDecision:
+    def check_subscribe(
+        self, identity: Identity, subscription: Subscription,
+        user_properties: tuple[tuple[str, str], ...] = (),
+    ) -> MaybeDecision:
         topic_filter = subscription.topic_filter
         try:
             # PATTERNS.md §2: a listener may also accept runtime subscription patterns
-            _, inner, pattern = subscription_pattern(
+            shared, inner, pattern = subscription_pattern(
                 topic_filter, self.separator, identity.subscription_patterns)
             if pattern is None:
                 validate_topic_filter(inner, self.separator)
@@ -91,7 +130,64 @@ class Policy:
                 return deny(Gate.RESERVED, None, f"nobody may subscribe to {reserved!r}")
         if inner.startswith(self.claims_prefix):
             return deny(Gate.RESERVED, None, f"{self.claims_prefix}… is reserved for SMOKER")
+        if self.pipeline is not None:
+            group = shared.group if shared is not None else None
+            # Permissions speak MQTT filters: a runtime pattern is checked as the MQTT filter
+            # that covers it, and its deliveries per topic (PATTERNS.md §2 vs §4).
+            covering = None if pattern is None else covering_mqtt_filter(inner, self.separator)
+            return self.pipeline.check_subscribe(
+                identity, subscription, inner, group, user_properties, covering)
         return ALLOW
 
-    def check_deliver(self, session: Session, message: Message) -> Decision:
-        return ALLOW
+    def check_deliver(
+        self, session: Session, message: Message, entry: SubscriptionEntry | None = None
+    ) -> Decision:
+        """A delivery to ``session``; ``entry`` is the subscription it goes through when that
+        subscription was marked ``recheck`` (None: no per-topic permission check needed)."""
+        if self.pipeline is None or session.identity is None:
+            return ALLOW
+        if entry is not None and entry.recheck:
+            return self.pipeline.check_deliver(session.identity, message, entry.qos, entry.share_group, True)
+        return self.pipeline.check_deliver(session.identity, message)
+
+
+def open_audit_log(config: AuditConfig) -> AuditLog | None:
+    """The audit log of ``[audit]``, or None when no ``dir`` is configured."""
+    if config.dir is None:
+        return None
+    from ..audit.log import AuditLog
+
+    return AuditLog(
+        config.dir, config.gateway_id or socket.gethostname(),
+        max_segment_bytes=config.max_segment_bytes, max_segments=config.max_segments,
+    )
+
+
+def build_pipeline(config: Config, claims: ClaimsRuntime | None, audit: AuditLog | None) -> GatePipeline | None:
+    """Gates 3–6 as configured, or None when nothing beyond gates 1–2 applies."""
+    authorizers = None
+    if config.authorizers:
+        from ..authz.authorizers import AuthorizerChain, instantiate
+
+        authorizers = AuthorizerChain([
+            instantiate(spec, f"{config.file}: authorizers[{i}]") for i, spec in enumerate(config.authorizers)
+        ])
+    permissions = None
+    if config.permissions is not None and config.permissions.enabled:
+        from ..authz.pipeline import PermissionsGate
+
+        permissions = PermissionsGate(config.permissions)
+    token_gate = None
+    if any("token" in lc.auth_methods for lc in config.listeners):
+        from ..authz.token_gate import TokenGate
+
+        token_gate = TokenGate()
+    gates = []
+    if claims is not None:
+        gates.append(claims.gate)
+    if authorizers is None and permissions is None and token_gate is None and not gates:
+        return None
+    return GatePipeline(
+        authorizers=authorizers, permissions=permissions, token_gate=token_gate,
+        gates=gates, audit=audit, separator=config.topics.separator,
+    )

@@ -57,7 +57,7 @@ from .handle_publish import (
 from .handle_subscribe import handle_subscribe, handle_unsubscribe
 from .listeners import connection_info, start_listener
 from .message import make_message
-from .policy import Policy
+from .policy import Policy, build_pipeline, open_audit_log
 from .retained import RetainedStore
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore
 from .stats import BrokerStats
@@ -66,6 +66,7 @@ from .token_expiry import cancel_token_expiry
 from .topic_space import TopicSpace
 
 if TYPE_CHECKING:
+    from ..audit.log import AuditLog
     from ..claims.runtime import ClaimsRuntime
 
 log = logging.getLogger("edge_broker.broker")
@@ -88,21 +89,15 @@ class Broker:
         self._retained_factory = retained_factory
         self.separator = config.topics.separator
         self.stats = BrokerStats()
-        self.policy = Policy(self.separator)
-        if any("token" in lc.auth_methods for lc in config.listeners):
-            # Gate 4 for token clients (AUTHZ.md §2). Until the authz pipeline has its slot,
-            # the token gate follows gates 1-2 through the same one-gate wrapper as claims.
-            from ..authz.token_gate import TokenGate
-            from ..claims.with_claims import WithClaims
-
-            self.policy = WithClaims(self.policy, TokenGate())  # type: ignore[arg-type,assignment]
+        self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
+        self.audit: AuditLog | None = open_audit_log(config.audit)
+        self.policy = self.build_policy(config)
         self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
         self.topic_spaces: dict[str, TopicSpace] = {}
         self.delivery = Delivery(self)
         self.connections: set[Connection] = set()
         self.servers: list[asyncio.Server] = []
         self.bound: list[tuple[str, str, str, int]] = []  # (name, transport, host, port)
-        self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self._chains: dict[str, AuthChain] = {}
         self._interfaces: dict[str, str | None] = {}
         self._dirty: list[Connection] = []
@@ -141,11 +136,10 @@ class Broker:
         if self.claims is None and claims_enabled(self.config):
             # only brokers with claims pay for these imports
             from ..claims.runtime import ClaimsRuntime
-            from ..claims.with_claims import WithClaims
 
             self.claims = ClaimsRuntime.open(self.config)
             self.claims.start()
-            self.policy = WithClaims(self.policy, self.claims.gate)  # type: ignore[assignment]
+            self.policy = self.build_policy(self.config)
         for listener in self.config.listeners:
             server = await start_listener(listener, self._factory(listener))
             self.servers.append(server)
@@ -191,11 +185,21 @@ class Broker:
             self._ticker.cancel()
         if self.claims is not None:
             await self.claims.close()
+        if self.audit is not None:
+            self.audit.close()
         for server in self.servers:
             try:
                 await asyncio.wait_for(server.wait_closed(), 1.0)
             except TimeoutError:
                 pass
+
+    # -- policy -----------------------------------------------------------------------------
+
+    def build_policy(self, config: Config) -> Policy:
+        """Gates 1–2 plus, when anything is configured, the pipeline of gates 3–6 (AUTHZ.md §2):
+        authorizers, default permissions / token grants, and the claims gate. A broker with none
+        of them keeps the fast path: no per-message policy work beyond gates 1–2."""
+        return Policy(config.topics.separator, build_pipeline(config, self.claims, self.audit))
 
     # -- connections ------------------------------------------------------------------------
 
@@ -409,6 +413,11 @@ class Broker:
         for session in list(self._expiring):
             if session.expires_at is not None and session.expires_at <= now:
                 self._end_session(session)
+        if self.audit is not None:
+            try:
+                self.audit.flush()
+            except OSError as exc:
+                log.error("cannot write the audit log: %s", exc, extra={"event": "audit_error"})
         interval = self.config.sys.interval
         if interval and now >= self._next_sys:
             self._next_sys = now + interval

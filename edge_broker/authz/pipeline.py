@@ -1,0 +1,311 @@
+"""Gates 3–6 of AUTHZ.md §2 in one object: authorizers, identity policy, site ACL, claims.
+
+The broker's :class:`~edge_broker.broker.policy.Policy` runs gates 1–2 (syntax, reserved
+topics) and hands every request they allow to a :class:`GatePipeline`:
+
+3. authorizers (async, only when configured): ``allow``/``deny`` decide gate 4, ``disconnect``
+   denies and disconnects, ``next`` passes on;
+4. identity policy: the token gate for clients with token grants, default permissions
+   (:mod:`.permissions`) for everyone else;
+5.–6. the extra :class:`~edge_broker.authz.gate.PolicyGate` objects in order (site ACL, claims).
+
+The first denial decides; allowing decisions combine their ``recheck`` flags. Every decision
+is counted per (gate, rule) for ``$SYS/broker/authz/...`` and the metrics endpoint, and every
+denial goes to the audit log.
+
+Adding a gate: write a PolicyGate (``authz/gate.py``) and pass it in ``gates`` where the broker
+builds its policy (``Broker.build_policy``); it then runs after the identity policy, in order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Sequence
+from typing import Any
+
+from ..auth.identity import Identity
+from ..mqtt.packets import Publish, Subscription, Will
+from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
+from .decision import ALLOW, Decision, Gate, deny
+from .gate import PolicyGate
+from .permissions import PermissionBindError, PermissionList, PermissionVerdict
+from .permissions_config import PermissionsConfig
+
+log = logging.getLogger("edge_broker.authz")
+
+MaybeDecision = Decision | Awaitable[Decision]
+_MAX_BOUND_LISTS = 10_000
+
+
+def _combine(first: Decision, second: Decision | None) -> Decision:
+    """``first`` allowed so far; fold in the next gate's answer."""
+    if second is None:
+        return first
+    if second.denied:
+        return second
+    if second.recheck and not first.recheck:
+        return Decision(True, first.gate, first.rule, first.reason_code, first.reason, False, True)
+    if first.gate is None and second.gate is not None:
+        return Decision(True, second.gate, second.rule, recheck=first.recheck or second.recheck)
+    return first
+
+
+class PermissionsGate:
+    """Gate 4 for clients without token grants: their seed-003 permission list."""
+
+    def __init__(self, config: PermissionsConfig) -> None:
+        self.config = config
+        self._bound: dict[tuple[Any, ...], tuple[PermissionList, str] | PermissionBindError] = {}
+
+    @property
+    def gate(self) -> Gate:
+        return Gate.PERMISSIONS
+
+    def list_for(self, identity: Identity) -> tuple[PermissionList, str]:
+        """The client's bound list and the assignment that chose it; raises PermissionBindError."""
+        key = (identity.client_id, identity.username, identity.cert_cn, identity.roles, identity.method, identity.tenant)
+        found = self._bound.get(key)
+        if found is None:
+            plist, label = self.config.select(identity)
+            try:
+                found = (plist.bind(identity.client_id, identity.username, identity.tenant), label)
+            except PermissionBindError as exc:
+                found = exc
+            if len(self._bound) >= _MAX_BOUND_LISTS:
+                self._bound.clear()
+            self._bound[key] = found
+        if isinstance(found, PermissionBindError):
+            raise found
+        return found
+
+    def _decision(self, verdict: PermissionVerdict, what: str) -> Decision:
+        perm = verdict.permission
+        rule = perm.id if perm is not None else None
+        if verdict.allowed:
+            return Decision(True, Gate.PERMISSIONS, rule, recheck=verdict.recheck)
+        if perm is None:
+            return deny(Gate.PERMISSIONS, None, f"{what}: no permission matches and the default behaviour is DENY")
+        return deny(Gate.PERMISSIONS, rule, f"{what}: denied by permissions rule {rule!r}")
+
+    def admit(self, identity: Identity) -> Decision | None:
+        try:
+            self.list_for(identity)
+        except PermissionBindError as exc:
+            return deny(Gate.PERMISSIONS, None, str(exc))
+        return None
+
+    def check_publish(self, identity: Identity, topic: str, qos: int, retain: bool) -> Decision:
+        try:
+            plist, _ = self.list_for(identity)
+        except PermissionBindError as exc:
+            return deny(Gate.PERMISSIONS, None, str(exc))
+        return self._decision(plist.check_publish(topic, qos, retain), f"publish to {topic!r}")
+
+    def check_subscribe(self, identity: Identity, topic_filter: str, qos: int, group: str | None) -> Decision:
+        try:
+            plist, _ = self.list_for(identity)
+        except PermissionBindError as exc:
+            return deny(Gate.PERMISSIONS, None, str(exc))
+        return self._decision(plist.check_subscribe(topic_filter, qos, group), f"subscribe to {topic_filter!r}")
+
+    def check_delivery(self, identity: Identity, topic: str, qos: int, group: str | None) -> Decision:
+        try:
+            plist, _ = self.list_for(identity)
+        except PermissionBindError as exc:
+            return deny(Gate.PERMISSIONS, None, str(exc))
+        return self._decision(plist.check_delivery(topic, qos, group), f"deliver {topic!r}")
+
+
+class GatePipeline:
+    """Gates 3–6 (module docstring). ``token_gate`` decides gate 4 for clients with grants."""
+
+    def __init__(
+        self,
+        *,
+        authorizers: AuthorizerChain | None = None,
+        permissions: PermissionsGate | None = None,
+        token_gate: PolicyGate | None = None,
+        gates: Sequence[PolicyGate] = (),
+        audit: Any = None,
+        separator: str = "/",
+    ) -> None:
+        self.authorizers = authorizers if authorizers is not None and authorizers.authorizers else None
+        self.permissions = permissions
+        self.token_gate = token_gate
+        self.gates: tuple[PolicyGate, ...] = tuple(gates)
+        self.audit = audit
+        self.separator = separator
+        self.hits: Counter[tuple[str, str]] = Counter()
+        self.denials: Counter[tuple[str, str]] = Counter()
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def with_gates(self, gates: Sequence[PolicyGate]) -> GatePipeline:
+        """The same pipeline with more gates appended (claims gate after start-up)."""
+        pipeline = GatePipeline(
+            authorizers=self.authorizers, permissions=self.permissions, token_gate=self.token_gate,
+            gates=self.gates + tuple(gates), audit=self.audit, separator=self.separator,
+        )
+        pipeline.hits, pipeline.denials = self.hits, self.denials
+        return pipeline
+
+    @property
+    def has_delivery_gates(self) -> bool:
+        """Gates that must see every delivery (egress ACL, claims)."""
+        return any(getattr(g, "checks_every_delivery", False) for g in self.gates)
+
+    def _count(self, decision: Decision, action: str, identity: Identity, topic: str) -> Decision:
+        gate = decision.gate.value if decision.gate is not None else "none"
+        rule = decision.rule or "-"
+        if decision.allowed:
+            self.hits[(gate, rule)] += 1
+            return decision
+        self.denials[(gate, rule)] += 1
+        if self.audit is not None:
+            self.audit.decision(
+                action=action, client=identity.client_id, user=identity.username, tenant=identity.tenant,
+                method=identity.method, topic=topic, outcome="disconnect" if decision.disconnect else "deny",
+                gate=gate, rule=decision.rule, rc=int(decision.reason_code), reason=decision.reason,
+            )
+        log.info(
+            "denied %s %r for %s: %s", action, topic, identity.client_id, decision.reason,
+            extra={"event": "denied", "action": action, "client_id": identity.client_id, "topic": topic,
+                   "gate": gate, "rule": decision.rule, "reason_code": int(decision.reason_code)},
+        )
+        return decision
+
+    def admit(self, identity: Identity) -> Decision:
+        """At CONNECT, before the will: a client whose permissions cannot be bound is refused."""
+        if identity.grants is None and self.permissions is not None:
+            refused = self.permissions.admit(identity)
+            if refused is not None:
+                return self._count(refused, "connect", identity, "")
+        return ALLOW
+
+    # -- publish and will -----------------------------------------------------------------
+
+    def _after_authorizers_publish(
+        self, identity: Identity, topic: str, qos: int, retain: bool, packet: Publish | None, will: Will | None,
+        decided: Decision | None,
+    ) -> Decision:
+        decision = ALLOW if decided is None else decided
+        if decided is None:
+            if identity.grants is not None and self.token_gate is not None:
+                if will is not None:
+                    answer = self.token_gate.check_will(identity, will)
+                else:
+                    assert packet is not None
+                    answer = self.token_gate.check_publish(identity, topic, packet)
+                decision = _combine(decision, answer)
+            elif self.permissions is not None:
+                decision = _combine(decision, self.permissions.check_publish(identity, topic, qos, retain))
+            if decision.denied:
+                return decision
+        for gate in self.gates:
+            if will is not None:
+                answer = gate.check_will(identity, will)
+            else:
+                assert packet is not None
+                answer = gate.check_publish(identity, topic, packet)
+            decision = _combine(decision, answer)
+            if decision.denied:
+                return decision
+        return decision
+
+    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> MaybeDecision:
+        if self.authorizers is not None and self.authorizers.has_publish:
+            return self._publish_async(identity, topic, packet, None)
+        decision = self._after_authorizers_publish(identity, topic, packet.qos, packet.retain, packet, None, None)
+        return self._count(decision, "publish", identity, topic)
+
+    def check_will(self, identity: Identity, will: Will) -> MaybeDecision:
+        if self.authorizers is not None and self.authorizers.has_publish:
+            return self._publish_async(identity, will.topic, None, will)
+        decision = self._after_authorizers_publish(identity, will.topic, will.qos, will.retain, None, will, None)
+        return self._count(decision, "will", identity, will.topic)
+
+    async def _publish_async(
+        self, identity: Identity, topic: str, packet: Publish | None, will: Will | None
+    ) -> Decision:
+        assert self.authorizers is not None
+        source = will if will is not None else packet
+        assert source is not None
+        request = PublishRequest(
+            identity, topic, source.payload, source.qos, source.retain, will is not None, source.properties
+        )
+        decided = await self.authorizers.authorize_publish(request)
+        action = "will" if will is not None else "publish"
+        if decided is not None and decided.denied:
+            return self._count(decided, action, identity, topic)
+        decision = self._after_authorizers_publish(
+            identity, topic, source.qos, source.retain, packet, will, decided
+        )
+        return self._count(decision, action, identity, topic)
+
+    # -- subscribe ------------------------------------------------------------------------
+
+    def _after_authorizers_subscribe(
+        self, identity: Identity, subscription: Subscription, topic_filter: str, group: str | None,
+        decided: Decision | None, covering: str | None = None,
+    ) -> Decision:
+        decision = ALLOW if decided is None else decided
+        if decided is None:
+            if identity.grants is not None and self.token_gate is not None:
+                decision = _combine(decision, self.token_gate.check_subscribe(identity, subscription, topic_filter, group))
+            elif self.permissions is not None:
+                verdict = self.permissions.check_subscribe(identity, covering or topic_filter, subscription.qos, group)
+                if covering is not None and verdict.allowed and not verdict.recheck:
+                    verdict = Decision(True, verdict.gate, verdict.rule, recheck=True)
+                decision = _combine(decision, verdict)
+            if decision.denied:
+                return decision
+        for gate in self.gates:
+            decision = _combine(decision, gate.check_subscribe(identity, subscription, topic_filter, group))
+            if decision.denied:
+                return decision
+        return decision
+
+    def check_subscribe(
+        self, identity: Identity, subscription: Subscription, topic_filter: str, group: str | None,
+        user_properties: tuple[tuple[str, str], ...] = (), covering: str | None = None,
+    ) -> MaybeDecision:
+        """One filter (without ``$share/<group>/``). ``covering``: for a runtime pattern, the MQTT
+        filter covering it, which the permissions decide on (deliveries then checked per topic)."""
+        if self.authorizers is not None and self.authorizers.has_subscribe:
+            return self._subscribe_async(identity, subscription, topic_filter, group, user_properties, covering)
+        decision = self._after_authorizers_subscribe(identity, subscription, topic_filter, group, None, covering)
+        return self._count(decision, "subscribe", identity, subscription.topic_filter)
+
+    async def _subscribe_async(
+        self, identity: Identity, subscription: Subscription, topic_filter: str, group: str | None,
+        user_properties: tuple[tuple[str, str], ...], covering: str | None,
+    ) -> Decision:
+        assert self.authorizers is not None
+        request = SubscribeRequest(
+            identity, topic_filter, subscription.qos, group, subscription.no_local,
+            subscription.retain_as_published, subscription.retain_handling, user_properties,
+        )
+        decided = await self.authorizers.authorize_subscribe(request)
+        if decided is not None and decided.denied:
+            return self._count(decided, "subscribe", identity, subscription.topic_filter)
+        decision = self._after_authorizers_subscribe(identity, subscription, topic_filter, group, decided, covering)
+        return self._count(decision, "subscribe", identity, subscription.topic_filter)
+
+    # -- deliver (synchronous, hot path) ----------------------------------------------------
+
+    def check_deliver(
+        self, identity: Identity, message: Any, qos: int = 0, group: str | None = None, recheck: bool = False
+    ) -> Decision:
+        """A delivery to ``identity``. ``recheck``: the subscription was marked by gate 4, so the
+        permissions decide the concrete topic as for an exact subscription at ``qos``/``group``."""
+        decision = ALLOW
+        if recheck and identity.grants is None and self.permissions is not None:
+            decision = self.permissions.check_delivery(identity, message.topic, qos, group)
+            if decision.denied:
+                return self._count(decision, "deliver", identity, message.topic)
+        for gate in self.gates:
+            answer = gate.check_deliver(identity, message)
+            if answer is not None and answer.denied:
+                return self._count(answer, "deliver", identity, message.topic)
+        return decision

@@ -244,3 +244,24 @@ def test_interface_subjects_apply_only_on_their_interface() -> None:
     expected = {k for k in keys if ours.allows(Flow.INGRESS, Message.PUT, k)}
     assert expected == {"k/other", "k/open"}
     assert deliveries(section, keys, "k/**", expected) == expected
+
+
+@pytest.mark.parametrize("flow", ["ingress", "egress"])
+def test_flow_restricted_deny(flow: str) -> None:
+    # Both clients are on loopback: an ingress deny stops the publisher's put at the router,
+    # an egress deny stops the delivery to the subscriber; either way it never arrives.
+    section = {
+        "enabled": True,
+        "default_permission": "allow",
+        "rules": [{"id": "no-secret", "messages": ["put"], "flows": [flow], "permission": "deny",
+                   "key_exprs": ["k/secret"]}],
+        "subjects": [{"id": "lo", "interfaces": ["lo"]}],
+        "policies": [{"rules": ["no-secret"], "subjects": ["lo"]}],
+    }  # fmt: skip
+    ours = Acl.load(section).for_subject("lo", None, None)
+    denied_flow = Flow(flow)
+    other_flow = Flow.EGRESS if denied_flow is Flow.INGRESS else Flow.INGRESS
+    assert not ours.allows(denied_flow, Message.PUT, "k/secret")
+    assert ours.allows(other_flow, Message.PUT, "k/secret")
+    keys = ["k/secret", "k/open"]
+    assert deliveries(section, keys, "k/**", {"k/open"}) == {"k/open"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,10 +18,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def scenario(broker, version: int, name: str) -> dict:
+def scenario(broker, version: int, name: str, url: str | None = None) -> dict:
+    env = dict(os.environ, MQTT_URL=url) if url else None
     r = subprocess.run(
         ["node", str(NODE_DIR / "scenarios.js"), broker.host, str(broker.port), str(version), name],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, env=env,
     )
     assert r.stdout, r.stderr
     result = json.loads(r.stdout.splitlines()[-1])
@@ -74,3 +76,10 @@ def test_v5_message_expiry(module_broker):
 def test_v5_flow_control(module_broker):
     r = scenario(module_broker, 5, "flow")
     assert r["count"] == 20 and r["inOrder"]
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_over_websocket(broker_factory, version):
+    b = broker_factory({"listeners": [{"name": "ws", "transport": "websocket"}]})
+    r = scenario(b, version, "qos", url=f"ws://{b.host}:{b.port}/mqtt")
+    assert sorted(r["got"]) == [["0", "m0", 0], ["1", "m1", 1], ["2", "m2", 2]]

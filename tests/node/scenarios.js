@@ -6,7 +6,7 @@ const mqtt = require('mqtt');
 
 const [host, port, versionText, scenario] = process.argv.slice(2);
 const protocolVersion = Number(versionText);
-const url = `mqtt://${host}:${port}`;
+const url = process.env.MQTT_URL || `mqtt://${host}:${port}`;  // e.g. ws://host:port/mqtt
 const uniq = `${process.pid}-${Date.now()}`;
 
 function client(id, extra = {}) {

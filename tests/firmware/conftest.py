@@ -60,18 +60,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
 # ---------------------------------------------------------------- real MicroPython (WebAssembly)
 
 MicroPythonRunner = Callable[..., str]
@@ -149,37 +137,3 @@ def umqtt_simple_path() -> Path:
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
     return target
-
-
-# ---------------------------------------------------------------- mosquitto as a reference broker
-
-class Mosquitto:
-    """A mosquitto process on a free loopback port (anonymous, MQTT 3.1.1 and 5)."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.conf = workdir / "mosquitto.conf"
-        self.conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-        self.proc = subprocess.Popen([exe, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        wait_for_port(self.port)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-
-@pytest.fixture
-def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
-    broker = Mosquitto(tmp_path)
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()

@@ -130,7 +130,9 @@ class PacketReader:
         from_client = self._from_client
         limit = self.max_packet_size
         level = self.protocol_level
-        accepted = _ACCEPTED[from_client, level]
+        accepted = _ACCEPTED.get((from_client, level))
+        if accepted is None:
+            raise ValueError(f"protocol_level must be 3, 4, 5 or None, not {level!r}")
         self._need = 0
         while pos < n:
             first = buf[pos]

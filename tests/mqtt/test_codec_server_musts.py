@@ -398,3 +398,10 @@ def test_bom_is_kept_not_stripped() -> None:
 def test_reader_arguments_are_checked(kwargs: dict[str, object], why: str) -> None:
     with pytest.raises(ValueError, match=why):
         PacketReader(**kwargs)  # type: ignore[arg-type]
+
+
+def test_protocol_level_set_later_is_checked() -> None:
+    reader = PacketReader(side="client")
+    reader.protocol_level = 6
+    with pytest.raises(ValueError, match="protocol_level"):
+        reader.feed(b"\xd0\x00")

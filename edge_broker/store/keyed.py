@@ -112,6 +112,7 @@ class KeyedLog:
     def __init__(self, encoded_values: bool = False) -> None:
         self._tables: dict[str, dict[Key, _Entry]] = {}
         self._encoded_values = encoded_values
+        self._snapshot: list[tuple[dict[Key, _Entry], Key, _Entry] | None] = []
         self._live_bytes = 0
         self._log: Log | None = None
         self.version = 0  # bumped by every applied record, so views can cache what they read
@@ -327,22 +328,30 @@ class KeyedLog:
     def live_bytes(self) -> int:
         return self._live_bytes
 
-    def live_records(self) -> Iterator[Any]:
+    def live_records(self) -> list[Any]:
+        records: list[Any] = []
+        snapshot: list[tuple[dict[Key, _Entry], Key, _Entry] | None] = []
         for name, table in self._tables.items():
-            yield [_CREATE, name]
+            records.append([_CREATE, name])
+            snapshot.append(None)
             for key, entry in table.items():
-                yield [_PUT_ENCODED if entry[2] else _PUT, name, key, entry[0]]
+                records.append([_PUT_ENCODED if entry[2] else _PUT, name, key, entry[0]])
+                snapshot.append((table, key, entry))
+        self._snapshot = snapshot
+        return records
 
     def compacted(self, sizes: Sequence[int]) -> None:
-        position = 0
-        live = 0
-        for table in self._tables.values():
-            position += 1  # the create record of the table is not a live key
-            for key, entry in table.items():
-                table[key] = (entry[0], sizes[position], entry[2])
-                live += sizes[position]
-                position += 1
-        self._live_bytes = live
+        # An entry replaced since the snapshot (a put or delete applied during a compaction
+        # beside appends) keeps the size of its own, newer frame.
+        for item, size in zip(self._snapshot, sizes, strict=True):
+            if item is not None:
+                table, key, entry = item
+                if table.get(key) is entry:
+                    table[key] = (entry[0], size, entry[2])
+        self._snapshot = []
+        self._live_bytes = sum(
+            entry[1] for table in self._tables.values() for entry in table.values()
+        )
 
 
 def _check_encoded(value: Any) -> bool:

@@ -12,9 +12,12 @@ default executor can never delay a PUBACK), applies the records to the reducer a
 waiting future. While one batch is being fsynced the next one accumulates, so N concurrent
 appends cost far fewer than N fsyncs. Appends are applied in the order they were queued.
 
-Compaction runs in a worker thread under the same lock when dead bytes exceed both
-``compact_ratio`` of the file and ``compact_min_bytes``, after the batch that crossed the line was
-acknowledged; appends queued meanwhile wait for it and then go to the new file.
+Compaction starts when dead bytes exceed both ``compact_ratio`` of the file and
+``compact_min_bytes``. From the async API it runs beside the appends: under the lock it takes a
+snapshot of the live records and the file size (milliseconds), then writes and fsyncs the new
+file in another thread while appends continue on the old one, and under the lock again copies
+the bytes appended meanwhile, fsyncs, renames and fsyncs the directory. Appends wait only for
+that last step. The synchronous API and ``compact()`` do the whole compaction under the lock.
 
 The queue of waiting appends is not bounded here: the broker bounds it through MQTT flow
 control (receive maximum, inflight limits) and the claim throttles. Use one event loop per log
@@ -59,12 +62,14 @@ class Reducer(Protocol):
     def live_bytes(self) -> int:
         """Bytes of frames that still matter (the rest is dead and compaction drops it)."""
 
-    def live_records(self) -> Iterable[Any]:
-        """Records that rebuild the current state from nothing, for compaction (may be lazy:
-        it is consumed under the lock, before any other record is applied)."""
+    def live_records(self) -> list[Any]:
+        """Records that rebuild the current state from nothing, for compaction. Called under
+        the lock; the records are encoded and written outside it, while later records are
+        applied, so they must not share mutable objects with the state."""
 
     def compacted(self, sizes: Sequence[int]) -> None:
-        """After a compaction wrote ``live_records()``: the frame size of each, in order."""
+        """A compaction wrote the last ``live_records()`` (then the records appended since):
+        the frame size of each of them, in order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +135,8 @@ class Log:
         self._compactions = 0
         self._compaction_error: StoreError | None = None
         self._compaction_retry_size = 0
+        self._compaction_lock = threading.Lock()  # one compaction at a time; taken before _lock
+        self._compaction_task: asyncio.Task[None] | None = None
         self._closed = False
 
     @classmethod
@@ -235,7 +242,13 @@ class Log:
         frame = self.encode(record)
         with self._lock:
             self._write_locked([frame], durable)
-            self._compact_if_due_locked()
+        if self.compaction_due() and self._compaction_lock.acquire(blocking=False):
+            try:
+                with self._lock:
+                    if not self._closed:
+                        self._compact_if_due_locked()
+            finally:
+                self._compaction_lock.release()
 
     def sync(self) -> None:
         """fsync now (interval and never policies); a no-op when nothing is unsynced."""
@@ -246,7 +259,7 @@ class Log:
     def compact(self) -> None:
         """Rewrite the live records to a new file now, whatever the dead-byte ratio."""
         self._check_open()
-        with self._lock:
+        with self._compaction_lock, self._lock:
             self._compact_locked()
 
     def compaction_due(self) -> bool:
@@ -335,8 +348,7 @@ class Log:
                     future.set_exception(
                         StoreError(outcome.message, path=outcome.path, errno=outcome.errno)
                     )
-            if not self._closed and self.compaction_due():
-                await self._in_worker(self._compact_if_due)
+            self._start_compaction_if_due()
         self._schedule_interval_sync()
 
     async def _in_worker(self, function: Callable[..., T], *args: Any) -> T:
@@ -375,10 +387,42 @@ class Log:
                     outcomes.append(exc)
             return outcomes
 
-    def _compact_if_due(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._compact_if_due_locked()
+    def _start_compaction_if_due(self) -> None:
+        task = self._compaction_task
+        if self._closed or not self.compaction_due() or (task is not None and not task.done()):
+            return
+        self._compaction_task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(self._compact_beside_appends)
+        )
+
+    def _compact_beside_appends(self) -> None:
+        """Compaction that holds the lock only to snapshot and to switch files (module doc)."""
+        if not self._compaction_lock.acquire(blocking=False):
+            return
+        try:
+            with self._lock:
+                if self._closed or not self.compaction_due():
+                    return
+                records = self._reducer.live_records()
+                tail_from = self._file.size
+            sizes: list[int] = []
+            try:
+                rewrite = self._file.start_rewrite(self._frames(records, sizes))
+            except StoreError as exc:
+                self._compaction_failed(exc)
+                return
+            with self._lock:
+                if self._closed:
+                    self._file.abort_rewrite(rewrite)
+                    return
+                try:
+                    self._file.finish_rewrite(rewrite, tail_from)
+                except StoreError as exc:
+                    self._compaction_failed(exc)
+                    return
+                self._compaction_done(sizes)
+        finally:
+            self._compaction_lock.release()
 
     def _schedule_interval_sync(self) -> None:
         if self.durability.mode != "interval" or self._sync_timer is not None:
@@ -432,22 +476,27 @@ class Log:
         try:
             self._compact_locked()
         except StoreError as exc:
-            # The appends that triggered it are stored; retry once the file grew some more.
-            self._compaction_error = exc
-            self._compaction_retry_size = self._file.size + self.compact_min_bytes
+            self._compaction_failed(exc)
 
     def _compact_locked(self) -> None:
         sizes: list[int] = []
+        self._file.rewrite(self._frames(self._reducer.live_records(), sizes))
+        self._compaction_done(sizes)
 
-        def frames() -> Iterator[bytes]:
-            # Streamed: compaction never holds a second copy of the whole log in memory.
-            for record in self._reducer.live_records():
-                frame = self.encode(record, check_size=False)  # stored before: keep it
-                sizes.append(len(frame))
-                yield frame
+    def _frames(self, records: Iterable[Any], sizes: list[int]) -> Iterator[bytes]:
+        # Streamed: the encoded frames never all sit in memory at once.
+        for record in records:
+            frame = self.encode(record, check_size=False)  # stored before: keep it
+            sizes.append(len(frame))
+            yield frame
 
-        self._file.rewrite(frames())
+    def _compaction_done(self, sizes: list[int]) -> None:
         self._reducer.compacted(sizes)
         self._compactions += 1
         self._compaction_error = None
         self._compaction_retry_size = 0
+
+    def _compaction_failed(self, error: StoreError) -> None:
+        # The appends that triggered it are stored; retry once the file grew some more.
+        self._compaction_error = error
+        self._compaction_retry_size = self._file.size + self.compact_min_bytes

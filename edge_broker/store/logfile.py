@@ -88,6 +88,15 @@ class RecoveryReport:
         return text
 
 
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A compaction file written and fsynced, not yet renamed over the log."""
+
+    path: str
+    fd: int
+    size: int
+
+
 def _os_error(action: str, path: str, exc: OSError) -> StoreError:
     hint = {
         errno_codes.ENOSPC: "the disk is full; free space and appends will succeed again",
@@ -360,13 +369,21 @@ class LogFile:
 
     def rewrite(self, frames: Iterable[bytes]) -> None:
         """Atomically replace the file with a header and ``frames`` (compaction)."""
+        self.finish_rewrite(self.start_rewrite(frames), self.size)
+
+    def start_rewrite(self, frames: Iterable[bytes]) -> Rewrite:
+        """Write a header and ``frames`` to ``<path>.compact`` and fsync it.
+
+        Touches nothing of the open log, so appends may continue meanwhile; the caller makes
+        sure only one rewrite runs at a time. Finish with :meth:`finish_rewrite` or
+        :meth:`abort_rewrite`.
+        """
         self._require_writable()
         temp = self.path + ".compact"
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         except OSError as exc:
             raise _os_error("creating the compaction file", temp, exc) from exc
-        size = 0
         try:
             with open(fd, "wb", buffering=_REWRITE_CHUNK, closefd=False) as writer:
                 writer.write(HEADER)
@@ -374,18 +391,43 @@ class LogFile:
                     writer.write(frame)
                 size = writer.tell()
             _fdatasync(fd)
-            self.fsyncs += 1
         except BaseException as exc:
-            os.close(fd)
-            os.unlink(temp)
+            self.abort_rewrite(Rewrite(temp, fd, 0))
             if isinstance(exc, OSError):
                 raise _os_error("writing the compaction file", temp, exc) from exc
             raise
-        os.close(fd)
+        return Rewrite(temp, fd, size)
+
+    def abort_rewrite(self, rewrite: Rewrite) -> None:
+        """Drop an unfinished rewrite; the log is untouched."""
+        os.close(rewrite.fd)
         try:
-            os.replace(temp, self.path)
+            os.unlink(rewrite.path)
+        except FileNotFoundError:
+            pass
+
+    def finish_rewrite(self, rewrite: Rewrite, tail_from: int) -> None:
+        """Copy the log's bytes from ``tail_from`` (appended since the rewrite started) to the
+        rewrite, fsync it, rename it over the log and fsync the directory."""
+        self._require_writable()
+        try:
+            tail = self._read_range(tail_from, self.size)
+            view = memoryview(tail)
+            offset = rewrite.size
+            while view:
+                written = os.pwrite(rewrite.fd, view, offset)
+                view, offset = view[written:], offset + written
+            if tail:
+                _fdatasync(rewrite.fd)
         except OSError as exc:
-            os.unlink(temp)
+            self.abort_rewrite(rewrite)
+            raise _os_error("finishing the compaction file", rewrite.path, exc) from exc
+        self.fsyncs += 2 if tail else 1
+        os.close(rewrite.fd)
+        try:
+            os.replace(rewrite.path, self.path)
+        except OSError as exc:
+            os.unlink(rewrite.path)
             raise _os_error("renaming the compaction file over the log", self.path, exc) from exc
         # From here the new file is the log, whatever happens next.
         try:
@@ -396,10 +438,20 @@ class LogFile:
             raise self._broken from exc
         old_fd, self._fd = self._fd, new_fd
         os.close(old_fd)
-        self.size = size
+        self.size = offset
         self.unsynced = False
         self._torn_since_failure = False
         fsync_directory(self.path)
+
+    def _read_range(self, start: int, end: int) -> bytes:
+        chunks = []
+        while start < end:
+            chunk = os.pread(self._fd, end - start, start)
+            if not chunk:
+                raise OSError(errno_codes.EIO, f"the log ends at {start}, expected {end}")
+            chunks.append(chunk)
+            start += len(chunk)
+        return b"".join(chunks)
 
     def close(self) -> None:
         """fsync anything unsynced, then release the file and the lock."""

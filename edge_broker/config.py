@@ -172,6 +172,14 @@ class TokensConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PasswordsConfig:
+    """``[passwords]``: the argon2id password file of the ``password`` method."""
+
+    file: str | None = None
+    max_concurrent: int = 2  # argon2id checks at once (64 MiB each)
+
+
+@dataclass(frozen=True, slots=True)
 class AuditConfig:
     """``[audit]``: the decision and event log (format in ``edge_broker/audit/record.py``).
 
@@ -199,6 +207,7 @@ class Config:
     claims: ClaimsConfig = field(default_factory=ClaimsConfig)
     tokens: TokensConfig = field(default_factory=TokensConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
+    passwords: PasswordsConfig = field(default_factory=PasswordsConfig)
     # [permissions] (authz/permissions_config.py) and [[authorizers]] (authz/authorizers.py)
     permissions: PermissionsConfig | None = None
     authorizers: tuple[AuthorizerSpec, ...] = ()
@@ -516,6 +525,18 @@ def parse_audit(s: Section) -> AuditConfig:
     )
 
 
+def parse_passwords(s: Section) -> PasswordsConfig:
+    file = s.optional_string("file")
+    if file is not None:
+        from .auth.password import PasswordFileError, load_password_file
+
+        try:
+            load_password_file(file)
+        except PasswordFileError as exc:
+            s.problem("file", str(exc))
+    return PasswordsConfig(file=file, max_concurrent=s.integer("max_concurrent", 2, 1, 64))
+
+
 SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "broker": parse_broker,
     "limits": parse_limits,
@@ -525,6 +546,7 @@ SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "claims": parse_claims,
     "tokens": parse_tokens,
     "audit": parse_audit,
+    "passwords": parse_passwords,
 }
 """Single-table sections; ``listeners`` (an array of tables) is handled by :func:`parse_config`."""
 
@@ -594,6 +616,16 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
                 where, _, message = str(exc).partition(": ")
                 key, _, message2 = message.partition(": ")
                 problems.append(ConfigError(file, key, message2 or message))
+    for i, lc in enumerate(values.get("listeners", ())):
+        if "password" in lc.auth_methods and values["passwords"].file is None:
+            problems.append(ConfigError(
+                file, f"listeners[{i}].auth_methods",
+                'the password method needs a password file: add [passwords] file = "/etc/edge-broker/passwd" '
+                "(create it with `edge-broker passwd add FILE USER`)"))
+        if "certificate" in lc.auth_methods and not (lc.transport == "tls" or lc.websocket_tls):
+            problems.append(ConfigError(
+                file, f"listeners[{i}].auth_methods",
+                'the certificate method needs a TLS listener with tls_ca and require_client_cert = true'))
     known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers"}
     for name in data:
         if name not in known:

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 AUTHENTICATOR_FACTORIES: Mapping[str, str] = MappingProxyType(
     {
         "anonymous": "edge_broker.auth.anonymous:build",
+        "password": "edge_broker.auth.password_method:build",
+        "certificate": "edge_broker.auth.certificate:build",
         "smoker": "edge_broker.auth.smoker:build",
         "token": "edge_broker.auth.token_method:build",
     }

@@ -86,7 +86,7 @@ class PermissionsGate:
             return Decision(True, Gate.PERMISSIONS, rule, recheck=verdict.recheck)
         if perm is None:
             return deny(Gate.PERMISSIONS, None, f"{what}: no permission matches and the default behaviour is DENY")
-        return deny(Gate.PERMISSIONS, rule, f"{what}: denied by permissions rule {rule!r}")
+        return deny(Gate.PERMISSIONS, rule, f'{what}: denied by permissions rule "{rule}"')
 
     def admit(self, identity: Identity) -> Decision | None:
         try:

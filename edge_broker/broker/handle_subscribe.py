@@ -15,9 +15,17 @@ from typing import TYPE_CHECKING
 from ..authz.decision import Decision
 from ..matching.errors import RuleError
 from ..matching.subscription_patterns import SubscriptionPattern
-from ..mqtt.packets import Properties, Suback, Subscribe, Subscription, Unsuback, Unsubscribe
+from ..mqtt.packets import (
+    NO_PROPERTIES,
+    Properties,
+    Suback,
+    Subscribe,
+    Subscription,
+    Unsuback,
+    Unsubscribe,
+)
 from ..mqtt.reason_codes import ReasonCode
-from .outcomes import subscribe_denied
+from .outcomes import denial_reason, subscribe_denied
 from .pattern_subscriptions import split_shared, subscription_pattern
 from .session import Outgoing, SubscriptionEntry
 
@@ -84,6 +92,7 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
     max_qos = broker.config.broker.maximum_qos
     limit = broker.config.limits.max_subscriptions_per_client
     codes: list[int] = []
+    reasons: list[str] = []  # the Reason String names each denied filter's gate and rule
     retained_for: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]] = []
     patterns = conn.identity is not None and conn.identity.subscription_patterns
     for sub, verdict in zip(packet.subscriptions, verdicts, strict=True):
@@ -93,6 +102,7 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
                 if code is None:
                     return
                 codes.append(code)
+                reasons.append(f"{sub.topic_filter}: {denial_reason(verdict)}")
                 continue
             recheck = verdict.recheck
         else:
@@ -117,7 +127,9 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
         if shared is None and (sub.retain_handling == 0 or (
                 sub.retain_handling == 1 and existing is None)):
             retained_for.append((entry, inner, pattern))
-    conn.send_packet(Suback(packet.packet_id, tuple(codes)))
+    props = Properties(reason_string="; ".join(reasons)) if (
+        reasons and conn.v5 and conn.problem_information) else NO_PROPERTIES
+    conn.send_packet(Suback(packet.packet_id, tuple(codes), props))
     if retained_for:
         _send_retained(conn, retained_for)
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .connection import Connection
 
 
-def _reason_text(decision: Decision) -> str:
+def denial_reason(decision: Decision) -> str:
     if decision.reason:
         return decision.reason
     gate = decision.gate.value if decision.gate else "policy"
@@ -26,14 +26,14 @@ def _reason_text(decision: Decision) -> str:
 
 
 def _props(conn: Connection, decision: Decision) -> Properties:
-    return Properties(reason_string=_reason_text(decision)) if conn.problem_information else Properties()
+    return Properties(reason_string=denial_reason(decision)) if conn.problem_information else Properties()
 
 
 def publish_denied(conn: Connection, packet: Publish, decision: Decision) -> None:
     """A denied PUBLISH (AUTHZ.md §3 rows PUBLISH QoS 0/1/2 and authorizer ``disconnect``)."""
     code = decision.reason_code
     disconnect = decision.disconnect or conn.listener.deny_action == "disconnect"
-    reason = _reason_text(decision)
+    reason = denial_reason(decision)
     conn.broker.stats.publish_denied += 1
     if not conn.v5:
         if disconnect:
@@ -59,12 +59,12 @@ def subscribe_denied(conn: Connection, decision: Decision) -> int | None:
     failure code; a 3.x filter with invalid syntax closes, MQTT 3.1.1 §4.7 / AUTHZ.md gate 1)."""
     conn.broker.stats.subscribe_denied += 1
     if decision.disconnect and conn.v5:
-        conn.close(decision.reason_code, _reason_text(decision))
+        conn.close(decision.reason_code, denial_reason(decision))
         return None
     if conn.v5:
         return int(decision.reason_code)
     if conn.level == 3 or decision.gate is Gate.SYNTAX or decision.disconnect:
-        conn.close(None, _reason_text(decision))
+        conn.close(None, denial_reason(decision))
         return None
     return SUBACK_FAILURE_V3
 
@@ -72,4 +72,4 @@ def subscribe_denied(conn: Connection, decision: Decision) -> int | None:
 def will_denied(conn: Connection, decision: Decision) -> None:
     """A will the policy refuses: CONNACK 0x87 (5) / 0x05 (3.x), close; never published."""
     code = decision.reason_code if conn.v5 else ReasonCode.NOT_AUTHORIZED
-    conn.refuse_connect(code, _reason_text(decision))
+    conn.refuse_connect(code, denial_reason(decision))

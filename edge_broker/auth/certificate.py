@@ -1,0 +1,44 @@
+"""The ``certificate`` authentication method (AUTHZ.md §1): the subject CN of a TLS client
+certificate that the listener verified against its CA (``tls_ca``, ``require_client_cert``).
+
+It applies to a CONNECT on a connection that presented a verified client certificate; the
+identity's ``cert_cn`` (and its username, for permissions and the site ACL) is that CN. Without
+a certificate it does not apply, and the listener's next method decides (none left: 0x87).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .chain import Accepted, AuthOutcome, AuthRequest
+from .identity import Identity
+
+if TYPE_CHECKING:
+    from ..config import Config, ListenerConfig
+
+
+class CertificateAuthenticator:
+    __slots__ = ()
+
+    @property
+    def method(self) -> str:
+        return "certificate"
+
+    @property
+    def enhanced_method(self) -> str | None:
+        return None
+
+    def applies(self, request: AuthRequest) -> bool:
+        return request.info.cert_cn is not None and request.connect.properties.authentication_method is None
+
+    async def authenticate(self, request: AuthRequest) -> AuthOutcome:
+        info = request.info
+        return Accepted(Identity(
+            client_id=request.connect.client_id, method="certificate", tenant=request.tenant,
+            username=info.cert_cn, cert_cn=info.cert_cn, interface=info.interface,
+            local_address=info.local_address, remote_address=info.remote_address,
+        ))
+
+
+def build(listener: ListenerConfig, config: Config) -> CertificateAuthenticator:
+    return CertificateAuthenticator()

@@ -1,0 +1,93 @@
+"""The ``password`` authentication method (AUTHZ.md §1): username + password against the
+argon2id password file (``edge_broker.auth.password``; managed with ``edge-broker passwd``).
+
+It applies to a CONNECT with a username and a password, unless the listener also accepts the
+``token`` method and the password looks like a JWT (that belongs to the token method). A wrong
+password, an unknown user and a user without a password all answer CONNACK 0x86 (3.x: 0x04)
+with the same Reason String, after the same argon2id work, so the answer tells nothing about
+which users exist.
+
+The tenant is the CONNECT user property ``tenant`` when the client names one (it must be one of
+the entry's tenants when the entry lists any: else 0x87), otherwise the entry's tenant when it
+names exactly one, otherwise ``~``. The entry's roles select default permissions.
+
+argon2id is deliberately slow (tens of ms here, more on a Pi): verification runs in a worker
+thread, at most ``[passwords] max_concurrent`` at a time, so the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import TYPE_CHECKING
+
+from ..mqtt.reason_codes import ReasonCode
+from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
+from .identity import Identity
+from .password import PasswordEntry, hash_password, load_password_file, verify_password
+
+if TYPE_CHECKING:
+    from ..config import Config, ListenerConfig
+
+_JWT_RE = re.compile(rb"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
+_BAD = "bad user name or password"
+
+
+class PasswordAuthenticator:
+    __slots__ = ("entries", "_limit", "_defer_jwt", "_dummy")
+
+    def __init__(self, entries: dict[str, PasswordEntry], max_concurrent: int, defer_jwt: bool) -> None:
+        self.entries = entries
+        self._limit = asyncio.Semaphore(max_concurrent)
+        self._defer_jwt = defer_jwt
+        # unknown users are checked against this, so they cost the same time as known ones
+        self._dummy = PasswordEntry("", hash_password("edge-broker-unknown-user"))
+
+    @property
+    def method(self) -> str:
+        return "password"
+
+    @property
+    def enhanced_method(self) -> str | None:
+        return None
+
+    def applies(self, request: AuthRequest) -> bool:
+        connect = request.connect
+        if connect.properties.authentication_method is not None or connect.username is None:
+            return False
+        if connect.password is None:
+            return True  # a username alone: refused here rather than passed to anonymous
+        return not (self._defer_jwt and _JWT_RE.match(connect.password) is not None)
+
+    async def authenticate(self, request: AuthRequest) -> AuthOutcome:
+        connect = request.connect
+        username = connect.username or ""
+        entry = self.entries.get(username)
+        password = connect.password or b""
+        async with self._limit:
+            ok = await asyncio.to_thread(verify_password, entry or self._dummy, password)
+        if entry is None or not ok or not password:
+            return Refused(ReasonCode.BAD_USER_NAME_OR_PASSWORD, _BAD)
+        asked = any(k == TENANT_PROPERTY for k, _ in connect.properties.user_properties)
+        tenant = request.tenant
+        if asked:
+            if entry.tenants and tenant not in entry.tenants:
+                return Refused(ReasonCode.NOT_AUTHORIZED,
+                               f"user {username!r} may not use tenant {tenant!r}")
+        elif len(entry.tenants) == 1:
+            tenant = entry.tenants[0]
+        info = request.info
+        return Accepted(Identity(
+            client_id=connect.client_id, method="password", tenant=tenant, username=username,
+            cert_cn=info.cert_cn, interface=info.interface, local_address=info.local_address,
+            remote_address=info.remote_address, roles=entry.roles,
+        ))
+
+
+def build(listener: ListenerConfig, config: Config) -> PasswordAuthenticator:
+    passwords = config.passwords
+    if passwords.file is None:
+        raise ValueError("the password method needs [passwords] file")
+    return PasswordAuthenticator(
+        load_password_file(passwords.file), passwords.max_concurrent, "token" in listener.auth_methods
+    )

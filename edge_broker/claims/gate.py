@@ -48,6 +48,12 @@ class ClaimsGate:
 
     __slots__ = ("service",)
 
+    # Every delivery passes through check_deliver, not only those of subscriptions marked
+    # ``recheck``: a subscription that never went through check_subscribe (a session restored
+    # from disk, a future code path) must not leak either. Outside ``restricted/`` it costs one
+    # prefix test.
+    checks_every_delivery = True
+
     def __init__(self, service: ClaimService) -> None:
         self.service = service
 

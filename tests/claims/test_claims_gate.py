@@ -1,10 +1,9 @@
-"""The claims gate (gate 6, AUTHZ.md §2) and the policy wrapper the broker installs, without
+"""The claims gate (gate 6, AUTHZ.md §2), alone and last in the broker's gate pipeline, without
 sockets: which filters reach the restricted area, exact vs wildcard SUBSCRIBE, recheck marks,
 delivery decisions as of now, and the order gates 1–5 then claims."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +12,13 @@ from claims_helpers import OTHER, OWNER, claim_payload, plain_identity, restrict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_broker.authz.decision import ALLOW, Decision, Gate, deny
+from edge_broker.authz.decision import Decision, Gate, deny
+from edge_broker.authz.pipeline import GatePipeline
 from edge_broker.broker.policy import Policy
 from edge_broker.claims.gate import ClaimsGate, reaches_restricted
 from edge_broker.claims.model import Activity, RestrictionType
 from edge_broker.claims.persistence import KeyedClaimStore
 from edge_broker.claims.service import ClaimService
-from edge_broker.claims.with_claims import WithClaims
 from edge_broker.matching.mqtt_topics import topic_matches
 from edge_broker.mqtt.packets import Publish, Subscription, Will
 from edge_broker.mqtt.reason_codes import ReasonCode
@@ -121,42 +120,103 @@ async def test_system_topics_publish_and_will(service: ClaimService) -> None:
     assert owner_will is not None and owner_will.allowed
 
 
-class AsyncInner(Policy):
-    """gates 1–5 answering through an awaitable (like async authorizers), denying "no/…"."""
+class DenyNo:
+    """A gate before the claims (as the site ACL is): denies topics under ``no/``."""
 
-    has_delivery_gates = True
+    @property
+    def gate(self) -> Gate:
+        return Gate.ACL
 
-    def check_publish(self, identity: Any, topic: str, packet: Publish) -> Any:
-        async def later() -> Decision:
-            await asyncio.sleep(0)
-            return deny(Gate.AUTHORIZER, "a1", "no") if topic.startswith("no/") else ALLOW
-        return later()
+    def check_publish(self, identity: Any, topic: str, packet: Publish) -> Decision | None:
+        return deny(Gate.ACL, "no", "no") if topic.startswith("no/") else None
 
-    def check_deliver(self, session: Any, message: Any) -> Decision:
-        return deny(Gate.ACL, "egress", "no") if message.topic.startswith("no/") else ALLOW
+    def check_will(self, identity: Any, will: Will) -> Decision | None:
+        return None
+
+    def check_subscribe(self, identity: Any, subscription: Subscription, topic_filter: str,
+                        share_group: str | None) -> Decision | None:
+        return None
+
+    def delivers_need_check(self, identity: Any, topic_filter: str) -> bool:
+        return True
+
+    def check_deliver(self, identity: Any, message: Any) -> Decision | None:
+        return deny(Gate.ACL, "no", "no") if message.topic.startswith("no/") else None
 
 
-async def test_with_claims_runs_the_inner_policy_first_then_the_claims(
+def broker_policy(gate: ClaimsGate) -> Policy:
+    """The broker's policy with the claims gate last in the pipeline, as ``Broker`` builds it."""
+    return Policy("/", GatePipeline(gates=[DenyNo(), gate]))
+
+
+async def test_the_pipeline_runs_the_earlier_gates_first_then_the_claims(
     service: ClaimService,
 ) -> None:
-    policy = WithClaims(AsyncInner(), ClaimsGate(service))
+    policy = broker_policy(ClaimsGate(service))
     other = smoker_identity(OTHER)
     assert policy.has_delivery_gates
-    assert policy.routable("open/t") and not policy.routable("access/claim")  # passed through
-    first = await policy.check_publish(other, "no/x", Publish("no/x"))
-    assert first.gate is Gate.AUTHORIZER  # the inner denial wins, claims not asked
-    second = await policy.check_publish(other, T, Publish(T))
-    assert second.gate is Gate.CLAIMS and second.denied
-    assert (await policy.check_publish(other, "open/t", Publish("open/t"))).allowed
+    assert policy.routable("open/t") and not policy.routable("access/claim")
+    first = policy.check_publish(other, "no/x", Publish("no/x"))
+    assert isinstance(first, Decision) and first.gate is Gate.ACL  # the earlier denial wins
+    second = policy.check_publish(other, T, Publish(T))
+    assert isinstance(second, Decision) and second.gate is Gate.CLAIMS and second.denied
+    third = policy.check_publish(other, "open/t", Publish("open/t"))
+    assert isinstance(third, Decision) and third.allowed
     sub = policy.check_subscribe(other, Subscription("$share/g/#", 0))
     assert isinstance(sub, Decision) and sub.allowed and sub.recheck
     bad = policy.check_subscribe(other, Subscription("a/#/b", 0))
     assert isinstance(bad, Decision) and bad.gate is Gate.SYNTAX
     reserved = policy.check_subscribe(other, Subscription("access/claim", 0))
     assert isinstance(reserved, Decision) and reserved.denied
-    assert policy.check_deliver(Sess(other), Msg("no/t")).gate is Gate.ACL
-    assert policy.check_deliver(Sess(other), Msg(T)).gate is Gate.CLAIMS
-    assert policy.check_deliver(Sess(other), Msg("open/t")).allowed
+    assert policy.check_deliver(Sess(other), Msg("no/t")).gate is Gate.ACL  # type: ignore[arg-type]
+    assert policy.check_deliver(Sess(other), Msg(T)).gate is Gate.CLAIMS  # type: ignore[arg-type]
+    assert policy.check_deliver(Sess(other), Msg("open/t")).allowed  # type: ignore[arg-type]
     await claim(service, RestrictionType.WHITELIST, (OTHER, Activity.ALL))
-    assert policy.check_deliver(Sess(other), Msg(T)).allowed
-    assert (await policy.check_publish(other, T, Publish(T))).allowed
+    assert policy.check_deliver(Sess(other), Msg(T)).allowed  # type: ignore[arg-type]
+    allowed = policy.check_publish(other, T, Publish(T))
+    assert isinstance(allowed, Decision) and allowed.allowed
+
+LEVELS = ["restricted", OWNER, OTHER, "t", "x", "+", "*", "r*"]
+TOPICS = [T, f"restricted/{OWNER}/x", f"restricted/{OTHER}/t", f"restricted/{OWNER}/t/x",
+          "restricted/x/t", "open/t"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(levels=st.lists(st.sampled_from(LEVELS), min_size=1, max_size=4),
+       tail=st.sampled_from(["", "/#", "/>"]), shared=st.booleans(),
+       subscriber=st.sampled_from([OTHER, OWNER, None]))
+def test_no_subscription_that_matches_a_restricted_topic_escapes_the_delivery_check(
+    tmp_path_factory: pytest.TempPathFactory, levels: list[str], tail: str, shared: bool,
+    subscriber: str | None,
+) -> None:
+    """The leak invariant: a subscription able to receive a restricted topic is refused, or
+    marked ``recheck`` so that every delivery through it is decided on the concrete topic."""
+    f = "/".join(levels) + tail
+    if f.startswith(("#", ">")):
+        f = "#"
+    policy = broker_policy(ClaimsGate(_EMPTY_SERVICE))
+    who = smoker_identity(subscriber) if subscriber else plain_identity()
+    verdict = policy.check_subscribe(who, Subscription(f"$share/g/{f}" if shared else f, 0))
+    assert isinstance(verdict, Decision)
+    if verdict.denied:
+        return
+    for topic in TOPICS:
+        if topic.startswith("restricted/") and topic_matches(f.replace("*", "+").replace(
+                ">", "#"), topic):
+            assert verdict.recheck, (f, topic)
+
+
+class _NoClaims:
+    """A claim store with nothing in it (the property test needs no disk)."""
+
+    def records(self) -> list[tuple[str, str, Any]]:
+        return []
+
+    async def put(self, tenant: str, topic: str, value: Any) -> None:
+        raise AssertionError("not used")
+
+    async def delete(self, tenant: str, topic: str) -> None:
+        raise AssertionError("not used")
+
+
+_EMPTY_SERVICE = ClaimService(_NoClaims())

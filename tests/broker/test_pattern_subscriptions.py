@@ -94,3 +94,47 @@ def test_the_topic_space_routes_and_removes_both_kinds():
     space.unsubscribe(mqtt_entry, "a/+")
     assert space.subscription_count() == 0
     assert space.match("a/b1/x") == () and space.match("a/b1") == ()
+
+
+level = st.sampled_from(["a", "b", "ab", "b1"])
+mqtt_level = st.sampled_from(["a", "b", "ab", "+"])
+pattern_level = st.sampled_from(["a", "b", "*", "a*", "b*", "+"])
+pattern_tail = st.sampled_from(["", "#", ">", "a#", "b>"])
+
+
+@st.composite
+def filters(draw: st.DrawFn) -> str:
+    """An MQTT filter or a runtime pattern, as a seed001 listener would accept them."""
+    if draw(st.booleans()):
+        levels = draw(st.lists(mqtt_level, min_size=1, max_size=4))
+        return "/".join(levels + (["#"] if draw(st.booleans()) else []))
+    body = draw(st.lists(pattern_level, max_size=3))
+    last = draw(pattern_tail)
+    return "/".join([*body, last] if last else body or ["*"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["c1", "c2", "c3"]), filters()), max_size=8),
+       st.lists(level, min_size=1, max_size=5), st.data())
+def test_the_topic_space_routes_like_the_oracles(subs, topic_levels, data):
+    """Both indexes together route each topic to exactly the sessions whose filter matches it
+    (MQTT rules for MQTT filters, PATTERNS.md §2 for patterns), across subscribe/unsubscribe."""
+    space = TopicSpace("t")
+    sessions = {c: Session(c, "t", Identity(c, "token", "t"), 5) for c in ("c1", "c2", "c3")}
+    live: dict[tuple[str, str], object] = {}
+    for client, text in subs:
+        shared, inner, pattern = subscription_pattern(text, "/", True)
+        entry = SubscriptionEntry(sessions[client], text, 0)
+        space.subscribe(entry, inner, pattern)
+        live[(client, text)] = (entry, pattern)
+    for key in data.draw(st.lists(st.sampled_from(sorted(live)), unique=True)) if live else []:
+        entry, _ = live.pop(key)  # type: ignore[misc]
+        space.unsubscribe(entry, key[1])
+    topic = "/".join(topic_levels)
+    expected = set()
+    for (client, text), (_, pattern) in live.items():  # type: ignore[misc]
+        hit = pattern.matches(topic) if pattern is not None else topic_matches(text, topic, "/")
+        if hit:
+            expected.add(client)
+    got = {key for hits in space.match(topic) for key in hits}
+    assert got == expected

@@ -46,6 +46,9 @@ def publish_denied(conn: Connection, packet: Publish, decision: Decision) -> Non
             conn.session.qos2_incoming.add(packet.packet_id)  # complete the flow on PUBREL
             conn.send_packet(Pubrec(packet.packet_id))
         return
+    if decision.disconnect:  # authorizer outcome ``disconnect``: DISCONNECT with its code only
+        conn.close(code, reason)
+        return
     if packet.qos == 1:
         conn.send_packet(Puback(packet.packet_id or 0, code, _props(conn, decision)))
     elif packet.qos == 2:

@@ -93,3 +93,22 @@ def test_config_errors_name_the_key(toml, key, words):
         loads_config(toml)
     found = [p for p in info.value.problems if p.key == key]
     assert found and words in found[0].message, [str(p) for p in info.value.problems]
+
+
+def test_cli_and_broker_refuse_an_invalid_rule_with_the_same_message(broker_factory, tmp_path):
+    """Issue 5: ``token create`` rejects invalid rules "with the same messages" as the broker."""
+    b = broker_factory(token_config(tmp_path))
+    key = tmp_path / "issuer.pem"
+    key.write_bytes(private_pem(private_keys()["EdDSA"]))
+    bad = [grant(["acme"], pub=["store/?/status"])]
+    made = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "token", "create", "--key", str(key),
+         "--grant", json.dumps(bad)], capture_output=True, text=True, timeout=60)
+    assert made.returncode != 0
+    problem = "tenant_grants[0].allow_channels_pub[0]: store/?/status: '?' is not allowed in " \
+              "publish rules"
+    assert problem in made.stderr
+    forged = jwt.encode({"exp": 4_000_000_000, "tenant_grants": bad}, private_keys()["EdDSA"],
+                        algorithm="EdDSA", headers={"kid": ED_KID})
+    code, reason = connect(b, forged)
+    assert code == 0x86 and problem in (reason or "")

@@ -17,7 +17,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--log-format", choices=("text", "json"), help="overrides [log] format")
     run.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
                      help="overrides [log] level")
+    run.add_argument("--pid-file", metavar="FILE",
+                     help="write the process id here (for `edge-broker reload --pid-file`)")
     run.set_defaults(func=cmd_run)
+    reload = subparsers.add_parser(
+        "reload", help="ask a running broker to reload its config (SIGHUP); a bad file keeps the old policy")
+    target = reload.add_mutually_exclusive_group(required=True)
+    target.add_argument("--pid-file", metavar="FILE", help="the file `run --pid-file` wrote")
+    target.add_argument("--pid", type=int, help="the broker's process id")
+    reload.set_defaults(func=cmd_reload)
     check = subparsers.add_parser("check", help="validate a configuration file, print every error")
     check.add_argument("--config", "-c", metavar="FILE", required=True)
     check.set_defaults(func=cmd_check)
@@ -50,17 +58,53 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         import uvloop  # type: ignore[import-not-found, unused-ignore]  # optional speed-up (pyproject extra "speed")
     except ImportError:
-        return asyncio.run(_serve(config))
-    return uvloop.run(_serve(config))  # type: ignore[no-any-return]
+        return asyncio.run(_serve(config, args.config, args.pid_file))
+    return uvloop.run(_serve(config, args.config, args.pid_file))  # type: ignore[no-any-return]
 
 
-async def _serve(config: Config) -> int:
+def cmd_reload(args: argparse.Namespace) -> int:
+    import os
+
+    pid = args.pid
+    if args.pid_file is not None:
+        try:
+            pid = int(open(args.pid_file).read().strip())
+        except (OSError, ValueError) as exc:
+            print(f"edge-broker reload: cannot read a pid from {args.pid_file}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        os.kill(pid, signal.SIGHUP)
+    except OSError as exc:
+        print(f"edge-broker reload: cannot signal process {pid}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(f"sent SIGHUP to {pid}; the broker logs whether the new config was applied")
+    return 0
+
+
+async def _serve(config: Config, path: str | None = None, pid_file: str | None = None) -> int:
+    import os
+
     from .server import Broker
 
     broker = Broker(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
+    reloads: set[asyncio.Task[object]] = set()
+
+    def on_hup() -> None:
+        if path is None:
+            print("edge-broker: SIGHUP ignored: running on the embedded default config, "
+                  "there is no file to reload (start with --config FILE)", file=sys.stderr)
+            return
+        task: asyncio.Task[object] = loop.create_task(broker.reload(path))
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
+    if pid_file is not None:
+        with open(pid_file, "w") as handle:
+            handle.write(f"{os.getpid()}\n")
     try:
         await broker.serve()
     except OSError as exc:

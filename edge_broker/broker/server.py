@@ -55,6 +55,7 @@ from .handle_publish import (
     handle_pubrel,
 )
 from .handle_subscribe import handle_subscribe, handle_unsubscribe
+from .interfaces import InterfaceMap
 from .listeners import connection_info, start_listener
 from .message import make_message
 from .policy import Policy, build_pipeline, open_audit_log
@@ -68,6 +69,7 @@ from .topic_space import TopicSpace
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
     from ..claims.runtime import ClaimsRuntime
+    from .reload import ReloadResult
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -92,6 +94,7 @@ class Broker:
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.audit: AuditLog | None = open_audit_log(config.audit)
         self.policy = self.build_policy(config)
+        self.generation = 0  # bumped by every policy change (reload, bundle)
         self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
         self.topic_spaces: dict[str, TopicSpace] = {}
         self.delivery = Delivery(self)
@@ -99,7 +102,7 @@ class Broker:
         self.servers: list[asyncio.Server] = []
         self.bound: list[tuple[str, str, str, int]] = []  # (name, transport, host, port)
         self._chains: dict[str, AuthChain] = {}
-        self._interfaces: dict[str, str | None] = {}
+        self._interfaces = InterfaceMap()
         self._dirty: list[Connection] = []
         self._flush_pending = False
         self._wills: set[Session] = set()
@@ -163,6 +166,28 @@ class Broker:
 
     def request_stop(self) -> None:
         self._stop.set()
+
+    async def reload(self, path: str) -> ReloadResult:
+        """SIGHUP / ``edge-broker reload``: validate ``path`` and apply it (broker/reload.py);
+        a file with errors keeps the running policy (never fails open)."""
+        from ..config import ConfigError, load_config
+        from .reload import ReloadResult, apply_config
+
+        try:
+            new = load_config(path)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                log.error("reload refused: %s", problem, extra={"event": "reload_refused"})
+            message = f"reload of {path} refused ({len(exc.problems)} error(s)); the running policy is kept"
+            log.error(message, extra={"event": "reload_refused"})
+            if self.audit is not None:
+                self.audit.event("policy_rejected", detail=f"{message}: {exc.problems[0]}")
+            return ReloadResult(False, message)
+        return await apply_config(self, new, f"reload of {path}")
+
+    def reset_authentication(self) -> None:
+        """Rebuild every listener's authentication chain on its next CONNECT (new keys, files)."""
+        self._chains.clear()
 
     async def serve(self) -> None:
         """Run until :meth:`request_stop`, then shut down gracefully."""

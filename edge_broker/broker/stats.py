@@ -12,7 +12,7 @@ class BrokerStats:
         "started", "clients_connected", "clients_maximum", "connections_total",
         "messages_received", "messages_sent", "bytes_received", "bytes_sent", "dropped",
         "dropped_oversize", "protocol_errors", "connections_refused", "publish_denied",
-        "subscribe_denied",
+        "subscribe_denied", "subscriptions_removed",
     )
 
     def __init__(self) -> None:
@@ -30,6 +30,7 @@ class BrokerStats:
         self.connections_refused = 0
         self.publish_denied = 0
         self.subscribe_denied = 0
+        self.subscriptions_removed = 0  # by a policy change (reload, bundle)
 
     def uptime(self) -> int:
         return int(time.monotonic() - self.started)

@@ -19,8 +19,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..authz.token_gate import TokenGate
-from ..matching.errors import RuleError
-from ..matching.mqtt_topics import parse_shared
 from ..mqtt.packets import Subscription
 from ..mqtt.reason_codes import ReasonCode
 
@@ -81,11 +79,9 @@ def drop_ungranted_subscriptions(conn: Connection, why: str) -> None:
     broker = conn.broker
     space = broker.topic_space(session.tenant)
     for topic_filter, entry in list(session.subscriptions.items()):
-        try:
-            shared = parse_shared(topic_filter, broker.separator)
-        except RuleError:
-            shared = None
-        inner = shared.filter if shared is not None else topic_filter
+        inner = topic_filter  # without $share/<group>/, which the session entry knows
+        if entry.share_group is not None:
+            inner = topic_filter.split(broker.separator, 2)[2]
         subscription = Subscription(topic_filter, entry.qos)
         decision = gate.check_subscribe(identity, subscription, inner, entry.share_group)
         if decision is None or decision.allowed:

@@ -167,3 +167,21 @@ def test_a_resumed_session_keeps_only_what_the_new_token_accepts(token_broker):
         pub.send(Publish("data/x", b"still", 0))
         assert c.expect(Publish).payload == b"still"
         c.nothing()
+
+
+def test_narrower_grants_remove_shared_pattern_subscriptions(broker_factory, tmp_path):
+    b = broker_factory(token_config(tmp_path, leeway=0, patterns="seed001"))
+    with RawClient(b.host, b.port) as c, RawClient(b.host, b.port) as pub:
+        assert c.connect("narrow-shared", properties=token_props(make_token(ALL))).reason_code == 0
+        pub_token = make_token([grant([TENANT], pub=["#"])])
+        assert pub.connect("narrow-shared-pub", properties=token_props(pub_token)).reason_code == 0
+        c.send(Subscribe(1, (Subscription("$share/g/other/o#", 0), Subscription("data/d*", 0))))
+        assert c.expect(Suback).reason_codes == (0, 0)
+        pub.send(Publish("other/o1", b"before", 0))
+        assert c.expect(Publish).payload == b"before"
+        answer = reauth(c, make_token([grant([TENANT], sub=["data/#"])], ttl=60))
+        assert isinstance(answer, Auth) and answer.reason_code == 0
+        pub.send(Publish("other/o1", b"after", 0))
+        pub.send(Publish("data/d1", b"kept", 0))
+        assert c.expect(Publish).payload == b"kept"
+        c.nothing()

@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edge_broker.broker.commands",  # run, check
     "edge_broker.auth.password_commands",  # passwd
     "edge_broker.sync.commands",  # bundle
+    "edge_broker.authz.commands",  # explain, lint
     "edge_broker.claims.commands",  # keygen, claim
     "edge_broker.auth.token_commands",  # token
 )

@@ -1,0 +1,152 @@
+"""``edge-broker explain`` and ``edge-broker lint`` (AUTHZ.md §4): why a client would be allowed or
+denied, and which rules can never matter — computed with the same objects the broker runs.
+
+``explain`` builds the broker's :class:`~edge_broker.broker.policy.Policy` from the config and
+asks each gate on its own (so every gate's verdict is shown, not only the first denial), then
+the whole policy (the verdict the broker would give). ``lint`` looks at the permission sets,
+their assignments, the authorizers and the site ACL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+
+from ..auth.identity import Identity
+from ..mqtt.packets import Publish, Subscription
+from .authorizers import PublishRequest, SubscribeRequest
+from .decision import Decision
+from .permissions import overlapping_pairs, shadowed_permissions
+from .permissions_config import PermissionsConfig
+
+
+@dataclass(frozen=True, slots=True)
+class GateVerdict:
+    gate: str
+    verdict: str  # "allow", "deny", "does not apply", "not configured", "next"
+    rule: str | None = None
+    detail: str | None = None
+
+    def line(self) -> str:
+        rule = f' rule "{self.rule}"' if self.rule else ""
+        detail = f" — {self.detail}" if self.detail else ""
+        return f"  {self.gate:<12} {self.verdict}{rule}{detail}"
+
+
+def _verdict(gate: str, decision: Decision | None) -> GateVerdict:
+    if decision is None:
+        return GateVerdict(gate, "does not apply")
+    if decision.allowed:
+        extra = "deliveries re-checked per topic" if decision.recheck else None
+        return GateVerdict(gate, "allow", decision.rule, extra)
+    verdict = "disconnect" if decision.disconnect else "deny"
+    return GateVerdict(gate, verdict, decision.rule, f"0x{int(decision.reason_code):02X} {decision.reason}")
+
+
+async def _resolve(value: Decision | Awaitable[Decision]) -> Decision:
+    return value if isinstance(value, Decision) else await value
+
+
+async def explain(policy: object, identity: Identity, action: str, topic: str, qos: int = 0,
+                  retain: bool = False) -> tuple[list[GateVerdict], Decision]:
+    """Every gate's verdict for one request, and the policy's overall decision."""
+    from ..broker.policy import Policy
+
+    assert isinstance(policy, Policy)
+    pipeline = policy.pipeline
+    verdicts: list[GateVerdict] = []
+    base = Policy(policy.separator)  # gates 1-2 alone
+    if action == "publish":
+        packet = Publish(topic, b"", qos, retain, packet_id=1 if qos else None)
+        first = await _resolve(base.check_publish(identity, topic, packet))
+    else:
+        subscription = Subscription(topic, qos)
+        first = await _resolve(base.check_subscribe(identity, subscription))
+    verdicts.append(_verdict("syntax+reserved", first))
+    if pipeline is not None:
+        inner = topic
+        group = None
+        if action == "subscribe" and topic.startswith("$share/"):
+            parts = topic.split("/", 2)
+            group, inner = parts[1], parts[2] if len(parts) > 2 else ""
+        if pipeline.authorizers is None:
+            verdicts.append(GateVerdict("authorizers", "not configured"))
+        else:
+            if action == "publish":
+                decided = await pipeline.authorizers.authorize_publish(
+                    PublishRequest(identity, topic, b"", qos, retain))
+            else:
+                decided = await pipeline.authorizers.authorize_subscribe(
+                    SubscribeRequest(identity, inner, qos, group))
+            verdicts.append(_verdict("authorizers", decided) if decided else GateVerdict("authorizers", "next"))
+        if identity.grants is not None and pipeline.token_gate is not None:
+            gate = pipeline.token_gate
+            answer = (gate.check_publish(identity, topic, Publish(topic, b"", qos, retain))
+                      if action == "publish" else gate.check_subscribe(identity, Subscription(topic, qos), inner, group))
+            verdicts.append(_verdict("token", answer))
+        elif pipeline.permissions is not None:
+            try:
+                _, label = pipeline.permissions.list_for(identity)
+            except Exception as exc:  # a placeholder the identity cannot fill
+                label = f"cannot bind: {exc}"
+            answer = (pipeline.permissions.check_publish(identity, topic, qos, retain) if action == "publish"
+                      else pipeline.permissions.check_subscribe(identity, inner, qos, group))
+            v = _verdict("permissions", answer)
+            verdicts.append(GateVerdict(v.gate, v.verdict, v.rule, f"{v.detail + '; ' if v.detail else ''}set from {label}"))
+        else:
+            verdicts.append(GateVerdict("permissions", "not configured"))
+        for gate in pipeline.gates:
+            name = getattr(gate, "gate", None)
+            label = name.value if name is not None else type(gate).__name__
+            answer = (gate.check_publish(identity, topic, Publish(topic, b"", qos, retain))
+                      if action == "publish" else gate.check_subscribe(identity, Subscription(topic, qos), inner, group))
+            verdicts.append(_verdict(label, answer))
+    if action == "publish":
+        final = await _resolve(policy.check_publish(identity, topic, Publish(topic, b"", qos, retain)))
+    else:
+        final = await _resolve(policy.check_subscribe(identity, Subscription(topic, qos)))
+    return verdicts, final
+
+
+def explain_sync(policy: object, identity: Identity, action: str, topic: str, qos: int = 0,
+                 retain: bool = False) -> tuple[list[GateVerdict], Decision]:
+    return asyncio.run(explain(policy, identity, action, topic, qos, retain))
+
+
+def lint_permissions(config: PermissionsConfig) -> list[str]:
+    """Findings for ``[permissions]``: shadowed rules, overlaps that force per-delivery checks,
+    sets nobody gets, broad grants, and what unassigned clients get."""
+    findings: list[str] = []
+    used = {name for a in config.assignments for name in a.sets}
+    for name, plist in config.sets.items():
+        if name not in used:
+            findings.append(f"permissions.sets.{name}: no [[permissions.assign]] names this set: it never applies")
+        for later, earlier in shadowed_permissions(plist):
+            findings.append(
+                f"permissions.sets.{name}: rule {later.id!r} ({later.topic}) can never match: "
+                f"rule {earlier.id!r} ({earlier.topic}) comes first and covers it"
+            )
+        for a, b in overlapping_pairs(plist):
+            findings.append(
+                f"permissions.sets.{name}: rules {a.id!r} ({a.topic}, {a.type.value}) and {b.id!r} "
+                f"({b.topic}, {b.type.value}) overlap: wildcard subscriptions across them are checked per delivery"
+            )
+        for perm in plist.permissions:
+            if perm.allow and perm.topic == "#" and perm.activity.value == "ALL":
+                findings.append(
+                    f"permissions.sets.{name}: rule {perm.id!r} allows everything ('#', all activities): "
+                    "is this set meant to be a blacklist?"
+                )
+    for i, assignment in enumerate(config.assignments):
+        if not assignment.selectors and i < len(config.assignments) - 1:
+            findings.append(
+                f"{assignment.label}: matches every client, so the {len(config.assignments) - i - 1} "
+                "assignment(s) after it never apply"
+            )
+    if config.sets and config.unassigned is None and all(a.selectors for a in config.assignments):
+        findings.append(
+            "permissions: clients that no assignment selects get no permissions, which seed 003 treats as "
+            'ALLOW everything; add a catch-all [[permissions.assign]] or set permissions.unassigned = "deny"'
+        )
+    return findings

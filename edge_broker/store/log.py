@@ -320,8 +320,9 @@ class Log:
         if self._closed:
             return
         await self.flush()
-        if self._sync_task is not None:
-            await self._sync_task
+        for task in (self._sync_task, self._compaction_task):
+            if task is not None:
+                await task  # a compaction finishes its work rather than leave a thread behind
         self.close()
 
     async def _flush_pending(self) -> None:

@@ -38,12 +38,35 @@ def sys_values(broker: Broker) -> dict[str, str]:
     }
 
 
+def authz_values(broker: Broker) -> dict[str, str]:
+    """``authz/...`` counters (AUTHZ.md §4): per (gate, rule) hits and denials, and totals.
+
+    Rule ids are operator-written: a ``/`` or ``.`` in one becomes ``_`` so that each counter
+    stays one topic level; decisions no rule made count under ``-``."""
+    s = broker.stats
+    values = {
+        "authz/denied/publish": str(s.publish_denied),
+        "authz/denied/subscribe": str(s.subscribe_denied),
+        "authz/subscriptions_removed": str(s.subscriptions_removed),
+        "authz/generation": str(broker.generation),
+    }
+    pipeline = getattr(broker.policy, "pipeline", None)
+    if pipeline is not None:
+        for counter, kind in ((pipeline.hits, "hits"), (pipeline.denials, "denials")):
+            for (gate, rule), count in counter.items():
+                safe = rule.replace("/", "_").replace(".", "_").replace("+", "_").replace("#", "_")
+                values[f"authz/{gate}/{safe}/{kind}"] = str(count)
+    return values
+
+
 def publish_sys(broker: Broker) -> None:
-    """Publish every value as a retained message in every topic space."""
+    """Publish every value as a retained message in every topic space (the authz counters only
+    in the default tenant ``~``: rule names and counts are the operator's, not a tenant's)."""
     sep = broker.separator
     values = sys_values(broker)
-    for space in list(broker.topic_spaces.values()):
-        for name, value in values.items():
+    for tenant, space in list(broker.topic_spaces.items()):
+        items = values.items() if tenant != "~" else {**values, **authz_values(broker)}.items()
+        for name, value in items:
             topic = "$SYS" + sep + "broker" + sep + name.replace("/", sep)
             message = Message(topic, value.encode(), 0, True)
             space.retained.set(message)

@@ -1,0 +1,144 @@
+"""The leak suite (issue 4): a client with a wildcard subscription ('#', '+/…', '$share/g/#')
+never receives a message it could not have subscribed to exactly — live and retained — and
+denials reach the audit log and the $SYS counters."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
+from broker_raw import RawClient  # noqa: E402
+from conftest import start_broker  # noqa: E402
+
+from edge_broker.audit.log import read_records  # noqa: E402
+from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscription  # noqa: E402
+
+TOPICS = ["admin/x", "admin/y/z", "a/secret", "b/secret", "open/t", "a/public", "a", "open/secret/deep"]
+
+CONFIG = """
+[sys]
+interval = 1
+[[listeners]]
+name = "tcp"
+port = 0
+[audit]
+dir = "{audit}"
+gateway_id = "gw-test"
+[permissions]
+unassigned = "deny"
+[permissions.sets.device]
+rules = [
+  {{ id = "no-admin", topic = "admin/#", type = "DENY" }},
+  {{ id = "no-secrets", topic = "+/secret", type = "DENY" }},
+  {{ id = "qos2-only-deny", topic = "open/#", qos = "TWO", type = "DENY", activity = "SUBSCRIBE" }},
+  {{ id = "rest", topic = "#" }},
+]
+[permissions.sets.ops]
+rules = [{{ id = "ops-all", topic = "#" }}, {{ id = "ops-sys", topic = "$SYS/#", activity = "SUBSCRIBE" }}]
+[[permissions.assign]]
+client_id = "ops*"
+sets = ["ops"]
+[[permissions.assign]]
+client_id = "dev*"
+sets = ["device"]
+"""
+
+
+def exact_allowed(topic: str, qos: int) -> bool:
+    """What an exact subscription at ``qos`` may get under the device set (first match)."""
+    if topic.startswith("admin/"):
+        return False
+    parts = topic.split("/")
+    if len(parts) == 2 and parts[1] == "secret":
+        return False
+    if topic.startswith("open/") and qos == 2:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def leak_broker(tmp_path_factory: pytest.TempPathFactory):
+    base = tmp_path_factory.mktemp("leaks")
+    b = start_broker(base / "run", CONFIG.format(audit=base / "audit"))
+    b.audit_dir = base / "audit"  # type: ignore[attr-defined]
+    with RawClient(b.host, b.port) as ops:
+        ops.connect("ops-retain")
+        for i, topic in enumerate(TOPICS, start=1):
+            ops.send(Publish(topic, b"retained", 1, retain=True, packet_id=i))
+            ops.expect(Puback)
+    yield b
+    b.stop()
+
+
+def drain(c: RawClient, timeout: float = 0.8) -> list[Publish]:
+    got: list[Publish] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            packet = c.recv(0.1)
+        except TimeoutError:
+            continue
+        if isinstance(packet, Publish):
+            got.append(packet)
+            if packet.qos and packet.packet_id:
+                c.send(Puback(packet.packet_id))
+    return got
+
+
+@pytest.mark.parametrize("subscription", ["#", "+/secret", "+/+", "admin/+", "open/#", "$share/g/#", "+/#"])
+@pytest.mark.parametrize("qos", [1, 2])
+def test_wildcards_never_leak_live_or_retained(leak_broker, subscription: str, qos: int) -> None:
+    b = leak_broker
+    name = f"dev-{abs(hash((subscription, qos))) % 10**8}"
+    with RawClient(b.host, b.port) as sub, RawClient(b.host, b.port) as ops:
+        sub.connect(name)
+        ops.connect(f"ops-{name}"[:23])
+        sub.send(Subscribe(1, (Subscription(subscription, qos),)))
+        granted = sub.expect(Suback).reason_codes[0]
+        retained = [p.topic for p in drain(sub) if p.retain]
+        for i, topic in enumerate(TOPICS, start=1):
+            ops.send(Publish(topic, b"live", 1, packet_id=i))
+            ops.expect(Puback)
+        live = [p.topic for p in drain(sub) if not p.retain]
+        if granted >= 0x80:
+            assert retained == [] and live == []
+            return
+        for topic in retained + live:
+            assert exact_allowed(topic, qos), f"{topic} leaked through {subscription} at QoS {qos}"
+        if not subscription.startswith("$share/"):
+            assert sorted(set(retained)) == sorted(set(live))  # the same rule for both
+
+
+def test_denials_are_audited_and_counted(leak_broker) -> None:
+    b = leak_broker
+    with RawClient(b.host, b.port) as c:
+        c.connect("dev-audited")
+        c.send(Publish("admin/audit-me", b"x", 1, packet_id=1))
+        assert c.expect(Puback).reason_code == 0x87
+        c.send(Subscribe(2, (Subscription("$SYS/broker/authz/#", 0),)))
+        c.expect(Suback)
+    deadline = time.monotonic() + 5
+    found = []
+    while time.monotonic() < deadline and not found:
+        found = [r for _, _, r in read_records(b.audit_dir)
+                 if r.get("topic") == "admin/audit-me" and r["type"] == "decision"]
+        time.sleep(0.1)
+    assert found, "the denial did not reach the audit log"
+    record = found[0]
+    assert record["gw"] == "gw-test" and record["client"] == "dev-audited" and record["action"] == "publish"
+    assert record["gate"] == "permissions" and record["rule"] == "no-admin" and record["rc"] == 0x87
+    assert record["outcome"] == "deny" and record["tenant"] == "~"
+    with RawClient(b.host, b.port) as ops:
+        ops.connect("ops-sys")
+        ops.send(Subscribe(1, (Subscription("$SYS/broker/authz/permissions/no-admin/denials", 0),)))
+        ops.expect(Suback)
+        deadline = time.monotonic() + 5
+        value = None
+        while time.monotonic() < deadline and value is None:
+            for packet in drain(ops, 0.5):
+                value = int(packet.payload)
+        assert value is not None and value >= 1

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..auth.identity import Identity
 from ..authz.decision import Decision, Gate, deny
+from ..matching.decision_cache import DecisionCache
 from ..matching.mqtt_topics import filters_overlap
 from ..mqtt.packets import Publish, Subscription, Will
 from .errors import shown
@@ -46,7 +47,7 @@ def reaches_restricted(topic_filter: str) -> bool:
 class ClaimsGate:
     """The ``PolicyGate`` of SMOKER claims over one :class:`ClaimService` (module docstring)."""
 
-    __slots__ = ("service",)
+    __slots__ = ("service", "_cache", "_seen")
 
     # Every delivery passes through check_deliver, not only those of subscriptions marked
     # ``recheck``: a subscription that never went through check_subscribe (a session restored
@@ -54,8 +55,12 @@ class ClaimsGate:
     # prefix test.
     checks_every_delivery = True
 
-    def __init__(self, service: ClaimService) -> None:
+    def __init__(self, service: ClaimService, cache_entries: int = 16384) -> None:
         self.service = service
+        # (tenant, SMOKER id, topic, activity) -> Decision, valid while the claims are unchanged
+        self._cache: DecisionCache[tuple[str, str | None, str, Activity], Decision] = (
+            DecisionCache(cache_entries))
+        self._seen = service.generation
 
     @property
     def gate(self) -> Gate:
@@ -64,7 +69,16 @@ class ClaimsGate:
     def _decide(self, identity: Identity, topic: str, activity: Activity) -> Decision | None:
         if not is_restricted(topic):
             return None
-        return self.service.decide(identity, topic, activity).decision()
+        service = self.service
+        if service.generation != self._seen:  # a claim, update or unclaim: decide afresh
+            self._seen = service.generation
+            self._cache.bump()
+        key = (identity.tenant, identity.smoker_id, topic, activity)
+        decision = self._cache.get(key)
+        if decision is None:
+            decision = service.decide(identity, topic, activity).decision()
+            self._cache.put(key, decision)
+        return decision
 
     def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
         return self._decide(identity, topic, Activity.PUBLISH)
@@ -85,7 +99,8 @@ class ClaimsGate:
         if not reaches_restricted(topic_filter):
             return None
         if not any(c in topic_filter for c in "+#*>"):
-            decision = self.service.decide(identity, topic_filter, Activity.SUBSCRIBE).decision()
+            decision = self._decide(identity, topic_filter, Activity.SUBSCRIBE)
+            assert decision is not None  # reaches_restricted: the topic is restricted
             if decision.denied:
                 return decision
             return Decision(True, Gate.CLAIMS, None, decision.reason_code, decision.reason,

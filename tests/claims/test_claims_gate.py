@@ -103,6 +103,12 @@ async def test_wildcards_are_accepted_and_deliveries_decided_at_delivery_time(
     await claim(service, RestrictionType.BLACKLIST, (OTHER, Activity.SUBSCRIBE))
     again = gate.check_deliver(other, Msg(T))
     assert again is not None and again.denied
+    hits = gate._cache.hits
+    assert gate.check_deliver(other, Msg(T)) is again  # cached until the claims change
+    assert gate._cache.hits == hits + 1
+    await claim(service, RestrictionType.BLACKLIST)
+    fresh = gate.check_deliver(other, Msg(T))
+    assert fresh is not None and fresh.allowed
 
 
 async def test_system_topics_publish_and_will(service: ClaimService) -> None:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import jwt
 import pytest
-from conftest import RunningBroker, start_broker
 from token_broker import ED_KID, grant, make_token, token_config
 from token_test_keys import forge, private_keys, public_pem
+
+from tests.conftest import RunningBroker, start_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 from broker_raw import RawClient  # noqa: E402

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RunningBroker, start_broker
 from token_broker import grant, make_token, token_config
+
+from tests.conftest import RunningBroker, start_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 from broker_raw import RawClient  # noqa: E402

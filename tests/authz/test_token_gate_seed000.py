@@ -18,8 +18,9 @@ from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
-from conftest import RunningBroker, start_broker
 from token_paho import V5, V311, TokenClient
+
+from tests.conftest import RunningBroker, start_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "matching"))

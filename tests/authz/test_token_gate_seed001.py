@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RunningBroker, start_broker
 from token_paho import V5, V311, TokenClient
+
+from tests.conftest import RunningBroker, start_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 from token_broker import grant, make_token, token_config  # noqa: E402

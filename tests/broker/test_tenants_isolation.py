@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RunningBroker, start_broker
+
+from tests.conftest import RunningBroker, start_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "authz"))

@@ -125,8 +125,17 @@ class TopicTree(Generic[V]):
                     yield sep.join(path), cast(V, node.value)  # 'a/#' yields 'a'
                 yield from self._subtree(node, path, skip_dollar=k == 0)
             elif level == "+":
+                # Look one level ahead so that children which cannot continue are not pushed:
+                # a '+' over many children is then one dict lookup each.
+                ahead = levels[k + 1] if k + 1 < n else None
+                literal_ahead = ahead is not None and ahead != "+" and ahead != "#"
                 for name, child in node.children.items():
                     if k == 0 and name[:1] == "$":
+                        continue
+                    if literal_ahead:
+                        if ahead not in child.children:
+                            continue
+                    elif ahead is None and child.value is _ABSENT:
                         continue
                     stack.append((child, k + 1, (*path, name)))
             else:

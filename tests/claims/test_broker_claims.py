@@ -371,3 +371,52 @@ async def test_deny_action_disconnect_applies_to_claims_gate_denials_not_to_clai
             assert other.closed
             assert other.disconnect_packet is not None
             assert other.disconnect_packet.reason_code == NOT_AUTHORIZED
+
+
+async def test_reauthentication_issues_a_fresh_nonce_and_a_bad_answer_disconnects(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from edge_broker.mqtt.codec import PacketReader, encode
+    from edge_broker.mqtt.packets import Auth, Connack, Connect, Disconnect, Packet, Properties
+
+    def auth(code: int, data: bytes | None = None) -> bytes:
+        return encode(Auth(code, Properties(authentication_method="SMOKER",
+                                            authentication_data=data)), 5)
+
+    async with running_broker(tmp_path) as (_, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        packets = PacketReader(side="client", protocol_level=5)
+        pending: list[Packet] = []
+
+        async def next_packet() -> Packet:
+            while not pending:
+                data = await asyncio.wait_for(reader.read(4096), 5)
+                assert data, "connection closed"
+                pending.extend(packets.feed(data))
+            return pending.pop(0)
+
+        writer.write(encode(Connect(5, OWNER, properties=Properties(
+            authentication_method="SMOKER")), 5))
+        first = await next_packet()
+        assert isinstance(first, Auth) and first.reason_code == 0x18
+        nonce1 = first.properties.authentication_data or b""
+        writer.write(auth(0x18, OWNER_KEY.sign(nonce1)))
+        connack = await next_packet()
+        assert isinstance(connack, Connack) and connack.reason_code == 0
+        writer.write(auth(0x19))  # re-authenticate
+        second = await next_packet()
+        assert isinstance(second, Auth) and second.reason_code == 0x18
+        nonce2 = second.properties.authentication_data or b""
+        assert len(nonce2) == 32 and nonce2 != nonce1
+        writer.write(auth(0x18, OWNER_KEY.sign(nonce2)))
+        done = await next_packet()
+        assert isinstance(done, Auth) and done.reason_code == 0
+        writer.write(auth(0x19))
+        third = await next_packet()
+        assert isinstance(third, Auth)
+        writer.write(auth(0x18, OWNER_KEY.sign(nonce2)))  # replays the old nonce's signature
+        refused = await next_packet()
+        assert isinstance(refused, Disconnect) and refused.reason_code == NOT_AUTHORIZED
+        writer.close()

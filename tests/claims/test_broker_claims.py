@@ -420,3 +420,20 @@ async def test_reauthentication_issues_a_fresh_nonce_and_a_bad_answer_disconnect
         refused = await next_packet()
         assert isinstance(refused, Disconnect) and refused.reason_code == NOT_AUTHORIZED
         writer.close()
+
+
+async def test_an_mqtt_311_client_with_a_smoker_id_is_refused_identifier_rejected(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from edge_broker.mqtt.codec import PacketReader, encode
+    from edge_broker.mqtt.packets import Connack, Connect
+
+    async with running_broker(tmp_path) as (_, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(encode(Connect(4, OWNER), 4))
+        [connack] = PacketReader(side="client", protocol_level=4).feed(await reader.read(64))
+        assert isinstance(connack, Connack) and connack.reason_code == 0x02  # identifier rejected
+        assert await asyncio.wait_for(reader.read(64), 5) == b""
+        writer.close()

@@ -5,7 +5,8 @@ to write instead; :func:`load_config` collects all problems of a file before rai
 ``edge-broker check`` can print them all. Unknown keys are errors.
 
 Sections: ``[broker]``, ``[[listeners]]``, ``[limits]``, ``[log]``, ``[sys]``, ``[topics]``,
-``[claims]`` (SMOKER.md), ``[tokens]`` (AUTHZ.md §1, method ``token``).
+``[claims]`` (SMOKER.md), ``[tokens]`` (AUTHZ.md §1, method ``token``), ``[acl]`` (the site ACL,
+AUTHZ.md §2 gate 5: authz/acl_settings.py).
 Another section is added by writing a parser ``(Section) -> T`` and an entry in
 :data:`SECTION_PARSERS`, plus a field on :class:`Config`.
 """
@@ -17,7 +18,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .auth.chain import AUTHENTICATOR_FACTORIES
 from .authz.authorizers import (
@@ -28,6 +29,9 @@ from .authz.authorizers import (
 )
 from .authz.permissions import PermissionConfigError
 from .authz.permissions_config import PermissionsConfig, parse_permissions_config
+
+if TYPE_CHECKING:
+    from .authz.acl import Acl  # imported by parse_config only when [acl] is present
 
 T = TypeVar("T")
 
@@ -211,6 +215,7 @@ class Config:
     # [permissions] (authz/permissions_config.py) and [[authorizers]] (authz/authorizers.py)
     permissions: PermissionsConfig | None = None
     authorizers: tuple[AuthorizerSpec, ...] = ()
+    acl: Acl | None = None  # [acl], compiled (authz/acl_settings.py); None without the section
     file: str = EMBEDDED_FILE
 
 
@@ -626,7 +631,18 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
             problems.append(ConfigError(
                 file, f"listeners[{i}].auth_methods",
                 'the certificate method needs a TLS listener with tls_ca and require_client_cert = true'))
-    known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers"}
+    raw_acl = data.get("acl")
+    if raw_acl is not None:
+        if not isinstance(raw_acl, dict):
+            problems.append(ConfigError(file, "acl", "expected a table: write [acl]"))
+        else:
+            from .authz.acl_settings import AclSettingsError, load_acl_section
+
+            try:
+                values["acl"] = load_acl_section(raw_acl, file)
+            except AclSettingsError as exc:
+                problems.extend(ConfigError(file, key, message) for key, message in exc.problems)
+    known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers", "acl"}
     for name in data:
         if name not in known:
             problems.append(ConfigError(

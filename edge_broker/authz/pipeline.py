@@ -36,12 +36,15 @@ log = logging.getLogger("edge_broker.authz")
 
 MaybeDecision = Decision | Awaitable[Decision]
 _MAX_BOUND_LISTS = 10_000
+_MAX_CACHED_DECISIONS = 65_536
 
 
 def _combine(first: Decision, second: Decision | None) -> Decision:
     """``first`` allowed so far; fold in the next gate's answer."""
     if second is None:
         return first
+    if first is ALLOW:
+        return second
     if second.denied:
         return second
     if second.recheck and not first.recheck:
@@ -57,6 +60,11 @@ class PermissionsGate:
     def __init__(self, config: PermissionsConfig) -> None:
         self.config = config
         self._bound: dict[tuple[Any, ...], tuple[PermissionList, str] | PermissionBindError] = {}
+        # Hot path: the last identity's list (bursts come from one client), and decisions per
+        # (list, topic, qos, retain). The gate is rebuilt on every policy change, so neither
+        # cache can outlive the policy it was computed from.
+        self._last: tuple[Identity | None, tuple[PermissionList, str] | PermissionBindError | None] = (None, None)
+        self._publish_cache: dict[tuple[int, str, int, bool], Decision] = {}
 
     @property
     def gate(self) -> Gate:
@@ -64,6 +72,11 @@ class PermissionsGate:
 
     def list_for(self, identity: Identity) -> tuple[PermissionList, str]:
         """The client's bound list and the assignment that chose it; raises PermissionBindError."""
+        last, found = self._last
+        if last is identity and found is not None:
+            if isinstance(found, PermissionBindError):
+                raise found
+            return found
         key = (identity.client_id, identity.username, identity.cert_cn, identity.roles, identity.method, identity.tenant)
         found = self._bound.get(key)
         if found is None:
@@ -74,7 +87,9 @@ class PermissionsGate:
                 found = exc
             if len(self._bound) >= _MAX_BOUND_LISTS:
                 self._bound.clear()
+                self._publish_cache.clear()  # keyed by id() of lists that may now be freed
             self._bound[key] = found
+        self._last = (identity, found)
         if isinstance(found, PermissionBindError):
             raise found
         return found
@@ -100,7 +115,14 @@ class PermissionsGate:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
             return deny(Gate.PERMISSIONS, None, str(exc))
-        return self._decision(plist.check_publish(topic, qos, retain), f"publish to {topic!r}")
+        key = (id(plist), topic, qos, retain)
+        cached = self._publish_cache.get(key)
+        if cached is None:
+            cached = self._decision(plist.check_publish(topic, qos, retain), f"publish to {topic!r}")
+            if len(self._publish_cache) >= _MAX_CACHED_DECISIONS:
+                self._publish_cache.clear()
+            self._publish_cache[key] = cached
+        return cached
 
     def check_subscribe(self, identity: Identity, topic_filter: str, qos: int, group: str | None) -> Decision:
         try:
@@ -248,6 +270,7 @@ class GatePipeline:
     def _after_authorizers_subscribe(
         self, identity: Identity, subscription: Subscription, topic_filter: str, group: str | None,
         decided: Decision | None, covering: str | None = None,
+        user_properties: tuple[tuple[str, str], ...] = (),
     ) -> Decision:
         decision = ALLOW if decided is None else decided
         if decided is None:
@@ -261,7 +284,13 @@ class GatePipeline:
             if decision.denied:
                 return decision
         for gate in self.gates:
-            decision = _combine(decision, gate.check_subscribe(identity, subscription, topic_filter, group))
+            # a gate that reads the SUBSCRIBE's user properties (the ACL: queryable=true)
+            with_properties = getattr(gate, "check_subscribe_with_properties", None)
+            if with_properties is not None:
+                answer = with_properties(identity, subscription, topic_filter, group, user_properties)
+            else:
+                answer = gate.check_subscribe(identity, subscription, topic_filter, group)
+            decision = _combine(decision, answer)
             if decision.denied:
                 return decision
         return decision
@@ -274,7 +303,8 @@ class GatePipeline:
         filter covering it, which the permissions decide on (deliveries then checked per topic)."""
         if self.authorizers is not None and self.authorizers.has_subscribe:
             return self._subscribe_async(identity, subscription, topic_filter, group, user_properties, covering)
-        decision = self._after_authorizers_subscribe(identity, subscription, topic_filter, group, None, covering)
+        decision = self._after_authorizers_subscribe(
+            identity, subscription, topic_filter, group, None, covering, user_properties)
         return self._count(decision, "subscribe", identity, subscription.topic_filter)
 
     async def _subscribe_async(
@@ -289,7 +319,8 @@ class GatePipeline:
         decided = await self.authorizers.authorize_subscribe(request)
         if decided is not None and decided.denied:
             return self._count(decided, "subscribe", identity, subscription.topic_filter)
-        decision = self._after_authorizers_subscribe(identity, subscription, topic_filter, group, decided, covering)
+        decision = self._after_authorizers_subscribe(
+            identity, subscription, topic_filter, group, decided, covering, user_properties)
         return self._count(decision, "subscribe", identity, subscription.topic_filter)
 
     # -- deliver (synchronous, hot path) ----------------------------------------------------

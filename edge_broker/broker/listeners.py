@@ -5,17 +5,13 @@ the client certificate's subject CN)."""
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import socket
 import ssl
-import struct
 from collections.abc import Callable
 from typing import Any
 
 from ..auth.chain import ConnectionInfo
 from ..config import ListenerConfig
-
-SIOCGIFADDR = 0x8915  # Linux ioctl: the IPv4 address of an interface
+from .interfaces import InterfaceMap
 
 
 def tls_context(listener: ListenerConfig) -> ssl.SSLContext:
@@ -41,41 +37,6 @@ def certificate_cn(transport: asyncio.BaseTransport) -> str | None:
     return None
 
 
-def _ipv4_interfaces() -> dict[str, str]:
-    found: dict[str, str] = {}
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for _, name in socket.if_nameindex():
-            try:
-                packed = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
-            except OSError:
-                continue
-            found[socket.inet_ntoa(packed[20:24])] = name
-    return found
-
-
-def _ipv6_interfaces() -> dict[str, str]:
-    found: dict[str, str] = {}
-    try:
-        with open("/proc/net/if_inet6", encoding="ascii") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 6:
-                    raw = bytes.fromhex(parts[0])
-                    found[socket.inet_ntop(socket.AF_INET6, raw)] = parts[5]
-    except OSError:
-        pass
-    return found
-
-
-def interface_for(address: str) -> str | None:
-    """The name of the local interface holding ``address`` (site ACL subjects), or None."""
-    if address.startswith("::ffff:"):
-        address = address[7:]
-    if ":" in address:
-        return _ipv6_interfaces().get(address)
-    return _ipv4_interfaces().get(address)
-
-
 def _pair(value: Any) -> tuple[str, int] | None:
     if isinstance(value, tuple) and len(value) >= 2:
         return (str(value[0]), int(value[1]))
@@ -83,16 +44,13 @@ def _pair(value: Any) -> tuple[str, int] | None:
 
 
 def connection_info(
-    listener: ListenerConfig, transport: asyncio.BaseTransport, interfaces: dict[str, str | None]
+    listener: ListenerConfig, transport: asyncio.BaseTransport, interfaces: InterfaceMap
 ) -> ConnectionInfo:
-    """``interfaces`` caches address → interface name for the broker's lifetime."""
+    """``interfaces``: the broker's address → interface map (broker/interfaces.py); the
+    interface is computed here once per connection."""
     local = _pair(transport.get_extra_info("sockname"))
     remote = _pair(transport.get_extra_info("peername"))
-    interface = None
-    if local is not None:
-        if local[0] not in interfaces:
-            interfaces[local[0]] = interface_for(local[0])
-        interface = interfaces[local[0]]
+    interface = interfaces.lookup(local[0]) if local is not None else None
     return ConnectionInfo(
         listener=listener.name,
         transport=listener.transport,

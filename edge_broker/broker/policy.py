@@ -37,6 +37,7 @@ SYS_PREFIX = "$SYS"
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
+    from ..authz.gate import PolicyGate
     from ..claims.runtime import ClaimsRuntime
     from ..config import AuditConfig, Config
 
@@ -182,7 +183,11 @@ def build_pipeline(config: Config, claims: ClaimsRuntime | None, audit: AuditLog
         from ..authz.token_gate import TokenGate
 
         token_gate = TokenGate()
-    gates = []
+    gates: list[PolicyGate] = []
+    if config.acl is not None and config.acl.enabled:  # gate 5, before the claims (gate 6)
+        from ..authz.acl_gate import AclGate
+
+        gates.append(AclGate(config.acl, config.topics.separator))
     if claims is not None:
         gates.append(claims.gate)
     if authorizers is None and permissions is None and token_gate is None and not gates:

@@ -1,0 +1,157 @@
+"""Gate 5 of AUTHZ.md §2 in the live broker: the site ACL (seed 004) as a
+:class:`~edge_broker.authz.gate.PolicyGate`.
+
+- Ingress: every PUBLISH and will is checked as ``put``/``delete``/``query``/``reply`` (the
+  mapping table of AUTHZ.md §2, authz/acl_mqtt.py) on the concrete topic, every SUBSCRIBE
+  filter as ``declare_subscriber``, or ``declare_queryable`` when the SUBSCRIBE carries the user
+  property ``queryable=true``.
+- Egress: every delivery (retained and queued messages included) is checked for the RECEIVING
+  client's subject with the message kind of the PUBLISH being delivered
+  (``checks_every_delivery``).
+- Subjects: the connection's interface, TLS certificate CN and username
+  (:meth:`Acl.for_subject`), resolved once per distinct triple and kept.
+- Decisions are cached per (subject triple, flow, message, topic), bounded; the gate is rebuilt
+  with the policy on every reload, so a reload never sees an older ACL's verdicts.
+
+Denials name the rule: Reason String ``publish to 'a/b': denied by acl rule "no-admin"``, or
+``... denied by acl default_permission`` when no rule matched under ``default_permission``
+deny, or the reason a topic has no key expression (AUTHZ.md §3, §4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..auth.identity import Identity
+from ..matching.errors import RuleError
+from ..mqtt.packets import Properties, Publish, Subscription, Will
+from .acl import Acl, AclDecision, SubjectAcl
+from .acl_config import Flow, Message
+from .acl_mqtt import filter_to_keyexpr, mqtt_subscribe_message, topic_to_keyexpr
+from .decision import Decision, Gate, deny
+
+_CACHE_LIMIT = 65536  # cached decisions per gate (emptied when full, refilled by the hot set)
+_SUBJECT_LIMIT = 4096  # distinct (interface, cert CN, username) triples kept
+
+SubjectKey = tuple[str | None, str | None, str | None]
+
+
+def publish_message(retain: bool, payload: bytes, properties: Properties) -> Message:
+    """The Zenoh message of a PUBLISH, will or delivered message (AUTHZ.md §2 table, in the
+    order of authz/acl_mqtt.py ``mqtt_publish_message``): a retained empty payload is a
+    ``delete``, a Response Topic a ``query``, Correlation Data a ``reply``, else ``put``."""
+    if retain and not payload:
+        return Message.DELETE
+    if properties.response_topic is not None:
+        return Message.QUERY
+    if properties.correlation_data is not None:
+        return Message.REPLY
+    return Message.PUT
+
+
+def acl_decision(verdict: AclDecision, what: str) -> Decision:
+    """The pipeline's Decision for gate 5, the Reason String naming the action and the rule."""
+    if verdict.allowed:
+        return Decision(True, Gate.ACL, verdict.rule_id)
+    return deny(Gate.ACL, verdict.rule_id, f"{what}: {verdict.explain()}")
+
+
+class AclGate:
+    """The site ACL as a pipeline gate (module docstring). Build one per policy."""
+
+    __slots__ = ("acl", "separator", "_subjects", "_cache", "_cache_limit")
+
+    checks_every_delivery = True
+
+    def __init__(self, acl: Acl, separator: str = "/", cache_limit: int = _CACHE_LIMIT) -> None:
+        self.acl = acl
+        self.separator = separator
+        self._subjects: dict[SubjectKey, SubjectAcl] = {}
+        self._cache: dict[tuple[SubjectKey, Flow, Message, str], Decision] = {}
+        self._cache_limit = cache_limit
+
+    @property
+    def gate(self) -> Gate:
+        return Gate.ACL
+
+    # -- subjects ---------------------------------------------------------------------------
+
+    def subject(self, identity: Identity) -> SubjectAcl:
+        """The merged :class:`SubjectAcl` of a client (its interface, certificate CN, username)."""
+        key = (identity.interface, identity.cert_cn, identity.username)
+        found = self._subjects.get(key)
+        if found is None:
+            if len(self._subjects) >= _SUBJECT_LIMIT:
+                self._subjects.clear()
+            found = self._subjects[key] = self.acl.for_subject(*key)
+        return found
+
+    def matching_subjects(self, identity: Identity) -> tuple[str, ...]:
+        return self.acl.matching_subjects(identity)
+
+    # -- decisions --------------------------------------------------------------------------
+
+    def _topic_verdict(self, subject: SubjectAcl, flow: Flow, message: Message, topic: str) -> AclDecision:
+        try:
+            key = topic_to_keyexpr(topic, self.separator, subject.verbatims)
+        except RuleError as exc:
+            return AclDecision(False, None, f"topic not representable as a key expression: {exc}")
+        return subject.decide(flow, message, key)
+
+    def decide_topic(self, identity: Identity, flow: Flow, message: Message, topic: str) -> Decision:
+        """``flow``/``message`` on the concrete ``topic`` for ``identity``, cached."""
+        key = (identity.interface, identity.cert_cn, identity.username)
+        cache_key = (key, flow, message, topic)
+        found = self._cache.get(cache_key)
+        if found is not None:
+            return found
+        verdict = self._topic_verdict(self.subject(identity), flow, message, topic)
+        action = "publish to" if flow is Flow.INGRESS else "deliver"
+        decision = acl_decision(verdict, f"{action} {topic!r} ({message.value})")
+        if len(self._cache) >= self._cache_limit:
+            self._cache.clear()
+        self._cache[cache_key] = decision
+        return decision
+
+    def decide_filter(
+        self, identity: Identity, topic_filter: str, user_properties: tuple[tuple[str, str], ...] = ()
+    ) -> Decision:
+        """Ingress ``declare_subscriber`` (or ``declare_queryable``) for one filter."""
+        message = mqtt_subscribe_message(Properties(user_properties=user_properties))
+        subject = self.subject(identity)
+        try:
+            key = filter_to_keyexpr(topic_filter, self.separator, subject.verbatims)
+        except RuleError as exc:
+            verdict = AclDecision(False, None, f"filter not representable as a key expression: {exc}")
+        else:
+            verdict = subject.decide(Flow.INGRESS, message, key)
+        return acl_decision(verdict, f"subscribe to {topic_filter!r} ({message.value})")
+
+    # -- PolicyGate -------------------------------------------------------------------------
+
+    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
+        message = publish_message(packet.retain, packet.payload, packet.properties)
+        return self.decide_topic(identity, Flow.INGRESS, message, topic)
+
+    def check_will(self, identity: Identity, will: Will) -> Decision | None:
+        message = publish_message(will.retain, will.payload, will.properties)
+        return self.decide_topic(identity, Flow.INGRESS, message, will.topic)
+
+    def check_subscribe(
+        self, identity: Identity, subscription: Subscription, topic_filter: str, share_group: str | None
+    ) -> Decision | None:
+        return self.decide_filter(identity, topic_filter)
+
+    def check_subscribe_with_properties(
+        self, identity: Identity, subscription: Subscription, topic_filter: str,
+        share_group: str | None, user_properties: tuple[tuple[str, str], ...],
+    ) -> Decision | None:
+        """As :meth:`check_subscribe`, with the SUBSCRIBE's user properties (``queryable``)."""
+        return self.decide_filter(identity, topic_filter, user_properties)
+
+    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
+        return True
+
+    def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
+        kind = publish_message(message.retain, message.payload, message.properties)
+        return self.decide_topic(identity, Flow.EGRESS, kind, message.topic)

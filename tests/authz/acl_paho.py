@@ -1,0 +1,143 @@
+"""paho-mqtt 2.x clients for the site-ACL broker tests: synchronous helpers returning the
+broker's answers (SUBACK codes, PUBACK reason codes and Reason Strings) and collecting deliveries.
+Plus the broker config of an ACL and a password file for username subjects."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import queue
+import ssl
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from edge_broker.auth.password import set_user, write_password_file
+
+V5 = paho.MQTTv5
+_ids = itertools.count()
+
+GRANTED_QOS1 = 1
+NOT_AUTHORIZED = 0x87
+NO_MATCHING_SUBSCRIBERS = 0x10
+
+
+def toml_with_acl(acl_toml: str, listeners: str | None = None, extra: str = "") -> str:
+    """A broker config: the given listeners (default: TCP on 127.0.0.1, port 0) and ``[acl]``."""
+    if listeners is None:
+        listeners = '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
+    return f"{listeners}\n[sys]\ninterval = 0\n{extra}\n{acl_toml}\n"
+
+
+def acl_json_file(path: Path, access_control: dict[str, Any]) -> Path:
+    """A Zenoh-style config.json5 holding ``access_control`` (plus an unrelated section)."""
+    path.write_text("// Zenoh config (JSON5)\n{\n  mode: 'router',\n  access_control: "
+                    + json.dumps(access_control, indent=2) + ",\n}\n")
+    return path
+
+
+def password_file(path: Path, users: dict[str, str]) -> Path:
+    entries: dict[str, Any] = {}
+    for user, password in users.items():
+        entries = set_user(entries, user, password)
+    write_password_file(path, entries)
+    return path
+
+
+class AclClient:
+    """One MQTT 5 connection; ``username``/``password`` for the password method, ``tls`` a
+    (ca, cert, key) triple for a TLS listener with client certificates."""
+
+    def __init__(self, host: str, port: int, *, username: str | None = None,
+                 password: str | None = None, tls: tuple[Path, Path, Path] | None = None,
+                 client_id: str | None = None) -> None:
+        self.client_id = client_id or f"acl-{next(_ids)}-{time.monotonic_ns() % 10**9}"
+        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=self.client_id,
+                             protocol=V5)
+        if username is not None:
+            self.c.username_pw_set(username, password)
+        if tls is not None:
+            ca, cert, key = tls
+            self.c.tls_set(ca_certs=str(ca), certfile=str(cert), keyfile=str(key),
+                           cert_reqs=ssl.CERT_REQUIRED)
+        self.messages: queue.Queue[paho.MQTTMessage] = queue.Queue()
+        self.connected = threading.Event()
+        self.reason: Any = None
+        self.c.on_message = lambda c, u, m: self.messages.put(m)
+        self.c.on_connect = self._on_connect
+        self.c.connect(host, port)
+        self.c.loop_start()
+        assert self.connected.wait(5), "no CONNACK"
+        assert int(getattr(self.reason, "value", self.reason)) == 0, f"CONNECT refused: {self.reason}"
+
+    def _on_connect(self, c: Any, u: Any, flags: Any, rc: Any, props: Any) -> None:
+        self.reason = rc
+        self.connected.set()
+
+    def subscribe(self, topic_filter: str, qos: int = 1, queryable: bool = False) -> int:
+        """The SUBACK code (0..2 granted; 0x80+ refused)."""
+        done = threading.Event()
+        codes: list[int] = []
+
+        def on_subscribe(c: Any, u: Any, mid: Any, rcs: Any, p: Any) -> None:
+            codes.extend(int(getattr(rc, "value", rc)) for rc in rcs)
+            done.set()
+
+        props = None
+        if queryable:
+            props = Properties(PacketTypes.SUBSCRIBE)
+            props.UserProperty = ("queryable", "true")
+        self.c.on_subscribe = on_subscribe
+        self.c.subscribe(topic_filter, qos, properties=props)
+        assert done.wait(5), "no SUBACK"
+        return codes[0]
+
+    def publish(self, topic: str, payload: bytes = b"x", *, retain: bool = False,
+                response_topic: str | None = None, correlation: bytes | None = None) -> tuple[int, str]:
+        """QoS 1: the PUBACK reason code and Reason String ('' when absent)."""
+        done = threading.Event()
+        result: list[tuple[int, str]] = []
+
+        def on_publish(c: Any, u: Any, mid: Any, rc: Any, p: Any) -> None:
+            reason = getattr(p, "ReasonString", "") if p is not None else ""
+            result.append((int(getattr(rc, "value", rc)), reason or ""))
+            done.set()
+
+        props = Properties(PacketTypes.PUBLISH)
+        if response_topic is not None:
+            props.ResponseTopic = response_topic
+        if correlation is not None:
+            props.CorrelationData = correlation
+        self.c.on_publish = on_publish
+        self.c.publish(topic, payload, 1, retain, properties=props)
+        assert done.wait(5), "no PUBACK"
+        return result[0]
+
+    def publish_code(self, topic: str, payload: bytes = b"x", **kw: Any) -> int:
+        return self.publish(topic, payload, **kw)[0]
+
+    def received(self, expect: int = 0, quiet: float = 0.3) -> list[tuple[str, bytes]]:
+        """The ``expect`` messages that must arrive (5 s each at most), plus any arriving in the
+        ``quiet`` seconds after them (so that unexpected extras are seen)."""
+        got: list[tuple[str, bytes]] = []
+        while True:
+            try:
+                m = self.messages.get(timeout=5.0 if len(got) < expect else quiet)
+            except queue.Empty:
+                return got
+            got.append((m.topic, m.payload))
+
+    def close(self) -> None:
+        self.c.disconnect()
+        self.c.loop_stop()
+
+    def __enter__(self) -> AclClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -14,10 +14,14 @@ from mqtt_oracle import (
 )
 
 from edge_broker.matching import (
+    RuleError,
+    SharedFilter,
     filter_contains,
     filters_overlap,
+    parse_shared,
     topic_matches,
     validate_topic_filter,
+    validate_topic_name,
 )
 
 SEPS = st.sampled_from(["/", "."])
@@ -68,3 +72,49 @@ def test_containment_is_consistent_with_matching(a: list[str], b: list[str], top
         assert topic_matches(fa, t)
     if topic_matches(fa, t) and topic_matches(fb, t):
         assert filters_overlap(fa, fb)
+
+
+def oracle_valid_filter(text: str, sep: str) -> bool:
+    """MQTT §4.7.1 spelled out: non-empty; '+' and '#' only as whole levels; '#' only last."""
+    if not text or "\x00" in text:
+        return False
+    levels = text.split(sep)
+    for i, level in enumerate(levels):
+        if level in ("+", "#"):
+            if level == "#" and i != len(levels) - 1:
+                return False
+        elif "+" in level or "#" in level:
+            return False
+    return True
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="a/.+#$\x00", max_size=10), SEPS)
+def test_filter_validation_agrees_with_the_rules(text: str, sep: str) -> None:
+    ok = oracle_valid_filter(text, sep)
+    try:
+        validate_topic_filter(text, sep)
+    except RuleError as exc:
+        assert not ok, text
+        assert exc.rule == text
+    else:
+        assert ok, text
+    name_ok = bool(text) and "\x00" not in text and "+" not in text and "#" not in text
+    try:
+        validate_topic_name(text, sep)
+    except RuleError:
+        assert not name_ok, text
+    else:
+        assert name_ok, text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet="abc$-_", min_size=1, max_size=5),
+    filters(),
+    SEPS,
+)
+def test_parse_shared_round_trips(group: str, flt: list[str], sep: str) -> None:
+    inner = sep.join(flt)
+    assert parse_shared(f"$share{sep}{group}{sep}{inner}", sep) == SharedFilter(group, inner)
+    assert parse_shared(inner, sep) is None

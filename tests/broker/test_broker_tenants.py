@@ -70,3 +70,16 @@ def test_sys_topics_in_every_tenant(broker_factory):
         got = {p.topic: p.payload for p in (c.expect(Publish), c.expect(Publish))}
         assert got["$SYS/broker/version"].startswith(b"edge-broker version")
         assert int(got["$SYS/broker/clients/connected"]) >= 1
+
+
+def test_dot_separator(broker_factory):
+    b = broker_factory({"topics": {"separator": "."}, "sys": {"interval": 0.5}})
+    with RawClient(b.host, b.port) as c:
+        c.connect("dots")
+        c.send(Subscribe(1, (Subscription("store.+.status", 0), Subscription("$SYS.broker.version", 0))))
+        assert c.expect(Suback).reason_codes == (0, 0)
+        assert c.expect(Publish, timeout=3).topic == "$SYS.broker.version"
+        c.send(Publish("store/1/status", b"slash", 0))
+        c.send(Publish("store.1.status", b"dot", 0))
+        assert c.expect(Publish).payload == b"dot"
+        c.nothing()

@@ -159,3 +159,23 @@ def test_keep_alive_one_and_a_half(client):
     c.expect(Pingresp)
     assert c.closed(timeout=4) == []
     assert 1.4 <= time.monotonic() - start <= 3.5
+
+
+def test_dollar_topics_not_matched_by_leading_wildcards(client):
+    sub, pub = client(4), client(4)
+    sub.connect(cid())
+    pub.connect(cid())
+    sub.send(Subscribe(1, (Subscription("#", 0), Subscription("+/x", 0))))
+    sub.expect(Suback)
+    pub.send(Publish("$app/x", b"hidden", 0))
+    sub.send(Subscribe(2, (Subscription("$app/#", 0),)))
+    sub.expect(Suback)
+    pub.send(Publish("$app/x", b"seen", 0))
+    got = sub.expect(Publish)
+    assert got.payload == b"seen"  # MQTT 3.1.1 §4.7.2: only the $app/# subscription matched
+    while True:
+        try:
+            other = sub.recv(0.3)
+        except TimeoutError:
+            break
+        assert not other.topic.startswith("$app"), other

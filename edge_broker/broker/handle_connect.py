@@ -18,7 +18,7 @@ from ..auth.smoker import refuse_smoker_impostor
 from ..authz.decision import Decision
 from ..mqtt.packets import Auth, Connack, Connect, Disconnect, Pingreq, Properties
 from ..mqtt.reason_codes import ReasonCode
-from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Connection
+from .connection import AUTHENTICATING, CONNECTED, CONNECTING, Connection
 from .outcomes import will_denied
 from .pattern_subscriptions import listener_identity
 from .session import NEVER_EXPIRES
@@ -280,9 +280,3 @@ def handle_during_auth(conn: Connection, packet: object) -> None:
     conn.refuse_connect(ReasonCode.PROTOCOL_ERROR,
                         f"{type(packet).__name__.upper()} before authentication completed")
 
-
-__all__ = [
-    "AWAIT_CONNECT", "handle_auth_continue", "handle_before_connect", "handle_connect",
-    "handle_disconnect", "handle_during_auth", "handle_pingreq", "handle_reauth",
-    "handle_second_connect",
-]

@@ -290,3 +290,18 @@ def test_connection_without_connect_is_closed(broker_factory):
         start = time.monotonic()
         assert c.closed(timeout=4) == []
         assert time.monotonic() - start < 3
+
+
+def test_max_session_expiry_bounds_v3_persistent_sessions(broker_factory):
+    b = broker_factory({"broker": {"max_session_expiry": 1}})
+    name = cid()
+    with RawClient(b.host, b.port, level=4) as c:
+        c.connect(name, clean=False)
+    with RawClient(b.host, b.port, level=4) as c:
+        assert c.connect(name, clean=False).session_present  # within the second
+    time.sleep(2.2)
+    with RawClient(b.host, b.port, level=4) as c:
+        assert not c.connect(name, clean=False).session_present
+    with RawClient(b.host, b.port) as c:
+        ack = c.connect(cid(), clean=False, properties=Properties(session_expiry_interval=600))
+        assert ack.properties.session_expiry_interval == 1  # the server's value is announced

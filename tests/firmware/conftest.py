@@ -16,16 +16,16 @@ import fcntl
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from fw_support import MicroPythonRunner
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -54,16 +54,7 @@ def _locked(name: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # ---------------------------------------------------------------- real MicroPython (WebAssembly)
-
-MicroPythonRunner = Callable[..., str]
-
 
 @pytest.fixture(scope="session")
 def micropython() -> MicroPythonRunner:

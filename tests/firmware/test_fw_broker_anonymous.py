@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port
+from fw_support import free_port
 from smokermqtt.client import MQTTClient
 from smokermqtt.packets import MQTTError
 

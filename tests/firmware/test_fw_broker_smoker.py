@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port
+from fw_support import free_port
 from smokermqtt import app, claims, ed25519, ids
 from smokermqtt.client import MQTTClient
 from smokermqtt.packets import MQTTError
@@ -238,10 +238,6 @@ def test_claim_information_request(smoker_broker: Any) -> None:
     friend.client.disconnect()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "broker bug: handle_connect._after_auth keeps conn.auth_state (the CONNECT's "
-    "SmokerChallenge) after accepting, so AUTH 0x19 is taken for the nonce answer and refused "
-    "0x87; clearing auth_state on acceptance fixes it (then remove this marker)"))
 def test_reauthentication_keeps_the_session(smoker_broker: Any) -> None:
     b = smoker_broker
     d = Device(b.host, b.port, b"\x10" * 32)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import nacl.signing
-from conftest import MicroPythonRunner
+from fw_support import MicroPythonRunner
 from smokermqtt import claims, ed25519, ids, packets
 
 from edge_broker.claims.parse import parse_claim

@@ -144,6 +144,8 @@ class Delivery:
         """Move queued messages into flight while the client has quota and is not slow."""
         conn = session.connection
         queue = session.queue
+        policy = self.broker.policy
+        check = policy.has_delivery_gates
         while queue and conn is not None and not conn.paused and not conn.closing:
             if len(session.inflight) >= conn.send_quota:
                 return

@@ -126,3 +126,26 @@ async def test_retained_messages_follow_the_claim_at_delivery_time(tmp_path: Pat
             assert await received(second) == []
             assert await owner.subscribe(R) == (1,)  # the owner always gets its own
             assert await received(owner) == [b"kept"]
+
+
+async def test_messages_queued_for_an_offline_session_are_checked_when_they_leave(
+    tmp_path: Path,
+) -> None:
+    async with running_broker(tmp_path) as (_, port):
+        def reader() -> SmokerClient:
+            return SmokerClient("127.0.0.1", port, KEYS[0], clean_start=False,
+                                session_expiry=300, timeout=5)
+
+        async with client(port, OWNER_KEY) as owner:
+            assert (await owner.claim(restriction(T, "WHITELIST", *sub(0)))).reason_code == 0
+            async with reader() as r:
+                assert await r.subscribe("#", qos=1) == (1,)
+            # offline: both messages are allowed now and wait in the session's queue
+            await owner.publish(T, b"before", qos=1)
+            await owner.publish("open/t", b"open", qos=1)
+            await owner.publish(T, b"before 2", qos=1)
+            # the owner withdraws the permission before the reader comes back
+            assert (await owner.claim(restriction(T, "WHITELIST"))).reason_code == 0
+            async with reader() as r:
+                assert await received(r) == [b"open"]
+            await owner.unclaim(T)

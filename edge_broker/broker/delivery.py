@@ -151,6 +151,8 @@ class Delivery:
                 return
             outgoing = queue.popleft()
             session.queued_bytes -= outgoing.message.size
+            if check and not policy.check_deliver(session, outgoing.message).allowed:
+                continue  # denied since it was queued (a claim update: decided at delivery time)
             if outgoing.qos == 0:
                 conn.send_publish(outgoing)
             else:

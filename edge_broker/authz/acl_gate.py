@@ -7,7 +7,8 @@
   property ``queryable=true``.
 - Egress: every delivery (retained and queued messages included) is checked for the RECEIVING
   client's subject with the message kind of the PUBLISH being delivered
-  (``checks_every_delivery``).
+  (``checks_every_delivery``; skipped only when no delivery can be denied: default allow and no
+  egress deny rule, :func:`egress_can_deny`).
 - Subjects: the connection's interface, TLS certificate CN and username
   (:meth:`Acl.for_subject`), resolved once per distinct triple and kept.
 - Decisions are cached per (subject triple, flow, message, topic), bounded; the gate is rebuilt
@@ -26,7 +27,7 @@ from ..auth.identity import Identity
 from ..matching.errors import RuleError
 from ..mqtt.packets import Properties, Publish, Subscription, Will
 from .acl import Acl, AclDecision, SubjectAcl
-from .acl_config import Flow, Message
+from .acl_config import Flow, Message, Permission
 from .acl_mqtt import filter_to_keyexpr, mqtt_subscribe_message, topic_to_keyexpr
 from .decision import Decision, Gate, deny
 
@@ -49,6 +50,20 @@ def publish_message(retain: bool, payload: bytes, properties: Properties) -> Mes
     return Message.PUT
 
 
+def egress_can_deny(acl: Acl) -> bool:
+    """Whether any delivery can be denied: with ``default_permission`` deny every delivery
+    needs an egress allow; with allow, only egress deny rules can refuse one. Without them the
+    per-delivery check is skipped (every delivered message already passed the ingress check,
+    which also refuses topics without a key expression; ``$`` topics cannot be subscribed)."""
+    if not acl.enabled:
+        return False
+    if acl.default_permission is Permission.DENY:
+        return True
+    return any(
+        rule.permission is Permission.DENY and Flow.EGRESS in rule.flows for rule in acl.config.rules
+    )
+
+
 def acl_decision(verdict: AclDecision, what: str) -> Decision:
     """The pipeline's Decision for gate 5, the Reason String naming the action and the rule."""
     if verdict.allowed:
@@ -59,13 +74,12 @@ def acl_decision(verdict: AclDecision, what: str) -> Decision:
 class AclGate:
     """The site ACL as a pipeline gate (module docstring). Build one per policy."""
 
-    __slots__ = ("acl", "separator", "_subjects", "_cache", "_cache_limit")
-
-    checks_every_delivery = True
+    __slots__ = ("acl", "separator", "_subjects", "_cache", "_cache_limit", "checks_every_delivery")
 
     def __init__(self, acl: Acl, separator: str = "/", cache_limit: int = _CACHE_LIMIT) -> None:
         self.acl = acl
         self.separator = separator
+        self.checks_every_delivery = egress_can_deny(acl)
         self._subjects: dict[SubjectKey, SubjectAcl] = {}
         self._cache: dict[tuple[SubjectKey, Flow, Message, str], Decision] = {}
         self._cache_limit = cache_limit
@@ -88,6 +102,14 @@ class AclGate:
 
     def matching_subjects(self, identity: Identity) -> tuple[str, ...]:
         return self.acl.matching_subjects(identity)
+
+    def describe_subject(self, identity: Identity) -> str:
+        """For ``explain``: the connection attributes, the ACL subjects they match and the
+        default permission (AUTHZ.md §4)."""
+        subjects = ", ".join(repr(s) for s in self.matching_subjects(identity)) or "none"
+        return (f"interface {identity.interface or '-'}, cert CN {identity.cert_cn or '-'}, "
+                f"username {identity.username or '-'} match subjects: {subjects}; "
+                f"default_permission {self.acl.default_permission.value}")
 
     # -- decisions --------------------------------------------------------------------------
 

@@ -101,7 +101,12 @@ async def explain(policy: object, identity: Identity, action: str, topic: str, q
             label = name.value if name is not None else type(gate).__name__
             answer = (gate.check_publish(identity, topic, Publish(topic, b"", qos, retain))
                       if action == "publish" else gate.check_subscribe(identity, Subscription(topic, qos), inner, group))
-            verdicts.append(_verdict(label, answer))
+            verdict = _verdict(label, answer)
+            describe = getattr(gate, "describe_subject", None)  # the site ACL: who it sees
+            if describe is not None:
+                detail = "; ".join(d for d in (verdict.detail, describe(identity)) if d)
+                verdict = GateVerdict(verdict.gate, verdict.verdict, verdict.rule, detail)
+            verdicts.append(verdict)
     if action == "publish":
         final = await _resolve(policy.check_publish(identity, topic, Publish(topic, b"", qos, retain)))
     else:

@@ -71,8 +71,13 @@ def test_no_section_no_gate_and_disabled_no_gate() -> None:
         pipeline = build_pipeline(loads_config(text), None, None)
         assert pipeline is None or not any(isinstance(g, AclGate) for g in pipeline.gates)
     pipeline = build_pipeline(loads_config(INLINE), None, None)
-    assert pipeline is not None and pipeline.has_delivery_gates
-    assert [type(g) for g in pipeline.gates] == [AclGate]
+    assert pipeline is not None and [type(g) for g in pipeline.gates] == [AclGate]
+    # default allow and only ingress rules: no delivery can be denied, none is checked
+    assert not pipeline.has_delivery_gates
+    for variant in (INLINE.replace('flows = ["ingress"]', 'flows = ["egress"]'),
+                    INLINE.replace('default_permission = "allow"', 'default_permission = "deny"')):
+        pipeline = build_pipeline(loads_config(variant), None, None)
+        assert pipeline is not None and pipeline.has_delivery_gates
 
 
 def problems(text: str, file: str = "broker.toml") -> list[str]:

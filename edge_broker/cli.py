@@ -13,18 +13,25 @@ import sys
 
 from . import __version__
 
-# module path for each command group; imported lazily so `edge-broker run` stays light.
-COMMAND_MODULES: tuple[str, ...] = (
-    "edge_broker.broker.commands",  # run, check
-    "edge_broker.auth.password_commands",  # passwd
-    "edge_broker.sync.commands",  # bundle
-    "edge_broker.authz.commands",  # explain, lint
-    "edge_broker.claims.commands",  # keygen, claim
-    "edge_broker.auth.token_commands",  # token
-)
+# command name → the module that registers it. Only the module of the command being run is
+# imported, so `edge-broker run` does not pay (about 14 MB on a Pi) for cryptography, PyNaCl
+# and TinyDB that the token, claim and bundle commands load; `--help` imports them all.
+COMMANDS: dict[str, str] = {
+    "run": "edge_broker.broker.commands",
+    "check": "edge_broker.broker.commands",
+    "reload": "edge_broker.broker.commands",
+    "passwd": "edge_broker.auth.password_commands",
+    "bundle": "edge_broker.sync.commands",
+    "explain": "edge_broker.authz.commands",
+    "lint": "edge_broker.authz.commands",
+    "keygen": "edge_broker.claims.commands",
+    "claim": "edge_broker.claims.commands",
+    "token": "edge_broker.auth.token_commands",
+}
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="edge-broker",
         description="MQTT 3.1/3.1.1/5.0 broker for gateways, with a precompiled authorization engine.",
@@ -32,14 +39,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"edge-broker {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
 
 
+def _modules_for(argv: list[str]) -> tuple[str, ...]:
+    """Just the module of the command named in ``argv``; all of them otherwise (help, typos)."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    module = COMMANDS.get(command) if command is not None else None
+    return (module,) if module is not None else COMMAND_MODULES
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_modules_for(args_list))
+    args = parser.parse_args(args_list)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

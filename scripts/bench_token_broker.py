@@ -83,6 +83,9 @@ def start(directory: Path, public_pem: bytes) -> tuple[subprocess.Popen[bytes], 
     config.write_text(f"""
 [sys]
 interval = 0
+[limits]
+connect_rate = 1000000.0
+connect_burst = 1000000
 [[listeners]]
 name = "tcp"
 port = 0

@@ -43,8 +43,7 @@ class Delivery:
         if len(hits) == 1:  # the common case: no overlapping filters to merge
             for key, value in hits[0].items():
                 if type(value) is SharedGroup:
-                    entry = value.pick(message.qos)
-                    if entry is not None and self._deliver(entry, message, check):
+                    if self._deliver_shared(value, message, check):
                         count += 1
                 elif value.no_local and key == origin:  # type: ignore[attr-defined]
                     continue
@@ -55,8 +54,7 @@ class Delivery:
         for subs in hits:
             for key, value in subs.items():
                 if type(value) is SharedGroup:
-                    entry = value.pick(message.qos)
-                    if entry is not None and self._deliver(entry, message, check):
+                    if self._deliver_shared(value, message, check):
                         count += 1
                     continue
                 assert isinstance(value, SubscriptionEntry)
@@ -71,6 +69,22 @@ class Delivery:
             if self._deliver_merged(entries, message, check):
                 count += 1
         return count
+
+    def _deliver_shared(self, group: SharedGroup, message: Message, check: bool) -> bool:
+        """One member of a shared group (MQTT 5 §4.8.2); members the delivery gates refuse are
+        passed over, so the message reaches a member allowed to receive it (SMOKER.md: claims
+        are decided per delivery), or nobody."""
+        entry = group.pick(message.qos)
+        if entry is None or not (check or entry.recheck):
+            return entry is not None and self._deliver(entry, message, False)
+        policy = self.broker.policy
+        for _ in range(len(group.members)):
+            if entry is None:
+                return False
+            if policy.check_deliver(entry.session, message, entry).allowed:
+                return self._deliver(entry, message, False)
+            entry = group.pick(message.qos)
+        return False
 
     def _deliver(self, entry: SubscriptionEntry, message: Message, check: bool) -> bool:
         session = entry.session

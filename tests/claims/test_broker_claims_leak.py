@@ -149,3 +149,21 @@ async def test_messages_queued_for_an_offline_session_are_checked_when_they_leav
             async with reader() as r:
                 assert await received(r) == [b"open"]
             await owner.unclaim(T)
+
+
+async def test_a_shared_group_delivers_to_a_member_the_claim_allows(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as (_, port):
+        async with (
+            client(port, OWNER_KEY) as owner,
+            client(port, KEYS[0]) as allowed,
+            client(port, KEYS[1]) as refused,
+        ):
+            assert (await owner.claim(restriction(T, "WHITELIST", *sub(0)))).reason_code == 0
+            assert await allowed.subscribe("$share/g/restricted/#") == (1,)
+            assert await refused.subscribe("$share/g/restricted/#") == (1,)
+            for i in range(6):
+                await owner.publish(T, f"m{i}".encode(), qos=1)
+            assert await received(allowed) == [f"m{i}".encode() for i in range(6)]
+            assert await received(refused, 0.05) == []
+            await owner.publish("restricted/x/t", b"nobody may", qos=1)  # no member allowed
+            assert await received(allowed, 0.2) == [] and await received(refused, 0.05) == []

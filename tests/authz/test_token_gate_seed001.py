@@ -181,3 +181,15 @@ def test_unsubscribing_a_pattern_stops_its_deliveries(seed_broker):
         assert done.wait(5)
         pub.publish(channel, b"after")
         assert sub.received(0) == []
+
+
+def test_patterns_are_wildcards_for_the_wildcard_capability(tmp_path):
+    directory = tmp_path / "nowild"
+    text = token_config(directory, patterns="seed001") + "\n[broker]\nwildcard_subscriptions = false\n"
+    b = start_broker(directory, text)
+    try:
+        _, sub_token = tenant_tokens("/")
+        with TokenClient(b.host, b.port, sub_token) as sub:
+            assert sub.subscribe("a/b", "a/*", "a/b>", "a/+") == [1, 0xA2, 0xA2, 0xA2]
+    finally:
+        b.stop()

@@ -14,9 +14,9 @@ per §2. The connection's identity says whether its listener allows patterns
 (``Identity.subscription_patterns``), so that gate 1 of the policy judges the filter by the
 right grammar.
 
-:func:`covering_filter` gives the smallest MQTT filter containing every channel a pattern can
-match, for gates that only understand MQTT filters (containment on a superset is safe: it can
-deny a pattern that would be allowed, never allow one that would leak).
+Gates that only understand MQTT filters judge a pattern by its MQTT cover
+(``broker/policy.py`` ``covering_mqtt_filter``: a superset, so containment can deny a pattern
+that would be allowed, never allow one that would leak).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..matching.mqtt_topics import SHARE_PREFIX, SharedFilter, parse_shared
-from ..matching.pattern_tokens import TokenKind
 from ..matching.subscription_patterns import SubscriptionPattern, parse_pattern
 
 if TYPE_CHECKING:
@@ -44,20 +43,6 @@ def runtime_pattern(topic_filter: str, separator: str) -> SubscriptionPattern | 
     ):
         return None
     return parse_pattern(topic_filter, separator)
-
-
-def covering_filter(pattern: SubscriptionPattern) -> str:
-    """The smallest MQTT topic filter that matches every channel ``pattern`` matches."""
-    levels = ["+" if t.kind is not TokenKind.LITERAL else t.text for t in pattern.body]
-    tail = pattern.tail
-    if tail is not None:
-        if tail.kind is TokenKind.HASH:
-            levels.append("#")
-        elif tail.kind is TokenKind.PREFIX_GT:
-            levels.extend(("+", "+", "#"))
-        else:  # '>' and 'p#': one token, then zero or more
-            levels.extend(("+", "#"))
-    return pattern.separator.join(levels)
 
 
 def listener_identity(identity: Identity, listener: ListenerConfig) -> Identity:

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from edge_broker.auth.identity import Identity
 from edge_broker.broker.pattern_subscriptions import (
-    covering_filter,
     runtime_pattern,
     split_shared,
     subscription_pattern,
 )
+from edge_broker.broker.policy import covering_mqtt_filter
 from edge_broker.broker.session import Session, SubscriptionEntry
 from edge_broker.broker.topic_space import TopicSpace
 from edge_broker.matching.errors import RuleError
@@ -62,21 +62,22 @@ tail = st.sampled_from(["", "#", ">", "a#", "b>", "a>", "b#"])
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(pattern_token, max_size=4), tail, st.lists(token, min_size=1, max_size=6))
-def test_the_cover_contains_every_channel_the_pattern_matches(body, last, channel_tokens):
+def test_the_policy_cover_contains_every_channel_the_pattern_matches(body, last, channel_tokens):
     tokens = [*body, last] if last else body
     if not tokens:
         return
     pattern = parse_pattern("/".join(tokens), "/")
     channel = "/".join(channel_tokens)
     if pattern.matches(channel):
-        assert topic_matches(covering_filter(pattern), channel, "/"), (pattern.text, channel)
+        cover = covering_mqtt_filter(pattern.text, "/")
+        assert topic_matches(cover, channel, "/"), (pattern.text, cover, channel)
 
 
 def test_cover_examples():
-    assert covering_filter(parse_pattern("a.b*.>", ".")) == "a.+.+.#"
-    assert covering_filter(parse_pattern("a/b>", "/")) == "a/+/+/#"
-    assert covering_filter(parse_pattern("a/b#", "/")) == "a/+/#"
-    assert covering_filter(parse_pattern("a/#", "/")) == "a/#"
+    assert covering_mqtt_filter("a.b*.>", ".") == "a.+.+.#"
+    assert covering_mqtt_filter("a/b>", "/") == "a/+/+/#"
+    assert covering_mqtt_filter("a/b#", "/") == "a/+/#"
+    assert covering_mqtt_filter("a/#", "/") == "a/#"
 
 
 def test_the_topic_space_routes_and_removes_both_kinds():

@@ -52,10 +52,13 @@ def claims(**extra: object) -> dict[str, object]:
     return {"iat": now, "exp": now + 300, "tenant_grants": GRANTS, **extra}
 
 
-def test_a_valid_token_in_the_password_connects_v5_and_v311(token_broker):
+def test_a_valid_token_in_the_password_connects_v5_v311_and_v31(token_broker):
     token = make_token(GRANTS)
     assert connect(token_broker, token, 5)[0] == 0
     assert connect(token_broker, token, 4, client_id="dev311")[0] == 0
+    assert connect(token_broker, token, 3, client_id="dev31")[0] == 0
+    expired = make_token(GRANTS, now=time.time() - 1000, ttl=60)
+    assert connect(token_broker, expired, 3, client_id="dev31")[0] == 0x04
 
 
 def test_authentication_method_token_with_the_jwt_as_authentication_data(token_broker):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import jwt
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from token_broker import ED_KID, grant, make_token, token_config
 from token_test_keys import forge, private_keys, public_pem
 
@@ -194,3 +196,16 @@ def test_seed_invalid_rules_refuse_the_token_naming_rule_and_problem(token_broke
     code, reason = connect(token_broker, token)
     assert reason is not None and f"{kind}[0]" in reason and rule in reason, reason
     assert words.replace(".", "/") in reason, reason
+
+
+b64part = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+                  min_size=1, max_size=60)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.tuples(b64part, b64part, b64part), st.sampled_from([5, 4]))
+def test_garbage_jwts_are_refused_and_the_broker_carries_on(token_broker, parts, level):
+    code, reason = connect(token_broker, ".".join(parts), level, client_id="garbage")
+    assert code == (0x86 if level == 5 else 0x04)
+    if level == 5:
+        assert reason and ("malformed" in reason or "token" in reason), reason

@@ -322,6 +322,8 @@ def _generator_accepts(packet: Packet, level: int) -> bool:
         return False  # "clientId must be supplied before 3.1.1"
     if isinstance(packet, Connect) and not (packet.client_id or packet.clean_start):
         return False  # "clientId must be given if cleanSession set to 0" (right for 3.1.1 only)
+    if isinstance(packet, Connect) and packet.password is not None and packet.username is None:
+        return False  # "Username is required to use password" (MQTT 5 allows it, §3.1.2.9)
     return True
 
 

@@ -170,3 +170,23 @@ def test_reload_never_fails_open_and_applies_a_good_acl(tmp_path: Path) -> None:
             assert "1 removed" in b.log()  # the ops/# subscription is gone
     finally:
         b.stop()
+
+
+def test_readme_example_loads_and_decides_as_documented() -> None:
+    from edge_broker.authz.acl import Acl
+    from edge_broker.authz.acl_config import Flow, Message
+    from edge_broker.authz.acl_settings import _load_json5_section
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Site ACL"):]
+    block = section[section.index("```json5") + len("```json5"):]
+    acl = Acl.compile(_load_json5_section(block[:block.index("```")], "README.md"))
+
+    def decide(subject: tuple[str | None, str | None, str | None], key: str) -> tuple[bool, str | None]:
+        d = acl.decide(subject, Flow.INGRESS, Message.PUT, key)
+        return d.allowed, d.rule_id
+
+    assert decide(("wlan0", None, None), "site/a/telemetry/t") == (True, "field-telemetry")
+    assert decide(("wlan0", None, None), "site/a/firmware/f") == (False, "no-firmware-from-field")
+    assert decide(("eth0", "ops-1", "alice"), "site/a/firmware/f") == (True, "operators")
+    assert decide(("eth0", "ops-1", None), "site/a/firmware/f") == (False, None)  # CN AND username

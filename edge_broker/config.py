@@ -152,6 +152,21 @@ class ClaimsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PersistenceConfig:
+    """``[persistence]`` (issue 8, broker/persistence.py): persistent sessions and retained
+    messages in ``<state_dir>/broker.log``. ``state_dir`` ``None``: ``$EDGE_BROKER_STATE_DIR``,
+    else /var/lib/edge-broker when writable, else ./var/edge-broker (claims live there too).
+    ``durability``: ``sync`` (PUBACK/PUBREC after fsync), ``interval`` (fsync every
+    ``interval_ms``), ``none`` (the OS decides; a broker crash loses nothing, a power cut may)."""
+
+    enabled: bool = False
+    state_dir: str | None = None
+    durability: str = "sync"
+    interval_ms: int = 50
+    compact_min_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
 class TokenKeyConfig:
     """One entry of ``[tokens] keys``: a PEM ``file``, or an HS256 secret (``secret`` or a
     ``file`` with ``alg = "HS256"``), bound to ``alg`` (inferred from a PEM key when absent)."""
@@ -212,6 +227,7 @@ class Config:
     tokens: TokensConfig = field(default_factory=TokensConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     passwords: PasswordsConfig = field(default_factory=PasswordsConfig)
+    persistence: PersistenceConfig = field(default_factory=PersistenceConfig)
     # [permissions] (authz/permissions_config.py) and [[authorizers]] (authz/authorizers.py)
     permissions: PermissionsConfig | None = None
     authorizers: tuple[AuthorizerSpec, ...] = ()
@@ -446,6 +462,21 @@ def parse_topics(s: Section) -> TopicsConfig:
     return TopicsConfig(separator=s.choice("separator", "/", ("/", ".")))
 
 
+def parse_persistence(s: Section) -> PersistenceConfig:
+    d = PersistenceConfig()
+    state_dir = s.optional_string("state_dir")
+    if state_dir == "":
+        s.problem("state_dir", 'empty: write a directory, e.g. "/var/lib/edge-broker"')
+        state_dir = None
+    return PersistenceConfig(
+        enabled=s.boolean("enabled", d.enabled),
+        state_dir=state_dir,
+        durability=s.choice("durability", d.durability, ("sync", "interval", "none")),
+        interval_ms=s.integer("interval_ms", d.interval_ms, 1, 60_000),
+        compact_min_bytes=s.integer("compact_min_bytes", d.compact_min_bytes, 4096, 1 << 34),
+    )
+
+
 def parse_claims(s: Section) -> ClaimsConfig:
     d = ClaimsConfig()
     enabled = s.get("enabled", None, bool, "true or false") if "enabled" in s.table else None
@@ -552,6 +583,7 @@ SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "tokens": parse_tokens,
     "audit": parse_audit,
     "passwords": parse_passwords,
+    "persistence": parse_persistence,
 }
 """Single-table sections; ``listeners`` (an array of tables) is handled by :func:`parse_config`."""
 

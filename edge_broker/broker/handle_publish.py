@@ -18,9 +18,11 @@ from ..claims.topics import is_smoker_system_topic
 from ..mqtt.names import payload_is_valid_utf8
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
 from ..mqtt.reason_codes import ReasonCode
+from ..store import StoreError
 from .handle_claims import handle_claim_publish
 from .message import make_message
 from .outcomes import publish_denied
+from .persist_hooks import PersistentInflight
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -98,8 +100,7 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         return None
     verdict = broker.policy.check_publish(identity, topic, packet)
     if isinstance(verdict, Decision):
-        _decided(conn, packet, topic, props, verdict)
-        return None
+        return _decided(conn, packet, topic, props, verdict)
     return _await_decision(conn, packet, topic, props, verdict)
 
 
@@ -107,14 +108,16 @@ async def _await_decision(conn: Connection, packet: Publish, topic: str, props: 
                           verdict: object) -> None:
     decision = await verdict  # type: ignore[misc]
     if not conn.closing:
-        _decided(conn, packet, topic, props, decision)
+        stored = _decided(conn, packet, topic, props, decision)
+        if stored is not None:
+            await stored
 
 
 def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
-             decision: Decision) -> None:
+             decision: Decision) -> Awaitable[None] | None:
     if decision.denied:
         publish_denied(conn, packet, decision)
-        return
+        return None
     broker = conn.broker
     session = conn.session
     assert session is not None
@@ -128,11 +131,43 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     routed = broker.delivery.route(space, message)
     qos = packet.qos
     if qos == 0:
-        return
+        return None
     pid = packet.packet_id
     assert pid is not None
     if qos == 2:
         session.qos2_incoming.add(pid)
+    persistence = broker.persistence
+    if persistence is not None:
+        stored = persistence.commit()  # retained, queued for persistent sessions (issue 8)
+        if stored is not None:
+            return _ack_when_stored(conn, stored, pid, qos, routed)
+    _ack(conn, pid, qos, routed)
+    return None
+
+
+async def _ack_when_stored(conn: Connection, stored: Awaitable[None], pid: int, qos: int,
+                           routed: int) -> None:
+    """PUBACK/PUBREC once the log stored what this message changed; when it could not
+    (disk full, read-only), MQTT 5 gets 0x97/0x80 with a Reason String and 3.x no
+    acknowledgement, so the publisher does not count on it (issue 8)."""
+    try:
+        await stored
+    except StoreError as exc:
+        persistence = conn.broker.persistence
+        assert persistence is not None
+        code, reason = persistence.refusal(exc)
+        session = conn.session
+        if qos == 2 and session is not None:
+            session.qos2_incoming.discard(pid)
+        if conn.v5 and not conn.closing:
+            props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
+            conn.send_packet((Puback if qos == 1 else Pubrec)(pid, code, props))
+        return
+    if not conn.closing:
+        _ack(conn, pid, qos, routed)
+
+
+def _ack(conn: Connection, pid: int, qos: int, routed: int) -> None:
     if routed or not conn.v5:
         conn.send((PUBACK_HEAD if qos == 1 else PUBREC_HEAD) + pid.to_bytes(2, "big"))
     else:
@@ -140,17 +175,33 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
         conn.send_packet(ack(pid, ReasonCode.NO_MATCHING_SUBSCRIBERS))
 
 
-def handle_pubrel(conn: Connection, packet: Pubrel) -> None:
-    """Release an incoming QoS 2 packet id (MQTT 5 §4.3.3)."""
+def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
+    """Release an incoming QoS 2 packet id (MQTT 5 §4.3.3). A persistent session's release is
+    stored before PUBCOMP: a packet id still held after a restart would swallow the client's
+    next message with that id (issue 8)."""
     session = conn.session
     assert session is not None
     pid = packet.packet_id
     if pid in session.qos2_incoming:
         session.qos2_incoming.discard(pid)
+        persistence = conn.broker.persistence
+        stored = persistence.commit() if persistence is not None else None
+        if stored is not None:
+            return _pubcomp_when_stored(conn, stored, pid)
         conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
     elif conn.v5:
         conn.send_packet(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
     else:
+        conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
+    return None
+
+
+async def _pubcomp_when_stored(conn: Connection, stored: Awaitable[None], pid: int) -> None:
+    try:
+        await stored
+    except StoreError:
+        pass  # the client resends PUBREL; the packet id is released in memory already
+    if not conn.closing:
         conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
 
 
@@ -180,6 +231,8 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> None:
         conn.broker.delivery.drain(session)
         return
     inflight.released = True
+    if isinstance(session.inflight, PersistentInflight):
+        session.inflight.released(pid)
     conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
 
 

@@ -69,6 +69,7 @@ from .topic_space import TopicSpace
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
     from ..claims.runtime import ClaimsRuntime
+    from .persistence import Persistence
     from .reload import ReloadResult
 
 log = logging.getLogger("edge_broker.broker")
@@ -92,6 +93,7 @@ class Broker:
         self.separator = config.topics.separator
         self.stats = BrokerStats()
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
+        self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.audit: AuditLog | None = open_audit_log(config.audit)
         self.policy = self.build_policy(config)
         self.generation = 0  # bumped by every policy change (reload, bundle)
@@ -136,6 +138,8 @@ class Broker:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.persistence is None and self.config.persistence.enabled:
+            self._open_persistence()
         if self.claims is None and claims_enabled(self.config):
             # only brokers with claims pay for these imports
             from ..claims.runtime import ClaimsRuntime
@@ -156,6 +160,30 @@ class Broker:
                 )
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
+    def _open_persistence(self) -> None:
+        """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""
+        from .persistence import Persistence, PersistentRetainedStore
+
+        persistence = self.persistence = Persistence.open(self.config)
+        separator = self.separator
+
+        def retained_store(tenant: str) -> RetainedStore:
+            return PersistentRetainedStore(persistence, tenant, separator)
+
+        self._retained_factory = retained_store
+        for tenant, space in self.topic_spaces.items():
+            if len(space.retained) == 0:
+                space.retained = retained_store(tenant)
+        persistence.recover(self)
+
+    def restore_session(self, session: Session) -> None:
+        """Recovery: an offline session from the store, with its expiry and delayed will."""
+        self.sessions.put(session)
+        if session.will is not None and session.will_at is not None:
+            self._wills.add(session)
+        if session.expires_at is not None:
+            self._expiring.add(session)
+
     def _factory(self, listener: ListenerConfig) -> Any:
         if listener.transport == "websocket":
             # Imported only when needed: the websockets package costs memory on small boards.
@@ -174,7 +202,8 @@ class Broker:
         from .reload import ReloadResult, apply_config
 
         try:
-            new = load_config(path)
+            # parsing and compiling a large policy takes seconds on a Pi: not on the event loop
+            new = await asyncio.to_thread(load_config, path)
         except ConfigError as exc:
             for problem in exc.problems:
                 log.error("reload refused: %s", problem, extra={"event": "reload_refused"})
@@ -210,6 +239,8 @@ class Broker:
             self._ticker.cancel()
         if self.claims is not None:
             await self.claims.close()
+        if self.persistence is not None:
+            await self.persistence.aclose()
         if self.audit is not None:
             self.audit.close()
         for server in self.servers:
@@ -317,6 +348,9 @@ class Broker:
         session.expiry_interval = expiry
         session.connection = conn
         conn.session = session
+        persistence = self.persistence
+        if persistence is not None and (expiry > 0 or persistence.tracks(session)):
+            persistence.adopt(session)  # outlives its connection: stored (issue 8)
         self.stats.clients_connected += 1
         self.stats.clients_maximum = max(self.stats.clients_maximum, self.stats.clients_connected)
         return session, present
@@ -372,9 +406,12 @@ class Broker:
                 self._wills.add(session)
         if session.expiry_interval == 0:
             self._end_session(session)
-        elif session.expiry_interval != NEVER_EXPIRES:
+            return
+        if session.expiry_interval != NEVER_EXPIRES:
             session.expires_at = now + session.expiry_interval
             self._expiring.add(session)
+        if self.persistence is not None:
+            self.persistence.session_changed(session)
 
     def _end_session(self, session: Session) -> None:
         """The session ends: its pending will is published, its subscriptions removed."""
@@ -394,6 +431,8 @@ class Broker:
         session.inflight.clear()
         if self.sessions.get(session.client_id) is session:
             self.sessions.remove(session.client_id)
+        if self.persistence is not None:
+            self.persistence.forget(session)
 
     def publish_will(self, session: Session, will: Will) -> None:
         props = will.properties
@@ -435,9 +474,13 @@ class Broker:
                 will, session.will, session.will_at = session.will, None, None
                 self._wills.discard(session)
                 self.publish_will(session, will)
+                if self.persistence is not None:
+                    self.persistence.session_changed(session)
         for session in list(self._expiring):
             if session.expires_at is not None and session.expires_at <= now:
                 self._end_session(session)
+        if self.persistence is not None:
+            self.persistence.tick()
         if self.audit is not None:
             try:
                 self.audit.flush()

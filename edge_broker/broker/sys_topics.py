@@ -35,7 +35,17 @@ def sys_values(broker: Broker) -> dict[str, str]:
         "bytes/sent": str(s.bytes_sent),
         "subscriptions/count": str(subscriptions),
         "retained messages/count": str(retained),
+        **store_values(broker),
     }
+
+
+def store_values(broker: Broker) -> dict[str, str]:
+    """``store/healthy`` 1/0 and ``store/refused`` (issue 8), when persistence is on."""
+    persistence = broker.persistence
+    if persistence is None:
+        return {}
+    return {"store/healthy": "1" if persistence.healthy else "0",
+            "store/refused": str(persistence.refused)}
 
 
 def authz_values(broker: Broker) -> dict[str, str]:

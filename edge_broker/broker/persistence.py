@@ -1,0 +1,558 @@
+"""Persistent sessions and retained messages on the append-only log (issue 8).
+
+One :class:`~edge_broker.store.KeyedLog` file, ``<state_dir>/broker.log``, with tables:
+
+- ``s``: client id → session record (tenant, identity, protocol level, expiry interval, expiry
+  deadline while offline, pending delayed will, the connected client's will, subscriptions with
+  options and identifiers, next packet id); only sessions that outlive their connection.
+- ``m``: sequence number → a queued or in-flight QoS 1/2 message of such a session;
+  ``f``: sequence number → ``[packet id, released]`` while it is in flight.
+- ``q``: ``client id NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
+- ``r``: ``tenant NUL topic`` → retained message (``$`` topics such as ``$SYS`` are not stored).
+
+Changes are collected as ops while the broker handles a packet (``persist_hooks.py``) and stored
+as one record: :meth:`Persistence.commit` for a QoS 1/2 PUBLISH, whose PUBACK/PUBREC waits for
+it (``durability = "sync"``: after fsync, group-committed across clients), and a background
+commit at the end of the event-loop turn for everything else. When a commit fails (disk full,
+read-only, I/O error), the publish is refused (handle_publish.py) and ``healthy`` turns false until
+a probe written on the broker tick succeeds again; ``$SYS/broker/store/healthy`` shows it.
+
+Recovery (:meth:`Persistence.recover`) replays the log (a torn tail is truncated and reported),
+drops expired sessions and messages, restores subscriptions into the topic spaces, sessions
+into ``broker.sessions`` (so reload re-checks them) and their queues and in-flight windows,
+then the broker serves. A session whose client was connected at the crash is treated as
+disconnected at start: its expiry starts then and its will (if any) follows its delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import Config
+from ..mqtt.packets import Will
+from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
+from .message import Message
+from .persist_codec import (
+    RecordError,
+    decode_identity,
+    decode_message,
+    decode_outgoing,
+    decode_will,
+    encode_identity,
+    encode_message,
+    encode_outgoing,
+    encode_will,
+    now_pair,
+    to_mono,
+    to_wall,
+)
+from .persist_hooks import (
+    PersistentInflight,
+    PersistentQos2,
+    PersistentQueue,
+    PersistentSubscriptions,
+)
+from .retained import MemoryRetainedStore
+from .session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+log = logging.getLogger("edge_broker.persistence")
+
+BROKER_LOG = "broker.log"
+SESSIONS, MESSAGES, FLIGHT, QOS2, RETAINED, META = "s", "m", "f", "q", "r", "meta"
+CHUNK_BYTES = 1 << 20  # ops of one commit beyond this are split into several records
+FSYNC = {"sync": "always", "none": "never"}
+
+
+class PersistenceError(RuntimeError):
+    """The state directory or its log cannot be opened; the message says what to change."""
+
+
+def log_path(config: Config) -> Path:
+    from ..claims.runtime import state_dir  # one place decides the state directory
+
+    return state_dir(config) / BROKER_LOG
+
+
+class Persistence:
+    """The broker's persistent state; hangs off ``Broker.persistence``."""
+
+    def __init__(self, keyed: KeyedLog) -> None:
+        self.keyed = keyed
+        self.healthy = True
+        self.last_error: str | None = None
+        self.refused = 0  # QoS >= 1 publishes refused because they could not be stored
+        self._ops: list[Op] = []
+        self._ops_bytes = 0
+        self._dirty: dict[str, Session] = {}
+        self._parked: dict[int, tuple[Outgoing, int]] = {}
+        self._tracked: dict[str, Session] = {}
+        self._seq = 1
+        self._scheduled = False
+        self._recording = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._probe: asyncio.Task[None] | None = None
+
+    @classmethod
+    def open(cls, config: Config) -> Persistence:
+        path = log_path(config)
+        settings = config.persistence
+        fsync: str | float = FSYNC.get(settings.durability, settings.interval_ms / 1000.0)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PersistenceError(
+                f"cannot create the state directory {str(path.parent)!r}: {exc.strerror}; set "
+                "[persistence] state_dir or $EDGE_BROKER_STATE_DIR to a writable directory"
+            ) from exc
+        try:
+            keyed = KeyedLog.open(path, fsync=fsync, encoded_values=True,
+                                  compact_min_bytes=settings.compact_min_bytes)
+        except (StoreError, OSError) as exc:
+            raise PersistenceError(
+                f"cannot open the broker store {str(path)!r}: {exc}; check that no other broker "
+                "uses it and that the directory is writable, or set [persistence] state_dir"
+            ) from exc
+        return cls(keyed)
+
+    # -- recording (called by persist_hooks and the broker) ----------------------------------
+
+    def _add(self, op: Op, size: int = 64) -> None:
+        if not self._recording:
+            return
+        self._ops.append(op)
+        self._ops_bytes += size
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._background)
+
+    def put_message(self, client_id: str, outgoing: Outgoing) -> int:
+        seq = self._seq
+        self._seq += 1
+        now_mono, now_wall = now_pair()
+        self._add(Put(MESSAGES, seq, encode_outgoing(client_id, outgoing, now_mono, now_wall)),
+                  outgoing.message.size)
+        return seq
+
+    def park(self, outgoing: Outgoing, seq: int) -> None:
+        self._parked[id(outgoing)] = (outgoing, seq)
+        if self._recording and not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._background)
+
+    def claim_or_put(self, client_id: str, outgoing: Outgoing) -> int:
+        parked = self._parked.pop(id(outgoing), None)
+        if parked is not None and parked[0] is outgoing:
+            return parked[1]
+        return self.put_message(client_id, outgoing)
+
+    def delete_message(self, seq: int) -> None:
+        self._add(Delete(MESSAGES, seq))
+        self._add(Delete(FLIGHT, seq))
+
+    def put_flight(self, seq: int, pid: int, released: bool) -> None:
+        self._add(Put(FLIGHT, seq, [pid, released]))
+
+    def put_qos2(self, client_id: str, pid: int) -> None:
+        self._add(Put(QOS2, f"{client_id}\x00{pid}", 1))
+
+    def delete_qos2(self, client_id: str, pid: int) -> None:
+        self._add(Delete(QOS2, f"{client_id}\x00{pid}"))
+
+    def session_changed(self, session: Session) -> None:
+        if self._tracked.get(session.client_id) is session:
+            self._dirty[session.client_id] = session
+            if self._recording and not self._scheduled:
+                self._scheduled = True
+                asyncio.get_running_loop().call_soon(self._background)
+
+    def retained_set(self, tenant: str, message: Message) -> None:
+        now_mono, now_wall = now_pair()
+        self._add(Put(RETAINED, f"{tenant}\x00{message.topic}",
+                      encode_message(message, now_mono, now_wall)), message.size)
+
+    def retained_delete(self, tenant: str, topic: str) -> None:
+        self._add(Delete(RETAINED, f"{tenant}\x00{topic}"))
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def tracks(self, session: Session) -> bool:
+        return self._tracked.get(session.client_id) is session
+
+    def adopt(self, session: Session) -> None:
+        """``session`` outlives its connection from now on: store it and everything it holds."""
+        if self.tracks(session):
+            self.session_changed(session)
+            return
+        cid = session.client_id
+        self._tracked[cid] = session
+        queue = PersistentQueue(self, cid)
+        queue.extend(session.queue)
+        session.queue = queue
+        inflight = PersistentInflight(self, cid)
+        for pid, item in session.inflight.items():
+            inflight[pid] = item
+            if item.released:
+                inflight.released(pid)
+        session.inflight = inflight
+        session.qos2_incoming = PersistentQos2(self, cid, session.qos2_incoming)
+        session.subscriptions = PersistentSubscriptions(self, session, session.subscriptions)
+        self.session_changed(session)
+
+    def forget(self, session: Session) -> None:
+        """The session ended: delete its record, messages and QoS 2 state."""
+        cid = session.client_id
+        if self._tracked.get(cid) is not session:
+            return
+        if isinstance(session.queue, PersistentQueue):
+            for seq in session.queue.seqs:
+                self.delete_message(seq)
+        if isinstance(session.inflight, PersistentInflight):
+            for seq in session.inflight.seqs.values():
+                self.delete_message(seq)
+        for pid in session.qos2_incoming:
+            self.delete_qos2(cid, pid)
+        self._tracked.pop(cid, None)
+        self._dirty.pop(cid, None)
+        session.queue = deque(session.queue)  # plain containers again
+        session.inflight = OrderedDict(session.inflight)
+        session.qos2_incoming = set(session.qos2_incoming)
+        session.subscriptions = dict(session.subscriptions)
+        self._add(Delete(SESSIONS, cid))
+
+    def _session_record(self, session: Session, now_mono: float, now_wall: float) -> list[Any]:
+        conn = session.connection
+        live_will = conn.will if conn is not None else None
+        subs = [[e.topic_filter, e.qos, e.no_local, e.retain_as_published, e.retain_handling,
+                 e.subscription_id, e.share_group, e.recheck]
+                for e in session.subscriptions.values()]
+        return [
+            session.tenant,
+            encode_identity(session.identity),
+            session.protocol_level,
+            session.expiry_interval,
+            to_wall(session.expires_at, now_mono, now_wall),
+            None if session.will is None else encode_will(session.will),
+            to_wall(session.will_at, now_mono, now_wall),
+            None if live_will is None else encode_will(live_will),
+            subs,
+            session.next_packet_id,
+        ]
+
+    # -- committing ------------------------------------------------------------------------
+
+    def _take(self) -> list[Op]:
+        for _, seq in self._parked.values():  # popped from a queue, never sent
+            self._ops.append(Delete(MESSAGES, seq))
+            self._ops.append(Delete(FLIGHT, seq))
+        self._parked.clear()
+        if self._dirty:
+            now_mono, now_wall = now_pair()
+            for cid, session in self._dirty.items():
+                self._ops.append(Put(SESSIONS, cid, self._session_record(session, now_mono,
+                                                                          now_wall)))
+            self._dirty.clear()
+        ops, self._ops = self._ops, []
+        self._ops_bytes = 0
+        return ops
+
+    def pending(self) -> bool:
+        return bool(self._ops or self._dirty or self._parked)
+
+    def commit(self) -> Awaitable[None] | None:
+        """Store every change collected so far; the awaitable raises ``StoreError`` when it
+        could not be stored. ``None`` when there was nothing to store."""
+        if not self.pending():
+            return None
+        return self._start(self._take(), durable=True)
+
+    def _background(self) -> None:
+        self._scheduled = False
+        if self.pending():
+            self._start(self._take(), durable=False)
+
+    def _start(self, ops: list[Op], durable: bool) -> asyncio.Task[None]:
+        # The task is created now, so records reach the log in the order they were taken.
+        task = asyncio.get_running_loop().create_task(self._write(ops, durable))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _write(self, ops: list[Op], durable: bool) -> None:
+        try:
+            for chunk in _chunks(ops):
+                await self.keyed.commit(chunk, durable=durable)
+        except StoreError as exc:
+            self._failed(exc)
+            if durable:
+                raise
+        else:
+            if not self.healthy:
+                self._recovered()
+
+    def _failed(self, exc: StoreError) -> None:
+        if self.healthy:
+            log.error(f"broker store write failed: {exc}; QoS 1/2 publishes that need storing "
+                      "are refused until it can write again",
+                      extra={"event": "store_unhealthy", "path": self.keyed.path,
+                             "errno": exc.errno})
+        self.healthy = False
+        self.last_error = str(exc)
+
+    def _recovered(self) -> None:
+        self.healthy = True
+        self.last_error = None
+        for session in self._tracked.values():  # records that failed to save are written again
+            self.session_changed(session)
+        log.warning("broker store writes again; sessions re-saved",
+                    extra={"event": "store_healthy", "path": self.keyed.path})
+
+    def tick(self) -> None:
+        """Broker tick: while unhealthy, try a small durable write; re-save sessions after."""
+        if self.healthy or (self._probe is not None and not self._probe.done()):
+            return
+        self._probe = asyncio.get_running_loop().create_task(self._try_probe())
+
+    async def _try_probe(self) -> None:
+        try:
+            await self.keyed.commit([Put(META, "probe", time.time())])
+        except StoreError as exc:
+            self.last_error = str(exc)
+            self._probe = None
+            return
+        self._probe = None
+        self._recovered()
+
+    def refusal(self, exc: BaseException) -> tuple[int, str]:
+        """Reason code and Reason String for a publish that could not be stored."""
+        self.refused += 1
+        full = isinstance(exc, StoreError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        code = 0x97 if full else 0x80
+        why = "the broker's disk is full" if full else "the broker cannot write its store"
+        return code, f"not stored: {why}; the message was not accepted"
+
+    def health(self) -> StoreHealth:
+        return self.keyed.health()
+
+    async def aclose(self) -> None:
+        self._background()
+        for task in list(self._tasks):
+            try:
+                await task
+            except StoreError:
+                pass
+        await self.keyed.aclose()
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    def recover(self, broker: Broker) -> None:
+        """Load retained messages and sessions into ``broker`` (module docstring)."""
+        started = time.monotonic()
+        report = self.keyed.report
+        if not report.clean:
+            log.warning(f"broker store recovery: {report}",
+                        extra={"event": "store_recovery", "path": self.keyed.path,
+                               "bytes_dropped": report.bytes_dropped,
+                               "tail_bytes_dropped": report.tail_bytes_dropped})
+        now_mono, now_wall = now_pair()
+        drop: list[Op] = []
+        retained = self._recover_retained(broker, now_mono, now_wall, drop)
+        sessions = self._recover_sessions(broker, now_mono, now_wall, drop)
+        messages = self._recover_messages(sessions, now_mono, now_wall, drop)
+        for key, _ in self.keyed.iter_items(QOS2):
+            cid, _, pid = str(key).partition("\x00")
+            session = sessions.get(cid)
+            if session is None or not pid.isdigit():
+                drop.append(Delete(QOS2, key))
+            else:
+                set.add(session.qos2_incoming, int(pid))
+        for session in sessions.values():
+            broker.restore_session(session)
+        if drop:
+            try:
+                self.keyed.commit_sync(drop, split_to_fit=True)
+            except StoreError as exc:
+                self._failed(exc)
+        self._recording = True
+        log.info(f"broker store {self.keyed.path}: {len(sessions)} sessions, {messages} queued "
+                 f"messages, {retained} retained messages restored in "
+                 f"{time.monotonic() - started:.3f} s ({len(drop)} expired or unusable records "
+                 "dropped)",
+                 extra={"event": "store_loaded", "path": self.keyed.path,
+                        "sessions": len(sessions), "messages": messages, "retained": retained,
+                        "dropped": len(drop)})
+
+    def _recover_retained(self, broker: Broker, now_mono: float, now_wall: float,
+                          drop: list[Op]) -> int:
+        count = 0
+        for key, raw in self.keyed.iter_items(RETAINED):
+            tenant, _, topic = str(key).partition("\x00")
+            try:
+                message = decode_message(raw, f"retained {topic!r}", now_mono, now_wall)
+            except RecordError as exc:
+                log.warning(f"broker store: {exc}; dropped", extra={"event": "store_record"})
+                drop.append(Delete(RETAINED, key))
+                continue
+            if message.expired(now_mono) or not topic:
+                drop.append(Delete(RETAINED, key))
+                continue
+            broker.topic_space(tenant).retained.set(message)
+            count += 1
+        return count
+
+    def _recover_sessions(self, broker: Broker, now_mono: float, now_wall: float,
+                          drop: list[Op]) -> dict[str, Session]:
+        from .pattern_subscriptions import subscription_pattern
+
+        sessions: dict[str, Session] = {}
+        for key, raw in self.keyed.iter_items(SESSIONS):
+            cid = str(key)
+            try:
+                session, live_will = _decode_session(cid, raw, now_mono, now_wall)
+            except (RecordError, TypeError, ValueError) as exc:
+                log.warning(f"broker store: session {cid!r}: {exc}; dropped",
+                            extra={"event": "store_record"})
+                drop.append(Delete(SESSIONS, key))
+                continue
+            if session.expires_at is None and session.expiry_interval != NEVER_EXPIRES:
+                session.expires_at = now_mono + session.expiry_interval  # was online at the crash
+            if live_will is not None and session.will is None:
+                delay = live_will.properties.will_delay_interval or 0
+                session.will = live_will
+                session.will_at = now_mono + min(delay, session.expiry_interval)
+            if session.expires_at is not None and session.expires_at <= now_mono:
+                drop.append(Delete(SESSIONS, key))
+                if session.will is not None:
+                    broker.publish_will(session, session.will)
+                continue
+            space = broker.topic_space(session.tenant)
+            for topic_filter, entry in list(session.subscriptions.items()):
+                try:
+                    _, inner, pattern = subscription_pattern(
+                        topic_filter, broker.separator, session.identity.subscription_patterns)
+                except Exception as exc:  # a rule the running config no longer accepts
+                    log.warning(f"broker store: subscription {topic_filter!r} of {cid!r} "
+                                f"dropped: {exc}", extra={"event": "store_record"})
+                    del session.subscriptions[topic_filter]
+                    continue
+                space.subscribe(entry, inner, pattern)
+            self._tracked[cid] = session
+            session.subscriptions = PersistentSubscriptions(self, session,
+                                                            session.subscriptions)
+            session.queue = PersistentQueue(self, cid, (), ())
+            session.inflight = PersistentInflight(self, cid)
+            session.qos2_incoming = PersistentQos2(self, cid, (), record=False)
+            sessions[cid] = session
+        return sessions
+
+    def _recover_messages(self, sessions: dict[str, Session], now_mono: float,
+                          now_wall: float, drop: list[Op]) -> int:
+        count = 0
+        highest = 0
+        flights = self.keyed.rows(FLIGHT)
+        for key, raw in self.keyed.iter_items(MESSAGES):
+            if not isinstance(key, int):
+                drop.append(Delete(MESSAGES, key))
+                continue
+            highest = max(highest, key)
+            try:
+                cid, outgoing = decode_outgoing(raw, f"message {key}", now_mono, now_wall)
+            except RecordError as exc:
+                log.warning(f"broker store: {exc}; dropped", extra={"event": "store_record"})
+                drop.extend((Delete(MESSAGES, key), Delete(FLIGHT, key)))
+                continue
+            session = sessions.get(cid)
+            if session is None or outgoing.message.expired(now_mono):
+                drop.extend((Delete(MESSAGES, key), Delete(FLIGHT, key)))
+                continue
+            flight = flights.pop(key, None)
+            queue = session.queue
+            inflight = session.inflight
+            assert isinstance(queue, PersistentQueue)
+            assert isinstance(inflight, PersistentInflight)
+            if (isinstance(flight, list) and len(flight) == 2 and isinstance(flight[0], int)
+                    and 0 < flight[0] <= 65535 and flight[0] not in inflight):
+                item = Inflight(outgoing)
+                item.released = bool(flight[1])
+                inflight.restore(flight[0], item, key)
+            else:
+                deque.append(queue, outgoing)
+                queue.seqs.append(key)
+                session.queued_bytes += outgoing.message.size
+            count += 1
+        drop.extend(Delete(FLIGHT, key) for key in flights)
+        self._seq = highest + 1
+        return count
+
+
+def _decode_session(cid: str, raw: Any, now_mono: float,
+                    now_wall: float) -> tuple[Session, Will | None]:
+    what = f"session {cid!r}"
+    (tenant, identity_raw, level, expiry, expires, will_raw, will_at, live_raw, subs,
+     next_pid) = raw
+    identity = decode_identity(identity_raw, what)
+    if not isinstance(tenant, str) or level not in (3, 4, 5) or not isinstance(expiry, int):
+        raise RecordError(f"{what}: tenant/protocol level/expiry have the wrong types")
+    session = Session(cid, tenant, identity, level)
+    session.expiry_interval = expiry
+    session.expires_at = to_mono(expires, now_mono, now_wall)
+    session.will = None if will_raw is None else decode_will(will_raw, what)
+    session.will_at = to_mono(will_at, now_mono, now_wall)
+    session.next_packet_id = next_pid if isinstance(next_pid, int) and 0 < next_pid <= 65535 else 1
+    for sub in subs:
+        topic_filter, qos, no_local, rap, rh, sub_id, share_group, recheck = sub
+        if not isinstance(topic_filter, str) or qos not in (0, 1, 2):
+            raise RecordError(f"{what}: subscription {sub!r:.80} has the wrong types")
+        session.subscriptions[topic_filter] = SubscriptionEntry(
+            session, topic_filter, qos, bool(no_local), bool(rap), int(rh),
+            sub_id if isinstance(sub_id, int) else None,
+            share_group if isinstance(share_group, str) else None, bool(recheck))
+    live_will = None if live_raw is None else decode_will(live_raw, what)
+    return session, live_will
+
+
+def _chunks(ops: list[Op]) -> Iterator[list[Op]]:
+    chunk: list[Op] = []
+    size = 0
+    for op in ops:
+        weight = 64
+        if isinstance(op, Put) and op.table in (MESSAGES, RETAINED):
+            weight += len(op.value[1][1]) if op.table == MESSAGES else len(op.value[1])
+        if chunk and size + weight > CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(op)
+        size += weight
+    if chunk:
+        yield chunk
+
+
+class PersistentRetainedStore(MemoryRetainedStore):
+    """Retained messages of one topic space, written through to the log (``$`` topics not)."""
+
+    __slots__ = ("_store", "_tenant")
+
+    def __init__(self, store: Persistence, tenant: str, separator: str = "/") -> None:
+        super().__init__(separator)
+        self._store = store
+        self._tenant = tenant
+
+    def set(self, message: Message) -> None:
+        super().set(message)
+        if message.topic[:1] != "$":
+            self._store.retained_set(self._tenant, message)
+
+    def delete(self, topic: str) -> None:
+        before = len(self)
+        super().delete(topic)
+        if len(self) != before and topic[:1] != "$":
+            self._store.retained_delete(self._tenant, topic)

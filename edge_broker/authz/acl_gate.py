@@ -4,7 +4,8 @@
 - Ingress: every PUBLISH and will is checked as ``put``/``delete``/``query``/``reply`` (the
   mapping table of AUTHZ.md §2, authz/acl_mqtt.py) on the concrete topic, every SUBSCRIBE
   filter as ``declare_subscriber``, or ``declare_queryable`` when the SUBSCRIBE carries the user
-  property ``queryable=true``.
+  property ``queryable=true``. On a listener accepting seed-001 runtime patterns a pattern is
+  mapped exactly (``p*`` -> ``p$*``, ``>`` -> ``*/**``: :func:`pattern_to_keyexpr`).
 - Egress: every delivery (retained and queued messages included) is checked for the RECEIVING
   client's subject with the message kind of the PUBLISH being delivered
   (``checks_every_delivery``; skipped only when no delivery can be denied: default allow and no
@@ -25,6 +26,9 @@ from typing import Any
 
 from ..auth.identity import Identity
 from ..matching.errors import RuleError
+from ..matching.keyexpr import KeyExpr
+from ..matching.pattern_tokens import TokenKind
+from ..matching.subscription_patterns import parse_pattern
 from ..mqtt.packets import Properties, Publish, Subscription, Will
 from .acl import Acl, AclDecision, SubjectAcl
 from .acl_config import Flow, Message, Permission
@@ -48,6 +52,48 @@ def publish_message(retain: bool, payload: bytes, properties: Properties) -> Mes
     if properties.correlation_data is not None:
         return Message.REPLY
     return Message.PUT
+
+
+_PATTERN_TAILS = {TokenKind.HASH: "**", TokenKind.GT: "*/**",
+                  TokenKind.PREFIX_HASH: "$*/**", TokenKind.PREFIX_GT: "$*/*/**"}
+
+
+def is_runtime_pattern(topic_filter: str, separator: str) -> bool:
+    """A seed-001 pattern uses a wildcard MQTT lacks (``*``, ``>``, a prefix ``#``), as
+    broker/pattern_subscriptions.py ``runtime_pattern`` decides."""
+    return "*" in topic_filter or ">" in topic_filter or any(
+        token.endswith("#") and token != "#" for token in topic_filter.split(separator))
+
+
+def pattern_to_keyexpr(text: str, separator: str, verbatims: frozenset[str]) -> KeyExpr:
+    """The key expression of a seed-001 runtime pattern (PATTERNS.md §2), exactly: ``*`` ->
+    ``*``, ``p*`` -> ``p$*``, and as the tail ``#`` -> ``**``, ``>`` -> ``*/**``, ``p#`` ->
+    ``p$*/**``, ``p>`` -> ``p$*/*/**``. Literals and prefixes follow the topic-level rules of
+    authz/acl_mqtt.py (no ``$``, ``@`` only when a rule names it, ...); :class:`RuleError` else."""
+    pattern = parse_pattern(text, separator)
+    chunks: list[str] = []
+
+    def literal(level: str) -> str:
+        return topic_to_keyexpr(level, separator, verbatims).text
+
+    for token in pattern.body:
+        if token.kind is TokenKind.STAR:
+            chunks.append("*")
+        elif token.kind is TokenKind.PREFIX_STAR:
+            if token.text.startswith("@"):
+                raise RuleError(text, token.text, "a verbatim chunk cannot be a prefix")
+            chunks.append(literal(token.text) + "$*")
+        else:
+            chunks.append(literal(token.text))
+    tail = pattern.tail
+    if tail is not None:
+        prefix = ""
+        if tail.kind in (TokenKind.PREFIX_HASH, TokenKind.PREFIX_GT):
+            if tail.text.startswith("@"):
+                raise RuleError(text, tail.text, "a verbatim chunk cannot be a prefix")
+            prefix = literal(tail.text)
+        chunks.append(prefix + _PATTERN_TAILS[tail.kind])
+    return KeyExpr.parse("/".join(chunks))
 
 
 def egress_can_deny(acl: Acl) -> bool:
@@ -142,7 +188,10 @@ class AclGate:
         message = mqtt_subscribe_message(Properties(user_properties=user_properties))
         subject = self.subject(identity)
         try:
-            key = filter_to_keyexpr(topic_filter, self.separator, subject.verbatims)
+            if identity.subscription_patterns and is_runtime_pattern(topic_filter, self.separator):
+                key = pattern_to_keyexpr(topic_filter, self.separator, subject.verbatims)
+            else:
+                key = filter_to_keyexpr(topic_filter, self.separator, subject.verbatims)
         except RuleError as exc:
             verdict = AclDecision(False, None, f"filter not representable as a key expression: {exc}")
         else:

@@ -1,0 +1,167 @@
+"""authz/acl_gate.py on its own: the message kinds, seed-001 patterns as key expressions (a
+property against the pattern matcher), the Reason Strings, the bounded caches, and when
+deliveries need checking."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edge_broker.auth.identity import Identity
+from edge_broker.authz.acl import Acl
+from edge_broker.authz.acl_gate import AclGate, egress_can_deny, pattern_to_keyexpr, publish_message
+from edge_broker.authz.acl_mqtt import mqtt_publish_message
+from edge_broker.authz.decision import Gate
+from edge_broker.broker.message import Message as BrokerMessage
+from edge_broker.matching.errors import RuleError
+from edge_broker.matching.keyexpr import KeyExpr
+from edge_broker.matching.subscription_patterns import parse_pattern
+from edge_broker.mqtt.packets import Properties, Publish, Subscription, Will
+
+
+def section(default: str = "deny", flows: tuple[str, ...] = ("ingress", "egress")) -> dict[str, Any]:
+    return {
+        "enabled": True, "default_permission": default,
+        "rules": [
+            {"id": "no-admin", "messages": ["put", "declare_subscriber"], "flows": list(flows),
+             "permission": "deny", "key_exprs": ["admin/**"]},
+            {"id": "sensors", "messages": ["put", "delete", "declare_subscriber"], "flows": list(flows),
+             "permission": "allow", "key_exprs": ["sensors/**", "admin/**"]},
+        ],
+        "subjects": [{"id": "all"}],
+        "policies": [{"rules": ["no-admin", "sensors"], "subjects": ["all"]}],
+    }
+
+
+def ident(**kw: Any) -> Identity:
+    return Identity(client_id="c", method="anonymous", **kw)
+
+
+@pytest.mark.parametrize(("retain", "payload", "props"), [
+    (False, b"x", Properties()), (True, b"", Properties()), (True, b"x", Properties()),
+    (False, b"", Properties()), (False, b"x", Properties(response_topic="r")),
+    (False, b"x", Properties(correlation_data=b"c")),
+    (False, b"x", Properties(response_topic="r", correlation_data=b"c")),
+    (True, b"", Properties(response_topic="r")),
+])
+def test_message_kind_matches_the_engine_mapping(retain: bool, payload: bytes, props: Properties) -> None:
+    assert publish_message(retain, payload, props) is mqtt_publish_message(
+        Publish("t", payload, 0, retain, properties=props))
+
+
+def test_reason_strings_name_rule_or_default() -> None:
+    gate = AclGate(Acl.load(section()))
+    denied = gate.check_publish(ident(), "admin/x", Publish("admin/x", b"1"))
+    assert denied is not None and denied.denied and denied.gate is Gate.ACL and denied.rule == "no-admin"
+    assert denied.reason == "publish to 'admin/x' (put): denied by acl rule \"no-admin\""
+    default = gate.check_publish(ident(), "other", Publish("other", b"1"))
+    assert default is not None and default.reason == "publish to 'other' (put): denied by acl default_permission"
+    allowed = gate.check_publish(ident(), "sensors/t", Publish("sensors/t", b"1"))
+    assert allowed is not None and allowed.allowed and allowed.rule == "sensors"
+    odd = gate.check_publish(ident(), "a//b", Publish("a//b", b"1"))
+    assert odd is not None and odd.denied and "not representable" in (odd.reason or "")
+
+
+def test_will_subscribe_queryable_and_delivery() -> None:
+    gate = AclGate(Acl.load(section()))
+    will = gate.check_will(ident(), Will("admin/lwt", b"bye"))
+    assert will is not None and will.rule == "no-admin"
+    sub = gate.check_subscribe(ident(), Subscription("sensors/#"), "sensors/#", None)
+    assert sub is not None and sub.allowed
+    queryable = gate.check_subscribe_with_properties(
+        ident(), Subscription("sensors/#"), "sensors/#", None, (("queryable", "true"),))
+    assert queryable is not None and queryable.denied and "(declare_queryable)" in (queryable.reason or "")
+    delivered = gate.check_deliver(ident(), BrokerMessage("admin/x", b"1", 0, False))
+    assert delivered is not None and delivered.denied and delivered.reason is not None
+    assert delivered.reason.startswith("deliver 'admin/x' (put)")
+    deleted = gate.check_deliver(ident(), BrokerMessage("sensors/x", b"", 0, True))
+    assert deleted is not None and deleted.allowed  # delete is allowed on sensors/**
+
+
+def test_subjects_are_resolved_per_attribute_triple() -> None:
+    acl = Acl.load({
+        "enabled": True,
+        "rules": [{"id": "r", "messages": ["put"], "permission": "allow", "key_exprs": ["x"]}],
+        "subjects": [{"id": "wifi", "interfaces": ["wlan0"]}],
+        "policies": [{"rules": ["r"], "subjects": ["wifi"]}],
+    })
+    gate = AclGate(acl)
+    on_wifi, on_eth = ident(interface="wlan0"), ident(interface="eth0")
+    assert gate.check_publish(on_wifi, "x", Publish("x", b"1")).allowed  # type: ignore[union-attr]
+    assert gate.check_publish(on_eth, "x", Publish("x", b"1")).denied  # type: ignore[union-attr]
+    assert gate.subject(on_wifi) is gate.subject(ident(interface="wlan0", username=None))
+    assert "match subjects: 'wifi'" in gate.describe_subject(on_wifi)
+    assert "match subjects: none" in gate.describe_subject(on_eth)
+
+
+def test_decision_cache_is_bounded() -> None:
+    gate = AclGate(Acl.load(section()), cache_limit=10)
+    for i in range(100):
+        gate.check_publish(ident(), f"sensors/{i}", Publish(f"sensors/{i}", b"1"))
+        assert len(gate._cache) <= 10
+
+
+@pytest.mark.parametrize(("default", "flows", "expected"), [
+    ("deny", ("ingress",), True),  # every delivery needs an egress allow
+    ("allow", ("ingress",), False),  # nothing can deny a delivery
+    ("allow", ("egress",), True),
+    ("allow", ("ingress", "egress"), True),
+])
+def test_egress_checked_only_when_a_delivery_can_be_denied(default: str, flows: tuple[str, ...],
+                                                           expected: bool) -> None:
+    acl = Acl.load(section(default, flows))
+    assert egress_can_deny(acl) is expected
+    assert AclGate(acl).checks_every_delivery is expected
+
+
+# -- seed-001 runtime patterns as key expressions --------------------------------------------
+
+LEVELS = ["a", "ab", "abc", "b", "ba"]
+PREFIXES = ["a", "ab", "b"]
+
+
+@st.composite
+def patterns(draw: st.DrawFn) -> str:
+    body = draw(st.lists(st.one_of(st.sampled_from(LEVELS), st.just("*"),
+                                   st.sampled_from([p + "*" for p in PREFIXES])), max_size=3))
+    tail = draw(st.one_of(st.none(), st.sampled_from(["#", ">"]),
+                          st.sampled_from([p + t for p in PREFIXES for t in "#>"])))
+    tokens = body + ([tail] if tail else [])
+    return "/".join(tokens) if tokens else "a"
+
+
+@settings(max_examples=400, deadline=None)
+@given(patterns(), st.lists(st.sampled_from(LEVELS), min_size=1, max_size=5))
+def test_pattern_key_expression_includes_exactly_the_matching_channels(pattern: str,
+                                                                        levels: list[str]) -> None:
+    channel = "/".join(levels)
+    key = pattern_to_keyexpr(pattern, "/", frozenset())
+    assert key.includes(KeyExpr.parse(channel)) is parse_pattern(pattern).matches(channel)
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("a/*", "a/*"), ("a/b*", "a/b$*"), ("a/>", "a/*/**"), ("a/b#", "a/b$*/**"),
+    ("a/b>", "a/b$*/*/**"), (">", "*/**"), ("#", "**"),
+])
+def test_pattern_forms(pattern: str, expected: str) -> None:
+    assert pattern_to_keyexpr(pattern, "/", frozenset()).text == expected
+
+
+@pytest.mark.parametrize("pattern", ["$SYS/*", "a/@v*", "a/@x/*", "a/b$/*"])
+def test_unrepresentable_patterns_are_refused(pattern: str) -> None:
+    with pytest.raises(RuleError):
+        pattern_to_keyexpr(pattern, "/", frozenset({"@v"}))
+
+
+def test_pattern_subscription_decided_by_inclusion() -> None:
+    gate = AclGate(Acl.load(section()))
+    patterns_on = ident(subscription_patterns=True)
+    ok = gate.check_subscribe(patterns_on, Subscription("sensors/t*"), "sensors/t*", None)
+    assert ok is not None and ok.allowed
+    wide = gate.check_subscribe(patterns_on, Subscription("s*/t"), "s*/t", None)
+    assert wide is not None and wide.denied  # s$*/t is not included in sensors/**
+    literal = gate.check_subscribe(ident(), Subscription("sensors/t*"), "sensors/t*", None)
+    assert literal is not None and literal.denied  # on an MQTT listener '*' is no wildcard

@@ -35,23 +35,32 @@ from .acl_config import Flow, Message, Permission
 from .acl_mqtt import filter_to_keyexpr, mqtt_subscribe_message, topic_to_keyexpr
 from .decision import Decision, Gate, deny
 
-_CACHE_LIMIT = 65536  # cached decisions per gate (emptied when full, refilled by the hot set)
+_CACHE_LIMIT = 65536  # cached decisions per flow and kind (emptied when full, refilled by the hot set)
 _SUBJECT_LIMIT = 4096  # distinct (interface, cert CN, username) triples kept
 
 SubjectKey = tuple[str | None, str | None, str | None]
 
 
-def publish_message(retain: bool, payload: bytes, properties: Properties) -> Message:
-    """The Zenoh message of a PUBLISH, will or delivered message (AUTHZ.md §2 table, in the
-    order of authz/acl_mqtt.py ``mqtt_publish_message``): a retained empty payload is a
-    ``delete``, a Response Topic a ``query``, Correlation Data a ``reply``, else ``put``."""
+_KINDS = (Message.PUT, Message.DELETE, Message.QUERY, Message.REPLY)
+_Cache = dict[tuple[str | None, str | None, str | None, str], Decision]
+
+
+def _kind(retain: bool, payload: bytes, properties: Properties) -> int:
+    """Index into ``_KINDS``: AUTHZ.md §2 table, in the order of authz/acl_mqtt.py
+    ``mqtt_publish_message``: a retained empty payload is a ``delete``, a Response Topic a
+    ``query``, Correlation Data a ``reply``, else ``put``."""
     if retain and not payload:
-        return Message.DELETE
+        return 1
     if properties.response_topic is not None:
-        return Message.QUERY
+        return 2
     if properties.correlation_data is not None:
-        return Message.REPLY
-    return Message.PUT
+        return 3
+    return 0
+
+
+def publish_message(retain: bool, payload: bytes, properties: Properties) -> Message:
+    """The Zenoh message of a PUBLISH, will or delivered message (see ``_kind``)."""
+    return _KINDS[_kind(retain, payload, properties)]
 
 
 _PATTERN_TAILS = {TokenKind.HASH: "**", TokenKind.GT: "*/**",
@@ -120,14 +129,19 @@ def acl_decision(verdict: AclDecision, what: str) -> Decision:
 class AclGate:
     """The site ACL as a pipeline gate (module docstring). Build one per policy."""
 
-    __slots__ = ("acl", "separator", "_subjects", "_cache", "_cache_limit", "checks_every_delivery")
+    __slots__ = ("acl", "separator", "_subjects", "_ingress", "_egress", "_cache_limit",
+                 "checks_every_delivery")
 
     def __init__(self, acl: Acl, separator: str = "/", cache_limit: int = _CACHE_LIMIT) -> None:
         self.acl = acl
         self.separator = separator
         self.checks_every_delivery = egress_can_deny(acl)
         self._subjects: dict[SubjectKey, SubjectAcl] = {}
-        self._cache: dict[tuple[SubjectKey, Flow, Message, str], Decision] = {}
+        # Decisions per flow and message kind (index into _KINDS), keyed by plain tuples
+        # (interface, cert CN, username, topic): hashing enum members costs more than the rest
+        # of a cache hit. Each emptied when it reaches cache_limit.
+        self._ingress: tuple[_Cache, ...] = tuple({} for _ in _KINDS)
+        self._egress: tuple[_Cache, ...] = tuple({} for _ in _KINDS)
         self._cache_limit = cache_limit
 
     @property
@@ -167,18 +181,21 @@ class AclGate:
         return subject.decide(flow, message, key)
 
     def decide_topic(self, identity: Identity, flow: Flow, message: Message, topic: str) -> Decision:
-        """``flow``/``message`` on the concrete ``topic`` for ``identity``, cached."""
-        key = (identity.interface, identity.cert_cn, identity.username)
-        cache_key = (key, flow, message, topic)
-        found = self._cache.get(cache_key)
+        """``flow``/``message`` (put, delete, query or reply) on the concrete ``topic``, cached."""
+        caches = self._ingress if flow is Flow.INGRESS else self._egress
+        return self._decide(caches[_KINDS.index(message)], identity, flow, message, topic)
+
+    def _decide(self, cache: _Cache, identity: Identity, flow: Flow, message: Message, topic: str) -> Decision:
+        key = (identity.interface, identity.cert_cn, identity.username, topic)
+        found = cache.get(key)
         if found is not None:
             return found
         verdict = self._topic_verdict(self.subject(identity), flow, message, topic)
         action = "publish to" if flow is Flow.INGRESS else "deliver"
         decision = acl_decision(verdict, f"{action} {topic!r} ({message.value})")
-        if len(self._cache) >= self._cache_limit:
-            self._cache.clear()
-        self._cache[cache_key] = decision
+        if len(cache) >= self._cache_limit:
+            cache.clear()
+        cache[key] = decision
         return decision
 
     def decide_filter(
@@ -201,12 +218,12 @@ class AclGate:
     # -- PolicyGate -------------------------------------------------------------------------
 
     def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
-        message = publish_message(packet.retain, packet.payload, packet.properties)
-        return self.decide_topic(identity, Flow.INGRESS, message, topic)
+        kind = _kind(packet.retain, packet.payload, packet.properties)
+        return self._decide(self._ingress[kind], identity, Flow.INGRESS, _KINDS[kind], topic)
 
     def check_will(self, identity: Identity, will: Will) -> Decision | None:
-        message = publish_message(will.retain, will.payload, will.properties)
-        return self.decide_topic(identity, Flow.INGRESS, message, will.topic)
+        kind = _kind(will.retain, will.payload, will.properties)
+        return self._decide(self._ingress[kind], identity, Flow.INGRESS, _KINDS[kind], will.topic)
 
     def check_subscribe(
         self, identity: Identity, subscription: Subscription, topic_filter: str, share_group: str | None
@@ -224,5 +241,19 @@ class AclGate:
         return True
 
     def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
-        kind = publish_message(message.retain, message.payload, message.properties)
-        return self.decide_topic(identity, Flow.EGRESS, kind, message.topic)
+        """The hot path: one cache lookup per delivery once the (subject, topic) was seen."""
+        props = message.properties
+        if message.retain and not message.payload:
+            kind = 1
+        elif props.response_topic is not None:
+            kind = 2
+        elif props.correlation_data is not None:
+            kind = 3
+        else:
+            kind = 0
+        cache = self._egress[kind]
+        topic = message.topic
+        found = cache.get((identity.interface, identity.cert_cn, identity.username, topic))
+        if found is not None:
+            return found
+        return self._decide(cache, identity, Flow.EGRESS, _KINDS[kind], topic)

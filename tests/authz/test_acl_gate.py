@@ -101,7 +101,7 @@ def test_decision_cache_is_bounded() -> None:
     gate = AclGate(Acl.load(section()), cache_limit=10)
     for i in range(100):
         gate.check_publish(ident(), f"sensors/{i}", Publish(f"sensors/{i}", b"1"))
-        assert len(gate._cache) <= 10
+        assert len(gate._ingress[0]) <= 10
 
 
 @pytest.mark.parametrize(("default", "flows", "expected"), [

@@ -101,6 +101,7 @@ class Persistence:
         self._recording = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._probe: asyncio.Task[None] | None = None
+        self._probe_bytes = 0  # the probe writes as much as the largest failed write
 
     @classmethod
     def open(cls, config: Config) -> Persistence:
@@ -288,18 +289,17 @@ class Persistence:
         return task
 
     async def _write(self, ops: list[Op], durable: bool) -> None:
-        try:
-            for chunk in _chunks(ops):
+        for chunk in _chunks(ops):
+            try:
                 await self.keyed.commit(chunk, durable=durable)
-        except StoreError as exc:
-            self._failed(exc)
-            if durable:
-                raise
-        else:
-            if not self.healthy:
-                self._recovered()
+            except StoreError as exc:
+                self._failed(exc, _weight(chunk))
+                if durable:
+                    raise
+                return
 
-    def _failed(self, exc: StoreError) -> None:
+    def _failed(self, exc: StoreError, size: int = 0) -> None:
+        self._probe_bytes = max(self._probe_bytes, min(size, CHUNK_BYTES))
         if self.healthy:
             log.error(f"broker store write failed: {exc}; QoS 1/2 publishes that need storing "
                       "are refused until it can write again",
@@ -310,6 +310,7 @@ class Persistence:
 
     def _recovered(self) -> None:
         self.healthy = True
+        self._probe_bytes = 0
         self.last_error = None
         for session in self._tracked.values():  # records that failed to save are written again
             self.session_changed(session)
@@ -324,6 +325,8 @@ class Persistence:
 
     async def _try_probe(self) -> None:
         try:
+            # Healthy again once a write as large as the one that failed fits.
+            await self.keyed.commit([Put(META, "probe", bytes(self._probe_bytes))])
             await self.keyed.commit([Put(META, "probe", time.time())])
         except StoreError as exc:
             self.last_error = str(exc)
@@ -520,13 +523,22 @@ def _decode_session(cid: str, raw: Any, now_mono: float,
     return session, live_will
 
 
+def _op_weight(op: Op) -> int:
+    """About the bytes ``op`` takes in a record (payloads dominate)."""
+    if isinstance(op, Put) and op.table in (MESSAGES, RETAINED):
+        return 64 + (len(op.value[1][1]) if op.table == MESSAGES else len(op.value[1]))
+    return 64
+
+
+def _weight(ops: list[Op]) -> int:
+    return sum(_op_weight(op) for op in ops)
+
+
 def _chunks(ops: list[Op]) -> Iterator[list[Op]]:
     chunk: list[Op] = []
     size = 0
     for op in ops:
-        weight = 64
-        if isinstance(op, Put) and op.table in (MESSAGES, RETAINED):
-            weight += len(op.value[1][1]) if op.table == MESSAGES else len(op.value[1])
+        weight = _op_weight(op)
         if chunk and size + weight > CHUNK_BYTES:
             yield chunk
             chunk, size = [], 0

@@ -124,3 +124,39 @@ def test_name_validation_agrees_with_libmosquitto(name: str) -> None:
     theirs = LIB.mosquitto_pub_topic_check(name.encode()) == 0
     ours = validate_topic_name(name) is None
     assert ours == (theirs and name != "")
+
+
+def _matching_accepts_filter(topic_filter: str) -> bool:
+    from edge_broker.matching import RuleError, parse_shared
+    from edge_broker.matching import validate_topic_filter as matching_filter
+
+    try:
+        matching_filter(topic_filter)
+        parse_shared(topic_filter)
+    except RuleError:
+        return False
+    return True
+
+
+def _matching_accepts_name(name: str) -> bool:
+    from edge_broker.matching import RuleError
+    from edge_broker.matching import validate_topic_name as matching_name
+
+    try:
+        matching_name(name)
+    except RuleError:
+        return False
+    return True
+
+
+project_text = st.lists(
+    st.sampled_from(["a", "/", "+", "#", "$", "share", "$share/", "g", "\x00", "é"]), max_size=8
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=project_text)
+def test_codec_and_matching_agree_on_filters_and_names(text: str) -> None:
+    """The broker validates with edge_broker.matching; the codec exports the same rules."""
+    assert (validate_topic_filter(text) is None) == _matching_accepts_filter(text), text
+    assert (validate_topic_name(text) is None) == _matching_accepts_name(text), text

@@ -18,10 +18,10 @@ would change the filter's shape, so binding such a client is refused with
 :class:`PermissionBindError` (the broker answers CONNACK 0x87): a placeholder can narrow a
 permission to one client, never widen it.
 
-Lookups are compiled with :class:`~edge_broker.matching.rule_index.FirstMatchIndex`, one index
-per combination of the attributes a request fixes (activity, QoS, retain, shared), built lazily
-the first time that combination is asked, so a decision costs O(topic depth) however many
-permissions there are.
+Lookups are compiled with :class:`~edge_broker.matching.rule_index.FirstMatchIndex` (one per
+list, built when the list is made), so a decision costs O(topic depth) however many permissions
+there are; attributes are checked on the first matching rule, and only when they do not apply
+are further matches walked.
 """
 
 from __future__ import annotations
@@ -201,14 +201,22 @@ def _bind_value(name: str, value: str | None, separator: str) -> str:
 
 @dataclass(slots=True)
 class PermissionList:
-    """An ordered list of permissions with its default behaviour, compiled for first-match."""
+    """An ordered list of permissions with its default behaviour, compiled for first-match.
+
+    One :class:`FirstMatchIndex` over every permission's filter answers "the first rule whose
+    filter matches (contains)"; that rule's other attributes (activity, QoS, retain, shared)
+    are then checked, and only when they do not apply are the further matching rules walked in
+    order. The index is built once, when the list is made (config load, or binding a client's
+    placeholders), never on the hot path."""
 
     permissions: tuple[TopicPermission, ...]
     default_allow: bool | None = None  # None: ALLOW when empty, DENY otherwise (seed 003)
     separator: str = "/"
-    _indexes: dict[tuple[object, ...], tuple[FirstMatchIndex, tuple[int, ...]]] = field(
-        default_factory=dict, repr=False
-    )
+    index: FirstMatchIndex | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.index is None and self.permissions and not self.has_placeholders:
+            self.index = FirstMatchIndex([p.topic for p in self.permissions], self.separator)
 
     @property
     def default_allows(self) -> bool:
@@ -236,31 +244,10 @@ class PermissionList:
 
     # -- lookups --------------------------------------------------------------------------
 
-    def _index(self, key: tuple[object, ...], selected: list[int]) -> tuple[FirstMatchIndex, tuple[int, ...]]:
-        cached = self._indexes.get(key)
-        if cached is None:
-            positions = tuple(selected)
-            index = FirstMatchIndex([self.permissions[i].topic for i in positions], self.separator)
-            cached = (index, positions)
-            self._indexes[key] = cached
-        return cached
-
-    def _publish_index(self, qos: int, retain: bool) -> tuple[FirstMatchIndex, tuple[int, ...]]:
-        key = ("pub", qos, retain)
-        if key in self._indexes:
-            return self._indexes[key]
-        chosen = [i for i, p in enumerate(self.permissions) if p.applies_to_publish(qos, retain)]
-        return self._index(key, chosen)
-
-    def _subscribe_index(self, qos: int, share_group: str | None) -> tuple[FirstMatchIndex, tuple[int, ...]]:
-        key = ("sub", qos, share_group)
-        if key in self._indexes:
-            return self._indexes[key]
-        chosen = [i for i, p in enumerate(self.permissions) if p.applies_to_subscribe(qos, share_group)]
-        if share_group is not None and len(self._indexes) > 256:
-            # bound the per-group indexes a client could make us build with many group names
-            self._indexes.clear()
-        return self._index(key, chosen)
+    def _index(self) -> FirstMatchIndex:
+        if self.index is None:  # a list with placeholders, used without binding (lint, tests)
+            self.index = FirstMatchIndex([p.topic for p in self.permissions], self.separator)
+        return self.index
 
     def _verdict(self, position: int | None) -> PermissionVerdict:
         if position is None:
@@ -272,23 +259,36 @@ class PermissionList:
         """First permission matching a PUBLISH (or will) to the concrete ``topic``."""
         if not self.permissions:
             return PermissionVerdict(self.default_allows, None)
-        index, positions = self._publish_index(qos, retain)
-        found = index.first_match(topic)
-        return self._verdict(None if found is None else positions[found])
+        index = self._index()
+        first = index.first_match(topic)
+        if first is not None and not self.permissions[first].applies_to_publish(qos, retain):
+            first = next((i for i in index.matches(topic)
+                          if self.permissions[i].applies_to_publish(qos, retain)), None)
+        return self._verdict(first)
+
+    def _first_for_subscribe(self, found: int | None, more: list[int] | None, qos: int,
+                             share_group: str | None) -> int | None:
+        if found is None or self.permissions[found].applies_to_subscribe(qos, share_group):
+            return found
+        assert more is not None
+        return next((i for i in more if self.permissions[i].applies_to_subscribe(qos, share_group)), None)
 
     def check_subscribe(self, topic_filter: str, qos: int, share_group: str | None = None) -> PermissionVerdict:
         """True containment with the overlap rule of AUTHZ.md §2 gate 4 (module docstring)."""
         if not self.permissions:
             return PermissionVerdict(self.default_allows, None)
-        index, positions = self._subscribe_index(qos, share_group)
-        first = index.first_containing(topic_filter)
-        verdict = self._verdict(None if first is None else positions[first])
+        index = self._index()
+        found = index.first_containing(topic_filter)
+        if found is not None and not self.permissions[found].applies_to_subscribe(qos, share_group):
+            found = self._first_for_subscribe(found, index.containing(topic_filter), qos, share_group)
+        verdict = self._verdict(found)
         if not verdict.allowed:
             return verdict
-        # Earlier permissions that overlap without containing: if any of them denies, a
-        # delivery through this subscription may hit it, so check deliveries per topic.
-        for local in index.overlapping(topic_filter, before=first):
-            if not self.permissions[positions[local]].allow:
+        # Earlier permissions that overlap without containing: if one of them denies (for this
+        # QoS and group), a delivery through this subscription may hit it: check per topic.
+        for position in index.overlapping(topic_filter, before=found):
+            perm = self.permissions[position]
+            if not perm.allow and perm.applies_to_subscribe(qos, share_group):
                 return PermissionVerdict(True, verdict.permission, recheck=True)
         return verdict
 
@@ -297,9 +297,12 @@ class PermissionList:
         if the client had subscribed to exactly ``topic`` (no wildcard can leak more)."""
         if not self.permissions:
             return PermissionVerdict(self.default_allows, None)
-        index, positions = self._subscribe_index(qos, share_group)
+        index = self._index()
         found = index.first_match(topic)
-        return self._verdict(None if found is None else positions[found])
+        if found is not None and not self.permissions[found].applies_to_subscribe(qos, share_group):
+            found = next((i for i in index.matches(topic)
+                          if self.permissions[i].applies_to_subscribe(qos, share_group)), None)
+        return self._verdict(found)
 
 
 def _replace_topic(perm: TopicPermission, topic: str) -> TopicPermission:

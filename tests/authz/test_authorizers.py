@@ -58,7 +58,7 @@ sets = ["main"]
 
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory):
-    from conftest import start_broker
+    from tests.conftest import start_broker
 
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(EXAMPLES) + (os.pathsep + old if old else "")

@@ -12,10 +12,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 from broker_raw import RawClient  # noqa: E402
-from conftest import start_broker  # noqa: E402
 
 from edge_broker.audit.log import read_records  # noqa: E402
 from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscription  # noqa: E402
+from tests.conftest import start_broker  # noqa: E402
 
 TOPICS = ["admin/x", "admin/y/z", "a/secret", "b/secret", "open/t", "a/public", "a", "open/secret/deep"]
 

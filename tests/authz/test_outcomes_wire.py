@@ -30,7 +30,8 @@ from edge_broker.mqtt.packets import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 from broker_raw import RawClient  # noqa: E402
-from conftest import start_broker  # noqa: E402
+
+from tests.conftest import start_broker  # noqa: E402
 
 CONFIG = """
 [sys]

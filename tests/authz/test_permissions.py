@@ -151,23 +151,41 @@ def filters(draw: st.DrawFn) -> str:
 @st.composite
 def permission_lists(draw: st.DrawFn) -> PermissionList:
     rules = [
-        {"topic": draw(filters()), "type": draw(st.sampled_from(["ALLOW", "DENY"]))}
-        for _ in range(draw(st.integers(0, 5)))
+        {"topic": draw(filters()), "type": draw(st.sampled_from(["ALLOW", "DENY"])),
+         "qos": draw(st.sampled_from(["ALL", "ZERO", "ONE_TWO", "TWO"])),
+         "activity": draw(st.sampled_from(["ALL", "SUBSCRIBE", "PUBLISH"]))}
+        for _ in range(draw(st.integers(0, 6)))
     ]
     return plist(*rules, default=draw(st.sampled_from([None, "allow", "deny"])))
 
 
-@settings(max_examples=400, deadline=None)
-@given(permission_lists(), filters())
+@settings(max_examples=500, deadline=None)
+@given(permission_lists(), filters(), st.integers(0, 2))
 def test_a_wildcard_never_delivers_what_an_exact_subscription_could_not_get(
-    perms: PermissionList, subscription: str
+    perms: PermissionList, subscription: str, qos: int
 ) -> None:
-    verdict = perms.check_subscribe(subscription, 0)
+    verdict = perms.check_subscribe(subscription, qos)
     if not verdict.allowed:
         return
     for topic in TOPICS:
         if not topic_matches(subscription, topic):
             continue
-        delivered = not verdict.recheck or perms.check_delivery(topic, 0).allowed
+        delivered = not verdict.recheck or perms.check_delivery(topic, qos).allowed
         if delivered:
-            assert perms.check_subscribe(topic, 0).allowed, (subscription, topic)
+            assert perms.check_subscribe(topic, qos).allowed, (subscription, topic, qos)
+
+
+def _first_applicable(perms: PermissionList, pred) -> bool | None:  # type: ignore[no-untyped-def]
+    for perm in perms.permissions:
+        if pred(perm):
+            return perm.allow
+    return None
+
+
+@settings(max_examples=500, deadline=None)
+@given(permission_lists(), st.sampled_from(TOPICS), st.integers(0, 2), st.booleans())
+def test_publish_equals_a_linear_first_match(perms: PermissionList, topic: str, qos: int, retain: bool) -> None:
+    expected = _first_applicable(
+        perms, lambda p: topic_matches(p.topic, topic) and p.applies_to_publish(qos, retain))
+    got = perms.check_publish(topic, qos, retain)
+    assert got.allowed == (perms.default_allows if expected is None else expected)

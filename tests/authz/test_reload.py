@@ -13,9 +13,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 from broker_raw import RawClient  # noqa: E402
-from conftest import start_broker  # noqa: E402
 
 from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscription  # noqa: E402
+from tests.conftest import start_broker  # noqa: E402
 
 BASE = """
 [sys]

@@ -16,7 +16,7 @@ import timeit
 from collections.abc import Callable
 
 from edge_broker.mqtt.codec import PacketReader, encode, encode_publish_template
-from edge_broker.mqtt.packets import NO_PROPERTIES, Connect, Properties, Publish
+from edge_broker.mqtt.packets import NO_PROPERTIES, Connect, Properties, Puback, Publish
 
 TOPIC = "sensors/room1/temperature"
 PAYLOAD = b"x" * 64
@@ -102,6 +102,12 @@ def main() -> None:
             TOPIC, PAYLOAD, 1, False, False, Properties(user_properties=(("unit", "C"),)), 5
         ), 1, number, repeat),
     ))
+    ack = Puback(4242)
+    rows.append(("encode(Puback) (QoS 1 acknowledgement)", best_ns(lambda: encode(ack, 5), 1,
+                                                                  number * 20, repeat)))
+    ack_reader = reader_after_connect(5)
+    acks = encode(ack, 5) * burst
+    rows.append(("decode PUBACK, 5", best_ns(lambda: ack_reader.feed(acks), burst, number, repeat)))
     width = max(len(name) for name, _ in rows)
     for name, ns in rows:
         print(f"{name:<{width}}  {ns:9.0f} ns")

@@ -96,10 +96,17 @@ def main() -> None:
         "template.for_packet_id (QoS 1)",
         best_ns(lambda: template1.for_packet_id(4242), 1, number * 50, repeat),
     ))
+    user_property = Properties(user_properties=(("unit", "C"),))
     rows.append((
-        "encode_publish_template, 5, user property",
+        "encode_publish_template, 5, no properties",
         best_ns(lambda: encode_publish_template(
-            TOPIC, PAYLOAD, 1, False, False, Properties(user_properties=(("unit", "C"),)), 5
+            TOPIC, PAYLOAD, 1, False, False, NO_PROPERTIES, 5
+        ), 1, number, repeat),
+    ))
+    rows.append((
+        "encode_publish_template, 5, one user property",
+        best_ns(lambda: encode_publish_template(
+            TOPIC, PAYLOAD, 1, False, False, user_property, 5
         ), 1, number, repeat),
     ))
     ack = Puback(4242)

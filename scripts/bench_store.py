@@ -141,6 +141,47 @@ def index_megabytes(path: Path, encoded: bool) -> float:
     return held / 1e6
 
 
+async def latency_during_compaction(path: Path, freeze: bool) -> tuple[float, float, float, int]:
+    keyed = KeyedLog.open(str(path), fsync="always", compact_min_bytes=1 << 20)
+    if freeze:
+        gc.freeze()  # what a broker should do once its stores are loaded (see the report)
+    table = keyed.table("claims")
+    latencies: list[float] = []
+    start = time.perf_counter()
+
+    async def writer(w: int) -> None:
+        n = 0
+        while (keyed.stats().compactions == 0 and n < 100_000) or n < 20:
+            began = time.perf_counter()
+            await table.put(f"w{w}-{n}", claim(n))
+            latencies.append(time.perf_counter() - began)
+            n += 1
+
+    await asyncio.gather(*(writer(w) for w in range(16)))
+    elapsed = time.perf_counter() - start
+    await keyed.aclose()
+    gc.unfreeze()
+    latencies.sort()
+    p99 = latencies[int(len(latencies) * 0.99)]
+    return elapsed, p99, latencies[-1], len(latencies)
+
+
+def bench_latency_during_compaction(directory: Path, records: int) -> None:
+    print(f"\nappends (fsync always, 16 writers) while {records} live records compact:")
+    for freeze in (False, True):
+        path = directory / "latency.log"
+        build(path, records)
+        build(path, records, offset=1)  # two thirds of the file are dead: the first append
+        build(path, records, offset=2)  # after the open starts a compaction
+        elapsed, p99, worst, count = asyncio.run(latency_during_compaction(path, freeze))
+        how = "gc.freeze() after open" if freeze else "default gc"
+        print(
+            f"  {how:<24} {count} appends in {elapsed:.2f} s, p99 {p99 * 1000:.1f} ms, "
+            f"max {worst * 1000:.1f} ms"
+        )
+        path.unlink()
+
+
 def bench_tinydb(directory: Path, records: int) -> None:
     path = directory / "tinydb.log"
     db = TinyDB(str(path), storage=LogStorage, fsync="never")
@@ -177,6 +218,7 @@ def main() -> None:
         )
         bench_appends(directory, args.appends)
         bench_open_and_compact(directory, [int(n) for n in args.records.split(",")])
+        bench_latency_during_compaction(directory, max(int(n) for n in args.records.split(",")))
         bench_tinydb(directory, 10_000)
 
 

@@ -62,10 +62,10 @@ class Reducer(Protocol):
     def live_bytes(self) -> int:
         """Bytes of frames that still matter (the rest is dead and compaction drops it)."""
 
-    def live_records(self) -> list[Any]:
-        """Records that rebuild the current state from nothing, for compaction. Called under
-        the lock; the records are encoded and written outside it, while later records are
-        applied, so they must not share mutable objects with the state."""
+    def live_records(self) -> Iterable[Any]:
+        """Records that rebuild the current state from nothing, for compaction: a snapshot
+        taken now, under the lock, and consumed later outside it while newer records are
+        applied (so it must not read the live state, nor share mutable objects with it)."""
 
     def compacted(self, sizes: Sequence[int]) -> None:
         """A compaction wrote the last ``live_records()`` (then the records appended since):

@@ -237,3 +237,31 @@ def test_matching_table_row(table_broker: tuple[str, RunningBroker], n: int,
             if not allowed and not match:
                 # an unmatched verbatim level no rule names is refused outright (acl_mqtt.py)
                 assert "default_permission" in reason or "verbatim" in reason
+
+
+@pytest.mark.parametrize(("topic", "accepted"), [("test/demo", True), ("test/other", False)])
+def test_will_is_checked_at_connect(sample_deny: RunningBroker, topic: str, accepted: bool) -> None:
+    """A will is an ingress put at CONNECT: outside test/demo the CONNECT is refused (0x87)."""
+    import threading
+
+    import paho.mqtt.client as paho
+
+    c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"will-{topic.replace('/', '-')}",
+                    protocol=paho.MQTTv5)
+    c.will_set(topic, b"gone", 1)
+    answered = threading.Event()
+    codes: list[int] = []
+
+    def on_connect(cl: Any, u: Any, flags: Any, rc: Any, props: Any) -> None:
+        codes.append(int(getattr(rc, "value", rc)))
+        answered.set()
+
+    c.on_connect = on_connect
+    c.connect(sample_deny.host, sample_deny.port)
+    c.loop_start()
+    try:
+        assert answered.wait(5)
+        assert codes[0] == (0 if accepted else NOT_AUTHORIZED)
+    finally:
+        c.disconnect()
+        c.loop_stop()

@@ -116,6 +116,31 @@ def test_same_client_allowed_on_lo_denied_on_the_field_interface(
         assert c.publish_code("telemetry/t") != NOT_AUTHORIZED  # other keys: default allow
 
 
+def _link_local(name: str, timeout: float = 5.0) -> str | None:
+    """The interface's fe80:: address once duplicate address detection has finished."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = _ip("-6", "addr", "show", "dev", name, "scope", "link").stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if parts and parts[0] == "inet6" and "tentative" not in parts:
+                return parts[1].split("/")[0]
+        time.sleep(0.1)
+    return None
+
+
+def test_ipv6_link_local_address_names_its_interface(field_denied: RunningBroker, veth: Veth) -> None:
+    """getsockname gives fe80::...%<interface>: the scope is the interface."""
+    address = _link_local(veth.name)
+    if address is None:
+        pytest.skip(f"no usable link-local address on {veth.name}")
+    with AclClient(f"{address}%{veth.name}", field_denied.ports["v6"], client_id="ll") as c:
+        code, reason = c.publish("cmd/reboot")
+        assert code == NOT_AUTHORIZED and "no-commands-from-field" in reason
+
+
 def test_egress_deny_by_interface(field_denied: RunningBroker, veth: Veth) -> None:
     port = field_denied.ports["v4"]
     with AclClient(veth.ipv4, port) as field_sub, AclClient("127.0.0.1", port) as lo_sub, \

@@ -79,13 +79,19 @@ def _sockaddr_ip(pointer: ctypes._Pointer[_Sockaddr]) -> str | None:
 
 def _getifaddrs() -> list[InterfaceAddress] | None:
     """Every interface address from libc ``getifaddrs``; None when libc is unavailable."""
-    path = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(path or "libc.so.6", use_errno=True)
+        # the running process already links libc: dlopen(NULL) finds it without a search
+        # (ctypes.util.find_library would run ldconfig, milliseconds per call)
+        libc = ctypes.CDLL(None, use_errno=True)
         getifaddrs = libc.getifaddrs
         freeifaddrs = libc.freeifaddrs
     except (OSError, AttributeError):
-        return None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            getifaddrs = libc.getifaddrs
+            freeifaddrs = libc.freeifaddrs
+        except (OSError, AttributeError):
+            return None
     head = ctypes.POINTER(_Ifaddrs)()
     if getifaddrs(ctypes.byref(head)) != 0:
         return None

@@ -29,6 +29,7 @@ from .authz.authorizers import (
 )
 from .authz.permissions import PermissionConfigError
 from .authz.permissions_config import PermissionsConfig, parse_permissions_config
+from .ops.settings import MetricsConfig, SyncConfig, parse_metrics, parse_sync
 
 if TYPE_CHECKING:
     from .authz.acl import Acl  # imported by parse_config only when [acl] is present
@@ -228,6 +229,8 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
     passwords: PasswordsConfig = field(default_factory=PasswordsConfig)
     persistence: PersistenceConfig = field(default_factory=PersistenceConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)  # [metrics] (ops/settings.py)
+    sync: SyncConfig = field(default_factory=SyncConfig)  # [sync] (ops/settings.py)
     # [permissions] (authz/permissions_config.py) and [[authorizers]] (authz/authorizers.py)
     permissions: PermissionsConfig | None = None
     authorizers: tuple[AuthorizerSpec, ...] = ()
@@ -584,6 +587,8 @@ SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "audit": parse_audit,
     "passwords": parse_passwords,
     "persistence": parse_persistence,
+    "metrics": parse_metrics,
+    "sync": parse_sync,
 }
 """Single-table sections; ``listeners`` (an array of tables) is handled by :func:`parse_config`."""
 

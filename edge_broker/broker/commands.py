@@ -84,12 +84,15 @@ def cmd_reload(args: argparse.Namespace) -> int:
 async def _serve(config: Config, path: str | None = None, pid_file: str | None = None) -> int:
     import os
 
+    from ..ops.service import run_service
+    from ..sync.state import SyncError
     from .server import Broker
 
     broker = Broker(config)
     loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, broker.request_stop)
+        loop.add_signal_handler(sig, stop.set)
     reloads: set[asyncio.Task[object]] = set()
 
     def on_hup() -> None:
@@ -106,7 +109,10 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
         with open(pid_file, "w") as handle:
             handle.write(f"{os.getpid()}\n")
     try:
-        await broker.serve()
+        await run_service(broker, stop)  # sd_notify, metrics, policy sync (ops/service.py)
+    except SyncError as exc:
+        print(f"edge-broker: [sync]: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"edge-broker: cannot listen: {exc}", file=sys.stderr)
         return 1

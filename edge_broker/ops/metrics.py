@@ -1,0 +1,168 @@
+"""Prometheus metrics endpoint (issue 9 "Metrics"; DESIGN.md "gateway operations").
+
+``[metrics] enabled = true`` serves ``GET /metrics`` in the text exposition format 0.0.4 from a
+tiny asyncio HTTP/1.1 server (no dependency): connections, messages, bytes, drops, authorization
+decisions by gate and rule, claim store statistics, audit log and policy sync status. It binds
+to loopback by default; anything else answers 404 (unknown path) or 405 (not GET/HEAD).
+
+Decision counters belong to the compiled policy: a reload or a bundle starts them again at
+zero, which Prometheus treats as a counter reset (``rate()`` stays right).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..broker.server import Broker
+    from ..sync.state import SyncStatus
+    from ..sync.upload import UploadStatus
+
+log = logging.getLogger("edge_broker.metrics")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MAX_REQUEST_BYTES = 8192
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, help_text: str,
+               samples: Iterable[tuple[dict[str, str], float]]) -> None:
+        self.lines.append(f"# HELP {name} {help_text}")
+        self.lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            label_text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+            sample = f"{name}{{{label_text}}}" if label_text else name
+            self.lines.append(f"{sample} {float(value)!r}")
+
+    def one(self, name: str, kind: str, help_text: str, value: float) -> None:
+        self.family(name, kind, help_text, [({}, value)])
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def render_metrics(broker: Broker, sync: SyncStatus | None = None,
+                   upload: UploadStatus | None = None) -> str:
+    """The exposition text for ``broker`` (and the sync / upload status when they run)."""
+    w = _Writer()
+    st = broker.stats
+    w.one("edge_broker_up", "gauge", "1 while the broker serves", 1)
+    w.one("edge_broker_uptime_seconds", "gauge", "seconds since the broker started", st.uptime())
+    w.one("edge_broker_clients_connected", "gauge", "connected MQTT clients", st.clients_connected)
+    w.one("edge_broker_clients_maximum", "gauge", "most clients connected at once", st.clients_maximum)
+    w.one("edge_broker_connections_total", "counter", "network connections accepted", st.connections_total)
+    w.one("edge_broker_connections_refused_total", "counter", "CONNECTs refused", st.connections_refused)
+    w.family("edge_broker_messages_total", "counter", "PUBLISH packets by direction",
+             [({"direction": "received"}, st.messages_received), ({"direction": "sent"}, st.messages_sent)])
+    w.family("edge_broker_bytes_total", "counter", "bytes on the wire by direction",
+             [({"direction": "received"}, st.bytes_received), ({"direction": "sent"}, st.bytes_sent)])
+    w.family("edge_broker_dropped_total", "counter", "messages dropped, by reason",
+             [({"reason": "queue"}, st.dropped), ({"reason": "oversize"}, st.dropped_oversize)])
+    w.one("edge_broker_protocol_errors_total", "counter", "connections closed for protocol errors",
+          st.protocol_errors)
+    w.family("edge_broker_denied_total", "counter", "requests denied, by action",
+             [({"action": "publish"}, st.publish_denied), ({"action": "subscribe"}, st.subscribe_denied)])
+    w.one("edge_broker_subscriptions_removed_total", "counter",
+          "subscriptions removed by a policy change", st.subscriptions_removed)
+    w.one("edge_broker_policy_generation", "gauge", "policy changes applied since start", broker.generation)
+    pipeline = broker.policy.pipeline
+    samples: list[tuple[dict[str, str], float]] = []
+    if pipeline is not None:
+        for (gate, rule), count in sorted(pipeline.hits.items()):
+            samples.append(({"gate": gate, "rule": rule, "outcome": "allow"}, count))
+        for (gate, rule), count in sorted(pipeline.denials.items()):
+            samples.append(({"gate": gate, "rule": rule, "outcome": "deny"}, count))
+    w.family("edge_broker_authz_decisions_total", "counter",
+             "authorization decisions of gates 3-6 by gate, rule and outcome", samples)
+    if broker.claims is not None:
+        cs = broker.claims.stats()
+        w.family("edge_broker_claims", "gauge", "claims in the store, by state",
+                 [({"state": "indexed"}, cs.claims), ({"state": "pending"}, cs.pending),
+                  ({"state": "quarantined"}, cs.quarantined)])
+        w.one("edge_broker_claims_throttled_clients", "gauge", "clients the claim flood guard tracks",
+              cs.throttled_clients)
+        w.one("edge_broker_claims_store_healthy", "gauge", "1 when the claim store accepts writes",
+              int(cs.store_healthy))
+    if broker.audit is not None:
+        au = broker.audit.stats()
+        w.one("edge_broker_audit_records_written_total", "counter", "audit records written",
+              au.records_written)
+        w.one("edge_broker_audit_records_dropped_total", "counter",
+              "audit records deleted by rotation", au.records_dropped)
+        w.one("edge_broker_audit_bytes", "gauge", "bytes of audit segments on disk", au.bytes_on_disk)
+    if sync is not None:
+        w.one("edge_broker_sync_policy_version", "gauge", "version of the applied policy bundle (0: none)",
+              sync.version or 0)
+        w.one("edge_broker_sync_last_success_timestamp_seconds", "gauge",
+              "Unix time the last bundle was applied (0: never)", sync.last_success or 0.0)
+        w.family("edge_broker_sync_bundles_total", "counter", "bundles received, by outcome",
+                 [({"outcome": "applied"}, sync.applied), ({"outcome": "refused"}, sync.refused)])
+        w.one("edge_broker_sync_connected", "gauge", "1 while the cloud uplink is connected",
+              int(sync.connected))
+    if upload is not None:
+        w.one("edge_broker_audit_upload_batches_total", "counter", "audit batches acknowledged by the cloud",
+              upload.batches_acked)
+        w.one("edge_broker_audit_upload_records_total", "counter", "audit records acknowledged by the cloud",
+              upload.records_acked)
+        w.one("edge_broker_audit_upload_segments_lost_total", "counter",
+              "audit segments rotated away before they were uploaded", upload.segments_lost)
+    return w.text()
+
+
+class MetricsServer:
+    """``GET /metrics`` over HTTP/1.1 (one request per connection is enough for a scraper)."""
+
+    def __init__(self, render: Callable[[], str], bind: str, port: int) -> None:
+        self._render = render
+        self._bind = bind
+        self._port = port
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self._bind, self._port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("metrics on http://%s:%d/metrics", self._bind, self.port,
+                 extra={"event": "metrics_listening", "host": self._bind, "port": self.port})
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            except TimeoutError:
+                pass
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
+            if len(head) > MAX_REQUEST_BYTES:
+                raise ValueError("request too large")
+            parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+            method, target = (parts[0], parts[1]) if len(parts) == 3 else ("", "")
+            if method not in ("GET", "HEAD"):
+                status, body, ctype = "405 Method Not Allowed", b"use GET /metrics\n", "text/plain"
+            elif target.split("?", 1)[0] != "/metrics":
+                status, body, ctype = "404 Not Found", b"the metrics are at /metrics\n", "text/plain"
+            else:
+                status, body, ctype = "200 OK", self._render().encode(), CONTENT_TYPE
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + (body if method != "HEAD" else b""))
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError,
+                ConnectionError):
+            pass
+        finally:
+            writer.close()

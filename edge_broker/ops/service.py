@@ -1,0 +1,102 @@
+"""The broker as a service (issue 9; DESIGN.md "gateway operations"): what ``edge-broker run``
+does around :class:`~edge_broker.broker.server.Broker`.
+
+Order: the persisted policy bundle is applied first (``[sync]``), then the listeners start;
+READY=1 (sd_notify) once they accept, with a STATUS line; WATCHDOG=1 every
+``watchdog_interval`` from a timer on the event loop itself, so a hung loop stops the pings and
+systemd restarts the broker; the metrics endpoint and the cloud uplink start after READY. On
+stop: STOPPING=1, the uplink and metrics close, then the broker shuts down gracefully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from ..sdnotify import SystemdNotifier
+
+if TYPE_CHECKING:
+    from ..broker.server import Broker
+    from ..sync.service import SyncService
+    from .metrics import MetricsServer
+
+log = logging.getLogger("edge_broker.service")
+
+
+def status_line(broker: Broker, sync: SyncService | None) -> str:
+    listeners = ", ".join(f"{name} {host}:{port}" for name, _, host, port in broker.bound)
+    text = f"serving {len(broker.bound)} listener(s): {listeners}; {broker.stats.clients_connected} client(s)"
+    if sync is not None:
+        version = sync.status.version
+        text += f"; policy bundle {'v' + str(version) if version else 'none'}"
+    return text
+
+
+class Watchdog:
+    """WATCHDOG=1 from ``loop.call_later``: only a running loop keeps systemd satisfied."""
+
+    def __init__(self, notifier: SystemdNotifier, loop: asyncio.AbstractEventLoop) -> None:
+        self._notifier = notifier
+        self._loop = loop
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        if self._notifier.watchdog_interval is not None:
+            self._ping()
+
+    def _ping(self) -> None:
+        self._notifier.watchdog()
+        interval = self._notifier.watchdog_interval
+        assert interval is not None
+        self._handle = self._loop.call_later(interval, self._ping)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+async def run_service(broker: Broker, stop: asyncio.Event,
+                      notifier: SystemdNotifier | None = None) -> None:
+    """Start everything, wait for ``stop``, shut everything down (module docstring)."""
+    notifier = notifier if notifier is not None else SystemdNotifier()
+    config = broker.config
+    sync: SyncService | None = None
+    if config.sync.enabled:
+        from ..sync.service import SyncService
+
+        sync = SyncService(broker, config)
+        await sync.restore()
+    await broker.start()
+    loop = asyncio.get_running_loop()
+    watchdog = Watchdog(notifier, loop)
+    metrics: MetricsServer | None = None
+    try:
+        if config.metrics.enabled:
+            from .metrics import MetricsServer, render_metrics
+
+            def render() -> str:
+                return render_metrics(broker, sync.status if sync else None,
+                                      sync.upload if sync else None)
+
+            metrics = MetricsServer(render, config.metrics.bind, config.metrics.port)
+            await metrics.start()
+        if sync is not None:
+            await sync.start()
+        notifier.ready(status_line(broker, sync))
+        watchdog.start()
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), 30.0)
+            except TimeoutError:
+                notifier.status(status_line(broker, sync))
+    finally:
+        notifier.stopping()
+        watchdog.stop()
+        if sync is not None:
+            await sync.close()
+        if metrics is not None:
+            await metrics.close()
+        await broker.shutdown()
+        notifier.close()

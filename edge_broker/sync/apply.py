@@ -1,0 +1,82 @@
+"""Turning a verified bundle into the running policy (DESIGN.md "cloud policy sync").
+
+The new configuration is the running base config file with the bundle's policy sections in
+place of the file's: ``permissions``, ``acl``, ``authorizers`` and ``tokens`` replace the
+file's tables; ``claims`` keys update the file's ``[claims]`` (limits; the store location stays
+the gateway's); ``passwords`` (a list of ``{username, hash, tenants, roles}``) is written to a
+password file in the sync state directory and ``[passwords] file`` points at it. The merged
+table goes through :func:`~edge_broker.config.parse_config` (same checks, same messages) and
+then :func:`~edge_broker.broker.reload.apply_config`, which compiles everything before it swaps
+anything: a bad bundle never replaces a good one.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import TYPE_CHECKING, Any
+
+from ..auth.password import PasswordEntry, PasswordFileError, write_password_file
+from ..config import EMBEDDED_FILE, ConfigError, parse_config
+from .bundle import BundleError, PolicyBundle
+from .state import SyncStateDir
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+REPLACED = ("permissions", "acl", "authorizers", "tokens")
+
+
+def base_table(config: Config) -> dict[str, Any]:
+    """The running config's file as a TOML table (empty for the embedded default)."""
+    if config.file == EMBEDDED_FILE:
+        return {}
+    try:
+        with open(config.file, "rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BundleError(f"cannot re-read the base config {config.file}: {exc}") from exc
+
+
+def _password_entries(value: Any) -> dict[str, PasswordEntry]:
+    if not isinstance(value, list):
+        raise BundleError("bundle section 'passwords' must be a list of {username, hash, tenants, roles}")
+    entries: dict[str, PasswordEntry] = {}
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or not isinstance(item.get("username"), str) \
+                or not isinstance(item.get("hash"), str) or not item["hash"].startswith("$argon2id$"):
+            raise BundleError(f"bundle passwords[{i}] needs username and an argon2id hash string")
+        tenants, roles = item.get("tenants", []), item.get("roles", [])
+        if not all(isinstance(t, str) for t in [*tenants, *roles]):
+            raise BundleError(f"bundle passwords[{i}]: tenants and roles must be lists of strings")
+        if set(item) - {"username", "hash", "tenants", "roles"}:
+            raise BundleError(f"bundle passwords[{i}] has unknown keys {sorted(set(item) - {'username', 'hash', 'tenants', 'roles'})}")
+        entries[item["username"]] = PasswordEntry(item["username"], item["hash"].encode("ascii"),
+                                                  tuple(tenants), tuple(roles))
+    return entries
+
+
+def merged_config(base: Config, bundle: PolicyBundle, state: SyncStateDir) -> Config:
+    """The config the bundle asks for; BundleError naming the problem when it is not valid."""
+    table = base_table(base)
+    policy = bundle.policy
+    for name in REPLACED:
+        if name in policy:
+            table[name] = policy[name]
+    if "claims" in policy:
+        if not isinstance(policy["claims"], dict):
+            raise BundleError("bundle section 'claims' must be a table")
+        table["claims"] = {**table.get("claims", {}), **policy["claims"]}
+    if "passwords" in policy:
+        entries = _password_entries(policy["passwords"])
+        path = state.password_file(bundle.version)
+        try:
+            write_password_file(path, entries)
+        except (OSError, PasswordFileError) as exc:
+            raise BundleError(f"cannot write the bundle's password file {path}: {exc}") from exc
+        table["passwords"] = {**table.get("passwords", {}), "file": str(path)}
+    try:
+        return parse_config(table, base.file)  # the file name stays: the next bundle re-reads it
+    except ConfigError as exc:
+        raise BundleError(f"bundle v{bundle.version} does not make a valid config: "
+                          + "; ".join(str(p) for p in exc.problems)) from exc
+

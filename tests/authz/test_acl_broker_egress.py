@@ -137,3 +137,14 @@ def test_query_egress_deny(broker: RunningBroker) -> None:
         pub.publish("rpc/status", b"put")
         assert sorted(p for _, p in staff.received(2)) == [b"put", b"query"]
         assert [p for _, p in guest.received(1)] == [b"put"]
+
+
+def test_shared_group_message_goes_to_a_member_allowed_to_receive_it(broker: RunningBroker) -> None:
+    with client(broker, "guest") as guest, client(broker, "staff") as staff, \
+            client(broker, "writer") as pub:
+        assert guest.subscribe("$share/g/plant/#") == 1
+        assert staff.subscribe("$share/g/plant/#") == 1
+        for i in range(6):
+            pub.publish(f"plant/secret/shared{i}", b"s")
+        assert sorted(t for t, _ in staff.received(6)) == [f"plant/secret/shared{i}" for i in range(6)]
+        assert guest.received() == []

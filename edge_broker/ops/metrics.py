@@ -60,7 +60,8 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
     w.one("edge_broker_uptime_seconds", "gauge", "seconds since the broker started", st.uptime())
     w.one("edge_broker_clients_connected", "gauge", "connected MQTT clients", st.clients_connected)
     w.one("edge_broker_clients_maximum", "gauge", "most clients connected at once", st.clients_maximum)
-    w.one("edge_broker_connections_total", "counter", "network connections accepted", st.connections_total)
+    w.one("edge_broker_connections_open", "gauge", "network connections open (also before CONNECT)",
+          len(broker.connections))
     w.one("edge_broker_connections_refused_total", "counter", "CONNECTs refused", st.connections_refused)
     w.family("edge_broker_messages_total", "counter", "PUBLISH packets by direction",
              [({"direction": "received"}, st.messages_received), ({"direction": "sent"}, st.messages_sent)])

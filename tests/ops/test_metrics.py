@@ -1,0 +1,122 @@
+"""The Prometheus endpoint (ops/metrics.py) of a real broker, scraped over HTTP and parsed with
+``prometheus_client.parser.text_string_to_metric_families``."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import BrokerFactory, RunningBroker
+
+METRICS_RE = re.compile(r"metrics on http://([\d.]+):(\d+)/metrics")
+
+CONFIG = """
+[[listeners]]
+name = "tcp"
+bind = "127.0.0.1"
+port = 0
+
+[metrics]
+enabled = true
+port = 0
+
+[audit]
+dir = "{audit}"
+
+[permissions.sets.everyone]
+default_behaviour = "allow"
+rules = [ {{ id = "no-admin", topic = "admin/#", type = "DENY" }} ]
+
+[[permissions.assign]]
+client_id = "*"
+sets = ["everyone"]
+"""
+
+
+def _metrics_url(b: RunningBroker) -> str:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        match = METRICS_RE.search(b.log())
+        if match:
+            return f"http://{match.group(1)}:{match.group(2)}/metrics"
+        time.sleep(0.05)
+    raise AssertionError(f"no metrics line in the log:\n{b.log()}")
+
+
+def _scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        text = response.read().decode()
+    families: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            families.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return families
+
+
+def _value(families: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
+    for sample_labels, value in families[name]:
+        if all(sample_labels.get(k) == v for k, v in labels.items()):
+            return value
+    raise KeyError(f"{name}{labels} not in {families.get(name)}")
+
+
+def test_scrape_counts_traffic_and_decisions(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    b = broker_factory(CONFIG.format(audit=tmp_path / "audit"))
+    url = _metrics_url(b)
+    before = _scrape(url)
+    assert _value(before, "edge_broker_up") == 1
+    assert _value(before, "edge_broker_clients_connected") == 0
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="m1", protocol=mqtt.MQTTv5)
+    client.connect(b.host, b.port)
+    client.loop_start()
+    try:
+        for _ in range(5):
+            client.publish("sensors/a", b"x" * 10, qos=1).wait_for_publish(5)
+        client.publish("admin/reboot", b"now", qos=1).wait_for_publish(5)  # denied: PUBACK 0x87
+        after = _scrape(url)
+    finally:
+        client.loop_stop()
+        client.disconnect()
+    assert _value(after, "edge_broker_clients_connected") == 1
+    assert _value(after, "edge_broker_connections_open") == 1
+    assert _value(after, "edge_broker_messages_total", direction="received") == 6
+    assert _value(after, "edge_broker_bytes_total", direction="received") > 60
+    assert _value(after, "edge_broker_authz_decisions_total", gate="permissions", rule="no-admin",
+                  outcome="deny") == 1
+    assert _value(after, "edge_broker_denied_total", action="publish") == 1
+    assert _value(after, "edge_broker_dropped_total", reason="queue") == 0
+    assert "edge_broker_audit_records_written_total" in after
+
+
+def test_other_paths_and_methods(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    b = broker_factory(CONFIG.format(audit=tmp_path / "audit"))
+    url = _metrics_url(b)
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(url.replace("/metrics", "/"), timeout=5)
+    assert missing.value.code == 404
+    request = urllib.request.Request(url, data=b"x", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as post:
+        urllib.request.urlopen(request, timeout=5)
+    assert post.value.code == 405
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"garbage\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 405")
+    assert _scrape(url)  # still serving
+
+
+def test_metrics_are_off_by_default(broker_factory: BrokerFactory) -> None:
+    b = broker_factory()
+    time.sleep(0.3)
+    assert METRICS_RE.search(b.log()) is None

@@ -35,7 +35,9 @@ from .acl_config import Flow, Message, Permission
 from .acl_mqtt import filter_to_keyexpr, mqtt_subscribe_message, topic_to_keyexpr
 from .decision import Decision, Gate, deny
 
-_CACHE_LIMIT = 65536  # cached decisions per flow and kind (emptied when full, refilled by the hot set)
+# Cached decisions per flow and message kind, emptied when full (the hot set refills it): at
+# most ~8 x 8192 small entries, a few MB, since a gateway's hot topics are far fewer.
+_CACHE_LIMIT = 8192
 _SUBJECT_LIMIT = 4096  # distinct (interface, cert CN, username) triples kept
 
 SubjectKey = tuple[str | None, str | None, str | None]
@@ -130,7 +132,7 @@ class AclGate:
     """The site ACL as a pipeline gate (module docstring). Build one per policy."""
 
     __slots__ = ("acl", "separator", "_subjects", "_ingress", "_egress", "_cache_limit",
-                 "checks_every_delivery")
+                 "_allowed", "checks_every_delivery")
 
     def __init__(self, acl: Acl, separator: str = "/", cache_limit: int = _CACHE_LIMIT) -> None:
         self.acl = acl
@@ -143,6 +145,7 @@ class AclGate:
         self._ingress: tuple[_Cache, ...] = tuple({} for _ in _KINDS)
         self._egress: tuple[_Cache, ...] = tuple({} for _ in _KINDS)
         self._cache_limit = cache_limit
+        self._allowed: dict[str | None, Decision] = {}
 
     @property
     def gate(self) -> Gate:
@@ -191,8 +194,13 @@ class AclGate:
         if found is not None:
             return found
         verdict = self._topic_verdict(self.subject(identity), flow, message, topic)
-        action = "publish to" if flow is Flow.INGRESS else "deliver"
-        decision = acl_decision(verdict, f"{action} {topic!r} ({message.value})")
+        if verdict.allowed:  # one shared object per allowing rule
+            decision = self._allowed.get(verdict.rule_id)
+            if decision is None:
+                decision = self._allowed[verdict.rule_id] = acl_decision(verdict, "")
+        else:
+            action = "publish to" if flow is Flow.INGRESS else "deliver"
+            decision = acl_decision(verdict, f"{action} {topic!r} ({message.value})")
         if len(cache) >= self._cache_limit:
             cache.clear()
         cache[key] = decision

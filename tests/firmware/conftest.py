@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from fw_support import MicroPythonRunner
+
+from .fw_support import MicroPythonRunner
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fw_support import free_port
 from smokermqtt.client import MQTTClient
 from smokermqtt.packets import MQTTError
+
+from .fw_support import free_port
 
 BASIC = Path(__file__).resolve().parents[2] / "firmware_clients" / "micropython_basic"
 

@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fw_support import free_port
 from smokermqtt import app, claims, ed25519, ids
 from smokermqtt.client import MQTTClient
 from smokermqtt.packets import MQTTError
-from test_fw_provision import keygen, sign
 
 from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
 from edge_broker.cli import main as edge_broker
+
+from .fw_support import free_port
+from .test_fw_provision import keygen, sign
 
 pytestmark = pytest.mark.skipif(
     "smoker" not in AUTHENTICATOR_FACTORIES,

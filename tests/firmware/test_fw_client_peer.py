@@ -11,7 +11,6 @@ import os
 import time
 
 import pytest
-from fw_peer import PeerConnection, ScriptedPeer
 from smokermqtt import client as fwclient
 from smokermqtt import ed25519, ids
 from smokermqtt.client import MQTTClient, backoff_ms
@@ -33,6 +32,8 @@ from edge_broker.mqtt.packets import (
     Suback,
     Subscribe,
 )
+
+from .fw_peer import PeerConnection, ScriptedPeer
 
 KEY = ed25519.SigningKey(bytes(range(32)))
 ID = ids.client_id(KEY.public_key)

@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import nacl.signing
-from fw_support import MicroPythonRunner
 from smokermqtt import claims, ed25519, ids, packets
 
 from edge_broker.claims.parse import parse_claim
 from edge_broker.claims.signature import verify_claim
+
+from .fw_support import MicroPythonRunner
 
 SEEDS = [bytes(range(32)), b"\xff" * 32, hashlib.sha256(b"device").digest()]
 MESSAGES = [b"", b"\x00" * 32, bytes(range(256)) * 3]

@@ -11,15 +11,16 @@ from pathlib import Path
 
 import nacl.signing
 import pytest
-from fw_peer import PeerConnection, ScriptedPeer
 from smokermqtt import app, ed25519, ids, provision
-from test_fw_client_peer import smoker_handshake
 
 from edge_broker.claims.parse import parse_claim
 from edge_broker.claims.signature import verify_claim
 from edge_broker.cli import main as edge_broker
 from edge_broker.keys import signing_key_pem
 from edge_broker.mqtt.packets import Disconnect, Properties, Puback, Publish, Suback, Subscribe
+
+from .fw_peer import PeerConnection, ScriptedPeer
+from .test_fw_client_peer import smoker_handshake
 
 
 def keygen(directory: Path, port: int = 1883) -> str:

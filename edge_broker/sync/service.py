@@ -12,6 +12,9 @@ are handled one at a time:
 5. persist the bundle (atomic write + fsync) and report on ``edge/<gateway>/policy/status``
    (retained JSON: ``{"gateway", "version", "applied_version", "ok", "reason", "at"}``).
 
+The applied bundle offered again byte for byte (the retained message after a reconnect or a
+restart) is reported as ``ok`` ("already applied") and changes nothing.
+
 Any failure keeps the running policy and is reported with the reason. On start,
 :meth:`SyncService.restore` applies the persisted bundle before the broker serves, so a gateway
 that restarts with its uplink down keeps the last policy it accepted.
@@ -106,6 +109,7 @@ class SyncService:
         self._cursor: tuple[int, int] | None = None
         self._seen: dict[str, tuple[int, int]] = {}
         self._closing = False
+        self._applied: bytes | None = None  # the applied bundle, byte for byte
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -162,6 +166,11 @@ class SyncService:
         """Verify, check, compile, swap, persist, report; (ok, reason, bundle version)."""
         async with self._lock:
             version: int | None = None
+            if data == self._applied:  # the retained bundle again (reconnect, restart): no change
+                reason = f"bundle v{self.status.version} is already applied"
+                if report:
+                    self._report(True, reason, self.status.version)
+                return True, reason, self.status.version
             try:
                 bundle = verify_bundle(data, self.trusted)
                 version = bundle.version
@@ -188,6 +197,7 @@ class SyncService:
         result = await apply_config(self.broker, new, f"policy bundle v{bundle.version}")
         if not result.ok:
             return False, result.message
+        self._applied = bundle.raw
         if persist:
             await asyncio.to_thread(self.state.save_bundle, bundle.raw)
         self.state.remove_password_files(keep=bundle.version)

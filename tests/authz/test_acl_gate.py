@@ -165,3 +165,56 @@ def test_pattern_subscription_decided_by_inclusion() -> None:
     assert wide is not None and wide.denied  # s$*/t is not included in sensors/**
     literal = gate.check_subscribe(ident(), Subscription("sensors/t*"), "sensors/t*", None)
     assert literal is not None and literal.denied  # on an MQTT listener '*' is no wildcard
+
+
+# -- the cached gate agrees with the engine, whatever the order of requests -----------------
+
+IFACES = [None, "wlan0", "eth0"]
+USERS = [None, "ops", "guest"]
+TOPIC_LEVELS = ["a", "b", "admin", "@cal", "", "x$y"]
+
+MIXED = {
+    "enabled": True, "default_permission": "deny",
+    "rules": [
+        {"id": "a-all", "messages": ["put", "delete", "query", "reply"], "permission": "allow",
+         "key_exprs": ["a/**", "b/*"]},
+        {"id": "no-admin", "messages": ["put", "query"], "permission": "deny", "key_exprs": ["**/admin/**"]},
+        {"id": "cal", "messages": ["put"], "flows": ["egress"], "permission": "allow",
+         "key_exprs": ["a/@cal"]},
+        {"id": "guest-no-b", "messages": ["put", "reply"], "flows": ["egress"], "permission": "deny",
+         "key_exprs": ["b/**"]},
+    ],
+    "subjects": [{"id": "wifi", "interfaces": ["wlan0"]}, {"id": "ops", "usernames": ["ops"]},
+                 {"id": "guest", "usernames": ["guest"]}],
+    "policies": [{"rules": ["a-all", "no-admin"], "subjects": ["wifi", "ops"]},
+                 {"rules": ["cal", "guest-no-b"], "subjects": ["guest", "ops"]}],
+}
+
+REQUEST = st.tuples(
+    st.sampled_from(IFACES), st.sampled_from(USERS),
+    st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=3).map("/".join),
+    st.booleans(), st.sampled_from([b"", b"p"]),
+    st.sampled_from([Properties(), Properties(response_topic="r"), Properties(correlation_data=b"c")]),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(REQUEST, min_size=1, max_size=30))
+def test_cached_gate_agrees_with_the_engine(requests: list[Any]) -> None:
+    from edge_broker.authz.acl_mqtt import check_delivery, check_publish
+
+    acl = Acl.load(MIXED)
+    gate = AclGate(acl, cache_limit=7)  # small: the cache empties and refills during the run
+    for interface, user, topic, retain, payload, props, egress in requests:
+        identity = ident(interface=interface, username=user)
+        subject = acl.for_identity(identity)
+        packet = Publish(topic, payload, 0, retain, properties=props)
+        if egress:
+            got = gate.check_deliver(identity, BrokerMessage(topic, payload, 0, retain, props))
+            want = check_delivery(subject, packet)
+        else:
+            got = gate.check_publish(identity, topic, packet)
+            want = check_publish(subject, packet)
+        assert got is not None
+        assert (got.allowed, got.rule) == (want.allowed, want.rule_id), (identity, topic, egress)

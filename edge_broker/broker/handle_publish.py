@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision, Gate, deny
@@ -139,23 +140,21 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     persistence = broker.persistence
     if persistence is not None:
         stored = persistence.commit()  # retained, queued for persistent sessions (issue 8)
-        if stored is not None:
-            return _ack_when_stored(conn, stored, pid, qos, routed)
+        return persistence.in_order(conn, stored, partial(_ack_stored, conn, pid, qos, routed),
+                                    broker.config.limits.receive_maximum)
     _ack(conn, pid, qos, routed)
     return None
 
 
-async def _ack_when_stored(conn: Connection, stored: Awaitable[None], pid: int, qos: int,
-                           routed: int) -> None:
+def _ack_stored(conn: Connection, pid: int, qos: int, routed: int,
+                error: StoreError | None) -> None:
     """PUBACK/PUBREC once the log stored what this message changed; when it could not
     (disk full, read-only), MQTT 5 gets 0x97/0x80 with a Reason String and 3.x no
     acknowledgement, so the publisher does not count on it (issue 8)."""
-    try:
-        await stored
-    except StoreError as exc:
+    if error is not None:
         persistence = conn.broker.persistence
         assert persistence is not None
-        code, reason = persistence.refusal(exc)
+        code, reason = persistence.refusal(error)
         session = conn.session
         if qos == 2 and session is not None:
             session.qos2_incoming.discard(pid)
@@ -185,9 +184,9 @@ def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
     if pid in session.qos2_incoming:
         session.qos2_incoming.discard(pid)
         persistence = conn.broker.persistence
-        stored = persistence.commit() if persistence is not None else None
-        if stored is not None:
-            return _pubcomp_when_stored(conn, stored, pid)
+        if persistence is not None:
+            return persistence.in_order(conn, persistence.commit(), partial(_pubcomp, conn, pid),
+                                        conn.broker.config.limits.receive_maximum)
         conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
     elif conn.v5:
         conn.send_packet(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
@@ -196,11 +195,8 @@ def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
     return None
 
 
-async def _pubcomp_when_stored(conn: Connection, stored: Awaitable[None], pid: int) -> None:
-    try:
-        await stored
-    except StoreError:
-        pass  # the client resends PUBREL; the packet id is released in memory already
+def _pubcomp(conn: Connection, pid: int, error: StoreError | None) -> None:
+    # After a failed store the client resends PUBREL; the packet id is released in memory.
     if not conn.closing:
         conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
 

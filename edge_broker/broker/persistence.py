@@ -31,7 +31,7 @@ import errno
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +102,7 @@ class Persistence:
         self._tasks: set[asyncio.Task[None]] = set()
         self._probe: asyncio.Task[None] | None = None
         self._probe_bytes = 0  # the probe writes as much as the largest failed write
+        self._chains: dict[object, tuple[asyncio.Task[None], int]] = {}  # see in_order
 
     @classmethod
     def open(cls, config: Config) -> Persistence:
@@ -334,6 +335,42 @@ class Persistence:
             return
         self._probe = None
         self._recovered()
+
+    def in_order(self, conn: object, stored: Awaitable[None] | None,
+                 done: Callable[[StoreError | None], None], limit: int) -> Awaitable[None] | None:
+        """Call ``done(error)`` once ``stored`` finished and every earlier ``done`` of ``conn``
+        ran, so acknowledgements leave in the order the packets came (MQTT 5 §4.6) while the
+        connection keeps reading: one group commit then covers many of its publishes. Returns
+        an awaitable (the connection stops reading until it is done) once ``limit`` wait."""
+        previous, waiting = self._chains.get(conn, (None, 0))
+        if stored is None and previous is None:
+            done(None)
+            return None
+        task = asyncio.get_running_loop().create_task(
+            self._in_order(conn, previous, stored, done))
+        self._chains[conn] = (task, waiting + 1)
+        return task if waiting + 1 >= limit else None
+
+    async def _in_order(self, conn: object, previous: asyncio.Task[None] | None,
+                        stored: Awaitable[None] | None,
+                        done: Callable[[StoreError | None], None]) -> None:
+        error: StoreError | None = None
+        if stored is not None:
+            try:
+                await stored
+            except StoreError as exc:
+                error = exc
+        if previous is not None:
+            await asyncio.shield(previous)
+        try:
+            done(error)
+        except Exception:
+            log.exception("acknowledging a stored message failed")
+        task, waiting = self._chains[conn]
+        if task is asyncio.current_task():
+            del self._chains[conn]
+        else:
+            self._chains[conn] = (task, waiting - 1)
 
     def refusal(self, exc: BaseException) -> tuple[int, str]:
         """Reason code and Reason String for a publish that could not be stored."""

@@ -57,7 +57,7 @@ def test_qos1_acknowledged_messages_survive_kill9(broker_factory, tmp_path, onli
     b2 = broker_factory(persistent_config(state))
     sub2 = RawClient(b2.host, b2.port)
     assert sub2.connect("sub", clean=False, properties=EXPIRY).session_present
-    got = {p.payload for p in drain(sub2)} | {p.payload for p in before}
+    got = {p.payload for p in drain(sub2, 3.0)} | {p.payload for p in before}
     missing = {f"m{pid - 1}".encode() for pid in acked} - got
     assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
     assert "broker store" in b2.log()
@@ -118,7 +118,7 @@ def test_qos2_exactly_once_across_kill9(broker_factory, tmp_path):
             done.add(packet.packet_id)
     sub2 = RawClient(b2.host, b2.port)
     assert sub2.connect("sub2", clean=False, properties=EXPIRY).session_present
-    got = Counter(p.payload for p in drain(sub2, 1.5))
+    got = Counter(p.payload for p in drain(sub2, 3.0))
     twice = [m for m, c in got.items() if c > 1]
     assert not twice, f"delivered more than once: {twice[:5]}"
     assert len(got) == n, f"{n - len(got)} messages lost"
@@ -140,6 +140,6 @@ def test_retained_messages_survive_kill9(broker_factory, tmp_path):
     sub = RawClient(b2.host, b2.port)
     sub.connect("rsub")
     subscribe(sub, ("r/#", 1))
-    got = {p.topic: p.payload for p in drain(sub, 1.0) if p.retain}
+    got = {p.topic: p.payload for p in drain(sub, 3.0) if p.retain}
     expected = {f"r/{i}": f"v{i}".encode() for i in range(1, n)}
     assert {t: v for t, v in got.items() if t != "r/qos0"} == expected

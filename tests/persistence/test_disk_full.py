@@ -92,7 +92,7 @@ def test_disk_full_refuses_qos1_keeps_qos0_and_recovers(broker_factory, tmp_path
         brokers.append(b2)
         sub2 = RawClient(b2.host, b2.port)
         assert sub2.connect("dsub", clean=False, properties=EXPIRY).session_present
-        got = {p.topic: p.payload for p in drain(sub2, 1.0)}
+        got = {p.topic: p.payload for p in drain(sub2, 3.0)}
         for pid in accepted:
             assert got.get(f"d/{pid}") == payload, f"accepted d/{pid} lost or corrupted"
         assert got.get("d/after") == b"after"

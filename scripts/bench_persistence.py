@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Benchmark of broker persistence (issue 8): QoS 1 throughput into a persistent session with
+``[persistence] durability`` sync / interval / none and with persistence off, and start-up
+(recovery) time for a store holding 100k queued messages.
+
+    .venv/bin/python scripts/bench_persistence.py [--dir DIR] [--messages 20000]
+        [--publishers 4] [--window 32] [--queued 100000] [--modes off,none,interval,sync]
+
+Run it on the gateway's real storage (``--dir /var/lib/edge-broker-bench``): on tmpfs fsync
+costs nothing and the sync figures mean little. The load generator is raw sockets with
+pre-encoded MQTT 3.1.1 packets in separate processes (as scripts/bench_load.py), each publisher
+keeping ``--window`` QoS 1 PUBLISH unacknowledged; the subscriber is a persistent session
+(clean session 0) that acknowledges everything, so every message is stored, then deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from edge_broker.mqtt.codec import encode
+from edge_broker.mqtt.packets import Connect, Publish, Subscribe, Subscription
+
+CTX = mp.get_context("fork")
+LISTEN_RE = re.compile(r"listening on (\S+):(\d+)")
+LOADED_RE = re.compile(r"restored in ([0-9.]+) s")
+PAYLOAD = b"x" * 64
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        data += chunk
+    return data
+
+
+def _connect(port: int, client_id: str, clean: bool) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(encode(Connect(4, client_id, clean, 0), 4))
+    ack = _recv_exact(s, 4)
+    if ack[0] != 0x20 or ack[3] != 0:
+        raise ConnectionError(f"CONNACK refused: {ack!r}")
+    return s
+
+
+def _subscribe(port: int, client_id: str) -> socket.socket:
+    s = _connect(port, client_id, clean=False)
+    s.sendall(encode(Subscribe(1, (Subscription("bench/#", 1),)), 4))
+    suback = _recv_exact(s, 5)
+    if suback[0] != 0x90 or suback[4] >= 0x80:
+        raise ConnectionError(f"SUBACK refused: {suback!r}")
+    return s
+
+
+def subscriber(port: int, pkt_len: int, pid_off: int, expected: int, ready: Any,
+               out: Any) -> None:
+    """Acknowledge every delivery (fixed-size packets); report how many arrived."""
+    s = _subscribe(port, "bench-sub")
+    ready.set()
+    buf = bytearray()
+    total = 0
+    s.settimeout(30)
+    while total < expected:
+        try:
+            data = s.recv(1 << 18)
+        except TimeoutError:
+            break
+        if not data:
+            break
+        buf += data
+        n = len(buf) // pkt_len
+        s.sendall(b"".join(b"\x40\x02" + buf[i * pkt_len + pid_off:i * pkt_len + pid_off + 2]
+                           for i in range(n)))
+        del buf[:n * pkt_len]
+        total += n
+    out.put(("sub", total))
+    s.close()
+
+
+def publisher(port: int, index: int, count: int, window: int, go: Any, out: Any) -> None:
+    """Send ``count`` QoS 1 PUBLISH keeping ``window`` unacknowledged; time until all acked."""
+    s = _connect(port, f"bench-pub-{index}", clean=True)
+    packets = [encode(Publish(f"bench/{index}", PAYLOAD, 1, packet_id=pid), 4)
+               for pid in range(1, 65536)]
+    go.wait()
+    started = time.perf_counter()
+    sent = acked = 0
+    first = min(window, count)
+    s.sendall(b"".join(packets[i % 65535] for i in range(first)))
+    sent = first
+    pending = b""
+    while acked < count:
+        data = s.recv(1 << 16)
+        if not data:
+            raise ConnectionError("broker closed the connection")
+        pending += data
+        n = len(pending) // 4
+        pending = pending[n * 4:]
+        acked += n
+        more = min(n, count - sent)
+        if more:
+            s.sendall(b"".join(packets[(sent + i) % 65535] for i in range(more)))
+            sent += more
+    out.put(("pub", time.perf_counter() - started, acked))
+    s.close()
+
+
+def start_broker(workdir: Path, persistence: str, state: Path,
+                 extra: str = "") -> tuple[subprocess.Popen[bytes], int, Path]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "broker.toml"
+    lines = ['[[listeners]]', 'name = "tcp"', 'bind = "127.0.0.1"', 'port = 0',
+             '[log]', 'level = "info"', '[limits]', 'receive_maximum = 65535',
+             'max_queued_messages = 200000', 'max_queued_bytes = 268435456']
+    if persistence != "off":
+        lines += ['[persistence]', 'enabled = true', f'state_dir = "{state}"',
+                  f'durability = "{persistence}"', 'interval_ms = 50']
+    config.write_text("\n".join(lines) + "\n" + extra)
+    log_path = workdir / "broker.log.txt"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
+            stdout=log_file, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        found = LISTEN_RE.search(log_path.read_text(errors="replace"))
+        if found:
+            return process, int(found.group(2)), log_path
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited:\n{log_path.read_text()}")
+        time.sleep(0.01)
+    process.kill()
+    raise RuntimeError("broker did not start")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def throughput(base: Path, mode: str, messages: int, publishers: int, window: int) -> float:
+    state = base / f"state-{mode}"
+    shutil.rmtree(state, ignore_errors=True)
+    process, port, _ = start_broker(base / f"run-{mode}", mode, state)
+    try:
+        sample = encode(Publish("bench/0", PAYLOAD, 1, packet_id=1), 4)
+        pid_off = len(sample) - len(PAYLOAD) - 2
+        per = messages // publishers
+        out: Any = CTX.Queue()
+        ready, go = CTX.Event(), CTX.Event()
+        sub = CTX.Process(target=subscriber,
+                          args=(port, len(sample), pid_off, per * publishers, ready, out))
+        sub.start()
+        ready.wait(30)
+        pubs = [CTX.Process(target=publisher, args=(port, i, per, window, go, out))
+                for i in range(publishers)]
+        for p in pubs:
+            p.start()
+        time.sleep(0.5)
+        go.set()
+        results = [out.get(timeout=600) for _ in range(publishers + 1)]
+        for p in [*pubs, sub]:
+            p.join(30)
+        elapsed = max(r[1] for r in results if r[0] == "pub")
+        delivered = next(r[1] for r in results if r[0] == "sub")
+        if delivered < per * publishers:
+            print(f"  warning: subscriber got {delivered} of {per * publishers}")
+        return per * publishers / elapsed
+    finally:
+        stop(process)
+
+
+def recovery(base: Path, queued: int) -> tuple[float, float, int]:
+    """Fill a store with ``queued`` messages for an offline session; then time a restart:
+    (seconds until listening, seconds the store load took, store bytes)."""
+    state = base / "state-recovery"
+    shutil.rmtree(state, ignore_errors=True)
+    process, port, _ = start_broker(base / "fill", "none", state)
+    try:
+        _subscribe(port, "bench-sub").close()
+        out: Any = CTX.Queue()
+        go = CTX.Event()
+        pubs = [CTX.Process(target=publisher, args=(port, i, queued // 4, 256, go, out))
+                for i in range(4)]
+        for p in pubs:
+            p.start()
+        go.set()
+        for _ in pubs:
+            out.get(timeout=1200)
+        for p in pubs:
+            p.join(30)
+    finally:
+        stop(process)
+    size = (state / "broker.log").stat().st_size
+    started = time.perf_counter()
+    process, port, log_path = start_broker(base / "restart", "sync", state)
+    listening = time.perf_counter() - started
+    try:
+        found = LOADED_RE.search(log_path.read_text(errors="replace"))
+        loaded = float(found.group(1)) if found else float("nan")
+    finally:
+        stop(process)
+    return listening, loaded, size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", help="directory for the stores (default: a temporary "
+                                      "directory under ./var)")
+    parser.add_argument("--messages", type=int, default=20000)
+    parser.add_argument("--publishers", type=int, default=4)
+    parser.add_argument("--window", type=int, default=32)
+    parser.add_argument("--queued", type=int, default=100000)
+    parser.add_argument("--modes", default="off,none,interval,sync")
+    args = parser.parse_args()
+    if args.dir:
+        base = Path(args.dir)
+        base.mkdir(parents=True, exist_ok=True)
+        cleanup = False
+    else:
+        Path("var").mkdir(exist_ok=True)
+        base = Path(tempfile.mkdtemp(prefix="bench-persistence-", dir="var"))
+        cleanup = True
+    fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True)
+    print(f"store directory {base} ({fs.stdout.strip() or 'unknown'} filesystem), "
+          f"{os.cpu_count()} CPUs")
+    try:
+        for mode in args.modes.split(","):
+            rate = throughput(base, mode, args.messages, args.publishers, args.window)
+            label = "persistence off" if mode == "off" else f"durability = {mode!r}"
+            print(f"QoS 1 into a persistent session, {label:24}: {rate:9.0f} msg/s "
+                  f"({args.publishers} publishers, window {args.window})")
+        if args.queued:
+            listening, loaded, size = recovery(base, args.queued)
+            print(f"restart with {args.queued} queued messages ({size / 1e6:.1f} MB store): "
+                  f"store loaded in {loaded:.2f} s, listening after {listening:.2f} s")
+    finally:
+        if cleanup:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Reading the pipeline's input tables (Parquet, CSV with a header, or JSON lines) by extension.
+
+Every table is read as strings first, then checked against its declared columns: a missing
+required column fails the job (naming the file and the columns it has); a value of the wrong type
+or a line that is not JSON becomes an *invalid row* (file, 1-based row number, reason) that the
+job reports with the rule errors. Rows keep ``_file`` and ``_row`` so every later error can
+name them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .session import PipelineError
+
+FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
+INVALID_COLUMNS = ("table", "file", "row", "key", "reason")
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    kind: str = "string"  # "string" or "long"
+    required: bool = False
+
+
+def find_table(directory: str, table: str) -> str | None:
+    """``<directory>/<table>.parquet|.csv|.json|.jsonl`` (a file or a Parquet directory)."""
+    for ext in FORMATS:
+        path = Path(directory) / f"{table}{ext}"
+        if path.exists():
+            return str(path)
+    return None
+
+
+def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...]) -> tuple[Any, Any]:
+    """(rows, invalid): rows with the declared columns (typed), ``_file`` and ``_row``; invalid
+    rows as (table, file, row, key, reason)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise PipelineError(f"{path}: unknown format; name the file .parquet, .csv or .json (JSON lines)")
+    if not Path(path).exists():
+        raise PipelineError(f"{path}: no such file")
+    names = [c.name for c in columns]
+    if fmt == "csv":
+        df = spark.read.option("header", "true").option("inferSchema", "false").option("mode", "PERMISSIVE").csv(path)
+    elif fmt == "json":
+        schema = T.StructType(
+            [T.StructField(n, T.StringType()) for n in names] + [T.StructField("_corrupt_record", T.StringType())]
+        )
+        df = spark.read.schema(schema).option("mode", "PERMISSIVE").json(path)
+    else:
+        df = spark.read.parquet(path)
+    present = set(df.columns)
+    missing = [c.name for c in columns if c.required and c.name not in present]
+    if fmt == "json":
+        # with an explicit schema every column is "present": a required one that is null in every
+        # row is a missing column (checked on a sample-free aggregate, one pass)
+        counts = df.agg(*[F.count(F.col(n)).alias(n) for n in names], F.count(F.lit(1)).alias("_n")).first()
+        if counts["_n"] > 0:
+            missing = [c.name for c in columns if c.required and counts[c.name] == 0]
+    if missing:
+        have = ", ".join(sorted(c for c in present if not c.startswith("_"))) or "none"
+        raise PipelineError(f"{path}: table {table!r} lacks required column(s) {', '.join(missing)} (it has: {have})")
+    for c in columns:
+        if c.name not in present:
+            df = df.withColumn(c.name, F.lit(None).cast("string"))
+        else:
+            df = df.withColumn(c.name, F.col(c.name).cast("string"))
+    corrupt = "_corrupt_record" in df.columns
+    keep = names + (["_corrupt_record"] if corrupt else [])
+    indexed = df.select(*keep).rdd.zipWithIndex().map(lambda pair: (*pair[0], pair[1] + 1))
+    schema = T.StructType(
+        [T.StructField(n, T.StringType()) for n in keep] + [T.StructField("_row", T.LongType())]
+    )
+    rows = spark.createDataFrame(indexed, schema).withColumn("_file", F.lit(path))
+    problems = []
+    if corrupt:
+        problems.append(F.when(F.col("_corrupt_record").isNotNull(), F.lit("(line)|not a JSON object")))
+    for c in columns:
+        if c.required:
+            problems.append(F.when(F.col(c.name).isNull() | (F.trim(F.col(c.name)) == ""), F.lit(f"{c.name}|missing value")))
+        if c.kind == "long":
+            problems.append(F.when(
+                F.col(c.name).isNotNull() & ~F.col(c.name).rlike(r"^\s*-?[0-9]{1,18}\s*$"),
+                F.concat(F.lit(f"{c.name}|not an integer: "), F.col(c.name)),
+            ))
+    problem = F.coalesce(*problems) if problems else F.lit(None).cast("string")
+    rows = rows.withColumn("_problem", problem)
+    invalid = rows.where(F.col("_problem").isNotNull()).select(
+        F.lit(table).alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"),
+        F.split(F.col("_problem"), r"\|", 2)[0].alias("key"), F.split(F.col("_problem"), r"\|", 2)[1].alias("reason"),
+    )
+    good = rows.where(F.col("_problem").isNull()).drop("_problem")
+    if corrupt:
+        good = good.drop("_corrupt_record")
+    for c in columns:
+        if c.kind == "long":
+            good = good.withColumn(c.name, F.trim(F.col(c.name)).cast("long"))
+    return good, invalid

@@ -1,0 +1,86 @@
+"""Deciding logged requests again with the broker's own gate code (the what-if job's core).
+
+:func:`policy_from_sections` builds :class:`~edge_broker.broker.policy.Policy` from a bundle's
+policy sections exactly as ``edge-broker explain`` does (``parse_config`` then
+``Policy(separator, build_pipeline(config, None, None))``); :func:`decide` asks it about one
+logged publish or subscribe. Pure Python: the Spark job calls it per partition, the tests call
+it directly.
+
+What an audit record does not carry cannot be replayed: the identity is rebuilt from ``client``,
+``user``, ``tenant`` and ``method`` (no roles, certificate CN, interface or token grants), the
+publish is replayed with retain off and an empty payload, and SMOKER claims (gate 6) are not
+consulted (they live on the gateway, not in the bundle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..auth.identity import Identity
+from ..authz.decision import Decision
+from ..mqtt.packets import Publish, Subscription
+
+REPLAYED_ACTIONS = ("publish", "subscribe")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    outcome: str  # allow | deny | disconnect
+    gate: str | None
+    rule: str | None
+    rc: int
+
+
+def policy_from_sections(sections: Mapping[str, Any], separator: str = "/") -> Any:
+    """The broker's Policy for a bundle's policy sections (raises ConfigError if refused)."""
+    from ..broker.policy import Policy, build_pipeline
+    from ..config import parse_config
+
+    config = parse_config({**sections, "topics": {"separator": separator}}, "<bundle>")
+    return Policy(config.topics.separator, build_pipeline(config, None, None))
+
+
+def _resolve(value: Any) -> Decision:
+    if inspect.isawaitable(value):
+        async def wait() -> Decision:
+            result: Decision = await value
+            return result
+        return asyncio.run(wait())
+    assert isinstance(value, Decision)
+    return value
+
+
+def identity_of(record: Mapping[str, Any]) -> Identity:
+    return Identity(
+        client_id=record.get("client") or "",
+        method=record.get("method") or "anonymous",
+        tenant=record.get("tenant") or "~",
+        username=record.get("user"),
+    )
+
+
+def verdict_of(decision: Decision) -> Verdict:
+    outcome = "allow" if decision.allowed else ("disconnect" if decision.disconnect else "deny")
+    gate = decision.gate.value if decision.gate is not None else None
+    return Verdict(outcome, gate, decision.rule, int(decision.reason_code))
+
+
+def decide(policy: Any, record: Mapping[str, Any]) -> Verdict:
+    """The policy's verdict on a logged publish or subscribe (``action``, ``topic``, ``qos``);
+    a client the policy would not admit at CONNECT gets the admission's refusal."""
+    identity = identity_of(record)
+    admitted = policy.admit(identity)
+    if not admitted.allowed:
+        return verdict_of(admitted)
+    topic = record.get("topic") or ""
+    qos = int(record.get("qos") or 0)
+    if record.get("action") == "publish":
+        packet = Publish(topic, b"", qos, False, packet_id=1 if qos else None)
+        return verdict_of(_resolve(policy.check_publish(identity, topic, packet)))
+    if record.get("action") == "subscribe":
+        return verdict_of(_resolve(policy.check_subscribe(identity, Subscription(topic, qos))))
+    raise ValueError(f"cannot replay action {record.get('action')!r}; only {', '.join(REPLAYED_ACTIONS)}")

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from smokermqtt.packets import MQTTError
 
 from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
 from edge_broker.auth.password import load_password_file, set_user, write_password_file
+
+from .fw_support import running_broker
 
 pytestmark = pytest.mark.skipif(
     "password" not in AUTHENTICATOR_FACTORIES,
@@ -46,12 +49,14 @@ def password_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture
-def password_broker(broker_factory: Any, password_file: Path) -> Any:
-    return broker_factory(
+@pytest.fixture(scope="module")
+def password_broker(password_file: Path) -> Iterator[Any]:
+    """One password broker for the module: the tests use distinct client ids and topics."""
+    with running_broker(password_file.parent, (
         '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
         'auth_methods = ["password"]\n\n'
-        f'[passwords]\nfile = "{password_file}"\n')
+        f'[passwords]\nfile = "{password_file}"\n')) as broker:
+        yield broker
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from smokermqtt.packets import MQTTError
 from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
 from edge_broker.cli import main as edge_broker
 
-from .fw_support import free_port
+from .fw_support import free_port, running_broker
 from .test_fw_provision import keygen, sign
 
 pytestmark = pytest.mark.skipif(
@@ -54,9 +55,12 @@ class Device:
         self.client.loop(ms)
 
 
-@pytest.fixture
-def smoker_broker(broker_factory: Any, tmp_path: Path) -> Any:
-    return broker_factory(smoker_config(tmp_path / "claims"))
+@pytest.fixture(scope="module")
+def smoker_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One SMOKER broker for the module: every test uses its own keys, hence its own topics."""
+    workdir = tmp_path_factory.mktemp("fw-smoker")
+    with running_broker(workdir, smoker_config(workdir / "claims")) as broker:
+        yield broker
 
 
 def test_authenticate_claim_publish_receive_unclaim(smoker_broker: Any) -> None:
@@ -230,10 +234,12 @@ def test_claim_information_request(smoker_broker: Any) -> None:
     mine = owner.client.request_claims()
     assert mine["clientId"] == owner.id
     assert [c["restriction"]["topicName"] for c in mine["ownedClaims"]] == [topic]
-    assert mine["involvedClaims"] == []
     theirs = friend.client.request_claims()
     assert theirs["ownedClaims"] == []
-    assert [c["restriction"]["topicName"] for c in theirs["involvedClaims"]] == [topic]
+    # involved: claims of others naming the friend (or "*": other tests' claims on this broker)
+    involved = {c["restriction"]["topicName"] for c in theirs["involvedClaims"]}
+    assert topic in involved
+    assert topic not in {c["restriction"]["topicName"] for c in mine["involvedClaims"]}
     assert owner.got == [] and friend.got == []  # answers do not reach the callback
     owner.client.disconnect()
     friend.client.disconnect()

@@ -13,6 +13,7 @@ import json
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
 from edge_broker.cli import main as edge_broker
 from edge_broker.keys import write_signing_key, write_verify_key
 
+from .fw_support import running_broker
+
 pytestmark = pytest.mark.skipif(
     "token" not in AUTHENTICATOR_FACTORIES,
     reason="the broker does not offer the token authentication method yet",
@@ -37,7 +40,9 @@ GRANT = {"tenant_ids": ["acme"], "allow_channels_pub": ["devices/#"],
 
 
 class TokenBroker:
-    def __init__(self, broker_factory: Any, workdir: Path) -> None:
+    def __init__(self, workdir: Path) -> None:
+        self.host = ""
+        self.port = 0
         self.key = nacl.signing.SigningKey(b"\x42" * 32)
         self.private = workdir / "token-key.pem"
         public = workdir / "token-key.pub"
@@ -48,8 +53,7 @@ class TokenBroker:
             'auth_methods = ["token"]\n\n'
             f'[[tokens.keys]]\nfile = "{public}"\n'
         )
-        self.broker = broker_factory(config)
-        self.host, self.port = self.broker.host, self.broker.port
+        self.config = config
 
     def token(self, grant: dict[str, Any] = GRANT, ttl: str = "1h") -> str:
         out = io.StringIO()
@@ -59,9 +63,14 @@ class TokenBroker:
         return out.getvalue().strip()
 
 
-@pytest.fixture
-def token_broker(broker_factory: Any, tmp_path: Path) -> TokenBroker:
-    return TokenBroker(broker_factory, tmp_path)
+@pytest.fixture(scope="module")
+def token_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBroker]:
+    """One token broker for the module: the tests use distinct client ids and topics."""
+    workdir = tmp_path_factory.mktemp("fw-token")
+    tb = TokenBroker(workdir)
+    with running_broker(workdir, tb.config) as broker:
+        tb.host, tb.port = broker.host, broker.port
+        yield tb
 
 
 @pytest.fixture

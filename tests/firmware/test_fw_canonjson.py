@@ -25,7 +25,7 @@ def reference(value: Any) -> bytes:
                       ensure_ascii=False).encode("utf-8")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_json)
 def test_agrees_with_cpython_json(value: Any) -> None:
     assert canonjson.dumpb(value) == reference(value)

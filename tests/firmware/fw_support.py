@@ -10,7 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import RunningBroker, start_broker
+try:  # `python -m pytest` (scripts/test) has the repository root on sys.path
+    from tests.conftest import RunningBroker, start_broker
+except ModuleNotFoundError:  # a bare `pytest`: tests/ is on sys.path, as the module conftest
+    from conftest import RunningBroker, start_broker  # type: ignore[no-redef]
 
 MicroPythonRunner = Callable[..., str]
 """``run(script, heap=..., timeout=..., mounts={host_dir: "/dir"}) -> stdout`` (conftest's

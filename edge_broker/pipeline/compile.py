@@ -14,7 +14,7 @@ Input tables (README "Cloud pipeline"; each ``<input>/<table>.parquet|.csv|.json
 Every rule is checked inside Spark by a pandas UDF calling the broker's parser
 (``edge_broker.pipeline.rules``); each assembled gateway policy is loaded once more with
 ``edge_broker.config.parse_config`` before it is signed, so a bundle is never one the gateway
-would refuse. Outputs: ``<out>/bundles/<gateway>.bundle`` (``create_bundle``: byte-for-byte what
+would refuse. Outputs: ``<out>/bundles/<gateway>.cbor`` (``create_bundle``: byte-for-byte what
 ``edge-broker bundle create`` makes from the same policy and issued_at), ``<out>/policies/
 <gateway>.json`` with ``--emit-policies``, ``<out>/grants/<tenant>.json`` (the ``--grant`` of
 ``edge-broker token create``), and ``<out>/invalid.jsonl``: every invalid row with its reason.
@@ -261,7 +261,7 @@ def run_compile(
             driver_invalid.append({"table": "gateways", "file": gw_file, "row": row["_row"], "key": "gateway",
                                    "reason": f"gateway {row['gateway']}: {row['problem']}"})
             continue
-        (outdir / "bundles" / f"{row['gateway']}.bundle").write_bytes(row["bundle"])
+        (outdir / "bundles" / f"{row['gateway']}.cbor").write_bytes(row["bundle"])
         if emit_policies:
             (outdir / "policies" / f"{row['gateway']}.json").write_text(row["policy"] + "\n", encoding="utf-8")
         if publish is not None:

@@ -117,7 +117,7 @@ class Persistence:
                 "[persistence] state_dir or $EDGE_BROKER_STATE_DIR to a writable directory"
             ) from exc
         try:
-            keyed = KeyedLog.open(path, fsync=fsync, encoded_values=True,
+            keyed = KeyedLog.open(path, fsync=fsync, encoded_values=False,
                                   compact_min_bytes=settings.compact_min_bytes)
         except (StoreError, OSError) as exc:
             raise PersistenceError(

@@ -1,0 +1,182 @@
+#!/bin/sh
+# Install edge-broker as a systemd service on Debian / Raspberry Pi OS (README "Running as a service").
+#
+#   sudo scripts/install.sh [--prefix /opt/edge-broker] [--no-start] [--python python3]
+#   sudo scripts/install.sh --uninstall [--purge]
+#   scripts/install.sh --root DIR ...      # into a temporary root, for tests and image builds
+#
+# Installs: a virtual environment under PREFIX/venv with edge-broker from this source tree,
+# /etc/edge-broker/edge-broker.toml (commented defaults; an existing file is never overwritten),
+# the edge-broker system user and group, /etc/systemd/system/edge-broker.service with PREFIX
+# filled in; then systemctl daemon-reload, enable and start (unless --no-start).
+# Running it again upgrades the package and the unit and keeps the config: it is idempotent.
+# --uninstall stops and removes the service and PREFIX; --purge also removes /etc/edge-broker,
+# /var/lib/edge-broker and the user.
+# With --root DIR every path is under DIR, systemctl is not called, and the user is written to
+# DIR/etc/passwd and DIR/etc/group when those files exist (otherwise skipped with a message).
+# Extra pip options (e.g. an offline wheelhouse): EDGE_BROKER_PIP_ARGS="--no-index --find-links /media/wheels".
+set -eu
+
+PREFIX=/opt/edge-broker
+ROOT=
+START=1
+UNINSTALL=0
+PURGE=0
+PYTHON=${PYTHON:-python3}
+USER_NAME=edge-broker
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+
+die() { echo "install.sh: $*" >&2; exit 2; }
+say() { echo "install.sh: $*"; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) [ $# -ge 2 ] || die "--prefix needs a directory"; PREFIX=$2; shift 2 ;;
+        --prefix=*) PREFIX=${1#*=}; shift ;;
+        --root) [ $# -ge 2 ] || die "--root needs a directory"; ROOT=$2; shift 2 ;;
+        --root=*) ROOT=${1#*=}; shift ;;
+        --python) [ $# -ge 2 ] || die "--python needs an interpreter"; PYTHON=$2; shift 2 ;;
+        --no-start) START=0; shift ;;
+        --uninstall) UNINSTALL=1; shift ;;
+        --purge) PURGE=1; shift ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+case "$PREFIX" in /*) ;; *) die "--prefix must be an absolute path, not $PREFIX" ;; esac
+[ "$PURGE" = 0 ] || [ "$UNINSTALL" = 1 ] || die "--purge goes with --uninstall"
+if [ -n "$ROOT" ]; then
+    mkdir -p "$ROOT"
+    ROOT=$(cd "$ROOT" && pwd)
+    [ "$ROOT" != / ] || ROOT=
+fi
+SYSTEMCTL=1
+[ -z "$ROOT" ] || SYSTEMCTL=0
+if [ "$SYSTEMCTL" = 1 ]; then
+    [ "$(id -u)" = 0 ] || die "run as root (sudo), or use --root DIR"
+    command -v systemctl >/dev/null 2>&1 || die "systemctl not found: this installer needs systemd"
+fi
+
+ETC=$ROOT/etc/edge-broker
+CONF=$ETC/edge-broker.toml
+UNIT=$ROOT/etc/systemd/system/edge-broker.service
+STATE=$ROOT/var/lib/edge-broker
+VENV=$ROOT$PREFIX/venv
+
+# -- the user ---------------------------------------------------------------------------------
+add_user() {
+    if [ -z "$ROOT" ]; then
+        if ! getent group "$USER_NAME" >/dev/null; then groupadd --system "$USER_NAME"; fi
+        if ! getent passwd "$USER_NAME" >/dev/null; then
+            useradd --system --gid "$USER_NAME" --home-dir /var/lib/edge-broker --no-create-home \
+                --shell /usr/sbin/nologin --comment "edge-broker MQTT broker" "$USER_NAME"
+            say "created system user $USER_NAME"
+        fi
+        return
+    fi
+    if [ ! -f "$ROOT/etc/passwd" ] || [ ! -f "$ROOT/etc/group" ]; then
+        say "no $ROOT/etc/passwd and $ROOT/etc/group: the $USER_NAME user is not created"
+        return
+    fi
+    if ! grep -q "^$USER_NAME:" "$ROOT/etc/group"; then
+        gid=$(free_id "$ROOT/etc/group")
+        echo "$USER_NAME:x:$gid:" >> "$ROOT/etc/group"
+    fi
+    gid=$(grep "^$USER_NAME:" "$ROOT/etc/group" | cut -d: -f3)
+    if ! grep -q "^$USER_NAME:" "$ROOT/etc/passwd"; then
+        uid=$(free_id "$ROOT/etc/passwd")
+        echo "$USER_NAME:x:$uid:$gid:edge-broker MQTT broker:/var/lib/edge-broker:/usr/sbin/nologin" >> "$ROOT/etc/passwd"
+        say "added $USER_NAME ($uid:$gid) to $ROOT/etc/passwd"
+    fi
+}
+
+# the lowest system id (100-999) not used in the id column of $1
+free_id() {
+    id=100
+    while cut -d: -f3 "$1" | grep -qx "$id"; do id=$((id + 1)); done
+    [ "$id" -le 999 ] || die "no free system id in $1"
+    echo "$id"
+}
+
+remove_user() {
+    if [ -z "$ROOT" ]; then
+        if getent passwd "$USER_NAME" >/dev/null; then userdel "$USER_NAME"; fi
+        if getent group "$USER_NAME" >/dev/null; then groupdel "$USER_NAME" 2>/dev/null || true; fi
+        return
+    fi
+    for f in "$ROOT/etc/passwd" "$ROOT/etc/group"; do
+        if [ -f "$f" ] && grep -q "^$USER_NAME:" "$f"; then
+            grep -v "^$USER_NAME:" "$f" > "$f.tmp" || true
+            cat "$f.tmp" > "$f" && rm -f "$f.tmp"
+        fi
+    done
+}
+
+owned() {  # chown to the service user where it exists on this system
+    if [ -z "$ROOT" ]; then chown "$@"; fi
+}
+
+# -- uninstall --------------------------------------------------------------------------------
+if [ "$UNINSTALL" = 1 ]; then
+    if [ "$SYSTEMCTL" = 1 ]; then
+        systemctl disable --now edge-broker.service 2>/dev/null || true
+    fi
+    rm -f "$UNIT"
+    [ "$SYSTEMCTL" = 0 ] || systemctl daemon-reload
+    rm -rf "$ROOT$PREFIX"
+    say "removed the service and $PREFIX"
+    if [ "$PURGE" = 1 ]; then
+        rm -rf "$ETC" "$STATE"
+        remove_user
+        say "purged /etc/edge-broker, /var/lib/edge-broker and the $USER_NAME user"
+    else
+        say "kept /etc/edge-broker and /var/lib/edge-broker (--purge removes them)"
+    fi
+    exit 0
+fi
+
+# -- install ----------------------------------------------------------------------------------
+[ -f "$SRC/pyproject.toml" ] || die "run this script from an edge-broker source tree ($SRC has no pyproject.toml)"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+    || die "$PYTHON is not Python 3.11 or newer (Debian 12 / Raspberry Pi OS bookworm have 3.11; or use --python)"
+"$PYTHON" -c 'import venv, ensurepip' 2>/dev/null \
+    || die "$PYTHON cannot create virtual environments: apt-get install python3-venv"
+
+add_user
+mkdir -p "$ROOT$PREFIX" "$ETC" "$STATE" "$(dirname "$UNIT")"
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+    say "created $PREFIX/venv"
+fi
+# shellcheck disable=SC2086  # EDGE_BROKER_PIP_ARGS is a list of options
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check ${EDGE_BROKER_PIP_ARGS:-} "$SRC"
+say "installed $("$VENV/bin/edge-broker" --version) into $PREFIX/venv"
+
+if [ -e "$CONF" ]; then
+    say "kept the existing $CONF"
+else
+    install -m 0640 "$SRC/systemd/edge-broker.toml" "$CONF"
+    owned "root:$USER_NAME" "$CONF"
+    say "wrote the default config $CONF"
+fi
+chmod 0750 "$ETC" "$STATE"
+owned "root:$USER_NAME" "$ETC"
+owned "$USER_NAME:$USER_NAME" "$STATE"
+
+sed "s|@PREFIX@|$PREFIX|g" "$SRC/systemd/edge-broker.service" > "$UNIT.tmp"
+chmod 0644 "$UNIT.tmp"
+mv "$UNIT.tmp" "$UNIT"
+say "installed $UNIT"
+
+if [ "$SYSTEMCTL" = 1 ]; then
+    systemctl daemon-reload
+    systemctl enable edge-broker.service
+    if [ "$START" = 1 ]; then
+        systemctl restart edge-broker.service
+        say "started: systemctl status edge-broker; journalctl -u edge-broker"
+    else
+        say "enabled, not started (--no-start): systemctl start edge-broker"
+    fi
+else
+    say "--root: systemctl not called"
+fi

@@ -1,0 +1,124 @@
+"""scripts/install.sh into a temporary root (``--root``): files, modes, the user, the unit with
+its paths filled in (``systemd-analyze verify``), the installed command, idempotence on a second
+run, uninstall and purge."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTALL = ROOT / "scripts" / "install.sh"
+PASSWD = "root:x:0:0:root:/root:/bin/sh\nsystemd-network:x:100:102::/:/usr/sbin/nologin\n"
+GROUP = "root:x:0:\nsystemd-journal:x:100:\n"
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(["sh", str(INSTALL), *args], capture_output=True, text=True, timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"install.sh {args} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    root = tmp_path_factory.mktemp("root")
+    (root / "etc").mkdir()
+    (root / "etc" / "passwd").write_text(PASSWD)
+    (root / "etc" / "group").write_text(GROUP)
+    result = run("--root", str(root), "--python", sys.executable)
+    yield root, result.stdout
+
+
+def test_files_modes_and_user(installed: tuple[Path, str]) -> None:
+    root, out = installed
+    conf = root / "etc/edge-broker/edge-broker.toml"
+    assert conf.read_text() == (ROOT / "systemd/edge-broker.toml").read_text()
+    assert mode(conf) == 0o640
+    assert mode(root / "etc/edge-broker") == 0o750
+    assert mode(root / "var/lib/edge-broker") == 0o750
+    unit = root / "etc/systemd/system/edge-broker.service"
+    assert mode(unit) == 0o644
+    text = unit.read_text()
+    assert "@PREFIX@" not in text
+    assert "ExecStart=/opt/edge-broker/venv/bin/edge-broker run --config /etc/edge-broker/edge-broker.toml" in text
+    passwd = (root / "etc/passwd").read_text().splitlines()
+    group = (root / "etc/group").read_text().splitlines()
+    assert "edge-broker:x:101:101:edge-broker MQTT broker:/var/lib/edge-broker:/usr/sbin/nologin" in passwd
+    assert "edge-broker:x:101:" in group  # 100 is taken in both files
+    assert "systemctl not called" in out
+
+
+def test_installed_command_checks_the_default_config(installed: tuple[Path, str]) -> None:
+    root, _ = installed
+    binary = root / "opt/edge-broker/venv/bin/edge-broker"
+    result = subprocess.run([str(binary), "check", "--config", str(root / "etc/edge-broker/edge-broker.toml")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "OK (1 listener(s): local tcp 127.0.0.1:1883)" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify(installed: tuple[Path, str], tmp_path: Path) -> None:
+    """The installed unit, its /opt paths pointed into the temporary root so the commands exist."""
+    root, _ = installed
+    text = (root / "etc/systemd/system/edge-broker.service").read_text()
+    unit = tmp_path / "edge-broker.service"
+    unit.write_text(text.replace("/opt/edge-broker/", f"{root}/opt/edge-broker/"))
+    result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    broken = tmp_path / "broken" / "edge-broker.service"
+    broken.parent.mkdir()
+    broken.write_text(text.replace("/opt/edge-broker/", "/nonexistent/"))
+    result = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "not executable" in result.stderr  # the check can fail
+
+
+def test_second_run_is_idempotent_then_uninstall_and_purge(
+        tmp_path_factory: pytest.TempPathFactory, installed: tuple[Path, str]) -> None:
+    root, _ = installed
+    copy = tmp_path_factory.mktemp("copy") / "root"
+    shutil.copytree(root, copy, symlinks=True)
+    conf = copy / "etc/edge-broker/edge-broker.toml"
+    conf.write_text(conf.read_text() + "\n# edited by the operator\n")
+    passwd_before = (copy / "etc/passwd").read_text()
+    second = run("--root", str(copy), "--python", sys.executable, "--no-start")  # the second run
+    assert "kept the existing" in second.stdout
+    assert conf.read_text().endswith("# edited by the operator\n")
+    assert (copy / "etc/passwd").read_text() == passwd_before
+    assert (copy / "etc/group").read_text().count("edge-broker:") == 1
+    assert (copy / "etc/systemd/system/edge-broker.service").read_text() == \
+        (root / "etc/systemd/system/edge-broker.service").read_text()
+
+    (copy / "var/lib/edge-broker/claims.log").write_text("state")
+    out = run("--root", str(copy), "--uninstall").stdout
+    assert "kept /etc/edge-broker" in out
+    assert not (copy / "etc/systemd/system/edge-broker.service").exists()
+    assert not (copy / "opt/edge-broker").exists()
+    assert conf.exists() and (copy / "var/lib/edge-broker/claims.log").exists()
+    run("--root", str(copy), "--uninstall", "--purge")
+    assert not (copy / "etc/edge-broker").exists() and not (copy / "var/lib/edge-broker").exists()
+    assert "edge-broker" not in (copy / "etc/passwd").read_text()
+    assert "edge-broker" not in (copy / "etc/group").read_text()
+    assert (copy / "etc/passwd").read_text() == PASSWD
+
+
+def test_bad_options_say_what_to_do(tmp_path: Path) -> None:
+    result = run("--root", str(tmp_path), "--prefix", "opt/x", check=False)
+    assert result.returncode == 2 and "--prefix must be an absolute path" in result.stderr
+    result = run("--frobnicate", check=False)
+    assert result.returncode == 2 and "unknown option --frobnicate" in result.stderr
+    result = run("--root", str(tmp_path), "--purge", check=False)
+    assert result.returncode == 2 and "--purge goes with --uninstall" in result.stderr
+    result = run("--root", str(tmp_path), "--python", "/nonexistent/python3", check=False)
+    assert result.returncode == 2 and "not Python 3.11 or newer" in result.stderr

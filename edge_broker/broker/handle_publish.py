@@ -211,7 +211,7 @@ def handle_puback(conn: Connection, packet: Puback) -> None:
             conn.broker.delivery.drain(session)
 
 
-def handle_pubrec(conn: Connection, packet: Pubrec) -> None:
+def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
     session = conn.session
     assert session is not None
     pid = packet.packet_id
@@ -221,15 +221,27 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> None:
             conn.send_packet(Pubrel(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
         else:
             conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
-        return
+        return None
     if packet.reason_code >= 0x80:  # the client refused it: the flow ends (MQTT 5 §4.3.3)
         del session.inflight[pid]
         conn.broker.delivery.drain(session)
-        return
+        return None
     inflight.released = True
-    if isinstance(session.inflight, PersistentInflight):
+    persistence = conn.broker.persistence
+    if persistence is not None and isinstance(session.inflight, PersistentInflight):
+        # PUBREL only once "released" is stored: a restart must resend PUBREL, never the
+        # PUBLISH the client may already have completed (exactly once, issue 8).
         session.inflight.released(pid)
+        return persistence.in_order(conn, persistence.commit(), partial(_pubrel, conn, pid),
+                                    conn.broker.config.limits.receive_maximum)
     conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
+    return None
+
+
+def _pubrel(conn: Connection, pid: int, error: StoreError | None) -> None:
+    # Not stored: PUBREL all the same (the flow in memory goes on; a crash resends PUBLISH).
+    if not conn.closing:
+        conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
 
 
 def handle_pubcomp(conn: Connection, packet: Pubcomp) -> None:

@@ -40,12 +40,14 @@ def subscribe(c: RawClient, *filters: tuple[str, int], pid: int = 1) -> Suback:
     return c.expect(Suback)
 
 
-def drain(c: RawClient, quiet: float = 1.0, ack: bool = True) -> list[Publish]:
+def drain(c: RawClient, quiet: float = 1.0, ack: bool = True,
+          held: set[int] | None = None, complete: bool = True) -> list[Publish]:
     """Every PUBLISH until ``quiet`` seconds pass without one; QoS 1/2 acknowledged fully
     (QoS 2 receiver keeps the packet ids awaiting PUBREL, so a resent PUBLISH with one of them
-    is not counted twice: method B of MQTT 5 §4.3.3)."""
+    is not counted twice: method B of MQTT 5 §4.3.3). Pass ``held`` to keep that state across
+    connections (a client resuming its session); ``complete=False`` leaves PUBREL unanswered."""
     got: list[Publish] = []
-    held: set[int] = set()
+    held = set() if held is None else held
     while True:
         try:
             packet = c.recv(quiet)
@@ -63,6 +65,6 @@ def drain(c: RawClient, quiet: float = 1.0, ack: bool = True) -> list[Publish]:
                 got.append(packet)
                 if packet.qos == 1 and ack:
                     c.send(Puback(pid))
-        elif isinstance(packet, Pubrel):
+        elif isinstance(packet, Pubrel) and complete:
             held.discard(packet.packet_id)
             c.send(Pubcomp(packet.packet_id))

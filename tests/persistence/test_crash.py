@@ -143,3 +143,39 @@ def test_retained_messages_survive_kill9(broker_factory, tmp_path):
     got = {p.topic: p.payload for p in drain(sub, 3.0) if p.retain}
     expected = {f"r/{i}": f"v{i}".encode() for i in range(1, n)}
     assert {t: v for t, v in got.items() if t != "r/qos0"} == expected
+
+
+def test_qos2_online_subscriber_exactly_once_across_kill9(broker_factory, tmp_path):
+    """The subscriber is mid-flow at the crash (PUBLISH received, PUBREC sent, PUBREL maybe
+    received): after the restart the broker resends PUBLISH (DUP, same packet id) or PUBREL,
+    and a method-B receiver delivers every message exactly once."""
+    state = tmp_path / "state"
+    config = {**persistent_config(state), "limits": {"receive_maximum": 1000}}
+    b = broker_factory(config)
+    sub = RawClient(b.host, b.port)
+    sub.connect("osub", clean=False, properties=EXPIRY)
+    subscribe(sub, ("o/#", 2))
+    pub = RawClient(b.host, b.port)
+    pub.connect("opub")
+    n = 200
+    for i in range(n):
+        pub.send(Publish(f"o/{i}", f"m{i}".encode(), 2, packet_id=i + 1))
+    recs: set[int] = set()
+    while len(recs) < n:
+        packet = pub.recv(10.0)
+        if isinstance(packet, Pubrec):
+            recs.add(packet.packet_id)
+            pub.send(Pubrel(packet.packet_id))
+    held: set[int] = set()
+    first = drain(sub, 0.2, held=held, complete=False)  # PUBREC sent, PUBREL left unanswered
+    first += drain(sub, 0.2, held=held)
+    b.process.send_signal(signal.SIGKILL)
+    b.process.wait(10)
+    b2 = broker_factory(config)
+    sub2 = RawClient(b2.host, b2.port)
+    assert sub2.connect("osub", clean=False, properties=EXPIRY).session_present
+    second = drain(sub2, 3.0, held=held)
+    got = Counter(p.payload for p in first + second)
+    twice = [m for m, c in got.items() if c > 1]
+    assert not twice, f"delivered more than once: {twice[:5]}"
+    assert len(got) == n, f"{n - len(got)} acknowledged messages lost"

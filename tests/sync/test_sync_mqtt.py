@@ -87,10 +87,20 @@ def test_bundles_applied_refused_and_kept_offline(tmp_path: Path, broker_factory
     try:
         gateway = broker_factory(gateway_config(tmp_path, cloud.port, pub))
         assert allowed(gateway, "admin/x")  # no bundle yet: base config allows
+        watcher = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="watcher", protocol=mqtt.MQTTv5)
+        watcher.connect(gateway.host, gateway.port)
+        watcher.loop_start()
+        watcher.subscribe("admin/#", qos=1)
+        watcher.subscribe("other/#", qos=1)
+        time.sleep(0.3)
 
         operator.publish(f"edge/{GW}/policy", bundle(key, 2, "admin"), retain=True)
         status = operator.wait_json(status_topic, lambda s: s["version"] == 2)
         assert status["ok"] is True and status["applied_version"] == 2
+        # the live subscription the new policy denies is removed, the other one stays
+        assert "2 subscription(s) checked, 1 removed" in status["reason"], status
+        watcher.loop_stop()
+        watcher.disconnect()
         assert not allowed(gateway, "admin/x")
         assert allowed(gateway, "other/x")
 

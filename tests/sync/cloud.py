@@ -3,18 +3,71 @@ persistence so a subscriber's queued messages survive a restart (an uplink outag
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import json
 import socket
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from paho.mqtt.enums import CallbackAPIVersion
 
 MOSQUITTO = "/usr/sbin/mosquitto"
+
+
+@dataclass(frozen=True)
+class Pki:
+    """A test CA with a server certificate for 127.0.0.1 and one client certificate."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+    @classmethod
+    def create(cls, directory: Path) -> Pki:
+        directory.mkdir(parents=True, exist_ok=True)
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sync-test-ca")])
+
+        def issue(cn: str, key: ec.EllipticCurvePrivateKey, *, ca: bool = False,
+                  server: bool = False) -> x509.Certificate:
+            now = datetime.datetime.now(datetime.UTC)
+            builder = (x509.CertificateBuilder()
+                       .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+                       .issuer_name(ca_name).public_key(key.public_key())
+                       .serial_number(x509.random_serial_number())
+                       .not_valid_before(now - datetime.timedelta(minutes=5))
+                       .not_valid_after(now + datetime.timedelta(days=1))
+                       .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+            if server:
+                builder = builder.add_extension(x509.SubjectAlternativeName(
+                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            return builder.sign(ca_key, hashes.SHA256())
+
+        def write(stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> tuple[Path, Path]:
+            cert_path, key_path = directory / f"{stem}.pem", directory / f"{stem}.key"
+            cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+            key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                   serialization.NoEncryption()))
+            return cert_path, key_path
+
+        ca, _ = write("ca", issue("sync-test-ca", ca_key, ca=True), ca_key)
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        server = write("server", issue("127.0.0.1", server_key, server=True), server_key)
+        client_key = ec.generate_private_key(ec.SECP256R1())
+        client = write("gateway", issue("gw-tls", client_key), client_key)
+        return cls(ca, *server, *client)
 
 
 def free_port() -> int:
@@ -24,14 +77,17 @@ def free_port() -> int:
 
 
 class Mosquitto:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, tls: Pki | None = None) -> None:
         self.directory = directory
         self.port = free_port()
         directory.mkdir(parents=True, exist_ok=True)
         self.conf = directory / "mosquitto.conf"
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-            f"persistence_location {directory}/\nlog_dest file {directory}/mosquitto.log\n")
+        text = (f"user root\nlistener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+                f"persistence_location {directory}/\nlog_dest file {directory}/mosquitto.log\n")
+        if tls is not None:  # mutual TLS: the gateway shows a certificate of the same CA
+            text += (f"cafile {tls.ca}\ncertfile {tls.server_cert}\nkeyfile {tls.server_key}\n"
+                     "require_certificate true\n")
+        self.conf.write_text(text)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -57,7 +113,7 @@ class CloudClient:
     """A paho client on the cloud broker that records what it receives (thread-safe)."""
 
     def __init__(self, port: int, client_id: str, subscriptions: list[str],
-                 clean: bool = True) -> None:
+                 clean: bool = True, tls: Pki | None = None) -> None:
         self.messages: list[tuple[str, bytes]] = []
         self.lock = threading.Lock()
         self.subscriptions = subscriptions
@@ -66,6 +122,8 @@ class CloudClient:
         self.client.reconnect_delay_set(0.1, 0.3)
         self.client.on_connect = self._on_connect
         self.client.on_message = self._on_message
+        if tls is not None:
+            self.client.tls_set(str(tls.ca), str(tls.client_cert), str(tls.client_key))
         self.connected = threading.Event()
         self.client.connect("127.0.0.1", port, 30)
         self.client.loop_start()

@@ -20,7 +20,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from edge_broker.keys import write_verify_key
 from edge_broker.sync.bundle import create_bundle
 from tests.conftest import BrokerFactory, RunningBroker, to_toml
-from tests.sync.cloud import MOSQUITTO, CloudClient, Mosquitto
+from tests.sync.cloud import MOSQUITTO, CloudClient, Mosquitto, Pki
 
 pytestmark = pytest.mark.skipif(shutil.which(MOSQUITTO) is None, reason="mosquitto not installed")
 
@@ -169,6 +169,30 @@ def test_a_bundle_that_does_not_compile_keeps_the_running_policy(
         status = operator.wait_json(status_topic, lambda s: s["version"] == 3 and s["applied_version"] == 2
                                     and s["at"] > time.time() - 5)
         assert status["ok"] is False  # the retained broken bundle is offered again and refused again
+    finally:
+        operator.close()
+        cloud.stop()
+
+
+def test_bundle_over_mutual_tls(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    """The uplink with ``tls = true``, the cloud's CA and a client certificate (Mosquitto
+    ``require_certificate true``)."""
+    key = nacl.signing.SigningKey.generate()
+    pub = tmp_path / "cloud.pub"
+    write_verify_key(pub, key.verify_key)
+    pki = Pki.create(tmp_path / "pki")
+    cloud = Mosquitto(tmp_path / "cloud", tls=pki)
+    cloud.start()
+    status_topic = f"edge/{GW}/policy/status"
+    operator = CloudClient(cloud.port, "operator", [status_topic], tls=pki)
+    try:
+        text = gateway_config(tmp_path, cloud.port, pub).replace(
+            "[sync]\n", f'[sync]\ntls = true\nca = "{pki.ca}"\ncert = "{pki.client_cert}"\nkey = "{pki.client_key}"\n')
+        gateway = broker_factory(text)
+        operator.publish(f"edge/{GW}/policy", bundle(key, 1, "admin"), retain=True)
+        status = operator.wait_json(status_topic, lambda s: s["version"] == 1)
+        assert status["ok"] is True
+        assert not allowed(gateway, "admin/x")
     finally:
         operator.close()
         cloud.stop()

@@ -100,3 +100,49 @@ def test_disk_full_refuses_qos1_keeps_qos0_and_recovers(broker_factory, tmp_path
         for running in brokers:
             running.stop()
         subprocess.run(["umount", "-l", str(state)], capture_output=True)
+
+
+def test_io_error_refuses_with_0x80_then_recovers(inprocess_broker_factory, tmp_path,
+                                                   monkeypatch):
+    """An injected EIO on fsync (a dying SD card, a read-only remount) instead of a full disk:
+    0x80 with a Reason String; publishes that need no storage are still accepted."""
+    import errno
+
+    from edge_broker.store import logfile
+
+    state = tmp_path / "state"
+    b = inprocess_broker_factory(persistent_config(state))
+    sub = RawClient(b.host, b.port)
+    sub.connect("iosub", clean=False, properties=EXPIRY)
+    subscribe(sub, ("io/#", 1))
+    sub.close()
+    pub = RawClient(b.host, b.port)
+    pub.connect("iopub")
+    pub.send(Publish("io/1", b"before", 1, packet_id=1))
+    assert pub.expect(Puback).reason_code == 0
+    real = logfile._fdatasync
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(logfile, "_fdatasync", failing)
+    pub.send(Publish("io/2", b"during", 1, packet_id=2))
+    ack = pub.expect(Puback, 10.0)
+    assert ack.reason_code == 0x80
+    assert "cannot write its store" in (ack.properties.reason_string or "")
+    pub.send(Publish("elsewhere", b"no subscriber", 1, packet_id=3))
+    assert pub.expect(Puback, 10.0).reason_code < 0x80  # needs no storage: accepted
+    assert b.call(lambda: b.broker.persistence.healthy) is False
+    monkeypatch.setattr(logfile, "_fdatasync", real)
+    deadline = time.monotonic() + 10
+    while b.call(lambda: b.broker.persistence.healthy) is False:
+        assert time.monotonic() < deadline, "the store never became healthy again"
+        time.sleep(0.1)
+    pub.send(Publish("io/3", b"after", 1, packet_id=4))
+    assert pub.expect(Puback, 10.0).reason_code == 0
+    b.stop()
+    b2 = inprocess_broker_factory(persistent_config(state))
+    sub2 = RawClient(b2.host, b2.port)
+    assert sub2.connect("iosub", clean=False, properties=EXPIRY).session_present
+    got = [p.payload for p in drain(sub2, 2.0)]
+    assert got == [b"before", b"after"]

@@ -57,6 +57,23 @@ class Watchdog:
             self._handle = None
 
 
+def _route_sighup(loop: asyncio.AbstractEventLoop, sync: SyncService) -> None:
+    """With sync running, SIGHUP reloads the file with the applied bundle over it again."""
+    import signal
+
+    tasks: set[asyncio.Task[object]] = set()
+
+    def on_hup() -> None:
+        task: asyncio.Task[object] = loop.create_task(sync.reload_base(sync.base.file))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    try:
+        loop.add_signal_handler(signal.SIGHUP, on_hup)
+    except (NotImplementedError, RuntimeError):  # not the main thread (tests): SIGHUP stays as it was
+        pass
+
+
 async def run_service(broker: Broker, stop: asyncio.Event,
                       notifier: SystemdNotifier | None = None) -> None:
     """Start everything, wait for ``stop``, shut everything down (module docstring)."""
@@ -84,6 +101,7 @@ async def run_service(broker: Broker, stop: asyncio.Event,
             await metrics.start()
         if sync is not None:
             await sync.start()
+            _route_sighup(loop, sync)
         notifier.ready(status_line(broker, sync))
         watchdog.start()
         while not stop.is_set():

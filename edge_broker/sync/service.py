@@ -34,6 +34,7 @@ import json
 import logging
 import ssl
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ from .upload import AuditBatch, UploadStatus, next_batch
 if TYPE_CHECKING:
     import paho.mqtt.client as paho
 
+    from ..broker.reload import ReloadResult
     from ..broker.server import Broker
     from ..config import Config
     from ..ops.settings import SyncConfig
@@ -110,6 +112,7 @@ class SyncService:
         self._seen: dict[str, tuple[int, int]] = {}
         self._closing = False
         self._applied: bytes | None = None  # the applied bundle, byte for byte
+        self._bundle: PolicyBundle | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -198,10 +201,41 @@ class SyncService:
         if not result.ok:
             return False, result.message
         self._applied = bundle.raw
+        self._bundle = bundle
         if persist:
             await asyncio.to_thread(self.state.save_bundle, bundle.raw)
         self.state.remove_password_files(keep=bundle.version)
         return True, result.message
+
+    async def reload_base(self, path: str) -> ReloadResult:
+        """SIGHUP with sync running: the new config file, with the applied bundle's sections
+        over it again (a reload must not silently drop the cloud's policy)."""
+        from ..broker.reload import ReloadResult, apply_config
+        from ..config import ConfigError, load_config
+
+        async with self._lock:
+            bundle = self._bundle
+            try:
+                new = await asyncio.to_thread(load_config, path)
+            except ConfigError:
+                return await self.broker.reload(path)  # logs and audits every problem, keeps the policy
+            if new.sync != self.base.sync:
+                log.warning("reload of %s: [sync] changes take effect after a restart", path,
+                            extra={"event": "reload_sync_kept"})
+                new = replace(new, sync=self.base.sync)
+            merged = new
+            if bundle is not None:
+                try:
+                    merged = await asyncio.to_thread(merged_config, new, bundle, self.state)
+                except BundleError as exc:
+                    message = f"reload of {path} refused: {exc}; the running policy is kept"
+                    log.error(message, extra={"event": "reload_refused"})
+                    return ReloadResult(False, message)
+            source = f"reload of {path}" + (f" with policy bundle v{bundle.version}" if bundle else "")
+            result = await apply_config(self.broker, merged, source)
+            if result.ok:
+                self.base = new
+            return result
 
     def _report(self, ok: bool, reason: str, version: int | None) -> None:
         status = {"gateway": self.gateway, "version": version, "applied_version": self.status.version,

@@ -5,6 +5,7 @@ ones are reported in ``<state_dir>/status.json``, and the state directory keeps 
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,13 @@ def test_directory_bundles_replace_passwords(tmp_path: Path, broker_factory: Bro
     saved = tmp_path / "state" / "bundle.cbor"
     assert saved.read_bytes() == (inbox / "v1.cbor").read_bytes()
     assert (tmp_path / "state" / "passwd.v1").exists()
+
+    b.process.send_signal(signal.SIGHUP)  # a reload keeps the bundle's sections over the file
+    deadline = time.monotonic() + 10
+    while "with policy bundle v1: policy applied" not in b.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "with policy bundle v1: policy applied" in b.log()
+    assert connects(b, "new", "new-pw") and not connects(b, "old", "old-pw")
 
     bad = {"passwords": [{"username": "x", "hash": "plaintext"}]}
     (inbox / "v2.cbor").write_bytes(create_bundle(key, version=2, gateway="*", issued_at=2, policy=bad))

@@ -62,6 +62,10 @@ def _recover(state: Path) -> tuple[list[bytes] | None, dict[str, bytes]]:
             queue = None if session is None else [
                 o.message.payload for o in session.queue]
             space = broker.topic_space("~")
+            if session is not None:  # where reload re-checks it, and routable again
+                assert session in list(broker.sessions)
+            if session is not None and session.subscriptions:
+                assert any(session.client_id in hits for hits in space.match("t/new"))
             retained = {m.topic: m.payload for m in space.retained.matching("r/#", 0.0)}
             return queue, retained
         finally:

@@ -120,3 +120,42 @@ def test_metrics_are_off_by_default(broker_factory: BrokerFactory) -> None:
     b = broker_factory()
     time.sleep(0.3)
     assert METRICS_RE.search(b.log()) is None
+
+
+def test_sync_status_in_metrics(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    import nacl.signing
+
+    from edge_broker.keys import write_verify_key
+    from edge_broker.sync.bundle import create_bundle
+
+    key = nacl.signing.SigningKey.generate()
+    write_verify_key(tmp_path / "cloud.pub", key.verify_key)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    text = CONFIG.format(audit=tmp_path / "audit") + f"""
+[sync]
+source = "directory"
+gateway_id = "gw-m"
+trusted_keys = ["{tmp_path / 'cloud.pub'}"]
+directory = "{inbox}"
+poll_interval = 0.1
+state_dir = "{tmp_path / 'state'}"
+"""
+    b = broker_factory(text)
+    url = _metrics_url(b)
+    assert _value(_scrape(url), "edge_broker_sync_policy_version") == 0
+    (inbox / "a.cbor").write_bytes(create_bundle(key, version=3, gateway="gw-m", issued_at=1,
+                                                 policy={"acl": {"enabled": False}}))
+    (inbox / "b.cbor").write_bytes(create_bundle(key, version=2, gateway="gw-m", issued_at=1,
+                                                 policy={"acl": {"enabled": False}}))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        families = _scrape(url)
+        if _value(families, "edge_broker_sync_bundles_total", outcome="refused") >= 1:
+            break
+        time.sleep(0.1)
+    assert _value(families, "edge_broker_sync_policy_version") == 3
+    assert _value(families, "edge_broker_sync_bundles_total", outcome="applied") == 1
+    assert _value(families, "edge_broker_sync_bundles_total", outcome="refused") == 1  # v2 after v3
+    assert _value(families, "edge_broker_sync_last_success_timestamp_seconds") > time.time() - 60
+    assert _value(families, "edge_broker_sync_connected") == 0

@@ -23,8 +23,9 @@ Files next to the log: ``<log>.lock`` (held while a writer has it open; kept on 
 from .durability import Durability
 from .errors import StoreError
 from .frame import Damage
+from .health import LogStats, StoreHealth
 from .keyed import CreateTable, Delete, DropTable, Key, KeyedLog, Op, Put, Table
-from .log import DEFAULT_MAX_RECORD_SIZE, Log, LogStats, Reducer, StoreHealth
+from .log import DEFAULT_MAX_RECORD_SIZE, Log, Reducer
 from .logfile import RecoveryReport
 from .tinydb_storage import LogStorage
 

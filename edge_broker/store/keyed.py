@@ -38,7 +38,8 @@ import cbor2
 from .durability import Durability
 from .errors import StoreError
 from .gcpause import gc_paused
-from .log import DEFAULT_MAX_RECORD_SIZE, Log, LogStats, StoreHealth
+from .health import LogStats, StoreHealth
+from .log import DEFAULT_MAX_RECORD_SIZE, Log
 from .logfile import RecoveryReport
 
 Key = str | int | bytes

@@ -42,6 +42,7 @@ import cbor2
 from .durability import Durability
 from .errors import StoreError
 from .frame import FRAME_OVERHEAD, HEADER_SIZE, MAX_PAYLOAD_LIMIT, Frame, encode_frame
+from .health import LogStats, StoreHealth
 from .logfile import LogFile, RecoveryReport
 
 T = TypeVar("T")
@@ -70,31 +71,6 @@ class Reducer(Protocol):
     def compacted(self, sizes: Sequence[int]) -> None:
         """A compaction wrote the last ``live_records()`` (then the records appended since):
         the frame size of each of them, in order."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogStats:
-    """Counters since open, for ``$SYS`` and benchmarks."""
-
-    appends: int
-    batches: int
-    fsyncs: int
-    bytes_written: int
-    write_failures: int
-    compactions: int
-    file_size: int
-    live_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class StoreHealth:
-    """``healthy`` is false after a failed write or fsync until the next one succeeds."""
-
-    path: str
-    healthy: bool
-    error: str | None = None
-    errno: int | None = None
-    compaction_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

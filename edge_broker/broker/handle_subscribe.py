@@ -95,6 +95,9 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
     reasons: list[str] = []  # the Reason String names each denied filter's gate and rule
     retained_for: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]] = []
     patterns = conn.identity is not None and conn.identity.subscription_patterns
+    # kept so that re-checks after a reload ask the site ACL the same question (declare_queryable)
+    queryable = any(name == "queryable" and value.strip().lower() == "true"
+                    for name, value in packet.properties.user_properties)
     for sub, verdict in zip(packet.subscriptions, verdicts, strict=True):
         if isinstance(verdict, Decision):
             if verdict.denied:
@@ -120,6 +123,7 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
         entry = SubscriptionEntry(
             session, sub.topic_filter, qos, sub.no_local, sub.retain_as_published,
             sub.retain_handling, sub_id, shared.group if shared is not None else None, recheck,
+            queryable,
         )
         session.subscriptions[sub.topic_filter] = entry
         space.subscribe(entry, inner, pattern)

@@ -89,7 +89,8 @@ async def recheck_subscriptions(broker: Broker, why: str) -> tuple[int, int]:
             checked += 1
             subscription = Subscription(topic_filter, entry.qos, entry.no_local,
                                         entry.retain_as_published, entry.retain_handling)
-            verdict = broker.policy.check_subscribe(identity, subscription)
+            user_properties = (("queryable", "true"),) if entry.queryable else ()
+            verdict = broker.policy.check_subscribe(identity, subscription, user_properties)
             decision = verdict if isinstance(verdict, Decision) else await verdict
             if session.subscriptions.get(topic_filter) is not entry:
                 continue  # changed by the client while an authorizer answered

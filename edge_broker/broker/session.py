@@ -38,6 +38,7 @@ class SubscriptionEntry:
     subscription_id: int | None = None
     share_group: str | None = None
     recheck: bool = False  # deliveries must pass the policy's deliver check (AUTHZ.md §2 gate 4)
+    queryable: bool = False  # SUBSCRIBE user property queryable=true (site ACL declare_queryable)
 
 
 @dataclass(frozen=True, slots=True)

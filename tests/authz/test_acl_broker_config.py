@@ -190,3 +190,26 @@ def test_readme_example_loads_and_decides_as_documented() -> None:
     assert decide(("wlan0", None, None), "site/a/firmware/f") == (False, "no-firmware-from-field")
     assert decide(("eth0", "ops-1", "alice"), "site/a/firmware/f") == (True, "operators")
     assert decide(("eth0", "ops-1", None), "site/a/firmware/f") == (False, None)  # CN AND username
+
+
+def test_reload_rechecks_a_queryable_subscription_as_declare_queryable(tmp_path: Path) -> None:
+    def section(queryable: str) -> dict[str, object]:
+        return {"enabled": True, "default_permission": "deny",
+                "rules": [{"id": "subscribe", "messages": ["declare_subscriber"], "permission": "allow",
+                           "key_exprs": ["q/**"]},
+                          {"id": "queryable", "messages": ["declare_queryable"], "permission": queryable,
+                           "key_exprs": ["q/**"]}],
+                "subjects": [{"id": "all"}],
+                "policies": [{"rules": ["subscribe", "queryable"], "subjects": ["all"]}]}
+
+    path = acl_json_file(tmp_path / "zenoh.json5", section("allow"))
+    b = start_broker(tmp_path, toml_with_acl(f'[acl]\nfile = "{path}"\n'))
+    try:
+        with AclClient(b.host, b.port) as c:
+            assert c.subscribe("q/#", queryable=True) == 1
+            acl_json_file(path, section("deny"))  # declare_subscriber still allowed on q/**
+            b.process.send_signal(signal.SIGHUP)
+            _wait_log(b, "policy applied", 1)
+            assert "1 subscription(s) checked, 1 removed" in b.log()
+    finally:
+        b.stop()

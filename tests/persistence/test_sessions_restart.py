@@ -118,3 +118,14 @@ def test_v3_clean_session_0_is_persistent(broker_factory, tmp_path):
     sub2 = RawClient(b2.host, b2.port, level=4)
     assert sub2.connect("v3sub", clean=False).session_present
     assert [(p.topic, p.payload) for p in drain(sub2, 2.0)] == [("v3/a", b"kept")]
+
+
+def test_second_broker_on_the_same_state_dir_refuses_to_start(broker_factory, tmp_path):
+    state = tmp_path / "state"
+    broker_factory(persistent_config(state))
+    try:
+        broker_factory(persistent_config(state))
+    except RuntimeError as exc:
+        assert "cannot open the broker store" in str(exc) and "state_dir" in str(exc)
+    else:
+        raise AssertionError("a second broker opened a store that another broker holds")

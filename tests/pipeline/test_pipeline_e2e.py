@@ -1,0 +1,101 @@
+"""End to end: generated fleet -> Spark compile -> the real broker applies its gateway's bundle
+through the sync directory source -> MQTT traffic -> the broker's audit log -> the Spark audit
+job finds exactly the denials the traffic caused."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from edge_broker.pipeline.audit import run_audit
+from edge_broker.pipeline.compile import run_compile
+from edge_broker.pipeline.fleet import make_fleet
+from tests.conftest import BrokerFactory, to_toml
+from tests.pipeline.conftest import ISSUED_AT, Keys
+
+GW = "gw-00000"
+
+
+def _client(port: int, client_id: str) -> mqtt.Client:
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    return client
+
+
+def _publish(client: mqtt.Client, topic: str) -> int:
+    codes: list[int] = []
+    client.on_publish = lambda c, u, mid, rc, p: codes.append(rc.value)
+    client.publish(topic, b"21.5", qos=1).wait_for_publish(5)
+    deadline = time.monotonic() + 5
+    while not codes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return codes[0]
+
+
+def _subscribe(client: mqtt.Client, topic: str) -> int:
+    codes: list[int] = []
+    client.on_subscribe = lambda c, u, mid, rcs, p: codes.extend(rc.value for rc in rcs)
+    client.subscribe(topic, qos=0)
+    deadline = time.monotonic() + 5
+    while not codes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return codes[0]
+
+
+def test_fleet_compile_apply_traffic_audit(spark: Any, keys: Keys, broker_factory: BrokerFactory, tmp_path: Path) -> None:
+    fleet = make_fleet(str(tmp_path / "fleet"), gateways=2, devices_per_gateway=12, tenants=1, seed=3)
+    result = run_compile(spark, fleet.directory, str(tmp_path / "out"), key=keys.key, issued_at=ISSUED_AT)
+    assert result.bundles == 2 and result.invalid == 0
+    with open(Path(fleet.directory) / "devices.csv", newline="") as fh:
+        sensor = next(r for r in csv.DictReader(fh) if r["gateway"] == GW and r["sets"] == "sensor" and not r["smoker_id"])
+    cid = sensor["client_id"]
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    shutil.copy(tmp_path / "out" / "bundles" / f"{GW}.cbor", drop / f"{GW}.cbor")
+    state = tmp_path / "sync-state"
+    audit_dir = tmp_path / "audit"
+    broker = broker_factory(to_toml({
+        "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
+        "sync": {"source": "directory", "directory": str(drop), "gateway_id": GW, "trusted_keys": [str(keys.pub_path)],
+                 "state_dir": str(state), "poll_interval": 0.2},
+        "audit": {"dir": str(audit_dir), "gateway_id": GW},
+    }))
+    deadline = time.monotonic() + 30
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        path = state / "status.json"
+        if path.exists():
+            status = json.loads(path.read_text())
+            if status.get("applied_version") == 1:
+                break
+        time.sleep(0.1)
+    assert status.get("ok") is True and status.get("applied_version") == 1, (status, broker.log()[-2000:])
+
+    device = _client(broker.port, cid)
+    try:
+        assert _publish(device, f"sensors/{cid}/temp") in (0x00, 0x10)  # own-data: allowed
+        assert _publish(device, "admin/reboot") == 0x87                 # no-admin
+        assert _publish(device, "admin/reset") == 0x87
+        assert _subscribe(device, "admin/#") == 0x87
+        assert _subscribe(device, f"commands/{cid}") == 0x00
+    finally:
+        device.loop_stop()
+        device.disconnect()
+    broker.stop()
+
+    audit = run_audit(spark, [str(audit_dir)], str(tmp_path / "report"))
+    by_client = {(r["gw"], r["client"]): r["denials"] for r in audit.tables["denials_by_client"]}
+    assert by_client == {(GW, cid): 3}
+    by_topic = {(r["action"], r["topic"]): r["denials"] for r in audit.tables["denials_by_topic"]}
+    assert by_topic == {("publish", "admin/reboot"): 1, ("publish", "admin/reset"): 1, ("subscribe", "admin/#"): 1}
+    assert {(r["gate"], r["rule"]): r["denials"] for r in audit.tables["denials_by_rule"]} == {("permissions", "no-admin"): 3}
+    assert audit.tables["denials_by_tenant"] == [{"tenant": "~", "denials": 3}]

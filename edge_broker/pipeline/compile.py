@@ -72,7 +72,7 @@ def _clean(value: Any) -> Any:
 
 def _checker(check: Any, names: list[str], separator: str | None) -> Any:
     """A pandas UDF over a struct of ``names`` that returns the check's reason (or null)."""
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]
     from pyspark.sql import functions as F
 
     def run(frame: pd.DataFrame) -> pd.Series:
@@ -83,7 +83,7 @@ def _checker(check: Any, names: list[str], separator: str | None) -> Any:
         return pd.Series(out, dtype=object)
 
     run.__annotations__ = {"frame": pd.DataFrame, "return": pd.Series}  # resolved hints for Spark
-    return F.pandas_udf(run, "string")  # type: ignore[call-overload]
+    return F.pandas_udf(run, "string")  # type: ignore[attr-defined]
 
 
 def _validate(df: Any, table: str, check: Any, names: list[str], separator: str | None) -> tuple[Any, Any]:
@@ -311,6 +311,6 @@ def _publish(target: str, bundles: list[tuple[str, bytes]]) -> None:
     if not host or not port.isdigit():
         raise PipelineError(f"--publish {target!r}: write HOST:PORT")
     progress(f"publishing {len(bundles)} bundles to {target}")
-    msgs = [{"topic": f"edge/{gw}/policy", "payload": data, "qos": 1, "retain": True} for gw, data in bundles]
+    msgs: list[Any] = [{"topic": f"edge/{gw}/policy", "payload": data, "qos": 1, "retain": True} for gw, data in bundles]
     for i in range(0, len(msgs), 500):
         publish.multiple(msgs[i:i + 500], hostname=host, port=int(port), client_id="edge-broker-pipeline")

@@ -96,7 +96,7 @@ def _write(path: Path, fmt: str, columns: Sequence[str], rows: list[dict[str, An
             for row in rows:
                 fh.write(json.dumps({k: v for k, v in row.items() if v is not None}) + "\n")
     elif fmt == "parquet":
-        import pandas as pd
+        import pandas as pd  # type: ignore[import-untyped]
 
         frame = pd.DataFrame(rows, columns=list(columns)).astype("string")
         frame.to_parquet(target, index=False)

@@ -94,8 +94,9 @@ def check_acl(row: dict[str, Any]) -> str | None:
 
 def check_grant(row: dict[str, Any], separator: str = "/") -> str | None:
     """A token grant row: ``tenant``, ``direction`` (pub or sub) and the rule (PATTERNS.md §3)."""
+    from ..matching.errors import RuleError
     from ..matching.names import normalize_tenant
-    from ..matching.token_rules import PubRule, RuleError, SubRule
+    from ..matching.token_rules import PubRule, SubRule
 
     try:
         normalize_tenant(row.get("tenant"))
@@ -118,8 +119,8 @@ def check_device(row: dict[str, Any]) -> str | None:
     """A device: a client id that is not a glob (assignments match it literally), a valid tenant,
     a canonical SMOKER ID when it has one, and at least one permission set."""
     from ..claims.errors import ClaimError
+    from ..matching.errors import RuleError
     from ..matching.names import normalize_tenant
-    from ..matching.token_rules import RuleError
 
     client_id = row.get("client_id")
     if not client_id:

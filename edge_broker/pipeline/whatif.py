@@ -57,7 +57,7 @@ def load_bundle(path: str, trust: list[str]) -> Any:
 
 def run_whatif(spark: Any, inputs: list[str], candidate: Any, out: str, *, baseline: Any = None,
                separator: str = "/") -> WhatIfResult:
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -96,8 +96,9 @@ def run_whatif(spark: Any, inputs: list[str], candidate: Any, out: str, *, basel
         for frame in batches:
             out = []
             for rec in frame.to_dict("records"):
-                r = {k: (None if isinstance(v, float) and v != v else v) for k, v in rec.items()}
+                r: dict[str, Any] = {k: (None if isinstance(v, float) and v != v else v) for k, v in rec.items()}
                 after = decide(after_policy, r)
+                b: tuple[Any, Any, Any]
                 if before_policy is not None:
                     before = decide(before_policy, r)
                     b = (before.outcome, before.gate, before.rule)

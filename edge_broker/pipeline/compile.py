@@ -22,6 +22,7 @@ would refuse. Outputs: ``<out>/bundles/<gateway>.cbor`` (``create_bundle``: byte
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import defaultdict
@@ -90,7 +91,7 @@ def _validate(df: Any, table: str, check: Any, names: list[str], separator: str 
     from pyspark.sql import functions as F
 
     udf = _checker(check, names, separator)
-    checked = df.withColumn("_reason", udf(F.struct(*[F.col(n) for n in names])))
+    checked = df.withColumn("_reason", udf(F.struct(*[F.col(n) for n in names]))).cache()  # each row checked once
     invalid = checked.where(F.col("_reason").isNotNull()).select(
         F.lit(table).alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"),
         F.regexp_extract(F.col("_reason"), r"^([A-Za-z_.\[\]0-9]+):", 1).alias("key"), F.col("_reason").alias("reason"),
@@ -274,7 +275,8 @@ def run_compile(
         for tenant, grant in grants.items():
             (outdir / "grants" / f"{tenant}.json").write_text(json.dumps(grant, sort_keys=True) + "\n", encoding="utf-8")
 
-    report = [r.asDict() for frame in invalid_frames for r in frame.collect()] + driver_invalid
+    union = functools.reduce(lambda a, b: a.unionByName(b), invalid_frames)
+    report = [r.asDict() for r in union.collect()] + driver_invalid
     report.sort(key=lambda r: (r["table"], r["file"], r["row"] or 0))
     with open(outdir / "invalid.jsonl", "w", encoding="utf-8") as fh:
         for r in report:

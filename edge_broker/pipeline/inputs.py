@@ -91,7 +91,7 @@ def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...]) -
                 F.concat(F.lit(f"{c.name}|not an integer: "), F.col(c.name)),
             ))
     problem = F.coalesce(*problems) if problems else F.lit(None).cast("string")
-    rows = rows.withColumn("_problem", problem)
+    rows = rows.withColumn("_problem", problem).cache()  # read and numbered once
     invalid = rows.where(F.col("_problem").isNotNull()).select(
         F.lit(table).alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"),
         F.split(F.col("_problem"), r"\|", 2)[0].alias("key"), F.split(F.col("_problem"), r"\|", 2)[1].alias("reason"),

@@ -4,17 +4,20 @@
 :class:`SubRuleSet` "may this subscription pattern be sent?", each with the text of the deciding
 rule (the first in the given order, for explain and audit) or ``None``.
 
-The trie is keyed by rule segment. Literal segments are dict edges; alternatives are edges of
-their own, keyed by their canonical variant set (rules sharing ``(eu|us)`` share the edge) and
-indexed by literal variant and by prefix variant so that a token finds its candidate edges with
-one dict lookup per distinct prefix length instead of a scan; ``?`` and ``*`` (subscribe rules)
-are single edges; ``#`` and ``>`` tails are markers on the node they end at. A decision walks
-one path per matching edge, so it costs O(depth) for any number of rules, and each node knows
-the smallest rule index below it, so branches that cannot beat the best rule found are skipped.
+The trie is keyed by rule segment. A node *is* the dict of its literal edges (a ``dict``
+subclass with slots, so 100k rules cost few objects and few CPU-cache lines per level);
+alternatives are edges of their own, keyed by their canonical variant set (rules sharing
+``(eu|us)`` share the edge) and indexed by literal variant and by prefix variant so that a token
+finds its candidate edges with one dict lookup per distinct prefix length instead of a scan;
+``?`` and ``*`` (subscribe rules) are single edges; ``#`` and ``>`` tails are marks on the node
+they end at. A decision walks one path per matching edge, so it costs O(depth) for any number
+of rules, and each node knows the smallest rule index below it, so branches that cannot beat
+the best rule found are skipped.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -33,140 +36,178 @@ from .token_rules import (
 _NONE: Final = 1 << 62  # "no rule": larger than any rule index
 
 
-class _Node:
-    """A trie node; mutable only while its rule set is being built."""
+class _Node(dict[str, "_Node"]):
+    """A trie node: the node *is* the dict of its literal edges (token -> child).
+
+    Compact on purpose (100k rules make 100k+ nodes, touched at random): no per-node dict of
+    attributes, leaves share CPython's empty key table, and the rarely used parts live behind
+    one slot each, ``None`` when unused. When the set is sealed, the literal variants of
+    alternatives edges are merged into the literal dict (a token then finds an alternatives
+    edge with the same lookup as a literal edge); ``more`` keeps the extra targets of a token
+    that leads to several edges; prefix variants become the sorted tuple ``prefixes`` (one
+    ``str.startswith(tuple)`` call rejects a token) with their edges in ``prefix_targets``.
+    Mutable only while its rule set is being built.
+    """
 
     __slots__ = (
-        "literal",
-        "alternatives",
-        "alt_by_literal",
-        "alt_by_prefix",
-        "prefix_lengths",
+        "marks",
+        "best",
         "any_literal",
         "wildcard",
-        "end",
-        "tail_zero",
-        "tail_one",
-        "best",
+        "edges",
+        "more",
+        "prefixes",
+        "prefix_targets",
     )
 
-    alt_by_literal: dict[str, list[_Node]]
-    alt_by_prefix: dict[str, list[_Node]]
-    prefix_lengths: tuple[int, ...]
-
-    def __init__(self) -> None:
-        # Most nodes are leaves or have literal children only: the alternatives maps are
-        # created on first use (memory and build time for 100k rules).
-        self.literal: dict[str, _Node] = {}
-        self.alternatives: dict[Alternatives, _Node] | None = None
-        # alt_by_literal, alt_by_prefix and prefix_lengths are set by seal() when
-        # alternatives is not None, and only read then.
+    def __init__(self, best: int) -> None:
+        super().__init__()
+        # (end, tail_zero, tail_one): smallest index of a rule ending here without a tail,
+        # with '#', with '>' (_NONE where none does); None when no rule ends here.
+        self.marks: tuple[int, int, int] | None = None
+        self.best = best  # smallest rule index in this subtree (rules are inserted in order)
         self.any_literal: _Node | None = None  # "?"
         self.wildcard: _Node | None = None  # "*"
-        self.end = _NONE  # smallest index of a rule ending here without a tail
-        self.tail_zero = _NONE  # ... ending here with '#'
-        self.tail_one = _NONE  # ... ending here with '>'
-        self.best = _NONE  # smallest rule index in this subtree
+        self.edges: dict[Alternatives, _Node] | None = None  # while building only
+        self.more: dict[str, tuple[_Node, ...]] | None = None
+        self.prefixes: tuple[str, ...] | None = None
+        self.prefix_targets: tuple[tuple[_Node, ...], ...] = ()
 
-    def child(self, kind: SegmentKind, literal: str, alternatives: Alternatives | None) -> _Node:
+    def child(
+        self, kind: SegmentKind, literal: str, alternatives: Alternatives | None, index: int
+    ) -> _Node:
         if kind is SegmentKind.LITERAL:
-            node = self.literal.get(literal)
+            node = self.get(literal)
             if node is None:
-                node = self.literal[literal] = _Node()
+                node = self[sys.intern(literal)] = _Node(index)
             return node
         if kind is SegmentKind.ALTERNATIVES:
             assert alternatives is not None
-            if self.alternatives is None:
-                self.alternatives = {}
-            node = self.alternatives.get(alternatives)
+            if self.edges is None:
+                self.edges = {}
+            node = self.edges.get(alternatives)
             if node is None:
-                node = self.alternatives[alternatives] = _Node()
+                node = self.edges[alternatives] = _Node(index)
             return node
         if kind is SegmentKind.ANY_LITERAL:
             if self.any_literal is None:
-                self.any_literal = _Node()
+                self.any_literal = _Node(index)
             return self.any_literal
         if self.wildcard is None:
-            self.wildcard = _Node()
+            self.wildcard = _Node(index)
         return self.wildcard
 
-    def seal(self) -> None:
-        """Build the alternatives indexes of this subtree once every rule is in."""
-        if self.alternatives is not None:
-            self._index_alternatives(self.alternatives)
-        for node in self._children():
-            node.seal()
+    def mark(self, tail: Tail | None, index: int) -> None:
+        end, zero, one = self.marks or (_NONE, _NONE, _NONE)
+        if tail is None:
+            end = min(end, index)
+        elif tail is Tail.ZERO_OR_MORE:
+            zero = min(zero, index)
+        else:
+            one = min(one, index)
+        self.marks = (end, zero, one)
 
-    def _index_alternatives(self, edges: dict[Alternatives, _Node]) -> None:
-        self.alt_by_literal, self.alt_by_prefix = {}, {}
-        lengths: set[int] = set()
+    def seal_alternatives(self) -> list[_Node]:
+        """Merge the alternatives edges into the lookup structures; returns their nodes."""
+        edges = self.edges
+        if edges is None:
+            return []
+        self.edges = None
+        more: dict[str, list[_Node]] = {}
+        by_prefix: dict[str, list[_Node]] = {}
         for alternatives, node in edges.items():
             for literal in alternatives.literals:
-                self.alt_by_literal.setdefault(literal, []).append(node)
+                if literal in self:
+                    more.setdefault(literal, []).append(node)
+                else:
+                    self[sys.intern(literal)] = node
             for prefix in alternatives.prefixes:
-                self.alt_by_prefix.setdefault(prefix, []).append(node)
-                lengths.add(len(prefix))
-        self.prefix_lengths = tuple(sorted(lengths))
+                by_prefix.setdefault(prefix, []).append(node)
+        if more:
+            self.more = {k: tuple(v) for k, v in more.items()}
+        if by_prefix:
+            self.prefixes = tuple(sorted(by_prefix))
+            self.prefix_targets = tuple(tuple(by_prefix[p]) for p in self.prefixes)
+        return list(edges.values())
 
-    def _children(self) -> Iterable[_Node]:
-        yield from self.literal.values()
-        if self.alternatives is not None:
-            yield from self.alternatives.values()
-        if self.any_literal is not None:
-            yield self.any_literal
-        if self.wildcard is not None:
-            yield self.wildcard
+    def prefix_children(self, text: str) -> list[_Node]:
+        """Edges with a prefix variant ``q*`` such that ``text`` starts with ``q``.
 
-
-def _insert(root: _Node, rule: PubRule | SubRule, index: int) -> None:
-    node = root
-    node.best = min(node.best, index)
-    for segment in rule.segments:
-        node = node.child(segment.kind, segment.literal, segment.alternatives)
-        node.best = min(node.best, index)
-    if rule.tail is None:
-        node.end = min(node.end, index)
-    elif rule.tail is Tail.ZERO_OR_MORE:
-        node.tail_zero = min(node.tail_zero, index)
-    else:
-        node.tail_one = min(node.tail_one, index)
+        For a literal token that is "matches ``q*``"; for a subscription token ``p*`` it is
+        D3's "p ⊒ q": the same test.
+        """
+        found: list[_Node] = []
+        prefixes = self.prefixes
+        if prefixes is not None and text.startswith(prefixes):
+            for prefix, targets in zip(prefixes, self.prefix_targets, strict=True):
+                if text.startswith(prefix):
+                    found.extend(targets)
+        return found
 
 
-def _alt_children(node: _Node, token: str, *, literal: bool) -> list[_Node]:
-    """Alternatives edges admitting ``token``: as a literal, or (``literal=False``) as ``p*``."""
-    found: list[_Node] = []
-    if literal:
-        found.extend(node.alt_by_literal.get(token, ()))
-    size = len(token)
-    for length in node.prefix_lengths:
-        if length > size:
-            break
-        found.extend(node.alt_by_prefix.get(token[:length], ()))
-    return found
+def _seal(root: _Node) -> None:
+    """Merge alternatives edges once every rule is in (iterative: no recursion limit).
+
+    The literal dict of a node must be sealed before its alternatives edges are merged into
+    it, so the walk collects children before sealing.
+    """
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.values())
+        stack.extend(node.seal_alternatives())
+        if node.any_literal is not None:
+            stack.append(node.any_literal)
+        if node.wildcard is not None:
+            stack.append(node.wildcard)
+
+
+def _build(rules: Sequence[PubRule | SubRule]) -> _Node:
+    root = _Node(_NONE)
+    for index, rule in enumerate(rules):
+        node = root
+        if index < node.best:
+            node.best = index
+        for segment in rule.segments:
+            node = node.child(segment.kind, segment.literal, segment.alternatives, index)
+        node.mark(rule.tail, index)
+    _seal(root)
+    return root
 
 
 def _walk_channel(node: _Node, tokens: Sequence[str], i: int, best: int) -> int:
     """Smallest index of a publish rule (below ``best``) whose set contains ``tokens[i:]``.
 
-    Alternatives edges recurse; the literal edge is followed in the loop, so a path of
-    literal segments costs one call.
+    Extra edges (prefix variants, a token leading to several edges) recurse; the edge of the
+    literal dict is followed in the loop, so a path of literal segments costs one call.
+    Rules are inserted in index order, so a child's ``best`` is only worth comparing once a
+    rule has matched (``best`` is not ``_NONE``).
     """
     n = len(tokens)
     while True:
-        if node.tail_zero < best:
-            best = node.tail_zero
-        if i == n:
-            return node.end if node.end < best else best
-        if node.tail_one < best:
-            best = node.tail_one
+        marks = node.marks
+        if marks is not None:
+            end, zero, one = marks
+            if zero < best:
+                best = zero
+            if i == n:
+                return end if end < best else best
+            if one < best:
+                best = one
+        elif i == n:
+            return best
         token = tokens[i]
         i += 1
-        if node.alternatives is not None:
-            for alt in _alt_children(node, token, literal=True):
+        if node.prefixes is not None:
+            for alt in node.prefix_children(token):
                 if alt.best < best:
                     best = _walk_channel(alt, tokens, i, best)
-        child = node.literal.get(token)
-        if child is None or child.best >= best:
+        if node.more is not None:
+            for alt in node.more.get(token, ()):
+                if alt.best < best:
+                    best = _walk_channel(alt, tokens, i, best)
+        child = node.get(token)
+        if child is None or (best is not _NONE and child.best >= best):
             return best
         node = child
 
@@ -178,29 +219,45 @@ def _walk_pattern(node: _Node, tokens: Sequence[PatternToken], i: int, best: int
     """
     n = len(tokens)
     while True:
-        if node.tail_zero < best:
-            best = node.tail_zero  # D4: '#' accepts any valid rest, including none
-        if i == n:
-            return node.end if node.end < best else best  # D5
-        token = tokens[i]
+        token = tokens[i] if i < n else None
+        marks = node.marks
+        if marks is not None:
+            end, zero, one = marks
+            if zero < best:
+                best = zero  # D4: '#' accepts any valid rest, including none
+            if token is None:
+                return end if end < best else best  # D5
+            if one < best and not (i == n - 1 and token.kind is TokenKind.HASH):
+                best = one  # D4: '>' needs a rest that requires a channel token
+        elif token is None:
+            return best
         kind = token.kind
-        if node.tail_one < best and not (i == n - 1 and kind is TokenKind.HASH):
-            best = node.tail_one  # D4: '>' needs a rest that requires a channel token
         i += 1
         if kind is TokenKind.LITERAL:
+            literal_child = node.get(token.text)  # literal edges and literal variants
+            if (
+                node.any_literal is None
+                and node.wildcard is None
+                and node.prefixes is None
+                and node.more is None
+            ):  # the common case: no branching
+                if literal_child is None or (best is not _NONE and literal_child.best >= best):
+                    return best
+                node = literal_child
+                continue
             candidates: list[_Node | None] = [
                 node.any_literal,  # D1
                 node.wildcard,  # D2
-                node.literal.get(token.text),
+                literal_child,
             ]
-            if node.alternatives is not None:
-                candidates.extend(_alt_children(node, token.text, literal=True))
+            if node.more is not None:
+                candidates.extend(node.more.get(token.text, ()))
+            candidates.extend(node.prefix_children(token.text))
         elif kind is TokenKind.STAR:
             candidates = [node.wildcard]  # D2
         elif kind is TokenKind.PREFIX_STAR:
             candidates = [node.wildcard]  # D2
-            if node.alternatives is not None:
-                candidates.extend(_alt_children(node, token.text, literal=False))  # D3
+            candidates.extend(node.prefix_children(token.text))  # D3
         else:
             return best  # tail tokens are accepted only by rule tails
         follow: _Node | None = None
@@ -230,10 +287,7 @@ class PubRuleSet:
                     f"rule {rule.text!r} was parsed with separator {rule.separator!r}, "
                     f"the set uses {separator!r}"
                 )
-        self._root = _Node()
-        for index, rule in enumerate(self.rules):
-            _insert(self._root, rule, index)
-        self._root.seal()
+        self._root = _build(self.rules)
 
     def allowed(self, channel: str) -> str | None:
         """The text of the first rule whose set contains ``channel``, or ``None``.
@@ -264,10 +318,7 @@ class SubRuleSet:
                     f"rule {rule.text!r} was parsed with separator {rule.separator!r}, "
                     f"the set uses {separator!r}"
                 )
-        self._root = _Node()
-        for index, rule in enumerate(self.rules):
-            _insert(self._root, rule, index)
-        self._root.seal()
+        self._root = _build(self.rules)
 
     def allowed(self, pattern: str | SubscriptionPattern | Sequence[PatternToken]) -> str | None:
         """The text of the first rule accepting the subscription ``pattern``, or ``None``.

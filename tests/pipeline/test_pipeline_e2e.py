@@ -1,12 +1,12 @@
-"""End to end: generated fleet -> Spark compile -> the real broker applies its gateway's bundle
-through the sync directory source -> MQTT traffic -> the broker's audit log -> the Spark audit
-job finds exactly the denials the traffic caused."""
+"""End to end: generated fleet -> Spark compile, bundles published retained to a cloud broker (a
+second real broker) -> the gateway (the real broker, [sync] source = "mqtt") applies its bundle ->
+MQTT traffic -> the gateway's audit log -> the Spark audit job finds exactly the denials the
+traffic caused."""
 
 from __future__ import annotations
 
 import csv
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -50,35 +50,48 @@ def _subscribe(client: mqtt.Client, topic: str) -> int:
     return codes[0]
 
 
+def _retained(port: int, topic: str, predicate: Any, timeout: float = 30.0) -> bytes:
+    """The first message on ``topic`` (retained or live) that satisfies ``predicate``."""
+    got: list[bytes] = []
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"watch-{time.monotonic_ns()}", protocol=mqtt.MQTTv5)
+    client.on_message = lambda c, u, m: got.append(m.payload) if predicate(m.payload) else None
+    client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=1)
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    try:
+        deadline = time.monotonic() + timeout
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        client.loop_stop()
+        client.disconnect()
+    assert got, f"nothing on {topic} in {timeout} s"
+    return got[0]
+
+
 def test_fleet_compile_apply_traffic_audit(spark: Any, keys: Keys, broker_factory: BrokerFactory, tmp_path: Path) -> None:
+    cloud = broker_factory()
     fleet = make_fleet(str(tmp_path / "fleet"), gateways=2, devices_per_gateway=12, tenants=1, seed=3)
-    result = run_compile(spark, fleet.directory, str(tmp_path / "out"), key=keys.key, issued_at=ISSUED_AT)
+    result = run_compile(spark, fleet.directory, str(tmp_path / "out"), key=keys.key, issued_at=ISSUED_AT,
+                         publish=f"127.0.0.1:{cloud.port}")
     assert result.bundles == 2 and result.invalid == 0
+    bundle = (tmp_path / "out" / "bundles" / f"{GW}.cbor").read_bytes()
+    assert _retained(cloud.port, f"edge/{GW}/policy", lambda p: True) == bundle  # published retained
     with open(Path(fleet.directory) / "devices.csv", newline="") as fh:
         sensor = next(r for r in csv.DictReader(fh) if r["gateway"] == GW and r["sets"] == "sensor" and not r["smoker_id"])
     cid = sensor["client_id"]
 
-    drop = tmp_path / "drop"
-    drop.mkdir()
-    shutil.copy(tmp_path / "out" / "bundles" / f"{GW}.cbor", drop / f"{GW}.cbor")
-    state = tmp_path / "sync-state"
     audit_dir = tmp_path / "audit"
     broker = broker_factory(to_toml({
         "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
-        "sync": {"source": "directory", "directory": str(drop), "gateway_id": GW, "trusted_keys": [str(keys.pub_path)],
-                 "state_dir": str(state), "poll_interval": 0.2},
+        "sync": {"source": "mqtt", "gateway_id": GW, "trusted_keys": [str(keys.pub_path)], "host": "127.0.0.1",
+                 "port": cloud.port, "state_dir": str(tmp_path / "sync-state"), "reconnect_max": 0.3,
+                 "audit_upload": False},
         "audit": {"dir": str(audit_dir), "gateway_id": GW},
     }))
-    deadline = time.monotonic() + 30
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        path = state / "status.json"
-        if path.exists():
-            status = json.loads(path.read_text())
-            if status.get("applied_version") == 1:
-                break
-        time.sleep(0.1)
-    assert status.get("ok") is True and status.get("applied_version") == 1, (status, broker.log()[-2000:])
+    status = json.loads(_retained(cloud.port, f"edge/{GW}/policy/status",
+                                  lambda p: json.loads(p).get("applied_version") == 1))
+    assert status["ok"] is True, (status, broker.log()[-2000:])
 
     device = _client(broker.port, cid)
     try:

@@ -159,3 +159,18 @@ state_dir = "{tmp_path / 'state'}"
     assert _value(families, "edge_broker_sync_bundles_total", outcome="refused") == 1  # v2 after v3
     assert _value(families, "edge_broker_sync_last_success_timestamp_seconds") > time.time() - 60
     assert _value(families, "edge_broker_sync_connected") == 0
+
+
+def test_claim_store_stats(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    text = CONFIG.format(audit=tmp_path / "audit") + f"""
+[claims]
+enabled = true
+store_dir = "{tmp_path / 'claims'}"
+"""
+    b = broker_factory(text)
+    families = _scrape(_metrics_url(b))
+    assert _value(families, "edge_broker_claims", state="indexed") == 0
+    assert _value(families, "edge_broker_claims", state="quarantined") == 0
+    assert _value(families, "edge_broker_claims_store_healthy") == 1
+    assert _value(families, "edge_broker_claims_throttled_clients") == 0
+    assert "edge_broker_sync_policy_version" not in families  # no [sync]: no sync metrics

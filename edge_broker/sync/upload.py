@@ -59,8 +59,8 @@ def next_batch(directory: str | os.PathLike[str], gateway: str, cursor: tuple[in
     """The batch after ``cursor`` (records of one segment), or None when everything is sent."""
     segments = [seq for seq, _ in list_segments(directory)]
     lost = 0
-    if cursor is not None and segments:
-        lost = max(0, segments[0] - cursor[0] - 1)  # whole segments rotated away unsent
+    if segments:  # whole segments rotated away unsent (numbering starts at 1)
+        lost = max(0, segments[0] - (cursor[0] if cursor is not None else 0) - 1)
     records: list[str] = []
     segment = first = last = -1
     for seq, line, record in read_records(directory, after=cursor):

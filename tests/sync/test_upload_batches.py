@@ -78,6 +78,8 @@ def test_segments_rotated_away_before_upload_are_counted(tmp_path: Path) -> None
     assert json.loads(first.payload.decode().splitlines()[0])["lost_segments"] == first.lost_segments
     rest, _ = drain(tmp_path, (first.segment, first.last), 100)
     assert all(b.lost_segments == 0 for b in rest)
+    never = next_batch(tmp_path, "gw", None, 100)  # a gateway that never uploaded
+    assert never is not None and never.lost_segments == never.segment - 1 > 0
 
 
 def test_state_files(tmp_path: Path) -> None:

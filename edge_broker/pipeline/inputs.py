@@ -74,11 +74,7 @@ def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...]) -
             df = df.withColumn(c.name, F.col(c.name).cast("string"))
     corrupt = "_corrupt_record" in df.columns
     keep = names + (["_corrupt_record"] if corrupt else [])
-    indexed = df.select(*keep).rdd.zipWithIndex().map(lambda pair: (*pair[0], pair[1] + 1))
-    schema = T.StructType(
-        [T.StructField(n, T.StringType()) for n in keep] + [T.StructField("_row", T.LongType())]
-    )
-    rows = spark.createDataFrame(indexed, schema).withColumn("_file", F.lit(path))
+    rows = _numbered(df.select(*keep)).withColumn("_file", F.lit(path))
     problems = []
     if corrupt:
         problems.append(F.when(F.col("_corrupt_record").isNotNull(), F.lit("(line)|not a JSON object")))
@@ -103,3 +99,21 @@ def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...]) -
         if c.kind == "long":
             good = good.withColumn(c.name, F.trim(F.col(c.name)).cast("long"))
     return good, invalid
+
+
+def _numbered(df: Any) -> Any:
+    """``df`` with ``_row``: the 1-based row number in read order (a file's line order for CSV
+    and JSON lines), computed in the JVM: per-partition counts, then each partition's offset
+    plus the record's index within it (the low 33 bits of ``monotonically_increasing_id``)."""
+    from pyspark.sql import functions as F
+
+    tagged = df.withColumn("_pid", F.spark_partition_id()).withColumn("_mid", F.monotonically_increasing_id())
+    counts = sorted((r["_pid"], r["count"]) for r in tagged.groupBy("_pid").count().collect())
+    offsets: list[Any] = []
+    total = 0
+    for pid, count in counts:
+        offsets += [F.lit(pid), F.lit(total)]
+        total += count
+    offset = F.create_map(*offsets)[F.col("_pid")] if offsets else F.lit(0)
+    index = F.col("_mid") - F.col("_pid").cast("long") * F.lit(1 << 33)
+    return tagged.withColumn("_row", (offset + index + 1).cast("long")).drop("_pid", "_mid")

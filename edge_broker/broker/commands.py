@@ -111,7 +111,7 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
     try:
         await run_service(broker, stop)  # sd_notify, metrics, policy sync (ops/service.py)
     except SyncError as exc:
-        print(f"edge-broker: [sync]: {exc}", file=sys.stderr)
+        print(f"edge-broker: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"edge-broker: cannot listen: {exc}", file=sys.stderr)

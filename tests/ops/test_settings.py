@@ -60,3 +60,15 @@ def test_check_command_prints_them(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "sync.trusted_keys: missing" in result.stderr
+
+
+def test_run_refuses_a_key_file_that_is_not_a_key(tmp_path: Path) -> None:
+    bad = tmp_path / "cloud.pub"
+    bad.write_text("not a key\n")
+    path = tmp_path / "gw.toml"
+    path.write_text(f'[[listeners]]\nname = "t"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "gw"\n'
+                    f'trusted_keys = ["{bad}"]\ndirectory = "{tmp_path}"\nstate_dir = "{tmp_path / "s"}"\n')
+    result = subprocess.run([sys.executable, "-m", "edge_broker", "run", "--config", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"edge-broker: [sync] trusted_keys: cannot load {bad}" in result.stderr

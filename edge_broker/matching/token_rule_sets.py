@@ -137,9 +137,8 @@ class _Node(dict[str, "_Node"]):
         D3's "p ⊒ q": the same test.
         """
         found: list[_Node] = []
-        prefixes = self.prefixes
-        if prefixes is not None and text.startswith(prefixes):
-            for prefix, targets in zip(prefixes, self.prefix_targets, strict=True):
+        if self.prefixes is not None:
+            for prefix, targets in zip(self.prefixes, self.prefix_targets, strict=True):
                 if text.startswith(prefix):
                     found.extend(targets)
         return found
@@ -198,7 +197,8 @@ def _walk_channel(node: _Node, tokens: Sequence[str], i: int, best: int) -> int:
             return best
         token = tokens[i]
         i += 1
-        if node.prefixes is not None:
+        prefixes = node.prefixes
+        if prefixes is not None and token.startswith(prefixes):  # rejects most tokens at once
             for alt in node.prefix_children(token):
                 if alt.best < best:
                     best = _walk_channel(alt, tokens, i, best)
@@ -252,7 +252,8 @@ def _walk_pattern(node: _Node, tokens: Sequence[PatternToken], i: int, best: int
             ]
             if node.more is not None:
                 candidates.extend(node.more.get(token.text, ()))
-            candidates.extend(node.prefix_children(token.text))
+            if node.prefixes is not None and token.text.startswith(node.prefixes):
+                candidates.extend(node.prefix_children(token.text))
         elif kind is TokenKind.STAR:
             candidates = [node.wildcard]  # D2
         elif kind is TokenKind.PREFIX_STAR:
@@ -271,22 +272,67 @@ def _walk_pattern(node: _Node, tokens: Sequence[PatternToken], i: int, best: int
         node = follow
 
 
+class _Decisions:
+    """A bounded cache of decisions of one immutable rule set: text -> rule text, ``""`` = deny.
+
+    The rule set never changes, so its generation never moves: a new rule set (a new token or
+    grant) starts with an empty cache, which is the generation bump of
+    :mod:`~edge_broker.matching.decision_cache`. When full it is emptied (as that module does):
+    cheap, and a repeating working set refills in a few decisions.
+    """
+
+    __slots__ = ("entries", "max_entries")
+
+    def __init__(self, max_entries: int) -> None:
+        self.entries: dict[str, str] = {}
+        self.max_entries = max_entries
+
+    def store(self, key: str, rule: str | None) -> None:
+        if len(self.entries) >= self.max_entries:
+            self.entries.clear()
+        self.entries[key] = rule or ""
+
+
+def _decisions(cache_entries: int) -> _Decisions | None:
+    if not isinstance(cache_entries, int) or cache_entries < 0:
+        raise ValueError(
+            f"cache_entries must be an integer >= 0 (0 disables the cache), got {cache_entries!r}"
+        )
+    return _Decisions(cache_entries) if cache_entries else None
+
+
+def _check_separators(rules: Sequence[PubRule | SubRule], separator: str) -> None:
+    for rule in rules:
+        if rule.separator != separator:
+            raise ValueError(
+                f"rule {rule.text!r} was parsed with separator {rule.separator!r}, "
+                f"the set uses {separator!r}"
+            )
+
+
 class PubRuleSet:
-    """Publish rules compiled into a trie; :meth:`allowed` costs O(channel depth)."""
+    """Publish rules compiled into a trie; :meth:`allowed` costs O(channel depth).
 
-    __slots__ = ("separator", "rules", "_root")
+    ``cache_entries`` > 0 keeps up to that many decisions by channel text (repeated
+    decisions, a publisher's channels, then cost one dict lookup); 0 (the default) walks the
+    trie every time.
+    """
 
-    def __init__(self, rules: Iterable[PubRule | str], separator: str = DEFAULT_SEPARATOR) -> None:
+    __slots__ = ("separator", "rules", "_root", "_decisions")
+
+    def __init__(
+        self,
+        rules: Iterable[PubRule | str],
+        separator: str = DEFAULT_SEPARATOR,
+        *,
+        cache_entries: int = 0,
+    ) -> None:
         self.separator = check_separator(separator)
         self.rules: tuple[PubRule, ...] = tuple(
             r if isinstance(r, PubRule) else PubRule.parse(r, separator) for r in rules
         )
-        for rule in self.rules:
-            if rule.separator != separator:
-                raise ValueError(
-                    f"rule {rule.text!r} was parsed with separator {rule.separator!r}, "
-                    f"the set uses {separator!r}"
-                )
+        _check_separators(self.rules, separator)
+        self._decisions = _decisions(cache_entries)
         self._root = _build(self.rules)
 
     def allowed(self, channel: str) -> str | None:
@@ -295,41 +341,64 @@ class PubRuleSet:
         ``channel`` must already be a valid channel (:func:`~edge_broker.matching.names.
         validate_channel`); this is the hot path and does not validate.
         """
+        decisions = self._decisions
+        if decisions is not None:
+            known = decisions.entries.get(channel)
+            if known is not None:
+                return known or None
         index = _walk_channel(self._root, channel.split(self.separator), 0, _NONE)
-        return None if index == _NONE else self.rules[index].text
+        rule = None if index == _NONE else self.rules[index].text
+        if decisions is not None:
+            decisions.store(channel, rule)
+        return rule
 
     def __len__(self) -> int:
         return len(self.rules)
 
 
 class SubRuleSet:
-    """Subscribe rules compiled into a trie; :meth:`allowed` costs O(pattern depth)."""
+    """Subscribe rules compiled into a trie; :meth:`allowed` costs O(pattern depth).
 
-    __slots__ = ("separator", "rules", "_root")
+    ``cache_entries`` > 0 keeps up to that many decisions by pattern text (patterns given
+    parsed are not cached); 0 (the default) walks the trie every time.
+    """
 
-    def __init__(self, rules: Iterable[SubRule | str], separator: str = DEFAULT_SEPARATOR) -> None:
+    __slots__ = ("separator", "rules", "_root", "_decisions")
+
+    def __init__(
+        self,
+        rules: Iterable[SubRule | str],
+        separator: str = DEFAULT_SEPARATOR,
+        *,
+        cache_entries: int = 0,
+    ) -> None:
         self.separator = check_separator(separator)
         self.rules: tuple[SubRule, ...] = tuple(
             r if isinstance(r, SubRule) else SubRule.parse(r, separator) for r in rules
         )
-        for rule in self.rules:
-            if rule.separator != separator:
-                raise ValueError(
-                    f"rule {rule.text!r} was parsed with separator {rule.separator!r}, "
-                    f"the set uses {separator!r}"
-                )
+        _check_separators(self.rules, separator)
+        self._decisions = _decisions(cache_entries)
         self._root = _build(self.rules)
 
     def allowed(self, pattern: str | SubscriptionPattern | Sequence[PatternToken]) -> str | None:
         """The text of the first rule accepting the subscription ``pattern``, or ``None``.
 
         ``pattern`` is the text the client sent, validated per §2 first (:class:`RuleError`
-        when invalid: a syntax error, not a denial), or an already parsed
+        when invalid: a syntax error, not a denial, and never cached), or an already parsed
         :class:`SubscriptionPattern` or token sequence.
         """
+        decisions = self._decisions
+        key = pattern if isinstance(pattern, str) and decisions is not None else None
+        if key is not None and decisions is not None:
+            known = decisions.entries.get(key)
+            if known is not None:
+                return known or None
         tokens = subscription_tokens(pattern, self.separator)
         index = _walk_pattern(self._root, tokens, 0, _NONE)
-        return None if index == _NONE else self.rules[index].text
+        rule = None if index == _NONE else self.rules[index].text
+        if key is not None and decisions is not None:
+            decisions.store(key, rule)
+        return rule
 
     def __len__(self) -> int:
         return len(self.rules)

@@ -115,7 +115,9 @@ def decode_outgoing(raw: Any, what: str, now_mono: float,
     if not isinstance(client_id, str) or qos not in (1, 2) or not isinstance(sub_ids, list):
         raise RecordError(f"{what}: queued message client id/qos/sub_ids have the wrong types")
     decoded = decode_message(message, what, now_mono, now_wall)
-    return client_id, Outgoing(decoded, qos, bool(retain), tuple(int(i) for i in sub_ids))
+    if sub_ids and not all(type(i) is int for i in sub_ids):
+        raise RecordError(f"{what}: subscription identifiers {sub_ids!r:.80} are not integers")
+    return client_id, Outgoing(decoded, qos, bool(retain), tuple(sub_ids) if sub_ids else ())
 
 
 def encode_will(will: Will) -> list[Any]:

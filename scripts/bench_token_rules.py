@@ -14,7 +14,7 @@ the decision cost does not grow with the rule count; the gap to the random-query
 CPU-cache misses from touching 100k rules' nodes at random. Prints a markdown table.
 
     .venv/bin/python scripts/bench_token_rules.py [--sizes 10,1000,100000] [--queries 20000]
-        [--rounds 3] [--seconds 1]
+        [--rounds 3] [--seconds 1] [--cache 0]
         [--tokens]   # also token verifications/s per algorithm
         [--memory]   # also memory of parsed rules and tries (tracemalloc)
 """
@@ -212,6 +212,14 @@ def main() -> None:
         "--rounds", type=int, default=3, help="rounds per cell; the best is reported"
     )
     parser.add_argument(
+        "--cache",
+        type=int,
+        default=0,
+        help="decision cache entries per rule set (0: off, every decision walks the trie); "
+        "with a cache, subscribe queries are given as text (the cache key) and each round "
+        "replays the same queries, so decisions repeat",
+    )
+    parser.add_argument(
         "--linear-limit",
         type=int,
         default=1000,
@@ -234,13 +242,15 @@ def main() -> None:
     for size in (int(s) for s in args.sizes.split(",")):
         pub_texts, sub_texts = pub_rules(size, rng), sub_rules(size, rng)
         t0 = time.process_time()
-        pub_set = PubRuleSet(pub_texts, SEP)
+        pub_set = PubRuleSet(pub_texts, SEP, cache_entries=args.cache)
         t1 = time.process_time()
-        sub_set = SubRuleSet(sub_texts, SEP)
+        sub_set = SubRuleSet(sub_texts, SEP, cache_entries=args.cache)
         t2 = time.process_time()
         pq = pub_queries(size, args.queries, rng)
         # Patterns are parsed once per SUBSCRIBE by the broker; time the acceptance itself.
-        sq = [pattern_tokens(p, SEP) for p in sub_queries(size, args.queries, rng)]
+        sq_texts = sub_queries(size, args.queries, rng)
+        sq_tokens = [pattern_tokens(p, SEP) for p in sq_texts]
+        sq: list[Any] = sq_texts if args.cache else sq_tokens
         pub_hits = sum(pub_set.allowed(c) is not None for c in pq) / len(pq)
         sub_hits = sum(sub_set.allowed(p) is not None for p in sq) / len(sq)
         cell = (args.seconds, args.rounds)
@@ -251,12 +261,15 @@ def main() -> None:
         pub_hot = best_rate(pub_set.allowed, pub_queries(min(size, 10), args.queries, rng), *cell)
         sub_hot = best_rate(
             sub_set.allowed,
-            [pattern_tokens(p, SEP) for p in sub_queries(min(size, 10), args.queries, rng)],
+            [
+                p if args.cache else pattern_tokens(p, SEP)
+                for p in sub_queries(min(size, 10), args.queries, rng)
+            ],
             *cell,
         )
         if size <= args.linear_limit:
             lin_pub = f"{rate(linear_pub(pub_texts), pq[:2000], args.seconds):,.0f}"
-            lin_sub = f"{rate(linear_sub(sub_texts), sq[:2000], args.seconds):,.0f}"
+            lin_sub = f"{rate(linear_sub(sub_texts), sq_tokens[:2000], args.seconds):,.0f}"
         else:
             lin_pub = lin_sub = "-"
         print(

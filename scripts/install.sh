@@ -148,8 +148,14 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
     say "created $PREFIX/venv"
 fi
+# pip builds in the tree it is given: build from a copy, so the source tree stays untouched
+# (no root-owned build/ in a checkout) and two installs at once do not share a build directory.
+BUILD=$(mktemp -d)
+trap 'rm -rf "$BUILD"' EXIT
+cp "$SRC/pyproject.toml" "$SRC/README.md" "$BUILD/"
+tar -C "$SRC" --exclude=__pycache__ -cf - edge_broker | tar -C "$BUILD" -xf -
 # shellcheck disable=SC2086  # EDGE_BROKER_PIP_ARGS is a list of options
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check ${EDGE_BROKER_PIP_ARGS:-} "$SRC"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check ${EDGE_BROKER_PIP_ARGS:-} "$BUILD"
 say "installed $("$VENV/bin/edge-broker" --version) into $PREFIX/venv"
 
 if [ -e "$CONF" ]; then

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..config import Config
 
 REPLACED = ("permissions", "acl", "authorizers", "tokens")
+CLAIMS_LOCAL = frozenset({"enabled", "store_dir", "fsync"})  # where and whether: the gateway's
 
 
 def base_table(config: Config) -> dict[str, Any]:
@@ -65,6 +66,10 @@ def merged_config(base: Config, bundle: PolicyBundle, state: SyncStateDir) -> Co
     if "claims" in policy:
         if not isinstance(policy["claims"], dict):
             raise BundleError("bundle section 'claims' must be a table")
+        local = sorted(set(policy["claims"]) & CLAIMS_LOCAL)
+        if local:
+            raise BundleError(f"bundle section 'claims' may set limits only; {', '.join(local)} "
+                              "belong to the gateway's own config")
         table["claims"] = {**table.get("claims", {}), **policy["claims"]}
     if "passwords" in policy:
         entries = _password_entries(policy["passwords"])

@@ -99,3 +99,41 @@ def test_without_notify_socket_the_broker_runs_as_before(broker_factory: BrokerF
     b = broker_factory()
     b.connect_socket().close()
     assert b.stop() == 0
+
+
+def test_ready_after_the_persisted_bundle_is_applied(tmp_path: Path, broker_factory: BrokerFactory,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import nacl.signing
+
+    from edge_broker.keys import write_verify_key
+    from edge_broker.sync.bundle import create_bundle
+
+    key = nacl.signing.SigningKey.generate()
+    write_verify_key(tmp_path / "cloud.pub", key.verify_key)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "bundle.cbor").write_bytes(
+        create_bundle(key, version=5, gateway="gw-n", issued_at=1, policy={"acl": {"enabled": False}}))
+    path = str(tmp_path / "notify")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(path)
+    monkeypatch.setenv("NOTIFY_SOCKET", path)
+    monkeypatch.delenv("WATCHDOG_USEC", raising=False)
+    try:
+        broker_factory(f"""
+[[listeners]]
+name = "tcp"
+bind = "127.0.0.1"
+port = 0
+
+[sync]
+source = "directory"
+gateway_id = "gw-n"
+trusted_keys = ["{tmp_path / 'cloud.pub'}"]
+directory = "{tmp_path / 'inbox'}"
+state_dir = "{tmp_path / 'state'}"
+""")
+        first = _collect(server, time.monotonic() + 1.0)
+        assert first and first[0].startswith(b"READY=1\nSTATUS=serving 1 listener(s)")
+        assert first[0].endswith(b"; policy bundle v5"), first[0]
+    finally:
+        server.close()

@@ -133,6 +133,9 @@ class SyncService:
         self._loop = asyncio.get_running_loop()
         if self.settings.source == "mqtt":
             self._start_client()
+            if self.settings.audit_upload and self.broker.audit is None:
+                log.warning("[sync] audit_upload: there is no audit log to upload; set [audit] dir",
+                            extra={"event": "audit_upload_off"})
             if self.settings.audit_upload and self.broker.audit is not None:
                 try:
                     self._cursor = self.state.load_cursor()
@@ -255,7 +258,12 @@ class SyncService:
 
     async def _directory_loop(self) -> None:
         directory = Path(self.settings.directory or ".")
+        warned = False
         while True:
+            if not directory.is_dir() and not warned:
+                warned = True
+                log.warning("[sync] directory %s does not exist (yet): no bundles to read", directory,
+                            extra={"event": "sync_directory_missing"})
             try:
                 entries = sorted(directory.glob("*.cbor"))
             except OSError as exc:

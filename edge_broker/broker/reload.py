@@ -60,6 +60,10 @@ async def apply_config(broker: Broker, new: Config, source: str) -> ReloadResult
         log.error(message, extra={"event": "reload_refused"})
         _audit(broker, "policy_rejected", message)
         return ReloadResult(False, message)
+    old_pipeline = broker.policy.pipeline
+    if old_pipeline is not None and policy.pipeline is not None:
+        # per-rule counters are monotonic across policy changes (Prometheus counters)
+        policy.pipeline.hits, policy.pipeline.denials = old_pipeline.hits, old_pipeline.denials
     broker.config = new
     broker.policy = policy
     broker.reset_authentication()

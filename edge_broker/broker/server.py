@@ -264,6 +264,7 @@ class Broker:
 
     def connection_opened(self, conn: Connection) -> None:
         self.connections.add(conn)
+        self.stats.connections_total += 1
         if len(self.connections) > self.config.limits.max_connections + 64:
             # Far over the limit: do not even read a CONNECT (half-open floods).
             conn.close(None, "too many connections")

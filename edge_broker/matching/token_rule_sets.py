@@ -5,14 +5,15 @@
 rule (the first in the given order, for explain and audit) or ``None``.
 
 The trie is keyed by rule segment. A node *is* the dict of its literal edges (a ``dict``
-subclass with slots, so 100k rules cost few objects and few CPU-cache lines per level);
-alternatives are edges of their own, keyed by their canonical variant set (rules sharing
-``(eu|us)`` share the edge) and indexed by literal variant and by prefix variant so that a token
-finds its candidate edges with one dict lookup per distinct prefix length instead of a scan;
-``?`` and ``*`` (subscribe rules) are single edges; ``#`` and ``>`` tails are marks on the node
-they end at. A decision walks one path per matching edge, so it costs O(depth) for any number
-of rules, and each node knows the smallest rule index below it, so branches that cannot beat
-the best rule found are skipped.
+subclass with slots, so 100k rules cost few objects and few CPU-cache lines per level).
+Alternatives are built as edges of their own, keyed by their canonical variant set (rules
+sharing ``(eu|us)`` share the edge); when the set is sealed their literal variants are merged
+into the literal dict and their prefix variants become a sorted tuple tested with one
+``str.startswith(tuple)``. ``?`` and ``*`` (subscribe rules) are single edges; ``#`` and ``>``
+tails are marks on the node they end at. A decision walks one path per matching edge, so it
+costs O(depth) for any number of rules, and each node knows the smallest rule index below it,
+so branches that cannot beat the best rule found are skipped. Optionally each set keeps a
+bounded cache of its decisions (``cache_entries``).
 """
 
 from __future__ import annotations

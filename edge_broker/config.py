@@ -14,6 +14,7 @@ Another section is added by writing a parser ``(Section) -> T`` and an entry in
 from __future__ import annotations
 
 import ipaddress
+import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -160,7 +161,7 @@ class PersistenceConfig:
     ``durability``: ``sync`` (PUBACK/PUBREC after fsync), ``interval`` (fsync every
     ``interval_ms``), ``none`` (the OS decides; a broker crash loses nothing, a power cut may)."""
 
-    enabled: bool = False
+    enabled: bool = False  # parse_persistence turns it on when a state directory is given
     state_dir: str | None = None
     durability: str = "sync"
     interval_ms: int = 50
@@ -471,8 +472,12 @@ def parse_persistence(s: Section) -> PersistenceConfig:
     if state_dir == "":
         s.problem("state_dir", 'empty: write a directory, e.g. "/var/lib/edge-broker"')
         state_dir = None
+    # Unset: on when a state directory is given — in [persistence], by systemd's StateDirectory=
+    # ($STATE_DIRECTORY) or by $EDGE_BROKER_STATE_DIR (the unit sets both) — so an installed
+    # gateway keeps its sessions across power cuts, while ad-hoc runs leave no state behind.
+    given = bool(state_dir or os.environ.get("STATE_DIRECTORY") or os.environ.get("EDGE_BROKER_STATE_DIR"))
     return PersistenceConfig(
-        enabled=s.boolean("enabled", d.enabled),
+        enabled=s.boolean("enabled", given),
         state_dir=state_dir,
         durability=s.choice("durability", d.durability, ("sync", "interval", "none")),
         interval_ms=s.integer("interval_ms", d.interval_ms, 1, 60_000),

@@ -37,18 +37,99 @@ from .token_rules import (
 _NONE: Final = 1 << 62  # "no rule": larger than any rule index
 
 
-class _Extra:
-    """The rarely used edges of a node: ``?``, ``*`` and alternatives (see :class:`_Node`)."""
+class _Node(dict[str, "_Node"]):
+    """A trie node: the node *is* the dict of its literal edges (token -> child).
 
-    __slots__ = ("any_literal", "wildcard", "edges", "more", "prefixes", "prefix_targets")
+    Compact on purpose (100k rules make 100k+ nodes, touched at random): no per-node dict of
+    attributes, leaves share CPython's empty key table, and the rarely used parts live behind
+    one slot each, ``None`` when unused. When the set is sealed, the literal variants of
+    alternatives edges are merged into the literal dict (a token then finds an alternatives
+    edge with the same lookup as a literal edge); ``more`` keeps the extra targets of a token
+    that leads to several edges; prefix variants become the sorted tuple ``prefixes`` (one
+    ``str.startswith(tuple)`` call rejects a token) with their edges in ``prefix_targets``.
+    Mutable only while its rule set is being built.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "marks",
+        "best",
+        "any_literal",
+        "wildcard",
+        "edges",
+        "more",
+        "prefixes",
+        "prefix_targets",
+    )
+
+    def __init__(self, best: int) -> None:
+        super().__init__()
+        # (end, tail_zero, tail_one): smallest index of a rule ending here without a tail,
+        # with '#', with '>' (_NONE where none does); None when no rule ends here.
+        self.marks: tuple[int, int, int] | None = None
+        self.best = best  # smallest rule index in this subtree (rules are inserted in order)
         self.any_literal: _Node | None = None  # "?"
         self.wildcard: _Node | None = None  # "*"
         self.edges: dict[Alternatives, _Node] | None = None  # while building only
         self.more: dict[str, tuple[_Node, ...]] | None = None
         self.prefixes: tuple[str, ...] | None = None
         self.prefix_targets: tuple[tuple[_Node, ...], ...] = ()
+
+    def child(
+        self, kind: SegmentKind, literal: str, alternatives: Alternatives | None, index: int
+    ) -> _Node:
+        if kind is SegmentKind.LITERAL:
+            node = self.get(literal)
+            if node is None:
+                node = self[sys.intern(literal)] = _Node(index)
+            return node
+        if kind is SegmentKind.ALTERNATIVES:
+            assert alternatives is not None
+            if self.edges is None:
+                self.edges = {}
+            node = self.edges.get(alternatives)
+            if node is None:
+                node = self.edges[alternatives] = _Node(index)
+            return node
+        if kind is SegmentKind.ANY_LITERAL:
+            if self.any_literal is None:
+                self.any_literal = _Node(index)
+            return self.any_literal
+        if self.wildcard is None:
+            self.wildcard = _Node(index)
+        return self.wildcard
+
+    def mark(self, tail: Tail | None, index: int) -> None:
+        end, zero, one = self.marks or (_NONE, _NONE, _NONE)
+        if tail is None:
+            end = min(end, index)
+        elif tail is Tail.ZERO_OR_MORE:
+            zero = min(zero, index)
+        else:
+            one = min(one, index)
+        self.marks = (end, zero, one)
+
+    def seal_alternatives(self) -> list[_Node]:
+        """Merge the alternatives edges into the lookup structures; returns their nodes."""
+        edges = self.edges
+        if edges is None:
+            return []
+        self.edges = None
+        more: dict[str, list[_Node]] = {}
+        by_prefix: dict[str, list[_Node]] = {}
+        for alternatives, node in edges.items():
+            for literal in alternatives.literals:
+                if literal in self:
+                    more.setdefault(literal, []).append(node)
+                else:
+                    self[sys.intern(literal)] = node
+            for prefix in alternatives.prefixes:
+                by_prefix.setdefault(prefix, []).append(node)
+        if more:
+            self.more = {k: tuple(v) for k, v in more.items()}
+        if by_prefix:
+            self.prefixes = tuple(sorted(by_prefix))
+            self.prefix_targets = tuple(tuple(by_prefix[p]) for p in self.prefixes)
+        return list(edges.values())
 
     def prefix_children(self, text: str) -> list[_Node]:
         """Edges with a prefix variant ``q*`` such that ``text`` starts with ``q``.
@@ -64,111 +145,21 @@ class _Extra:
         return found
 
 
-class _Node(dict[str, "_Node"]):
-    """A trie node: the node *is* the dict of its literal edges (token -> child).
-
-    Compact on purpose (100k rules make 100k+ nodes, touched at random): three slots and no
-    per-node dict of attributes; leaves share CPython's empty key table; ``marks`` is ``None``
-    unless a rule ends here and ``extra`` is ``None`` unless ``?``, ``*`` or alternatives
-    edges leave here, so a plain literal level costs one dict lookup and two slot reads.
-    When the set is sealed, the literal variants of alternatives edges are merged into the
-    literal dict (a token then finds an alternatives edge with the same lookup as a literal
-    edge); ``extra.more`` keeps the further targets of a token that leads to several edges;
-    prefix variants become the sorted tuple ``extra.prefixes`` (one ``str.startswith(tuple)``
-    call rejects a token) with their edges in ``extra.prefix_targets``.
-    Mutable only while its rule set is being built.
-    """
-
-    __slots__ = ("marks", "best", "extra")
-
-    def __init__(self, best: int) -> None:
-        super().__init__()
-        # (end, tail_zero, tail_one): smallest index of a rule ending here without a tail,
-        # with '#', with '>' (_NONE where none does); None when no rule ends here.
-        self.marks: tuple[int, int, int] | None = None
-        self.best = best  # smallest rule index in this subtree (rules are inserted in order)
-        self.extra: _Extra | None = None
-
-    def child(
-        self, kind: SegmentKind, literal: str, alternatives: Alternatives | None, index: int
-    ) -> _Node:
-        if kind is SegmentKind.LITERAL:
-            node = self.get(literal)
-            if node is None:
-                node = self[sys.intern(literal)] = _Node(index)
-            return node
-        if self.extra is None:
-            self.extra = _Extra()
-        extra = self.extra
-        if kind is SegmentKind.ALTERNATIVES:
-            assert alternatives is not None
-            if extra.edges is None:
-                extra.edges = {}
-            node = extra.edges.get(alternatives)
-            if node is None:
-                node = extra.edges[alternatives] = _Node(index)
-            return node
-        if kind is SegmentKind.ANY_LITERAL:
-            if extra.any_literal is None:
-                extra.any_literal = _Node(index)
-            return extra.any_literal
-        if extra.wildcard is None:
-            extra.wildcard = _Node(index)
-        return extra.wildcard
-
-    def mark(self, tail: Tail | None, index: int) -> None:
-        end, zero, one = self.marks or (_NONE, _NONE, _NONE)
-        if tail is None:
-            end = min(end, index)
-        elif tail is Tail.ZERO_OR_MORE:
-            zero = min(zero, index)
-        else:
-            one = min(one, index)
-        self.marks = (end, zero, one)
-
-    def seal(self) -> list[_Node]:
-        """Merge the alternatives edges into the lookup structures; returns the extra nodes.
-
-        ``extra`` becomes ``None`` when every alternatives edge merged into the literal dict
-        and there is no ``?`` or ``*`` edge.
-        """
-        extra = self.extra
-        if extra is None:
-            return []
-        found = [n for n in (extra.any_literal, extra.wildcard) if n is not None]
-        edges, extra.edges = extra.edges, None
-        more: dict[str, list[_Node]] = {}
-        by_prefix: dict[str, list[_Node]] = {}
-        for alternatives, node in (edges or {}).items():
-            found.append(node)
-            for literal in alternatives.literals:
-                if literal in self:
-                    more.setdefault(literal, []).append(node)
-                else:
-                    self[sys.intern(literal)] = node
-            for prefix in alternatives.prefixes:
-                by_prefix.setdefault(prefix, []).append(node)
-        if more:
-            extra.more = {k: tuple(v) for k, v in more.items()}
-        if by_prefix:
-            extra.prefixes = tuple(sorted(by_prefix))
-            extra.prefix_targets = tuple(tuple(by_prefix[p]) for p in extra.prefixes)
-        if extra.any_literal is None and extra.wildcard is None and not more and not by_prefix:
-            self.extra = None
-        return found
-
-
 def _seal(root: _Node) -> None:
     """Merge alternatives edges once every rule is in (iterative: no recursion limit).
 
-    The children of a node's literal dict are collected before its alternatives edges are
-    merged into it, so every node is sealed exactly once.
+    The literal dict of a node must be sealed before its alternatives edges are merged into
+    it, so the walk collects children before sealing.
     """
     stack = [root]
     while stack:
         node = stack.pop()
         stack.extend(node.values())
-        stack.extend(node.seal())
+        stack.extend(node.seal_alternatives())
+        if node.any_literal is not None:
+            stack.append(node.any_literal)
+        if node.wildcard is not None:
+            stack.append(node.wildcard)
 
 
 def _build(rules: Sequence[PubRule | SubRule]) -> _Node:
@@ -207,17 +198,15 @@ def _walk_channel(node: _Node, tokens: Sequence[str], i: int, best: int) -> int:
             return best
         token = tokens[i]
         i += 1
-        extra = node.extra
-        if extra is not None:
-            prefixes = extra.prefixes
-            if prefixes is not None and token.startswith(prefixes):  # rejects most at once
-                for alt in extra.prefix_children(token):
-                    if alt.best < best:
-                        best = _walk_channel(alt, tokens, i, best)
-            if extra.more is not None:
-                for alt in extra.more.get(token, ()):
-                    if alt.best < best:
-                        best = _walk_channel(alt, tokens, i, best)
+        prefixes = node.prefixes
+        if prefixes is not None and token.startswith(prefixes):  # rejects most tokens at once
+            for alt in node.prefix_children(token):
+                if alt.best < best:
+                    best = _walk_channel(alt, tokens, i, best)
+        if node.more is not None:
+            for alt in node.more.get(token, ()):
+                if alt.best < best:
+                    best = _walk_channel(alt, tokens, i, best)
         child = node.get(token)
         if child is None or (best is not _NONE and child.best >= best):
             return best
@@ -245,30 +234,32 @@ def _walk_pattern(node: _Node, tokens: Sequence[PatternToken], i: int, best: int
             return best
         kind = token.kind
         i += 1
-        extra = node.extra
         if kind is TokenKind.LITERAL:
             literal_child = node.get(token.text)  # literal edges and literal variants
-            if extra is None:  # the common case: no branching
+            if (
+                node.any_literal is None
+                and node.wildcard is None
+                and node.prefixes is None
+                and node.more is None
+            ):  # the common case: no branching
                 if literal_child is None or (best is not _NONE and literal_child.best >= best):
                     return best
                 node = literal_child
                 continue
             candidates: list[_Node | None] = [
-                extra.any_literal,  # D1
-                extra.wildcard,  # D2
+                node.any_literal,  # D1
+                node.wildcard,  # D2
                 literal_child,
             ]
-            if extra.more is not None:
-                candidates.extend(extra.more.get(token.text, ()))
-            if extra.prefixes is not None and token.text.startswith(extra.prefixes):
-                candidates.extend(extra.prefix_children(token.text))
-        elif extra is None:
-            return best  # '*', 'p*' and tails need a '*' edge, alternatives or a rule tail
+            if node.more is not None:
+                candidates.extend(node.more.get(token.text, ()))
+            if node.prefixes is not None and token.text.startswith(node.prefixes):
+                candidates.extend(node.prefix_children(token.text))
         elif kind is TokenKind.STAR:
-            candidates = [extra.wildcard]  # D2
+            candidates = [node.wildcard]  # D2
         elif kind is TokenKind.PREFIX_STAR:
-            candidates = [extra.wildcard]  # D2
-            candidates.extend(extra.prefix_children(token.text))  # D3
+            candidates = [node.wildcard]  # D2
+            candidates.extend(node.prefix_children(token.text))  # D3
         else:
             return best  # tail tokens are accepted only by rule tails
         follow: _Node | None = None

@@ -60,7 +60,7 @@ from .persist_hooks import (
     PersistentSubscriptions,
 )
 from .retained import MemoryRetainedStore
-from .session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry
+from .session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
 
 if TYPE_CHECKING:
     from .server import Broker
@@ -171,8 +171,8 @@ class Persistence:
         self._add(Delete(QOS2, f"{client_id}\x00{pid}"))
 
     def session_changed(self, session: Session) -> None:
-        if self._tracked.get(session.client_id) is session:
-            self._dirty[session.client_id] = session
+        if self._tracked.get(session.key) is session:
+            self._dirty[session.key] = session
             if self._recording and not self._scheduled:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._background)
@@ -188,14 +188,14 @@ class Persistence:
     # -- sessions ---------------------------------------------------------------------------
 
     def tracks(self, session: Session) -> bool:
-        return self._tracked.get(session.client_id) is session
+        return self._tracked.get(session.key) is session
 
     def adopt(self, session: Session) -> None:
         """``session`` outlives its connection from now on: store it and everything it holds."""
         if self.tracks(session):
             self.session_changed(session)
             return
-        cid = session.client_id
+        cid = session.key  # (tenant, client id): broker/session.py session_key
         self._tracked[cid] = session
         queue = PersistentQueue(self, cid)
         queue.extend(session.queue)
@@ -212,7 +212,7 @@ class Persistence:
 
     def forget(self, session: Session) -> None:
         """The session ended: delete its record, messages and QoS 2 state."""
-        cid = session.client_id
+        cid = session.key
         if self._tracked.get(cid) is not session:
             return
         if isinstance(session.queue, PersistentQueue):
@@ -409,7 +409,7 @@ class Persistence:
         sessions = self._recover_sessions(broker, now_mono, now_wall, drop)
         messages = self._recover_messages(sessions, now_mono, now_wall, drop)
         for key, _ in self.keyed.iter_items(QOS2):
-            cid, _, pid = str(key).partition("\x00")
+            cid, _, pid = str(key).rpartition("\x00")  # the session key may hold a U+0000 too
             session = sessions.get(cid)
             if session is None or not pid.isdigit():
                 drop.append(Delete(QOS2, key))
@@ -542,7 +542,9 @@ def _decode_session(cid: str, raw: Any, now_mono: float,
     identity = decode_identity(identity_raw, what)
     if not isinstance(tenant, str) or level not in (3, 4, 5) or not isinstance(expiry, int):
         raise RecordError(f"{what}: tenant/protocol level/expiry have the wrong types")
-    session = Session(cid, tenant, identity, level)
+    session = Session(client_id_of(cid), tenant, identity, level)
+    if session.key != cid:
+        raise RecordError(f"{what}: the record's tenant {tenant!r} does not match its key")
     session.expiry_interval = expiry
     session.expires_at = to_mono(expires, now_mono, now_wall)
     session.will = None if will_raw is None else decode_will(will_raw, what)

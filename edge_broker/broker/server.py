@@ -60,7 +60,7 @@ from .listeners import connection_info, start_listener
 from .message import make_message
 from .policy import Policy, build_pipeline, open_audit_log
 from .retained import RetainedStore
-from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore
+from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .token_expiry import cancel_token_expiry
@@ -317,7 +317,7 @@ class Broker:
     ) -> tuple[Session, bool]:
         """Take over a live session (DISCONNECT 0x8E), resume or start a session."""
         client_id = conn.client_id
-        existing = self.sessions.get(client_id)
+        existing = self.sessions.get(session_key(identity.tenant, client_id))
         if existing is not None and existing.connection is not None:
             old = existing.connection
             old.close(ReasonCode.SESSION_TAKEN_OVER, "session taken over by a new connection")
@@ -430,8 +430,8 @@ class Broker:
         session.subscriptions.clear()
         session.queue.clear()
         session.inflight.clear()
-        if self.sessions.get(session.client_id) is session:
-            self.sessions.remove(session.client_id)
+        if self.sessions.get(session.key) is session:
+            self.sessions.remove(session.key)
         if self.persistence is not None:
             self.persistence.forget(session)
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..auth.identity import Identity
+from ..auth.identity import DEFAULT_TENANT, Identity
 from ..mqtt.packets import Will
 from .message import Message
 
@@ -61,11 +61,23 @@ class Inflight:
         self.released = False  # QoS 2: PUBREC received and PUBREL sent, awaiting PUBCOMP
 
 
+def session_key(tenant: str, client_id: str) -> str:
+    """Sessions are per (tenant, client id): a client id reused in another tenant is another
+    client (AUTHZ.md §1: nothing crosses tenants). U+0000 cannot occur in an MQTT string, so the
+    key is unambiguous; in the default tenant it is the client id itself."""
+    return client_id if tenant == DEFAULT_TENANT else f"{tenant}\x00{client_id}"
+
+
+def client_id_of(key: str) -> str:
+    """The client id in a :func:`session_key`."""
+    return key.rpartition("\x00")[2]
+
+
 class Session:
     """Mutable per-client state; see the module docstring."""
 
     __slots__ = (
-        "client_id", "tenant", "identity", "protocol_level", "subscriptions", "inflight",
+        "key", "client_id", "tenant", "identity", "protocol_level", "subscriptions", "inflight",
         "queue", "queued_bytes", "qos2_incoming", "expiry_interval", "expires_at",
         "will", "will_at", "connection", "next_packet_id",
     )
@@ -73,6 +85,7 @@ class Session:
     def __init__(self, client_id: str, tenant: str, identity: Identity, protocol_level: int):
         self.client_id = client_id
         self.tenant = tenant
+        self.key = session_key(tenant, client_id)
         self.identity = identity
         self.protocol_level = protocol_level
         self.subscriptions: dict[str, SubscriptionEntry] = {}
@@ -105,13 +118,13 @@ class Session:
 
 
 class SessionStore(Protocol):
-    """Where sessions live (memory now; the append-only log in issue 8)."""
+    """Where sessions live, by :func:`session_key` (persisted through broker/persistence.py)."""
 
-    def get(self, client_id: str) -> Session | None: ...
+    def get(self, key: str) -> Session | None: ...
 
     def put(self, session: Session) -> None: ...
 
-    def remove(self, client_id: str) -> None: ...
+    def remove(self, key: str) -> None: ...
 
     def __len__(self) -> int: ...
 
@@ -124,14 +137,14 @@ class MemorySessionStore:
     def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
 
-    def get(self, client_id: str) -> Session | None:
-        return self._sessions.get(client_id)
+    def get(self, key: str) -> Session | None:
+        return self._sessions.get(key)
 
     def put(self, session: Session) -> None:
-        self._sessions[session.client_id] = session
+        self._sessions[session.key] = session
 
-    def remove(self, client_id: str) -> None:
-        self._sessions.pop(client_id, None)
+    def remove(self, key: str) -> None:
+        self._sessions.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -39,6 +39,12 @@ _MAX_BOUND_LISTS = 10_000
 _MAX_CACHED_DECISIONS = 65_536
 
 
+def _token_client(identity: Identity) -> bool:
+    """Token clients are judged by their grants, never by default permissions — also a session
+    restored from disk, whose grants come back only when the client presents its token again."""
+    return identity.grants is not None or identity.method == "token"
+
+
 def _combine(first: Decision, second: Decision | None) -> Decision:
     """``first`` allowed so far; fold in the next gate's answer."""
     if second is None:
@@ -199,7 +205,7 @@ class GatePipeline:
 
     def admit(self, identity: Identity) -> Decision:
         """At CONNECT, before the will: a client whose permissions cannot be bound is refused."""
-        if identity.grants is None and self.permissions is not None:
+        if not _token_client(identity) and self.permissions is not None:
             refused = self.permissions.admit(identity)
             if refused is not None:
                 return self._count(refused, "connect", identity, "")
@@ -213,13 +219,14 @@ class GatePipeline:
     ) -> Decision:
         decision = ALLOW if decided is None else decided
         if decided is None:
-            if identity.grants is not None and self.token_gate is not None:
-                if will is not None:
-                    answer = self.token_gate.check_will(identity, will)
-                else:
-                    assert packet is not None
-                    answer = self.token_gate.check_publish(identity, topic, packet)
-                decision = _combine(decision, answer)
+            if _token_client(identity):
+                if self.token_gate is not None:
+                    if will is not None:
+                        answer = self.token_gate.check_will(identity, will)
+                    else:
+                        assert packet is not None
+                        answer = self.token_gate.check_publish(identity, topic, packet)
+                    decision = _combine(decision, answer)
             elif self.permissions is not None:
                 decision = _combine(decision, self.permissions.check_publish(identity, topic, qos, retain))
             if decision.denied:
@@ -274,8 +281,10 @@ class GatePipeline:
     ) -> Decision:
         decision = ALLOW if decided is None else decided
         if decided is None:
-            if identity.grants is not None and self.token_gate is not None:
-                decision = _combine(decision, self.token_gate.check_subscribe(identity, subscription, topic_filter, group))
+            if _token_client(identity):
+                if self.token_gate is not None:
+                    decision = _combine(
+                        decision, self.token_gate.check_subscribe(identity, subscription, topic_filter, group))
             elif self.permissions is not None:
                 verdict = self.permissions.check_subscribe(identity, covering or topic_filter, subscription.qos, group)
                 if covering is not None and verdict.allowed and not verdict.recheck:
@@ -331,7 +340,7 @@ class GatePipeline:
         """A delivery to ``identity``. ``recheck``: the subscription was marked by gate 4, so the
         permissions decide the concrete topic as for an exact subscription at ``qos``/``group``."""
         decision = ALLOW
-        if recheck and identity.grants is None and self.permissions is not None:
+        if recheck and not _token_client(identity) and self.permissions is not None:
             decision = self.permissions.check_delivery(identity, message.topic, qos, group)
             if decision.denied:
                 return self._count(decision, "deliver", identity, message.topic)

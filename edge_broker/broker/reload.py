@@ -87,8 +87,8 @@ async def recheck_subscriptions(broker: Broker, why: str) -> tuple[int, int]:
     checked = removed = 0
     for session in list(broker.sessions):
         identity = session.identity
-        if identity is None:
-            continue
+        if identity is None or (identity.method == "token" and identity.grants is None):
+            continue  # a restored token session: its grants are judged when the token comes back
         for topic_filter, entry in list(session.subscriptions.items()):
             checked += 1
             subscription = Subscription(topic_filter, entry.qos, entry.no_local,

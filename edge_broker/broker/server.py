@@ -10,6 +10,7 @@ delay (§3.1.2.5, §3.1.3.2.2), session expiry (§3.1.2.11.2), keep alive ×1.5 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Callable
@@ -147,6 +148,11 @@ class Broker:
             self.claims = ClaimsRuntime.open(self.config)
             self.claims.start()
             self.policy = self.build_policy(self.config)
+        if self.persistence is not None or self.claims is not None:
+            # What the stores loaded lives as long as the broker: move it out of the cyclic GC's
+            # generations so later collections do not walk it (a full collection over a 100k-record
+            # index stalls the loop for seconds; store/gcpause.py).
+            gc.freeze()
         for listener in self.config.listeners:
             server = await start_listener(listener, self._factory(listener))
             self.servers.append(server)

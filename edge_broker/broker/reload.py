@@ -99,20 +99,8 @@ async def recheck_subscriptions(broker: Broker, why: str) -> tuple[int, int]:
             if session.subscriptions.get(topic_filter) is not entry:
                 continue  # changed by the client while an authorizer answered
             if decision.denied:
-                _remove(broker, session, entry, topic_filter)
+                remove_subscription(broker, session, topic_filter, why, decision)
                 removed += 1
-                broker.stats.subscriptions_removed += 1
-                log.info("subscription removed after %s", why,
-                         extra={"event": "subscription_removed", "client_id": session.client_id,
-                                "tenant": session.tenant, "topic_filter": topic_filter,
-                                "reason": decision.reason})
-                if broker.audit is not None:
-                    broker.audit.decision(
-                        action="subscribe", client=session.client_id, tenant=session.tenant,
-                        user=identity.username, topic=topic_filter, outcome="deny",
-                        gate=decision.gate.value if decision.gate else None, rule=decision.rule,
-                        rc=int(decision.reason_code), reason=f"removed after {why}: {decision.reason}",
-                    )
             elif decision.recheck != entry.recheck:
                 _replace(broker, session, replace(entry, recheck=decision.recheck), topic_filter)
     return checked, removed
@@ -128,10 +116,28 @@ def _split(broker: Broker, session: Session, topic_filter: str) -> tuple[str, ob
     return inner, pattern
 
 
-def _remove(broker: Broker, session: Session, entry: SubscriptionEntry, topic_filter: str) -> None:
+def remove_subscription(broker: Broker, session: Session, topic_filter: str, why: str,
+                        decision: Decision) -> None:
+    """Remove a subscription a policy change no longer allows: unrouted, logged, counted and
+    audited. Every such removal (reload, bundle, re-authentication, resumed session) goes here."""
+    entry = session.subscriptions.pop(topic_filter, None)
+    if entry is None:
+        return
     inner, _ = _split(broker, session, topic_filter)
-    del session.subscriptions[topic_filter]
     broker.topic_space(session.tenant).unsubscribe(entry, inner)
+    broker.stats.subscriptions_removed += 1
+    identity = session.identity
+    log.info("subscription removed after %s", why,
+             extra={"event": "subscription_removed", "client_id": session.client_id,
+                    "tenant": session.tenant, "topic_filter": topic_filter,
+                    "reason": decision.reason})
+    if broker.audit is not None:
+        broker.audit.decision(
+            action="subscribe", client=session.client_id, tenant=session.tenant,
+            user=identity.username if identity is not None else None, topic=topic_filter,
+            outcome="deny", gate=decision.gate.value if decision.gate else None, rule=decision.rule,
+            rc=int(decision.reason_code), reason=f"removed after {why}: {decision.reason}",
+        )
 
 
 def _replace(broker: Broker, session: Session, entry: SubscriptionEntry, topic_filter: str) -> None:

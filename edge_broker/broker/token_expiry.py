@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from ..authz.token_gate import TokenGate
 from ..mqtt.packets import Subscription
 from ..mqtt.reason_codes import ReasonCode
+from .reload import remove_subscription
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -76,20 +77,11 @@ def drop_ungranted_subscriptions(conn: Connection, why: str) -> None:
     gate = TokenGate()
     if not gate.applies(identity):
         return
-    broker = conn.broker
-    space = broker.topic_space(session.tenant)
     for topic_filter, entry in list(session.subscriptions.items()):
         inner = topic_filter  # without $share/<group>/, which the session entry knows
         if entry.share_group is not None:
-            inner = topic_filter.split(broker.separator, 2)[2]
+            inner = topic_filter.split(conn.broker.separator, 2)[2]
         subscription = Subscription(topic_filter, entry.qos)
         decision = gate.check_subscribe(identity, subscription, inner, entry.share_group)
-        if decision is None or decision.allowed:
-            continue
-        del session.subscriptions[topic_filter]
-        space.unsubscribe(entry, inner)
-        log.info(f"subscription removed after {why}",
-                 extra={"event": "subscription_removed", "client_id": conn.client_id,
-                        "tenant": identity.tenant, "topic_filter": topic_filter,
-                        "reason": decision.reason})
-
+        if decision is not None and decision.denied:
+            remove_subscription(conn.broker, session, topic_filter, why, decision)

@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from ..auth.identity import Identity
+from ..matching.mqtt_topics import parse_shared
 from ..mqtt.packets import Publish, Subscription
 from .authorizers import PublishRequest, SubscribeRequest
 from .decision import Decision
@@ -67,9 +68,9 @@ async def explain(policy: object, identity: Identity, action: str, topic: str, q
     if pipeline is not None:
         inner = topic
         group = None
-        if action == "subscribe" and topic.startswith("$share/"):
-            parts = topic.split("/", 2)
-            group, inner = parts[1], parts[2] if len(parts) > 2 else ""
+        shared = parse_shared(topic, policy.separator) if action == "subscribe" and first.allowed else None
+        if shared is not None:
+            group, inner = shared.group, shared.filter
         if pipeline.authorizers is None:
             verdicts.append(GateVerdict("authorizers", "not configured"))
         else:

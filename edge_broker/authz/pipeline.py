@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from ..auth.identity import Identity
+from ..matching.decision_cache import DecisionCache
 from ..mqtt.packets import Publish, Subscription, Will
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
 from .decision import ALLOW, Decision, Gate, deny
@@ -70,7 +71,8 @@ class PermissionsGate:
         # (list, topic, qos, retain). The gate is rebuilt on every policy change, so neither
         # cache can outlive the policy it was computed from.
         self._last: tuple[Identity | None, tuple[PermissionList, str] | PermissionBindError | None] = (None, None)
-        self._publish_cache: dict[tuple[int, str, int, bool], Decision] = {}
+        self._publish_cache: DecisionCache[tuple[int, str, int, bool], Decision] = DecisionCache(
+            _MAX_CACHED_DECISIONS)
 
     @property
     def gate(self) -> Gate:
@@ -125,9 +127,7 @@ class PermissionsGate:
         cached = self._publish_cache.get(key)
         if cached is None:
             cached = self._decision(plist.check_publish(topic, qos, retain), f"publish to {topic!r}")
-            if len(self._publish_cache) >= _MAX_CACHED_DECISIONS:
-                self._publish_cache.clear()
-            self._publish_cache[key] = cached
+            self._publish_cache.put(key, cached)
         return cached
 
     def check_subscribe(self, identity: Identity, topic_filter: str, qos: int, group: str | None) -> Decision:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Final, final
 
 from .names import DEFAULT_SEPARATOR, check_separator
 from .pattern_tokens import PatternToken, TokenKind
@@ -37,7 +37,74 @@ from .token_rules import (
 _NONE: Final = 1 << 62  # "no rule": larger than any rule index
 
 
-class _Node(dict[str, "_Node"]):
+@final
+class _Path:
+    """A rule found, or a compressed path of literal segments in the trie.
+
+    As a result: ``best`` is the rule's index (the first rule in the given order wins) and
+    ``text`` its text, so a decision returns the text it already touched; a node's ``marks``
+    hold one such path per tail kind for the rules ending there (no words, ``next`` None).
+
+    As path compression: a run of literal segments (``size`` of them) through nodes with a
+    single edge and no rule ending becomes one object, instead of one node per segment (an
+    object, its key table and its key strings, each a CPU-cache miss when 100k rules are
+    touched at random). Subscribe sets keep the literals as the tuple ``words``, publish sets
+    as ``rest``, the literals joined by the separator and compared in place against the
+    channel text. The path then goes on at the node ``next``, or, when ``next`` is None, it
+    ends a single rule (``best``, ``text``) with its ``tail``: a leaf.
+    """
+
+    __slots__ = ("best", "text", "tail", "rest", "words", "size", "next")
+
+    def __init__(
+        self,
+        best: int,
+        text: str,
+        tail: Tail | None,
+        words: tuple[str, ...] = (),
+        next_node: _Node | _Choice | None = None,
+    ) -> None:
+        self.best = best
+        self.text = text
+        self.tail = tail
+        self.rest = ""
+        self.words = words
+        self.size = len(words)
+        self.next = next_node
+
+
+_NO_RULE: Final = _Path(_NONE, "", None)  # "no rule found": loses every comparison
+
+
+@final
+class _Choice:
+    """A node whose only edge is one single-token segment that is not a literal, compressed.
+
+    For an alternatives segment ``(v1|v2|p*)``, ``literals`` (the literal variants) and
+    ``prefixes`` (the prefix variants, ``None`` when there are none) are shared by every
+    choice of the trie with equal variants, so a fleet's ``(temp|hum)`` costs one set however
+    many rules repeat it, and stays in the CPU cache. For the ``?`` or ``*`` of a subscribe
+    rule, ``wild`` is that segment kind (``None`` for alternatives). A token accepted goes on
+    to ``next``; ``best`` is ``next``'s.
+    """
+
+    __slots__ = ("best", "literals", "prefixes", "wild", "next")
+
+    def __init__(
+        self,
+        literals: frozenset[str],
+        prefixes: tuple[str, ...] | None,
+        next_node: _Tree,
+        wild: SegmentKind | None = None,
+    ) -> None:
+        self.best: int = next_node.best
+        self.literals = literals
+        self.prefixes = prefixes
+        self.wild = wild
+        self.next = next_node
+
+
+class _Node(dict[str, "_Node | _Path | _Choice"]):
     """A trie node: the node *is* the dict of its literal edges (token -> child).
 
     Compact on purpose (100k rules make 100k+ nodes, touched at random): no per-node dict of
@@ -46,8 +113,9 @@ class _Node(dict[str, "_Node"]):
     alternatives edges are merged into the literal dict (a token then finds an alternatives
     edge with the same lookup as a literal edge); ``more`` keeps the extra targets of a token
     that leads to several edges; prefix variants become the sorted tuple ``prefixes`` (one
-    ``str.startswith(tuple)`` call rejects a token) with their edges in ``prefix_targets``.
-    Mutable only while its rule set is being built.
+    ``str.startswith(tuple)`` call rejects a token; equal tuples are shared across nodes) with
+    the parallel tuples ``prefix_keys`` and ``prefix_targets`` (a prefix leading to several
+    edges repeats in ``prefix_keys``). Mutable only while its rule set is being built.
     """
 
     __slots__ = (
@@ -58,21 +126,23 @@ class _Node(dict[str, "_Node"]):
         "edges",
         "more",
         "prefixes",
+        "prefix_keys",
         "prefix_targets",
     )
 
     def __init__(self, best: int) -> None:
         super().__init__()
-        # (end, tail_zero, tail_one): smallest index of a rule ending here without a tail,
-        # with '#', with '>' (_NONE where none does); None when no rule ends here.
-        self.marks: tuple[int, int, int] | None = None
+        # (end, tail_zero, tail_one): the first rule ending here without a tail, with '#',
+        # with '>' (_NO_RULE where none does); None when no rule ends here.
+        self.marks: tuple[_Path, _Path, _Path] | None = None
         self.best = best  # smallest rule index in this subtree (rules are inserted in order)
-        self.any_literal: _Node | None = None  # "?"
-        self.wildcard: _Node | None = None  # "*"
+        self.any_literal: _Tree | None = None  # "?"
+        self.wildcard: _Tree | None = None  # "*"
         self.edges: dict[Alternatives, _Node] | None = None  # while building only
-        self.more: dict[str, tuple[_Node, ...]] | None = None
+        self.more: dict[str, tuple[_Tree, ...]] | None = None
         self.prefixes: tuple[str, ...] | None = None
-        self.prefix_targets: tuple[tuple[_Node, ...], ...] = ()
+        self.prefix_keys: tuple[str, ...] = ()
+        self.prefix_targets: tuple[_Tree, ...] = ()
 
     def child(
         self, kind: SegmentKind, literal: str, alternatives: Alternatives | None, index: int
@@ -81,6 +151,7 @@ class _Node(dict[str, "_Node"]):
             node = self.get(literal)
             if node is None:
                 node = self[sys.intern(literal)] = _Node(index)
+            assert isinstance(node, _Node)  # paths appear only when the set is sealed
             return node
         if kind is SegmentKind.ALTERNATIVES:
             assert alternatives is not None
@@ -93,29 +164,38 @@ class _Node(dict[str, "_Node"]):
         if kind is SegmentKind.ANY_LITERAL:
             if self.any_literal is None:
                 self.any_literal = _Node(index)
+            assert isinstance(self.any_literal, _Node)
             return self.any_literal
         if self.wildcard is None:
             self.wildcard = _Node(index)
+        assert isinstance(self.wildcard, _Node)
         return self.wildcard
 
-    def mark(self, tail: Tail | None, index: int) -> None:
-        end, zero, one = self.marks or (_NONE, _NONE, _NONE)
+    def mark(self, rule: PubRule | SubRule, index: int) -> None:
+        """Record that ``rule`` ends here; an earlier rule ending here with its tail wins."""
+        end, zero, one = self.marks or (_NO_RULE, _NO_RULE, _NO_RULE)
+        tail = rule.tail
         if tail is None:
-            end = min(end, index)
+            if end is _NO_RULE:
+                end = _Path(index, rule.text, None)
         elif tail is Tail.ZERO_OR_MORE:
-            zero = min(zero, index)
-        else:
-            one = min(one, index)
+            if zero is _NO_RULE:
+                zero = _Path(index, rule.text, tail)
+        elif one is _NO_RULE:
+            one = _Path(index, rule.text, tail)
         self.marks = (end, zero, one)
 
-    def seal_alternatives(self) -> list[_Node]:
-        """Merge the alternatives edges into the lookup structures; returns their nodes."""
+    def seal_alternatives(self, shared: dict[tuple[str, ...], tuple[str, ...]]) -> list[_Node]:
+        """Merge the alternatives edges into the lookup structures; returns their nodes.
+
+        ``shared`` canonicalises the ``prefixes`` tuples of the whole trie.
+        """
         edges = self.edges
         if edges is None:
             return []
         self.edges = None
-        more: dict[str, list[_Node]] = {}
-        by_prefix: dict[str, list[_Node]] = {}
+        more: dict[str, list[_Tree]] = {}
+        by_prefix: dict[str, list[_Tree]] = {}
         for alternatives, node in edges.items():
             for literal in alternatives.literals:
                 if literal in self:
@@ -123,26 +203,100 @@ class _Node(dict[str, "_Node"]):
                 else:
                     self[sys.intern(literal)] = node
             for prefix in alternatives.prefixes:
-                by_prefix.setdefault(prefix, []).append(node)
+                by_prefix.setdefault(sys.intern(prefix), []).append(node)
         if more:
             self.more = {k: tuple(v) for k, v in more.items()}
         if by_prefix:
-            self.prefixes = tuple(sorted(by_prefix))
-            self.prefix_targets = tuple(tuple(by_prefix[p]) for p in self.prefixes)
+            prefixes = tuple(sorted(by_prefix))
+            self.prefixes = shared.setdefault(prefixes, prefixes)
+            pairs = [(p, target) for p in self.prefixes for target in by_prefix[p]]
+            keys = tuple(p for p, _ in pairs)
+            self.prefix_keys = self.prefixes if keys == self.prefixes else keys
+            self.prefix_targets = tuple(target for _, target in pairs)
         return list(edges.values())
 
-    def prefix_children(self, text: str) -> list[_Node]:
+    def prefix_children(self, text: str) -> list[_Tree]:
         """Edges with a prefix variant ``q*`` such that ``text`` starts with ``q``.
 
         For a literal token that is "matches ``q*``"; for a subscription token ``p*`` it is
         D3's "p ⊒ q": the same test.
         """
-        found: list[_Node] = []
-        if self.prefixes is not None:
-            for prefix, targets in zip(self.prefixes, self.prefix_targets, strict=True):
-                if text.startswith(prefix):
-                    found.extend(targets)
+        return [
+            target
+            for prefix, target in zip(self.prefix_keys, self.prefix_targets, strict=True)
+            if text.startswith(prefix)
+        ]
+
+    def subtrees(self) -> list[_Tree]:
+        """Every child: literal edges (each once), shared edges, prefix edges, ``?``, ``*``."""
+        found: list[_Tree] = list({id(child): child for child in self.values()}.values())
+        if self.more is not None:
+            found.extend(child for targets in self.more.values() for child in targets)
+        found.extend(self.prefix_targets)
+        if self.any_literal is not None:
+            found.append(self.any_literal)
+        if self.wildcard is not None:
+            found.append(self.wildcard)
         return found
+
+    def replace_children(self, final: dict[int, _Path | _Choice]) -> None:
+        """Point every edge whose child was compressed at its path."""
+        for token, child in self.items():
+            path = final.get(id(child))
+            if path is not None:
+                self[token] = path
+        if self.more is not None:
+            self.more = {k: tuple(final.get(id(c), c) for c in v) for k, v in self.more.items()}
+        self.prefix_targets = tuple(final.get(id(c), c) for c in self.prefix_targets)
+        if self.any_literal is not None:
+            self.any_literal = final.get(id(self.any_literal), self.any_literal)
+        if self.wildcard is not None:
+            self.wildcard = final.get(id(self.wildcard), self.wildcard)
+
+    def compressed(self, shared: dict[object, object]) -> _Path | _Choice | None:
+        """The path or choice equivalent to this node (children already compressed), if any.
+
+        A node with no rule ending and no shared edges, whose edges all lead to one child,
+        becomes: with a single literal edge, a path one word longer than its child's when
+        the child is a path, else a one-word path to the child; with several literals or
+        prefix variants, a choice (``shared`` holds the canonical variant sets); with only a
+        ``?`` or only a ``*`` edge, a wild choice. A node that ends exactly one rule and has
+        no edges becomes that rule's leaf.
+        """
+        if self.more is not None:
+            return None
+        if self.any_literal is not None or self.wildcard is not None:
+            if self.marks is not None or len(self) or self.prefixes is not None:
+                return None
+            if self.wildcard is None:
+                assert self.any_literal is not None
+                return _Choice(frozenset(), None, self.any_literal, SegmentKind.ANY_LITERAL)
+            if self.any_literal is None:
+                return _Choice(frozenset(), None, self.wildcard, SegmentKind.WILDCARD)
+            return None
+        if self.marks is not None:
+            if len(self) or self.prefixes is not None:
+                return None
+            ended = [path for path in self.marks if path is not _NO_RULE]
+            return ended[0] if len(ended) == 1 else None
+        children = {id(child): child for child in (*self.values(), *self.prefix_targets)}
+        if len(children) != 1:
+            return None
+        (child,) = children.values()
+        if self.prefixes is None and len(self) == 1:
+            (token,) = self
+            if isinstance(child, _Path):
+                return _Path(child.best, child.text, child.tail, (token, *child.words), child.next)
+            return _Path(child.best, "", None, (token,), child)
+        literals = frozenset(self)
+        return _Choice(
+            shared.setdefault(literals, literals),  # type: ignore[arg-type]
+            self.prefixes,  # already shared by _seal
+            child,
+        )
+
+
+_Tree = _Node | _Path | _Choice
 
 
 def _seal(root: _Node) -> None:
@@ -151,18 +305,49 @@ def _seal(root: _Node) -> None:
     The literal dict of a node must be sealed before its alternatives edges are merged into
     it, so the walk collects children before sealing.
     """
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
     stack = [root]
     while stack:
         node = stack.pop()
-        stack.extend(node.values())
-        stack.extend(node.seal_alternatives())
-        if node.any_literal is not None:
+        stack.extend(child for child in node.values() if isinstance(child, _Node))
+        stack.extend(node.seal_alternatives(shared))
+        if isinstance(node.any_literal, _Node):
             stack.append(node.any_literal)
-        if node.wildcard is not None:
+        if isinstance(node.wildcard, _Node):
             stack.append(node.wildcard)
 
 
-def _build(rules: Sequence[PubRule | SubRule]) -> _Node:
+def _compress(root: _Node, separator: str | None) -> _Tree:
+    """Replace every node that :meth:`_Node.compressed` accepts by its path or choice.
+
+    Bottom up, so a path can take the words of the path below it.
+
+    ``separator`` given (publish sets): the paths keep their literals as text, ``rest``.
+    """
+    order: list[_Node] = []  # every node once, parents before children
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            order.append(node)
+            stack.extend(child for child in node.subtrees() if isinstance(child, _Node))
+    final: dict[int, _Path | _Choice] = {}
+    shared: dict[object, object] = {}
+    for node in reversed(order):
+        node.replace_children(final)
+        path = node.compressed(shared)
+        if path is not None:
+            final[id(node)] = path
+    if separator is not None:  # once every path has taken its children's words
+        for path in final.values():
+            if isinstance(path, _Path) and path.words:
+                path.rest, path.words = separator.join(path.words), ()
+    return final.get(id(root), root)
+
+
+def _build(rules: Sequence[PubRule | SubRule], separator: str | None) -> _Tree:
     root = _Node(_NONE)
     for index, rule in enumerate(rules):
         node = root
@@ -170,65 +355,175 @@ def _build(rules: Sequence[PubRule | SubRule]) -> _Node:
             node.best = index
         for segment in rule.segments:
             node = node.child(segment.kind, segment.literal, segment.alternatives, index)
-        node.mark(rule.tail, index)
+        node.mark(rule, index)
     _seal(root)
-    return root
+    return _compress(root, separator)
 
 
-def _walk_channel(node: _Node, tokens: Sequence[str], i: int, best: int) -> int:
-    """Smallest index of a publish rule (below ``best``) whose set contains ``tokens[i:]``.
+def _walk_channel(
+    node: _Tree, channel: str, tokens: Sequence[str], i: int, pos: int, best: _Path, sep: str
+) -> _Path:
+    """The first publish rule (before ``best``) whose set contains ``tokens[i:]``, or ``best``.
 
+    ``pos`` is where ``tokens[i]`` starts in ``channel`` (``len(channel) + 1`` past the end),
+    for paths, which compare their literals in place: they must be followed by a separator
+    or the end, then by what the next node accepts, or, at a leaf, by the end (no tail), the
+    end or a separator (``#``), or a separator (``>``: one more token, possibly empty, D11).
     Extra edges (prefix variants, a token leading to several edges) recurse; the edge of the
     literal dict is followed in the loop, so a path of literal segments costs one call.
     Rules are inserted in index order, so a child's ``best`` is only worth comparing once a
-    rule has matched (``best`` is not ``_NONE``).
+    rule has matched (``best`` is not ``_NO_RULE``).
     """
     n = len(tokens)
     while True:
+        if type(node) is _Path:
+            if best is not _NO_RULE and node.best >= best.best:
+                return best
+            rest = node.rest
+            if rest:
+                if not channel.startswith(rest, pos):
+                    return best
+                end = pos + len(rest)
+                following = node.next
+                if following is not None:
+                    if end < len(channel) and channel[end] != sep:
+                        return best
+                    i += node.size
+                    pos = end + 1
+                    node = following
+                    continue
+                if end == len(channel):
+                    return best if node.tail is Tail.ONE_OR_MORE else node
+                return node if node.tail is not None and channel[end] == sep else best
+            tail = node.tail
+            if tail is None:
+                return node if i == n else best
+            return node if tail is Tail.ZERO_OR_MORE or i < n else best
+        if type(node) is _Choice:
+            if i == n:
+                return best
+            token = tokens[i]
+            if token not in node.literals and (
+                node.prefixes is None or not token.startswith(node.prefixes)
+            ):
+                return best
+            i += 1
+            pos += len(token) + 1
+            node = node.next
+            continue
         marks = node.marks
         if marks is not None:
-            end, zero, one = marks
-            if zero < best:
+            end_rule, zero, one = marks
+            if zero is not _NO_RULE and zero.best < best.best:
                 best = zero
             if i == n:
-                return end if end < best else best
-            if one < best:
+                return end_rule if end_rule.best < best.best else best
+            if one is not _NO_RULE and one.best < best.best:
                 best = one
         elif i == n:
             return best
         token = tokens[i]
         i += 1
+        next_pos = pos + len(token) + 1
         prefixes = node.prefixes
         if prefixes is not None and token.startswith(prefixes):  # rejects most tokens at once
-            for alt in node.prefix_children(token):
-                if alt.best < best:
-                    best = _walk_channel(alt, tokens, i, best)
+            for prefix, alt in zip(node.prefix_keys, node.prefix_targets, strict=True):
+                if token.startswith(prefix) and (best is _NO_RULE or alt.best < best.best):
+                    best = _walk_channel(alt, channel, tokens, i, next_pos, best, sep)
         if node.more is not None:
             for alt in node.more.get(token, ()):
-                if alt.best < best:
-                    best = _walk_channel(alt, tokens, i, best)
+                if best is _NO_RULE or alt.best < best.best:
+                    best = _walk_channel(alt, channel, tokens, i, next_pos, best, sep)
         child = node.get(token)
-        if child is None or (best is not _NONE and child.best >= best):
+        if child is None or (best is not _NO_RULE and child.best >= best.best):
             return best
         node = child
+        pos = next_pos
 
 
-def _walk_pattern(node: _Node, tokens: Sequence[PatternToken], i: int, best: int) -> int:
-    """Smallest index of a subscribe rule (below ``best``) accepting ``tokens[i:]`` (§3).
+def _words_accept(path: _Path, tokens: Sequence[PatternToken], i: int) -> bool:
+    """Are ``tokens[i:i + path.size]`` literal tokens equal to the path's words?"""
+    if i + path.size > len(tokens):
+        return False
+    for word in path.words:
+        token = tokens[i]
+        if token.kind is not TokenKind.LITERAL or token.text != word:
+            return False
+        i += 1
+    return True
+
+
+def _leaf_accepts(leaf: _Path, tokens: Sequence[PatternToken], i: int) -> bool:
+    """Does the leaf's rule accept the pattern tokens ``tokens[i:]`` (§3, D4, D5)?"""
+    n = len(tokens)
+    if not _words_accept(leaf, tokens, i):
+        return False
+    i += leaf.size
+    tail = leaf.tail
+    if tail is None:
+        return i == n  # D5
+    if tail is Tail.ZERO_OR_MORE:
+        return True  # D4: '#' accepts any valid rest, including none
+    return i < n and not (i == n - 1 and tokens[i].kind is TokenKind.HASH)  # D4
+
+
+_STAR_ACCEPTS: Final = frozenset({TokenKind.LITERAL, TokenKind.STAR, TokenKind.PREFIX_STAR})
+
+
+def _choice_accepts(choice: _Choice, token: PatternToken) -> bool:
+    """Does the choice's segment accept one subscription token (§3, D1–D3)?"""
+    wild = choice.wild
+    if wild is not None:
+        if wild is SegmentKind.ANY_LITERAL:
+            return token.kind is TokenKind.LITERAL  # D1
+        return token.kind in _STAR_ACCEPTS  # D2
+    if token.kind is TokenKind.LITERAL:
+        text = token.text
+        return text in choice.literals or (
+            choice.prefixes is not None and text.startswith(choice.prefixes)
+        )
+    if token.kind is TokenKind.PREFIX_STAR:  # D3: p* only under a variant q* with p ⊒ q
+        return choice.prefixes is not None and token.text.startswith(choice.prefixes)
+    return False
+
+
+def _walk_pattern(node: _Tree, tokens: Sequence[PatternToken], i: int, best: _Path) -> _Path:
+    """The first subscribe rule (before ``best``) accepting ``tokens[i:]`` (§3), or ``best``.
 
     Every candidate edge but the last recurses; the last is followed in the loop.
     """
     n = len(tokens)
     while True:
+        if type(node) is _Path:
+            following = node.next
+            if following is None:
+                if best is not _NO_RULE and node.best >= best.best:
+                    return best
+                return node if _leaf_accepts(node, tokens, i) else best
+            if not _words_accept(node, tokens, i):
+                return best
+            i += node.size
+            node = following
+            continue
+        if type(node) is _Choice:
+            if i == n or not _choice_accepts(node, tokens[i]):
+                return best
+            i += 1
+            node = node.next
+            continue
         token = tokens[i] if i < n else None
         marks = node.marks
         if marks is not None:
             end, zero, one = marks
-            if zero < best:
+            if zero is not _NO_RULE and zero.best < best.best:
                 best = zero  # D4: '#' accepts any valid rest, including none
-            if token is None:
-                return end if end < best else best  # D5
-            if one < best and not (i == n - 1 and token.kind is TokenKind.HASH):
+            if token is None:  # D5
+                return end if end is not _NO_RULE and end.best < best.best else best
+            if (
+                one is not _NO_RULE
+                and one.best < best.best
+                and not (i == n - 1 and token.kind is TokenKind.HASH)
+            ):
                 best = one  # D4: '>' needs a rest that requires a channel token
         elif token is None:
             return best
@@ -242,11 +537,13 @@ def _walk_pattern(node: _Node, tokens: Sequence[PatternToken], i: int, best: int
                 and node.prefixes is None
                 and node.more is None
             ):  # the common case: no branching
-                if literal_child is None or (best is not _NONE and literal_child.best >= best):
+                if literal_child is None or (
+                    best is not _NO_RULE and literal_child.best >= best.best
+                ):
                     return best
                 node = literal_child
                 continue
-            candidates: list[_Node | None] = [
+            candidates: list[_Tree | None] = [
                 node.any_literal,  # D1
                 node.wildcard,  # D2
                 literal_child,
@@ -262,13 +559,13 @@ def _walk_pattern(node: _Node, tokens: Sequence[PatternToken], i: int, best: int
             candidates.extend(node.prefix_children(token.text))  # D3
         else:
             return best  # tail tokens are accepted only by rule tails
-        follow: _Node | None = None
+        follow: _Tree | None = None
         for child in candidates:
-            if child is not None and child.best < best:
+            if child is not None and (best is _NO_RULE or child.best < best.best):
                 if follow is not None:
                     best = _walk_pattern(follow, tokens, i, best)
                 follow = child
-        if follow is None or follow.best >= best:
+        if follow is None or (best is not _NO_RULE and follow.best >= best.best):
             return best
         node = follow
 
@@ -334,7 +631,7 @@ class PubRuleSet:
         )
         _check_separators(self.rules, separator)
         self._decisions = _decisions(cache_entries)
-        self._root = _build(self.rules)
+        self._root = _build(self.rules, separator)
 
     def allowed(self, channel: str) -> str | None:
         """The text of the first rule whose set contains ``channel``, or ``None``.
@@ -347,8 +644,9 @@ class PubRuleSet:
             known = decisions.entries.get(channel)
             if known is not None:
                 return known or None
-        index = _walk_channel(self._root, channel.split(self.separator), 0, _NONE)
-        rule = None if index == _NONE else self.rules[index].text
+        sep = self.separator
+        found = _walk_channel(self._root, channel, channel.split(sep), 0, 0, _NO_RULE, sep)
+        rule = None if found is _NO_RULE else found.text
         if decisions is not None:
             decisions.store(channel, rule)
         return rule
@@ -379,7 +677,7 @@ class SubRuleSet:
         )
         _check_separators(self.rules, separator)
         self._decisions = _decisions(cache_entries)
-        self._root = _build(self.rules)
+        self._root = _build(self.rules, None)
 
     def allowed(self, pattern: str | SubscriptionPattern | Sequence[PatternToken]) -> str | None:
         """The text of the first rule accepting the subscription ``pattern``, or ``None``.
@@ -395,8 +693,8 @@ class SubRuleSet:
             if known is not None:
                 return known or None
         tokens = subscription_tokens(pattern, self.separator)
-        index = _walk_pattern(self._root, tokens, 0, _NONE)
-        rule = None if index == _NONE else self.rules[index].text
+        found = _walk_pattern(self._root, tokens, 0, _NO_RULE)
+        rule = None if found is _NO_RULE else found.text
         if key is not None and decisions is not None:
             decisions.store(key, rule)
         return rule

@@ -65,3 +65,112 @@ def test_subscribe_prefix_token_under_prefix_variant_with_tail() -> None:
     assert subs.allowed("a/zzz*/#") is None  # D4: '#' may match none, '>' needs one
     assert subs.allowed("a/q/#") == "a/?/#"  # '?' accepts the literal q, and '#' any rest
     assert subs.allowed("a/q/b") == "a/(q|zz*)/>"
+
+
+# Path compression: runs of single literal edges become one path (its literals compared in
+# place against the channel text), a node whose only edge is one alternatives, '?' or '*'
+# segment becomes a choice, and a subtree of one rule becomes its leaf. The cases below sit
+# on the boundaries of those compressed parts.
+
+CHAINS = [
+    "site/dev1/state/v1",  # leaf under a chain shared with the rules below
+    "site/dev1/state/#",
+    "site/dev1/cfg/>",
+    "site/dev2/(t|h|p*)/>",  # chain, then a choice, then a leaf
+    "site/dev22",
+    "solo/a/b/c",  # one rule: the root's edge is a single leaf
+    "solo/(a|b)",
+]
+
+
+@pytest.mark.parametrize(
+    ("channel", "rule"),
+    [
+        ("site/dev1/state/v1", "site/dev1/state/v1"),
+        ("site/dev1/state/v2", "site/dev1/state/#"),
+        ("site/dev1/state", "site/dev1/state/#"),  # '#' with no further token
+        ("site/dev1/stat", None),  # a literal must match whole, not as a prefix
+        ("site/dev1/stateX", None),
+        ("site/dev1/cfg", None),  # '>' needs one more token
+        ("site/dev1/cfg/", "site/dev1/cfg/>"),  # an empty token counts (D11)
+        ("site/dev1/cfg/a/b", "site/dev1/cfg/>"),
+        ("site/dev2/t/x", "site/dev2/(t|h|p*)/>"),
+        ("site/dev2/pressure/x", "site/dev2/(t|h|p*)/>"),
+        ("site/dev2/x/x", None),
+        ("site/dev2/t", None),
+        ("site/dev22", "site/dev22"),
+        ("site/dev2", None),
+        ("site/dev222", None),
+        ("solo/a/b/c", "solo/a/b/c"),
+        ("solo/a/b/c/d", None),
+        ("solo/a/b", None),
+        ("solo/a/b/", None),
+        ("solo/b", "solo/(a|b)"),
+        ("solo", None),
+    ],
+)
+@pytest.mark.parametrize("sep", ["/", "."])
+def test_publish_compressed_paths(channel: str, rule: str | None, sep: str) -> None:
+    rules = PubRuleSet([r.replace("/", sep) for r in CHAINS], sep)
+    expected = rule.replace("/", sep) if rule else None
+    assert rules.allowed(channel.replace("/", sep)) == expected
+
+
+def test_publish_first_rule_wins_across_leaves_and_nodes() -> None:
+    # The later rule sits in a leaf reached first by the walk; the earlier one at a node.
+    rules = ["a/#", "a/(b*)/c", "a/b/c"]
+    assert PubRuleSet(rules, "/").allowed("a/b/c") == "a/#"
+    assert PubRuleSet(rules[1:], "/").allowed("a/b/c") == "a/(b*)/c"
+    assert PubRuleSet(rules[:0:-1], "/").allowed("a/b/c") == "a/b/c"
+
+
+def test_subscribe_first_rule_wins_when_a_later_leaf_is_walked_last() -> None:
+    # Found by hypothesis: the prefix edge (rule 0) is walked before the shared edge of
+    # rule 2, which must not replace the better rule 1 found meanwhile.
+    rules = ["(a*)", "a/#", "(a)/#"]
+    assert SubRuleSet(rules, "/").allowed("a/a") == "a/#"
+    assert SubRuleSet(rules, "/").allowed("a") == "(a*)"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "rule"),
+    [
+        ("s/d/status/#", "s/?/status/#"),
+        ("s/d/status", "s/?/status/#"),
+        ("s/+/status", "s/*/status"),  # '?' refuses '+', '*' accepts it (D1, D2)
+        ("s/d*/status", "s/*/status"),
+        ("s/+/status/x", None),
+        ("s/d/stat", None),
+        ("t/sell/x/#", "t/(sell|bay|b*)/#"),
+        ("t/bag*/>", "t/(sell|bay|b*)/#"),  # D3: bag* under b*
+        ("t/+/x", None),
+        ("t/pay/x", None),
+        ("u/dev/x", "u/dev/>"),
+        ("u/dev/#", None),  # D4: '>' needs a token, '#' may match none
+        ("u/dev/+/#", "u/dev/>"),
+        ("u/dev", None),
+        ("u/+/x", None),  # a literal segment accepts only that literal
+    ],
+)
+def test_subscribe_compressed_paths(pattern: str, rule: str | None) -> None:
+    rules = ["s/?/status/#", "s/*/status", "t/(sell|bay|b*)/#", "u/dev/>"]
+    assert SubRuleSet(rules, "/").allowed(pattern) == rule
+
+
+def test_large_sets_compress_to_few_nodes() -> None:
+    """10,000 device rules: the root's edges are leaves and choices, not node chains."""
+    from edge_broker.matching import token_rule_sets as trs
+
+    pub = PubRuleSet(
+        [f"site{i}/dev{i % 7}/#" for i in range(5000)] + [f"hall{i}/(t|h)/x" for i in range(5000)],
+        "/",
+    )
+    root = pub._root
+    assert isinstance(root, trs._Node) and len(root) == 10000
+    kinds = {type(child).__name__ for child in root.values()}
+    assert kinds == {"_Path", "_Choice"}
+    # every "(t|h)" choice shares one variant set
+    assert len({id(c.literals) for c in root.values() if isinstance(c, trs._Choice)}) == 1
+    assert pub.allowed("site42/dev0/a") == "site42/dev0/#"
+    assert pub.allowed("hall7/h/x") == "hall7/(t|h)/x"
+    assert pub.allowed("hall7/q/x") is None

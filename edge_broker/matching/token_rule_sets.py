@@ -14,11 +14,19 @@ tails are marks on the node they end at. A decision walks one path per matching 
 costs O(depth) for any number of rules, and each node knows the smallest rule index below it,
 so branches that cannot beat the best rule found are skipped. Optionally each set keeps a
 bounded cache of its decisions (``cache_entries``).
+
+Once built, the trie is compressed (radix-trie style): a run of segments through nodes with a
+single edge becomes one :class:`_Path`, and a subtree of one rule becomes that rule's leaf,
+which carries the rule's text. With 100k rules the root's edges are then mostly leaves, and a
+random decision touches the root's dict and one or two small objects instead of a node per
+segment. The strings, variant sets and steps the trie keeps are its own de-duplicated copies,
+allocated beside it, and the parsed rules are dropped: a decision touches only the trie's
+memory (``scripts/bench_token_rules.py``: 100k rules decide within 2x the time of 10, with a
+third of the memory of the uncompressed trie).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Final, final
 
@@ -38,73 +46,77 @@ _NONE: Final = 1 << 62  # "no rule": larger than any rule index
 
 
 @final
+class _Variants:
+    """A single-token segment that is not a literal, as one step of a path.
+
+    For an alternatives segment ``(v1|v2|p*)``, ``literals`` (the literal variants) and
+    ``prefixes`` (the prefix variants, ``None`` when there are none); for the ``?`` or ``*``
+    of a subscribe rule, ``wild`` is that segment kind (``None`` for alternatives). Shared by
+    every path of the trie with equal variants, so a fleet's ``(temp|hum)`` costs one object
+    however many rules repeat it, and stays in the CPU cache.
+    """
+
+    __slots__ = ("literals", "prefixes", "wild")
+
+    def __init__(
+        self,
+        literals: frozenset[str],
+        prefixes: tuple[str, ...] | None,
+        wild: SegmentKind | None = None,
+    ) -> None:
+        self.literals = literals
+        self.prefixes = prefixes
+        self.wild = wild
+
+
+_Step = str | _Variants
+
+
+@final
 class _Path:
-    """A rule found, or a compressed path of literal segments in the trie.
+    """A rule found, or a compressed path of single-edge segments in the trie.
 
     As a result: ``best`` is the rule's index (the first rule in the given order wins) and
     ``text`` its text, so a decision returns the text it already touched; a node's ``marks``
-    hold one such path per tail kind for the rules ending there (no words, ``next`` None).
+    hold one such path per tail kind for the rules ending there (no steps, ``next`` None).
 
-    As path compression: a run of literal segments (``size`` of them) through nodes with a
-    single edge and no rule ending becomes one object, instead of one node per segment (an
-    object, its key table and its key strings, each a CPU-cache miss when 100k rules are
-    touched at random). Subscribe sets keep the literals as the tuple ``words``, publish sets
-    as ``rest``, the literals joined by the separator and compared in place against the
-    channel text. The path then goes on at the node ``next``, or, when ``next`` is None, it
-    ends a single rule (``best``, ``text``) with its ``tail``: a leaf.
+    As path compression: a run of segments through nodes that have a single edge and end no
+    rule becomes one object, instead of one node per segment (an object, its key table and
+    its key strings, each a CPU-cache miss when 100k rules are touched at random). Each of
+    the ``size`` ``steps`` is a literal or the :class:`_Variants` of a segment; a publish
+    set whose steps are all literals keeps them as ``rest`` instead, joined by the separator
+    and compared in place against the channel text. The path then goes on at the node
+    ``next``, or, when ``next`` is None, it ends a single rule (``best``, ``text``) with its
+    ``tail``: a leaf. Equal steps tuples are shared across the trie.
     """
 
-    __slots__ = ("best", "text", "tail", "rest", "words", "size", "next")
+    __slots__ = ("best", "text", "tail", "rest", "steps", "size", "next")
 
     def __init__(
         self,
         best: int,
         text: str,
         tail: Tail | None,
-        words: tuple[str, ...] = (),
-        next_node: _Node | _Choice | None = None,
+        steps: tuple[_Step, ...] = (),
+        next_node: _Node | None = None,
     ) -> None:
         self.best = best
         self.text = text
         self.tail = tail
         self.rest = ""
-        self.words = words
-        self.size = len(words)
+        self.steps = steps
+        self.size = len(steps)
         self.next = next_node
+
+    def after(self, step: _Step) -> _Path:
+        """This path with ``step`` in front (for the node whose single edge leads here)."""
+        return _Path(self.best, self.text, self.tail, (step, *self.steps), self.next)
 
 
 _NO_RULE: Final = _Path(_NONE, "", None)  # "no rule found": loses every comparison
 
 
-@final
-class _Choice:
-    """A node whose only edge is one single-token segment that is not a literal, compressed.
-
-    For an alternatives segment ``(v1|v2|p*)``, ``literals`` (the literal variants) and
-    ``prefixes`` (the prefix variants, ``None`` when there are none) are shared by every
-    choice of the trie with equal variants, so a fleet's ``(temp|hum)`` costs one set however
-    many rules repeat it, and stays in the CPU cache. For the ``?`` or ``*`` of a subscribe
-    rule, ``wild`` is that segment kind (``None`` for alternatives). A token accepted goes on
-    to ``next``; ``best`` is ``next``'s.
-    """
-
-    __slots__ = ("best", "literals", "prefixes", "wild", "next")
-
-    def __init__(
-        self,
-        literals: frozenset[str],
-        prefixes: tuple[str, ...] | None,
-        next_node: _Tree,
-        wild: SegmentKind | None = None,
-    ) -> None:
-        self.best: int = next_node.best
-        self.literals = literals
-        self.prefixes = prefixes
-        self.wild = wild
-        self.next = next_node
-
-
-class _Node(dict[str, "_Node | _Path | _Choice"]):
+class _Node(dict[str, "_Node | _Path"]):
     """A trie node: the node *is* the dict of its literal edges (token -> child).
 
     Compact on purpose (100k rules make 100k+ nodes, touched at random): no per-node dict of
@@ -150,7 +162,7 @@ class _Node(dict[str, "_Node | _Path | _Choice"]):
         if kind is SegmentKind.LITERAL:
             node = self.get(literal)
             if node is None:
-                node = self[sys.intern(literal)] = _Node(index)
+                node = self[literal] = _Node(index)
             assert isinstance(node, _Node)  # paths appear only when the set is sealed
             return node
         if kind is SegmentKind.ALTERNATIVES:
@@ -185,11 +197,8 @@ class _Node(dict[str, "_Node | _Path | _Choice"]):
             one = _Path(index, rule.text, tail)
         self.marks = (end, zero, one)
 
-    def seal_alternatives(self, shared: dict[tuple[str, ...], tuple[str, ...]]) -> list[_Node]:
-        """Merge the alternatives edges into the lookup structures; returns their nodes.
-
-        ``shared`` canonicalises the ``prefixes`` tuples of the whole trie.
-        """
+    def seal_alternatives(self) -> list[_Node]:
+        """Merge the alternatives edges into the lookup structures; returns their nodes."""
         edges = self.edges
         if edges is None:
             return []
@@ -201,14 +210,13 @@ class _Node(dict[str, "_Node | _Path | _Choice"]):
                 if literal in self:
                     more.setdefault(literal, []).append(node)
                 else:
-                    self[sys.intern(literal)] = node
+                    self[literal] = node
             for prefix in alternatives.prefixes:
-                by_prefix.setdefault(sys.intern(prefix), []).append(node)
+                by_prefix.setdefault(prefix, []).append(node)
         if more:
             self.more = {k: tuple(v) for k, v in more.items()}
         if by_prefix:
-            prefixes = tuple(sorted(by_prefix))
-            self.prefixes = shared.setdefault(prefixes, prefixes)
+            self.prefixes = tuple(sorted(by_prefix))
             pairs = [(p, target) for p in self.prefixes for target in by_prefix[p]]
             keys = tuple(p for p, _ in pairs)
             self.prefix_keys = self.prefixes if keys == self.prefixes else keys
@@ -239,7 +247,7 @@ class _Node(dict[str, "_Node | _Path | _Choice"]):
             found.append(self.wildcard)
         return found
 
-    def replace_children(self, final: dict[int, _Path | _Choice]) -> None:
+    def replace_children(self, final: dict[int, _Path]) -> None:
         """Point every edge whose child was compressed at its path."""
         for token, child in self.items():
             path = final.get(id(child))
@@ -253,50 +261,123 @@ class _Node(dict[str, "_Node | _Path | _Choice"]):
         if self.wildcard is not None:
             self.wildcard = final.get(id(self.wildcard), self.wildcard)
 
-    def compressed(self, shared: dict[object, object]) -> _Path | _Choice | None:
-        """The path or choice equivalent to this node (children already compressed), if any.
+    def own(self, copies: _Copies) -> None:
+        """Re-key this node with the build's own copies of its strings (see :class:`_Copies`).
 
-        A node with no rule ending and no shared edges, whose edges all lead to one child,
-        becomes: with a single literal edge, a path one word longer than its child's when
-        the child is a path, else a one-word path to the child; with several literals or
-        prefix variants, a choice (``shared`` holds the canonical variant sets); with only a
-        ``?`` or only a ``*`` edge, a wild choice. A node that ends exactly one rule and has
-        no edges becomes that rule's leaf.
+        The literal dict is rebuilt, so its key table is allocated now too.
+        """
+        items = list(self.items())
+        self.clear()
+        for token, child in items:
+            self[copies.text(token)] = child
+        if self.more is not None:
+            self.more = {copies.text(k): v for k, v in self.more.items()}
+        if self.prefixes is not None:
+            self.prefixes = copies.strings(self.prefixes)
+            self.prefix_keys = copies.strings(self.prefix_keys)
+        if self.marks is not None:
+            for path in self.marks:
+                if path is not _NO_RULE:
+                    path.text = copies.text(path.text)
+
+    def compressed(self, copies: _Copies) -> _Path | None:
+        """The path equivalent to this node (children already compressed), if any.
+
+        A node that ends exactly one rule and has no edges becomes that rule's leaf. A node
+        that ends no rule and has no shared edges, whose edges all lead to one child, becomes
+        a path of one step more than its child's when the child is a path, else a path of one
+        step to the child: the step is the literal of a single literal edge, else the
+        variants of the alternatives (several literals, prefix variants), ``?`` or ``*``.
         """
         if self.more is not None:
             return None
-        if self.any_literal is not None or self.wildcard is not None:
-            if self.marks is not None or len(self) or self.prefixes is not None:
-                return None
-            if self.wildcard is None:
-                assert self.any_literal is not None
-                return _Choice(frozenset(), None, self.any_literal, SegmentKind.ANY_LITERAL)
-            if self.any_literal is None:
-                return _Choice(frozenset(), None, self.wildcard, SegmentKind.WILDCARD)
-            return None
         if self.marks is not None:
-            if len(self) or self.prefixes is not None:
+            if len(self) or self.prefixes is not None or self.any_literal or self.wildcard:
                 return None
             ended = [path for path in self.marks if path is not _NO_RULE]
             return ended[0] if len(ended) == 1 else None
-        children = {id(child): child for child in (*self.values(), *self.prefix_targets)}
-        if len(children) != 1:
-            return None
-        (child,) = children.values()
-        if self.prefixes is None and len(self) == 1:
-            (token,) = self
-            if isinstance(child, _Path):
-                return _Path(child.best, child.text, child.tail, (token, *child.words), child.next)
-            return _Path(child.best, "", None, (token,), child)
-        literals = frozenset(self)
-        return _Choice(
-            shared.setdefault(literals, literals),  # type: ignore[arg-type]
-            self.prefixes,  # already shared by _seal
-            child,
-        )
+        step: _Step
+        child: _Tree | None
+        if self.any_literal is not None or self.wildcard is not None:
+            if len(self) or self.prefixes is not None:
+                return None
+            if self.wildcard is None:
+                step, child = (
+                    copies.variants(frozenset(), None, SegmentKind.ANY_LITERAL),
+                    self.any_literal,
+                )
+            elif self.any_literal is None:
+                step, child = (
+                    copies.variants(frozenset(), None, SegmentKind.WILDCARD),
+                    self.wildcard,
+                )
+            else:
+                return None
+        else:
+            children = {id(child): child for child in (*self.values(), *self.prefix_targets)}
+            if len(children) != 1:
+                return None
+            (child,) = children.values()
+            if self.prefixes is None and len(self) == 1:
+                (step,) = self
+            else:
+                step = copies.variants(frozenset(self), self.prefixes, None)
+        assert child is not None
+        if isinstance(child, _Path):
+            return child.after(step)
+        return _Path(child.best, "", None, (step,), child)
 
 
-_Tree = _Node | _Path | _Choice
+_Tree = _Node | _Path
+
+
+class _Copies:
+    """The build's own copies of the strings and variant sets a decision touches.
+
+    Locality: a rule set built from 100k rules answers decisions by touching a few objects
+    of the trie at random, each a CPU-cache and TLB miss when its page is cold. Strings
+    shared with the parsed rules (keys, rule texts) would sit among those rules' other
+    objects, all over the heap; copies made while the trie is compressed sit beside the
+    trie's own objects, and the parsed rules are not kept at all. Equal strings, literal
+    variants and tuples (prefix variants, a path's steps) get one copy each, so
+    repeated ones (``(temp|hum)``, ``status/#``) are shared and stay cached. Used only while
+    a set is being built.
+    """
+
+    __slots__ = ("_strings", "_tuples", "_variants", "_steps")
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._tuples: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._variants: dict[object, _Variants] = {}
+        self._steps: dict[tuple[_Step, ...], tuple[_Step, ...]] = {}
+
+    def text(self, text: str) -> str:
+        copy = self._strings.get(text)
+        if copy is None:
+            copy = self._strings[text] = "".join((text, ""))  # a new object, allocated now
+        return copy
+
+    def variants(
+        self, literals: frozenset[str], prefixes: tuple[str, ...] | None, wild: SegmentKind | None
+    ) -> _Variants:
+        """One :class:`_Variants` per distinct segment (its strings already copied)."""
+        key = (literals, prefixes, wild)
+        found = self._variants.get(key)
+        if found is None:
+            found = self._variants[key] = _Variants(literals, prefixes, wild)
+        return found
+
+    def steps(self, steps: tuple[_Step, ...]) -> tuple[_Step, ...]:
+        """One copy of a path's steps (their strings and variants already copied)."""
+        return self._steps.setdefault(steps, steps)
+
+    def strings(self, strings: tuple[str, ...]) -> tuple[str, ...]:
+        """One copy of a tuple of strings: the prefix variants of a node."""
+        copy = self._tuples.get(strings)
+        if copy is None:
+            copy = self._tuples[strings] = tuple(self.text(p) for p in strings)
+        return copy
 
 
 def _seal(root: _Node) -> None:
@@ -305,12 +386,11 @@ def _seal(root: _Node) -> None:
     The literal dict of a node must be sealed before its alternatives edges are merged into
     it, so the walk collects children before sealing.
     """
-    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
     stack = [root]
     while stack:
         node = stack.pop()
         stack.extend(child for child in node.values() if isinstance(child, _Node))
-        stack.extend(node.seal_alternatives(shared))
+        stack.extend(node.seal_alternatives())
         if isinstance(node.any_literal, _Node):
             stack.append(node.any_literal)
         if isinstance(node.wildcard, _Node):
@@ -320,9 +400,9 @@ def _seal(root: _Node) -> None:
 def _compress(root: _Node, separator: str | None) -> _Tree:
     """Replace every node that :meth:`_Node.compressed` accepts by its path or choice.
 
-    Bottom up, so a path can take the words of the path below it.
-
-    ``separator`` given (publish sets): the paths keep their literals as text, ``rest``.
+    Bottom up, so a path can take the steps of the path below it. Every string the trie
+    keeps is the build's own copy (:class:`_Copies`). ``separator`` given (publish sets):
+    paths of literal steps keep them as text, ``rest``.
     """
     order: list[_Node] = []  # every node once, parents before children
     seen: set[int] = set()
@@ -333,17 +413,20 @@ def _compress(root: _Node, separator: str | None) -> _Tree:
             seen.add(id(node))
             order.append(node)
             stack.extend(child for child in node.subtrees() if isinstance(child, _Node))
-    final: dict[int, _Path | _Choice] = {}
-    shared: dict[object, object] = {}
+    final: dict[int, _Path] = {}
+    copies = _Copies()
     for node in reversed(order):
         node.replace_children(final)
-        path = node.compressed(shared)
+        node.own(copies)
+        path = node.compressed(copies)
         if path is not None:
             final[id(node)] = path
-    if separator is not None:  # once every path has taken its children's words
-        for path in final.values():
-            if isinstance(path, _Path) and path.words:
-                path.rest, path.words = separator.join(path.words), ()
+    for path in final.values():  # once every path has taken its children's steps
+        steps = path.steps
+        if separator is not None and steps and all(type(step) is str for step in steps):
+            path.rest, path.steps = copies.text(separator.join(steps)), ()  # type: ignore[arg-type]
+        elif steps:
+            path.steps = copies.steps(steps)
     return final.get(id(root), root)
 
 
@@ -366,9 +449,9 @@ def _walk_channel(
     """The first publish rule (before ``best``) whose set contains ``tokens[i:]``, or ``best``.
 
     ``pos`` is where ``tokens[i]`` starts in ``channel`` (``len(channel) + 1`` past the end),
-    for paths, which compare their literals in place: they must be followed by a separator
-    or the end, then by what the next node accepts, or, at a leaf, by the end (no tail), the
-    end or a separator (``#``), or a separator (``>``: one more token, possibly empty, D11).
+    for paths of literals, compared in place (they must end a token); a path's steps are
+    followed by what its next node accepts, or, at a leaf, by no token (no tail), any
+    (``#``), or one or more (``>``; a token may be empty, D11).
     Extra edges (prefix variants, a token leading to several edges) recurse; the edge of the
     literal dict is followed in the loop, so a path of literal segments costs one call.
     Rules are inserted in index order, so a child's ``best`` is only worth comparing once a
@@ -380,37 +463,36 @@ def _walk_channel(
             if best is not _NO_RULE and node.best >= best.best:
                 return best
             rest = node.rest
-            if rest:
+            if rest:  # literal steps, compared in place; they must end a token
                 if not channel.startswith(rest, pos):
                     return best
                 end = pos + len(rest)
-                following = node.next
-                if following is not None:
-                    if end < len(channel) and channel[end] != sep:
+                if end < len(channel) and channel[end] != sep:
+                    return best
+                i += node.size
+                pos = end + 1
+            elif node.steps:
+                if i + node.size > n:
+                    return best
+                for step in node.steps:
+                    token = tokens[i]
+                    if isinstance(step, str):
+                        if token != step:
+                            return best
+                    elif token not in step.literals and (
+                        step.prefixes is None or not token.startswith(step.prefixes)
+                    ):
                         return best
-                    i += node.size
-                    pos = end + 1
-                    node = following
-                    continue
-                if end == len(channel):
-                    return best if node.tail is Tail.ONE_OR_MORE else node
-                return node if node.tail is not None and channel[end] == sep else best
-            tail = node.tail
+                    i += 1
+                    pos += len(token) + 1
+            following = node.next
+            if following is not None:
+                node = following
+                continue
+            tail = node.tail  # a leaf: what may follow its steps
             if tail is None:
                 return node if i == n else best
             return node if tail is Tail.ZERO_OR_MORE or i < n else best
-        if type(node) is _Choice:
-            if i == n:
-                return best
-            token = tokens[i]
-            if token not in node.literals and (
-                node.prefixes is None or not token.startswith(node.prefixes)
-            ):
-                return best
-            i += 1
-            pos += len(token) + 1
-            node = node.next
-            continue
         marks = node.marks
         if marks is not None:
             end_rule, zero, one = marks
@@ -441,50 +523,39 @@ def _walk_channel(
         pos = next_pos
 
 
-def _words_accept(path: _Path, tokens: Sequence[PatternToken], i: int) -> bool:
-    """Are ``tokens[i:i + path.size]`` literal tokens equal to the path's words?"""
-    if i + path.size > len(tokens):
-        return False
-    for word in path.words:
-        token = tokens[i]
-        if token.kind is not TokenKind.LITERAL or token.text != word:
-            return False
-        i += 1
-    return True
-
-
-def _leaf_accepts(leaf: _Path, tokens: Sequence[PatternToken], i: int) -> bool:
-    """Does the leaf's rule accept the pattern tokens ``tokens[i:]`` (§3, D4, D5)?"""
-    n = len(tokens)
-    if not _words_accept(leaf, tokens, i):
-        return False
-    i += leaf.size
-    tail = leaf.tail
-    if tail is None:
-        return i == n  # D5
-    if tail is Tail.ZERO_OR_MORE:
-        return True  # D4: '#' accepts any valid rest, including none
-    return i < n and not (i == n - 1 and tokens[i].kind is TokenKind.HASH)  # D4
-
-
 _STAR_ACCEPTS: Final = frozenset({TokenKind.LITERAL, TokenKind.STAR, TokenKind.PREFIX_STAR})
 
 
-def _choice_accepts(choice: _Choice, token: PatternToken) -> bool:
-    """Does the choice's segment accept one subscription token (§3, D1–D3)?"""
-    wild = choice.wild
+def _variants_accept(variants: _Variants, token: PatternToken) -> bool:
+    """Does a ``?``, ``*`` or alternatives segment accept one subscription token (D1–D3)?"""
+    wild = variants.wild
     if wild is not None:
         if wild is SegmentKind.ANY_LITERAL:
             return token.kind is TokenKind.LITERAL  # D1
         return token.kind in _STAR_ACCEPTS  # D2
     if token.kind is TokenKind.LITERAL:
         text = token.text
-        return text in choice.literals or (
-            choice.prefixes is not None and text.startswith(choice.prefixes)
+        return text in variants.literals or (
+            variants.prefixes is not None and text.startswith(variants.prefixes)
         )
     if token.kind is TokenKind.PREFIX_STAR:  # D3: p* only under a variant q* with p ⊒ q
-        return choice.prefixes is not None and token.text.startswith(choice.prefixes)
+        return variants.prefixes is not None and token.text.startswith(variants.prefixes)
     return False
+
+
+def _steps_accept(path: _Path, tokens: Sequence[PatternToken], i: int) -> bool:
+    """Do the path's steps accept ``tokens[i:i + path.size]`` (§3, D1–D3)?"""
+    if i + path.size > len(tokens):
+        return False
+    for step in path.steps:
+        token = tokens[i]
+        if isinstance(step, str):
+            if token.kind is not TokenKind.LITERAL or token.text != step:
+                return False
+        elif not _variants_accept(step, token):
+            return False
+        i += 1
+    return True
 
 
 def _walk_pattern(node: _Tree, tokens: Sequence[PatternToken], i: int, best: _Path) -> _Path:
@@ -495,22 +566,24 @@ def _walk_pattern(node: _Tree, tokens: Sequence[PatternToken], i: int, best: _Pa
     n = len(tokens)
     while True:
         if type(node) is _Path:
-            following = node.next
-            if following is None:
-                if best is not _NO_RULE and node.best >= best.best:
+            if best is not _NO_RULE and node.best >= best.best:
+                return best
+            if node.steps:
+                if not _steps_accept(node, tokens, i):
                     return best
-                return node if _leaf_accepts(node, tokens, i) else best
-            if not _words_accept(node, tokens, i):
-                return best
-            i += node.size
-            node = following
-            continue
-        if type(node) is _Choice:
-            if i == n or not _choice_accepts(node, tokens[i]):
-                return best
-            i += 1
-            node = node.next
-            continue
+                i += node.size
+            following = node.next
+            if following is not None:
+                node = following
+                continue
+            tail = node.tail  # a leaf: what may follow its steps
+            if tail is None:
+                return node if i == n else best  # D5
+            if tail is Tail.ZERO_OR_MORE:
+                return node  # D4: '#' accepts any valid rest, including none
+            if i < n and not (i == n - 1 and tokens[i].kind is TokenKind.HASH):
+                return node  # D4: '>' needs a rest that requires a channel token
+            return best
         token = tokens[i] if i < n else None
         marks = node.marks
         if marks is not None:
@@ -616,7 +689,7 @@ class PubRuleSet:
     trie every time.
     """
 
-    __slots__ = ("separator", "rules", "_root", "_decisions")
+    __slots__ = ("separator", "texts", "_root", "_decisions")
 
     def __init__(
         self,
@@ -626,12 +699,11 @@ class PubRuleSet:
         cache_entries: int = 0,
     ) -> None:
         self.separator = check_separator(separator)
-        self.rules: tuple[PubRule, ...] = tuple(
-            r if isinstance(r, PubRule) else PubRule.parse(r, separator) for r in rules
-        )
-        _check_separators(self.rules, separator)
+        parsed = tuple(r if isinstance(r, PubRule) else PubRule.parse(r, separator) for r in rules)
+        _check_separators(parsed, separator)
+        self.texts: tuple[str, ...] = tuple(rule.text for rule in parsed)  # in order
         self._decisions = _decisions(cache_entries)
-        self._root = _build(self.rules, separator)
+        self._root = _build(parsed, separator)  # the parsed rules are not kept
 
     def allowed(self, channel: str) -> str | None:
         """The text of the first rule whose set contains ``channel``, or ``None``.
@@ -652,7 +724,7 @@ class PubRuleSet:
         return rule
 
     def __len__(self) -> int:
-        return len(self.rules)
+        return len(self.texts)
 
 
 class SubRuleSet:
@@ -662,7 +734,7 @@ class SubRuleSet:
     parsed are not cached); 0 (the default) walks the trie every time.
     """
 
-    __slots__ = ("separator", "rules", "_root", "_decisions")
+    __slots__ = ("separator", "texts", "_root", "_decisions")
 
     def __init__(
         self,
@@ -672,12 +744,11 @@ class SubRuleSet:
         cache_entries: int = 0,
     ) -> None:
         self.separator = check_separator(separator)
-        self.rules: tuple[SubRule, ...] = tuple(
-            r if isinstance(r, SubRule) else SubRule.parse(r, separator) for r in rules
-        )
-        _check_separators(self.rules, separator)
+        parsed = tuple(r if isinstance(r, SubRule) else SubRule.parse(r, separator) for r in rules)
+        _check_separators(parsed, separator)
+        self.texts: tuple[str, ...] = tuple(rule.text for rule in parsed)  # in order
         self._decisions = _decisions(cache_entries)
-        self._root = _build(self.rules, None)
+        self._root = _build(parsed, None)  # the parsed rules are not kept
 
     def allowed(self, pattern: str | SubscriptionPattern | Sequence[PatternToken]) -> str | None:
         """The text of the first rule accepting the subscription ``pattern``, or ``None``.
@@ -700,4 +771,4 @@ class SubRuleSet:
         return rule
 
     def __len__(self) -> int:
-        return len(self.rules)
+        return len(self.texts)

@@ -157,20 +157,22 @@ def test_subscribe_compressed_paths(pattern: str, rule: str | None) -> None:
     assert SubRuleSet(rules, "/").allowed(pattern) == rule
 
 
-def test_large_sets_compress_to_few_nodes() -> None:
-    """10,000 device rules: the root's edges are leaves and choices, not node chains."""
+def test_large_sets_compress_to_one_path_per_rule() -> None:
+    """10,000 device rules: each root edge is one path (a leaf), sharing its steps."""
     from edge_broker.matching import token_rule_sets as trs
 
-    pub = PubRuleSet(
-        [f"site{i}/dev{i % 7}/#" for i in range(5000)] + [f"hall{i}/(t|h)/x" for i in range(5000)],
-        "/",
-    )
+    rules = [f"site{i}/dev{i % 7}/#" for i in range(5000)]
+    rules += [f"hall{i}/(t|h)/x" for i in range(5000)]
+    pub = PubRuleSet(rules, "/")
     root = pub._root
     assert isinstance(root, trs._Node) and len(root) == 10000
-    kinds = {type(child).__name__ for child in root.values()}
-    assert kinds == {"_Path", "_Choice"}
-    # every "(t|h)" choice shares one variant set
-    assert len({id(c.literals) for c in root.values() if isinstance(c, trs._Choice)}) == 1
+    paths = list(root.values())
+    assert all(isinstance(p, trs._Path) and p.next is None for p in paths)
+    assert {p.text for p in paths} == set(rules)  # type: ignore[union-attr]
+    # literal steps become text, equal ones shared; "(t|h)/x" is one shared steps tuple
+    assert len({id(p.rest) for p in paths if p.rest}) == 7  # type: ignore[union-attr]
+    assert len({id(p.steps) for p in paths if p.steps}) == 1  # type: ignore[union-attr]
     assert pub.allowed("site42/dev0/a") == "site42/dev0/#"
     assert pub.allowed("hall7/h/x") == "hall7/(t|h)/x"
     assert pub.allowed("hall7/q/x") is None
+    assert pub.allowed("hall7/t/x/y") is None

@@ -159,15 +159,15 @@ def test_subscribe_compressed_paths(pattern: str, rule: str | None) -> None:
 
 def test_large_sets_compress_to_one_path_per_rule() -> None:
     """10,000 device rules: each root edge is one path (a leaf), sharing its steps."""
-    from edge_broker.matching import token_rule_sets as trs
+    from edge_broker.matching import token_trie
 
     rules = [f"site{i}/dev{i % 7}/#" for i in range(5000)]
     rules += [f"hall{i}/(t|h)/x" for i in range(5000)]
     pub = PubRuleSet(rules, "/")
     root = pub._root
-    assert isinstance(root, trs._Node) and len(root) == 10000
+    assert isinstance(root, token_trie.Node) and len(root) == 10000
     paths = list(root.values())
-    assert all(isinstance(p, trs._Path) and p.next is None for p in paths)
+    assert all(isinstance(p, token_trie.Path) and p.next is None for p in paths)
     assert {p.text for p in paths} == set(rules)  # type: ignore[union-attr]
     # literal steps become text, equal ones shared; "(t|h)/x" is one shared steps tuple
     assert len({id(p.rest) for p in paths if p.rest}) == 7  # type: ignore[union-attr]

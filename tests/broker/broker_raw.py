@@ -1,11 +1,16 @@
 """A minimal blocking MQTT client over a raw socket, built on the project's codec, for
-protocol tests that must send exactly the bytes they want and see exactly what comes back."""
+protocol tests that must send exactly the bytes they want and see exactly what comes back.
+
+Beside it, the small helpers the broker tests share: :class:`RawClients` (a fixture's set of
+clients, all closed at teardown), :func:`unique_id` (client ids and topics that no other test
+uses) and :func:`rss_kib` (a broker process's resident memory)."""
 
 from __future__ import annotations
 
 import socket
 import time
-from typing import Any, TypeVar
+import uuid
+from typing import Any, Protocol, TypeVar
 
 from edge_broker.mqtt.codec import PacketReader, encode
 from edge_broker.mqtt.packets import NO_PROPERTIES, Connack, Connect, Packet, Properties
@@ -89,3 +94,57 @@ class RawClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class BrokerAddress(Protocol):
+    """What :class:`RawClients` needs of a broker (tests/conftest.py's RunningBroker and
+    InProcessBroker both have it)."""
+
+    host: str
+    port: int
+
+
+class RawClients:
+    """Opens :class:`RawClient` connections to one broker and closes them all on exit, so a
+    fixture can hand tests a factory::
+
+        @pytest.fixture
+        def client(module_broker):
+            with RawClients(module_broker) as make:
+                yield make          # make() / make(level=4) -> RawClient
+    """
+
+    def __init__(self, broker: BrokerAddress, level: int = 5) -> None:
+        self.broker = broker
+        self.level = level
+        self.clients: list[RawClient] = []
+
+    def __call__(self, level: int | None = None) -> RawClient:
+        c = RawClient(self.broker.host, self.broker.port, self.level if level is None else level)
+        self.clients.append(c)
+        return c
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
+
+    def __enter__(self) -> RawClients:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def unique_id(prefix: str = "") -> str:
+    """``prefix`` and 12 random hex digits: a client id (at most 23 characters, as MQTT 3.1
+    requires, for a prefix of up to 11) or topic level that no other test, worker or run uses."""
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+def rss_kib(pid: int) -> int:
+    """The resident set size of process ``pid`` in KiB (Linux /proc)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS line in /proc/{pid}/status")

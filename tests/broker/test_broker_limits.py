@@ -7,7 +7,7 @@ import random
 import socket
 import time
 
-from broker_raw import RawClient
+from broker_raw import RawClient, rss_kib
 
 from edge_broker.mqtt.packets import (
     Disconnect,
@@ -20,14 +20,6 @@ from edge_broker.mqtt.packets import (
     Subscription,
     Will,
 )
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def test_max_connections(broker_factory):

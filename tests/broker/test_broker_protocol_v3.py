@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import pytest
-from broker_raw import RawClient
+from broker_raw import RawClients, unique_id
 
 from edge_broker.mqtt.packets import (
     Connect,
@@ -24,25 +23,15 @@ from edge_broker.mqtt.packets import (
     Unsubscribe,
 )
 
-_ids = itertools.count()
-
 
 def cid() -> str:
-    return f"v3-{next(_ids)}-{time.monotonic_ns() % 10**9}"
+    return unique_id("v3-")
 
 
 @pytest.fixture
 def client(module_broker):
-    clients: list[RawClient] = []
-
-    def make(level: int = 4) -> RawClient:
-        c = RawClient(module_broker.host, module_broker.port, level)
-        clients.append(c)
-        return c
-
-    yield make
-    for c in clients:
-        c.close()
+    with RawClients(module_broker, level=4) as make:
+        yield make
 
 
 @pytest.mark.parametrize("level", [3, 4])

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
-from broker_raw import RawClient
+from broker_raw import RawClient, RawClients, unique_id
 
 from edge_broker.mqtt.packets import (
     Auth,
@@ -28,25 +26,15 @@ from edge_broker.mqtt.packets import (
     Will,
 )
 
-_ids = itertools.count()
-
 
 def cid(prefix: str = "c") -> str:
-    return f"{prefix}{next(_ids)}-{id(object())}"
+    return unique_id(prefix)
 
 
 @pytest.fixture
 def client(module_broker):
-    clients: list[RawClient] = []
-
-    def make(level: int = 5) -> RawClient:
-        c = RawClient(module_broker.host, module_broker.port, level)
-        clients.append(c)
-        return c
-
-    yield make
-    for c in clients:
-        c.close()
+    with RawClients(module_broker, level=5) as make:
+        yield make
 
 
 def test_connack_announces_capabilities(client):

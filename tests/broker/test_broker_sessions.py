@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import pytest
-from broker_raw import RawClient
+from broker_raw import RawClient, RawClients, unique_id
 
 from edge_broker.mqtt.packets import (
+    NO_PROPERTIES,
     Disconnect,
     Pingreq,
     Pingresp,
@@ -23,30 +23,34 @@ from edge_broker.mqtt.packets import (
     Will,
 )
 
-_ids = itertools.count()
-
 
 def cid(prefix: str = "s") -> str:
-    return f"{prefix}{next(_ids)}-{time.monotonic_ns()}"
+    return unique_id(prefix)
 
 
 @pytest.fixture
 def client(module_broker):
-    clients: list[RawClient] = []
-
-    def make(level: int = 5) -> RawClient:
-        c = RawClient(module_broker.host, module_broker.port, level)
-        clients.append(c)
-        return c
-
-    yield make
-    for c in clients:
-        c.close()
+    with RawClients(module_broker, level=5) as make:
+        yield make
 
 
 def sync(c: RawClient) -> None:
     c.send(Pingreq())
     c.expect(Pingresp)
+
+
+def park_session(c: RawClient, name: str, expiry: int | None = 60,
+                 subscription: Subscription | None = None) -> None:
+    """Connect ``name`` with Clean Start 0, subscribe to ``subscription`` if given, and
+    disconnect normally (0x00): the session outlives the connection for ``expiry`` seconds
+    (None: no Session Expiry Interval, which means 0, MQTT 5 §3.1.2.11.2)."""
+    props = NO_PROPERTIES if expiry is None else Properties(session_expiry_interval=expiry)
+    c.connect(name, clean=False, properties=props)
+    if subscription is not None:
+        c.send(Subscribe(1, (subscription,)))
+        c.expect(Suback)
+    c.send(Disconnect())
+    c.closed()
 
 
 def test_takeover_sends_0x8e_to_old_connection(client):
@@ -69,12 +73,7 @@ def test_takeover_v311_closes_old(client):
 def test_session_resumed_with_subscriptions_and_queued_messages(client):
     name = cid()
     t = cid("q/")
-    s = client()
-    s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
-    s.send(Subscribe(1, (Subscription(t, 1),)))
-    s.expect(Suback)
-    s.send(Disconnect())
-    s.closed()
+    park_session(client(), name, subscription=Subscription(t, 1))
     pub = client()
     pub.connect(cid())
     pub.send(Publish(t, b"while away", 1, packet_id=1))
@@ -91,30 +90,21 @@ def test_session_resumed_with_subscriptions_and_queued_messages(client):
 
 def test_clean_start_discards_session(client):
     name = cid()
-    s = client()
-    s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
-    s.send(Disconnect())
-    s.closed()
+    park_session(client(), name, expiry=60)
     again = client()
     assert not again.connect(name, clean=True).session_present
 
 
 def test_session_expiry_zero_ends_session_at_disconnect(client):
     name = cid()
-    s = client()
-    s.connect(name, clean=False)  # no Session Expiry Interval: 0
-    s.send(Disconnect())
-    s.closed()
+    park_session(client(), name, expiry=None)
     again = client()
     assert not again.connect(name, clean=False).session_present
 
 
 def test_session_expires_after_interval(client):
     name = cid()
-    s = client()
-    s.connect(name, clean=False, properties=Properties(session_expiry_interval=1))
-    s.send(Disconnect())
-    s.closed()
+    park_session(client(), name, expiry=1)
     time.sleep(2.2)
     again = client()
     assert not again.connect(name, clean=False).session_present
@@ -224,11 +214,7 @@ def test_offline_queue_bounded(broker_factory):
     name = cid()
     t = cid("bq/")
     with RawClient(b.host, b.port) as s:
-        s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
-        s.send(Subscribe(1, (Subscription(t, 1),)))
-        s.expect(Suback)
-        s.send(Disconnect())
-        s.closed()
+        park_session(s, name, subscription=Subscription(t, 1))
     with RawClient(b.host, b.port) as p:
         p.connect(cid())
         for i in range(10):
@@ -259,12 +245,7 @@ def test_will_published_when_session_expires_before_will_delay(client):
 def test_shared_group_prefers_online_members_and_queues_for_offline(client):
     t = cid("sho/")
     offline_name = cid()
-    off = client()
-    off.connect(offline_name, clean=False, properties=Properties(session_expiry_interval=60))
-    off.send(Subscribe(1, (Subscription(f"$share/g/{t}", 1),)))
-    off.expect(Suback)
-    off.send(Disconnect())
-    off.closed()
+    park_session(client(), offline_name, subscription=Subscription(f"$share/g/{t}", 1))
     on = client()
     on.connect(cid())
     on.send(Subscribe(1, (Subscription(f"$share/g/{t}", 1),)))

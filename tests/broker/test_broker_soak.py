@@ -7,7 +7,7 @@ import random
 import time
 
 import pytest
-from broker_raw import RawClient
+from broker_raw import RawClient, rss_kib
 
 from edge_broker.mqtt.packets import (
     Disconnect,
@@ -19,14 +19,6 @@ from edge_broker.mqtt.packets import (
     Subscription,
     Will,
 )
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 @pytest.mark.soak

@@ -7,7 +7,6 @@ Each test names the Paho test whose expectation it pins."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import time
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_raw import RawClient
+from broker_raw import RawClients, unique_id
 
 from edge_broker.mqtt.packets import (
     Disconnect,
@@ -31,7 +30,6 @@ from edge_broker.mqtt.packets import (
 )
 
 HERE = Path(__file__).resolve().parent
-_ids = itertools.count()
 
 CONFIG = """
 [[listeners]]
@@ -55,7 +53,7 @@ options = { filter = "nosubscribe", reason_code = 128 }
 
 
 def cid(prefix: str = "paho") -> str:
-    return f"{prefix}{next(_ids)}-{os.getpid()}"
+    return unique_id(prefix)
 
 
 @pytest.fixture(scope="module")
@@ -76,17 +74,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 @pytest.fixture
-def client(broker) -> Iterator[object]:
-    clients: list[RawClient] = []
-
-    def make(level: int = 5) -> RawClient:
-        c = RawClient(broker.host, broker.port, level)
-        clients.append(c)
-        return c
-
-    yield make
-    for c in clients:
-        c.close()
+def client(broker) -> Iterator[RawClients]:
+    with RawClients(broker, level=5) as make:
+        yield make
 
 
 @pytest.mark.parametrize("level, topic_filter", [(5, "test/nosubscribe"), (4, "nosubscribe")])

@@ -123,8 +123,7 @@ def remove_subscription(broker: Broker, session: Session, topic_filter: str, why
     entry = session.subscriptions.pop(topic_filter, None)
     if entry is None:
         return
-    inner, _ = _split(broker, session, topic_filter)
-    broker.topic_space(session.tenant).unsubscribe(entry, inner)
+    broker.topic_space(session.tenant).unsubscribe(entry, entry.routed_filter(broker.separator))
     broker.stats.subscriptions_removed += 1
     identity = session.identity
     log.info("subscription removed after %s", why,

@@ -428,11 +428,8 @@ class Broker:
         self._wills.discard(session)
         self._expiring.discard(session)
         space = self.topic_space(session.tenant)
-        for topic_filter, entry in list(session.subscriptions.items()):
-            inner = topic_filter
-            if entry.share_group is not None:
-                inner = topic_filter.split(self.separator, 2)[2]
-            space.unsubscribe(entry, inner)
+        for entry in list(session.subscriptions.values()):
+            space.unsubscribe(entry, entry.routed_filter(self.separator))
         session.subscriptions.clear()
         session.queue.clear()
         session.inflight.clear()

@@ -40,6 +40,13 @@ class SubscriptionEntry:
     recheck: bool = False  # deliveries must pass the policy's deliver check (AUTHZ.md §2 gate 4)
     queryable: bool = False  # SUBSCRIBE user property queryable=true (site ACL declare_queryable)
 
+    def routed_filter(self, separator: str) -> str:
+        """The filter the topic space indexes this entry under: ``topic_filter`` without
+        ``$share/<group>/`` (MQTT 5 §4.8.2; ``separator`` between the parts)."""
+        if self.share_group is None:
+            return self.topic_filter
+        return self.topic_filter.split(separator, 2)[2]
+
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:

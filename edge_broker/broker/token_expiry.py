@@ -78,9 +78,7 @@ def drop_ungranted_subscriptions(conn: Connection, why: str) -> None:
     if not gate.applies(identity):
         return
     for topic_filter, entry in list(session.subscriptions.items()):
-        inner = topic_filter  # without $share/<group>/, which the session entry knows
-        if entry.share_group is not None:
-            inner = topic_filter.split(conn.broker.separator, 2)[2]
+        inner = entry.routed_filter(conn.broker.separator)
         subscription = Subscription(topic_filter, entry.qos)
         decision = gate.check_subscribe(identity, subscription, inner, entry.share_group)
         if decision is not None and decision.denied:

@@ -4,12 +4,10 @@ Plus the broker config of an ACL and a password file for username subjects."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import queue
 import ssl
 import threading
-import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +16,9 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from edge_broker.auth.password import set_user, write_password_file
+from tests.authz.paho_sync import SyncPahoClient, reason_value
 
 V5 = paho.MQTTv5
-_ids = itertools.count()
 
 GRANTED_QOS1 = 1
 NOT_AUTHORIZED = 0x87
@@ -49,53 +47,32 @@ def password_file(path: Path, users: dict[str, str]) -> Path:
     return path
 
 
-class AclClient:
+class AclClient(SyncPahoClient):
     """One MQTT 5 connection; ``username``/``password`` for the password method, ``tls`` a
     (ca, cert, key) triple for a TLS listener with client certificates."""
+
+    QUIET = 0.3
 
     def __init__(self, host: str, port: int, *, username: str | None = None,
                  password: str | None = None, tls: tuple[Path, Path, Path] | None = None,
                  client_id: str | None = None) -> None:
-        self.client_id = client_id or f"acl-{next(_ids)}-{time.monotonic_ns() % 10**9}"
-        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=self.client_id,
-                             protocol=V5)
+        super().__init__(client_id or f"acl-{uuid.uuid4().hex[:12]}", V5)
         if username is not None:
             self.c.username_pw_set(username, password)
         if tls is not None:
             ca, cert, key = tls
             self.c.tls_set(ca_certs=str(ca), certfile=str(cert), keyfile=str(key),
                            cert_reqs=ssl.CERT_REQUIRED)
-        self.messages: queue.Queue[paho.MQTTMessage] = queue.Queue()
-        self.connected = threading.Event()
-        self.reason: Any = None
-        self.c.on_message = lambda c, u, m: self.messages.put(m)
-        self.c.on_connect = self._on_connect
-        self.c.connect(host, port)
-        self.c.loop_start()
-        assert self.connected.wait(5), "no CONNACK"
-        assert int(getattr(self.reason, "value", self.reason)) == 0, f"CONNECT refused: {self.reason}"
-
-    def _on_connect(self, c: Any, u: Any, flags: Any, rc: Any, props: Any) -> None:
-        self.reason = rc
-        self.connected.set()
+        self.start(host, port)
+        assert reason_value(self.reason) == 0, f"CONNECT refused: {self.reason}"
 
     def subscribe(self, topic_filter: str, qos: int = 1, queryable: bool = False) -> int:
         """The SUBACK code (0..2 granted; 0x80+ refused)."""
-        done = threading.Event()
-        codes: list[int] = []
-
-        def on_subscribe(c: Any, u: Any, mid: Any, rcs: Any, p: Any) -> None:
-            codes.extend(int(getattr(rc, "value", rc)) for rc in rcs)
-            done.set()
-
         props = None
         if queryable:
             props = Properties(PacketTypes.SUBSCRIBE)
             props.UserProperty = ("queryable", "true")
-        self.c.on_subscribe = on_subscribe
-        self.c.subscribe(topic_filter, qos, properties=props)
-        assert done.wait(5), "no SUBACK"
-        return codes[0]
+        return self.suback_codes(lambda: self.c.subscribe(topic_filter, qos, properties=props))[0]
 
     def publish(self, topic: str, payload: bytes = b"x", *, retain: bool = False,
                 response_topic: str | None = None, correlation: bytes | None = None) -> tuple[int, str]:
@@ -105,7 +82,7 @@ class AclClient:
 
         def on_publish(c: Any, u: Any, mid: Any, rc: Any, p: Any) -> None:
             reason = getattr(p, "ReasonString", "") if p is not None else ""
-            result.append((int(getattr(rc, "value", rc)), reason or ""))
+            result.append((reason_value(rc), reason or ""))
             done.set()
 
         props = Properties(PacketTypes.PUBLISH)
@@ -120,24 +97,3 @@ class AclClient:
 
     def publish_code(self, topic: str, payload: bytes = b"x", **kw: Any) -> int:
         return self.publish(topic, payload, **kw)[0]
-
-    def received(self, expect: int = 0, quiet: float = 0.3) -> list[tuple[str, bytes]]:
-        """The ``expect`` messages that must arrive (5 s each at most), plus any arriving in the
-        ``quiet`` seconds after them (so that unexpected extras are seen)."""
-        got: list[tuple[str, bytes]] = []
-        while True:
-            try:
-                m = self.messages.get(timeout=5.0 if len(got) < expect else quiet)
-            except queue.Empty:
-                return got
-            got.append((m.topic, m.payload))
-
-    def close(self) -> None:
-        self.c.disconnect()
-        self.c.loop_stop()
-
-    def __enter__(self) -> AclClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

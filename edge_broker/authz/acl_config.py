@@ -38,9 +38,10 @@ import json5
 
 from ..matching.errors import RuleError
 from ..matching.keyexpr import KeyExpr
+from .errors import AuthzError
 
 
-class AclError(ValueError):
+class AclError(AuthzError):
     """An invalid ``access_control`` section; ``problems`` lists every error found."""
 
     def __init__(self, problems: Sequence[str], source: str = "access_control") -> None:

@@ -23,10 +23,11 @@ from typing import Any
 
 from .acl import Acl
 from .acl_config import AclConfig, AclError, load_acl_config
+from .errors import AuthzError
 from .json5_text import loads_json5
 
 
-class AclSettingsError(ValueError):
+class AclSettingsError(AuthzError):
     """``problems``: (key, message) pairs, the key relative to the config file (``acl.file``)."""
 
     def __init__(self, problems: list[tuple[str, str]]) -> None:

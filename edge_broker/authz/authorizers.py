@@ -37,6 +37,7 @@ from ..auth.identity import Identity
 from ..mqtt.packets import NO_PROPERTIES, Properties
 from ..mqtt.reason_codes import ReasonCode
 from .decision import Decision, Gate
+from .errors import AuthzError
 
 log = logging.getLogger("edge_broker.authz.authorizers")
 
@@ -49,7 +50,7 @@ DISCONNECT_CODES = frozenset(
 )
 
 
-class AuthorizerConfigError(Exception):
+class AuthorizerConfigError(AuthzError):
     """An authorizer that cannot be loaded; the message names the entry and what to change."""
 
 

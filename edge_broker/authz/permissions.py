@@ -34,13 +34,14 @@ from enum import Enum, StrEnum
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import filter_contains, filters_overlap, validate_topic_filter
 from ..matching.rule_index import FirstMatchIndex
+from .errors import AuthzError
 
 
-class PermissionConfigError(Exception):
+class PermissionConfigError(AuthzError):
     """A permission definition that cannot be used; the message names the rule and the field."""
 
 
-class PermissionBindError(Exception):
+class PermissionBindError(AuthzError):
     """A client whose identity cannot fill a placeholder without widening a filter."""
 
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -129,3 +130,24 @@ def umqtt_simple_path() -> Path:
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+@pytest.fixture
+def umqtt(umqtt_simple_path: Path) -> ModuleType:
+    """``umqtt.simple`` from PyPI, importable (its directory appended to sys.path)."""
+    if str(umqtt_simple_path) not in sys.path:
+        sys.path.append(str(umqtt_simple_path))
+    from umqtt import simple
+
+    return simple
+
+
+@pytest.fixture
+def basic_app(umqtt: ModuleType) -> ModuleType:
+    """The example application of firmware_clients/micropython_basic (``basic_app.run``),
+    importable together with the umqtt.simple it runs on."""
+    if str(BASIC_CLIENT) not in sys.path:
+        sys.path.append(str(BASIC_CLIENT))
+    import basic_app as app
+
+    return app

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,9 +18,7 @@ import pytest
 from smokermqtt.client import MQTTClient
 from smokermqtt.packets import MQTTError
 
-from .fw_support import free_port
-
-BASIC = Path(__file__).resolve().parents[2] / "firmware_clients" / "micropython_basic"
+from .fw_support import free_port, pump, umqtt_poll
 
 
 def wait_until(predicate: Any, timeout: float = 5.0) -> None:
@@ -44,9 +41,7 @@ def test_firmware_client_publish_subscribe(module_broker: Any) -> None:
     assert pub.publish("fw/anon/b", "q0 é") is None
     big = bytes(range(256)) * 40  # 10 KiB, under the 16 KiB default max_packet_size
     assert pub.publish("fw/anon/big", big, qos=1) == 0
-    deadline = time.monotonic() + 5
-    while len(got) < 3 and time.monotonic() < deadline:
-        sub.wait_msg(200)
+    pump(lambda: sub.wait_msg(200), got, 3)
     assert got == [("fw/anon/a", b"q1"), ("fw/anon/b", "q0 é".encode()), ("fw/anon/big", big)]
     assert sub.unsubscribe("fw/anon/#") == 0
     pub.disconnect()
@@ -86,20 +81,9 @@ def test_firmware_client_reconnects_after_broker_restart(broker_factory: Any) ->
         timer.join()
     assert c.subscriptions == {"fw/restart": 1}  # renewed by reconnect
     assert c.publish("fw/restart", b"back", qos=1) == 0
-    deadline = time.monotonic() + 5
-    while not got and time.monotonic() < deadline:
-        c.wait_msg(200)
+    pump(lambda: c.wait_msg(200), got)
     assert got == [b"back"]
     c.disconnect()
-
-
-@pytest.fixture
-def umqtt(umqtt_simple_path: Path) -> Any:
-    if str(umqtt_simple_path) not in sys.path:
-        sys.path.append(str(umqtt_simple_path))
-    from umqtt import simple
-
-    return simple
 
 
 def test_umqtt_simple_publish_subscribe(module_broker: Any, umqtt: Any) -> None:
@@ -110,10 +94,7 @@ def test_umqtt_simple_publish_subscribe(module_broker: Any, umqtt: Any) -> None:
     c.subscribe(b"fw/umqtt/#", qos=1)
     c.publish(b"fw/umqtt/x", b"hello", qos=1)
     c.publish(b"fw/umqtt/y", b"zero")
-    deadline = time.monotonic() + 5
-    while len(got) < 2 and time.monotonic() < deadline:
-        c.check_msg()
-        time.sleep(0.02)
+    pump(lambda: umqtt_poll(c), got, 2)
     assert got == [(b"fw/umqtt/x", b"hello"), (b"fw/umqtt/y", b"zero")]
     c.ping()
     c.disconnect()
@@ -131,19 +112,13 @@ def test_minimqtt_publish_subscribe(module_broker: Any) -> None:
     c.subscribe("fw/minimqtt/#", qos=1)
     c.publish("fw/minimqtt/a", "hi", qos=1)
     c.publish("fw/minimqtt/b", "zero", qos=0)
-    deadline = time.monotonic() + 5
-    while len(got) < 2 and time.monotonic() < deadline:
-        c.loop(timeout=1)
+    pump(lambda: c.loop(timeout=1), got, 2)
     assert got == [("fw/minimqtt/a", "hi"), ("fw/minimqtt/b", "zero")]
     c.ping()
     c.disconnect()
 
 
-def test_basic_example_app(module_broker: Any, umqtt: Any, tmp_path: Path) -> None:
-    if str(BASIC) not in sys.path:
-        sys.path.append(str(BASIC))
-    import basic_app
-
+def test_basic_example_app(module_broker: Any, basic_app: Any, tmp_path: Path) -> None:
     cfg = {"client_id": "basic-1", "host": module_broker.host, "port": module_broker.port,
            "publish_interval_ms": 300, "keepalive": 2}
     path = tmp_path / "config.json"

@@ -17,8 +17,11 @@ from pathlib import Path
 import nacl.signing
 from smokermqtt import claims, ed25519, ids, packets
 
+from edge_broker.auth.smoker import SmokerChallenge, check_response, issue_challenge
 from edge_broker.claims.parse import parse_claim
 from edge_broker.claims.signature import verify_claim
+from edge_broker.mqtt import packets as wire  # the broker's packets (``packets``: the firmware's)
+from edge_broker.mqtt.codec import PacketReader, encode
 
 from .fw_support import MicroPythonRunner
 
@@ -127,34 +130,19 @@ def test_client_runs_under_micropython(micropython: MicroPythonRunner) -> None:
     exchange, a claim, a subscription, an incoming QoS 1 message, a ping, a publish and an
     unclaim. What it sent is decoded with the broker's codec and checked with the broker's
     SMOKER and claim code."""
-    from edge_broker.auth.smoker import SmokerChallenge, check_response, issue_challenge
-    from edge_broker.mqtt.codec import PacketReader, encode
-    from edge_broker.mqtt.packets import (
-        Auth,
-        Connack,
-        Connect,
-        Disconnect,
-        Pingreq,
-        Pingresp,
-        Properties,
-        Puback,
-        Publish,
-        Suback,
-        Subscribe,
-    )
-
     key = ed25519.SigningKey(SEEDS[0])
     me = ids.client_id(key.public_key)
     nonce = hashlib.sha256(b"nonce").digest()
     server = b"".join(encode(p, 5) for p in [
-        Auth(0x18, Properties(authentication_method="SMOKER", authentication_data=nonce)),
-        Connack(False, 0, Properties(authentication_method="SMOKER", server_keep_alive=30)),
-        Puback(1, 0),
-        Suback(2, (1,)),
-        Publish(f"restricted/{me}/cmd", b"go", 1, False, False, 9),
-        Pingresp(),
-        Puback(3, 0),
-        Puback(4, 0),
+        wire.Auth(0x18, wire.Properties(authentication_method="SMOKER", authentication_data=nonce)),
+        wire.Connack(False, 0,
+                     wire.Properties(authentication_method="SMOKER", server_keep_alive=30)),
+        wire.Puback(1, 0),
+        wire.Suback(2, (1,)),
+        wire.Publish(f"restricted/{me}/cmd", b"go", 1, False, False, 9),
+        wire.Pingresp(),
+        wire.Puback(3, 0),
+        wire.Puback(4, 0),
     ])
     fake_net = Path(__file__).resolve().parent / "micropython_wasm" / "fake_net"
     script = f"""
@@ -188,28 +176,26 @@ print("sent=" + binascii.hexlify(socket.SENT).decode())
     assert out["keepalive"] == "30"
     sent = PacketReader(side="server").feed(bytes.fromhex(out["sent"]))
     connect, answer, claim, sub, ack, ping, pub, unclaim, disc = sent
-    assert isinstance(connect, Connect) and connect.client_id == me
+    assert isinstance(connect, wire.Connect) and connect.client_id == me
     challenge = issue_challenge(me, nonce)
-    assert isinstance(challenge, SmokerChallenge) and isinstance(answer, Auth)
+    assert isinstance(challenge, SmokerChallenge) and isinstance(answer, wire.Auth)
     assert check_response(challenge, answer) is None
-    assert isinstance(claim, Publish) and claim.topic == "access/claim" and claim.packet_id == 1
+    assert isinstance(claim, wire.Publish)
+    assert claim.topic == "access/claim" and claim.packet_id == 1
     verify_claim(parse_claim(claim.payload))
-    assert isinstance(sub, Subscribe) and sub.subscriptions[0].topic_filter == \
+    assert isinstance(sub, wire.Subscribe) and sub.subscriptions[0].topic_filter == \
         f"restricted/{me}/cmd"
-    assert ack == Puback(9) and isinstance(ping, Pingreq)
-    assert pub == Publish(f"restricted/{me}/temp", b"21.5", 1, False, False, 3)
-    assert unclaim == Publish("access/unclaim", f"restricted/{me}/temp".encode(), 1, False,
+    assert ack == wire.Puback(9) and isinstance(ping, wire.Pingreq)
+    assert pub == wire.Publish(f"restricted/{me}/temp", b"21.5", 1, False, False, 3)
+    assert unclaim == wire.Publish("access/unclaim", f"restricted/{me}/temp".encode(), 1, False,
                               False, 4)
-    assert disc == Disconnect()
+    assert disc == wire.Disconnect()
 
 
 def test_basic_example_runs_under_micropython(micropython: MicroPythonRunner,
                                               umqtt_simple_path: Path) -> None:
     """firmware_clients/micropython_basic with umqtt.simple in MicroPython, over canned bytes:
     MQTT 3.1.1 CONNECT with a token as password, SUBSCRIBE, one QoS 1 reading."""
-    from edge_broker.mqtt.codec import PacketReader
-    from edge_broker.mqtt.packets import Connect, Disconnect, Publish, Subscribe
-
     root = Path(__file__).resolve().parents[2]
     fake_net = Path(__file__).resolve().parent / "micropython_wasm" / "fake_net"
     server = b"\x20\x02\x00\x00" + b"\x90\x03\x00\x01\x01" + b"\x40\x02\x00\x02"
@@ -231,10 +217,11 @@ print("sent=" + binascii.hexlify(socket.SENT).decode())
         fake_net: "/shim", root / "firmware_clients" / "micropython_basic": "/basic",
         umqtt_simple_path: "/umqttlib"}))
     connect, sub, pub, disc = PacketReader(side="server").feed(bytes.fromhex(out["sent"]))
-    assert isinstance(connect, Connect) and connect.protocol_level == 4
+    assert isinstance(connect, wire.Connect) and connect.protocol_level == 4
     assert (connect.client_id, connect.username, connect.password, connect.keep_alive) == \
         ("dev-9", "dev-9", b"eyJhbGciOiJFZERTQSJ9.e30.c2ln", 30)
-    assert isinstance(sub, Subscribe) and sub.subscriptions[0].topic_filter == "devices/dev-9/cmd"
-    assert isinstance(pub, Publish) and pub.topic == "devices/dev-9/telemetry" and pub.qos == 1
+    assert isinstance(sub, wire.Subscribe)
+    assert sub.subscriptions[0].topic_filter == "devices/dev-9/cmd"
+    assert isinstance(pub, wire.Publish) and pub.topic == "devices/dev-9/telemetry" and pub.qos == 1
     assert json.loads(pub.payload)["seq"] == 1
-    assert disc == Disconnect()
+    assert disc == wire.Disconnect()

@@ -13,7 +13,16 @@ import uuid
 from typing import Any, Protocol, TypeVar
 
 from edge_broker.mqtt.codec import PacketReader, encode
-from edge_broker.mqtt.packets import NO_PROPERTIES, Connack, Connect, Packet, Properties
+from edge_broker.mqtt.packets import (
+    NO_PROPERTIES,
+    Connack,
+    Connect,
+    Packet,
+    Properties,
+    Suback,
+    Subscribe,
+    Subscription,
+)
 
 P = TypeVar("P")
 
@@ -85,6 +94,11 @@ class RawClient:
         self.send(Connect(self.level, client_id, clean, keep_alive, properties=properties,
                           protocol_name=name, **kw))
         return self.expect(Connack)
+
+    def subscribe(self, topic_filter: str, qos: int = 0, packet_id: int = 1) -> Suback:
+        """SUBSCRIBE to one filter with default options; returns the SUBACK (codes unchecked)."""
+        self.send(Subscribe(packet_id, (Subscription(topic_filter, qos),)))
+        return self.expect(Suback)
 
     def close(self) -> None:
         self.sock.close()

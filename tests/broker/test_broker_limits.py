@@ -87,8 +87,7 @@ def test_capabilities_off(broker_factory):
 def _sys_value(b, name: str) -> int:
     with RawClient(b.host, b.port) as c:
         c.connect("")
-        c.send(Subscribe(1, (Subscription(f"$SYS/broker/{name}", 0),)))
-        c.expect(Suback)
+        c.subscribe(f"$SYS/broker/{name}")
         return int(c.expect(Publish, timeout=5).payload)
 
 
@@ -103,8 +102,7 @@ def test_slow_subscriber_loses_its_qos0_not_broker_memory(broker_factory):
     slow_client.reader = PacketReader(side="client", protocol_level=5)
     slow_client.pending, slow_client.eof = [], False
     slow_client.connect("slow")
-    slow_client.send(Subscribe(1, (Subscription("flood", 0),)))
-    slow_client.expect(Suback)
+    slow_client.subscribe("flood")
     before = rss_kib(b.pid)
     payload = os.urandom(60_000)
     with RawClient(b.host, b.port) as pub:

@@ -137,8 +137,7 @@ def test_qos2_duplicate_not_routed_twice(client):
     sub.connect(cid())
     pub.connect(cid())
     topic = cid("dup/")
-    sub.send(Subscribe(1, (Subscription(topic, 0),)))
-    sub.expect(Suback)
+    sub.subscribe(topic)
     pub.send(Publish(topic, b"once", 2, packet_id=9))
     pub.expect(Pubrec)
     pub.send(Publish(topic, b"once", 2, dup=True, packet_id=9))
@@ -175,8 +174,7 @@ def test_payload_format_indicator_checked_0x99(client):
 def test_publish_to_sys_denied_and_not_routed(client):
     sub, pub = client(), client()
     sub.connect(cid())
-    sub.send(Subscribe(1, (Subscription("$SYS/broker/fake", 0),)))
-    sub.expect(Suback)
+    sub.subscribe("$SYS/broker/fake")
     pub.connect(cid())
     pub.send(Publish("$SYS/broker/fake", b"x", 1, packet_id=1))
     assert pub.expect(Puback).reason_code == 0x87
@@ -210,8 +208,7 @@ def test_no_local_on_shared_is_protocol_error(client):
 def test_unsubscribe_reason_codes(client):
     c = client()
     c.connect(cid())
-    c.send(Subscribe(1, (Subscription("u/1", 0),)))
-    c.expect(Suback)
+    c.subscribe("u/1")
     c.send(Unsubscribe(2, ("u/1", "u/2")))
     assert c.expect(Unsuback).reason_codes == (0x00, 0x11)
 
@@ -250,8 +247,7 @@ def test_retain_handling(client):
     assert got.retain and got.payload == b"kept"
     c.send(Publish(t, b"", 0, retain=True))  # clears it
     c.expect(Publish)
-    c.send(Subscribe(4, (Subscription(t, 0),)))
-    c.expect(Suback)
+    c.subscribe(t, 0, packet_id=4)
     c.nothing()
 
 
@@ -275,8 +271,7 @@ def test_inbound_topic_alias(client):
     sub.connect(cid())
     pub.connect(cid())
     t = cid("al/")
-    sub.send(Subscribe(1, (Subscription(t, 0),)))
-    sub.expect(Suback)
+    sub.subscribe(t)
     pub.send(Publish(t, b"1", 0, properties=Properties(topic_alias=3)))
     pub.send(Publish("", b"2", 0, properties=Properties(topic_alias=3)))
     assert sub.expect(Publish).topic == t
@@ -299,8 +294,7 @@ def test_outbound_topic_alias(client):
     sub.connect(cid(), properties=Properties(topic_alias_maximum=2))
     pub.connect(cid())
     t = cid("oa/")
-    sub.send(Subscribe(1, (Subscription(t + "/#", 0),)))
-    sub.expect(Suback)
+    sub.subscribe(t + "/#")
     pub.send(Publish(t + "/a", b"1", 0))
     pub.send(Publish(t + "/a", b"2", 0))
     first, second = sub.expect(Publish), sub.expect(Publish)
@@ -325,8 +319,7 @@ def test_message_expiry_remaining_sent_and_expired_dropped(client):
     c.send(Pingreq())
     c.expect(Pingresp)
     time.sleep(1.3)
-    c.send(Subscribe(1, (Subscription(t + "/#", 0),)))
-    c.expect(Suback)
+    c.subscribe(t + "/#")
     got = c.expect(Publish)
     assert got.topic == t + "/a" and 98 <= got.properties.message_expiry_interval <= 100
     c.nothing()
@@ -336,8 +329,7 @@ def test_request_response_properties_passed_through(client):
     c = client()
     c.connect(cid())
     t = cid("rr/")
-    c.send(Subscribe(1, (Subscription(t, 0),)))
-    c.expect(Suback)
+    c.subscribe(t)
     props = Properties(
         response_topic=t + "/reply", correlation_data=b"\x00\x01", content_type="text/plain",
         user_properties=(("a", "1"), ("a", "2"), ("b", "3")), payload_format_indicator=1)
@@ -354,8 +346,7 @@ def test_shared_subscription_round_robin(client):
         x.connect(cid())
     t = cid("sh/")
     for x in (a, b):
-        x.send(Subscribe(1, (Subscription(f"$share/grp/{t}/#", 0),)))
-        x.expect(Suback)
+        x.subscribe(f"$share/grp/{t}/#")
     for i in range(6):
         pub.send(Publish(f"{t}/{i}", b"%d" % i, 0))
     pub.send(Pingreq())
@@ -372,8 +363,7 @@ def test_client_receive_maximum_respected(client):
     sub.connect(cid(), properties=Properties(receive_maximum=2))
     pub.connect(cid())
     t = cid("fc/")
-    sub.send(Subscribe(1, (Subscription(t, 1),)))
-    sub.expect(Suback)
+    sub.subscribe(t, 1)
     for i in range(5):
         pub.send(Publish(t, b"%d" % i, 1, packet_id=i + 1))
     first = [sub.expect(Publish), sub.expect(Publish)]
@@ -389,8 +379,7 @@ def test_maximum_packet_size_of_client_respected(client):
     sub.connect(cid(), properties=Properties(maximum_packet_size=64))
     pub.connect(cid())
     t = cid("mp/")
-    sub.send(Subscribe(1, (Subscription(t, 0),)))
-    sub.expect(Suback)
+    sub.subscribe(t)
     pub.send(Publish(t, b"x" * 200, 0))
     pub.send(Publish(t, b"small", 0))
     assert sub.expect(Publish).payload == b"small"

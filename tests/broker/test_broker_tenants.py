@@ -31,21 +31,18 @@ def test_messages_and_retained_do_not_cross_tenants(module_broker):
         b.connect("ten-b", properties=tenant("globex"))
         a2.connect("ten-a2", properties=tenant("acme"))
         for c in (a, b, a2):
-            c.send(Subscribe(1, (Subscription(t, 0),)))
-            c.expect(Suback)
+            c.subscribe(t)
         a.send(Publish(t, b"for acme", 0, retain=True))
         assert a2.expect(Publish).payload == b"for acme"
         assert a.expect(Publish).payload == b"for acme"
         b.nothing()
         with RawClient(module_broker.host, module_broker.port) as late_b:
             late_b.connect("ten-b2", properties=tenant("globex"))
-            late_b.send(Subscribe(1, (Subscription(t, 0),)))
-            late_b.expect(Suback)
+            late_b.subscribe(t)
             late_b.nothing()  # acme's retained message is not globex's
         with RawClient(module_broker.host, module_broker.port) as default:
             default.connect("ten-default")  # tenant "~"
-            default.send(Subscribe(1, (Subscription("#", 0),)))
-            default.expect(Suback)
+            default.subscribe("#")
             a.send(Publish(t, b"again", 0))
             a.send(Pingreq())
             a.expect(Publish)

@@ -118,8 +118,7 @@ def test_unacknowledged_qos1_and_qos2_are_redelivered_with_dup_on_reconnect(clie
     props = Properties(session_expiry_interval=60) if level == 5 else Properties()
     c = client(level)
     c.connect(me, clean=level == 5, properties=props)  # 3.1.1 keeps a session only with clean 0
-    c.send(Subscribe(1, (Subscription(f"{base}/#", 2),)))
-    c.expect(Suback)
+    c.subscribe(f"{base}/#", 2)
     c.send(Publish(f"{base}/B", b"q1", 1, packet_id=10))
     c.send(Publish(f"{base}/C", b"q2", 2, packet_id=11))
     got = [c.recv() for _ in range(4)]  # PUBACK 10, PUBREC 11 and our two deliveries, any order

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-from broker_raw import RawClient, RawClients, unique_id
+from broker_raw import RawClient, unique_id
 
 from edge_broker.mqtt.packets import (
     Auth,
@@ -29,12 +28,6 @@ from edge_broker.mqtt.packets import (
 
 def cid(prefix: str = "c") -> str:
     return unique_id(prefix)
-
-
-@pytest.fixture
-def client(module_broker):
-    with RawClients(module_broker, level=5) as make:
-        yield make
 
 
 def test_connack_announces_capabilities(client):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from broker_raw import RawClient, RawClients, unique_id
 
 from edge_broker.mqtt.packets import (
@@ -28,15 +27,17 @@ def cid(prefix: str = "s") -> str:
     return unique_id(prefix)
 
 
-@pytest.fixture
-def client(module_broker):
-    with RawClients(module_broker, level=5) as make:
-        yield make
-
-
 def sync(c: RawClient) -> None:
     c.send(Pingreq())
     c.expect(Pingresp)
+
+
+def subscribed(client: RawClients, topic_filter: str) -> RawClient:
+    """A new connection subscribed to ``topic_filter`` (QoS 0)."""
+    w = client()
+    w.connect(cid())
+    w.subscribe(topic_filter)
+    return w
 
 
 def park_session(c: RawClient, name: str, expiry: int | None = 60,
@@ -136,9 +137,7 @@ def test_unacknowledged_redelivered_with_dup(client):
 
 def test_will_published_on_network_loss_not_on_normal_disconnect(client):
     t = cid("will/")
-    watcher = client()
-    watcher.connect(cid())
-    watcher.subscribe(t + "/#")
+    watcher = subscribed(client, t + "/#")
     a = client()
     a.connect(cid(), will=Will(t + "/a", b"a gone"))
     a.close()
@@ -156,9 +155,7 @@ def test_will_published_on_network_loss_not_on_normal_disconnect(client):
 
 def test_will_on_protocol_error(client):
     t = cid("willpe/")
-    watcher = client()
-    watcher.connect(cid())
-    watcher.subscribe(t)
+    watcher = subscribed(client, t)
     a = client()
     a.connect(cid(), will=Will(t, b"bye"))
     a.send_raw(b"\x30\x00")
@@ -168,9 +165,7 @@ def test_will_on_protocol_error(client):
 
 def test_will_delay_and_cancel_on_reconnect(client):
     t = cid("wd/")
-    watcher = client()
-    watcher.connect(cid())
-    watcher.subscribe(t + "/#")
+    watcher = subscribed(client, t + "/#")
     name = cid()
     a = client()
     a.connect(name, clean=False, properties=Properties(session_expiry_interval=60),
@@ -197,9 +192,7 @@ def test_retained_will(client):
     a.connect(cid(), will=Will(t, b"retained will", retain=True))
     a.close()
     time.sleep(0.3)
-    w = client()
-    w.connect(cid())
-    w.subscribe(t)
+    w = subscribed(client, t)
     got = w.expect(Publish)
     assert got.retain and got.payload == b"retained will"
 
@@ -224,9 +217,7 @@ def test_offline_queue_bounded(broker_factory):
 
 def test_will_published_when_session_expires_before_will_delay(client):
     t = cid("wexp/")
-    watcher = client()
-    watcher.connect(cid())
-    watcher.subscribe(t)
+    watcher = subscribed(client, t)
     a = client()
     a.connect(cid(), clean=False, properties=Properties(session_expiry_interval=1),
               will=Will(t, b"session ended", properties=Properties(will_delay_interval=30)))

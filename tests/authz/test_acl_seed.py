@@ -11,6 +11,7 @@ import pytest
 from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
 from edge_broker.authz.acl_config import AclError, Flow, Message, load_acl_json5
+from tests.authz.seed004_tables import MATCHING_TABLE
 
 # The seed's sample, verbatim except two things the seed gets wrong as JSON5: the section is
 # wrapped in braces (the seed shows a fragment) and the stray "," in `,]` after the usernames
@@ -294,26 +295,7 @@ def test_flow_restricted_rule() -> None:
 
 # --- the three matching tables as ACL decisions ---------------------------------------------
 
-TABLE = [
-    ("test/demo/a", "test/demo/a", True),
-    ("test/demo/a", "test/demo/*", True),
-    ("test/*/*", "test/**", True),
-    ("test/demo/a", "**", True),
-    ("test/demo/a", "test/*/a", True),
-    ("test/demo/*", "test/*/a", False),
-    ("test/**", "test/demo/a", False),
-    ("test/demo/a", "test/d$*/a", True),
-    ("test/demo/a", "t$*/**", True),
-    ("test/d$*/a", "t$*/**", True),
-    ("test/demo/*", "test/d$*/a", False),
-    ("test/d$*/a", "test/demo/a", False),
-    ("test/@demo/a", "test/demo/a", False),
-    ("test/demo/a", "test/@demo/a", False),
-    ("test/@demo/a", "test/@demo/*", True),
-    ("test/@demo/a", "**", False),
-    ("test/@demo/a", "test/*/a", False),
-    ("test/@demo/*", "*/@demo/a", False),
-]
+TABLE = MATCHING_TABLE
 
 
 @pytest.mark.parametrize(("request_ke", "rule_ke", "match"), TABLE)

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
-from broker_raw import RawClient  # noqa: E402
-
-from edge_broker.auth.identity import Identity  # noqa: E402
-from edge_broker.authz.authorizers import (  # noqa: E402
+from edge_broker.auth.identity import Identity
+from edge_broker.authz.authorizers import (
     AuthorizerChain,
     AuthorizerConfigError,
     AuthorizerSpec,
@@ -23,7 +19,7 @@ from edge_broker.authz.authorizers import (  # noqa: E402
     instantiate,
     parse_authorizer_specs,
 )
-from edge_broker.mqtt.packets import (  # noqa: E402
+from edge_broker.mqtt.packets import (
     Disconnect,
     Properties,
     Puback,
@@ -32,6 +28,7 @@ from edge_broker.mqtt.packets import (  # noqa: E402
     Subscribe,
     Subscription,
 )
+from tests.broker.broker_raw import RawClient
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "authorizers"
 

@@ -4,18 +4,14 @@ denials reach the audit log and the $SYS counters."""
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
-from broker_raw import RawClient  # noqa: E402
-
-from edge_broker.audit.log import read_records  # noqa: E402
-from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscription  # noqa: E402
-from tests.conftest import start_broker  # noqa: E402
+from edge_broker.audit.log import read_records
+from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscription
+from tests.broker.broker_raw import RawClient
+from tests.conftest import start_broker
 
 TOPICS = ["admin/x", "admin/y/z", "a/secret", "b/secret", "open/t", "a/public", "a", "open/secret/deep"]
 
@@ -74,21 +70,6 @@ def leak_broker(tmp_path_factory: pytest.TempPathFactory):
     b.stop()
 
 
-def drain(c: RawClient, timeout: float = 0.8) -> list[Publish]:
-    got: list[Publish] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            packet = c.recv(0.1)
-        except TimeoutError:
-            continue
-        if isinstance(packet, Publish):
-            got.append(packet)
-            if packet.qos and packet.packet_id:
-                c.send(Puback(packet.packet_id))
-    return got
-
-
 @pytest.mark.parametrize("subscription", ["#", "+/secret", "+/+", "admin/+", "open/#", "$share/g/#", "+/#"])
 @pytest.mark.parametrize("qos", [1, 2])
 def test_wildcards_never_leak_live_or_retained(leak_broker, subscription: str, qos: int) -> None:
@@ -99,11 +80,11 @@ def test_wildcards_never_leak_live_or_retained(leak_broker, subscription: str, q
         ops.connect(f"ops-{name}"[:23])
         sub.send(Subscribe(1, (Subscription(subscription, qos),)))
         granted = sub.expect(Suback).reason_codes[0]
-        retained = [p.topic for p in drain(sub) if p.retain]
+        retained = [p.topic for p in sub.publishes(0.8) if p.retain]
         for i, topic in enumerate(TOPICS, start=1):
             ops.send(Publish(topic, b"live", 1, packet_id=i))
             ops.expect(Puback)
-        live = [p.topic for p in drain(sub) if not p.retain]
+        live = [p.topic for p in sub.publishes(0.8) if not p.retain]
         if granted >= 0x80:
             assert retained == [] and live == []
             return
@@ -139,6 +120,6 @@ def test_denials_are_audited_and_counted(leak_broker) -> None:
         deadline = time.monotonic() + 5
         value = None
         while time.monotonic() < deadline and value is None:
-            for packet in drain(ops, 0.5):
+            for packet in ops.publishes(0.5):
                 value = int(packet.payload)
         assert value is not None and value >= 1

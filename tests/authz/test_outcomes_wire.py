@@ -3,10 +3,8 @@ over real sockets against the real broker (one broker, one listener per mode).""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
-from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
@@ -27,11 +25,8 @@ from edge_broker.mqtt.packets import (
     Subscription,
     Will,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
-from broker_raw import RawClient  # noqa: E402
-
-from tests.conftest import start_broker  # noqa: E402
+from tests.broker.broker_raw import RawClient
+from tests.conftest import start_broker
 
 CONFIG = """
 [sys]

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
-from broker_raw import RawClient  # noqa: E402
-
-from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscription  # noqa: E402
-from tests.conftest import start_broker  # noqa: E402
+from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscription
+from tests.broker.broker_raw import RawClient
+from tests.conftest import start_broker
 
 BASE = """
 [sys]
@@ -43,19 +41,8 @@ def wait_for_log(b, text: str, count: int = 1, timeout: float = 10.0) -> None:
     raise AssertionError(f"{text!r} not in the broker log:\n{b.log()[-3000:]}")
 
 
-def topics_received(c: RawClient, timeout: float = 0.6) -> list[str]:
-    got = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            packet = c.recv(0.1)
-        except TimeoutError:
-            continue
-        if isinstance(packet, Publish):
-            got.append(packet.topic)
-            if packet.qos == 1 and packet.packet_id:
-                c.send(Puback(packet.packet_id))
-    return got
+def topics_received(c: RawClient) -> list[str]:
+    return [p.topic for p in c.publishes(0.6)]
 
 
 def publish(c: RawClient, topic: str, pid: int, retain: bool = False) -> int:

@@ -19,6 +19,8 @@ from edge_broker.mqtt.packets import (
     Connect,
     Packet,
     Properties,
+    Puback,
+    Publish,
     Suback,
     Subscribe,
     Subscription,
@@ -75,6 +77,22 @@ class RawClient:
         except TimeoutError:
             return
         raise AssertionError(f"unexpected packet {packet!r}")
+
+    def publishes(self, window: float) -> list[Publish]:
+        """Every PUBLISH that arrives in the next ``window`` seconds (other packets are
+        dropped); QoS 1 ones are acknowledged with PUBACK, QoS 2 ones are left unanswered."""
+        got: list[Publish] = []
+        deadline = time.monotonic() + window
+        while time.monotonic() < deadline:
+            try:
+                packet = self.recv(0.1)
+            except TimeoutError:
+                continue
+            if isinstance(packet, Publish):
+                got.append(packet)
+                if packet.qos == 1 and packet.packet_id:
+                    self.send(Puback(packet.packet_id))
+        return got
 
     def closed(self, timeout: float = 5.0) -> list[Packet]:
         """Wait for the broker to close; return the packets it sent before closing."""

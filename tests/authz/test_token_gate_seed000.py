@@ -11,32 +11,21 @@ from __future__ import annotations
 
 import itertools
 import queue
-import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
 from token_paho import V5, V311, TokenClient
 
-from tests.conftest import RunningBroker, start_broker
+from tests.conftest import RunningBroker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "matching"))
 from test_token_rules_seed import PUB_EXAMPLES, SUB_EXAMPLES  # noqa: E402
-from token_broker import grant, make_token, token_config  # noqa: E402
+from token_broker import grant, make_token  # noqa: E402
 
 _tenants = itertools.count()
-
-
-@pytest.fixture(scope="module", params=["/", "."], ids=["slash", "dot"])
-def seed_broker(request, tmp_path_factory) -> Iterator[tuple[RunningBroker, str]]:
-    sep = request.param
-    directory = tmp_path_factory.mktemp("seed000")
-    b = start_broker(directory, token_config(directory, separator=sep, patterns="seed001"))
-    yield b, sep
-    b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
 
 
 def by_rule(examples: list[tuple[str, str, bool]]) -> list[tuple[str, list[tuple[str, bool]]]]:
@@ -52,8 +41,8 @@ def new_tenant() -> str:
 
 @pytest.mark.parametrize("version", [V5, V311], ids=["v5", "v311"])
 @pytest.mark.parametrize(("rule", "cases"), by_rule(PUB_EXAMPLES), ids=lambda v: str(v)[:24])
-def test_seed_publish_examples_over_mqtt(seed_broker, version, rule, cases):
-    b, sep = seed_broker
+def test_seed_publish_examples_over_mqtt(seed001_broker, version, rule, cases):
+    b, sep = seed001_broker
     tenant = new_tenant()
     rule = rule.replace(".", sep)
     publisher_token = make_token([grant([tenant], pub=[rule])], separator=sep)
@@ -74,8 +63,8 @@ def test_seed_publish_examples_over_mqtt(seed_broker, version, rule, cases):
 
 @pytest.mark.parametrize("version", [V5, V311], ids=["v5", "v311"])
 @pytest.mark.parametrize(("rule", "cases"), by_rule(SUB_EXAMPLES), ids=lambda v: str(v)[:24])
-def test_seed_subscribe_examples_over_mqtt(seed_broker, version, rule, cases):
-    b, sep = seed_broker
+def test_seed_subscribe_examples_over_mqtt(seed001_broker, version, rule, cases):
+    b, sep = seed001_broker
     tenant = new_tenant()
     rule = rule.replace(".", sep)
     token = make_token([grant([tenant], sub=[rule])], separator=sep)
@@ -102,8 +91,8 @@ def _a_channel_for(pattern: str, sep: str) -> str:
 
 
 @pytest.mark.parametrize(("rule", "cases"), by_rule(SUB_EXAMPLES), ids=lambda v: str(v)[:24])
-def test_accepted_seed_patterns_receive_what_they_match(seed_broker, rule, cases):
-    b, sep = seed_broker
+def test_accepted_seed_patterns_receive_what_they_match(seed001_broker, rule, cases):
+    b, sep = seed001_broker
     tenant = new_tenant()
     rule = rule.replace(".", sep)
     publisher = make_token([grant([tenant], pub=["#"])], separator=sep)
@@ -135,8 +124,8 @@ def _connack_with_will(b: RunningBroker, token: str, topic: str) -> int:
         c.loop_stop()
 
 
-def test_a_will_outside_the_publish_rules_is_refused_at_connect(seed_broker):
-    b, sep = seed_broker
+def test_a_will_outside_the_publish_rules_is_refused_at_connect(seed001_broker):
+    b, sep = seed001_broker
     token = make_token([grant([new_tenant()], pub=[f"status{sep}#"])], separator=sep)
     assert _connack_with_will(b, token, f"other{sep}lwt") == 0x87
     assert _connack_with_will(b, token, f"status{sep}lwt") == 0

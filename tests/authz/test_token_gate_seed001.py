@@ -5,16 +5,14 @@ against brokers with '/' and '.' (listeners with ``subscription_patterns = "seed
 from __future__ import annotations
 
 import itertools
-import signal
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from token_paho import V5, V311, TokenClient
 
-from tests.conftest import RunningBroker, start_broker
+from tests.conftest import start_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 from token_broker import grant, make_token, token_config  # noqa: E402
@@ -52,15 +50,6 @@ ROUTING = [
 INVALID = ["a.>.b", "a.#.b", "a.b.c>.x", "a.ab*c", "a.*a", "a.**", "a.*>", "a..b"]
 
 
-@pytest.fixture(scope="module", params=["/", "."], ids=["slash", "dot"])
-def seed_broker(request, tmp_path_factory) -> Iterator[tuple[RunningBroker, str]]:
-    sep = request.param
-    directory = tmp_path_factory.mktemp("seed001")
-    b = start_broker(directory, token_config(directory, separator=sep, patterns="seed001"))
-    yield b, sep
-    b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
-
-
 def tenant_tokens(sep: str) -> tuple[str, str]:
     tenant = f"seed001-{next(_tenants)}"
     return (make_token([grant([tenant], pub=["#"])], separator=sep),
@@ -76,8 +65,8 @@ def by_pattern() -> list[tuple[str, list[tuple[str, bool]]]]:
 
 @pytest.mark.parametrize("version", [V5, V311], ids=["v5", "v311"])
 @pytest.mark.parametrize(("pattern", "cases"), by_pattern(), ids=lambda v: str(v)[:20])
-def test_patterns_route_exactly_the_channels_they_match(seed_broker, version, pattern, cases):
-    b, sep = seed_broker
+def test_patterns_route_exactly_the_channels_they_match(seed001_broker, version, pattern, cases):
+    b, sep = seed001_broker
     pub_token, sub_token = tenant_tokens(sep)
     pattern = pattern.replace(".", sep)
     with TokenClient(b.host, b.port, pub_token) as pub, \
@@ -93,15 +82,15 @@ def test_patterns_route_exactly_the_channels_they_match(seed_broker, version, pa
 
 
 @pytest.mark.parametrize("pattern", INVALID)
-def test_invalid_patterns_are_refused_0x8f(seed_broker, pattern):
-    b, sep = seed_broker
+def test_invalid_patterns_are_refused_0x8f(seed001_broker, pattern):
+    b, sep = seed001_broker
     _, sub_token = tenant_tokens(sep)
     with TokenClient(b.host, b.port, sub_token) as sub:
         assert sub.subscribe(pattern.replace(".", sep)) == [0x8F]
 
 
-def test_retained_messages_are_selected_by_patterns(seed_broker):
-    b, sep = seed_broker
+def test_retained_messages_are_selected_by_patterns(seed001_broker):
+    b, sep = seed001_broker
     pub_token, sub_token = tenant_tokens(sep)
     channels = ["a.b.c1.x", "a.b.c1", "a.b.d1.x", "a.b"]
     with TokenClient(b.host, b.port, pub_token) as pub:
@@ -114,8 +103,8 @@ def test_retained_messages_are_selected_by_patterns(seed_broker):
         assert sub.received(1) == [(f"a{sep}b", b"kept")]
 
 
-def test_a_shared_subscription_with_a_pattern_delivers_once(seed_broker):
-    b, sep = seed_broker
+def test_a_shared_subscription_with_a_pattern_delivers_once(seed001_broker):
+    b, sep = seed001_broker
     pub_token, sub_token = tenant_tokens(sep)
     with TokenClient(b.host, b.port, pub_token) as pub, \
             TokenClient(b.host, b.port, sub_token) as s1, \
@@ -153,8 +142,8 @@ def test_on_an_mqtt_listener_star_is_a_literal(tmp_path):
     ("no spaces", "no spaces", False),
     ("slash/not/allowed", "slash", False),
 ])
-def test_tenant_names(seed_broker, asked, granted, ok):
-    b, sep = seed_broker
+def test_tenant_names(seed001_broker, asked, granted, ok):
+    b, sep = seed001_broker
     if not ok:
         token = make_token([grant(["fine"], pub=["#"])], separator=sep)
     else:
@@ -165,8 +154,8 @@ def test_tenant_names(seed_broker, asked, granted, ok):
             assert int(client.reason.value) == 0x87
 
 
-def test_unsubscribing_a_pattern_stops_its_deliveries(seed_broker):
-    b, sep = seed_broker
+def test_unsubscribing_a_pattern_stops_its_deliveries(seed001_broker):
+    b, sep = seed001_broker
     pub_token, sub_token = tenant_tokens(sep)
     pattern, channel = f"a{sep}b{sep}c>", f"a{sep}b{sep}c1{sep}x"
     with TokenClient(b.host, b.port, pub_token) as pub, \

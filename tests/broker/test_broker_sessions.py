@@ -40,6 +40,14 @@ def subscribed(client: RawClients, topic_filter: str) -> RawClient:
     return w
 
 
+def vanish_with_will(c: RawClient, name: str, will: Will, expiry: int = 60) -> None:
+    """Connect ``name`` with Clean Start 0, a session of ``expiry`` seconds and ``will``, then
+    drop the connection without DISCONNECT (network loss: the will is due, MQTT 5 §3.1.2.5)."""
+    c.connect(name, clean=False, properties=Properties(session_expiry_interval=expiry),
+              will=will)
+    c.close()
+
+
 def park_session(c: RawClient, name: str, expiry: int | None = 60,
                  subscription: Subscription | None = None) -> None:
     """Connect ``name`` with Clean Start 0, subscribe to ``subscription`` if given, and
@@ -166,19 +174,14 @@ def test_will_on_protocol_error(client):
 def test_will_delay_and_cancel_on_reconnect(client):
     t = cid("wd/")
     watcher = subscribed(client, t + "/#")
-    name = cid()
-    a = client()
-    a.connect(name, clean=False, properties=Properties(session_expiry_interval=60),
-              will=Will(t + "/x", b"late", properties=Properties(will_delay_interval=1)))
-    a.close()
+    vanish_with_will(client(), cid(),
+                     Will(t + "/x", b"late", properties=Properties(will_delay_interval=1)))
     watcher.nothing(0.5)
     assert watcher.expect(Publish, timeout=3).payload == b"late"
     # Reconnecting before the delay cancels the will.
     name2 = cid()
-    b = client()
-    b.connect(name2, clean=False, properties=Properties(session_expiry_interval=60),
-              will=Will(t + "/y", b"never", properties=Properties(will_delay_interval=2)))
-    b.close()
+    vanish_with_will(client(), name2,
+                     Will(t + "/y", b"never", properties=Properties(will_delay_interval=2)))
     time.sleep(0.3)
     b2 = client()
     assert b2.connect(name2, clean=False,
@@ -218,10 +221,9 @@ def test_offline_queue_bounded(broker_factory):
 def test_will_published_when_session_expires_before_will_delay(client):
     t = cid("wexp/")
     watcher = subscribed(client, t)
-    a = client()
-    a.connect(cid(), clean=False, properties=Properties(session_expiry_interval=1),
-              will=Will(t, b"session ended", properties=Properties(will_delay_interval=30)))
-    a.close()
+    vanish_with_will(client(), cid(),
+                     Will(t, b"session ended", properties=Properties(will_delay_interval=30)),
+                     expiry=1)
     start = time.monotonic()
     assert watcher.expect(Publish, timeout=4).payload == b"session ended"
     assert time.monotonic() - start < 3

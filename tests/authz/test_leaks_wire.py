@@ -100,8 +100,7 @@ def test_denials_are_audited_and_counted(leak_broker) -> None:
         c.connect("dev-audited")
         c.send(Publish("admin/audit-me", b"x", 1, packet_id=1))
         assert c.expect(Puback).reason_code == 0x87
-        c.send(Subscribe(2, (Subscription("$SYS/broker/authz/#", 0),)))
-        c.expect(Suback)
+        c.subscribe("$SYS/broker/authz/#", 0, packet_id=2)
     deadline = time.monotonic() + 5
     found = []
     while time.monotonic() < deadline and not found:
@@ -115,8 +114,7 @@ def test_denials_are_audited_and_counted(leak_broker) -> None:
     assert record["outcome"] == "deny" and record["tenant"] == "~"
     with RawClient(b.host, b.port) as ops:
         ops.connect("ops-sys")
-        ops.send(Subscribe(1, (Subscription("$SYS/broker/authz/permissions/no-admin/denials", 0),)))
-        ops.expect(Suback)
+        ops.subscribe("$SYS/broker/authz/permissions/no-admin/denials")
         deadline = time.monotonic() + 5
         value = None
         while time.monotonic() < deadline and value is None:

@@ -5,7 +5,9 @@ A token trie like :class:`SubscriptionTrie`, with the edge kinds of seed 001 kep
 a dict keyed by the prefix, and the tails ``#``, ``>``, ``p#``, ``p>`` stored on the node where
 they start. A channel token finds its prefix edges by looking up each of its own prefixes (at
 most as long as the longest prefix at that node), so the cost does not grow with the number of
-prefixes. The result shape, the cache and pruning are those of :class:`SubscriptionTrie`.
+prefixes. The result shape and pruning are those of :class:`SubscriptionTrie`; the counts, the
+generation and the result cache are those of
+:class:`~edge_broker.matching.decision_cache.RoutingIndex`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
+from .decision_cache import DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
 from .names import DEFAULT_SEPARATOR
 from .pattern_tokens import TokenKind
 from .subscription_patterns import SubscriptionPattern, parse_pattern
@@ -21,7 +24,7 @@ from .subscription_patterns import SubscriptionPattern, parse_pattern
 K = TypeVar("K")
 V = TypeVar("V")
 
-DEFAULT_CACHE_SIZE = 4096
+DEFAULT_CACHE_SIZE = DEFAULT_RESULT_CACHE_SIZE
 # Leaves share one read-only empty mapping instead of an empty dict each (memory on a Pi).
 _NO_CHILDREN: Mapping[str, Any] = MappingProxyType({})
 
@@ -111,7 +114,7 @@ class _Node(Generic[K, V]):
         )
 
 
-class PatternTrie(Generic[K, V]):
+class PatternTrie(RoutingIndex[K, V]):
     """Runtime subscription patterns -> subscribers, matched against concrete channels.
 
     ``add(pattern, key, value)`` (a str is parsed with the trie's separator; ``RuleError`` if
@@ -119,39 +122,20 @@ class PatternTrie(Generic[K, V]):
     read-only mapping per matching pattern. See :class:`SubscriptionTrie` for the cache rules.
     """
 
-    __slots__ = ("_root", "_sep", "_count", "_patterns", "_generation", "_cache", "_cache_size")
+    __slots__ = ("_root",)
 
     def __init__(
         self, separator: str = DEFAULT_SEPARATOR, cache_size: int = DEFAULT_CACHE_SIZE
     ) -> None:
         if separator not in (".", "/"):
             raise ValueError(f"separator must be '.' or '/', not {separator!r}")
-        if cache_size < 0:
-            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        super().__init__(separator, cache_size)
         self._root: _Node[K, V] = _Node()
-        self._sep = separator
-        self._count = 0
-        self._patterns = 0
-        self._generation = 0
-        self._cache: dict[str, tuple[Mapping[K, V], ...]] = {}
-        self._cache_size = cache_size
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    @property
-    def separator(self) -> str:
-        return self._sep
-
-    def __len__(self) -> int:
-        """Number of (pattern, key) subscriptions."""
-        return self._count
 
     @property
     def pattern_count(self) -> int:
         """Number of distinct patterns with at least one key."""
-        return self._patterns
+        return self._mappings
 
     def _compile(self, pattern: SubscriptionPattern | str) -> SubscriptionPattern:
         if isinstance(pattern, str):
@@ -162,10 +146,6 @@ class PatternTrie(Generic[K, V]):
                 f"this trie uses {self._sep!r}"
             )
         return pattern
-
-    def _invalidate(self) -> None:
-        self._generation += 1
-        self._cache.clear()
 
     def add(self, pattern: SubscriptionPattern | str, key: K, value: V) -> None:
         """Subscribe ``key`` with ``value`` (replacing an earlier value for the same key)."""
@@ -192,12 +172,7 @@ class PatternTrie(Generic[K, V]):
             node = nxt
         subs = self._terminal(node, compiled, create=True)
         assert subs is not None
-        if not subs:
-            self._patterns += 1
-            self._invalidate()
-        if key not in subs:
-            self._count += 1
-        subs[key] = value
+        self._subscribe(subs, key, value)
 
     def _terminal(
         self, node: _Node[K, V], compiled: SubscriptionPattern, *, create: bool
@@ -272,13 +247,9 @@ class PatternTrie(Generic[K, V]):
         subs = self._terminal(node, compiled, create=False)
         if subs is None or key not in subs:
             return False
-        del subs[key]
-        self._count -= 1
-        if subs:
+        if not self._unsubscribe(subs, key):
             return True
         self._drop_terminal(node, compiled)
-        self._patterns -= 1
-        self._invalidate()
         while path and node.is_empty():
             parent, kind, text = path.pop()
             if kind is TokenKind.LITERAL:
@@ -296,18 +267,6 @@ class PatternTrie(Generic[K, V]):
                     parent.prefix = None
             node = parent
         return True
-
-    def match(self, channel: str) -> tuple[Mapping[K, V], ...]:
-        """The subscriber mappings of every pattern matching the concrete ``channel``."""
-        cached = self._cache.get(channel)
-        if cached is not None:
-            return cached
-        result = self._match(channel)
-        if self._cache_size:
-            if len(self._cache) >= self._cache_size:
-                self._cache.clear()
-            self._cache[channel] = result
-        return result
 
     def _match(self, channel: str) -> tuple[Mapping[K, V], ...]:
         found: list[Mapping[K, V]] = []
@@ -343,13 +302,6 @@ class PatternTrie(Generic[K, V]):
             if node.hash_subs is not None:
                 found.append(node.hash_subs)  # '#' also matches zero further tokens
         return tuple(found)
-
-    def match_keys(self, channel: str) -> set[K]:
-        """The set of keys subscribed through at least one pattern matching ``channel``."""
-        keys: set[K] = set()
-        for subs in self.match(channel):
-            keys.update(subs)
-        return keys
 
     def is_empty_structure(self) -> bool:
         """True when no node is left besides an empty root (pruning works; for tests)."""

@@ -7,10 +7,9 @@ O(subscriptions). The ``$`` rule is applied at the root: a topic whose first lev
 
 Every filter that has at least one subscriber owns one dict ``key -> value`` (e.g. client id ->
 subscription options). :meth:`SubscriptionTrie.match` returns those dicts themselves, one per
-matching filter, so fan-out is one loop over a tuple with no copying. Because the dicts are
-live, a cached result stays right when a key is added to or removed from a filter that keeps at
-least one key; the generation number (and with it the result cache) moves only when a filter
-gains its first key or loses its last one, which is exactly when the set of dicts changes.
+matching filter, so fan-out is one loop over a tuple with no copying. The counts, the
+generation number and the result cache (which move only when a filter gains its first key or
+loses its last one) are those of :class:`~edge_broker.matching.decision_cache.RoutingIndex`.
 Removing the last key of a filter prunes the nodes that became empty, so churn does not grow
 memory.
 """
@@ -21,12 +20,13 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
+from .decision_cache import DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
 from .mqtt_topics import validate_topic_filter
 
 K = TypeVar("K")
 V = TypeVar("V")
 
-DEFAULT_CACHE_SIZE = 4096
+DEFAULT_CACHE_SIZE = DEFAULT_RESULT_CACHE_SIZE
 # Leaves share one read-only empty mapping instead of an empty dict each (memory on a Pi);
 # a node gets its own dict when it gains its first child.
 _NO_CHILDREN: Mapping[str, Any] = MappingProxyType({})
@@ -53,7 +53,7 @@ class _Node(Generic[K, V]):
         )
 
 
-class SubscriptionTrie(Generic[K, V]):
+class SubscriptionTrie(RoutingIndex[K, V]):
     """Topic filters -> subscribers, matched against concrete topics.
 
     ``add(filter, key, value)`` adds or replaces; ``remove(filter, key)`` returns whether it was
@@ -63,43 +63,18 @@ class SubscriptionTrie(Generic[K, V]):
     returned mapping: copy it first. Filters are validated on :meth:`add` (``RuleError``).
     """
 
-    __slots__ = ("_root", "_sep", "_count", "_filters", "_generation", "_cache", "_cache_size")
+    __slots__ = ("_root",)
 
     def __init__(self, separator: str = "/", cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         if len(separator) != 1:
             raise ValueError(f"separator must be one character, got {separator!r}")
-        if cache_size < 0:
-            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        super().__init__(separator, cache_size)
         self._root: _Node[K, V] = _Node()
-        self._sep = separator
-        self._count = 0
-        self._filters = 0
-        self._generation = 0
-        self._cache: dict[str, tuple[Mapping[K, V], ...]] = {}
-        self._cache_size = cache_size
-
-    @property
-    def generation(self) -> int:
-        """Moves whenever the set of matching structures changes; cached results older than
-        the current generation are never returned."""
-        return self._generation
-
-    @property
-    def separator(self) -> str:
-        return self._sep
-
-    def __len__(self) -> int:
-        """Number of (filter, key) subscriptions."""
-        return self._count
 
     @property
     def filter_count(self) -> int:
         """Number of distinct filters with at least one key."""
-        return self._filters
-
-    def _invalidate(self) -> None:
-        self._generation += 1
-        self._cache.clear()
+        return self._mappings
 
     def add(self, topic_filter: str, key: K, value: V) -> None:
         """Subscribe ``key`` to ``topic_filter`` with ``value``; replace the value if present."""
@@ -131,11 +106,7 @@ class SubscriptionTrie(Generic[K, V]):
                 node.hash_subs = subs
             else:
                 node.subs = subs
-            self._filters += 1
-            self._invalidate()
-        if key not in subs:
-            self._count += 1
-        subs[key] = value
+        self._subscribe(subs, key, value)
 
     def remove(self, topic_filter: str, key: K) -> bool:
         """Unsubscribe ``key`` from ``topic_filter``. False if it was not subscribed."""
@@ -155,16 +126,12 @@ class SubscriptionTrie(Generic[K, V]):
         subs = node.hash_subs if tail_hash else node.subs
         if subs is None or key not in subs:
             return False
-        del subs[key]
-        self._count -= 1
-        if subs:
+        if not self._unsubscribe(subs, key):
             return True
         if tail_hash:
             node.hash_subs = None
         else:
             node.subs = None
-        self._filters -= 1
-        self._invalidate()
         # Prune the nodes that hold nothing any more, deepest first.
         while path and node.is_empty():
             parent, level = path.pop()
@@ -178,21 +145,6 @@ class SubscriptionTrie(Generic[K, V]):
                     parent.children = _NO_CHILDREN
             node = parent
         return True
-
-    def match(self, topic: str) -> tuple[Mapping[K, V], ...]:
-        """The subscriber mappings of every filter matching the concrete ``topic``.
-
-        ``topic`` must be a valid topic name (the broker validates a PUBLISH before routing).
-        """
-        cached = self._cache.get(topic)
-        if cached is not None:
-            return cached
-        result = self._match(topic)
-        if self._cache_size:
-            if len(self._cache) >= self._cache_size:
-                self._cache.clear()
-            self._cache[topic] = result
-        return result
 
     def _match(self, topic: str) -> tuple[Mapping[K, V], ...]:
         found: list[Mapping[K, V]] = []
@@ -228,13 +180,6 @@ class SubscriptionTrie(Generic[K, V]):
             if node.hash_subs is not None:
                 found.append(node.hash_subs)  # 'a/#' also matches 'a' (§4.7.1.2)
         return tuple(found)
-
-    def match_keys(self, topic: str) -> set[K]:
-        """The set of keys subscribed through at least one filter matching ``topic``."""
-        keys: set[K] = set()
-        for subs in self.match(topic):
-            keys.update(subs)
-        return keys
 
     def filters(self) -> Iterator[tuple[str, Mapping[K, V]]]:
         """Every filter with its subscriber mapping (for inspection, ``$SYS`` and tests)."""

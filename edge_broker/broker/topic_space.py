@@ -8,6 +8,10 @@ first use, with the same key/value shape; :meth:`TopicSpace.match` returns the h
 The subscription trie maps a filter to ``{key: value}``: for an ordinary subscription the key is
 the client id and the value its :class:`SubscriptionEntry`; a shared subscription group
 (MQTT 5 §4.8.2) is one entry whose key is ``("$share", group)`` and value a :class:`SharedGroup`.
+
+Two pattern texts can name one pattern (with ``/``, ``+`` is ``*``: ``a/+/#`` and ``a/*/#``); a
+session may hold both, as two subscriptions, but the pattern index has one slot per pattern and
+key. The slot holds the latest of them, and unsubscribing one text leaves the other routed.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Iterator, Mapping
 
 from ..matching.errors import RuleError
 from ..matching.pattern_trie import PatternTrie
-from ..matching.subscription_patterns import SubscriptionPattern
+from ..matching.subscription_patterns import SubscriptionPattern, parse_pattern
 from ..matching.subscription_trie import SubscriptionTrie
 from .message import Message
 from .retained import MemoryRetainedStore, RetainedStore
@@ -59,7 +63,7 @@ class SharedGroup:
 
 
 class TopicSpace:
-    __slots__ = ("tenant", "trie", "patterns", "retained", "shared")
+    __slots__ = ("tenant", "trie", "patterns", "retained", "shared", "_pattern_texts")
 
     def __init__(self, tenant: str, separator: str = "/", retained: RetainedStore | None = None):
         self.tenant = tenant
@@ -68,6 +72,8 @@ class TopicSpace:
         self.retained: RetainedStore = (
             retained if retained is not None else MemoryRetainedStore(separator))
         self.shared: dict[tuple[str, str], SharedGroup] = {}
+        # (key, pattern's body and tail) -> {text: value} for every text naming that pattern
+        self._pattern_texts: dict[tuple[SubscriptionKey, object], dict[str, object]] = {}
 
     def subscribe(self, entry: SubscriptionEntry, topic_filter: str,
                   pattern: SubscriptionPattern | None = None) -> None:
@@ -78,7 +84,7 @@ class TopicSpace:
             if pattern is None:
                 self.trie.add(topic_filter, client_id, entry)
             else:
-                self._patterns().add(pattern, client_id, entry)
+                self._add_pattern(pattern, client_id, entry)
             return
         key = (entry.share_group, topic_filter)
         group = self.shared.get(key)
@@ -87,7 +93,7 @@ class TopicSpace:
             if pattern is None:
                 self.trie.add(topic_filter, ("$share", entry.share_group), group)
             else:
-                self._patterns().add(pattern, ("$share", entry.share_group), group)
+                self._add_pattern(pattern, ("$share", entry.share_group), group)
         group.members[client_id] = entry
 
     def _patterns(self) -> PatternTrie[SubscriptionKey, object]:
@@ -95,14 +101,30 @@ class TopicSpace:
             self.patterns = PatternTrie(self.trie.separator)
         return self.patterns
 
+    def _add_pattern(self, pattern: SubscriptionPattern, key: SubscriptionKey,
+                     value: object) -> None:
+        texts = self._pattern_texts.setdefault((key, (pattern.steps, pattern.tail)), {})
+        texts.pop(pattern.text, None)
+        texts[pattern.text] = value  # the latest last
+        self._patterns().add(pattern, key, value)
+
     def _remove(self, topic_filter: str, key: SubscriptionKey) -> None:
         """From whichever index holds it: a session has one entry per filter text."""
         if self.trie.remove(topic_filter, key) or self.patterns is None:
             return
         try:
-            self.patterns.remove(topic_filter, key)
+            pattern = parse_pattern(topic_filter, self.trie.separator)
         except RuleError:
-            pass  # not a valid pattern: it can only have been in the MQTT trie
+            return  # not a valid pattern: it can only have been in the MQTT trie
+        canonical = (key, (pattern.steps, pattern.tail))
+        texts = self._pattern_texts.get(canonical)
+        if texts is None or texts.pop(topic_filter, None) is None:
+            return  # not subscribed under this text
+        if texts:  # another text names the same pattern: it stays routed
+            self.patterns.add(pattern, key, next(reversed(texts.values())))
+            return
+        del self._pattern_texts[canonical]
+        self.patterns.remove(pattern, key)
 
     def unsubscribe(self, entry: SubscriptionEntry, topic_filter: str) -> None:
         client_id = entry.session.client_id
@@ -140,4 +162,5 @@ class TopicSpace:
 
     def subscription_count(self) -> int:
         indexed = len(self.trie) + (len(self.patterns) if self.patterns is not None else 0)
+        indexed += sum(len(texts) - 1 for texts in self._pattern_texts.values())  # aliases
         return indexed - len(self.shared) + sum(len(g.members) for g in self.shared.values())

@@ -19,6 +19,9 @@ from edge_broker.broker.topic_space import TopicSpace
 from edge_broker.matching.errors import RuleError
 from edge_broker.matching.mqtt_topics import topic_matches
 from edge_broker.matching.subscription_patterns import parse_pattern
+from edge_broker.mqtt.packets import Publish, Unsuback, Unsubscribe
+from tests.broker.broker_raw import RawClient
+from tests.conftest import start_broker
 
 
 @pytest.mark.parametrize("sep", ["/", "."])
@@ -95,6 +98,55 @@ def test_the_topic_space_routes_and_removes_both_kinds():
     space.unsubscribe(mqtt_entry, "a/+")
     assert space.subscription_count() == 0
     assert space.match("a/b1/x") == () and space.match("a/b1") == ()
+
+
+@pytest.mark.parametrize("share", [None, "g"])
+def test_two_texts_of_one_pattern_are_two_subscriptions(share):
+    """With '/', '+' is '*' in a pattern: "*/*" and "*/+" are one pattern but two subscriptions
+    of the session (found by the oracle test below). Unsubscribing one keeps the other routed."""
+    space = TopicSpace("t")
+    session = Session("c1", "t", Identity("c1", "token", "t"), 5)
+    entries = {}
+    for text, qos in (("*/*", 0), ("*/+", 1)):
+        written = text if share is None else f"$share/{share}/{text}"
+        shared, inner, pattern = subscription_pattern(written, "/", True)
+        entries[text] = SubscriptionEntry(session, written, qos, share_group=share)
+        space.subscribe(entries[text], inner, pattern)
+    assert space.subscription_count() == 2
+    key = "c1" if share is None else ("$share", share)
+    assert [set(h) for h in space.match("a/a")] == [{key}]
+    space.unsubscribe(entries["*/*"], "*/*")
+    assert space.subscription_count() == 1
+    hits = space.match("a/a")
+    assert [set(h) for h in hits] == [{key}]
+    routed = hits[0][key]
+    assert (routed if share is None else routed.members["c1"]) is entries["*/+"]
+    space.unsubscribe(entries["*/*"], "*/*")  # again: no effect
+    assert space.match("a/a") != ()
+    space.unsubscribe(entries["*/+"], "*/+")
+    assert space.subscription_count() == 0
+    assert space.match("a/a") == ()
+
+
+def test_a_broker_keeps_routing_the_other_text_of_a_pattern(tmp_path):
+    """The same, end to end on a seed001 listener: after UNSUBSCRIBE "*/*" the client's "*/+"
+    subscription still receives "a/a"."""
+    broker = start_broker(tmp_path, '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\n'
+                                    'port = 0\nsubscription_patterns = "seed001"\n')
+    try:
+        with RawClient(broker.host, broker.port) as sub, RawClient(broker.host, broker.port) as pub:
+            sub.connect("alias-sub")
+            pub.connect("alias-pub")
+            assert sub.subscribe("*/*", 1, packet_id=1).reason_codes == (1,)
+            assert sub.subscribe("*/+", 1, packet_id=2).reason_codes == (1,)
+            sub.send(Unsubscribe(3, ("*/*",)))
+            assert sub.expect(Unsuback).reason_codes == (0,)
+            pub.send(Publish("a/a", b"still", qos=0))
+            got = sub.expect(Publish)
+            assert (got.topic, got.payload) == ("a/a", b"still")
+            sub.nothing()  # once, not twice
+    finally:
+        broker.stop()
 
 
 level = st.sampled_from(["a", "b", "ab", "b1"])

@@ -21,8 +21,8 @@ from tests.authz.acl_paho import (
     acl_json_file,
     toml_with_acl,
 )
-from tests.authz.seed004_tables import MATCHING_TABLE
 from tests.conftest import RunningBroker, start_broker
+from tests.seed004_tables import MATCHING_TABLE
 
 RULE = "allow pub/sub on test/demo"
 

@@ -11,7 +11,7 @@ import pytest
 from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
 from edge_broker.authz.acl_config import AclError, Flow, Message, load_acl_json5
-from tests.authz.seed004_tables import MATCHING_TABLE
+from tests.seed004_tables import MATCHING_TABLE
 
 # The seed's sample, verbatim except two things the seed gets wrong as JSON5: the section is
 # wrapped in braces (the seed shows a fragment) and the stray "," in `,]` after the usernames

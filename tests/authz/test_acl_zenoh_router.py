@@ -24,7 +24,7 @@ import pytest
 
 from edge_broker.authz.acl import Acl
 from edge_broker.authz.acl_config import Flow, Message
-from tests.authz.seed004_tables import MATCHING_TABLE
+from tests.seed004_tables import MATCHING_TABLE
 
 zenoh = pytest.importorskip(
     "zenoh", reason="eclipse-zenoh (the test oracle) has no wheel for this platform"

@@ -13,39 +13,12 @@ import pytest
 from token_paho import V5, V311, TokenClient
 
 from tests.conftest import start_broker
+from tests.seed001_tables import ROUTING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 from token_broker import grant, make_token, token_config  # noqa: E402
 
 _tenants = itertools.count()
-
-# (pattern, channel, matches) — the examples of seed 001 "Wildcard patterns", plus the
-# single-token forms it defines.
-ROUTING = [
-    ("a.b.>", "a.b.x", True),
-    ("a.b.>", "a.b.x.y", True),
-    ("a.b.>", "a.b", False),
-    ("a.b.#", "a.b", True),
-    ("a.b.#", "a.b.x", True),
-    ("a.b.#", "a.b.x.y", True),
-    ("a.b.c>", "a.b.c1.x", True),
-    ("a.b.c>", "a.b.c99.x.y", True),
-    ("a.b.c>", "a.b.c1", False),
-    ("a.b.c#", "a.b.c1", True),
-    ("a.b.c#", "a.b.c1.x", True),
-    ("a.b.c#", "a.b.c99.x.y", True),
-    ("a.b.c#", "a.b.d1", False),
-    ("b*", "b", True),
-    ("b*", "b1", True),
-    ("b*", "b1.x", False),
-    ("b*", "c1", False),
-    ("a.*.c", "a.x.c", True),
-    ("a.*.c", "a.x.y.c", False),
-    ("abc", "abc", True),
-    ("abc", "abcd", False),
-    ("#", "any.thing.at.all", True),
-    (">", "one", True),
-]
 
 INVALID = ["a.>.b", "a.#.b", "a.b.c>.x", "a.ab*c", "a.*a", "a.**", "a.*>", "a..b"]
 

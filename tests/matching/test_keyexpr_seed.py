@@ -14,33 +14,11 @@ from edge_broker.matching.keyexpr import (
     intersects,
     is_valid,
 )
+from tests.seed004_tables import MATCHING_TABLE
 
-# (KE in request, KE in list of rules, match) -- seed 004 "Key-Expression Matching".
-SEED_TABLE_WILDCARDS = [
-    ("test/demo/a", "test/demo/a", True),
-    ("test/demo/a", "test/demo/*", True),
-    ("test/*/*", "test/**", True),
-    ("test/demo/a", "**", True),
-    ("test/demo/a", "test/*/a", True),
-    ("test/demo/*", "test/*/a", False),  # partial overlap
-    ("test/**", "test/demo/a", False),  # superset
-]
-SEED_TABLE_DSL = [
-    ("test/demo/a", "test/d$*/a", True),
-    ("test/demo/a", "t$*/**", True),
-    ("test/d$*/a", "t$*/**", True),
-    ("test/demo/*", "test/d$*/a", False),  # partial overlap
-    ("test/d$*/a", "test/demo/a", False),  # superset
-]
-SEED_TABLE_VERBATIM = [
-    ("test/@demo/a", "test/demo/a", False),  # verbatim missing
-    ("test/demo/a", "test/@demo/a", False),  # verbatim missing
-    ("test/@demo/a", "test/@demo/*", True),
-    ("test/@demo/a", "**", False),  # verbatim missing
-    ("test/@demo/a", "test/*/a", False),  # verbatim missing
-    ("test/@demo/*", "*/@demo/a", False),  # partial overlap
-]
-ALL_ROWS = SEED_TABLE_WILDCARDS + SEED_TABLE_DSL + SEED_TABLE_VERBATIM
+# (KE in request, KE in list of rules, match) -- seed 004 "Key-Expression Matching", every row
+# of its three tables (shared with the site-ACL tests).
+ALL_ROWS = MATCHING_TABLE
 
 
 @pytest.mark.parametrize(("request_ke", "rule_ke", "match"), ALL_ROWS)

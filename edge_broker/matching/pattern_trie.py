@@ -119,7 +119,7 @@ class PatternTrie(RoutingIndex[K, V]):
 
     ``add(pattern, key, value)`` (a str is parsed with the trie's separator; ``RuleError`` if
     invalid) adds or replaces; ``remove(pattern, key) -> bool``; ``match(channel)`` returns one
-    read-only mapping per matching pattern. See :class:`SubscriptionTrie` for the cache rules.
+    read-only mapping per matching pattern. The cache rules are those of :class:`RoutingIndex`.
     """
 
     __slots__ = ("_root",)

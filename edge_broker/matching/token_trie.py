@@ -383,7 +383,7 @@ def _seal(root: Node) -> None:
 
 
 def _compress(root: Node, separator: str | None) -> Trie:
-    """Replace every node that :meth:`Node.compressed` accepts by its path or choice.
+    """Replace every node that :meth:`Node.compressed` accepts by its path.
 
     Bottom up, so a path can take the steps of the path below it. Every string the trie
     keeps is the build's own copy (:class:`_Copies`). ``separator`` given (publish sets):

@@ -67,16 +67,16 @@ def test_subscribe_prefix_token_under_prefix_variant_with_tail() -> None:
     assert subs.allowed("a/q/b") == "a/(q|zz*)/>"
 
 
-# Path compression: runs of single literal edges become one path (its literals compared in
-# place against the channel text), a node whose only edge is one alternatives, '?' or '*'
-# segment becomes a choice, and a subtree of one rule becomes its leaf. The cases below sit
-# on the boundaries of those compressed parts.
+# Path compression: a run of single-edge segments (literals, one alternatives, '?' or '*'
+# segment) becomes one path (a publish path of literals is compared in place against the
+# channel text), and a subtree of one rule becomes its leaf. The cases below sit on the
+# boundaries of those compressed parts.
 
 CHAINS = [
     "site/dev1/state/v1",  # leaf under a chain shared with the rules below
     "site/dev1/state/#",
     "site/dev1/cfg/>",
-    "site/dev2/(t|h|p*)/>",  # chain, then a choice, then a leaf
+    "site/dev2/(t|h|p*)/>",  # a shared path, then a leaf of an alternatives step
     "site/dev22",
     "solo/a/b/c",  # one rule: the root's edge is a single leaf
     "solo/(a|b)",

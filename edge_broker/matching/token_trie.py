@@ -277,7 +277,12 @@ class Node(dict[str, "Node | Path"]):
         if self.more is not None:
             return None
         if self.marks is not None:
-            if len(self) or self.prefixes is not None or self.any_literal or self.wildcard:
+            if (
+                len(self)
+                or self.prefixes is not None
+                or self.any_literal is not None  # a node is a dict: empty is not absent
+                or self.wildcard is not None
+            ):
                 return None
             ended = [path for path in self.marks if path is not NO_RULE]
             return ended[0] if len(ended) == 1 else None

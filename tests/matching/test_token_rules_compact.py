@@ -176,3 +176,17 @@ def test_large_sets_compress_to_one_path_per_rule() -> None:
     assert pub.allowed("hall7/h/x") == "hall7/(t|h)/x"
     assert pub.allowed("hall7/q/x") is None
     assert pub.allowed("hall7/t/x/y") is None
+
+
+@pytest.mark.parametrize("prefix", ["", "x/"])
+def test_a_rule_ending_beside_a_wild_edge_keeps_the_edge(prefix: str) -> None:
+    """A node where one rule ends and a '?' edge leads on to a node where two rules end (an
+    empty literal dict, which is falsy) must stay a node, not become the first rule's leaf."""
+    rules = [f"{prefix}a", f"{prefix}a/?", f"{prefix}a/?/#"]
+    subs = SubRuleSet(rules, "/")
+    assert subs.allowed(f"{prefix}a") == f"{prefix}a"
+    assert subs.allowed(f"{prefix}a/x") == f"{prefix}a/?"
+    assert subs.allowed(f"{prefix}a/x/y") == f"{prefix}a/?/#"
+    stars = SubRuleSet([f"{prefix}a", f"{prefix}a/*", f"{prefix}a/*/>"], "/")
+    assert stars.allowed(f"{prefix}a/+") == f"{prefix}a/*"
+    assert stars.allowed(f"{prefix}a/+/y") == f"{prefix}a/*/>"

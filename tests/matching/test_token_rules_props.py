@@ -220,6 +220,48 @@ def test_sub_set_equals_first_accepting_rule_by_table(
         assert SubRule.parse(rule_text, sep).accepts(text) == oracle_accepts(segs, pattern)
 
 
+@st.composite
+def nested_rules(draw: st.DrawFn, segment: st.SearchStrategy[str]) -> list[list[str]]:
+    """Rules along one or two chains of segments: prefixes of each other, each with or without
+    a tail, in random order. Their trie has nodes where rules end *and* edges go on, and
+    single-edge runs between them (what the compressed trie must keep apart)."""
+    chains = draw(st.lists(st.lists(segment, min_size=1, max_size=4), min_size=1, max_size=2))
+    rules = []
+    for chain in chains:
+        for depth in range(1, len(chain) + 1):
+            for end in draw(st.lists(tail, min_size=1, max_size=3, unique=True)):
+                rules.append(chain[:depth] + ([end] if end else []))
+    return draw(st.permutations(rules))
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+@settings(max_examples=300, deadline=None)
+@given(rules=nested_rules(pub_segment), tokens=channel)
+def test_pub_set_on_nested_rules_equals_first_matching_rule(
+    sep: str, rules: list[list[str]], tokens: list[str]
+) -> None:
+    texts = [sep.join(r) for r in rules]
+    chan = sep.join(tokens)
+    expected = next(
+        (t for t, r in zip(texts, rules, strict=True) if rule_regex(r, sep).fullmatch(chan)), None
+    )
+    assert PubRuleSet(texts, sep).allowed(chan) == expected
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), rules=nested_rules(sub_segment))
+def test_sub_set_on_nested_rules_equals_first_accepting_rule(
+    sep: str, data: st.DataObject, rules: list[list[str]]
+) -> None:
+    pattern = data.draw(st.one_of(patterns(), related_patterns(data.draw(st.sampled_from(rules)))))
+    texts = [sep.join(r) for r in rules]
+    expected = next(
+        (t for t, r in zip(texts, rules, strict=True) if oracle_accepts(r, pattern)), None
+    )
+    assert SubRuleSet(texts, sep).allowed(sep.join(pattern)) == expected
+
+
 @pytest.mark.parametrize("sep", SEPARATORS)
 @settings(max_examples=300, deadline=None)
 @given(data=st.data(), rules=st.lists(rule_segments(sub_segment), min_size=1, max_size=8))

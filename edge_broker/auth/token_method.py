@@ -25,6 +25,7 @@ become ``Identity.grants``, which the token gate (``authz/token_gate.py``) decid
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -191,21 +192,8 @@ class TokenAuthenticator:
             # 0x86 is a CONNACK code only; a failed re-authentication is 0x87 (MQTT 5 §4.12.1)
             return Refused(ReasonCode.NOT_AUTHORIZED,
                            _short(f"re-authentication refused: {exc.reason}"))
-        identity = Identity(
-            client_id=current.client_id,
-            method=current.method,
-            tenant=current.tenant,
-            username=current.username,
-            cert_cn=current.cert_cn,
-            interface=current.interface,
-            local_address=current.local_address,
-            remote_address=current.remote_address,
-            roles=current.roles,
-            grants=grants,
-            token_expires_at=self._deadline(verified),
-            smoker_id=current.smoker_id,
-        )
-        return Accepted(identity)
+        # the same client on the same connection: only what the new token decides changes
+        return Accepted(replace(current, grants=grants, token_expires_at=self._deadline(verified)))
 
     def _tenant(self, request: AuthRequest, verified: VerifiedToken) -> str:
         if _named_tenant(request):

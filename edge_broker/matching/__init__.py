@@ -11,7 +11,8 @@ One idea a module:
 - ``topic_tree``: retained topics queried by a filter.
 - ``rule_index``: first-match over ordered MQTT-filter rules (seed 003, AUTHZ.md gate 4).
 - ``subscription_patterns`` / ``pattern_trie``: runtime subscription patterns (§2, seed 001).
-- ``decision_cache``: bounded cache with a generation number.
+- ``decision_cache``: bounded cache with a generation number; ``routing_index``: the routing
+  tries' shared bookkeeping.
 - ``names``, ``pattern_tokens``, ``token_rules``, ``token_rule_sets`` (with its compressed
   ``token_trie``) (§1, §3) and
   ``keyexpr``, ``ketree`` (§5): import those from their modules.

@@ -7,7 +7,7 @@ they start. A channel token finds its prefix edges by looking up each of its own
 most as long as the longest prefix at that node), so the cost does not grow with the number of
 prefixes. The result shape and pruning are those of :class:`SubscriptionTrie`; the counts, the
 generation and the result cache are those of
-:class:`~edge_broker.matching.decision_cache.RoutingIndex`.
+:class:`~edge_broker.matching.routing_index.RoutingIndex`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-from .decision_cache import DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
 from .names import DEFAULT_SEPARATOR
 from .pattern_tokens import TokenKind
+from .routing_index import DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
 from .subscription_patterns import SubscriptionPattern, parse_pattern
 
 K = TypeVar("K")

@@ -9,7 +9,7 @@ Every filter that has at least one subscriber owns one dict ``key -> value`` (e.
 subscription options). :meth:`SubscriptionTrie.match` returns those dicts themselves, one per
 matching filter, so fan-out is one loop over a tuple with no copying. The counts, the
 generation number and the result cache (which move only when a filter gains its first key or
-loses its last one) are those of :class:`~edge_broker.matching.decision_cache.RoutingIndex`.
+loses its last one) are those of :class:`~edge_broker.matching.routing_index.RoutingIndex`.
 Removing the last key of a filter prunes the nodes that became empty, so churn does not grow
 memory.
 """
@@ -20,8 +20,8 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-from .decision_cache import DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
 from .mqtt_topics import validate_topic_filter
+from .routing_index import DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -14,7 +14,7 @@ from edge_broker.matching import (
     pattern_trie,
     subscription_trie,
 )
-from edge_broker.matching.decision_cache import RoutingIndex
+from edge_broker.matching.routing_index import RoutingIndex
 
 
 def test_bump_hides_older_decisions() -> None:

@@ -185,6 +185,24 @@ def related_patterns(draw: st.DrawFn, rule: list[str]) -> list[str]:
 channel = st.lists(st.sampled_from(CHANNEL_TOKENS), min_size=1, max_size=6)
 
 
+def first_publish_rule(
+    texts: list[str], rules: list[list[str]], chan: str, sep: str
+) -> str | None:
+    """The oracle's first-match decision: the text of the first rule whose regex matches."""
+    return next(
+        (t for t, r in zip(texts, rules, strict=True) if rule_regex(r, sep).fullmatch(chan)), None
+    )
+
+
+def first_subscribe_rule(
+    texts: list[str], rules: list[list[str]], pattern: list[str]
+) -> str | None:
+    """The oracle's first-match decision: the text of the first rule the table accepts."""
+    return next(
+        (t for t, r in zip(texts, rules, strict=True) if oracle_accepts(r, pattern)), None
+    )
+
+
 # -- properties ----------------------------------------------------------------------------------
 
 
@@ -196,9 +214,7 @@ def test_pub_set_equals_first_matching_rule_by_regex(
 ) -> None:
     texts = [sep.join(r) for r in rules]
     chan = sep.join(tokens)
-    expected = next(
-        (t for t, r in zip(texts, rules, strict=True) if rule_regex(r, sep).fullmatch(chan)), None
-    )
+    expected = first_publish_rule(texts, rules, chan, sep)
     assert PubRuleSet(texts, sep).allowed(chan) == expected
     for text, segs in zip(texts, rules, strict=True):
         assert PubRule.parse(text, sep).matches(chan) == bool(rule_regex(segs, sep).fullmatch(chan))
@@ -211,9 +227,7 @@ def test_sub_set_equals_first_accepting_rule_by_table(
     sep: str, rules: list[list[str]], pattern: list[str]
 ) -> None:
     texts = [sep.join(r) for r in rules]
-    expected = next(
-        (t for t, r in zip(texts, rules, strict=True) if oracle_accepts(r, pattern)), None
-    )
+    expected = first_subscribe_rule(texts, rules, pattern)
     text = sep.join(pattern)
     assert SubRuleSet(texts, sep).allowed(text) == expected
     for rule_text, segs in zip(texts, rules, strict=True):
@@ -242,9 +256,7 @@ def test_pub_set_on_nested_rules_equals_first_matching_rule(
 ) -> None:
     texts = [sep.join(r) for r in rules]
     chan = sep.join(tokens)
-    expected = next(
-        (t for t, r in zip(texts, rules, strict=True) if rule_regex(r, sep).fullmatch(chan)), None
-    )
+    expected = first_publish_rule(texts, rules, chan, sep)
     assert PubRuleSet(texts, sep).allowed(chan) == expected
 
 
@@ -256,9 +268,7 @@ def test_sub_set_on_nested_rules_equals_first_accepting_rule(
 ) -> None:
     pattern = data.draw(st.one_of(patterns(), related_patterns(data.draw(st.sampled_from(rules)))))
     texts = [sep.join(r) for r in rules]
-    expected = next(
-        (t for t, r in zip(texts, rules, strict=True) if oracle_accepts(r, pattern)), None
-    )
+    expected = first_subscribe_rule(texts, rules, pattern)
     assert SubRuleSet(texts, sep).allowed(sep.join(pattern)) == expected
 
 
@@ -270,9 +280,7 @@ def test_sub_set_on_patterns_built_along_a_rule(
 ) -> None:
     pattern = data.draw(related_patterns(data.draw(st.sampled_from(rules))))
     texts = [sep.join(r) for r in rules]
-    expected = next(
-        (t for t, r in zip(texts, rules, strict=True) if oracle_accepts(r, pattern)), None
-    )
+    expected = first_subscribe_rule(texts, rules, pattern)
     assert SubRuleSet(texts, sep).allowed(sep.join(pattern)) == expected
 
 

@@ -93,7 +93,11 @@ def connect(client: MQTTClient, cfg: "dict[str, Any]", attempts: int = 0,
     while True:
         try:
             client.connect()
-            client.subscribe("%s/%s/cmd" % (cfg["topic_prefix"], cfg["client_id"]), qos=1)
+            commands = "%s/%s/cmd" % (cfg["topic_prefix"], cfg["client_id"])
+            client.subscribe(commands, qos=1)
+            # a device on a serial console should say it is up, not stay silent
+            print("connected to %s:%d as %s; commands on %s"
+                  % (cfg["host"], cfg["port"], cfg["client_id"], commands))
             return
         except FAILURES as exc:
             if client.sock is not None:
@@ -130,6 +134,7 @@ def run(config_path: str, cycles: int = 0,
         try:
             client.publish(telemetry, json.dumps({"seq": seq, "uptime_ms": time.ticks_ms()}),
                            qos=1)
+            print("published reading %d to %s" % (seq, telemetry))
             end = time.ticks_add(time.ticks_ms(), cfg["publish_interval_ms"])
             while time.ticks_diff(end, time.ticks_ms()) > 0:
                 client.check_msg()

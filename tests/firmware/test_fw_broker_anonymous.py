@@ -118,7 +118,8 @@ def test_minimqtt_publish_subscribe(module_broker: Any) -> None:
     c.disconnect()
 
 
-def test_basic_example_app(module_broker: Any, basic_app: Any, tmp_path: Path) -> None:
+def test_basic_example_app(module_broker: Any, basic_app: Any, tmp_path: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
     cfg = {"client_id": "basic-1", "host": module_broker.host, "port": module_broker.port,
            "publish_interval_ms": 300, "keepalive": 2}
     path = tmp_path / "config.json"
@@ -145,3 +146,7 @@ def test_basic_example_app(module_broker: Any, basic_app: Any, tmp_path: Path) -
     watcher.disconnect()
     assert [json.loads(p)["seq"] for p in seen] == [1, 2, 3]
     assert commands == [(b"devices/basic-1/cmd", b"blink")]
+    # a board on a serial console says that it is up and what it sends (it was silent)
+    out = capsys.readouterr().out
+    assert f"connected to {module_broker.host}:{module_broker.port} as basic-1" in out
+    assert "published reading 3 to devices/basic-1/telemetry" in out

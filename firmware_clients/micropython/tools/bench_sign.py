@@ -102,17 +102,20 @@ sys.path.insert(0, '/shim')
 gc.collect()
 base = gc.mem_alloc()
 from smokermqtt import ed25519
+#@step (run.mjs runs each part in turn: only at a part's start does gc.collect() free all)
 gc.collect()
 print("heap after importing ed25519 + sha512=%d" % (gc.mem_alloc() - base))
 from smokermqtt import client
+#@step
 gc.collect()
 print("heap after importing the client (all it needs)=%d" % (gc.mem_alloc() - base))
 key = ed25519.SigningKey(bytes(32))
+#@step
 gc.collect()
 start = gc.mem_alloc()
 gc.disable()
 key.sign_attached(bytes(32))
-print("short-lived garbage of one signature=%d" % (gc.mem_alloc() - start))
+print("allocated (and freed) by one signature=%d" % (gc.mem_alloc() - start))
 """
 
 

@@ -31,7 +31,11 @@ for (const m of mounts) {
   copyTree(m.slice(0, eq), m.slice(eq + 1));
 }
 try {
-  mp.runPython(fs.readFileSync(script, "utf8"));
+  // A line "#@step" splits the script into parts run one after another in the same
+  // interpreter. The port's garbage collector scans stale stack memory of the running call
+  // conservatively, so gc.collect() inside one long call keeps dead objects alive; at the start
+  // of a new part it frees them, and gc.mem_alloc() there is the true live heap.
+  for (const part of fs.readFileSync(script, "utf8").split(/^#@step.*$/m)) mp.runPython(part);
 } catch (err) {
   process.stderr.write(String(err && err.message ? err.message : err) + "\n");
   process.exit(1);

@@ -20,6 +20,12 @@ The verified grants for the tenant (:class:`~edge_broker.auth.grants.CompiledTen
 become ``Identity.grants``, which the token gate (``authz/token_gate.py``) decides on, and
 ``exp + leeway`` becomes ``Identity.token_expires_at`` (the broker ends the session then,
 ``broker/token_expiry.py``).
+
+User name: the identity carries only what the token proves. ``Identity.username`` is the
+token's ``sub`` claim when the issuer put one there (authorizers, permissions' ``${username}``
+and site-ACL ``usernames`` subjects then see it) and ``None`` otherwise; the User Name the
+client sent in CONNECT is ignored, as the anonymous method ignores it, because nothing verified
+it (docs/identity-and-tenants.md).
 """
 
 from __future__ import annotations
@@ -163,7 +169,8 @@ class TokenAuthenticator:
             client_id=connect.client_id,
             method="token",
             tenant=tenant,
-            username=connect.username,
+            # never the CONNECT User Name: nothing verified it (issue 15 item 6)
+            username=verified.subject,
             cert_cn=info.cert_cn,
             interface=info.interface,
             local_address=info.local_address,

@@ -9,7 +9,9 @@ which users exist.
 
 The tenant is the CONNECT user property ``tenant`` when the client names one (it must be one of
 the entry's tenants when the entry lists any: else 0x87), otherwise the entry's tenant when it
-names exactly one, otherwise ``~``. The entry's roles select default permissions.
+names exactly one; an entry naming several needs the client to name one. An entry without
+``tenants`` proves no tenant: its client gets ``~`` unless the listener has
+``tenant_choice = "open"`` (auth/tenant_choice.py). The entry's roles select default permissions.
 
 argon2id is deliberately slow (tens of ms here, more on a Pi): verification runs in a worker
 thread, at most ``[passwords] max_concurrent`` at a time, so the event loop keeps serving.
@@ -76,11 +78,17 @@ class PasswordAuthenticator:
                                f"user {username!r} may not use tenant {tenant!r}")
         elif len(entry.tenants) == 1:
             tenant = entry.tenants[0]
+        elif entry.tenants:
+            # the entry names several tenants and the client picked none: "~" is not one of them
+            return Refused(ReasonCode.NOT_AUTHORIZED,
+                           f"user {username!r} may use tenants {', '.join(entry.tenants)}: name one "
+                           f"in the CONNECT user property {TENANT_PROPERTY!r} (MQTT 5)")
         info = request.info
         return Accepted(Identity(
             client_id=connect.client_id, method="password", tenant=tenant, username=username,
             cert_cn=info.cert_cn, interface=info.interface, local_address=info.local_address,
             remote_address=info.remote_address, roles=entry.roles,
+            tenant_verified=bool(entry.tenants),
         ))
 
 

@@ -177,6 +177,8 @@ class TokenAuthenticator:
             remote_address=info.remote_address,
             grants=grants,
             token_expires_at=self._deadline(verified),
+            tenant_verified=True,  # for_tenant refused the token unless its grants name it
+            client_id_verified=verified.client_id is not None,  # verify() checked the binding
         ))
 
     def _reauthenticate(self, request: AuthRequest) -> AuthOutcome:

@@ -83,11 +83,13 @@ def cmd_lint(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 2
+    from ..auth.client_id_lint import lint_client_id_binding
     from .explain import lint_permissions
 
     findings: list[str] = []
     if config.permissions is not None:
         findings += lint_permissions(config.permissions)
+        findings += lint_client_id_binding(config)
     acl_config = getattr(config, "acl", None)
     if acl_config is not None and getattr(acl_config, "enabled", False):
         try:

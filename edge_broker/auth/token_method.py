@@ -201,8 +201,15 @@ class TokenAuthenticator:
             # 0x86 is a CONNACK code only; a failed re-authentication is 0x87 (MQTT 5 §4.12.1)
             return Refused(ReasonCode.NOT_AUTHORIZED,
                            _short(f"re-authentication refused: {exc.reason}"))
+        if verified.subject != current.username:
+            # the user name is the verified 'sub': a token for someone else is a new principal,
+            # which takes a new connection, not a swap on this one (issue 15 item 6)
+            return Refused(ReasonCode.NOT_AUTHORIZED, _short(
+                f"re-authentication refused: the token's subject {verified.subject!r} is not "
+                f"this connection's {current.username!r}; reconnect to change identity"))
         # the same client on the same connection: only what the new token decides changes
-        return Accepted(replace(current, grants=grants, token_expires_at=self._deadline(verified)))
+        return Accepted(replace(current, grants=grants, token_expires_at=self._deadline(verified),
+                                client_id_verified=verified.client_id is not None))
 
     def _tenant(self, request: AuthRequest, verified: VerifiedToken) -> str:
         if _named_tenant(request):

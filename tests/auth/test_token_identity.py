@@ -76,3 +76,27 @@ def test_token_subject_is_the_verified_user_name(acl_token_broker):
     """The issuer's ``sub`` claim is what the identity carries, whatever CONNECT said."""
     assert _publish(acl_token_broker, make_token(GRANTS, subject="admin"), "mallory") in (0x00, 0x10)
     assert _publish(acl_token_broker, make_token(GRANTS, subject="admin"), None) in (0x00, 0x10)
+
+
+def test_reauthentication_cannot_switch_to_another_subject(acl_token_broker):
+    """Re-authenticating with a token for 'admin' must not turn bob's connection into admin's."""
+    from edge_broker.mqtt.packets import Auth, Disconnect, Properties
+
+    def props(token: str) -> Properties:
+        return Properties(authentication_method="TOKEN", authentication_data=token.encode())
+
+    with RawClient(acl_token_broker.host, acl_token_broker.port) as c:
+        ack = c.connect(unique_id("ra"), properties=props(make_token(GRANTS, subject="bob")))
+        assert ack.reason_code == 0
+        c.send(Auth(0x19, props(make_token(GRANTS, subject="admin"))))
+        answer = c.recv()
+        assert isinstance(answer, Disconnect) and answer.reason_code == 0x87
+        assert "subject 'admin'" in (answer.properties.reason_string or "")
+    with RawClient(acl_token_broker.host, acl_token_broker.port) as c:  # same subject: fine
+        ack = c.connect(unique_id("rb"), properties=props(make_token(GRANTS, subject="admin")))
+        assert ack.reason_code == 0
+        c.send(Auth(0x19, props(make_token(GRANTS, subject="admin"))))
+        answer = c.recv()
+        assert isinstance(answer, Auth) and answer.reason_code == 0
+        c.send(Publish("ops/restart", b"now", 1, packet_id=1))
+        assert c.expect(Puback).reason_code in (0x00, 0x10)

@@ -105,6 +105,12 @@ def cmd_lint(args: argparse.Namespace) -> int:
                 f"listeners.{listener.name}: anonymous clients are accepted on {listener.bind}; "
                 "limit anonymous access with permissions or remove the method"
             )
+        if listener.tenant_choice == "open":
+            findings.append(
+                f"listeners.{listener.name}: tenant_choice = \"open\": clients whose credentials "
+                "name no tenant may enter any tenant they name; remove it unless tenants are not "
+                "a security boundary here"
+            )
     for finding in findings:
         print(finding)
     print(f"{len(findings)} finding(s) in {config.file}")

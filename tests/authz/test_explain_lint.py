@@ -139,6 +139,13 @@ def test_lint_warns_where_clientid_is_not_bound(tmp_path: Path) -> None:
     assert "2 finding(s)" in out
 
 
+def test_lint_reports_open_tenant_choice(tmp_path: Path) -> None:
+    path = tmp_path / "open.toml"
+    path.write_text('[[listeners]]\nname = "lab"\ntenant_choice = "open"\n')
+    out = run("lint", "--config", str(path)).stdout
+    assert 'listeners.lab: tenant_choice = "open"' in out and "1 finding(s)" in out
+
+
 def test_lint_is_quiet_when_every_method_binds_the_client_id(tmp_path: Path) -> None:
     out = _lint_binding(tmp_path, "require_client_id_binding = true", "sensor-*")
     assert "${clientid}" not in out and "0 finding(s)" in out

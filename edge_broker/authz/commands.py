@@ -23,6 +23,7 @@ def _identity(args: argparse.Namespace, config: Config) -> Identity | str:
     tenant = args.tenant
     method = args.method
     grants = None
+    username = args.username
     if args.username and config.passwords.file and not roles:
         from ..auth.password import load_password_file
 
@@ -43,9 +44,11 @@ def _identity(args: argparse.Namespace, config: Config) -> Identity | str:
             return f"the token is refused: {exc}"
         grants = verified.for_tenant(tenant or DEFAULT_TENANT)
         method = "token"
+        username = verified.subject  # as the broker does: never a user name the token lacks
+        roles = tuple(args.role or ())  # a password entry's roles are not a token client's
     return Identity(
         client_id=args.client_id, method=method or ("certificate" if args.cert_cn else "anonymous"),
-        tenant=tenant or DEFAULT_TENANT, username=args.username, cert_cn=args.cert_cn,
+        tenant=tenant or DEFAULT_TENANT, username=username, cert_cn=args.cert_cn,
         interface=args.interface, roles=roles, grants=grants,
     )
 

@@ -164,3 +164,43 @@ def test_bad_config_is_reported(tmp_path: Path) -> None:
     path.write_text('[permissions.sets.s]\nrules = [{ topic = "a/#/b" }]\n')
     result = run("explain", "--config", str(path), "--client-id", "c", "publish", "a")
     assert result.returncode == 2 and "'#' must be the last segment" in result.stderr
+
+
+def test_explain_token_client_has_the_tokens_subject_not_the_given_user_name(tmp_path: Path) -> None:
+    """issue 15 item 6: explain decides as the broker does for a token client."""
+    from edge_broker.auth.token import create_token
+    from edge_broker.auth.token_keys import TokenKey
+
+    secret = "0123456789abcdef0123456789abcdef"
+    path = tmp_path / "tok.toml"
+    path.write_text(f"""
+[[listeners]]
+name = "t"
+auth_methods = ["token"]
+[[tokens.keys]]
+secret = "{secret}"
+[acl]
+enabled = true
+default_permission = "deny"
+[[acl.rules]]
+id = "admins-operate"
+messages = ["put"]
+flows = ["ingress"]
+permission = "allow"
+key_exprs = ["ops/**"]
+[[acl.subjects]]
+id = "admins"
+usernames = ["admin"]
+[[acl.policies]]
+rules = ["admins-operate"]
+subjects = ["admins"]
+""")
+    key = TokenKey.hs256(secret.encode(), None, "test")
+    grants = [{"tenant_ids": ["~"], "allow_channels_pub": ["ops/#"], "allow_channels_sub": []}]
+    anonymous_token = create_token(key, grants, ttl=300)
+    admin_token = create_token(key, grants, ttl=300, subject="admin")
+    base = ("explain", "--config", str(path), "--client-id", "c1")
+    denied = run(*base, "--token", anonymous_token, "--username", "admin", "publish", "ops/x")
+    assert denied.returncode == 1 and "username" not in denied.stdout.split(":")[0], denied.stdout
+    allowed = run(*base, "--token", admin_token, "publish", "ops/x")
+    assert allowed.returncode == 0 and "username 'admin'" in allowed.stdout, allowed.stdout

@@ -66,12 +66,7 @@ class Policy:
         self.separator = separator
         self.pipeline = pipeline
         self.has_delivery_gates = pipeline is not None and pipeline.has_delivery_gates
-        self.reserved_topics = ReservedTopics(separator)
-
-    def reserved(self, topic: str) -> bool:
-        """Topics that belong to SMOKER (``access/claim``, ``access/unclaim``, ``access/claims/…``,
-        in SMOKER.md's spelling and the separator's)."""
-        return self.reserved_topics.is_smoker_system(topic)
+        self.reserved_topics = ReservedTopics(separator)  # gate 2: the one definition
 
     def routable(self, topic: str) -> bool:
         """Reserved topics are never routed to subscribers (AUTHZ.md §2 gate 2)."""

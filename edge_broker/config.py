@@ -95,6 +95,9 @@ class ListenerConfig:
     deny_action: str = "reason"  # reason | disconnect (AUTHZ.md §3)
     # PATTERNS.md §2: "seed001" also accepts runtime subscription patterns (*, >, p*, p#, p>)
     subscription_patterns: str = "mqtt"  # mqtt | seed001
+    # issue 15: "credentials" = a client enters only tenants its credentials name (else "~");
+    # "open" = any client may name any tenant in the CONNECT user property "tenant"
+    tenant_choice: str = "credentials"  # credentials | open
 
     @property
     def uses_tls(self) -> bool:
@@ -391,6 +394,7 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
             s.problem("auth_methods", "a method is listed twice: list each once")
     deny_action = s.choice("deny_action", "reason", ("reason", "disconnect"))
     subscription_patterns = s.choice("subscription_patterns", "mqtt", ("mqtt", "seed001"))
+    tenant_choice = s.choice("tenant_choice", "credentials", ("credentials", "open"))
     uses_tls = transport == "tls" or (transport == "websocket" and websocket_tls)
     if uses_tls:
         for key, value in (("tls_cert", tls_cert), ("tls_key", tls_key)):
@@ -426,6 +430,7 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
         auth_methods=methods,
         deny_action=deny_action,
         subscription_patterns=subscription_patterns,
+        tenant_choice=tenant_choice,
     )
 
 

@@ -17,6 +17,13 @@ class Identity:
     local network interface the connection arrived on (site ACL subjects), or ``None`` when it
     cannot be found. ``grants`` holds the compiled token grants (token method only) and
     ``smoker_id`` the base32 SMOKER client id proven by enhanced authentication.
+
+    ``tenant_verified`` says the credentials themselves name ``tenant`` (a password entry's
+    ``tenants``, a token's grants); otherwise the client chose it, which a listener allows only
+    for ``~`` unless ``tenant_choice = "open"`` (auth/tenant_choice.py). ``client_id_verified``
+    says the credentials bind the client id (a password entry's ``clientids``, a token's
+    ``client_id`` claim, the SMOKER id): only then does ``${clientid}`` in a permission name
+    something proven (docs/identity-and-tenants.md).
     """
 
     client_id: str
@@ -32,6 +39,8 @@ class Identity:
     token_expires_at: float | None = None
     smoker_id: str | None = None
     subscription_patterns: bool = False  # the listener accepts seed 001 patterns (PATTERNS.md §2)
+    tenant_verified: bool = False
+    client_id_verified: bool = False
 
     @property
     def smoker_authenticated(self) -> bool:

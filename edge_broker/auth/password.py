@@ -2,11 +2,13 @@
 
 File format, one user per line, ``#`` starts a comment line::
 
-    username:$argon2id$v=19$m=65536,t=2,p=1$salt$hash[:tenant1,tenant2[:role1,role2]]
+    username:$argon2id$v=19$m=65536,t=2,p=1$salt$hash[:tenant1,tenant2[:role1,role2[:id1,id-*]]]
 
 The optional third field names the tenants the user may connect to (the tenant is taken from it
 when it names exactly one and the client did not ask for one); the optional fourth field lists
-roles that select default permissions. Hashes are made and checked with libsodium's argon2id
+roles that select default permissions; the optional fifth lists the client identifiers the user
+may connect with, as shell-style globs (``sensor-*``; issue 15 item 8): with it, ``${clientid}``
+in the user's permissions names an identifier the broker checked. Hashes are made and checked with libsodium's argon2id
 through pynacl. Verification is deliberately slow (about 70 ms here, longer on a Pi), so callers
 run it in a thread and bound how many run at once.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import nacl.exceptions
@@ -40,14 +43,21 @@ class PasswordEntry:
     hash: bytes
     tenants: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
+    clientids: tuple[str, ...] = ()  # globs; empty: the entry binds no client identifier
 
     def to_line(self) -> str:
         fields = [self.username, self.hash.decode("ascii")]
-        if self.tenants or self.roles:
+        if self.tenants or self.roles or self.clientids:
             fields.append(_LIST_SEPARATOR.join(self.tenants))
-        if self.roles:
+        if self.roles or self.clientids:
             fields.append(_LIST_SEPARATOR.join(self.roles))
+        if self.clientids:
+            fields.append(_LIST_SEPARATOR.join(self.clientids))
         return ":".join(fields)
+
+    def allows_client_id(self, client_id: str) -> bool:
+        """True when the entry names no client ids, or one of its globs matches ``client_id``."""
+        return not self.clientids or any(fnmatchcase(client_id, g) for g in self.clientids)
 
 
 def hash_password(password: str) -> bytes:
@@ -84,9 +94,9 @@ def parse_password_file(text: str, path: str = "<password file>") -> dict[str, P
             continue
         fields = line.split(":")
         # the hash itself contains no ':' (argon2id strings use '$' and ',')
-        if len(fields) < 2 or len(fields) > 4:
+        if len(fields) < 2 or len(fields) > 5:
             raise PasswordFileError(
-                f"{path}:{lineno}: expected 'username:argon2id-hash[:tenants[:roles]]'; "
+                f"{path}:{lineno}: expected 'username:argon2id-hash[:tenants[:roles[:clientids]]]'; "
                 "create entries with `edge-broker passwd add`"
             )
         username, hashed = fields[0], fields[1]
@@ -101,7 +111,8 @@ def parse_password_file(text: str, path: str = "<password file>") -> dict[str, P
             raise PasswordFileError(f"{path}:{lineno}: user {username!r} appears twice; keep one line")
         tenants = _split_list(fields[2]) if len(fields) > 2 else ()
         roles = _split_list(fields[3]) if len(fields) > 3 else ()
-        entries[username] = PasswordEntry(username, hashed.encode("ascii"), tenants, roles)
+        clientids = _split_list(fields[4]) if len(fields) > 4 else ()
+        entries[username] = PasswordEntry(username, hashed.encode("ascii"), tenants, roles, clientids)
     return entries
 
 
@@ -118,7 +129,7 @@ def load_password_file(path: str | os.PathLike[str]) -> dict[str, PasswordEntry]
 def write_password_file(path: str | os.PathLike[str], entries: dict[str, PasswordEntry]) -> None:
     """Replace the file atomically (write a temporary file, fsync, rename), mode 0600."""
     target = Path(path)
-    header = "# edge-broker password file: username:argon2id-hash[:tenants[:roles]]\n"
+    header = "# edge-broker password file: username:argon2id-hash[:tenants[:roles[:clientids]]]\n"
     body = "".join(entry.to_line() + "\n" for entry in sorted(entries.values(), key=lambda e: e.username))
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
@@ -141,10 +152,11 @@ def set_user(
     password: str,
     tenants: tuple[str, ...] | None = None,
     roles: tuple[str, ...] | None = None,
+    clientids: tuple[str, ...] | None = None,
 ) -> dict[str, PasswordEntry]:
     """A copy of ``entries`` with ``username`` added or its password changed.
 
-    ``tenants``/``roles`` of ``None`` keep what an existing entry had.
+    ``tenants``/``roles``/``clientids`` of ``None`` keep what an existing entry had.
     """
     _check_username(username)
     if not password:
@@ -155,10 +167,13 @@ def set_user(
         hash_password(password),
         tenants if tenants is not None else (old.tenants if old else ()),
         roles if roles is not None else (old.roles if old else ()),
+        clientids if clientids is not None else (old.clientids if old else ()),
     )
-    for item in new.tenants + new.roles:
-        if ":" in item or _LIST_SEPARATOR in item or not item:
-            raise PasswordFileError(f"tenant or role {item!r} must be non-empty and contain no ':' or ','")
+    for item in new.tenants + new.roles + new.clientids:
+        if ":" in item or _LIST_SEPARATOR in item or not item or item != item.strip():
+            raise PasswordFileError(
+                f"tenant, role or client id {item!r} must be non-empty and contain no ':' or ',' "
+                "and no leading or trailing space")
     result = dict(entries)
     result[username] = new
     return result

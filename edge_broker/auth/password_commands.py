@@ -38,7 +38,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
     path = Path(args.file)
     entries = load_password_file(path) if path.exists() else {}
     password = _read_password(args)
-    entries = set_user(entries, args.user, password, _csv(args.tenants), _csv(args.roles))
+    entries = set_user(entries, args.user, password, _csv(args.tenants), _csv(args.roles),
+                       _csv(args.clientids))
     write_password_file(path, entries)
     print(f"{path}: user {args.user!r} saved")
     return 0
@@ -55,7 +56,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for entry in load_password_file(args.file).values():
         tenants = ",".join(entry.tenants) or "-"
         roles = ",".join(entry.roles) or "-"
-        print(f"{entry.username}\ttenants={tenants}\troles={roles}")
+        line = f"{entry.username}\ttenants={tenants}\troles={roles}"
+        if entry.clientids:  # only then: the column is new, scripts may read the old three
+            line += f"\tclientids={','.join(entry.clientids)}"
+        print(line)
     return 0
 
 
@@ -90,6 +94,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     add.add_argument("--tenants", help="comma-separated tenants this user may connect to")
     add.add_argument("--roles", help="comma-separated roles that select default permissions")
+    add.add_argument("--clientids", help="comma-separated client ids (globs such as sensor-*) "
+                     "this user may connect with; ${clientid} in its permissions is then verified")
     add.set_defaults(passwd_func=_cmd_add)
 
     rm = sub.add_parser("remove", help="remove a user")

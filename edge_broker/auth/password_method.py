@@ -9,7 +9,13 @@ which users exist.
 
 The tenant is the CONNECT user property ``tenant`` when the client names one (it must be one of
 the entry's tenants when the entry lists any: else 0x87), otherwise the entry's tenant when it
-names exactly one, otherwise ``~``. The entry's roles select default permissions.
+names exactly one; an entry naming several needs the client to name one. An entry without
+``tenants`` proves no tenant: its client gets ``~`` unless the listener has
+``tenant_choice = "open"`` (auth/tenant_choice.py). The entry's roles select default permissions.
+
+An entry with ``clientids`` (globs) binds the client identifier: any other is refused with
+CONNACK 0x85 (3.x: 0x02) and a Reason String, checked after the password so that the answer
+tells a stranger nothing; ``${clientid}`` in its permissions is then a verified identifier.
 
 argon2id is deliberately slow (tens of ms here, more on a Pi): verification runs in a worker
 thread, at most ``[passwords] max_concurrent`` at a time, so the event loop keeps serving.
@@ -68,6 +74,10 @@ class PasswordAuthenticator:
             ok = await asyncio.to_thread(verify_password, entry or self._dummy, password)
         if entry is None or not ok or not password:
             return Refused(ReasonCode.BAD_USER_NAME_OR_PASSWORD, _BAD)
+        if not entry.allows_client_id(connect.client_id):  # issue 15 item 8: bound client ids
+            return Refused(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+                           f"user {username!r} may not use client id {connect.client_id!r} "
+                           f"(its password entry allows: {', '.join(entry.clientids)})")
         asked = any(k == TENANT_PROPERTY for k, _ in connect.properties.user_properties)
         tenant = request.tenant
         if asked:
@@ -76,11 +86,17 @@ class PasswordAuthenticator:
                                f"user {username!r} may not use tenant {tenant!r}")
         elif len(entry.tenants) == 1:
             tenant = entry.tenants[0]
+        elif entry.tenants:
+            # the entry names several tenants and the client picked none: "~" is not one of them
+            return Refused(ReasonCode.NOT_AUTHORIZED,
+                           f"user {username!r} may use tenants {', '.join(entry.tenants)}: name one "
+                           f"in the CONNECT user property {TENANT_PROPERTY!r} (MQTT 5)")
         info = request.info
         return Accepted(Identity(
             client_id=connect.client_id, method="password", tenant=tenant, username=username,
             cert_cn=info.cert_cn, interface=info.interface, local_address=info.local_address,
             remote_address=info.remote_address, roles=entry.roles,
+            tenant_verified=bool(entry.tenants), client_id_verified=bool(entry.clientids),
         ))
 
 

@@ -164,6 +164,7 @@ class SmokerAuthenticator:
             local_address=info.local_address,
             remote_address=info.remote_address,
             smoker_id=client_id,
+            client_id_verified=True,  # the signature over the nonce proves the SMOKER id
         )
 
 

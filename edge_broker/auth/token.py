@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ GRANTS_CLAIM: Final = "tenant_grants"
 CLIENT_ID_CLAIM: Final = "client_id"
 GRANTS_CACHE_SIZE: Final = 256  # distinct grant sets kept compiled per verifier
 MAX_TOKEN_BYTES: Final = 65535  # an MQTT password or Authentication Data cannot be longer
+MAX_NUMERIC_DATE: Final = 253402300799  # 9999-12-31T23:59:59Z: the last time datetime can show
 
 # Time, audience and issuer are checked by us, with the caller's clock and clearer messages.
 _NO_TIME_CHECKS: Final[Options] = {
@@ -331,12 +333,25 @@ def unverified_parts(token: str | bytes) -> tuple[dict[str, Any], dict[str, Any]
 
 
 def _number(payload: Mapping[str, Any], name: str) -> float | None:
+    """A NumericDate (RFC 7519 §2): finite and between 1970 and the end of year 9999. NaN
+    compares false with everything (an ``exp`` of NaN would never expire) and JSON parsers
+    accept ``NaN``/``Infinity``/``1e308``, so each is refused by name."""
     value = payload.get(name)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _bad(f"token claim {name!r} must be a number (seconds since the epoch)")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if not math.isfinite(number):
+        raise _bad(f"token claim {name!r} is {value!r}: it must be a finite number of seconds "
+                   "since the epoch")
+    if not 0 <= number <= MAX_NUMERIC_DATE:
+        raise _bad(f"token claim {name!r} is {value!r}: it must be between 0 and "
+                   f"{MAX_NUMERIC_DATE} (1970 to the end of year 9999)")
+    return number
 
 
 def _optional_str(payload: Mapping[str, Any], name: str) -> str | None:

@@ -20,6 +20,12 @@ The verified grants for the tenant (:class:`~edge_broker.auth.grants.CompiledTen
 become ``Identity.grants``, which the token gate (``authz/token_gate.py``) decides on, and
 ``exp + leeway`` becomes ``Identity.token_expires_at`` (the broker ends the session then,
 ``broker/token_expiry.py``).
+
+User name: the identity carries only what the token proves. ``Identity.username`` is the
+token's ``sub`` claim when the issuer put one there (authorizers, permissions' ``${username}``
+and site-ACL ``usernames`` subjects then see it) and ``None`` otherwise; the User Name the
+client sent in CONNECT is ignored, as the anonymous method ignores it, because nothing verified
+it (docs/identity-and-tenants.md).
 """
 
 from __future__ import annotations
@@ -163,13 +169,16 @@ class TokenAuthenticator:
             client_id=connect.client_id,
             method="token",
             tenant=tenant,
-            username=connect.username,
+            # never the CONNECT User Name: nothing verified it (issue 15 item 6)
+            username=verified.subject,
             cert_cn=info.cert_cn,
             interface=info.interface,
             local_address=info.local_address,
             remote_address=info.remote_address,
             grants=grants,
             token_expires_at=self._deadline(verified),
+            tenant_verified=True,  # for_tenant refused the token unless its grants name it
+            client_id_verified=verified.client_id is not None,  # verify() checked the binding
         ))
 
     def _reauthenticate(self, request: AuthRequest) -> AuthOutcome:
@@ -192,8 +201,15 @@ class TokenAuthenticator:
             # 0x86 is a CONNACK code only; a failed re-authentication is 0x87 (MQTT 5 §4.12.1)
             return Refused(ReasonCode.NOT_AUTHORIZED,
                            _short(f"re-authentication refused: {exc.reason}"))
+        if verified.subject != current.username:
+            # the user name is the verified 'sub': a token for someone else is a new principal,
+            # which takes a new connection, not a swap on this one (issue 15 item 6)
+            return Refused(ReasonCode.NOT_AUTHORIZED, _short(
+                f"re-authentication refused: the token's subject {verified.subject!r} is not "
+                f"this connection's {current.username!r}; reconnect to change identity"))
         # the same client on the same connection: only what the new token decides changes
-        return Accepted(replace(current, grants=grants, token_expires_at=self._deadline(verified)))
+        return Accepted(replace(current, grants=grants, token_expires_at=self._deadline(verified),
+                                client_id_verified=verified.client_id is not None))
 
     def _tenant(self, request: AuthRequest, verified: VerifiedToken) -> str:
         if _named_tenant(request):

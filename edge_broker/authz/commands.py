@@ -23,6 +23,7 @@ def _identity(args: argparse.Namespace, config: Config) -> Identity | str:
     tenant = args.tenant
     method = args.method
     grants = None
+    username = args.username
     if args.username and config.passwords.file and not roles:
         from ..auth.password import load_password_file
 
@@ -43,9 +44,11 @@ def _identity(args: argparse.Namespace, config: Config) -> Identity | str:
             return f"the token is refused: {exc}"
         grants = verified.for_tenant(tenant or DEFAULT_TENANT)
         method = "token"
+        username = verified.subject  # as the broker does: never a user name the token lacks
+        roles = tuple(args.role or ())  # a password entry's roles are not a token client's
     return Identity(
         client_id=args.client_id, method=method or ("certificate" if args.cert_cn else "anonymous"),
-        tenant=tenant or DEFAULT_TENANT, username=args.username, cert_cn=args.cert_cn,
+        tenant=tenant or DEFAULT_TENANT, username=username, cert_cn=args.cert_cn,
         interface=args.interface, roles=roles, grants=grants,
     )
 
@@ -83,11 +86,13 @@ def cmd_lint(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 2
+    from ..auth.client_id_lint import lint_client_id_binding
     from .explain import lint_permissions
 
     findings: list[str] = []
     if config.permissions is not None:
         findings += lint_permissions(config.permissions)
+        findings += lint_client_id_binding(config)
     acl_config = getattr(config, "acl", None)
     if acl_config is not None and getattr(acl_config, "enabled", False):
         try:
@@ -102,6 +107,12 @@ def cmd_lint(args: argparse.Namespace) -> int:
             findings.append(
                 f"listeners.{listener.name}: anonymous clients are accepted on {listener.bind}; "
                 "limit anonymous access with permissions or remove the method"
+            )
+        if listener.tenant_choice == "open":
+            findings.append(
+                f"listeners.{listener.name}: tenant_choice = \"open\": clients whose credentials "
+                "name no tenant may enter any tenant they name; remove it unless tenants are not "
+                "a security boundary here"
             )
     for finding in findings:
         print(finding)

@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from ..claims.system import handle_system_publish
+from ..matching.reserved_topics import CLAIMS_REQUEST_PREFIX
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Publish, Pubrec
 from ..mqtt.reason_codes import ReasonCode
 from .message import make_message
@@ -35,7 +36,7 @@ def handle_claim_publish(
     conn: Connection, claims: ClaimsRuntime, packet: Publish, topic: str, props: Properties
 ) -> Awaitable[None] | None:
     """Start handling a SMOKER system-topic PUBLISH; the awaitable sends the answer."""
-    if packet.qos == 0 and not topic.startswith("access/claims/"):
+    if packet.qos == 0 and not topic.startswith(CLAIMS_REQUEST_PREFIX):
         log.warning(f"QoS 0 publish to {topic!r} by {conn.client_id!r} not processed: "
                     "claims need QoS 1 (the PUBACK carries the answer)",
                     extra={"event": "claim_qos0", "client_id": conn.client_id, "topic": topic})

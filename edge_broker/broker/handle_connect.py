@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, requested_tenant
 from ..auth.smoker import refuse_smoker_impostor
+from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
 from ..mqtt.packets import Auth, Connack, Connect, Disconnect, Pingreq, Properties
 from ..mqtt.reason_codes import ReasonCode
@@ -102,6 +103,10 @@ async def _after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutco
     impostor = refuse_smoker_impostor(outcome.identity)  # SMOKER.md rule 6, every listener
     if impostor is not None:
         conn.refuse_connect(impostor.reason_code, impostor.reason)
+        return
+    unproven = tenant_refusal(outcome.identity, conn.listener)  # issue 15: no self-chosen tenant
+    if unproven is not None:
+        conn.refuse_connect(unproven.reason_code, unproven.reason)
         return
     await _accept(conn, request.connect, outcome)
 

@@ -15,7 +15,6 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision, Gate, deny
-from ..claims.topics import is_smoker_system_topic
 from ..mqtt.names import payload_is_valid_utf8
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
 from ..mqtt.reason_codes import ReasonCode
@@ -93,7 +92,7 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
             return None
     identity = conn.identity
     assert identity is not None
-    if identity.smoker_id is not None and topic[:7] == "access/" and is_smoker_system_topic(topic):
+    if identity.smoker_id is not None and broker.policy.reserved_topics.claim_service(topic):
         if broker.claims is not None:  # SMOKER.md: the claim service answers, never routed
             return handle_claim_publish(conn, broker.claims, packet, topic, props)
         publish_denied(conn, packet, deny(Gate.RESERVED, None,

@@ -135,7 +135,8 @@ def decode_will(raw: Any, what: str) -> Will:
 
 
 _IDENTITY_FIELDS = ("client_id", "method", "tenant", "username", "cert_cn", "interface",
-                    "smoker_id", "subscription_patterns")
+                    "smoker_id", "subscription_patterns", "tenant_verified", "client_id_verified")
+_IDENTITY_FLAGS = ("subscription_patterns", "tenant_verified", "client_id_verified")
 
 
 def encode_identity(identity: Identity) -> dict[str, Any]:
@@ -151,7 +152,8 @@ def decode_identity(raw: Any, what: str) -> Identity:
             raw.get("method"), str):
         raise RecordError(f"{what}: identity {raw!r:.120} lacks client_id/method")
     values: dict[str, Any] = {name: raw.get(name) for name in _IDENTITY_FIELDS if name in raw}
-    values["subscription_patterns"] = bool(values.get("subscription_patterns", False))
+    for flag in _IDENTITY_FLAGS:  # absent in records written before the flag existed: False
+        values[flag] = bool(values.get(flag, False))
     values["roles"] = tuple(str(r) for r in raw.get("roles", ()))
     try:
         return Identity(**values)

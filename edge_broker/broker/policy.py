@@ -25,15 +25,12 @@ from ..authz.decision import ALLOW, Decision, Gate, deny
 from ..authz.pipeline import GatePipeline
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import validate_topic_filter, validate_topic_name
+from ..matching.reserved_topics import SYS_ROOT, ReservedTopics
 from ..mqtt.packets import Publish, Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
 from .message import Message
 from .pattern_subscriptions import subscription_pattern
 from .session import Session, SubscriptionEntry
-
-CLAIM_TOPICS = ("access/claim", "access/unclaim")  # SMOKER.md "System topics"
-CLAIMS_PREFIX = "access/claims/"
-SYS_PREFIX = "$SYS"
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
@@ -69,23 +66,18 @@ class Policy:
         self.separator = separator
         self.pipeline = pipeline
         self.has_delivery_gates = pipeline is not None and pipeline.has_delivery_gates
-        self.sys_prefix = SYS_PREFIX + separator
-        self.claim_topics = tuple(t.replace("/", separator) for t in CLAIM_TOPICS)
-        self.claims_prefix = CLAIMS_PREFIX.replace("/", separator)
-
-    def reserved(self, topic: str) -> bool:
-        """Topics that belong to SMOKER (``access/claim``, ``access/unclaim``, ``access/claims/…``)."""
-        return topic in self.claim_topics or topic.startswith(self.claims_prefix)
+        self.reserved_topics = ReservedTopics(separator)  # gate 2: the one definition
 
     def routable(self, topic: str) -> bool:
         """Reserved topics are never routed to subscribers (AUTHZ.md §2 gate 2)."""
-        return not (topic[:7] == "access" + self.separator and self.reserved(topic))
+        return self.reserved_topics.routable(topic)
 
     def check_publish(self, identity: Identity, topic: str, packet: Publish) -> MaybeDecision:
-        if topic == SYS_PREFIX or topic.startswith(self.sys_prefix):
-            return deny(Gate.RESERVED, None, f"clients never publish to {SYS_PREFIX} topics")
-        if topic[:7] == "access" + self.separator and self.reserved(topic):
-            if topic in self.claim_topics and identity.smoker_authenticated:
+        reserved = self.reserved_topics
+        if reserved.is_sys(topic):
+            return deny(Gate.RESERVED, None, f"clients never publish to {SYS_ROOT} topics")
+        if reserved.is_smoker_system(topic):
+            if reserved.smoker_may_publish(topic) and identity.smoker_authenticated:
                 return ALLOW
             return deny(
                 Gate.RESERVED, None,
@@ -105,9 +97,7 @@ class Policy:
             validate_topic_name(will.topic, self.separator)
         except RuleError as exc:
             return deny(Gate.SYNTAX, None, str(exc), ReasonCode.TOPIC_NAME_INVALID)
-        if will.topic == SYS_PREFIX or will.topic.startswith(self.sys_prefix) or self.reserved(
-            will.topic
-        ):
+        if self.reserved_topics.reserved(will.topic):
             return deny(Gate.RESERVED, None, f"the will topic {will.topic!r} is reserved")
         if self.pipeline is not None:
             return self.pipeline.check_will(identity, will)
@@ -126,11 +116,9 @@ class Policy:
                 validate_topic_filter(inner, self.separator)
         except RuleError as exc:
             return deny(Gate.SYNTAX, None, str(exc), ReasonCode.TOPIC_FILTER_INVALID)
-        for reserved in self.claim_topics:
-            if inner == reserved:
-                return deny(Gate.RESERVED, None, f"nobody may subscribe to {reserved!r}")
-        if inner.startswith(self.claims_prefix):
-            return deny(Gate.RESERVED, None, f"{self.claims_prefix}… is reserved for SMOKER")
+        if self.reserved_topics.is_smoker_system(inner):
+            return deny(Gate.RESERVED, None,
+                        f"nobody may subscribe to {inner!r}: it is a SMOKER system topic")
         if self.pipeline is not None:
             group = shared.group if shared is not None else None
             # Permissions speak MQTT filters: a runtime pattern is checked as the MQTT filter

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..matching.reserved_topics import SYS_ROOT
 from .message import Message
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def publish_sys(broker: Broker) -> None:
     for tenant, space in list(broker.topic_spaces.items()):
         items = values.items() if tenant != "~" else {**values, **authz_values(broker)}.items()
         for name, value in items:
-            topic = "$SYS" + sep + "broker" + sep + name.replace("/", sep)
+            topic = SYS_ROOT + sep + "broker" + sep + name.replace("/", sep)
             message = Message(topic, value.encode(), 0, True)
             space.retained.set(message)
             broker.delivery.route(space, message)

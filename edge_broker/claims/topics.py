@@ -8,13 +8,15 @@ carry no claim, so every client is denied on it).
 
 from __future__ import annotations
 
+# defined once, in matching.reserved_topics; re-exported for the claim modules
+from ..matching.reserved_topics import CLAIM_TOPIC as CLAIM_TOPIC
+from ..matching.reserved_topics import CLAIMS_REQUEST_PREFIX as CLAIMS_REQUEST_PREFIX
+from ..matching.reserved_topics import UNCLAIM_TOPIC as UNCLAIM_TOPIC
+from ..matching.reserved_topics import is_claim_service_topic
 from ..mqtt.reason_codes import ReasonCode
 from .errors import ClaimError, shown
 from .smoker_id import is_smoker_id
 
-CLAIM_TOPIC = "access/claim"
-UNCLAIM_TOPIC = "access/unclaim"
-CLAIMS_REQUEST_PREFIX = "access/claims/"
 RESTRICTED_PREFIX = "restricted/"
 CLAIMS_RESPONSE_LEVEL = "claims"
 MAX_TOPIC_BYTES = 65535  # MQTT 5 §1.5.4: a UTF-8 string is at most 65,535 bytes
@@ -26,8 +28,10 @@ def is_restricted(topic: str) -> bool:
 
 
 def is_smoker_system_topic(topic: str) -> bool:
-    """``access/claim``, ``access/unclaim`` and ``access/claims/…``: never routed (AUTHZ.md gate 2)."""
-    return topic in (CLAIM_TOPIC, UNCLAIM_TOPIC) or topic.startswith(CLAIMS_REQUEST_PREFIX)
+    """``access/claim``, ``access/unclaim`` and ``access/claims/…`` as SMOKER.md spells them
+    (the one definition is :mod:`edge_broker.matching.reserved_topics`, which also knows the
+    separator's spelling)."""
+    return is_claim_service_topic(topic)
 
 
 def owner_segment(topic: str) -> str | None:

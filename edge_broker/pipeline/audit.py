@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from ..audit.record import FORMAT_VERSION, RECORD_FIELDS
+from ..matching.reserved_topics import CLAIM_TOPIC, UNCLAIM_TOPIC
 from .report import bar_chart, page, table
 from .session import PipelineError, progress
 
 QUOTA_EXCEEDED = 0x97
-CLAIM_TOPICS = ("access/claim", "access/unclaim")
+CLAIM_TOPICS = (CLAIM_TOPIC, UNCLAIM_TOPIC)  # defined once, in matching.reserved_topics
 OUTPUTS = ("denials_by_tenant", "denials_by_client", "denials_by_topic", "denials_by_rule",
            "claim_flood", "egress_filtered", "top_talkers")
 

@@ -3,7 +3,7 @@
 The new configuration is the running base config file with the bundle's policy sections in
 place of the file's: ``permissions``, ``acl``, ``authorizers`` and ``tokens`` replace the
 file's tables; ``claims`` keys update the file's ``[claims]`` (limits; the store location stays
-the gateway's); ``passwords`` (a list of ``{username, hash, tenants, roles}``) is written to a
+the gateway's); ``passwords`` (a list of ``{username, hash, tenants, roles, clientids}``) is written to a
 password file in the sync state directory and ``[passwords] file`` points at it. The merged
 table goes through :func:`~edge_broker.config.parse_config` (same checks, same messages) and
 then :func:`~edge_broker.broker.reload.apply_config`, which compiles everything before it swaps
@@ -38,21 +38,31 @@ def base_table(config: Config) -> dict[str, Any]:
         raise BundleError(f"cannot re-read the base config {config.file}: {exc}") from exc
 
 
+_ENTRY_KEYS = ("username", "hash", "tenants", "roles", "clientids")
+_LISTS = ("tenants", "roles", "clientids")
+
+
 def _password_entries(value: Any) -> dict[str, PasswordEntry]:
     if not isinstance(value, list):
-        raise BundleError("bundle section 'passwords' must be a list of {username, hash, tenants, roles}")
+        raise BundleError("bundle section 'passwords' must be a list of {username, hash, tenants, roles, clientids}")
     entries: dict[str, PasswordEntry] = {}
     for i, item in enumerate(value):
         if not isinstance(item, dict) or not isinstance(item.get("username"), str) \
                 or not isinstance(item.get("hash"), str) or not item["hash"].startswith("$argon2id$"):
             raise BundleError(f"bundle passwords[{i}] needs username and an argon2id hash string")
-        tenants, roles = item.get("tenants", []), item.get("roles", [])
-        if not all(isinstance(t, str) for t in [*tenants, *roles]):
-            raise BundleError(f"bundle passwords[{i}]: tenants and roles must be lists of strings")
-        if set(item) - {"username", "hash", "tenants", "roles"}:
-            raise BundleError(f"bundle passwords[{i}] has unknown keys {sorted(set(item) - {'username', 'hash', 'tenants', 'roles'})}")
+        if set(item) - set(_ENTRY_KEYS):
+            raise BundleError(f"bundle passwords[{i}] has unknown keys {sorted(set(item) - set(_ENTRY_KEYS))}")
+        lists: dict[str, tuple[str, ...]] = {}
+        for key in _LISTS:
+            items = item.get(key, [])
+            # the password file is ':'-separated with ','-separated lists: one line per entry
+            if not isinstance(items, list) or not all(
+                    isinstance(t, str) and t and not any(c in t for c in ":,\n\r") for t in items):
+                raise BundleError(f"bundle passwords[{i}]: {key} must be a list of non-empty strings "
+                                  "without ':', ',' or line breaks")
+            lists[key] = tuple(items)
         entries[item["username"]] = PasswordEntry(item["username"], item["hash"].encode("ascii"),
-                                                  tuple(tenants), tuple(roles))
+                                                  lists["tenants"], lists["roles"], lists["clientids"])
     return entries
 
 

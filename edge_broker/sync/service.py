@@ -43,7 +43,7 @@ import nacl.signing
 from ..keys import load_verify_key
 from .apply import merged_config
 from .bundle import BundleError, PolicyBundle, check_acceptable, key_id, verify_bundle
-from .state import SyncError, SyncStateDir, SyncStateError, SyncStatus
+from .state import BUNDLE_FILE, SyncError, SyncStateDir, SyncStateError, SyncStatus
 from .upload import AuditBatch, UploadStatus, next_batch
 
 if TYPE_CHECKING:
@@ -117,7 +117,16 @@ class SyncService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def restore(self) -> None:
-        """Apply the persisted bundle (before the broker serves)."""
+        """Apply the persisted bundle (before the broker serves).
+
+        A gateway that had a bundle never falls back to its base config silently (issue 15
+        item 10): the base file is often more permissive than the cloud's policy. When the saved
+        bundle cannot be applied (the trusted key was rotated without keeping the old one, the
+        gateway id or the base config changed, the file is damaged) this raises
+        :class:`SyncError`, and the broker refuses to start with a message naming the file and
+        the ways out. Refusing beats serving the last bundle unverified: a rotated key may mean
+        the old one is compromised.
+        """
         data = self.state.load_bundle()
         if data is None:
             return
@@ -125,9 +134,17 @@ class SyncService:
         if ok:
             log.info("policy bundle restored from %s: %s", self.state.path, reason,
                      extra={"event": "bundle_restored", "version": self.status.version})
-        else:
-            log.error("the persisted policy bundle was not applied: %s", reason,
-                      extra={"event": "bundle_restore_failed"})
+            return
+        saved = self.state.path / BUNDLE_FILE
+        log.error("the persisted policy bundle %s cannot be applied: %s", saved, reason,
+                  extra={"event": "bundle_restore_failed"})
+        raise SyncError(
+            f"the saved policy bundle {saved} cannot be applied ({reason}); this gateway had a "
+            "cloud policy, so it does not start with the base config alone, which may allow "
+            "more. Either add the public key that signed it to [sync] trusted_keys again (keep "
+            "old and new keys trusted while rotating), or fix what changed ([sync] gateway_id, "
+            f"the base config), or delete {saved} to start deliberately from the base config "
+            "until the cloud sends a new bundle")
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -175,3 +175,20 @@ def test_certificate_cn_selects_permissions(setup) -> None:
         assert other.expect(Suback).reason_codes == (0x87,)  # ... but no permissions: unassigned
     finally:
         other.close()
+
+
+def test_certificate_client_cannot_choose_a_tenant(setup) -> None:
+    """A certificate proves its CN, not a tenant (issue 15 item 7): only "~" by default."""
+    b, d = setup
+    gw = tls_raw(b, d, "gw")
+    try:
+        ack = gw.connect("gw-tenant", properties=Properties(user_properties=(("tenant", "acme"),)))
+        assert ack.reason_code == 0x87
+        assert "tenant_choice" in (ack.properties.reason_string or "")
+    finally:
+        gw.close()
+    gw = tls_raw(b, d, "gw")
+    try:
+        assert gw.connect("gw-default").reason_code == 0
+    finally:
+        gw.close()

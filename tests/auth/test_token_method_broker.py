@@ -100,6 +100,14 @@ BAD_TOKENS = {
     "audience without a configured audience": (lambda: ed_forged(claims(aud="other")), "audience"),
     "bound to another client id": (lambda: ed_forged(claims(client_id="someone-else")),
                                    "bound to client id"),
+    # issue 15 item 10: a NaN exp never expired; numeric claims must be finite and in range
+    "exp NaN": (lambda: ed_forged(claims(exp=float("nan"))), "'exp' is nan"),
+    "exp Infinity": (lambda: ed_forged(claims(exp=float("inf"))), "'exp' is inf"),
+    "exp 1e308": (lambda: ed_forged(claims(exp=1e308)), "between 0 and"),
+    "exp 10**400": (lambda: ed_forged(claims(exp=10**400)), "finite number"),
+    "nbf -Infinity": (lambda: ed_forged(claims(nbf=float("-inf"))), "'nbf' is -inf"),
+    "iat NaN": (lambda: ed_forged(claims(iat=float("nan"))), "'iat' is nan"),
+    "negative exp": (lambda: ed_forged(claims(exp=-5)), "between 0 and"),
 }
 
 

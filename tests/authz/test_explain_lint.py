@@ -84,7 +84,71 @@ def test_lint_known_findings(config: str) -> None:
     assert "rule 'narrow' (telemetry/room1) can never match: rule 'wide' (telemetry/#) comes first" in out
     assert "rule 'everything' allows everything" in out
     assert "clients that no assignment selects get no permissions" in out
-    assert out.strip().endswith("4 finding(s) in " + config)
+    # issue 15 item 8: "own" uses ${clientid} and the default listener is anonymous
+    assert ("permissions.assign[1] (client_id=dev*) (rules own): ${clientid} is chosen by the "
+            "client for method 'anonymous'") in out
+    assert out.strip().endswith("5 finding(s) in " + config)
+
+
+LISTENERS = """
+[[listeners]]
+name = "pw"
+bind = "127.0.0.1"
+port = 0
+auth_methods = ["password", "token", "smoker"]
+
+[tokens]
+{binding}
+
+[[tokens.keys]]
+secret = "0123456789abcdef0123456789abcdef"
+
+[passwords]
+file = "{pw}"
+
+[permissions]
+unassigned = "deny"
+
+[permissions.sets.own]
+rules = [{ id = "own", topic = "sensors/${clientid}/#" }]
+[[permissions.assign]]
+role = "sensor"
+sets = ["own"]
+"""
+
+
+def _lint_binding(tmp_path: Path, binding: str, clientids: str | None) -> str:
+    pw = tmp_path / "passwd"
+    args = ["passwd", "add", str(pw), "sensor7", "--password-stdin", "--roles", "sensor"]
+    if clientids is not None:
+        args += ["--clientids", clientids]
+    assert run(*args, stdin="pw\n").returncode == 0
+    assert run("passwd", "add", str(pw), "ops", "--password-stdin", "--roles", "admin",
+               stdin="pw\n").returncode == 0  # not selected by role = "sensor"
+    path = tmp_path / "edge-broker.toml"
+    path.write_text(LISTENERS.replace("{pw}", str(pw)).replace("{binding}", binding))
+    return run("lint", "--config", str(path)).stdout
+
+
+def test_lint_warns_where_clientid_is_not_bound(tmp_path: Path) -> None:
+    out = _lint_binding(tmp_path, "", None)
+    assert "for method 'password': password entries without clientids: sensor7;" in out
+    assert "ops" not in out.split("password entries without clientids:")[1].split(";")[0]
+    assert "for method 'token': tokens without a 'client_id' claim" in out
+    assert "for method 'smoker'" not in out
+    assert "2 finding(s)" in out
+
+
+def test_lint_reports_open_tenant_choice(tmp_path: Path) -> None:
+    path = tmp_path / "open.toml"
+    path.write_text('[[listeners]]\nname = "lab"\ntenant_choice = "open"\n')
+    out = run("lint", "--config", str(path)).stdout
+    assert 'listeners.lab: tenant_choice = "open"' in out and "1 finding(s)" in out
+
+
+def test_lint_is_quiet_when_every_method_binds_the_client_id(tmp_path: Path) -> None:
+    out = _lint_binding(tmp_path, "require_client_id_binding = true", "sensor-*")
+    assert "${clientid}" not in out and "0 finding(s)" in out
 
 
 def test_lint_clean_config(tmp_path: Path) -> None:
@@ -100,3 +164,43 @@ def test_bad_config_is_reported(tmp_path: Path) -> None:
     path.write_text('[permissions.sets.s]\nrules = [{ topic = "a/#/b" }]\n')
     result = run("explain", "--config", str(path), "--client-id", "c", "publish", "a")
     assert result.returncode == 2 and "'#' must be the last segment" in result.stderr
+
+
+def test_explain_token_client_has_the_tokens_subject_not_the_given_user_name(tmp_path: Path) -> None:
+    """issue 15 item 6: explain decides as the broker does for a token client."""
+    from edge_broker.auth.token import create_token
+    from edge_broker.auth.token_keys import TokenKey
+
+    secret = "0123456789abcdef0123456789abcdef"
+    path = tmp_path / "tok.toml"
+    path.write_text(f"""
+[[listeners]]
+name = "t"
+auth_methods = ["token"]
+[[tokens.keys]]
+secret = "{secret}"
+[acl]
+enabled = true
+default_permission = "deny"
+[[acl.rules]]
+id = "admins-operate"
+messages = ["put"]
+flows = ["ingress"]
+permission = "allow"
+key_exprs = ["ops/**"]
+[[acl.subjects]]
+id = "admins"
+usernames = ["admin"]
+[[acl.policies]]
+rules = ["admins-operate"]
+subjects = ["admins"]
+""")
+    key = TokenKey.hs256(secret.encode(), None, "test")
+    grants = [{"tenant_ids": ["~"], "allow_channels_pub": ["ops/#"], "allow_channels_sub": []}]
+    anonymous_token = create_token(key, grants, ttl=300)
+    admin_token = create_token(key, grants, ttl=300, subject="admin")
+    base = ("explain", "--config", str(path), "--client-id", "c1")
+    denied = run(*base, "--token", anonymous_token, "--username", "admin", "publish", "ops/x")
+    assert denied.returncode == 1 and "username" not in denied.stdout.split(":")[0], denied.stdout
+    allowed = run(*base, "--token", admin_token, "publish", "ops/x")
+    assert allowed.returncode == 0 and "username 'admin'" in allowed.stdout, allowed.stdout

@@ -1,10 +1,16 @@
 """Tenants are isolated topic spaces (AUTHZ.md §1): subscriptions, retained messages, shared
-groups and $SYS are per tenant; nothing crosses."""
+groups and $SYS are per tenant; nothing crosses.
+
+Anonymous clients prove no tenant, so these brokers opt in to ``tenant_choice = "open"``
+(issue 15 item 7); test_tenant_choice.py covers the default."""
 
 from __future__ import annotations
 
+import signal
 import time
+from collections.abc import Iterator
 
+import pytest
 from broker_raw import RawClient
 
 from edge_broker.mqtt.packets import (
@@ -16,10 +22,21 @@ from edge_broker.mqtt.packets import (
     Subscribe,
     Subscription,
 )
+from tests.conftest import RunningBroker, start_broker
+
+OPEN_LISTENER = {"name": "tcp", "bind": "127.0.0.1", "port": 0, "tenant_choice": "open"}
 
 
 def tenant(name: str) -> Properties:
     return Properties(user_properties=(("tenant", name),))
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    """The shared broker of this module, with open tenant choice."""
+    b = start_broker(tmp_path_factory.mktemp("tenants"), {"listeners": [OPEN_LISTENER]})
+    yield b
+    b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
 
 
 def test_messages_and_retained_do_not_cross_tenants(module_broker):
@@ -57,7 +74,7 @@ def test_invalid_tenant_refused(module_broker):
 
 
 def test_sys_topics_in_every_tenant(broker_factory):
-    b = broker_factory({"sys": {"interval": 0.5}})
+    b = broker_factory({"sys": {"interval": 0.5}, "listeners": [OPEN_LISTENER]})
     with RawClient(b.host, b.port) as c:
         c.connect("sys-reader", properties=tenant("acme"))
         time.sleep(1.2)

@@ -26,7 +26,7 @@ def tenant(name: str, expiry: int = 0) -> Properties:
 
 @pytest.mark.parametrize("persist", [False, True])
 def test_same_client_id_in_two_tenants_coexists(tmp_path: Path, persist: bool) -> None:
-    config = "[[listeners]]\nname = \"tcp\"\nport = 0\n"
+    config = "[[listeners]]\nname = \"tcp\"\nport = 0\ntenant_choice = \"open\"\n"
     if persist:
         config += f'[persistence]\nenabled = true\nstate_dir = "{tmp_path / "state"}"\n'
     b = start_broker(tmp_path / "run", config)

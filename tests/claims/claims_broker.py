@@ -27,10 +27,12 @@ def toml_value(value: Any) -> str:
     return repr(value)
 
 
-def smoker_config(store_dir: Path, deny_action: str = "reason", **claims: Any) -> str:
+def smoker_config(store_dir: Path, deny_action: str = "reason", tenant_choice: str = "credentials",
+                  **claims: Any) -> str:
     lines = [
         "[[listeners]]", 'name = "t"', 'bind = "127.0.0.1"', "port = 0",
-        'auth_methods = ["smoker", "anonymous"]', f'deny_action = "{deny_action}"', "",
+        'auth_methods = ["smoker", "anonymous"]', f'deny_action = "{deny_action}"',
+        f'tenant_choice = "{tenant_choice}"', "",
         "[claims]", f"store_dir = {str(store_dir)!r}",
     ]
     settings = {"fsync": "never", **FAST_LIMITS, **claims}
@@ -40,9 +42,10 @@ def smoker_config(store_dir: Path, deny_action: str = "reason", **claims: Any) -
 
 @asynccontextmanager
 async def running_broker(
-    store_dir: Path, deny_action: str = "reason", **claims: Any
+    store_dir: Path, deny_action: str = "reason", tenant_choice: str = "credentials", **claims: Any
 ) -> AsyncIterator[tuple[Broker, int]]:
-    broker = Broker(loads_config(smoker_config(store_dir, deny_action, **claims), "<test>"))
+    broker = Broker(loads_config(smoker_config(store_dir, deny_action, tenant_choice, **claims),
+                                 "<test>"))
     await broker.start()
     try:
         assert broker.claims is not None

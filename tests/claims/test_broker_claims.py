@@ -338,7 +338,8 @@ async def test_claims_are_per_tenant(tmp_path: Path) -> None:
 
     from edge_broker.smoker_client import SmokerClient
 
-    async with running_broker(tmp_path) as (broker, port):
+    # SMOKER proves a client id, not a tenant: this broker lets clients choose (issue 15 item 7)
+    async with running_broker(tmp_path, tenant_choice="open") as (broker, port):
         def in_tenant(key: SigningKey, tenant: str) -> SmokerClient:
             return SmokerClient("127.0.0.1", port, key, tenant=tenant, timeout=5)
 
@@ -355,6 +356,20 @@ async def test_claims_are_per_tenant(tmp_path: Path) -> None:
         assert broker.claims.service.lookup(T, "a") is not None
         assert broker.claims.service.lookup(T, "b") is None
         assert broker.claims.service.lookup(T) is None  # nor in the default tenant "~"
+
+
+async def test_smoker_client_cannot_choose_a_tenant_by_default(tmp_path: Path) -> None:
+    """SMOKER proves a client id, not a tenant (issue 15 item 7): 0x87 naming the rule."""
+    from edge_broker.smoker_client import SmokerClient
+
+    async with running_broker(tmp_path) as (_broker, port):
+        with pytest.raises(SmokerClientError) as refused:
+            async with SmokerClient("127.0.0.1", port, OWNER_KEY, tenant="a", timeout=5):
+                pass
+        assert refused.value.reason_code == NOT_AUTHORIZED
+        assert "tenant_choice" in str(refused.value)
+        async with SmokerClient("127.0.0.1", port, OWNER_KEY, timeout=5) as default:
+            assert await default.subscribe("plain/topic") == (1,)  # granted (QoS 1)
 
 
 async def test_deny_action_disconnect_applies_to_claims_gate_denials_not_to_claim_answers(

@@ -75,3 +75,19 @@ def test_passwords_go_to_a_file_in_the_state_dir(base: Any, tmp_path: Path) -> N
     new = merged_config(base, bundle({"passwords": [entry]}, version=4), state)
     assert new.passwords.file == str(tmp_path / "s" / "passwd.v4")
     assert (tmp_path / "s" / "passwd.v4").read_text().splitlines()[-1] == f"u:{entry['hash']}:t1:r"
+
+
+def test_bundle_password_entries_carry_clientids(base: Any, tmp_path: Path) -> None:
+    """issue 15 item 8: a bundle can bind client ids too; list items cannot break the file."""
+    from edge_broker.auth.password import hash_password, load_password_file
+
+    state = SyncStateDir.open(tmp_path / "state")
+    entry = {"username": "s", "hash": hash_password("pw").decode(), "roles": ["sensor"],
+             "clientids": ["sensor-*"]}
+    new = merged_config(base, bundle({"passwords": [entry]}), state)
+    assert new.passwords.file is not None
+    loaded = load_password_file(new.passwords.file)["s"]
+    assert loaded.clientids == ("sensor-*",) and loaded.roles == ("sensor",)
+    for bad in (["a:b"], ["x,y"], [""], "sensor-*"):
+        with pytest.raises(BundleError, match="clientids must be a list"):
+            merged_config(base, bundle({"passwords": [{**entry, "clientids": bad}]}, version=2), state)

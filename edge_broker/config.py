@@ -116,6 +116,9 @@ class LimitsConfig:
     connect_burst: int = 400
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
     write_buffer_low: int = 64 * 1024
+    # Before authentication (issue 16): what a client that has proved nothing may make us hold.
+    max_connect_packet_size: int = 16_384  # bytes of CONNECT (and of anything sent before CONNACK)
+    max_connect_user_properties: int = 32  # user properties in CONNECT + will (decoded ~12x bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +448,10 @@ def parse_limits(s: Section) -> LimitsConfig:
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
         write_buffer_low=s.integer("write_buffer_low", d.write_buffer_low, 0, 1 << 30),
+        max_connect_packet_size=s.integer(
+            "max_connect_packet_size", d.max_connect_packet_size, 64, 268_435_455),
+        max_connect_user_properties=s.integer(
+            "max_connect_user_properties", d.max_connect_user_properties, 0, 1_000_000),
     )
     if limits.write_buffer_low > limits.write_buffer_high:
         s.problem("write_buffer_low", "must not exceed write_buffer_high: lower it")

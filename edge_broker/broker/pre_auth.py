@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from ..config import LimitsConfig
 from ..mqtt.packets import Connect
+from ..mqtt.reason_codes import ReasonCode
+from .connection import AWAIT_CONNECT, CONNECTING, Connection
 
 
 def user_properties_refusal(connect: Connect, limits: LimitsConfig) -> str | None:
@@ -24,3 +26,29 @@ def user_properties_refusal(connect: Connect, limits: LimitsConfig) -> str | Non
         return None
     return (f"the CONNECT carries {count} user properties (will included); "
             f"limits.max_connect_user_properties allows {limit}")
+
+
+def connect_timed_out(conn: Connection, timeout: float) -> None:
+    """``broker.connect_timeout`` passed before CONNACK: say what did not finish in time.
+
+    Waiting for CONNECT (TCP or a WebSocket that never finished its upgrade) is closed; a client
+    whose CONNECT arrived but whose authentication did not finish (a login storm: waiting for a
+    password-check slot) gets CONNACK 0x89 Server busy (3.x: 0x03), not a silent close; a client
+    that never answered the enhanced-authentication challenge is dropped (SMOKER.md step 5).
+    """
+    limit = "broker.connect_timeout"
+    hits = conn.broker.limit_hits
+    if conn.state == AWAIT_CONNECT:
+        reason = f"no CONNECT within broker.connect_timeout ({timeout:g} s)"
+        hits.hit(limit, f"connection closed: {reason}")
+        conn.close(None, reason)
+    elif conn.state == CONNECTING:
+        reason = (f"authentication did not finish within broker.connect_timeout ({timeout:g} s): "
+                  "the broker is busy, connect again later")
+        hits.hit(limit, f"CONNECT refused: {reason}", conn.client_id)
+        conn.refuse_connect(ReasonCode.SERVER_BUSY, reason)
+    else:
+        reason = (f"the enhanced-authentication exchange did not finish within "
+                  f"broker.connect_timeout ({timeout:g} s)")
+        hits.hit(limit, f"connection closed: {reason}", conn.client_id)
+        conn.close(None, reason)

@@ -61,6 +61,7 @@ from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
 from .message import make_message
 from .policy import Policy, build_pipeline, open_audit_log
+from .pre_auth import connect_timed_out
 from .retained import RetainedStore
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
@@ -275,21 +276,26 @@ class Broker:
         self.stats.connections_total += 1
         if len(self.connections) > self.config.limits.max_connections + 64:
             # Far over the limit: do not even read a CONNECT (half-open floods).
-            conn.close(None, "too many connections")
+            reason = (f"{len(self.connections)} connections open, limits.max_connections is "
+                      f"{self.config.limits.max_connections} (+64 before CONNECT)")
+            self.limit_hits.hit("limits.max_connections", f"connection closed at accept: {reason}")
+            conn.close(None, reason)
 
     def admit(self, conn: Connection) -> tuple[int, str] | None:
         """Connection limit and connect rate (token bucket), checked at CONNECT."""
         limits = self.config.limits
         if self.stats.clients_connected >= limits.max_connections:
-            return (ReasonCode.QUOTA_EXCEEDED,
-                    f"the broker already has {limits.max_connections} clients (limits.max_connections)")
+            reason = f"the broker already has {limits.max_connections} clients (limits.max_connections)"
+            self.limit_hits.hit("limits.max_connections", f"CONNECT refused: {reason}", conn.client_id)
+            return (ReasonCode.QUOTA_EXCEEDED, reason)
         now = time.monotonic()
         self._rate_tokens = min(float(limits.connect_burst),
                                 self._rate_tokens + (now - self._rate_at) * limits.connect_rate)
         self._rate_at = now
         if self._rate_tokens < 1.0:
-            return (ReasonCode.CONNECTION_RATE_EXCEEDED,
-                    "too many connections per second (limits.connect_rate)")
+            reason = "too many connections per second (limits.connect_rate)"
+            self.limit_hits.hit("limits.connect_rate", f"CONNECT refused: {reason}", conn.client_id)
+            return (ReasonCode.CONNECTION_RATE_EXCEEDED, reason)
         self._rate_tokens -= 1.0
         return None
 
@@ -474,7 +480,7 @@ class Broker:
                     conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
             elif conn.state in (AWAIT_CONNECT, CONNECTING, AUTHENTICATING) and (
                     now - conn.created > timeout):
-                conn.close(None, "no CONNECT in time")
+                connect_timed_out(conn, timeout)
         for session in list(self._wills):
             if session.will_at is not None and session.will_at <= now and session.will:
                 will, session.will, session.will_at = session.will, None, None

@@ -95,3 +95,65 @@ def test_bytes_pipelined_before_authentication_are_bounded(broker_factory, tmp_p
         connacks = [p for p in got if isinstance(p, Connack)]
         assert all(p.reason_code == 0x97 for p in connacks), got
     assert "more than 8192 bytes sent before the CONNACK" in b.log()
+
+
+def is_closed(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(4096) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def test_half_open_websockets_are_counted_and_timed_out(broker_factory):
+    """300 sockets that never finish the HTTP upgrade used to be kept open forever, outside
+    max_connections and the connect timeout. Now they count from TCP accept (those far over
+    the limit are closed at once) and are closed at the connect timeout; then a real WebSocket
+    client gets in."""
+    from websockets.sync.client import connect as ws_connect
+
+    from edge_broker.mqtt.codec import PacketReader
+
+    b = broker_factory({"listeners": [{"name": "ws", "transport": "websocket"}],
+                        "limits": {"max_connections": 20},
+                        "broker": {"connect_timeout": 2.0}})
+    started = time.monotonic()
+    socks = [socket.create_connection((b.host, b.port)) for _ in range(300)]
+    try:
+        for s in socks[::2]:
+            s.sendall(b"GET /mqtt HTTP/1.1\r\nHost: broker\r\n")  # half an upgrade request
+        time.sleep(0.8)
+        assert time.monotonic() - started < 2.0
+        early = sum(is_closed(s) for s in socks)
+        assert early >= 300 - (20 + 64), f"only {early} closed before the connect timeout"
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline and not all(is_closed(s) for s in socks):
+            time.sleep(0.2)
+        assert all(is_closed(s) for s in socks)
+    finally:
+        for s in socks:
+            s.close()
+    with ws_connect(f"ws://{b.host}:{b.port}/mqtt", subprotocols=["mqtt"]) as ws:
+        ws.send(encode(Connect(5, "real-ws-client"), 5))
+        [ack] = PacketReader(side="client", protocol_level=5).feed(ws.recv(timeout=5))
+        assert isinstance(ack, Connack) and ack.reason_code == 0
+    log = b.log()
+    assert "connection closed at accept" in log and "limits.max_connections" in log
+    assert "no CONNECT within broker.connect_timeout" in log
+
+
+def test_oversized_websocket_upgrade_request_refused(broker_factory):
+    """Headers are held until the upgrade completes: by default 40 KB of them is refused
+    (twice limits.max_connect_packet_size), well before websockets' own ~1 MB bound."""
+    b = broker_factory({"listeners": [{"name": "ws", "transport": "websocket"}]})
+    with socket.create_connection((b.host, b.port)) as s:
+        s.settimeout(5)
+        headers = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"a" * 4000) for i in range(10))
+        send_quietly(s, b"GET /mqtt HTTP/1.1\r\n" + headers)
+        try:
+            assert s.recv(4096) == b""
+        except ConnectionResetError:
+            pass
+    assert "WebSocket upgrade request longer than 32768 bytes refused" in b.log()

@@ -200,7 +200,10 @@ class PasswordsConfig:
     """``[passwords]``: the argon2id password file of the ``password`` method."""
 
     file: str | None = None
-    max_concurrent: int = 2  # argon2id checks at once (64 MiB each)
+    max_concurrent: int = 2  # argon2id checks at once
+    max_hash_memory: int = 64 * 1024 * 1024  # bytes all running checks may allocate (m= of each)
+    max_waiting: int = 1000  # CONNECTs waiting for a check; beyond: CONNACK 0x89 Server busy
+    cache_entries: int = 10_000  # verified credentials kept as keyed hashes (0: no cache)
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,7 +588,14 @@ def parse_passwords(s: Section) -> PasswordsConfig:
             load_password_file(file)
         except PasswordFileError as exc:
             s.problem("file", str(exc))
-    return PasswordsConfig(file=file, max_concurrent=s.integer("max_concurrent", 2, 1, 64))
+    d = PasswordsConfig()
+    return PasswordsConfig(
+        file=file,
+        max_concurrent=s.integer("max_concurrent", d.max_concurrent, 1, 64),
+        max_hash_memory=s.integer("max_hash_memory", d.max_hash_memory, 1 << 20, 1 << 40),
+        max_waiting=s.integer("max_waiting", d.max_waiting, 0, 1_000_000),
+        cache_entries=s.integer("cache_entries", d.cache_entries, 0, 10_000_000),
+    )
 
 
 SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {

@@ -94,6 +94,7 @@ class Connection(asyncio.Protocol):
         self.out: list[bytes] = []
         self.paused = False
         self.backlog: deque[Packet] | None = None
+        self.pending: asyncio.Task[None] | None = None  # the handler awaited (authentication ...)
         self.closing = False
         self.disconnect_reason: str = "connection lost"
         self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
@@ -161,6 +162,10 @@ class Connection(asyncio.Protocol):
             self.refuse_connect(ReasonCode.QUOTA_EXCEEDED, reason)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.state == CONNECTING and self.pending is not None:
+            # Nobody is left to answer: stop waiting for an authentication slot (a login storm's
+            # gone clients must not take the slow password checks from those still waiting).
+            self.pending.cancel()
         if self.state != CLOSED:
             self.state = CLOSED
             self.closing = True
@@ -186,10 +191,16 @@ class Connection(asyncio.Protocol):
             if pending is not None:
                 self.backlog = deque(packets[i + 1 :])
                 self.transport.pause_reading()
-                asyncio.get_running_loop().create_task(self._resume_after(pending))
+                self.pending = asyncio.get_running_loop().create_task(self._resume_after(pending))
                 return
 
     async def _resume_after(self, pending: Awaitable[None]) -> None:
+        try:
+            await self._resume_loop(pending)
+        finally:
+            self.pending = None
+
+    async def _resume_loop(self, pending: Awaitable[None]) -> None:
         while True:
             try:
                 await pending

@@ -93,6 +93,9 @@ async def _after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutco
     if conn.closing:
         return
     if isinstance(outcome, Refused):
+        if outcome.limit is not None:
+            conn.broker.limit_hits.hit(outcome.limit, f"CONNECT refused: {outcome.reason}",
+                                       conn.client_id)
         conn.refuse_connect(outcome.reason_code, outcome.reason)
         return
     method = request.connect.properties.authentication_method

@@ -157,3 +157,103 @@ def test_oversized_websocket_upgrade_request_refused(broker_factory):
         except ConnectionResetError:
             pass
     assert "WebSocket upgrade request longer than 32768 bytes refused" in b.log()
+
+
+# -- login storms and the password method (issue 16) -----------------------------------------
+
+def password_file(path, **users: bytes) -> str:
+    from edge_broker.auth.password import PasswordEntry, write_password_file
+
+    write_password_file(path, {name: PasswordEntry(name, h) for name, h in users.items()})
+    return str(path)
+
+
+def argon2id(password: bytes, ops: int, mib: int) -> bytes:
+    import nacl.pwhash
+
+    return nacl.pwhash.argon2id.str(password, opslimit=ops, memlimit=mib * 1024 * 1024)
+
+
+def password_broker(broker_factory, pw: str, connect_timeout: float = 10.0, **passwords):
+    return broker_factory({
+        "listeners": [{"name": "tcp", "bind": "127.0.0.1", "auth_methods": ["password"]}],
+        "passwords": {"file": pw, **passwords},
+        "limits": {"connect_rate": 10_000, "connect_burst": 10_000},
+        "broker": {"connect_timeout": connect_timeout},
+    })
+
+
+def test_login_storm_every_client_gets_a_connack(broker_factory, tmp_path):
+    """200 password clients at once, one check at a time: they used to be closed silently at
+    the connect timeout ("no CONNECT in time"). Now each gets a CONNACK: accepted, 0x89 Server
+    busy at once when the waiting line is full, or 0x89 when its authentication could not
+    finish within the connect timeout (3.1.1: return code 0x03), and the log says why."""
+    pw = password_file(tmp_path / "pw", dev=argon2id(b"pw", 2, 64))  # the old, slow default
+    b = password_broker(broker_factory, pw, connect_timeout=2.0,
+                        max_concurrent=1, max_waiting=50, cache_entries=0)
+    clients = []
+    for i in range(200):
+        c = RawClient(b.host, b.port, level=4 if i % 10 == 0 else 5, timeout=15)
+        name = "MQTT"
+        c.send(Connect(c.level, f"storm-{i}", True, 60, username="dev", password=b"pw",
+                       protocol_name=name))
+        clients.append(c)
+    answers = []
+    for c in clients:
+        try:
+            answers.append((c.level, c.expect(Connack, timeout=15)))
+        except (EOFError, TimeoutError) as exc:
+            answers.append((c.level, exc))
+        c.close()
+    silent = [a for _, a in answers if not isinstance(a, Connack)]
+    assert not silent, f"{len(silent)} clients got no CONNACK: {silent[:3]}"
+    v5 = [a for level, a in answers if level == 5]
+    v4 = [a for level, a in answers if level == 4]
+    assert {a.reason_code for a in v5} <= {0, 0x89} and {a.reason_code for a in v4} <= {0, 3}
+    reasons = [a.properties.reason_string or "" for a in v5 if a.reason_code == 0x89]
+    assert any("passwords.max_waiting" in r for r in reasons)
+    assert any("broker.connect_timeout" in r for r in reasons)
+    assert any(a.reason_code == 0 for a in v5)
+    log = b.log()
+    assert "no CONNECT in time" not in log
+    assert "authentication did not finish within broker.connect_timeout" in log
+    assert "logins are already waiting for a password check" in log
+
+
+def test_verified_credentials_skip_the_slow_check_until_reload(broker_factory, tmp_path):
+    """With one check slot and no waiting line, a client whose password was verified before
+    still gets in while the slot is busy (the keyed-hash cache); one never verified gets 0x89.
+    A reload empties the cache. bob's hash is an old, deliberately slow 64 MiB one: it still
+    verifies."""
+    import signal
+
+    pw = password_file(tmp_path / "pw", alice=argon2id(b"a-pw", 5, 7),
+                       carol=argon2id(b"c-pw", 5, 7), bob=argon2id(b"b-pw", 16, 64))
+    b = password_broker(broker_factory, pw, max_concurrent=1, max_waiting=0)
+
+    def login(user: str, password: bytes) -> RawClient:
+        c = RawClient(b.host, b.port, timeout=30)
+        c.send(Connect(5, f"{user}-{time.monotonic_ns()}", True, 60, username=user,
+                       password=password))
+        return c
+
+    def busy_slot_then(*who: tuple[str, bytes]) -> list[int]:
+        blocker = login("bob", b"b-pw")  # holds the only slot for a while
+        time.sleep(0.3)
+        codes = []
+        for user, password in who:
+            with login(user, password) as c:
+                codes.append(c.expect(Connack, timeout=30).reason_code)
+        with blocker:
+            assert blocker.expect(Connack, timeout=30).reason_code == 0
+        return codes
+
+    with login("alice", b"a-pw") as c:
+        assert c.expect(Connack).reason_code == 0
+    assert busy_slot_then(("alice", b"a-pw"), ("carol", b"c-pw"), ("alice", b"wrong")) == [
+        0, 0x89, 0x89]
+    b.process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "policy applied" not in b.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert busy_slot_then(("alice", b"a-pw")) == [0x89]

@@ -154,6 +154,10 @@ class ClaimsConfig:
     store_writes_per_second: float = 50.0
     store_burst: float = 200.0
     verify_batch: int = 64  # stored claims re-verified per event-loop turn after start-up
+    request_rate: float = 0.5  # claims information requests per second and client
+    request_burst: float = 5.0
+    request_page_claims: int = 50  # claims in one answer page (claims/info.py: "nextPage")
+    request_page_bytes: int = 64 * 1024  # and about this many bytes (at least one claim)
 
 
 @dataclass(frozen=True, slots=True)
@@ -519,6 +523,10 @@ def parse_claims(s: Section) -> ClaimsConfig:
         store_writes_per_second=writes,
         store_burst=store_burst,
         verify_batch=s.integer("verify_batch", d.verify_batch, 1, 1_000_000),
+        request_rate=s.number("request_rate", d.request_rate, 0.001, 1_000_000),
+        request_burst=s.number("request_burst", d.request_burst, 1, 1_000_000),
+        request_page_claims=s.integer("request_page_claims", d.request_page_claims, 1, 1_000_000),
+        request_page_bytes=s.integer("request_page_bytes", d.request_page_bytes, 1024, 1 << 28),
     )
 
 

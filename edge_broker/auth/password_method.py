@@ -76,7 +76,7 @@ class PasswordAuthenticator:
             ok = True
         else:
             try:
-                ok = await self._verify(entry or self._dummy, password)
+                ok = await self._verify(entry or self._dummy, password, entry is not None)
             except SlotsFull:
                 return Refused(
                     ReasonCode.SERVER_BUSY,
@@ -103,11 +103,15 @@ class PasswordAuthenticator:
         ))
 
 
-    async def _verify(self, entry: PasswordEntry, password: bytes) -> bool:
+    async def _verify(self, entry: PasswordEntry, password: bytes, known: bool) -> bool:
         """The slow check in a worker thread, inside the slots; its slot and memory are
         released when the thread is done, even if the client left (and this task was
         cancelled) meanwhile, so the bounds hold for the work actually running."""
         weight = await self.slots.acquire(hash_memory_kib(entry.hash))
+        if known and self.cache.verified(entry.username, password, entry.hash):
+            # verified while we waited (devices sharing one user reconnecting together)
+            self.slots.release(weight)
+            return True
         work = asyncio.get_running_loop().run_in_executor(None, verify_password, entry, password)
         try:
             return await asyncio.shield(work)

@@ -43,6 +43,11 @@ class ThrottleLimits:
     client_burst: float = 20.0
     store_writes_per_second: float = 50.0
     store_burst: float = 200.0
+    # claims information requests (info.py): per-client rate, and the size of one answer page
+    request_rate: float = 0.5
+    request_burst: float = 5.0
+    request_page_claims: int = 50
+    request_page_bytes: int = 64 * 1024
 
     def __post_init__(self) -> None:
         for name in (
@@ -53,6 +58,10 @@ class ThrottleLimits:
             "client_burst",
             "store_writes_per_second",
             "store_burst",
+            "request_rate",
+            "request_burst",
+            "request_page_claims",
+            "request_page_bytes",
         ):
             value = getattr(self, name)
             if not value > 0:
@@ -63,6 +72,7 @@ class ThrottleLimits:
         for rate, burst in (
             ("client_rate", "client_burst"),
             ("store_writes_per_second", "store_burst"),
+            ("request_rate", "request_burst"),
         ):
             if getattr(self, burst) < 1:
                 raise ClaimError(
@@ -195,3 +205,33 @@ class FloodGuard:
             < limits.client_burst
         }
         self._prune_at = max(_PRUNE_FLOOR, 2 * len(self._buckets))
+
+
+class ClientBuckets:
+    """One token bucket per client (claims information requests), pruned like FloodGuard's:
+    a full bucket is forgotten, so memory follows the clients active within ``burst / rate``."""
+
+    __slots__ = ("rate", "burst", "_buckets", "_prune_at")
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._buckets: dict[str, Bucket] = {}
+        self._prune_at = _PRUNE_FLOOR
+
+    def take(self, client: str, now: float) -> float | None:
+        """``None`` and one token taken, or the seconds until the next token."""
+        bucket = refill(self._buckets.get(client) or full_bucket(self.burst, now),
+                        self.rate, self.burst, now)
+        if bucket.tokens < 1:
+            self._buckets[client] = bucket
+            return (1 - bucket.tokens) / self.rate
+        self._buckets[client] = Bucket(bucket.tokens - 1, bucket.stamp)
+        if len(self._buckets) >= self._prune_at:
+            self._buckets = {c: b for c, b in self._buckets.items()
+                             if refill(b, self.rate, self.burst, now).tokens < self.burst}
+            self._prune_at = max(_PRUNE_FLOOR, 2 * len(self._buckets))
+        return None
+
+    def __len__(self) -> int:
+        return len(self._buckets)

@@ -154,10 +154,11 @@ class ClaimsConfig:
     store_writes_per_second: float = 50.0
     store_burst: float = 200.0
     verify_batch: int = 64  # stored claims re-verified per event-loop turn after start-up
-    request_rate: float = 0.5  # claims information requests per second and client
-    request_burst: float = 5.0
+    request_rate: float = 1.0  # claims information requests per second and client
+    request_burst: float = 10.0
     request_page_claims: int = 50  # claims in one answer page (claims/info.py: "nextPage")
     request_page_bytes: int = 64 * 1024  # and about this many bytes (at least one claim)
+    request_scan_rate: float = 10_000.0  # claims all requests may examine per second
 
 
 @dataclass(frozen=True, slots=True)
@@ -527,6 +528,7 @@ def parse_claims(s: Section) -> ClaimsConfig:
         request_burst=s.number("request_burst", d.request_burst, 1, 1_000_000),
         request_page_claims=s.integer("request_page_claims", d.request_page_claims, 1, 1_000_000),
         request_page_bytes=s.integer("request_page_bytes", d.request_page_bytes, 1024, 1 << 28),
+        request_scan_rate=s.number("request_scan_rate", d.request_scan_rate, 1, 1e9),
     )
 
 

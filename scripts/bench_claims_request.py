@@ -84,21 +84,26 @@ async def run(n: int, rounds: int, root: str) -> None:
                                           1, sign_restriction(key, r).to_json().encode())
             assert outcome.reason_code == 0, outcome
         size = len(payload)
-        me = Identity(client_id=requester, method="smoker", smoker_id=requester)
-        request = f"access/claims/{requester}/request"
-        response = f"restricted/{requester}/claims"
-        times = []
-        answer = b""
-        for _ in range(rounds):
-            started = time.perf_counter()
-            outcome, answer_or_none = service.claims_request(me, request, response)
-            times.append(time.perf_counter() - started)
-            answer = answer_or_none or b""
+        rows = []
+        stranger = smoker_id(SigningKey.generate().verify_key)  # named in no claim: a full scan
+        for who, label in ((requester, "named in every claim"), (stranger, "named in none")):
+            me = Identity(client_id=who, method="smoker", smoker_id=who)
+            request = f"access/claims/{who}/request"
+            response = f"restricted/{who}/claims"
+            times = []
+            answer = b""
+            for _ in range(rounds):
+                started = time.perf_counter()
+                _outcome, answer_or_none = service.claims_request(me, request, response)
+                times.append(time.perf_counter() - started)
+                answer = answer_or_none or b""
+            rows.append(f"| {n} | {size} B | {label} | {statistics.median(times) * 1000:.1f} ms "
+                        f"| {len(answer):,} |")
         await store.aclose()
     print(f"broker: {root}")
-    print(f"| claims | claim size | request time (median of {rounds}) | answer bytes |")
-    print("|---|---|---|---|")
-    print(f"| {n} | {size} B | {statistics.median(times) * 1000:.1f} ms | {len(answer):,} |")
+    print(f"| claims | claim size | requester | request time (median of {rounds}) | answer bytes |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
 
 
 def _perms(payload: bytes) -> tuple:  # type: ignore[type-arg]

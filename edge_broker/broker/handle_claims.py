@@ -55,8 +55,8 @@ async def _answer(
         may_receive=lambda t: session is not None and t in session.subscriptions,
     )
     code = ReasonCode.SUCCESS if outcome.reason_code is None else outcome.reason_code
-    if code == ReasonCode.QUOTA_EXCEEDED and topic.startswith("access/claims/"):
-        conn.broker.limit_hits.hit("claims.request_rate",
+    if outcome.limit is not None:
+        conn.broker.limit_hits.hit(outcome.limit,
                                    f"claims request by {conn.client_id} refused: "
                                    f"{outcome.reason_string}", conn.client_id)
     log.info(f"{topic} by {conn.client_id}: 0x{code:02X} {outcome.reason_string or ''}".rstrip(),

@@ -37,6 +37,7 @@ class InfoRequestOutcome:
     reason_code: ReasonCode
     reason_string: str | None
     response_topic: str | None = None
+    limit: str | None = None  # the config key of the bound that refused the request
 
 
 def check_claims_request(

@@ -87,6 +87,7 @@ def throttle_limits(claims: ClaimsConfig) -> ThrottleLimits:
         request_burst=claims.request_burst,
         request_page_claims=claims.request_page_claims,
         request_page_bytes=claims.request_page_bytes,
+        request_scan_rate=claims.request_scan_rate,
     )
 
 

@@ -103,6 +103,7 @@ class ClaimService:
         "_tasks",
         "_pending",
         "requests",
+        "request_scans",
     )
 
     def __init__(
@@ -119,7 +120,9 @@ class ClaimService:
         self._clock = clock
         self._wall_clock = wall_clock
         self.guard = FloodGuard(limits or ThrottleLimits(), now=clock())
-        self.requests = ClientBuckets(self.guard.limits.request_rate, self.guard.limits.request_burst)
+        limits = self.guard.limits
+        self.requests = ClientBuckets(limits.request_rate, limits.request_burst)
+        self.request_scans = ClientBuckets(limits.request_scan_rate, limits.request_scan_rate)
         self.generation = 0  # bumped on every change: decision caches key on it
         self._index: dict[str, dict[str, ClaimRecord | _Pending]] = {}
         self._owned: dict[tuple[str, str], set[str]] = {}
@@ -329,13 +332,20 @@ class ClaimService:
             return InfoRequestOutcome(
                 ReasonCode.QUOTA_EXCEEDED,
                 f"claims requests over {limits.request_rate:g}/s (burst {limits.request_burst:g}, "
-                f"claims.request_rate); retry in {wait:.1f} s"), None
+                f"claims.request_rate); retry in {wait:.1f} s", limit="claims.request_rate"), None
         cursor = parse_page_request(payload)
         if isinstance(cursor, str):
             return InfoRequestOutcome(ReasonCode.PAYLOAD_FORMAT_INVALID, cursor), None
         me, tenant = identity.smoker_id, identity.tenant
-        self.verify_all()
         table = self._index.get(tenant, _EMPTY)
+        wait = self.request_scans.take("*", self._clock(), len(table))
+        if wait is not None:
+            return InfoRequestOutcome(
+                ReasonCode.QUOTA_EXCEEDED,
+                f"the broker is answering too many claims requests "
+                f"(claims.request_scan_rate); retry in {wait:.1f} s",
+                limit="claims.request_scan_rate"), None
+        self.verify_all()
         after_owned = cursor.topic if cursor is not None and cursor.section == OWNED else None
         skip_owned = cursor is not None and cursor.section == INVOLVED
         owned_topics = () if skip_owned else sorted(

@@ -44,6 +44,7 @@ class SystemPublishOutcome:
     reason_code: ReasonCode | None
     reason_string: str | None
     response: tuple[str, bytes] | None = None
+    limit: str | None = None  # the config key of a bound that refused it (counted, logged)
 
 
 async def handle_system_publish(
@@ -71,7 +72,8 @@ async def handle_system_publish(
         response = None
         if answer is not None and outcome.response_topic is not None:
             response = (outcome.response_topic, answer)
-        return SystemPublishOutcome(outcome.reason_code, outcome.reason_string, response)
+        return SystemPublishOutcome(outcome.reason_code, outcome.reason_string, response,
+                                    outcome.limit)
     raise ValueError(f"{shown(topic)} is not a SMOKER system topic")
 
 

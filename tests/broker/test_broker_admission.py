@@ -79,6 +79,11 @@ def test_too_many_connect_user_properties_refused(broker_factory, tmp_path):
     with RawClient(b.host, b.port) as c:  # at the limit: the SMOKER exchange starts
         c.send_raw(smoker_connect(8))
         assert c.expect(Auth).reason_code == 0x18
+    with RawClient(b.host, b.port) as c:  # the refusal is counted in $SYS
+        assert c.connect("sys-reader").reason_code == 0
+        c.subscribe("$SYS/broker/limits/#")
+        got = {p.topic: p.payload for p in c.publishes(5.0)}
+        assert got["$SYS/broker/limits/limits_max_connect_user_properties/hits"] == b"1"
 
 
 def test_bytes_pipelined_before_authentication_are_bounded(broker_factory, tmp_path):

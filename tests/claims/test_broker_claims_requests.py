@@ -86,6 +86,9 @@ async def test_answers_come_in_pages_that_chain_with_next_page(tmp_path: Path) -
         assert pages == [(owned[:2], []), (owned[2:], involved[:1]), ([], involved[1:])]
         code, reason, _ = await ask(other, b'{"after": "somewhere:else"}')
         assert code == ReasonCode.PAYLOAD_FORMAT_INVALID and "cursor" in (reason or "")
+        merged = await other.request_claims(5)  # the host client follows every page
+        assert "nextPage" not in merged
+        assert topics(merged, "ownedClaims") == owned and topics(merged, "involvedClaims") == involved
 
 
 async def test_a_page_is_bounded_in_bytes(tmp_path: Path) -> None:

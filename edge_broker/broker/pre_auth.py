@@ -36,6 +36,8 @@ def connect_timed_out(conn: Connection, timeout: float) -> None:
     password-check slot) gets CONNACK 0x89 Server busy (3.x: 0x03), not a silent close; a client
     that never answered the enhanced-authentication challenge is dropped (SMOKER.md step 5).
     """
+    if conn.closing:
+        return  # already on its way out (a taken-over session's old connection flushing)
     limit = "broker.connect_timeout"
     hits = conn.broker.limit_hits
     if conn.state == AWAIT_CONNECT:

@@ -38,6 +38,7 @@ from ..mqtt.packets import (
 from ..mqtt.reason_codes import ReasonCode
 from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Connection, Handler
 from .delivery import Delivery
+from .fd_budget import accept_error_handler, connection_cap, raise_soft_limit
 from .handle_connect import (
     handle_auth_continue,
     handle_before_connect,
@@ -96,6 +97,7 @@ class Broker:
         self.separator = config.topics.separator
         self.stats = BrokerStats()
         self.limit_hits = LimitHits()  # issue 16: counter + rate-limited log per bound
+        self._connection_cap = connection_cap(config.limits.max_connections)
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.audit: AuditLog | None = open_audit_log(config.audit)
@@ -156,6 +158,9 @@ class Broker:
             # generations so later collections do not walk it (a full collection over a 100k-record
             # index stalls the loop for seconds; store/gcpause.py).
             gc.freeze()
+        raise_soft_limit(self.config.limits.max_connections)
+        self._connection_cap = connection_cap(self.config.limits.max_connections)
+        asyncio.get_running_loop().set_exception_handler(accept_error_handler(self.limit_hits))
         for listener in self.config.listeners:
             server = await start_listener(listener, self._factory(listener))
             self.servers.append(server)
@@ -274,10 +279,12 @@ class Broker:
     def connection_opened(self, conn: Connection) -> None:
         self.connections.add(conn)
         self.stats.connections_total += 1
-        if len(self.connections) > self.config.limits.max_connections + 64:
-            # Far over the limit: do not even read a CONNECT (half-open floods).
+        if len(self.connections) > self._connection_cap:
+            # Far over the limit: do not even read a CONNECT (half-open floods), and never let
+            # connections use up the file descriptors (broker/fd_budget.py).
             reason = (f"{len(self.connections)} connections open, limits.max_connections is "
-                      f"{self.config.limits.max_connections} (+64 before CONNECT)")
+                      f"{self.config.limits.max_connections} (+64 before CONNECT, and at most "
+                      f"{self._connection_cap} within RLIMIT_NOFILE)")
             self.limit_hits.hit("limits.max_connections", f"connection closed at accept: {reason}")
             conn.close(None, reason)
 
@@ -474,6 +481,7 @@ class Broker:
 
     def tick(self, now: float) -> None:
         timeout = self.config.broker.connect_timeout
+        self._connection_cap = connection_cap(self.config.limits.max_connections)
         for conn in list(self.connections):
             if conn.state == CONNECTED:
                 if conn.keep_alive and now - conn.last_rx > conn.keep_alive * 1.5:

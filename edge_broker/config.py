@@ -119,6 +119,9 @@ class LimitsConfig:
     connect_burst: int = 400
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
     write_buffer_low: int = 64 * 1024
+    # Before authentication (issue 16): what a client that has proved nothing may make us hold.
+    max_connect_packet_size: int = 16_384  # bytes of CONNECT (and of anything sent before CONNACK)
+    max_connect_user_properties: int = 32  # user properties in CONNECT + will (decoded ~12x bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +157,11 @@ class ClaimsConfig:
     store_writes_per_second: float = 50.0
     store_burst: float = 200.0
     verify_batch: int = 64  # stored claims re-verified per event-loop turn after start-up
+    request_rate: float = 1.0  # claims information requests per second and client
+    request_burst: float = 10.0
+    request_page_claims: int = 50  # claims in one answer page (claims/info.py: "nextPage")
+    request_page_bytes: int = 64 * 1024  # and about this many bytes (at least one claim)
+    request_scan_rate: float = 10_000.0  # claims all requests may examine per second
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +208,10 @@ class PasswordsConfig:
     """``[passwords]``: the argon2id password file of the ``password`` method."""
 
     file: str | None = None
-    max_concurrent: int = 2  # argon2id checks at once (64 MiB each)
+    max_concurrent: int = 2  # argon2id checks at once
+    max_hash_memory: int = 64 * 1024 * 1024  # bytes all running checks may allocate (m= of each)
+    max_waiting: int = 1000  # CONNECTs waiting for a check; beyond: CONNACK 0x89 Server busy
+    cache_entries: int = 10_000  # verified credentials kept as keyed hashes (0: no cache)
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,6 +461,10 @@ def parse_limits(s: Section) -> LimitsConfig:
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
         write_buffer_low=s.integer("write_buffer_low", d.write_buffer_low, 0, 1 << 30),
+        max_connect_packet_size=s.integer(
+            "max_connect_packet_size", d.max_connect_packet_size, 64, 268_435_455),
+        max_connect_user_properties=s.integer(
+            "max_connect_user_properties", d.max_connect_user_properties, 0, 1_000_000),
     )
     if limits.write_buffer_low > limits.write_buffer_high:
         s.problem("write_buffer_low", "must not exceed write_buffer_high: lower it")
@@ -514,6 +529,11 @@ def parse_claims(s: Section) -> ClaimsConfig:
         store_writes_per_second=writes,
         store_burst=store_burst,
         verify_batch=s.integer("verify_batch", d.verify_batch, 1, 1_000_000),
+        request_rate=s.number("request_rate", d.request_rate, 0.001, 1_000_000),
+        request_burst=s.number("request_burst", d.request_burst, 1, 1_000_000),
+        request_page_claims=s.integer("request_page_claims", d.request_page_claims, 1, 1_000_000),
+        request_page_bytes=s.integer("request_page_bytes", d.request_page_bytes, 1024, 1 << 28),
+        request_scan_rate=s.number("request_scan_rate", d.request_scan_rate, 1, 1e9),
     )
 
 
@@ -583,7 +603,14 @@ def parse_passwords(s: Section) -> PasswordsConfig:
             load_password_file(file)
         except PasswordFileError as exc:
             s.problem("file", str(exc))
-    return PasswordsConfig(file=file, max_concurrent=s.integer("max_concurrent", 2, 1, 64))
+    d = PasswordsConfig()
+    return PasswordsConfig(
+        file=file,
+        max_concurrent=s.integer("max_concurrent", d.max_concurrent, 1, 64),
+        max_hash_memory=s.integer("max_hash_memory", d.max_hash_memory, 1 << 20, 1 << 40),
+        max_waiting=s.integer("max_waiting", d.max_waiting, 0, 1_000_000),
+        cache_entries=s.integer("cache_entries", d.cache_entries, 0, 10_000_000),
+    )
 
 
 SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {

@@ -238,22 +238,35 @@ class SmokerClient:
         return ack if ack is not None else Ack(ReasonCode.SUCCESS)
 
     async def request_claims(self, timeout: float | None = None) -> dict[str, Any]:
-        """The claim information of SMOKER.md (subscribes to the response topic first)."""
+        """The claim information of SMOKER.md (subscribes to the response topic first), every
+        page of it: edge-broker answers in pages chained by ``nextPage`` (claims/info.py)."""
         response = claims_response_topic(self.client_id)
         await self.subscribe(response, qos=1)
-        ack = await self.publish(
-            claims_request_topic(self.client_id),
-            b"",
-            qos=1,
-            properties=Properties(response_topic=response),
-        )
-        if ack is not None and not ack.ok:
-            raise SmokerClientError(ack.reason_code, ack.reason_string or "claims request refused")
+        merged: dict[str, Any] | None = None
+        payload = b""
         while True:
-            message = await self.next_message(timeout)
-            if message.topic == response:
-                body: dict[str, Any] = json.loads(message.payload)
-                return body
+            ack = await self.publish(
+                claims_request_topic(self.client_id),
+                payload,
+                qos=1,
+                properties=Properties(response_topic=response),
+            )
+            if ack is not None and not ack.ok:
+                raise SmokerClientError(ack.reason_code, ack.reason_string or "claims request refused")
+            while True:
+                message = await self.next_message(timeout)
+                if message.topic == response:
+                    break
+            body: dict[str, Any] = json.loads(message.payload)
+            cursor = body.pop("nextPage", None)
+            if merged is None:
+                merged = body
+            else:
+                merged["ownedClaims"] += body["ownedClaims"]
+                merged["involvedClaims"] += body["involvedClaims"]
+            if cursor is None:
+                return merged
+            payload = json.dumps({"after": cursor}).encode()
 
     # -- MQTT -------------------------------------------------------------------------------------
 

@@ -87,6 +87,7 @@ class Accepted:
 class Refused:
     reason_code: ReasonCode
     reason: str
+    limit: str | None = None  # the config key of the bound that refused (counted and logged)
 
 
 @dataclass(frozen=True, slots=True)

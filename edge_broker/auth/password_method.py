@@ -17,8 +17,12 @@ An entry with ``clientids`` (globs) binds the client identifier: any other is re
 CONNACK 0x85 (3.x: 0x02) and a Reason String, checked after the password so that the answer
 tells a stranger nothing; ``${clientid}`` in its permissions is then a verified identifier.
 
-argon2id is deliberately slow (tens of ms here, more on a Pi): verification runs in a worker
-thread, at most ``[passwords] max_concurrent`` at a time, so the event loop keeps serving.
+argon2id is deliberately slow (tens of ms here, more on a Pi) and allocates its memory cost
+for each check: verification runs in a worker thread, bounded by ``[passwords]
+max_concurrent`` checks and ``max_hash_memory`` bytes at once, with at most ``max_waiting``
+clients waiting (beyond: CONNACK 0x89 Server busy, auth/hash_slots.py). A client whose exact
+password was verified before against the current entry skips the slow check (an in-memory
+keyed-hash cache, auth/credential_cache.py; ``cache_entries``, 0 turns it off).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from typing import TYPE_CHECKING
 
 from ..mqtt.reason_codes import ReasonCode
 from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
+from .credential_cache import CredentialCache
+from .hash_slots import HashSlots, SlotsFull, hash_memory_kib
 from .identity import Identity
 from .password import PasswordEntry, hash_password, load_password_file, verify_password
 
@@ -40,11 +46,13 @@ _BAD = "bad user name or password"
 
 
 class PasswordAuthenticator:
-    __slots__ = ("entries", "_limit", "_defer_jwt", "_dummy")
+    __slots__ = ("entries", "slots", "cache", "_defer_jwt", "_dummy")
 
-    def __init__(self, entries: dict[str, PasswordEntry], max_concurrent: int, defer_jwt: bool) -> None:
+    def __init__(self, entries: dict[str, PasswordEntry], slots: HashSlots, cache: CredentialCache,
+                 defer_jwt: bool) -> None:
         self.entries = entries
-        self._limit = asyncio.Semaphore(max_concurrent)
+        self.slots = slots
+        self.cache = cache
         self._defer_jwt = defer_jwt
         # unknown users are checked against this, so they cost the same time as known ones
         self._dummy = PasswordEntry("", hash_password("edge-broker-unknown-user"))
@@ -70,8 +78,19 @@ class PasswordAuthenticator:
         username = connect.username or ""
         entry = self.entries.get(username)
         password = connect.password or b""
-        async with self._limit:
-            ok = await asyncio.to_thread(verify_password, entry or self._dummy, password)
+        if entry is not None and password and self.cache.verified(username, password, entry.hash):
+            ok = True
+        else:
+            try:
+                ok = await self._verify(entry or self._dummy, password, entry is not None)
+            except SlotsFull:
+                return Refused(
+                    ReasonCode.SERVER_BUSY,
+                    f"{self.slots.max_waiting} logins are already waiting for a password check "
+                    "(passwords.max_waiting): connect again in a few seconds",
+                    limit="passwords.max_waiting")
+            if ok and entry is not None and password:
+                self.cache.remember(username, password, entry.hash)
         if entry is None or not ok or not password:
             return Refused(ReasonCode.BAD_USER_NAME_OR_PASSWORD, _BAD)
         if not entry.allows_client_id(connect.client_id):  # issue 15 item 8: bound client ids
@@ -100,10 +119,33 @@ class PasswordAuthenticator:
         ))
 
 
+    async def _verify(self, entry: PasswordEntry, password: bytes, known: bool) -> bool:
+        """The slow check in a worker thread, inside the slots; its slot and memory are
+        released when the thread is done, even if the client left (and this task was
+        cancelled) meanwhile, so the bounds hold for the work actually running."""
+        weight = await self.slots.acquire(hash_memory_kib(entry.hash))
+        if known and self.cache.verified(entry.username, password, entry.hash):
+            # verified while we waited (devices sharing one user reconnecting together)
+            self.slots.release(weight)
+            return True
+        work = asyncio.get_running_loop().run_in_executor(None, verify_password, entry, password)
+        try:
+            return await asyncio.shield(work)
+        finally:
+            if work.done():
+                self.slots.release(weight)
+            else:
+                work.add_done_callback(lambda _: self.slots.release(weight))
+
+
 def build(listener: ListenerConfig, config: Config) -> PasswordAuthenticator:
+    """One authenticator per listener, rebuilt on reload (so the credential cache starts empty
+    whenever the password file may have changed)."""
     passwords = config.passwords
     if passwords.file is None:
         raise ValueError("the password method needs [passwords] file")
-    return PasswordAuthenticator(
-        load_password_file(passwords.file), passwords.max_concurrent, "token" in listener.auth_methods
-    )
+    slots = HashSlots(passwords.max_concurrent, passwords.max_hash_memory // 1024,
+                      passwords.max_waiting)
+    return PasswordAuthenticator(load_password_file(passwords.file), slots,
+                                 CredentialCache(passwords.cache_entries),
+                                 "token" in listener.auth_methods)

@@ -63,7 +63,14 @@ class Connection(asyncio.Protocol):
         self.listener = listener
         self.transport: Any = None
         self.info = ConnectionInfo(listener.name, listener.transport)
-        self.reader = PacketReader(side="server", max_packet_size=broker.config.limits.max_packet_size)
+        limits = broker.config.limits
+        # Until CONNACK the client has proved nothing: a CONNECT (and whatever it pipelines after
+        # it) is bounded by the small pre-authentication limit; handle_connect raises the
+        # reader's limit to max_packet_size on success (issue 16).
+        self.pre_auth_bytes = 0
+        self.reader = PacketReader(
+            side="server",
+            max_packet_size=min(limits.max_connect_packet_size, limits.max_packet_size))
         self.state = AWAIT_CONNECT
         self.handlers: dict[type, Handler] = broker.handlers_before_connect
         self.level = 4
@@ -87,6 +94,7 @@ class Connection(asyncio.Protocol):
         self.out: list[bytes] = []
         self.paused = False
         self.backlog: deque[Packet] | None = None
+        self.pending: asyncio.Task[None] | None = None  # the handler awaited (authentication ...)
         self.closing = False
         self.disconnect_reason: str = "connection lost"
         self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
@@ -105,6 +113,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_rx = time.monotonic()
         self.broker.stats.bytes_received += len(data)
+        over_budget = self.state != CONNECTED and self.pre_auth_exceeded(len(data))
         try:
             packets = self.reader.feed(data)
         except ProtocolError as exc:
@@ -113,6 +122,9 @@ class Connection(asyncio.Protocol):
                 self.process(list(before))
             self.protocol_error(exc)
             return
+        if over_budget:
+            self.refuse_pre_auth(packets)
+            return
         if not packets:
             return
         if self.backlog is not None:
@@ -120,7 +132,40 @@ class Connection(asyncio.Protocol):
             return
         self.process(packets)
 
+    def pre_auth_exceeded(self, size: int) -> bool:
+        """Count bytes received before CONNACK; past twice the pre-authentication budget (one
+        CONNECT plus as much pipelined after it) the client is refused (issue 16). Reading
+        pauses while authentication runs, so this bounds the one read that may come first."""
+        self.pre_auth_bytes += size
+        return self.pre_auth_bytes > 2 * self.broker.config.limits.max_connect_packet_size
+
+    def refuse_pre_auth(self, packets: list[Packet]) -> None:
+        """Over the pre-authentication byte budget: CONNACK 0x97 in the client's format when
+        its CONNECT is known (``packets`` is what the last read decoded; nothing is kept)."""
+        if self.closing:
+            return
+        limit = self.broker.config.limits.max_connect_packet_size
+        reason = (f"more than {2 * limit} bytes sent before the CONNACK "
+                  f"(limits.max_connect_packet_size = {limit})")
+        first = packets[0] if packets else None
+        if self.state == AWAIT_CONNECT and isinstance(first, Connect):
+            self.level = first.protocol_level
+            self.v5 = self.level == 5
+            self.client_id = first.client_id
+            self.state = CONNECTING
+        self.broker.limit_hits.hit("limits.max_connect_packet_size",
+                                   f"connection refused before authentication: {reason}",
+                                   self.client_id)
+        if self.state == AWAIT_CONNECT:
+            self.close(None, reason)  # no CONNECT decoded: no protocol level to answer in
+        else:
+            self.refuse_connect(ReasonCode.QUOTA_EXCEEDED, reason)
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.state == CONNECTING and self.pending is not None:
+            # Nobody is left to answer: stop waiting for an authentication slot (a login storm's
+            # gone clients must not take the slow password checks from those still waiting).
+            self.pending.cancel()
         if self.state != CLOSED:
             self.state = CLOSED
             self.closing = True
@@ -146,10 +191,16 @@ class Connection(asyncio.Protocol):
             if pending is not None:
                 self.backlog = deque(packets[i + 1 :])
                 self.transport.pause_reading()
-                asyncio.get_running_loop().create_task(self._resume_after(pending))
+                self.pending = asyncio.get_running_loop().create_task(self._resume_after(pending))
                 return
 
     async def _resume_after(self, pending: Awaitable[None]) -> None:
+        try:
+            await self._resume_loop(pending)
+        finally:
+            self.pending = None
+
+    async def _resume_loop(self, pending: Awaitable[None]) -> None:
         while True:
             try:
                 await pending
@@ -277,6 +328,13 @@ class Connection(asyncio.Protocol):
     def protocol_error(self, exc: ProtocolError) -> None:
         """A codec or protocol violation: MQTT 5 gets CONNACK/DISCONNECT with the code; close."""
         code = int(exc.reason_code)
+        if code == ReasonCode.PACKET_TOO_LARGE and self.state != CONNECTED:
+            limit = self.broker.config.limits.max_connect_packet_size
+            exc = ProtocolError(code, f"{exc.message}: limits.max_connect_packet_size is {limit} "
+                                f"bytes before authentication",
+                                protocol_level=exc.protocol_level)
+            self.broker.limit_hits.hit("limits.max_connect_packet_size",
+                                       f"connection refused before authentication: {exc.message}")
         log.warning(
             "protocol error",
             extra={"event": "protocol_error", "client_id": self.client_id,
@@ -284,6 +342,9 @@ class Connection(asyncio.Protocol):
                    "remote": _addr(self.info.remote_address)},
         )
         self.broker.stats.protocol_errors += 1
+        if code == ReasonCode.PACKET_TOO_LARGE and self.state in (CONNECTING, AUTHENTICATING):
+            self.refuse_connect(code, exc.message)  # the CONNECT is known: answer in its format
+            return
         if self.state == AWAIT_CONNECT:
             level = getattr(exc, "protocol_level", None) or self.reader.protocol_level
             if code == ReasonCode.UNSUPPORTED_PROTOCOL_VERSION:

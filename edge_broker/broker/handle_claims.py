@@ -6,7 +6,8 @@ are never routed. The answer is the PUBACK (QoS 1) or PUBREC (QoS 2) reason code
 table with a Reason String when the client allows problem information; 0x00 is sent only once the
 claim is durable (the store's group commit). QoS 0 claims and unclaims are logged and not
 processed. A claims request is answered on its Response Topic at QoS 1 when the requester is
-subscribed to exactly that topic.
+subscribed to exactly that topic, checked before the answer is built (claims/info.py: rate
+limit, one page per answer).
 
 Non-SMOKER clients never get here: gate 2 of the policy refuses their publishes to these topics.
 The connection waits for the answer before it reads the client's next packet (packet order).
@@ -49,10 +50,16 @@ async def _answer(
 ) -> None:
     identity = conn.identity
     assert identity is not None
+    session = conn.session
     outcome = await handle_system_publish(
-        claims.service, identity, topic, packet.qos, packet.payload, props.response_topic
+        claims.service, identity, topic, packet.qos, packet.payload, props.response_topic,
+        may_receive=lambda t: session is not None and t in session.subscriptions,
     )
     code = ReasonCode.SUCCESS if outcome.reason_code is None else outcome.reason_code
+    if outcome.limit is not None:
+        conn.broker.limit_hits.hit(outcome.limit,
+                                   f"claims request by {conn.client_id} refused: "
+                                   f"{outcome.reason_string}", conn.client_id)
     log.info(f"{topic} by {conn.client_id}: 0x{code:02X} {outcome.reason_string or ''}".rstrip(),
              extra={"event": "claim", "client_id": conn.client_id, "tenant": identity.tenant,
                     "topic": topic, "reason_code": int(code), "reason": outcome.reason_string})

@@ -22,6 +22,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .connection import AUTHENTICATING, CONNECTED, CONNECTING, Connection
 from .outcomes import will_denied
 from .pattern_subscriptions import listener_identity
+from .pre_auth import user_properties_refusal
 from .session import NEVER_EXPIRES
 from .token_expiry import (
     after_reauthentication,
@@ -43,6 +44,13 @@ def handle_connect(conn: Connection, packet: Connect) -> Awaitable[None] | None:
     conn.connect_packet = packet
     if conn.v5:
         conn.problem_information = packet.properties.request_problem_information != 0
+    too_many = user_properties_refusal(packet, conn.broker.config.limits)
+    if too_many is not None:  # refused before anything keeps the decoded properties
+        conn.connect_packet = None
+        conn.broker.limit_hits.hit("limits.max_connect_user_properties",
+                                   f"CONNECT refused: {too_many}", packet.client_id)
+        conn.refuse_connect(ReasonCode.QUOTA_EXCEEDED, too_many)
+        return None
     return _connect(conn, packet)
 
 
@@ -86,6 +94,9 @@ async def _after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutco
     if conn.closing:
         return
     if isinstance(outcome, Refused):
+        if outcome.limit is not None:
+            conn.broker.limit_hits.hit(outcome.limit, f"CONNECT refused: {outcome.reason}",
+                                       conn.client_id)
         conn.refuse_connect(outcome.reason_code, outcome.reason)
         return
     method = request.connect.properties.authentication_method
@@ -230,6 +241,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
         props = replace(props, server_keep_alive=keep_alive)
     conn.keep_alive = keep_alive if conn.v5 else connect.keep_alive
     conn.state = CONNECTED
+    conn.reader.max_packet_size = broker.config.limits.max_packet_size  # past pre-auth bound
     conn.handlers = broker.handlers_connected
     conn.send_packet(Connack(present, ReasonCode.SUCCESS, props))
     schedule_token_expiry(conn)

@@ -38,6 +38,7 @@ from ..mqtt.packets import (
 from ..mqtt.reason_codes import ReasonCode
 from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Connection, Handler
 from .delivery import Delivery
+from .fd_budget import accept_error_handler, connection_cap, raise_soft_limit
 from .handle_connect import (
     handle_auth_continue,
     handle_before_connect,
@@ -57,9 +58,11 @@ from .handle_publish import (
 )
 from .handle_subscribe import handle_subscribe, handle_unsubscribe
 from .interfaces import InterfaceMap
+from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
 from .message import make_message
 from .policy import Policy, build_pipeline, open_audit_log
+from .pre_auth import connect_timed_out
 from .retained import RetainedStore
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
@@ -93,6 +96,8 @@ class Broker:
         self._retained_factory = retained_factory
         self.separator = config.topics.separator
         self.stats = BrokerStats()
+        self.limit_hits = LimitHits()  # issue 16: counter + rate-limited log per bound
+        self._connection_cap = connection_cap(config.limits.max_connections)
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.audit: AuditLog | None = open_audit_log(config.audit)
@@ -153,6 +158,9 @@ class Broker:
             # generations so later collections do not walk it (a full collection over a 100k-record
             # index stalls the loop for seconds; store/gcpause.py).
             gc.freeze()
+        raise_soft_limit(self.config.limits.max_connections)
+        self._connection_cap = connection_cap(self.config.limits.max_connections)
+        asyncio.get_running_loop().set_exception_handler(accept_error_handler(self.limit_hits))
         for listener in self.config.listeners:
             server = await start_listener(listener, self._factory(listener))
             self.servers.append(server)
@@ -271,23 +279,30 @@ class Broker:
     def connection_opened(self, conn: Connection) -> None:
         self.connections.add(conn)
         self.stats.connections_total += 1
-        if len(self.connections) > self.config.limits.max_connections + 64:
-            # Far over the limit: do not even read a CONNECT (half-open floods).
-            conn.close(None, "too many connections")
+        if len(self.connections) > self._connection_cap:
+            # Far over the limit: do not even read a CONNECT (half-open floods), and never let
+            # connections use up the file descriptors (broker/fd_budget.py).
+            reason = (f"{len(self.connections)} connections open, limits.max_connections is "
+                      f"{self.config.limits.max_connections} (+64 before CONNECT, and at most "
+                      f"{self._connection_cap} within RLIMIT_NOFILE)")
+            self.limit_hits.hit("limits.max_connections", f"connection closed at accept: {reason}")
+            conn.close(None, reason)
 
     def admit(self, conn: Connection) -> tuple[int, str] | None:
         """Connection limit and connect rate (token bucket), checked at CONNECT."""
         limits = self.config.limits
         if self.stats.clients_connected >= limits.max_connections:
-            return (ReasonCode.QUOTA_EXCEEDED,
-                    f"the broker already has {limits.max_connections} clients (limits.max_connections)")
+            reason = f"the broker already has {limits.max_connections} clients (limits.max_connections)"
+            self.limit_hits.hit("limits.max_connections", f"CONNECT refused: {reason}", conn.client_id)
+            return (ReasonCode.QUOTA_EXCEEDED, reason)
         now = time.monotonic()
         self._rate_tokens = min(float(limits.connect_burst),
                                 self._rate_tokens + (now - self._rate_at) * limits.connect_rate)
         self._rate_at = now
         if self._rate_tokens < 1.0:
-            return (ReasonCode.CONNECTION_RATE_EXCEEDED,
-                    "too many connections per second (limits.connect_rate)")
+            reason = "too many connections per second (limits.connect_rate)"
+            self.limit_hits.hit("limits.connect_rate", f"CONNECT refused: {reason}", conn.client_id)
+            return (ReasonCode.CONNECTION_RATE_EXCEEDED, reason)
         self._rate_tokens -= 1.0
         return None
 
@@ -466,13 +481,14 @@ class Broker:
 
     def tick(self, now: float) -> None:
         timeout = self.config.broker.connect_timeout
+        self._connection_cap = connection_cap(self.config.limits.max_connections)
         for conn in list(self.connections):
             if conn.state == CONNECTED:
                 if conn.keep_alive and now - conn.last_rx > conn.keep_alive * 1.5:
                     conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
             elif conn.state in (AWAIT_CONNECT, CONNECTING, AUTHENTICATING) and (
                     now - conn.created > timeout):
-                conn.close(None, "no CONNECT in time")
+                connect_timed_out(conn, timeout)
         for session in list(self._wills):
             if session.will_at is not None and session.will_at <= now and session.will:
                 will, session.will, session.will_at = session.will, None, None

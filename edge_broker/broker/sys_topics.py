@@ -37,6 +37,9 @@ def sys_values(broker: Broker) -> dict[str, str]:
         "subscriptions/count": str(subscriptions),
         "retained messages/count": str(retained),
         **store_values(broker),
+        # "limits.max_waiting" → one level "limits_max_waiting" whatever the topic separator
+        **{f"limits/{key.replace('.', '_')}/hits": str(n)
+           for key, n in broker.limit_hits.counts.items()},
     }
 
 

@@ -93,8 +93,23 @@ class WebSocketProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        # Counted by max_connections and timed by connect_timeout from TCP accept, exactly like
+        # a TCP connection (issue 16): a socket that never finishes the HTTP upgrade is a
+        # connection that never sends CONNECT.
+        self.mqtt.connection_made(self.inner)
 
     def data_received(self, data: bytes) -> None:
+        if not self.opened:
+            # The upgrade request is part of the pre-authentication budget: a handshake that
+            # grows past it is refused, not buffered (websockets would take ~1 MB of headers).
+            if self.mqtt.pre_auth_exceeded(len(data)):
+                limit = self.broker.config.limits.max_connect_packet_size
+                self.broker.limit_hits.hit(
+                    "limits.max_connect_packet_size",
+                    f"WebSocket upgrade request longer than {2 * limit} bytes refused "
+                    f"(limits.max_connect_packet_size = {limit})")
+                self.mqtt.close(None, "WebSocket upgrade request too large")
+                return
         self.ws.receive_data(data)
         for event in self.ws.events_received():
             if isinstance(event, Request):
@@ -122,8 +137,6 @@ class WebSocketProtocol(asyncio.Protocol):
             self.close()
             return
         self.opened = True
-        assert self.transport is not None
-        self.mqtt.connection_made(self.inner)
 
     def pump(self) -> None:
         transport = self.transport
@@ -150,8 +163,7 @@ class WebSocketProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.opened:
-            self.mqtt.connection_lost(exc)
+        self.mqtt.connection_lost(exc)
 
     def pause_writing(self) -> None:
         self.mqtt.pause_writing()

@@ -83,6 +83,11 @@ def throttle_limits(claims: ClaimsConfig) -> ThrottleLimits:
         client_burst=claims.client_burst,
         store_writes_per_second=claims.store_writes_per_second,
         store_burst=claims.store_burst,
+        request_rate=claims.request_rate,
+        request_burst=claims.request_burst,
+        request_page_claims=claims.request_page_claims,
+        request_page_bytes=claims.request_page_bytes,
+        request_scan_rate=claims.request_scan_rate,
     )
 
 

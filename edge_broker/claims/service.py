@@ -33,10 +33,18 @@ from ..store import StoreError
 from .access import AccessResult, ClaimRecord, Quarantined, decide
 from .errors import ClaimError
 from .evaluate import ClaimOutcome, UnclaimOutcome, evaluate_claim, evaluate_unclaim
-from .info import InfoRequestOutcome, check_claims_request, claims_info_payload, is_involved
+from .info import (
+    INVOLVED,
+    OWNED,
+    InfoRequestOutcome,
+    check_claims_request,
+    claims_info_page,
+    is_involved,
+    parse_page_request,
+)
 from .model import Activity, Claim
 from .persistence import ClaimPersistence, record_value, verify_record
-from .throttle import FloodGuard, ThrottleLimits
+from .throttle import ClientBuckets, FloodGuard, ThrottleLimits
 from .topics import owner_segment
 
 
@@ -94,6 +102,8 @@ class ClaimService:
         "_seq",
         "_tasks",
         "_pending",
+        "requests",
+        "request_scans",
     )
 
     def __init__(
@@ -110,6 +120,9 @@ class ClaimService:
         self._clock = clock
         self._wall_clock = wall_clock
         self.guard = FloodGuard(limits or ThrottleLimits(), now=clock())
+        limits = self.guard.limits
+        self.requests = ClientBuckets(limits.request_rate, limits.request_burst)
+        self.request_scans = ClientBuckets(limits.request_scan_rate, limits.request_scan_rate)
         self.generation = 0  # bumped on every change: decision caches key on it
         self._index: dict[str, dict[str, ClaimRecord | _Pending]] = {}
         self._owned: dict[tuple[str, str], set[str]] = {}
@@ -294,19 +307,59 @@ class ClaimService:
         return outcome
 
     def claims_request(
-        self, identity: Identity, topic: str, response_topic: str | None
+        self,
+        identity: Identity,
+        topic: str,
+        response_topic: str | None,
+        payload: bytes = b"",
+        may_receive: Callable[[str], bool] | None = None,
     ) -> tuple[InfoRequestOutcome, bytes | None]:
-        """A PUBLISH to ``access/claims/…``: the PUBACK outcome and, when due, the answer."""
+        """A PUBLISH to ``access/claims/…``: the PUBACK outcome and, when due, one page of the
+        answer (info.py). Checked before anything is built: the request itself, whether the
+        requester would receive the answer (``may_receive(response_topic)``; 0x10 if not),
+        the per-client request rate (0x97), the page cursor in ``payload`` (0x99)."""
         outcome = check_claims_request(identity.smoker_id, topic, response_topic)
         if outcome.response_topic is None or identity.smoker_id is None:
             return outcome, None
-        me = identity.smoker_id
-        payload = claims_info_payload(
-            me,
-            self.owned_claims(me, identity.tenant),
-            self.involved_claims(me, identity.tenant),
-        )
-        return outcome, payload
+        if may_receive is not None and not may_receive(outcome.response_topic):
+            return InfoRequestOutcome(
+                ReasonCode.NO_MATCHING_SUBSCRIBERS,
+                f"not subscribed to {outcome.response_topic}: subscribe to it first, the answer "
+                "is published there"), None
+        wait = self.requests.take(identity.smoker_id, self._clock())
+        if wait is not None:
+            limits = self.guard.limits
+            return InfoRequestOutcome(
+                ReasonCode.QUOTA_EXCEEDED,
+                f"claims requests over {limits.request_rate:g}/s (burst {limits.request_burst:g}, "
+                f"claims.request_rate); retry in {wait:.1f} s", limit="claims.request_rate"), None
+        cursor = parse_page_request(payload)
+        if isinstance(cursor, str):
+            return InfoRequestOutcome(ReasonCode.PAYLOAD_FORMAT_INVALID, cursor), None
+        me, tenant = identity.smoker_id, identity.tenant
+        table = self._index.get(tenant, _EMPTY)
+        wait = self.request_scans.take("*", self._clock(), len(table))
+        if wait is not None:
+            return InfoRequestOutcome(
+                ReasonCode.QUOTA_EXCEEDED,
+                f"the broker is answering too many claims requests "
+                f"(claims.request_scan_rate); retry in {wait:.1f} s",
+                limit="claims.request_scan_rate"), None
+        self.verify_all()
+        after_owned = cursor.topic if cursor is not None and cursor.section == OWNED else None
+        skip_owned = cursor is not None and cursor.section == INVOLVED
+        owned_topics = () if skip_owned else sorted(
+            t for t in self._owned.get((tenant, me), ()) if after_owned is None or t > after_owned)
+        owned = (r for r in (table.get(t) for t in owned_topics) if isinstance(r, Claim))
+        after_involved = cursor.topic if cursor is not None and cursor.section == INVOLVED else None
+        involved = (
+            r for t, r in sorted(table.items(), key=_first)
+            if (after_involved is None or t > after_involved)
+            and isinstance(r, Claim) and is_involved(r, me))
+        limits = self.guard.limits
+        page = claims_info_page(me, owned, involved, limits.request_page_claims,
+                                limits.request_page_bytes)
+        return outcome, page.payload
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -367,3 +420,7 @@ class ClaimService:
 
 def _topic_of(claim: Claim) -> str:
     return claim.topic_name
+
+
+def _first(item: tuple[str, object]) -> str:
+    return item[0]

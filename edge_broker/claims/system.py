@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..auth.identity import Identity
@@ -43,6 +44,7 @@ class SystemPublishOutcome:
     reason_code: ReasonCode | None
     reason_string: str | None
     response: tuple[str, bytes] | None = None
+    limit: str | None = None  # the config key of a bound that refused it (counted, logged)
 
 
 async def handle_system_publish(
@@ -52,8 +54,12 @@ async def handle_system_publish(
     qos: int,
     payload: bytes,
     response_topic: str | None = None,
+    may_receive: Callable[[str], bool] | None = None,
 ) -> SystemPublishOutcome:
-    """Dispatch a PUBLISH to one of SMOKER's system topics; ``ValueError`` for any other topic."""
+    """Dispatch a PUBLISH to one of SMOKER's system topics; ``ValueError`` for any other topic.
+
+    ``may_receive(topic)``: would the publisher receive a message on ``topic`` (is it
+    subscribed to exactly it)? A claims request is answered only then, and built only then."""
     if topic == CLAIM_TOPIC:
         claimed = await service.claim(identity, qos, payload)
         return SystemPublishOutcome(claimed.reason_code, claimed.reason_string)
@@ -61,11 +67,13 @@ async def handle_system_publish(
         unclaimed = await service.unclaim(identity, qos, payload)
         return SystemPublishOutcome(unclaimed.reason_code, unclaimed.reason_string)
     if topic.startswith(CLAIMS_REQUEST_PREFIX):
-        outcome, answer = service.claims_request(identity, topic, response_topic)
+        outcome, answer = service.claims_request(identity, topic, response_topic, payload,
+                                                 may_receive)
         response = None
         if answer is not None and outcome.response_topic is not None:
             response = (outcome.response_topic, answer)
-        return SystemPublishOutcome(outcome.reason_code, outcome.reason_string, response)
+        return SystemPublishOutcome(outcome.reason_code, outcome.reason_string, response,
+                                    outcome.limit)
     raise ValueError(f"{shown(topic)} is not a SMOKER system topic")
 
 

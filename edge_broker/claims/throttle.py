@@ -43,6 +43,14 @@ class ThrottleLimits:
     client_burst: float = 20.0
     store_writes_per_second: float = 50.0
     store_burst: float = 200.0
+    # claims information requests (info.py): per-client rate, and the size of one answer page
+    request_rate: float = 1.0
+    request_burst: float = 10.0
+    request_page_claims: int = 50
+    request_page_bytes: int = 64 * 1024
+    # claims all requests together may examine per second: finding a client's involved claims
+    # scans the tenant's claims (~12 µs each at the maximum claim size on this machine)
+    request_scan_rate: float = 10_000.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -53,6 +61,11 @@ class ThrottleLimits:
             "client_burst",
             "store_writes_per_second",
             "store_burst",
+            "request_rate",
+            "request_burst",
+            "request_page_claims",
+            "request_page_bytes",
+            "request_scan_rate",
         ):
             value = getattr(self, name)
             if not value > 0:
@@ -63,6 +76,7 @@ class ThrottleLimits:
         for rate, burst in (
             ("client_rate", "client_burst"),
             ("store_writes_per_second", "store_burst"),
+            ("request_rate", "request_burst"),
         ):
             if getattr(self, burst) < 1:
                 raise ClaimError(
@@ -195,3 +209,36 @@ class FloodGuard:
             < limits.client_burst
         }
         self._prune_at = max(_PRUNE_FLOOR, 2 * len(self._buckets))
+
+
+class ClientBuckets:
+    """One token bucket per client (claims information requests), pruned like FloodGuard's:
+    a full bucket is forgotten, so memory follows the clients active within ``burst / rate``.
+    A single key (``"*"``) makes it a global budget."""
+
+    __slots__ = ("rate", "burst", "_buckets", "_prune_at")
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._buckets: dict[str, Bucket] = {}
+        self._prune_at = _PRUNE_FLOOR
+
+    def take(self, client: str, now: float, cost: float = 1.0) -> float | None:
+        """``None`` and ``cost`` tokens taken (at most ``burst``), or the seconds until there
+        are enough."""
+        cost = min(cost, self.burst)
+        bucket = refill(self._buckets.get(client) or full_bucket(self.burst, now),
+                        self.rate, self.burst, now)
+        if bucket.tokens < cost:
+            self._buckets[client] = bucket
+            return (cost - bucket.tokens) / self.rate
+        self._buckets[client] = Bucket(bucket.tokens - cost, bucket.stamp)
+        if len(self._buckets) >= self._prune_at:
+            self._buckets = {c: b for c, b in self._buckets.items()
+                             if refill(b, self.rate, self.burst, now).tokens < self.burst}
+            self._prune_at = max(_PRUNE_FLOOR, 2 * len(self._buckets))
+        return None
+
+    def __len__(self) -> int:
+        return len(self._buckets)

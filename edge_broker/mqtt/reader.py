@@ -50,6 +50,19 @@ _ACCEPTED: MappingProxyType[tuple[bool, int | None], tuple[bool, ...]] = Mapping
 })
 
 
+_CONNECT_LEVEL_AT = 9  # a CONNECT's level byte is within 9 bytes of its variable header ("MQIsdp")
+
+
+def _connect_level(buf: bytes, start: int) -> int | None:
+    """The protocol level byte of a CONNECT whose variable header starts at ``start``, when the
+    protocol name is one of MQTT's (3.1.1/5 §3.1.2.1, 3.1 "MQIsdp"); else None."""
+    name_length = int.from_bytes(buf[start:start + 2], "big")
+    if buf[start + 2:start + 2 + name_length] not in (b"MQTT", b"MQIsdp"):
+        return None
+    level = buf[start + 2 + name_length]
+    return level if level in (3, 4, 5) else None
+
+
 class PacketReader:
     """Turns the bytes one peer sends into packets; see the module docstring.
 
@@ -167,10 +180,19 @@ class PacketReader:
                 return pos
             end = i + remaining
             if end - pos > limit:
+                connect_level = None
+                if ptype == 1:
+                    # The client's protocol level lets the broker answer CONNACK 0x95 in its
+                    # format (MQTT 5 §4.13.1); wait for those few bytes, never for the body.
+                    if n < i + _CONNECT_LEVEL_AT:
+                        self._need = i + _CONNECT_LEVEL_AT - pos
+                        return pos
+                    connect_level = _connect_level(buf, i)
                 raise ProtocolError(
                     ReasonCode.PACKET_TOO_LARGE,
                     f"{PacketType(ptype).name} of {end - pos} bytes exceeds the maximum packet "
                     f"size of {limit} bytes",
+                    protocol_level=connect_level,
                 )
             if end > n:
                 self._need = end - pos

@@ -245,6 +245,29 @@ def test_claim_information_request(smoker_broker: Any) -> None:
     friend.client.disconnect()
 
 
+def test_claim_information_request_in_pages(tmp_path: Path) -> None:
+    """edge-broker answers one page at a time (issue 16): the device asks for the next page
+    with ``after=`` the previous answer's ``nextPage``."""
+    config = smoker_config(tmp_path / "claims")
+    config["claims"]["request_page_claims"] = 1
+    with running_broker(tmp_path, config) as b:
+        owner = Device(b.host, b.port, b"\x0e" * 32)
+        owner.client.connect()
+        topics = [f"restricted/{owner.id}/p{i}" for i in range(3)]
+        for topic in topics:
+            assert owner.client.claim_topic(topic, "BLACKLIST", []) == 0
+        seen: list[str] = []
+        after = None
+        while True:
+            page = owner.client.request_claims(after=after)
+            seen += [c["restriction"]["topicName"] for c in page["ownedClaims"]]
+            after = page.get("nextPage")
+            if after is None:
+                break
+        assert seen == topics
+        owner.client.disconnect()
+
+
 def test_reauthentication_keeps_the_session(smoker_broker: Any) -> None:
     b = smoker_broker
     d = Device(b.host, b.port, b"\x10" * 32)

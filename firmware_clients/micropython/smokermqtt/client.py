@@ -324,13 +324,16 @@ class MQTTClient:
         assert reason is not None  # QoS 1 always has a PUBACK reason
         return reason
 
-    def request_claims(self, timeout_ms: int | None = None) -> "dict[str, Any]":
+    def request_claims(self, timeout_ms: int | None = None,
+                       after: str | None = None) -> "dict[str, Any]":
         """The broker's claim information for this client (SMOKER.md "Optional: claim
         information request"): ``{"clientId", "ownedClaims", "involvedClaims"}``.
 
         Subscribes to ``restricted/<ID>/claims`` (kept for later calls), publishes the request
         with that Response Topic, and waits for the answer, which is not passed to the
         callback. MQTTError with the PUBACK reason if the broker refuses the request.
+        edge-broker answers one page at a time: when the answer has ``"nextPage"``, call again
+        with ``after=answer["nextPage"]`` for the next one (one page fits a small device's RAM).
         """
         if not self.smoker_authenticated:
             raise MQTTError(0x87, "only SMOKER-authenticated clients may request claims")
@@ -341,7 +344,8 @@ class MQTTClient:
                 raise MQTTError(code, "SUBACK for %s%s"
                                 % (answer_topic, _explain(self.last_reason_string)))
         self._claims_answer = None
-        reason = self._publish_qos1(claims.CLAIMS_REQUEST % self.client_id, b"",
+        request = b"" if after is None else json.dumps({"after": after}).encode()
+        reason = self._publish_qos1(claims.CLAIMS_REQUEST % self.client_id, request,
                                     [(packets.RESPONSE_TOPIC, answer_topic)])
         if reason >= 0x80:
             raise MQTTError(reason, "claims request refused%s"

@@ -69,6 +69,7 @@ from .topic_space import TopicSpace
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
+    from ..bridge.service import Bridges
     from ..claims.runtime import ClaimsRuntime
     from .persistence import Persistence
     from .reload import ReloadResult
@@ -95,6 +96,7 @@ class Broker:
         self.stats = BrokerStats()
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
+        self.bridges: Bridges | None = None  # [[bridges]] (issue 19), opened by start()
         self.audit: AuditLog | None = open_audit_log(config.audit)
         self.policy = self.build_policy(config)
         self.generation = 0  # bumped by every policy change (reload, bundle)
@@ -165,6 +167,11 @@ class Broker:
                            "transport": listener.transport, "host": host, "port": port},
                 )
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
+        if self.bridges is None and self.config.bridges:
+            from ..bridge.service import Bridges
+
+            self.bridges = Bridges.open(self)
+            self.bridges.start()
 
     def _open_persistence(self) -> None:
         """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""
@@ -243,6 +250,8 @@ class Broker:
             await asyncio.sleep(0.02)
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.bridges is not None:
+            await self.bridges.close()
         if self.claims is not None:
             await self.claims.close()
         if self.persistence is not None:

@@ -1,0 +1,216 @@
+"""The outbound queue on disk: ``<state_dir>/bridge-<name>.log``, one append-only log per bridge
+(``edge_broker.store.Log``), self-contained so the broker's own session store can change freely.
+
+Records (CBOR lists):
+
+- ``["m", seq, topic, payload, qos, retain, props]``: a message queued for the remote;
+- ``["p", seq, pid]``: it was sent under packet id ``pid`` (resent with DUP after a restart);
+- ``["r", seq]``: the remote answered PUBREC (a restart resends PUBREL, never the PUBLISH);
+- ``["d", seq]``: done (acknowledged, sent at QoS 0, or dropped by the overflow policy);
+- ``["b", [record, ...]]``: the records of one event-loop turn, written as one frame.
+
+Everything queued during one event-loop turn is appended as one ``b`` record by one task
+(the log group-commits those of concurrent turns too). A ``m`` record of a QoS 1/2 message is
+durable under the broker's ``[persistence] durability``: with ``sync`` the local publisher's
+PUBACK waits for its fsync (:meth:`BridgeStore.take_pending`), so kill -9 or a power cut never
+loses an acknowledged bridged message. ``p``/``r``/``d`` ride along without their own fsync:
+losing one after a crash means a message is sent again (at least once), never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..store import Log, StoreError
+from .queue import Entry
+
+log = logging.getLogger("edge_broker.bridge")
+
+BATCH_BYTES = 1 << 20  # a turn's records beyond this are split over several frames
+
+
+class _Live:
+    """The reducer: live records by sequence number, for recovery and compaction."""
+
+    def __init__(self) -> None:
+        self.messages: dict[int, list[Any]] = {}  # seq → [m record, pid, released, frame bytes]
+        self.bytes = 0
+        self.max_seq = 0
+
+    def apply(self, record: Any, size: int) -> None:
+        if not isinstance(record, list) or not record:
+            raise StoreError(f"not a bridge queue record: {record!r:.60}")
+        kind = record[0]
+        if kind == "b":
+            items = record[1]
+            share = size // max(1, len(items))
+            for item in items:
+                self.apply(item, share)
+            return
+        seq = record[1]
+        if kind == "m":
+            if len(record) != 7:
+                raise StoreError("bridge message record of the wrong length")
+            self.messages[seq] = [record, None, False, size]
+            self.bytes += size
+            self.max_seq = max(self.max_seq, seq)
+            return
+        live = self.messages.get(seq)
+        if live is None:
+            return
+        if kind == "p":
+            live[1] = record[2]
+        elif kind == "r":
+            live[2] = True
+        elif kind == "d":
+            del self.messages[seq]
+            self.bytes -= live[3]
+        else:
+            raise StoreError(f"unknown bridge record kind {kind!r}")
+
+    def live_bytes(self) -> int:
+        return max(0, self.bytes)
+
+    def live_records(self) -> Iterable[Any]:
+        records: list[Any] = []
+        for seq, (m, pid, released, _) in self.messages.items():
+            batch = [m]
+            if pid is not None:
+                batch.append(["p", seq, pid])
+            if released:
+                batch.append(["r", seq])
+            records.append(["b", batch] if len(batch) > 1 else m)
+        return records
+
+    def compacted(self, sizes: Sequence[int]) -> None:
+        total = 0
+        for live, size in zip(list(self.messages.values()), sizes, strict=False):
+            live[3] = size
+            total += size
+        self.bytes = total
+
+    def entries(self) -> list[Entry]:
+        out = []
+        for seq in sorted(self.messages):
+            m, pid, released, _ = self.messages[seq]
+            out.append(Entry(seq, m[2], m[3], m[4], m[5], m[6], pid, released))
+        return out
+
+
+class BridgeStore:
+    """The durable queue log of one bridge (module docstring)."""
+
+    durable = True
+
+    def __init__(self, path: Path, fsync: str | float) -> None:
+        self._live = _Live()
+        self.log = Log.open(path, self._live, fsync=fsync)
+        if not self.log.report.clean:
+            log.warning("bridge queue %s recovered: %s", path, self.log.report,
+                        extra={"event": "bridge_store_recovered", "path": str(path)})
+        self.last_error: str | None = None
+        self._batch: list[Any] = []
+        self._batch_bytes = 0
+        self._batch_durable = False
+        self._future: asyncio.Future[None] | None = None
+        self._owed: asyncio.Future[None] | None = None  # for the next take_pending()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def recovered(self) -> tuple[list[Entry], int]:
+        """The queued messages in order, and the next sequence number."""
+        return self._live.entries(), self._live.max_seq + 1
+
+    def _add(self, record: list[Any], durable: bool, size: int) -> None:
+        if self._future is None:
+            loop = asyncio.get_running_loop()
+            self._future = loop.create_future()
+            loop.call_soon(self._flush)
+        self._batch.append(record)
+        self._batch_bytes += size
+        if durable:
+            self._batch_durable = True
+            self._owed = self._future
+        if self._batch_bytes >= BATCH_BYTES:
+            self._flush()
+
+    def queued(self, entry: Entry) -> None:
+        self._add(["m", entry.seq, entry.topic, entry.payload, entry.qos, entry.retain, entry.props],
+                  entry.qos > 0, entry.size)
+
+    def flying(self, entry: Entry) -> None:
+        self._add(["p", entry.seq, entry.pid], False, 16)
+
+    def released(self, entry: Entry) -> None:
+        self._add(["r", entry.seq], False, 8)
+
+    def done(self, entry: Entry) -> None:
+        self._add(["d", entry.seq], False, 8)
+
+    def take_pending(self) -> asyncio.Future[None] | None:
+        """What a local PUBACK must wait for: the write of the QoS 1/2 messages queued since
+        the last call (None: nothing durable was queued)."""
+        owed, self._owed = self._owed, None
+        return owed
+
+    def _flush(self) -> None:
+        future = self._future
+        if future is None:
+            return
+        batch, durable = self._batch, self._batch_durable
+        self._batch, self._batch_bytes, self._batch_durable, self._future = [], 0, False, None
+        task = asyncio.get_running_loop().create_task(self._write(["b", batch], durable, future))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, record: list[Any], durable: bool, future: asyncio.Future[None]) -> None:
+        try:
+            await self.log.append(record, durable=durable)
+        except StoreError as exc:
+            if self.last_error is None:
+                log.error("bridge queue write failed: %s", exc, extra={"event": "bridge_store_error"})
+            self.last_error = str(exc)
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()  # retrieved here: nobody may be waiting for it
+            return
+        self.last_error = None
+        if not future.done():
+            future.set_result(None)
+
+    async def aclose(self) -> None:
+        self._flush()
+        for task in list(self._tasks):
+            await task
+        await self.log.aclose()
+
+
+class MemoryStore:
+    """Persistence off: the queue lives only in memory (bounded by the queue's limits)."""
+
+    durable = False
+    last_error: str | None = None
+
+    def recovered(self) -> tuple[list[Entry], int]:
+        return [], 1
+
+    def queued(self, entry: Entry) -> None:
+        pass
+
+    def flying(self, entry: Entry) -> None:
+        pass
+
+    def released(self, entry: Entry) -> None:
+        pass
+
+    def done(self, entry: Entry) -> None:
+        pass
+
+    def take_pending(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        pass

@@ -204,3 +204,29 @@ def wait_log(b: Any, pattern: str, timeout: float = 15.0) -> str:
             return text
         time.sleep(0.05)
     raise AssertionError(f"{pattern!r} not in the log:\n{b.log()[-3000:]}")
+
+
+METRICS = "\n[metrics]\nenabled = true\nport = 0\n"
+
+
+def metrics_url(b: Any) -> str:
+    """The metrics endpoint of a gateway started with :data:`METRICS` in its config."""
+    text = wait_log(b, r"metrics on http://\S+/metrics")
+    found = re.findall(r"metrics on (http://\S+/metrics)", text)
+    return found[-1]
+
+
+def bridge_status(b: Any, name: str = "cloud", until: Any = None, timeout: float = 10.0) -> dict[str, Any]:
+    """``edge-broker bridge status`` as data (through the metrics endpoint)."""
+    import urllib.request
+
+    from edge_broker.bridge.commands import parse_status
+
+    url = metrics_url(b)
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            status = parse_status(response.read().decode()).get(name, {})
+        if until is None or until(status) or time.monotonic() > deadline:
+            return status
+        time.sleep(0.1)

@@ -290,8 +290,8 @@ class BridgeLink:
             if entry.props is not None:
                 upl, content_type, payload_format, response_topic, correlation = entry.props
                 user = tuple((k, v) for k, v in upl)
-            if not any(k == ORIGIN_PROPERTY for k, _ in user):
-                user += ((ORIGIN_PROPERTY, self.config.client_id),)
+            # the origin path: one property per bridge crossed (topics.py "Loops")
+            user += ((ORIGIN_PROPERTY, self.config.client_id),)
             props = Properties(payload_format_indicator=payload_format, content_type=content_type,
                                response_topic=response_topic, correlation_data=correlation,
                                user_properties=user)

@@ -112,6 +112,7 @@ class Bridges:
     def __init__(self, broker: Broker, bridges: list[Bridge]) -> None:
         self.broker = broker
         self.bridges = bridges
+        self.own_ids: frozenset[str] = frozenset()
 
     @classmethod
     def open(cls, broker: Broker) -> Bridges:
@@ -136,6 +137,7 @@ class Bridges:
                 log.info(f"bridge {bc.name}: {len(bridge.queue)} queued messages recovered",
                          extra={"event": "bridge_recovered", "bridge": bc.name, "queued": len(bridge.queue)})
             bridges.append(bridge)
+        instance.own_ids = frozenset(b.config.client_id for b in bridges)
         return instance
 
     def start(self) -> None:
@@ -167,8 +169,8 @@ class Bridges:
             if mapping is None:
                 continue
             props = message.properties
-            if props.user_properties and (ORIGIN_PROPERTY, bridge.config.client_id) in props.user_properties:
-                bridge.stats.echoes += 1  # went out over this bridge before, came back another way
+            if props.user_properties and self._left_before(props.user_properties):
+                bridge.stats.echoes += 1  # left over one of our bridges before, came back another way
                 continue
             if message.expires_at is not None and message.expired(time.monotonic()):
                 continue
@@ -178,6 +180,12 @@ class Bridges:
                 bridge.stats.denied_out += 1
                 continue
             bridge.enqueue(mapping, message)
+
+    def _left_before(self, user_properties: tuple[tuple[str, str], ...]) -> bool:
+        """The message's origin path (MQTT 5 user properties ``ORIGIN_PROPERTY``, one per
+        bridge it crossed) names one of this broker's bridges."""
+        own = self.own_ids
+        return any(k == ORIGIN_PROPERTY and v in own for k, v in user_properties)
 
     def take_pending(self, stored: Awaitable[None] | None) -> Awaitable[None] | None:
         """handle_publish: what the publisher's PUBACK waits for, now also the bridge queues'
@@ -205,8 +213,8 @@ class Bridges:
             stats.echoes += 1
             return True
         props = packet.properties
-        if props.user_properties and (ORIGIN_PROPERTY, link.config.client_id) in props.user_properties:
-            stats.echoes += 1
+        if props.user_properties and self._left_before(props.user_properties):
+            stats.echoes += 1  # went out over one of our bridges and came back
             return True
         found = bridge.topics.inbound_for(packet.topic)
         if found is None:

@@ -10,9 +10,10 @@ Loops (docs/bridge.md "Loop prevention"):
 - a message that came in over a bridge carries that bridge's :func:`origin_marker` as its
   ``Message.origin``; the same bridge never forwards it back out;
 - MQTT 5 remotes: the bridge subscribes with No Local (the remote does not echo what the bridge
-  published) and every forwarded PUBLISH carries the user property ``ORIGIN_PROPERTY`` = the
-  bridge's client id, kept by whoever forwards it further; a message coming back with our own
-  marker (round trip through a second bridge) is dropped;
+  published) and every forwarded PUBLISH gets one more user property ``ORIGIN_PROPERTY`` = the
+  bridge's client id (the origin path; brokers keep user properties when they forward). A
+  message whose path names any bridge of this broker left it before: it is neither forwarded
+  again nor brought in again (a ring of brokers stops after one turn);
 - MQTT 3.1.1 remotes have neither No Local nor user properties: :class:`EchoFilter` remembers
   what was sent and drops the copy the remote echoes back.
 """

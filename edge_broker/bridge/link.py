@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -84,6 +86,17 @@ def backoff_delay(attempt: int, low: float, high: float, rand: Callable[[], floa
     return low + (ceiling - low) * rand()
 
 
+def describe(exc: BaseException, config: BridgeConfig) -> str:
+    """A reader's text for why a connection ended (``last_error``, the log)."""
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {exc.reason or exc} ({config.address}:{config.port})"
+    if isinstance(exc, OSError) and exc.errno:
+        return f"{os.strerror(exc.errno)} ({config.address}:{config.port})"
+    if isinstance(exc, TimeoutError):
+        return f"timed out ({config.address}:{config.port})"
+    return str(exc) or type(exc).__name__
+
+
 class BridgeLink:
     """The MQTT client side of one bridge (module docstring)."""
 
@@ -147,7 +160,7 @@ class BridgeLink:
                 self._disconnect_quietly()
                 raise
             except (OSError, ProtocolError, LinkError, TimeoutError, EOFError) as exc:
-                error = str(exc) or type(exc).__name__
+                error = describe(exc, cfg)
                 self.stats.last_error = error
                 if self.stats.state == "connected":
                     self._state("disconnected", f"bridge {cfg.name} disconnected: {error}; reconnecting",

@@ -1,0 +1,70 @@
+"""Observability of a bridge (issue 19): $SYS/broker/bridge/<name>/…, the metrics endpoint and
+``edge-broker bridge status``; the queue bound with its overflow counted and logged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bridge_support import (
+    METRICS,
+    Collector,
+    bridge_status,
+    free_port,
+    gateway_toml,
+    metrics_url,
+    publish,
+    sys_value,
+    wait_log,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_queue_bound_status_and_cli(broker_factory, mosquitto_factory):
+    cloud_port = free_port()  # the cloud is down
+    gw = broker_factory(gateway_toml([{
+        "name": "cloud", "address": "127.0.0.1", "port": cloud_port, "queue_max_messages": 5,
+        "overflow": "drop-oldest",
+        "topics": [{"direction": "out", "local": "s/#", "qos": 1}]}], extra=METRICS))
+    wait_log(gw, "bridge cloud cannot connect")
+    publish(gw.port, [("s/x", str(i).encode(), 1) for i in range(8)])
+    assert sys_value(gw.port, "$SYS/broker/bridge/cloud/messages/dropped", until=lambda v: v == "3") == "3"
+    assert sys_value(gw.port, "$SYS/broker/bridge/cloud/queue/messages") == "5"
+    assert sys_value(gw.port, "$SYS/broker/bridge/cloud/connected") == "0"
+    assert "Connection refused" in sys_value(gw.port, "$SYS/broker/bridge/cloud/last_error")
+    text = gw.log()
+    assert text.count("outbound queue full") == 1  # logged once, counted always
+    status = bridge_status(gw)
+    assert (status["connected"], status["queue_messages"], status["dropped"]) == (0, 5, 3)
+
+    # the cloud comes up: the 5 newest arrive in order, the queue empties
+    cloud = mosquitto_factory(port=cloud_port)
+    sink = Collector(cloud.port, [("s/#", 1)])
+    try:
+        got = sink.wait_for(5, 20)
+    finally:
+        sink.close()
+    assert [p for _, p, *_ in got] == [b"3", b"4", b"5", b"6", b"7"]
+    status = bridge_status(gw, until=lambda s: s.get("queue_messages") == 0 and s.get("connected") == 1)
+    assert (status["connected"], status["queue_messages"], status["acknowledged"], status["sent"]) == (1, 0, 5, 5)
+    assert status.get("last_error", "") == ""
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-m", "edge_broker", "bridge", "status", "--url", metrics_url(gw)],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("cloud: connected  queue 0 msgs")
+    assert "dropped 3" in out.stdout
+
+
+def test_status_cli_without_a_running_broker():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-m", "edge_broker", "bridge", "status", "--url",
+                          f"http://127.0.0.1:{free_port()}/metrics"],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=30)
+    assert out.returncode == 1
+    assert "is the broker running with [metrics]?" in out.stderr
+    assert "Traceback" not in out.stderr

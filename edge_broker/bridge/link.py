@@ -89,7 +89,8 @@ def backoff_delay(attempt: int, low: float, high: float, rand: Callable[[], floa
 def describe(exc: BaseException, config: BridgeConfig) -> str:
     """A reader's text for why a connection ended (``last_error``, the log)."""
     if isinstance(exc, ssl.SSLError):
-        return f"TLS: {exc.reason or exc} ({config.address}:{config.port})"
+        detail = getattr(exc, "verify_message", None) or exc.reason or str(exc)
+        return f"TLS: {detail} ({config.address}:{config.port})"
     if isinstance(exc, OSError) and exc.errno:
         return f"{os.strerror(exc.errno)} ({config.address}:{config.port})"
     if isinstance(exc, TimeoutError):

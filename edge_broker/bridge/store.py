@@ -31,13 +31,17 @@ from .queue import Entry
 log = logging.getLogger("edge_broker.bridge")
 
 BATCH_BYTES = 1 << 20  # a turn's records beyond this are split over several frames
+M_FIELDS = 7  # "m", seq, topic, payload, qos, retain, props
+PID, RELEASED, SIZE = 7, 8, 9  # what _Live appends to a live "m" record
 
 
 class _Live:
-    """The reducer: live records by sequence number, for recovery and compaction."""
+    """The reducer: live messages by sequence number, for recovery and compaction. A live
+    message is its ``m`` record extended in place with ``[pid, released, frame bytes]`` (one
+    list per message: the queue's memory per message matters with 100,000 queued)."""
 
     def __init__(self) -> None:
-        self.messages: dict[int, list[Any]] = {}  # seq → [m record, pid, released, frame bytes]
+        self.messages: dict[int, list[Any]] = {}
         self.bytes = 0
         self.max_seq = 0
 
@@ -53,22 +57,24 @@ class _Live:
             return
         seq = record[1]
         if kind == "m":
-            if len(record) != 7:
+            if len(record) != M_FIELDS:
                 raise StoreError("bridge message record of the wrong length")
-            self.messages[seq] = [record, None, False, size]
+            record.extend((None, False, size))
+            self.messages[seq] = record
             self.bytes += size
-            self.max_seq = max(self.max_seq, seq)
+            if seq > self.max_seq:
+                self.max_seq = seq
             return
         live = self.messages.get(seq)
         if live is None:
             return
         if kind == "p":
-            live[1] = record[2]
+            live[PID] = record[2]
         elif kind == "r":
-            live[2] = True
+            live[RELEASED] = True
         elif kind == "d":
             del self.messages[seq]
-            self.bytes -= live[3]
+            self.bytes -= live[SIZE]
         else:
             raise StoreError(f"unknown bridge record kind {kind!r}")
 
@@ -77,27 +83,31 @@ class _Live:
 
     def live_records(self) -> Iterable[Any]:
         records: list[Any] = []
-        for seq, (m, pid, released, _) in self.messages.items():
+        for seq, live in self.messages.items():
+            m = live[:M_FIELDS]
+            if live[PID] is None and not live[RELEASED]:
+                records.append(m)
+                continue
             batch = [m]
-            if pid is not None:
-                batch.append(["p", seq, pid])
-            if released:
+            if live[PID] is not None:
+                batch.append(["p", seq, live[PID]])
+            if live[RELEASED]:
                 batch.append(["r", seq])
-            records.append(["b", batch] if len(batch) > 1 else m)
+            records.append(["b", batch])
         return records
 
     def compacted(self, sizes: Sequence[int]) -> None:
         total = 0
         for live, size in zip(list(self.messages.values()), sizes, strict=False):
-            live[3] = size
+            live[SIZE] = size
             total += size
         self.bytes = total
 
     def entries(self) -> list[Entry]:
         out = []
         for seq in sorted(self.messages):
-            m, pid, released, _ = self.messages[seq]
-            out.append(Entry(seq, m[2], m[3], m[4], m[5], m[6], pid, released))
+            m = self.messages[seq]
+            out.append(Entry(seq, m[2], m[3], m[4], m[5], m[6], m[PID], m[RELEASED]))
         return out
 
 

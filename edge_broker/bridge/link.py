@@ -116,12 +116,14 @@ class BridgeLink:
         self._stream: Any = None
         self._next_pid = 1
         self._window = config.max_inflight
+        self._keep_alive = config.keep_alive
         self._max_qos = 2
         self._max_packet = 0
         self._tokens = 0.0
         self._tokens_at = 0.0
         self._last_tx = 0.0
         self._last_rx = 0.0
+        self._last_ping = 0.0
         self._qos2_in: set[int] = set()
         self._logged_error = ""
         self._pushback: list[Any] = []
@@ -132,6 +134,14 @@ class BridgeLink:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
+        """Graceful: DISCONNECT 0x00 to the remote (no will, MQTT 5 §3.14), then stop."""
+        stream = self._stream
+        if stream is not None and self.stats.connected:
+            try:
+                stream.write(encode(Disconnect(), self.level))
+                await asyncio.wait_for(stream.drain(), 1.0)
+            except (OSError, TimeoutError, ConnectionError):
+                pass
         if self._task is not None:
             self._task.cancel()
             try:
@@ -263,12 +273,15 @@ class BridgeLink:
 
     def _session_limits(self, connack: Connack) -> None:
         props = connack.properties
+        self._keep_alive = self.config.keep_alive
         window = self.config.max_inflight
         if props.receive_maximum is not None:
             window = min(window, props.receive_maximum)
         self._window = max(1, window)
         self._max_qos = 2 if props.maximum_qos is None else props.maximum_qos
         self._max_packet = props.maximum_packet_size or 0
+        if props.server_keep_alive is not None:  # MQTT 5 §3.2.2.3.14: the server's value rules
+            self._keep_alive = props.server_keep_alive or self.config.keep_alive
         if not connack.session_present:
             self._qos2_in.clear()  # the remote forgot its QoS 2 flows: so do we
 
@@ -332,7 +345,7 @@ class BridgeLink:
     async def _sender(self) -> None:
         queue = self.queue
         stream = self._stream
-        keep_alive = self.config.keep_alive
+        keep_alive = self._keep_alive
         while True:
             self._wake.clear()
             wait = 0.0
@@ -365,14 +378,18 @@ class BridgeLink:
                 await asyncio.sleep(0)
                 continue
             idle = time.monotonic() - self._last_tx
-            timeout = wait if wait else max(0.05, keep_alive - idle)
+            timeout = wait if wait else max(0.05, min(keep_alive - idle, keep_alive / 2))
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
                 pass
             now = time.monotonic()
-            if now - self._last_tx >= keep_alive:
+            # PINGREQ when we were silent, and also when the remote was (QoS 0 traffic has no
+            # acknowledgements: without a ping we could not tell a dead remote from a quiet one)
+            if now - self._last_tx >= keep_alive or (
+                    now - self._last_rx >= keep_alive and now - self._last_ping >= keep_alive / 2):
                 self._send(Pingreq())
+                self._last_ping = now
                 await stream.drain()
             if now - self._last_rx > keep_alive * 1.5:
                 raise LinkError(f"no packet from the remote for {keep_alive * 1.5:g} s (keep alive)")

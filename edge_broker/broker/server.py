@@ -155,6 +155,11 @@ class Broker:
             # generations so later collections do not walk it (a full collection over a 100k-record
             # index stalls the loop for seconds; store/gcpause.py).
             gc.freeze()
+        if self.bridges is None and self.config.bridges:  # before the listeners: nothing unbridged
+            from ..bridge.service import Bridges
+
+            self.bridges = Bridges.open(self)
+            self.bridges.start()
         for listener in self.config.listeners:
             server = await start_listener(listener, self._factory(listener))
             self.servers.append(server)
@@ -167,11 +172,6 @@ class Broker:
                            "transport": listener.transport, "host": host, "port": port},
                 )
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
-        if self.bridges is None and self.config.bridges:
-            from ..bridge.service import Bridges
-
-            self.bridges = Bridges.open(self)
-            self.bridges.start()
 
     def _open_persistence(self) -> None:
         """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""

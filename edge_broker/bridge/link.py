@@ -82,8 +82,8 @@ class LinkStats:
 
 def backoff_delay(attempt: int, low: float, high: float, rand: Callable[[], float] = random.random) -> float:
     """Full-jitter exponential backoff: uniform in [low, min(high, low * 2**attempt)]."""
-    ceiling = min(high, low * (2 ** min(attempt, 30)))
-    return low + (ceiling - low) * rand()
+    ceiling = min(high, low * float(2 ** min(attempt, 30)))
+    return float(low + (ceiling - low) * rand())
 
 
 def describe(exc: BaseException, config: BridgeConfig) -> str:

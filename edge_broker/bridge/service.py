@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..auth.identity import Identity
 from ..authz.decision import Decision, Gate
-from ..mqtt.packets import NO_PROPERTIES, Publish
 from ..broker.message import Message, make_message
+from ..mqtt.packets import NO_PROPERTIES, Publish
 from .config import BridgeConfig, TopicMapping
 from .link import BridgeLink
 from .queue import Entry, OutboundQueue
@@ -190,11 +190,12 @@ class Bridges:
     def take_pending(self, stored: Awaitable[None] | None) -> Awaitable[None] | None:
         """handle_publish: what the publisher's PUBACK waits for, now also the bridge queues'
         write of the message it just published (durability ``sync``: on disk)."""
-        owed = [f for f in (b.store.take_pending() for b in self.bridges) if f is not None]
+        owed: list[Awaitable[None]] = [
+            f for f in (b.store.take_pending() for b in self.bridges) if f is not None]
         if not owed:
             return stored
         if stored is not None:
-            owed.append(stored)  # type: ignore[arg-type]
+            owed.append(stored)
         return _all(owed)
 
     # -- inbound --------------------------------------------------------------------------

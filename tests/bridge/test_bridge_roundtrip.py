@@ -3,7 +3,6 @@ out and in, QoS 0/1/2, MQTT 3.1.1 and 5 to the remote (issue 19 "Proof")."""
 
 from __future__ import annotations
 
-import paho.mqtt.client as paho
 import pytest
 from bridge_support import Collector, gateway_toml, publish, wait_log
 

@@ -4,7 +4,6 @@ under steady traffic and started again; the gateway killed with -9 while 10,000 
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from pathlib import Path
 

@@ -5,7 +5,9 @@ Records (CBOR lists):
 
 - ``["m", seq, topic, payload, qos, retain, props]``: a message queued for the remote;
 - ``["p", seq, pid]``: it was sent under packet id ``pid`` (resent with DUP after a restart);
-- ``["r", seq]``: the remote answered PUBREC (a restart resends PUBREL, never the PUBLISH);
+- ``["r", seq]``: the remote answered PUBREC (a restart resends PUBREL; if the crash came
+  before this record was written, the PUBLISH again with DUP and the same packet id, which the
+  remote recognises as the one it holds: still once);
 - ``["d", seq]``: done (acknowledged, sent at QoS 0, or dropped by the overflow policy);
 - ``["b", [record, ...]]``: the records of one event-loop turn, written as one frame.
 

@@ -7,6 +7,8 @@ large outbound backlog (``--backlog``).
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_bridge.py [--messages 20000] [--payload 64]
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_bridge.py --backlog 100000 [--durable]
 
+``BENCH_PROFILE=/tmp/gw.prof`` runs the edge-broker gateway under cProfile (written at its exit).
+
 Throughput: one publisher sends ``--messages`` QoS 1 PUBLISHes (window of 200 unacknowledged)
 to the gateway on ``bench/<n % 8>``; the gateway bridges ``bench/#`` at QoS 1 to the cloud
 Mosquitto, where a QoS 0 subscriber counts arrivals. Bridged msgs/s = messages / (first publish
@@ -104,7 +106,8 @@ remote_prefix = "site/"
 qos = 1
 """)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
+    proc = subprocess.Popen([sys.executable, *profile, "-m", "edge_broker", "run", "--config", str(conf)],
                             stdout=open(workdir / "gw.log", "wb"), stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     wait_port(port)
     return proc

@@ -127,6 +127,7 @@ class BridgeLink:
         self._qos2_in: set[int] = set()
         self._logged_error = ""
         self._pushback: list[Any] = []
+        self._out: list[bytes] = []
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -220,8 +221,15 @@ class BridgeLink:
                        cfg.username, password, props)
 
     def _send(self, packet: Any) -> None:
-        self._stream.write(encode(packet, self.level))
-        self._last_tx = time.monotonic()
+        """Buffer ``packet``; :meth:`_flush` writes the buffer with one system call."""
+        self._out.append(encode(packet, self.level))
+
+    def _flush(self) -> None:
+        if self._out:
+            data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+            self._out.clear()
+            self._stream.write(data)
+            self._last_tx = time.monotonic()
 
     async def _connection(self) -> None:
         from .transport import open_stream
@@ -231,7 +239,9 @@ class BridgeLink:
             self._state("connecting", f"bridge {cfg.name} connecting to {cfg.address}:{cfg.port}")
         self._stream = stream = await open_stream(cfg)
         reader = PacketReader(side="client", protocol_level=self.level)
+        self._out.clear()
         self._send(self._connect_packet())
+        self._flush()
         await stream.drain()
         connack = await asyncio.wait_for(self._first_packet(reader), cfg.connect_timeout)
         if not isinstance(connack, Connack):
@@ -250,6 +260,7 @@ class BridgeLink:
                     session_present=connack.session_present)
         self._subscribe()
         self._resend_inflight()
+        self._flush()
         await stream.drain()
         sender = asyncio.get_running_loop().create_task(self._sender())
         try:
@@ -373,6 +384,7 @@ class BridgeLink:
                 sent += 1
                 if sent >= 256:  # yield to the loop now and then
                     break
+            self._flush()
             await stream.drain()
             if sent >= 256 and not wait:
                 await asyncio.sleep(0)
@@ -390,6 +402,7 @@ class BridgeLink:
                     now - self._last_rx >= keep_alive and now - self._last_ping >= keep_alive / 2):
                 self._send(Pingreq())
                 self._last_ping = now
+                self._flush()
                 await stream.drain()
             if now - self._last_rx > keep_alive * 1.5:
                 raise LinkError(f"no packet from the remote for {keep_alive * 1.5:g} s (keep alive)")
@@ -407,6 +420,7 @@ class BridgeLink:
         while True:
             for packet in pending:
                 await self._handle(packet)
+            self._flush()
             await stream.drain()
             if sender.done():
                 sender.result()  # raises what ended it (keep alive)

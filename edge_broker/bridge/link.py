@@ -28,9 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from ..mqtt.codec import PacketReader, ProtocolError, encode
+from ..mqtt.encoder import frame
+from ..mqtt.properties import encode_properties
+from ..mqtt.wire import encode_string, u16
 from ..mqtt.packets import (
     NO_PROPERTIES,
     Connack,
+    PacketType,
     Connect,
     Disconnect,
     Pingreq,
@@ -128,6 +132,11 @@ class BridgeLink:
         self._logged_error = ""
         self._pushback: list[Any] = []
         self._out: list[bytes] = []
+        # the PUBLISH properties field of a message without properties of its own: the origin
+        # path (topics.py) for MQTT 5, nothing for 3.1.1
+        self._plain_properties = encode_properties(
+            Properties(user_properties=((ORIGIN_PROPERTY, config.client_id),)), PacketType.PUBLISH,
+        ) if self.level == 5 else b""
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -321,6 +330,19 @@ class BridgeLink:
         raise LinkError("no free packet identifier")
 
     def _publish(self, entry: Entry, pid: int | None, dup: bool = False) -> None:
+        qos = min(entry.qos, self._max_qos)
+        if entry.props is None:  # the common case: the properties field is the same every time
+            if self.level < 5 and self.echo is not None and self.topics.inbound:
+                self.echo.sent(entry.topic, entry.payload)
+            first = 0x30 | (qos << 1) | (0x01 if entry.retain else 0) | (0x08 if dup and qos else 0)
+            parts = [encode_string(entry.topic, "topic name")]
+            if qos:
+                parts.append(u16(pid or 0))
+            parts.append(self._plain_properties)
+            parts.append(entry.payload)
+            self._out.append(frame(first, b"".join(parts)))
+            self.stats.sent += 1
+            return
         props = NO_PROPERTIES
         if self.level == 5:
             user: tuple[tuple[str, str], ...] = ()
@@ -335,7 +357,6 @@ class BridgeLink:
                                user_properties=user)
         elif self.echo is not None and self.topics.inbound:
             self.echo.sent(entry.topic, entry.payload)
-        qos = min(entry.qos, self._max_qos)
         self._send(Publish(entry.topic, entry.payload, qos, entry.retain, dup, pid if qos else None, props))
         self.stats.sent += 1
 

@@ -124,7 +124,7 @@ class Collector:
     """A paho client that records (topic, payload, qos, retain) of every message."""
 
     def __init__(self, port: int, topics: list[tuple[str, int]], protocol: int = paho.MQTTv5,
-                 client_id: str = "", clean: bool = True) -> None:
+                 client_id: str = "", clean: bool = True, tenant: str | None = None) -> None:
         self.messages: list[tuple[str, bytes, int, bool]] = []
         self.cond = threading.Condition()
         kwargs: dict[str, Any] = {"protocol": protocol}
@@ -136,11 +136,12 @@ class Collector:
         self.client.on_message = self._on_message
         subscribed = threading.Event()
         self.client.on_subscribe = lambda *a: subscribed.set()
-        self.client.connect("127.0.0.1", port)
+        self.client.connect("127.0.0.1", port, properties=tenant_properties(tenant))
         self.client.loop_start()
-        self.client.subscribe(topics)
-        if not subscribed.wait(10):
-            raise RuntimeError("no SUBACK")
+        if topics:
+            self.client.subscribe(topics)
+            if not subscribed.wait(10):
+                raise RuntimeError("no SUBACK")
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
         with self.cond:
@@ -162,13 +163,25 @@ class Collector:
         self.client.disconnect()
 
 
+def tenant_properties(tenant: str | None) -> Any:
+    """MQTT 5 CONNECT properties selecting ``tenant`` (AUTHZ.md §1), or None."""
+    if tenant is None:
+        return None
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    props = Properties(PacketTypes.CONNECT)
+    props.UserProperty = [("tenant", tenant)]
+    return props
+
+
 def publish(port: int, messages: list[tuple[str, bytes, int]], protocol: int = paho.MQTTv5,
-            retain: bool = False) -> None:
+            retain: bool = False, tenant: str | None = None) -> None:
     """Publish and wait until every QoS 1/2 message was acknowledged."""
     client = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=protocol)
     client.max_inflight_messages_set(100)
     client.max_queued_messages_set(0)
-    client.connect("127.0.0.1", port)
+    client.connect("127.0.0.1", port, properties=tenant_properties(tenant))
     client.loop_start()
     try:
         infos = [client.publish(t, p, q, retain) for t, p, q in messages]
@@ -230,3 +243,17 @@ def bridge_status(b: Any, name: str = "cloud", until: Any = None, timeout: float
         if until is None or until(status) or time.monotonic() > deadline:
             return status
         time.sleep(0.1)
+
+
+def stopped_cloud_with_sink(mosquitto_factory: Any, workdir: Path, topic: str) -> Mosquitto:
+    """A Mosquitto that keeps sessions on disk, holding the persistent session of a subscriber
+    (``sink_of``) to ``topic``, then stopped: started again, it queues what the bridge sends
+    for that subscriber even before the subscriber reconnects (no race with the bridge)."""
+    cloud = mosquitto_factory(f"persistence true\npersistence_location {workdir}/\n")
+    Collector(cloud.port, [(topic, 1)], protocol=paho.MQTTv311, client_id="cloud-sink", clean=False).close()
+    cloud.stop()
+    return cloud
+
+
+def sink_of(cloud: Mosquitto) -> Collector:
+    return Collector(cloud.port, [], protocol=paho.MQTTv311, client_id="cloud-sink", clean=False)

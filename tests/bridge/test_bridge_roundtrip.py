@@ -62,3 +62,31 @@ def test_unmapped_topics_do_not_cross(broker_factory, mosquitto_factory):
         down.close()
     assert {t for t, *_ in got_up} == {"site/gw-0042/other", "site/gw-0042/cmd/ok", "site/gw-0042/sensors/ok"}
     assert {t for t, *_ in got_down} == {"other/x", "sensors/ok", "cmd/ok"}
+
+
+def test_mappings_name_the_local_tenant(broker_factory, mosquitto_factory):
+    cloud = mosquitto_factory()
+    gw = broker_factory(gateway_toml([{
+        "name": "cloud", "address": "127.0.0.1", "port": cloud.port,
+        "topics": [
+            {"direction": "both", "local": "t/#", "remote_prefix": "acme/", "tenant": "acme"},
+            {"direction": "both", "local": "t/#", "remote_prefix": "default/"},
+        ]}]))
+    wait_log(gw, "bridge cloud connected")
+    up = Collector(cloud.port, [("acme/#", 1), ("default/#", 1)])
+    acme = Collector(gw.port, [("t/#", 1)], tenant="acme")
+    default = Collector(gw.port, [("t/#", 1)])
+    try:
+        publish(gw.port, [("t/x", b"acme data", 1)], tenant="acme")
+        publish(gw.port, [("t/y", b"default data", 1)])
+        publish(cloud.port, [("acme/t/cmd", b"for acme", 1), ("default/t/cmd", b"for default", 1)])
+        got_up = up.wait_for(4, 10)
+        got_acme = acme.wait_for(2, 5)
+        got_default = default.wait_for(2, 5)
+    finally:
+        for c in (up, acme, default):
+            c.close()
+    assert sorted((t, p) for t, p, *_ in got_up if not t.endswith("/cmd")) == [
+        ("acme/t/x", b"acme data"), ("default/t/y", b"default data")]
+    assert sorted((t, p) for t, p, *_ in got_acme) == [("t/cmd", b"for acme"), ("t/x", b"acme data")]
+    assert sorted((t, p) for t, p, *_ in got_default) == [("t/cmd", b"for default"), ("t/y", b"default data")]

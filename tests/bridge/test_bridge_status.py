@@ -10,12 +10,13 @@ from pathlib import Path
 
 from bridge_support import (
     METRICS,
-    Collector,
     bridge_status,
     free_port,
     gateway_toml,
     metrics_url,
     publish,
+    sink_of,
+    stopped_cloud_with_sink,
     sys_value,
     wait_log,
 )
@@ -23,10 +24,10 @@ from bridge_support import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_queue_bound_status_and_cli(broker_factory, mosquitto_factory):
-    cloud_port = free_port()  # the cloud is down
+def test_queue_bound_status_and_cli(broker_factory, mosquitto_factory, tmp_path: Path):
+    cloud = stopped_cloud_with_sink(mosquitto_factory, tmp_path, "s/#")  # the cloud is down
     gw = broker_factory(gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud_port, "queue_max_messages": 5,
+        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "queue_max_messages": 5,
         "overflow": "drop-oldest",
         "topics": [{"direction": "out", "local": "s/#", "qos": 1}]}], extra=METRICS))
     wait_log(gw, "bridge cloud cannot connect")
@@ -41,8 +42,8 @@ def test_queue_bound_status_and_cli(broker_factory, mosquitto_factory):
     assert (status["connected"], status["queue_messages"], status["dropped"]) == (0, 5, 3)
 
     # the cloud comes up: the 5 newest arrive in order, the queue empties
-    cloud = mosquitto_factory(port=cloud_port)
-    sink = Collector(cloud.port, [("s/#", 1)])
+    cloud.start()
+    sink = sink_of(cloud)
     try:
         got = sink.wait_for(5, 20)
     finally:

@@ -8,7 +8,16 @@ import time
 from pathlib import Path
 
 import paho.mqtt.client as paho
-from bridge_support import Collector, free_port, gateway_toml, publish, sys_value, wait_log
+from bridge_support import (
+    Collector,
+    free_port,
+    gateway_toml,
+    publish,
+    sink_of,
+    stopped_cloud_with_sink,
+    sys_value,
+    wait_log,
+)
 
 
 def in_order_and_complete(got: list[tuple[str, bytes, int, bool]], topics: list[str], count: int) -> None:
@@ -93,3 +102,26 @@ def test_kill_9_with_10000_queued_messages_loses_nothing_acknowledged(
         sink.close()
     in_order_and_complete(got, topics, count)
     assert sys_value(gw2.port, "$SYS/broker/bridge/cloud/queue/messages", until=lambda v: v == "0") == "0"
+
+
+def test_backlog_drain_is_rate_limited(broker_factory, mosquitto_factory, tmp_path: Path):
+    cloud = stopped_cloud_with_sink(mosquitto_factory, tmp_path, "slow/#")
+    gw = broker_factory(gateway_toml([{
+        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "drain_rate": 50, "max_inflight": 10,
+        "topics": [{"direction": "out", "local": "slow/#", "qos": 1}]}]))
+    wait_log(gw, "bridge cloud cannot connect")
+    publish(gw.port, [("slow/t", str(n).encode(), 1) for n in range(100)])
+    cloud.start()
+    sink = sink_of(cloud)
+    arrivals: list[float] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(arrivals) < 100 and time.monotonic() < deadline:
+            count = len(sink.messages)
+            arrivals.extend([time.monotonic()] * (count - len(arrivals)))
+            time.sleep(0.01)
+    finally:
+        sink.close()
+    in_order_and_complete(sink.messages, ["slow/t"], 100)
+    # burst of max(max_inflight, rate / 10) = 10, then 50/s: the other 90 take about 1.8 s
+    assert arrivals[-1] - arrivals[0] >= 1.4

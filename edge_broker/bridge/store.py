@@ -34,16 +34,20 @@ log = logging.getLogger("edge_broker.bridge")
 
 BATCH_BYTES = 1 << 20  # a turn's records beyond this are split over several frames
 M_FIELDS = 7  # "m", seq, topic, payload, qos, retain, props
-PID, RELEASED, SIZE = 7, 8, 9  # what _Live appends to a live "m" record
 
 
 class _Live:
-    """The reducer: live messages by sequence number, for recovery and compaction. A live
-    message is its ``m`` record extended in place with ``[pid, released, frame bytes]`` (one
-    list per message: the queue's memory per message matters with 100,000 queued)."""
+    """The reducer: live messages by sequence number, for recovery and compaction.
 
-    def __init__(self) -> None:
-        self.messages: dict[int, list[Any]] = {}
+    The log hands the reducer each record decoded from what was written; keeping those would
+    hold every topic and payload twice (the queue has them). So a message queued at run time is
+    represented by the queue's own :class:`Entry` (``registry``, filled by
+    :meth:`BridgeStore.queued`), and only messages replayed at open are built from records.
+    Compaction rebuilds the records from the entries."""
+
+    def __init__(self, registry: dict[int, Entry]) -> None:
+        self.registry = registry
+        self.messages: dict[int, list[Any]] = {}  # seq → [Entry, frame bytes]
         self.bytes = 0
         self.max_seq = 0
 
@@ -61,8 +65,10 @@ class _Live:
         if kind == "m":
             if len(record) != M_FIELDS:
                 raise StoreError("bridge message record of the wrong length")
-            record.extend((None, False, size))
-            self.messages[seq] = record
+            entry = self.registry.pop(seq, None)
+            if entry is None:
+                entry = Entry(seq, record[2], record[3], record[4], record[5], record[6])
+            self.messages[seq] = [entry, size]
             self.bytes += size
             if seq > self.max_seq:
                 self.max_seq = seq
@@ -71,12 +77,12 @@ class _Live:
         if live is None:
             return
         if kind == "p":
-            live[PID] = record[2]
+            live[0].pid = record[2]
         elif kind == "r":
-            live[RELEASED] = True
+            live[0].released = True
         elif kind == "d":
             del self.messages[seq]
-            self.bytes -= live[SIZE]
+            self.bytes -= live[1]
         else:
             raise StoreError(f"unknown bridge record kind {kind!r}")
 
@@ -85,15 +91,16 @@ class _Live:
 
     def live_records(self) -> Iterable[Any]:
         records: list[Any] = []
-        for seq, live in self.messages.items():
-            m = live[:M_FIELDS]
-            if live[PID] is None and not live[RELEASED]:
+        for seq, (entry, _) in list(self.messages.items()):
+            m = ["m", seq, entry.topic, entry.payload, entry.qos, entry.retain, entry.props]
+            pid, released = entry.pid, entry.released
+            if pid is None and not released:
                 records.append(m)
                 continue
             batch = [m]
-            if live[PID] is not None:
-                batch.append(["p", seq, live[PID]])
-            if live[RELEASED]:
+            if pid is not None:
+                batch.append(["p", seq, pid])
+            if released:
                 batch.append(["r", seq])
             records.append(["b", batch])
         return records
@@ -101,16 +108,12 @@ class _Live:
     def compacted(self, sizes: Sequence[int]) -> None:
         total = 0
         for live, size in zip(list(self.messages.values()), sizes, strict=False):
-            live[SIZE] = size
+            live[1] = size
             total += size
         self.bytes = total
 
     def entries(self) -> list[Entry]:
-        out = []
-        for seq in sorted(self.messages):
-            m = self.messages[seq]
-            out.append(Entry(seq, m[2], m[3], m[4], m[5], m[6], m[PID], m[RELEASED]))
-        return out
+        return [self.messages[seq][0] for seq in sorted(self.messages)]
 
 
 class BridgeStore:
@@ -119,7 +122,8 @@ class BridgeStore:
     durable = True
 
     def __init__(self, path: Path, fsync: str | float) -> None:
-        self._live = _Live()
+        self._registry: dict[int, Entry] = {}  # queued, not yet written (see _Live)
+        self._live = _Live(self._registry)
         self.log = Log.open(path, self._live, fsync=fsync)
         if not self.log.report.clean:
             log.warning("bridge queue %s recovered: %s", path, self.log.report,
@@ -150,6 +154,7 @@ class BridgeStore:
             self._flush()
 
     def queued(self, entry: Entry) -> None:
+        self._registry[entry.seq] = entry
         self._add(["m", entry.seq, entry.topic, entry.payload, entry.qos, entry.retain, entry.props],
                   entry.qos > 0, entry.size)
 
@@ -182,6 +187,9 @@ class BridgeStore:
         try:
             await self.log.append(record, durable=durable)
         except StoreError as exc:
+            for item in record[1]:  # never written: the reducer will not take them
+                if item[0] == "m":
+                    self._registry.pop(item[1], None)
             if self.last_error is None:
                 log.error("bridge queue write failed: %s", exc, extra={"event": "bridge_store_error"})
             self.last_error = str(exc)

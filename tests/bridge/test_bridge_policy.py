@@ -122,3 +122,38 @@ def test_reserved_topics_never_come_in(broker_factory, mosquitto_factory):
     finally:
         down.close()
     assert [t for t, *_ in got] == ["access/other"]
+
+
+def test_restricted_smoker_topics_never_leave(broker_factory, mosquitto_factory, tmp_path: Path):
+    """SMOKER.md "Access decision" step 1: only SMOKER-authenticated clients reach the
+    restricted area, and the bridge principal is not one: the owner's restricted/ data stays."""
+    import asyncio
+
+    from nacl.signing import SigningKey
+
+    from edge_broker.claims.smoker_id import smoker_id
+    from edge_broker.smoker_client import SmokerClient
+
+    key = SigningKey(bytes(range(1, 33)))
+    owner = smoker_id(key.verify_key)
+    cloud = mosquitto_factory()
+    text = gateway_toml([bridge(cloud.port)], extra=METRICS + f'\n[claims]\nstore_dir = "{tmp_path}/claims"\n')
+    text = text.replace('name = "tcp"\n', 'name = "tcp"\nauth_methods = ["smoker", "anonymous"]\n', 1)
+    gw = broker_factory(text)
+    wait_log(gw, "bridge cloud connected")
+    up = Collector(cloud.port, [("gw/#", 1)])
+
+    async def owner_publishes() -> None:
+        client = SmokerClient("127.0.0.1", gw.port, key, timeout=5)
+        await client.connect()
+        await client.publish(f"restricted/{owner}/temperature", b"private", 1)
+        await client.publish("sensors/public", b"public", 1)
+        await client.disconnect()
+
+    try:
+        asyncio.run(owner_publishes())
+        got = up.wait_for(2, 3)
+    finally:
+        up.close()
+    assert [t for t, *_ in got] == ["gw/sensors/public"]
+    assert bridge_status(gw, until=lambda s: s.get("denied_out") == 1)["denied_out"] == 1

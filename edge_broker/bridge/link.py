@@ -174,9 +174,9 @@ class BridgeLink:
         attempt = 0
         cfg = self.config
         while True:
+            connects = self.stats.connects
             try:
                 await self._connection()
-                attempt = 0  # a connection that came up resets the backoff
             except asyncio.CancelledError:
                 self._disconnect_quietly()
                 raise
@@ -197,6 +197,8 @@ class BridgeLink:
                 self._state("disconnected", f"bridge {cfg.name} disconnected: internal error")
             finally:
                 self._disconnect_quietly()
+            if self.stats.connects != connects:
+                attempt = 0  # a connection that came up resets the backoff
             delay = backoff_delay(attempt, cfg.reconnect_min, cfg.reconnect_max)
             attempt += 1
             await asyncio.sleep(delay)

@@ -107,5 +107,10 @@ async def open_stream(config: BridgeConfig) -> Stream:
     if context is not None:
         kwargs["ssl"] = context
         kwargs["server_hostname"] = server_name
-    ws = await connect(uri, **kwargs)
+    from websockets.exceptions import WebSocketException
+
+    try:
+        ws = await connect(uri, **kwargs)
+    except WebSocketException as exc:  # a refused handshake is a failed attempt like any other
+        raise ConnectionError(f"WebSocket handshake with {uri} failed: {exc}") from exc
     return _WebSocketStream(ws)

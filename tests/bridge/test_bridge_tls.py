@@ -131,3 +131,15 @@ def test_websocket_transport_to_a_second_edge_broker(broker_factory):
         c.loop_stop()
         c.disconnect()
     assert got == [b"over websocket"]
+
+
+def test_websocket_handshake_refused_is_reported(broker_factory):
+    cloud = broker_factory({"listeners": [{"name": "ws", "transport": "websocket", "bind": "127.0.0.1"}]})
+    gw = broker_factory(gateway_toml([{
+        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "transport": "websocket",
+        "websocket_path": "/wrong",
+        "topics": [{"direction": "out", "local": "ws/#", "qos": 1}],
+    }]))
+    text = wait_log(gw, "bridge cloud cannot connect")
+    assert "WebSocket handshake" in text
+    assert "Traceback" not in gw.log()

@@ -29,14 +29,12 @@ from typing import Any
 
 from ..mqtt.codec import PacketReader, ProtocolError, encode
 from ..mqtt.encoder import frame
-from ..mqtt.properties import encode_properties
-from ..mqtt.wire import encode_string, u16
 from ..mqtt.packets import (
     NO_PROPERTIES,
     Connack,
-    PacketType,
     Connect,
     Disconnect,
+    PacketType,
     Pingreq,
     Pingresp,
     Properties,
@@ -49,6 +47,8 @@ from ..mqtt.packets import (
     Subscribe,
     Subscription,
 )
+from ..mqtt.properties import encode_properties
+from ..mqtt.wire import encode_string, u16
 from .config import BridgeConfig
 from .queue import Entry, OutboundQueue
 from .topics import ORIGIN_PROPERTY, EchoFilter, TopicMap

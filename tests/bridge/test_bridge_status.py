@@ -40,6 +40,16 @@ def test_queue_bound_status_and_cli(broker_factory, mosquitto_factory, tmp_path:
     assert text.count("outbound queue full") == 1  # logged once, counted always
     status = bridge_status(gw)
     assert (status["connected"], status["queue_messages"], status["dropped"]) == (0, 5, 3)
+    # the exposition parses (Prometheus' own parser), the error label included
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(metrics_url(gw), timeout=5) as response:
+        families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
+    error = families["edge_broker_bridge_last_error_info"].samples[0]
+    assert error.labels["bridge"] == "cloud" and "Connection refused" in error.labels["error"]
+    assert families["edge_broker_bridge_dropped"].samples[0].value == 3
 
     # the cloud comes up: the 5 newest arrive in order, the queue empties
     cloud.start()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bridge_support import (
     METRICS,
+    Collector,
     bridge_status,
     free_port,
     gateway_toml,
@@ -79,3 +80,24 @@ def test_status_cli_without_a_running_broker():
     assert out.returncode == 1
     assert "is the broker running with [metrics]?" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_reload_keeps_the_running_bridges(broker_factory, mosquitto_factory):
+    import signal
+
+    cloud = mosquitto_factory()
+    gw = broker_factory(gateway_toml([{
+        "name": "cloud", "address": "127.0.0.1", "port": cloud.port,
+        "topics": [{"direction": "out", "local": "s/#", "remote_prefix": "old/", "qos": 1}]}]))
+    wait_log(gw, "bridge cloud connected")
+    text = gw.config_path.read_text()
+    gw.config_path.write_text(text.replace('remote_prefix = "old/"', 'remote_prefix = "new/"'))
+    gw.process.send_signal(signal.SIGHUP)
+    wait_log(gw, "bridge changes take effect after a restart")
+    sink = Collector(cloud.port, [("#", 1)])
+    try:
+        publish(gw.port, [("s/x", b"after reload", 1)])
+        got = sink.wait_for(1, 10)
+    finally:
+        sink.close()
+    assert [t for t, *_ in got] == ["old/s/x"]

@@ -158,3 +158,30 @@ def test_a_silent_remote_is_detected_by_keep_alive(broker_factory):
         remote.accept()  # and it reconnects
     finally:
         remote.close()
+
+
+def test_inbound_qos2_resend_is_routed_once(broker_factory):
+    from bridge_support import Collector
+
+    remote = ScriptedRemote()
+    try:
+        gw = broker_factory(gateway_toml([{
+            "name": "cloud", "address": "127.0.0.1", "port": remote.port, "protocol": "5",
+            "topics": [{"direction": "in", "local": "cmd/#", "qos": 2}]}]))
+        remote.accept()
+        subscribe = remote.recv()
+        assert [(s.topic_filter, s.qos, s.no_local) for s in subscribe.subscriptions] == [("cmd/#", 2, True)]
+        device = Collector(gw.port, [("cmd/#", 2)])
+        try:
+            remote.send(Publish("cmd/reboot", b"now", 2, False, False, 5))
+            assert remote.recv() == Pubrec(5)
+            remote.send(Publish("cmd/reboot", b"now", 2, False, True, 5))  # resent (DUP)
+            assert remote.recv() == Pubrec(5)
+            remote.send(Pubrel(5))
+            assert remote.recv() == Pubcomp(5)
+            got = device.wait_for(2, 2)
+        finally:
+            device.close()
+        assert got == [("cmd/reboot", b"now", 2, False)]
+    finally:
+        remote.close()

@@ -48,6 +48,7 @@ from ..mqtt.packets import (
     Subscription,
 )
 from ..mqtt.properties import encode_properties
+from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.wire import encode_string, u16
 from .config import BridgeConfig
 from .queue import Entry, OutboundQueue
@@ -88,6 +89,20 @@ def backoff_delay(attempt: int, low: float, high: float, rand: Callable[[], floa
     """Full-jitter exponential backoff: uniform in [low, min(high, low * 2**attempt)]."""
     ceiling = min(high, low * float(2 ** min(attempt, 30)))
     return float(low + (ceiling - low) * rand())
+
+
+CONNACK_3 = {1: "unacceptable protocol version", 2: "identifier rejected", 3: "server unavailable",
+             4: "bad user name or password", 5: "not authorized"}  # MQTT 3.1.1 §3.2.2.3
+
+
+def connack_meaning(code: int, level: int) -> str:
+    """The name of a CONNACK refusal code (MQTT 5 reason code or 3.1.1 return code)."""
+    if level < 5:
+        return CONNACK_3.get(code, "")
+    try:
+        return ReasonCode(code).name.lower().replace("_", " ")
+    except ValueError:
+        return ""
 
 
 def describe(exc: BaseException, config: BridgeConfig) -> str:
@@ -258,7 +273,7 @@ class BridgeLink:
         if not isinstance(connack, Connack):
             raise LinkError(f"expected CONNACK, got {type(connack).__name__}")
         if connack.reason_code != 0:
-            why = connack.properties.reason_string
+            why = connack.properties.reason_string or connack_meaning(connack.reason_code, self.level)
             raise LinkError(f"the remote refused the connection (reason code 0x{connack.reason_code:02X}"
                             + (f": {why})" if why else ")"))
         self._session_limits(connack)

@@ -53,8 +53,9 @@ class Mosquitto:
         # as root Mosquitto drops to user "mosquitto", who cannot read the pytest tmp dirs
         user = "user root\n" if os.geteuid() == 0 else ""
         # a cloud that drops queued messages for a slow subscriber would hide what the bridge did
+        anonymous = "false" if "password_file" in self.extra else "true"
         conf.write_text(f"{user}max_queued_messages 0\nlistener {self.port} 127.0.0.1\n"
-                        f"allow_anonymous true\n{self.extra}\n")
+                        f"allow_anonymous {anonymous}\n{self.extra}\n")
         log = open(self.workdir / "mosquitto.log", "ab")
         self.process = subprocess.Popen([MOSQUITTO, "-c", str(conf), "-v"], stdout=log, stderr=log)
         wait_port(self.port)

@@ -106,3 +106,33 @@ def test_no_mapping_and_duplicate_names():
     found = problems(twice + twice)
     assert "used twice" in found["bridges[1].name"]
     assert "array of tables" in problems('bridges = 1\n')["bridges"]
+
+
+def test_check_command_names_the_bridge_key(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    bad = tmp_path / "gw.toml"
+    bad.write_text('[[bridges]]\nname = "cloud"\naddress = "h"\n[[bridges.topics]]\ndirection = "sideways"\nlocal = "a/#"\n')
+    out = subprocess.run([sys.executable, "-m", "edge_broker", "check", "--config", str(bad)],
+                         capture_output=True, text=True, cwd=root, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(root)))
+    assert out.returncode == 1
+    assert f"{bad}: bridges[0].topics[0].direction:" in out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_status_url_from_the_config(tmp_path):
+    import argparse
+
+    from edge_broker.bridge.commands import _url
+
+    config = tmp_path / "gw.toml"
+    config.write_text('[metrics]\nenabled = true\nbind = "0.0.0.0"\nport = 9911\n')
+    assert _url(argparse.Namespace(url=None, config=str(config))) == "http://127.0.0.1:9911/metrics"
+    config.write_text("")
+    with pytest.raises(SystemExit, match=r"no \[metrics\] endpoint"):
+        _url(argparse.Namespace(url=None, config=str(config)))

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import paho.mqtt.client as paho
+import pytest
 from bridge_support import (
     Collector,
     free_port,
@@ -34,12 +35,13 @@ def in_order_and_complete(got: list[tuple[str, bytes, int, bool]], topics: list[
         assert first == list(range(count)), f"{topic}: {first[:20]}... ({len(first)} of {count})"
 
 
-def test_cloud_outage_under_steady_traffic(broker_factory, mosquitto_factory, tmp_path: Path):
+@pytest.mark.parametrize("protocol", ["3.1.1", "5"])
+def test_cloud_outage_under_steady_traffic(protocol, broker_factory, mosquitto_factory, tmp_path: Path):
     # The cloud keeps the subscriber's session across its own restart (persistence), so what the
     # bridge delivers while the subscriber reconnects is queued for it there.
     cloud = mosquitto_factory(f"persistence true\npersistence_location {tmp_path}/\n")
     gw = broker_factory(gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "protocol": "3.1.1",
+        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "protocol": protocol,
         "topics": [{"direction": "out", "local": "tele/#", "remote_prefix": "gw/", "qos": 1}],
     }]))
     wait_log(gw, "bridge cloud connected")

@@ -25,6 +25,7 @@ from ..auth.identity import Identity
 from ..authz.decision import Decision, Gate
 from ..broker.message import Message, make_message
 from ..mqtt.packets import NO_PROPERTIES, Publish
+from ..store import StoreError
 from .config import BridgeConfig, TopicMapping
 from .link import BridgeLink
 from .queue import Entry, OutboundQueue
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
     from ..broker.server import Broker
 
 log = logging.getLogger("edge_broker.bridge")
+
+
+class BridgeStoreError(RuntimeError):
+    """A bridge's queue log cannot be opened at start; the message says what to change."""
 
 
 class Bridge:
@@ -126,10 +131,17 @@ class Bridges:
                 from ..claims.runtime import state_dir
 
                 directory = state_dir(config)
-                directory.mkdir(parents=True, exist_ok=True)
                 settings = config.persistence
                 fsync: str | float = FSYNC.get(settings.durability, settings.interval_ms / 1000.0)
-                store = BridgeStore(directory / f"bridge-{bc.name}.log", fsync)
+                path = directory / f"bridge-{bc.name}.log"
+                try:
+                    directory.mkdir(parents=True, exist_ok=True)
+                    store = BridgeStore(path, fsync)
+                except (StoreError, OSError) as exc:
+                    raise BridgeStoreError(
+                        f"bridge {bc.name}: cannot open its queue log {str(path)!r}: {exc}; check that "
+                        "no other broker uses the state directory and that it is writable, or set "
+                        "[persistence] state_dir") from exc
             else:
                 store = MemoryStore()
             bridge = Bridge(bc, store, broker.separator, instance._inbound)
@@ -307,8 +319,6 @@ def _inbound_properties(props: Any) -> Any:
 
 
 async def _stored(stored: Awaitable[None]) -> bool:
-    from ..store import StoreError
-
     try:
         await stored
     except StoreError:

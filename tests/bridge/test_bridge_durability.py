@@ -82,3 +82,20 @@ def test_failing_fsync_refuses_the_publish(inprocess_broker_factory, tmp_path, m
     assert pub.expect(Puback, 10.0).reason_code in (0, ReasonCode.NO_MATCHING_SUBSCRIBERS)
     pub.close()
     b.stop()
+
+
+def test_an_unusable_queue_log_stops_the_start_with_a_reason(tmp_path):
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    state = tmp_path / "state"
+    (state / "bridge-cloud.log").mkdir(parents=True)  # a directory where the log file goes
+    conf = tmp_path / "gw.toml"
+    conf.write_text(config(state))
+    out = subprocess.run([sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+                         capture_output=True, text=True, cwd=root, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(root)))
+    assert out.returncode == 1
+    assert "bridge cloud: cannot open its queue log" in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout

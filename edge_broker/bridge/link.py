@@ -121,8 +121,9 @@ class BridgeLink:
     """The MQTT client side of one bridge (module docstring)."""
 
     def __init__(self, config: BridgeConfig, queue: OutboundQueue, store: Any,
-                 inbound: Inbound, topics: TopicMap) -> None:
+                 inbound: Inbound, topics: TopicMap, max_packet_size: int = 1 << 20) -> None:
         self.config = config
+        self.max_packet_size = max_packet_size  # what we accept from the remote (bounded memory)
         self.queue = queue
         self.store = store
         self.inbound = inbound
@@ -242,6 +243,7 @@ class BridgeLink:
         if self.level == 5:
             props = Properties(session_expiry_interval=0 if cfg.clean_start else cfg.session_expiry,
                                receive_maximum=min(cfg.max_inflight * 2, 65535),
+                               maximum_packet_size=self.max_packet_size,
                                request_problem_information=1)
         return Connect(self.level, cfg.client_id, cfg.clean_start, cfg.keep_alive, None,
                        cfg.username, password, props)
@@ -264,7 +266,8 @@ class BridgeLink:
         if self.stats.state != "disconnected":
             self._state("connecting", f"bridge {cfg.name} connecting to {cfg.address}:{cfg.port}")
         self._stream = stream = await open_stream(cfg)
-        reader = PacketReader(side="client", protocol_level=self.level)
+        reader = PacketReader(side="client", protocol_level=self.level,
+                              max_packet_size=self.max_packet_size)
         self._out.clear()
         self._send(self._connect_packet())
         self._flush()

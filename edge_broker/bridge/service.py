@@ -46,7 +46,7 @@ class Bridge:
     """One configured bridge: its queue, store, link and principal."""
 
     def __init__(self, config: BridgeConfig, store: Any, separator: str,
-                 inbound: Any) -> None:
+                 inbound: Any, max_packet_size: int = 1 << 20) -> None:
         self.config = config
         self.name = config.name
         self.origin = origin_marker(config.name)
@@ -56,7 +56,7 @@ class Bridge:
         entries, self.next_seq = store.recovered()
         for entry in entries:
             self.queue.restore(entry)
-        self.link = BridgeLink(config, self.queue, store, inbound, self.topics)
+        self.link = BridgeLink(config, self.queue, store, inbound, self.topics, max_packet_size)
         self._identities: dict[str, Identity] = {}
         self._overflow_logged = 0.0
 
@@ -144,7 +144,8 @@ class Bridges:
                         "[persistence] state_dir") from exc
             else:
                 store = MemoryStore()
-            bridge = Bridge(bc, store, broker.separator, instance._inbound)
+            bridge = Bridge(bc, store, broker.separator, instance._inbound,
+                            config.limits.max_packet_size)
             if len(bridge.queue):
                 log.info(f"bridge {bc.name}: {len(bridge.queue)} queued messages recovered",
                          extra={"event": "bridge_recovered", "bridge": bc.name, "queued": len(bridge.queue)})

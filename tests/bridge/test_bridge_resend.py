@@ -185,3 +185,19 @@ def test_inbound_qos2_resend_is_routed_once(broker_factory):
         assert got == [("cmd/reboot", b"now", 2, False)]
     finally:
         remote.close()
+
+
+def test_an_oversized_packet_from_the_remote_ends_the_connection(broker_factory):
+    remote = ScriptedRemote()
+    try:
+        text = config(remote.port).replace("[[bridges]]", "[limits]\nmax_packet_size = 4096\n\n[[bridges]]")
+        gw = broker_factory(text)
+        connect = remote.accept()
+        assert connect.properties.maximum_packet_size == 4096  # announced to the remote
+        remote.send(Publish("r/x", bytes(10_000), 0))
+        wait_log(gw, r"bridge cloud (disconnected|cannot connect).*exceeds the maximum packet size of 4096")
+        remote.drop()
+        remote.accept()  # reconnects; the gateway is fine
+        assert gw.alive()
+    finally:
+        remote.close()

@@ -44,9 +44,10 @@ def tls_bridge(port: int, pki: Path, **extra: object) -> dict:
     }
 
 
-def test_tls_mutual_authentication_round_trip(pki, broker_factory, mosquitto_factory, tmp_path):
+@pytest.mark.parametrize("protocol", ["5", "3.1.1"])
+def test_tls_mutual_authentication_round_trip(protocol, pki, broker_factory, mosquitto_factory, tmp_path):
     cloud = mosquitto_factory(mosquitto_tls(pki))
-    gw = broker_factory(gateway_toml([tls_bridge(cloud.port, pki)]))
+    gw = broker_factory(gateway_toml([tls_bridge(cloud.port, pki, protocol=protocol)]))
     wait_log(gw, "bridge cloud connected")
     # Mosquitto took the client certificate's CN as the user name: mutual authentication happened
     assert "u'gw-0042'" in cloud.log()

@@ -117,7 +117,9 @@ def test_packet_ids_survive_a_kill_9_of_the_gateway(broker_factory, tmp_path):
     try:
         text = config(remote.port, "5", tmp_path / "state")
         gw = broker_factory(text)
-        remote.accept()
+        connect = remote.accept()
+        # a persistent session on the remote: clean start 0 and the default Session Expiry
+        assert (connect.clean_start, connect.properties.session_expiry_interval) == (False, 86400)
         publish(gw.port, [("r/a", b"A", 2), ("r/b", b"B", 2)])
         first = remote.publishes(2)
         remote.send(Pubrec(first[0].packet_id))

@@ -22,6 +22,7 @@ import os
 import random
 import ssl
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +149,7 @@ class BridgeLink:
         self._logged_error = ""
         self._pushback: list[Any] = []
         self._out: list[bytes] = []
+        self._held: deque[int] = deque()  # in flight, not yet resent on this connection
         # the PUBLISH properties field of a message without properties of its own: the origin
         # path (topics.py) for MQTT 5, nothing for 3.1.1
         self._plain_properties = encode_properties(
@@ -334,7 +336,21 @@ class BridgeLink:
             self._send(Subscribe(self._pid(), subs))
 
     def _resend_inflight(self) -> None:
-        for pid, entry in list(self.queue.inflight.items()):
+        """Resend what is in flight, oldest first, as far as the remote's Receive Maximum
+        allows (MQTT 5 §4.9: PUBREL flows count too); the rest waits in ``_held``."""
+        self._held.clear()
+        for pid in list(self.queue.inflight):
+            self._held.append(pid)
+        self._resend_held()
+
+    def _resend_held(self) -> None:
+        inflight = self.queue.inflight
+        held = self._held
+        while held and len(inflight) - len(held) < self._window:
+            pid = held.popleft()
+            entry = inflight.get(pid)
+            if entry is None:
+                continue
             if entry.released:
                 self._send(Pubrel(pid))
             else:
@@ -402,7 +418,9 @@ class BridgeLink:
             self._wake.clear()
             wait = 0.0
             sent = 0
-            while queue.pending and len(queue.inflight) < self._window:
+            if self._held:
+                self._resend_held()
+            while queue.pending and not self._held and len(queue.inflight) < self._window:
                 wait = self._take_token()
                 if wait:
                     break

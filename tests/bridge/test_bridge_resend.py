@@ -15,10 +15,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
 from edge_broker.mqtt.packets import (  # noqa: E402
+    NO_PROPERTIES,
     Connack,
     Connect,
     Pingreq,
     Pingresp,
+    Properties,
+    Puback,
     Pubcomp,
     Publish,
     Pubrec,
@@ -36,7 +39,8 @@ class ScriptedRemote:
         self.reader: PacketReader | None = None
         self.pending: list = []
 
-    def accept(self, session_present: bool = False, timeout: float = 15.0) -> Connect:
+    def accept(self, session_present: bool = False, timeout: float = 15.0,
+               properties: Properties = NO_PROPERTIES) -> Connect:
         self.server.settimeout(timeout)
         self.conn, _ = self.server.accept()
         self.conn.settimeout(timeout)
@@ -45,7 +49,7 @@ class ScriptedRemote:
         connect = self.recv()
         assert isinstance(connect, Connect)
         self.level = connect.protocol_level
-        self.send(Connack(session_present, 0))
+        self.send(Connack(session_present, 0, properties))
         return connect
 
     def send(self, packet) -> None:
@@ -70,6 +74,27 @@ class ScriptedRemote:
             elif isinstance(packet, Publish):
                 got.append(packet)
         return got
+
+    def quiet(self, seconds: float) -> bool:
+        """True when nothing but PINGREQ arrives for ``seconds``."""
+        assert self.conn is not None and self.reader is not None
+        self.conn.settimeout(seconds)
+        try:
+            while True:
+                if self.pending:
+                    packet = self.pending.pop(0)
+                    if not isinstance(packet, Pingreq):
+                        self.pending.insert(0, packet)
+                        return False
+                    continue
+                data = self.conn.recv(65536)
+                if not data:
+                    return True
+                self.pending.extend(self.reader.feed(data))
+        except TimeoutError:
+            return True
+        finally:
+            self.conn.settimeout(15.0)
 
     def drop(self) -> None:
         if self.conn is not None:
@@ -201,5 +226,26 @@ def test_an_oversized_packet_from_the_remote_ends_the_connection(broker_factory)
         remote.drop()
         remote.accept()  # reconnects; the gateway is fine
         assert gw.alive()
+    finally:
+        remote.close()
+
+
+def test_resends_respect_the_remotes_receive_maximum(broker_factory):
+    remote = ScriptedRemote()
+    try:
+        gw = broker_factory(config(remote.port, "5"))
+        remote.accept()
+        publish(gw.port, [(f"r/{i}", str(i).encode(), 1) for i in range(5)])
+        first = remote.publishes(5)  # none acknowledged
+        remote.drop()
+        remote.accept(session_present=True, properties=Properties(receive_maximum=2))
+        again = [remote.recv() for _ in range(2)]
+        assert [(p.topic, p.dup, p.packet_id) for p in again] == [
+            (p.topic, True, p.packet_id) for p in first[:2]]
+        assert remote.quiet(0.5)  # no more than Receive Maximum unacknowledged
+        remote.send(Puback(first[0].packet_id))
+        nxt = remote.recv()
+        assert (nxt.topic, nxt.dup, nxt.packet_id) == (first[2].topic, True, first[2].packet_id)
+        assert remote.quiet(0.5)
     finally:
         remote.close()

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "keygen": "edge_broker.claims.commands",
     "claim": "edge_broker.claims.commands",
     "token": "edge_broker.auth.token_commands",
+    "bridge": "edge_broker.bridge.commands",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 

@@ -34,6 +34,7 @@ from .ops.settings import MetricsConfig, SyncConfig, parse_metrics, parse_sync
 
 if TYPE_CHECKING:
     from .authz.acl import Acl  # imported by parse_config only when [acl] is present
+    from .bridge.config import BridgeConfig  # [[bridges]], parsed only when present
 
 T = TypeVar("T")
 
@@ -250,6 +251,7 @@ class Config:
     permissions: PermissionsConfig | None = None
     authorizers: tuple[AuthorizerSpec, ...] = ()
     acl: Acl | None = None  # [acl], compiled (authz/acl_settings.py); None without the section
+    bridges: tuple[BridgeConfig, ...] = ()  # [[bridges]] (bridge/config.py, docs/bridge.md)
     file: str = EMBEDDED_FILE
 
 
@@ -716,7 +718,11 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
                 values["acl"] = load_acl_section(raw_acl, file)
             except AclSettingsError as exc:
                 problems.extend(ConfigError(file, key, message) for key, message in exc.problems)
-    known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers", "acl"}
+    if data.get("bridges") is not None:  # issue 19: cloud bridges
+        from .bridge.config import parse_bridges
+
+        values["bridges"] = parse_bridges(data["bridges"], file, problems)
+    known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers", "acl", "bridges"}
     for name in data:
         if name not in known:
             problems.append(ConfigError(

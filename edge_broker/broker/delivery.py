@@ -31,6 +31,9 @@ class Delivery:
 
     def route(self, space: TopicSpace, message: Message) -> int:
         """Deliver ``message`` to every matching subscription; return how many got it."""
+        bridges = self.broker.bridges
+        if bridges is not None:  # issue 19: the bridges' outbound queues see every message
+            bridges.offer(space.tenant, message)
         hits = space.match(message.topic)
         if not hits:
             return 0

@@ -139,6 +139,8 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     persistence = broker.persistence
     if persistence is not None:
         stored = persistence.commit()  # retained, queued for persistent sessions (issue 8)
+        if broker.bridges is not None:  # issue 19: and the bridges' queue logs
+            stored = broker.bridges.take_pending(stored)
         return persistence.in_order(conn, stored, partial(_ack_stored, conn, pid, qos, routed),
                                     broker.config.limits.receive_maximum)
     _ack(conn, pid, qos, routed)

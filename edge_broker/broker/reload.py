@@ -48,6 +48,10 @@ async def apply_config(broker: Broker, new: Config, source: str) -> ReloadResult
         log.warning("%s: listener changes take effect after a restart; applying the rest", source,
                     extra={"event": "reload_listeners_kept"})
         new = replace(new, listeners=old.listeners)
+    if new.bridges != old.bridges:  # issue 19: the running bridges keep their queues and links
+        log.warning("%s: bridge changes take effect after a restart; applying the rest", source,
+                    extra={"event": "reload_bridges_kept"})
+        new = replace(new, bridges=old.bridges)
     if new.topics.separator != old.topics.separator:
         message = f"{source}: topics.separator cannot change at run time; restart the broker to change it"
         log.error(message, extra={"event": "reload_refused"})

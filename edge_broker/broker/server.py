@@ -72,6 +72,7 @@ from .topic_space import TopicSpace
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
+    from ..bridge.service import Bridges
     from ..claims.runtime import ClaimsRuntime
     from .persistence import Persistence
     from .reload import ReloadResult
@@ -100,6 +101,7 @@ class Broker:
         self._connection_cap = connection_cap(config.limits.max_connections)
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
+        self.bridges: Bridges | None = None  # [[bridges]] (issue 19), opened by start()
         self.audit: AuditLog | None = open_audit_log(config.audit)
         self.policy = self.build_policy(config)
         self.generation = 0  # bumped by every policy change (reload, bundle)
@@ -161,6 +163,11 @@ class Broker:
         raise_soft_limit(self.config.limits.max_connections)
         self._connection_cap = connection_cap(self.config.limits.max_connections)
         asyncio.get_running_loop().set_exception_handler(accept_error_handler(self.limit_hits))
+        if self.bridges is None and self.config.bridges:  # before the listeners: nothing unbridged
+            from ..bridge.service import Bridges
+
+            self.bridges = Bridges.open(self)
+            self.bridges.start()
         for listener in self.config.listeners:
             server = await start_listener(listener, self._factory(listener))
             self.servers.append(server)
@@ -251,6 +258,8 @@ class Broker:
             await asyncio.sleep(0.02)
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.bridges is not None:
+            await self.bridges.close()
         if self.claims is not None:
             await self.claims.close()
         if self.persistence is not None:

@@ -64,6 +64,8 @@ def authz_values(broker: Broker) -> dict[str, str]:
         "authz/subscriptions_removed": str(s.subscriptions_removed),
         "authz/generation": str(broker.generation),
     }
+    if broker.bridges is not None:  # issue 19: bridge/<name>/...
+        values.update(broker.bridges.values())
     pipeline = getattr(broker.policy, "pipeline", None)
     if pipeline is not None:
         for counter, kind in ((pipeline.hits, "hits"), (pipeline.denials, "denials")):

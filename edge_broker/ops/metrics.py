@@ -104,6 +104,10 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
         w.one("edge_broker_audit_records_dropped_total", "counter",
               "audit records deleted by rotation", au.records_dropped)
         w.one("edge_broker_audit_bytes", "gauge", "bytes of audit segments on disk", au.bytes_on_disk)
+    if broker.bridges is not None:  # issue 19
+        from ..bridge.metrics import write_bridge_metrics
+
+        write_bridge_metrics(w, broker.bridges)
     if sync is not None:
         w.one("edge_broker_sync_policy_version", "gauge", "version of the applied policy bundle (0: none)",
               sync.version or 0)

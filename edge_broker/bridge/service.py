@@ -1,0 +1,335 @@
+"""Every bridge of one broker (``Broker.bridges``): the outbound hook, the inbound publish, the
+bridge principal's authorization, and the values for ``$SYS`` and the metrics endpoint.
+
+Authorization (AUTHZ.md §2, docs/bridge.md): a bridge is a principal of its own, an
+:class:`~edge_broker.auth.identity.Identity` with ``method = "bridge"``, ``client_id`` and
+``username`` = the bridge's name, ``interface`` = ``bridge/<name>`` (a name no network interface
+can have) and ``tenant`` = the mapping's tenant. Default permissions select it with
+``method = "bridge"`` (and ``username = "<name>"``), site-ACL subjects with
+``interfaces = ["bridge/<name>"]``. Outbound, a message is queued only if the principal may
+receive it: the same delivery gates as a subscriber with an exact subscription (default
+permissions on the concrete topic, ACL egress, claims). Inbound, a message is published only if
+the principal may publish it (every publish gate, authorizers included). Denials are counted
+and audited by the same pipeline as any client's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from ..auth.identity import Identity
+from ..authz.decision import Decision, Gate
+from ..broker.message import Message, make_message
+from ..mqtt.packets import NO_PROPERTIES, Publish
+from ..store import StoreError
+from .config import BridgeConfig, TopicMapping
+from .link import BridgeLink
+from .queue import Entry, OutboundQueue
+from .store import BridgeStore, MemoryStore
+from .topics import ORIGIN_PROPERTY, TopicMap, origin_marker
+
+if TYPE_CHECKING:
+    from ..broker.server import Broker
+
+log = logging.getLogger("edge_broker.bridge")
+
+
+class BridgeStoreError(RuntimeError):
+    """A bridge's queue log cannot be opened at start; the message says what to change."""
+
+
+class Bridge:
+    """One configured bridge: its queue, store, link and principal."""
+
+    def __init__(self, config: BridgeConfig, store: Any, separator: str,
+                 inbound: Any, max_packet_size: int = 1 << 20) -> None:
+        self.config = config
+        self.name = config.name
+        self.origin = origin_marker(config.name)
+        self.topics = TopicMap(config.topics, separator)
+        self.queue = OutboundQueue(config.queue_max_messages, config.queue_max_bytes, config.overflow)
+        self.store = store
+        entries, self.next_seq = store.recovered()
+        for entry in entries:
+            self.queue.restore(entry)
+        self.link = BridgeLink(config, self.queue, store, inbound, self.topics, max_packet_size)
+        self._identities: dict[str, Identity] = {}
+        self._overflow_logged = 0.0
+
+    @property
+    def stats(self) -> Any:
+        return self.link.stats
+
+    def identity(self, tenant: str) -> Identity:
+        found = self._identities.get(tenant)
+        if found is None:
+            found = self._identities[tenant] = Identity(
+                client_id=self.name, method="bridge", tenant=tenant, username=self.name,
+                interface=self.config.principal)
+        return found
+
+    def enqueue(self, mapping: TopicMapping, message: Message) -> None:
+        props = message.properties
+        extra = None
+        if props is not NO_PROPERTIES and (props.user_properties or props.content_type is not None
+                                           or props.payload_format_indicator is not None
+                                           or props.response_topic is not None
+                                           or props.correlation_data is not None):
+            extra = [[list(p) for p in props.user_properties], props.content_type,
+                     props.payload_format_indicator, props.response_topic, props.correlation_data]
+        qos = mapping.qos if mapping.qos < message.qos else message.qos
+        entry = Entry(self.next_seq, TopicMap.to_remote(mapping, message.topic), message.payload,
+                      qos, message.retain, extra)
+        self.next_seq += 1
+        dropped = self.queue.push(entry)
+        stats = self.link.stats
+        if dropped and dropped[-1] is entry:
+            dropped.pop()
+            self._dropped(1, "the new message (queue full, drop-newest or all in flight)")
+        else:
+            stats.queued += 1
+            self.store.queued(entry)
+        for old in dropped:
+            self.store.done(old)
+        if dropped:
+            self._dropped(len(dropped), "the oldest queued messages (queue full, drop-oldest)")
+        self.link.wake()
+
+    def _dropped(self, count: int, what: str) -> None:
+        self.link.stats.dropped += count
+        now = time.monotonic()
+        if now - self._overflow_logged >= 10.0:  # one line per 10 s, the counter has the rest
+            self._overflow_logged = now
+            log.warning(
+                f"bridge {self.name}: outbound queue full ({len(self.queue)} messages, "
+                f"{self.queue.bytes} bytes): dropped {what}; {self.link.stats.dropped} dropped so far",
+                extra={"event": "bridge_queue_overflow", "bridge": self.name,
+                       "dropped": self.link.stats.dropped})
+
+
+class Bridges:
+    """Every bridge of the broker (module docstring)."""
+
+    def __init__(self, broker: Broker, bridges: list[Bridge]) -> None:
+        self.broker = broker
+        self.bridges = bridges
+        self.own_ids: frozenset[str] = frozenset()
+
+    @classmethod
+    def open(cls, broker: Broker) -> Bridges:
+        config = broker.config
+        bridges: list[Bridge] = []
+        instance = cls(broker, bridges)
+        for bc in config.bridges:
+            store: Any
+            if config.persistence.enabled:
+                from ..broker.persistence import FSYNC
+                from ..claims.runtime import state_dir
+
+                directory = state_dir(config)
+                settings = config.persistence
+                fsync: str | float = FSYNC.get(settings.durability, settings.interval_ms / 1000.0)
+                path = directory / f"bridge-{bc.name}.log"
+                try:
+                    directory.mkdir(parents=True, exist_ok=True)
+                    store = BridgeStore(path, fsync)
+                except (StoreError, OSError) as exc:
+                    raise BridgeStoreError(
+                        f"bridge {bc.name}: cannot open its queue log {str(path)!r}: {exc}; check that "
+                        "no other broker uses the state directory and that it is writable, or set "
+                        "[persistence] state_dir") from exc
+            else:
+                store = MemoryStore()
+            bridge = Bridge(bc, store, broker.separator, instance._inbound,
+                            config.limits.max_packet_size)
+            if len(bridge.queue):
+                log.info(f"bridge {bc.name}: {len(bridge.queue)} queued messages recovered",
+                         extra={"event": "bridge_recovered", "bridge": bc.name, "queued": len(bridge.queue)})
+            bridges.append(bridge)
+        instance.own_ids = frozenset(b.config.client_id for b in bridges)
+        return instance
+
+    def start(self) -> None:
+        for bridge in self.bridges:
+            bridge.link.start()
+
+    async def close(self) -> None:
+        for bridge in self.bridges:
+            await bridge.link.close()
+            try:
+                await bridge.store.aclose()
+            except Exception as exc:
+                log.error("bridge %s: closing the queue log failed: %s", bridge.name, exc)
+
+    # -- outbound -------------------------------------------------------------------------
+
+    def offer(self, tenant: str, message: Message) -> None:
+        """Delivery.route calls this for every routed message (before local subscribers)."""
+        topic = message.topic
+        if topic[:1] == "$":
+            return
+        policy = self.broker.policy
+        if not policy.routable(topic):
+            return
+        for bridge in self.bridges:
+            if message.origin == bridge.origin:
+                continue  # it came in over this bridge: never back out (no loops)
+            mapping = bridge.topics.outbound_for(tenant, topic)
+            if mapping is None:
+                continue
+            props = message.properties
+            if props.user_properties and self._left_before(props.user_properties):
+                bridge.stats.echoes += 1  # left over one of our bridges before, came back another way
+                continue
+            if message.expires_at is not None and message.expired(time.monotonic()):
+                continue
+            pipeline = policy.pipeline
+            if pipeline is not None and not pipeline.check_deliver(
+                    bridge.identity(tenant), message, mapping.qos, None, True).allowed:
+                bridge.stats.denied_out += 1
+                continue
+            bridge.enqueue(mapping, message)
+
+    def _left_before(self, user_properties: tuple[tuple[str, str], ...]) -> bool:
+        """The message's origin path (MQTT 5 user properties ``ORIGIN_PROPERTY``, one per
+        bridge it crossed) names one of this broker's bridges."""
+        own = self.own_ids
+        return any(k == ORIGIN_PROPERTY and v in own for k, v in user_properties)
+
+    def take_pending(self, stored: Awaitable[None] | None) -> Awaitable[None] | None:
+        """handle_publish: what the publisher's PUBACK waits for, now also the bridge queues'
+        write of the message it just published (durability ``sync``: on disk)."""
+        owed: list[Awaitable[None]] = [
+            f for f in (b.store.take_pending() for b in self.bridges) if f is not None]
+        if not owed:
+            return stored
+        if stored is not None:
+            owed.append(stored)
+        return _all(owed)
+
+    # -- inbound --------------------------------------------------------------------------
+
+    def _bridge_of(self, link: BridgeLink) -> Bridge:
+        for bridge in self.bridges:
+            if bridge.link is link:
+                return bridge
+        raise LookupError(link.config.name)
+
+    def _inbound(self, link: BridgeLink, packet: Publish) -> Awaitable[bool] | bool:
+        """A PUBLISH from the remote: map, authorize, route locally. True: acknowledge it."""
+        bridge = self._bridge_of(link)
+        stats = link.stats
+        if link.echo is not None and link.echo.is_echo(packet.topic, packet.payload):
+            stats.echoes += 1
+            return True
+        props = packet.properties
+        if props.user_properties and self._left_before(props.user_properties):
+            stats.echoes += 1  # went out over one of our bridges and came back
+            return True
+        found = bridge.topics.inbound_for(packet.topic)
+        if found is None:
+            return True  # the remote sent what no mapping asked for: acknowledged, not routed
+        mapping, local = found
+        local_packet = Publish(local, packet.payload, packet.qos, packet.retain, False, packet.packet_id,
+                               _inbound_properties(props))
+        identity = bridge.identity(mapping.tenant)
+        verdict = self.broker.policy.check_publish(identity, local, local_packet)
+        if isinstance(verdict, Decision):
+            return self._decided(bridge, mapping, local_packet, identity, verdict)
+        return self._await(bridge, mapping, local_packet, identity, verdict)
+
+    async def _await(self, bridge: Bridge, mapping: TopicMapping, packet: Publish, identity: Identity,
+                     verdict: Any) -> bool:
+        decision = await verdict
+        result = self._decided(bridge, mapping, packet, identity, decision)
+        return result if isinstance(result, bool) else await result
+
+    def _decided(self, bridge: Bridge, mapping: TopicMapping, packet: Publish, identity: Identity,
+                 decision: Decision) -> Awaitable[bool] | bool:
+        broker = self.broker
+        if decision.denied:
+            bridge.stats.denied_in += 1
+            if decision.gate in (Gate.SYNTAX, Gate.RESERVED):
+                # gates 1-2 are decided before the pipeline, which audits the others
+                if broker.audit is not None:
+                    broker.audit.decision(
+                        action="publish", client=identity.client_id, user=identity.username,
+                        tenant=identity.tenant, method=identity.method, topic=packet.topic,
+                        outcome="deny", gate=decision.gate.value, rule=decision.rule,
+                        rc=int(decision.reason_code), reason=decision.reason)
+                log.info("denied bridged publish %r from bridge %s: %s", packet.topic, bridge.name,
+                         decision.reason, extra={"event": "denied", "action": "publish",
+                                                 "client_id": identity.client_id, "topic": packet.topic})
+            return True  # acknowledged to the remote (MQTT 3.x style), never routed
+        message = make_message(packet.topic, packet.payload, packet.qos, packet.retain,
+                               packet.properties, bridge.origin)
+        space = broker.topic_space(mapping.tenant)
+        if packet.retain:
+            if packet.payload:
+                space.retained.set(message)
+            else:
+                space.retained.delete(packet.topic)
+        broker.delivery.route(space, message)
+        persistence = broker.persistence
+        if packet.qos and persistence is not None:
+            stored = persistence.commit()
+            if stored is not None:
+                return _stored(stored)
+        return True
+
+    # -- observability --------------------------------------------------------------------
+
+    def values(self) -> dict[str, str]:
+        """``$SYS/broker/bridge/<name>/…`` (below ``$SYS/broker/``)."""
+        out: dict[str, str] = {}
+        for bridge in self.bridges:
+            s = bridge.stats
+            base = f"bridge/{bridge.name}/"
+            out.update({
+                base + "connected": "1" if s.connected else "0",
+                base + "state": s.state,
+                base + "queue/messages": str(len(bridge.queue)),
+                base + "queue/bytes": str(bridge.queue.bytes),
+                base + "queue/inflight": str(len(bridge.queue.inflight)),
+                base + "messages/queued": str(s.queued),
+                base + "messages/sent": str(s.sent),
+                base + "messages/acknowledged": str(s.acknowledged),
+                base + "messages/dropped": str(s.dropped),
+                base + "messages/rejected": str(s.rejected),
+                base + "messages/received": str(s.received),
+                base + "denied/out": str(s.denied_out),
+                base + "denied/in": str(s.denied_in),
+                base + "echoes": str(s.echoes),
+                base + "last_error": s.last_error or (bridge.store.last_error or ""),
+            })
+        return out
+
+
+def _inbound_properties(props: Any) -> Any:
+    """What a PUBLISH from the remote keeps locally: per-hop properties (alias, subscription
+    ids) are dropped (MQTT 5 §3.3.2.3.4, §3.3.4)."""
+    if props is NO_PROPERTIES or (props.topic_alias is None and not props.subscription_identifiers):
+        return props
+    from dataclasses import replace
+
+    return replace(props, topic_alias=None, subscription_identifiers=())
+
+
+async def _stored(stored: Awaitable[None]) -> bool:
+    try:
+        await stored
+    except StoreError:
+        return False  # not acknowledged: the remote sends it again
+    return True
+
+
+async def _all(awaitables: list[Any]) -> None:
+    """Await every one (so none is left unretrieved); raise the first error."""
+    results = await asyncio.gather(*awaitables, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Bridge benchmark (issue 19): bridged messages per second and CPU per bridged message, an
+edge-broker gateway bridging to Mosquitto beside a Mosquitto gateway bridging to the same
+Mosquitto (its own ``connection`` bridge), one run on loopback; and the broker's RSS with a
+large outbound backlog (``--backlog``).
+
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_bridge.py [--messages 20000] [--payload 64]
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_bridge.py --backlog 100000 [--durable]
+
+``BENCH_PROFILE=/tmp/gw.prof`` runs the edge-broker gateway under cProfile (written at its exit).
+
+Throughput: one publisher sends ``--messages`` QoS 1 PUBLISHes (window of 200 unacknowledged)
+to the gateway on ``bench/<n % 8>``; the gateway bridges ``bench/#`` at QoS 1 to the cloud
+Mosquitto, where a QoS 0 subscriber counts arrivals. Bridged msgs/s = messages / (first publish
+→ last arrival); CPU per message = the gateway process's user+system CPU time over the run /
+messages. Backlog: the cloud is down; the publisher queues ``--backlog`` messages; the gateway's
+VmRSS before and after is printed (``--durable``: with ``[persistence]``, the queue on disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from edge_broker.mqtt.codec import PacketReader, encode
+from edge_broker.mqtt.packets import Connect, Puback, Publish, Subscribe, Subscription
+
+ROOT = Path(__file__).resolve().parent.parent
+MOSQUITTO = "/usr/sbin/mosquitto"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def mosquitto(workdir: Path, name: str, port: int, extra: str = "") -> subprocess.Popen[bytes]:
+    conf = workdir / f"{name}.conf"
+    user = "user root\n" if os.geteuid() == 0 else ""
+    conf.write_text(f"{user}max_queued_messages 0\nlistener {port} 127.0.0.1\nallow_anonymous true\n{extra}\n")
+    proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc
+
+
+def edge_gateway(workdir: Path, port: int, cloud: int, durable: bool) -> subprocess.Popen[bytes]:
+    conf = workdir / "gw.toml"
+    persistence = f'[persistence]\nstate_dir = "{workdir}/state"\ndurability = "sync"\n' if durable else ""
+    conf.write_text(f"""[[listeners]]
+name = "tcp"
+port = {port}
+
+[limits]
+max_queued_messages = 1000000
+
+{persistence}
+[[bridges]]
+name = "cloud"
+address = "127.0.0.1"
+port = {cloud}
+protocol = "5"
+drain_rate = 0
+max_inflight = 200
+queue_max_messages = 1000000
+queue_max_bytes = 1073741824
+reconnect_min = 0.1
+reconnect_max = 0.5
+
+[[bridges.topics]]
+direction = "out"
+local = "bench/#"
+remote_prefix = "site/"
+qos = 1
+""")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
+    proc = subprocess.Popen([sys.executable, *profile, "-m", "edge_broker", "run", "--config", str(conf)],
+                            stdout=open(workdir / "gw.log", "wb"), stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    wait_port(port)
+    return proc
+
+
+async def publisher(port: int, count: int, payload: bytes, window: int = 200) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(encode(Connect(5, "bench-pub", True, 60), 5))
+    packets = PacketReader(side="client", protocol_level=5)
+    while not packets.feed(await reader.read(65536)):
+        pass
+    free = asyncio.Semaphore(window)
+
+    async def acks() -> None:
+        done = 0
+        while done < count:
+            data = await reader.read(65536)
+            if not data:
+                raise RuntimeError("the gateway closed the publisher's connection")
+            for packet in packets.feed(data):
+                if isinstance(packet, Puback):
+                    done += 1
+                    free.release()
+
+    ack_task = asyncio.create_task(acks())
+    for n in range(count):
+        await free.acquire()
+        writer.write(encode(Publish(f"bench/{n % 8}", payload, 1, False, False, n % 65535 + 1), 5))
+        if n % 64 == 0:
+            await writer.drain()
+    await writer.drain()
+    await ack_task
+    writer.close()
+
+
+async def counter(port: int, topic: str, count: int, ready: asyncio.Event) -> float:
+    """Subscribe at QoS 0; return the time the ``count``-th message arrived."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(encode(Connect(5, f"bench-sink-{os.getpid()}", True, 60), 5))
+    writer.write(encode(Subscribe(1, (Subscription(topic, 0),)), 5))
+    packets = PacketReader(side="client", protocol_level=5, max_packet_size=1 << 20)
+    got = 0
+    subscribed = False
+    while got < count:
+        data = await reader.read(1 << 16)
+        if not data:
+            raise RuntimeError("the cloud closed the counter's connection")
+        for packet in packets.feed(data):
+            if isinstance(packet, Publish):
+                got += 1
+            elif not subscribed and type(packet).__name__ == "Suback":
+                subscribed = True
+                ready.set()
+    writer.close()
+    return time.monotonic()
+
+
+async def measure(gw_port: int, cloud_port: int, pid: int, count: int, payload: bytes) -> tuple[float, float]:
+    ready = asyncio.Event()
+    sink = asyncio.create_task(counter(cloud_port, "site/#", count, ready))
+    await asyncio.wait_for(ready.wait(), 10)
+    await asyncio.sleep(1.0)  # the gateway's bridge is connected and subscribed
+    cpu0 = cpu_seconds(pid)
+    t0 = time.monotonic()
+    await publisher(gw_port, count, payload)
+    t1 = await asyncio.wait_for(sink, 600)
+    cpu = cpu_seconds(pid) - cpu0
+    return count / (t1 - t0), cpu / count * 1e6
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def throughput(args: argparse.Namespace, work: Path) -> None:
+    payload = os.urandom(args.payload)
+    cloud_port = free_port()
+    cloud = mosquitto(work, "cloud", cloud_port)
+    results = []
+    try:
+        for name in ("edge-broker", "mosquitto"):
+            gw_port = free_port()
+            if name == "edge-broker":
+                gw = edge_gateway(work, gw_port, cloud_port, args.durable)
+            else:
+                gw = mosquitto(work, "gateway", gw_port,
+                               f"connection cloud\naddress 127.0.0.1:{cloud_port}\n"
+                               "topic bench/# out 1 \"\" site/\ncleansession false\n"
+                               f"max_inflight_messages 200\n")
+            try:
+                rate, cpu_us = asyncio.run(measure(gw_port, cloud_port, gw.pid, args.messages, payload))
+            finally:
+                stop(gw)
+            results.append((name, rate, cpu_us))
+    finally:
+        stop(cloud)
+    print(f"bridged {args.messages} QoS 1 messages of {args.payload} bytes to Mosquitto over loopback "
+          f"({'durable queue, sync' if args.durable else 'memory queue'} for edge-broker):")
+    for name, rate, cpu_us in results:
+        print(f"  {name:12} {rate:10.0f} msgs/s   {cpu_us:8.1f} us CPU per bridged message (gateway process)")
+
+
+def backlog(args: argparse.Namespace, work: Path) -> None:
+    gw_port, cloud_port = free_port(), free_port()  # nothing listens on cloud_port
+    gw = edge_gateway(work, gw_port, cloud_port, args.durable)
+    try:
+        time.sleep(1.0)
+        before = rss_mib(gw.pid)
+        t0 = time.monotonic()
+        asyncio.run(publisher(gw_port, args.backlog, os.urandom(args.payload)))
+        took = time.monotonic() - t0
+        time.sleep(1.0)
+        after = rss_mib(gw.pid)
+    finally:
+        stop(gw)
+    print(f"backlog of {args.backlog} messages of {args.payload} bytes "
+          f"({'durable queue' if args.durable else 'memory queue'}), queued in {took:.1f} s: "
+          f"VmRSS {before:.1f} MiB before, {after:.1f} MiB after "
+          f"({(after - before) * 1024 * 1024 / args.backlog:.0f} bytes per queued message)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=20000)
+    parser.add_argument("--payload", type=int, default=64)
+    parser.add_argument("--backlog", type=int, default=0, help="measure RSS with this many queued messages")
+    parser.add_argument("--durable", action="store_true", help="edge-broker with [persistence] (sync)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-bridge-"))
+    try:
+        if args.backlog:
+            backlog(args, work)
+        else:
+            throughput(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

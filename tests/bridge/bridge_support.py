@@ -1,0 +1,260 @@
+"""Real brokers for the bridge tests: Mosquitto (the Debian package) as the cloud, edge-broker
+gateways with ``[[bridges]]`` (written as TOML text: conftest's ``to_toml`` has no nested
+arrays of tables), and small paho helpers."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as paho
+import pytest
+
+MOSQUITTO = "/usr/sbin/mosquitto"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+class Mosquitto:
+    """A mosquitto process on ``port``; ``stop()`` and ``start()`` again on the same port."""
+
+    def __init__(self, workdir: Path, extra: str = "", port: int | None = None) -> None:
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.extra = extra
+        self.process: subprocess.Popen[bytes] | None = None
+        workdir.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> Mosquitto:
+        conf = self.workdir / "mosquitto.conf"
+        # as root Mosquitto drops to user "mosquitto", who cannot read the pytest tmp dirs
+        user = "user root\n" if os.geteuid() == 0 else ""
+        # a cloud that drops queued messages for a slow subscriber would hide what the bridge did
+        anonymous = "false" if "password_file" in self.extra else "true"
+        conf.write_text(f"{user}max_queued_messages 0\nlistener {self.port} 127.0.0.1\n"
+                        f"allow_anonymous {anonymous}\n{self.extra}\n")
+        log = open(self.workdir / "mosquitto.log", "ab")
+        self.process = subprocess.Popen([MOSQUITTO, "-c", str(conf), "-v"], stdout=log, stderr=log)
+        wait_port(self.port)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def log(self) -> str:
+        path = self.workdir / "mosquitto.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@pytest.fixture
+def mosquitto_factory(tmp_path: Path) -> Iterator[Any]:
+    started: list[Mosquitto] = []
+
+    def factory(extra: str = "", port: int | None = None) -> Mosquitto:
+        m = Mosquitto(tmp_path / f"mosquitto{len(started)}", extra, port).start()
+        started.append(m)
+        return m
+
+    yield factory
+    for m in started:
+        m.stop()
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(value)
+
+
+def gateway_toml(bridges: list[dict[str, Any]], extra: str = "", sys_interval: int = 1) -> str:
+    """A gateway config: one TCP listener on a free port, ``[sys]``, then every bridge with its
+    ``topics`` list as ``[[bridges.topics]]``. ``extra`` is appended TOML (other sections)."""
+    lines = ['[[listeners]]', 'name = "tcp"', 'port = 0', '', '[sys]', f'interval = {sys_interval}', '']
+    for bridge in bridges:
+        lines.append("[[bridges]]")
+        body = {"reconnect_min": 0.1, "reconnect_max": 1.0, "drain_rate": 0, **bridge}
+        for key, value in body.items():
+            if key != "topics":
+                lines.append(f"{key} = {toml_value(value)}")
+        for mapping in bridge["topics"]:
+            lines.append("[[bridges.topics]]")
+            lines.extend(f"{k} = {toml_value(v)}" for k, v in mapping.items())
+        lines.append("")
+    return "\n".join(lines) + "\n" + extra
+
+
+class Collector:
+    """A paho client that records (topic, payload, qos, retain) of every message."""
+
+    def __init__(self, port: int, topics: list[tuple[str, int]], protocol: int = paho.MQTTv5,
+                 client_id: str = "", clean: bool = True, tenant: str | None = None) -> None:
+        self.messages: list[tuple[str, bytes, int, bool]] = []
+        self.cond = threading.Condition()
+        kwargs: dict[str, Any] = {"protocol": protocol}
+        if client_id:
+            kwargs["client_id"] = client_id
+        if protocol != paho.MQTTv5 and client_id:
+            kwargs["clean_session"] = clean
+        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, **kwargs)
+        self.client.on_message = self._on_message
+        subscribed = threading.Event()
+        self.client.on_subscribe = lambda *a: subscribed.set()
+        self.client.connect("127.0.0.1", port, properties=tenant_properties(tenant))
+        self.client.loop_start()
+        if topics:
+            self.client.subscribe(topics)
+            if not subscribed.wait(10):
+                raise RuntimeError("no SUBACK")
+
+    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        with self.cond:
+            self.messages.append((msg.topic, msg.payload, msg.qos, msg.retain))
+            self.cond.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 15.0) -> list[tuple[str, bytes, int, bool]]:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while len(self.messages) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.cond.wait(left)
+            return list(self.messages)
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def tenant_properties(tenant: str | None) -> Any:
+    """MQTT 5 CONNECT properties selecting ``tenant`` (AUTHZ.md §1), or None."""
+    if tenant is None:
+        return None
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    props = Properties(PacketTypes.CONNECT)
+    props.UserProperty = [("tenant", tenant)]
+    return props
+
+
+def publish(port: int, messages: list[tuple[str, bytes, int]], protocol: int = paho.MQTTv5,
+            retain: bool = False, tenant: str | None = None) -> None:
+    """Publish and wait until every QoS 1/2 message was acknowledged."""
+    client = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=protocol)
+    client.max_inflight_messages_set(100)
+    client.max_queued_messages_set(0)
+    client.connect("127.0.0.1", port, properties=tenant_properties(tenant))
+    client.loop_start()
+    try:
+        infos = [client.publish(t, p, q, retain) for t, p, q in messages]
+        for info in infos:
+            info.wait_for_publish(30)
+            assert info.is_published()
+    finally:
+        client.loop_stop()
+        client.disconnect()
+
+
+def sys_value(port: int, topic: str, timeout: float = 10.0, until: Any = None) -> str:
+    """The retained ``$SYS`` value (waits until ``until(value)`` holds, when given)."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        c = Collector(port, [(topic, 0)])
+        got = c.wait_for(1, 2.0)
+        c.close()
+        if got:
+            last = got[-1][1].decode()
+            if until is None or until(last):
+                return last
+        time.sleep(0.3)
+    return last
+
+
+def wait_log(b: Any, pattern: str, timeout: float = 15.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = b.log()
+        if re.search(pattern, text):
+            return text
+        time.sleep(0.05)
+    raise AssertionError(f"{pattern!r} not in the log:\n{b.log()[-3000:]}")
+
+
+METRICS = "\n[metrics]\nenabled = true\nport = 0\n"
+
+
+def metrics_url(b: Any) -> str:
+    """The metrics endpoint of a gateway started with :data:`METRICS` in its config."""
+    text = wait_log(b, r"metrics on http://\S+/metrics")
+    found = re.findall(r"metrics on (http://\S+/metrics)", text)
+    return found[-1]
+
+
+def bridge_status(b: Any, name: str = "cloud", until: Any = None, timeout: float = 10.0) -> dict[str, Any]:
+    """``edge-broker bridge status`` as data (through the metrics endpoint)."""
+    import urllib.request
+
+    from edge_broker.bridge.commands import parse_status
+
+    url = metrics_url(b)
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            status = parse_status(response.read().decode()).get(name, {})
+        if until is None or until(status) or time.monotonic() > deadline:
+            return status
+        time.sleep(0.1)
+
+
+def stopped_cloud_with_sink(mosquitto_factory: Any, workdir: Path, topic: str) -> Mosquitto:
+    """A Mosquitto that keeps sessions on disk, holding the persistent session of a subscriber
+    (``sink_of``) to ``topic``, then stopped: started again, it queues what the bridge sends
+    for that subscriber even before the subscriber reconnects (no race with the bridge)."""
+    cloud = mosquitto_factory(f"persistence true\npersistence_location {workdir}/\n")
+    Collector(cloud.port, [(topic, 1)], protocol=paho.MQTTv311, client_id="cloud-sink", clean=False).close()
+    cloud.stop()
+    return cloud
+
+
+def sink_of(cloud: Mosquitto) -> Collector:
+    return Collector(cloud.port, [], protocol=paho.MQTTv311, client_id="cloud-sink", clean=False)

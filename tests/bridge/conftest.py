@@ -1,0 +1,1 @@
+from bridge_support import mosquitto_factory  # noqa: F401  (fixture)

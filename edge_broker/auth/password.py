@@ -14,6 +14,7 @@ run it in a thread and bound how many run at once.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,19 +116,43 @@ def load_password_file(path: str | os.PathLike[str]) -> dict[str, PasswordEntry]
     return parse_password_file(text, str(path))
 
 
+def _file_access(target: Path, directory: Path) -> tuple[int, int, int]:
+    """(mode, uid, gid) the rewritten file gets: those of the file it replaces, so that the
+    service user (group ``edge-broker``, README "Running as a service") can still read it after
+    ``passwd add`` by root (issue 20). A new file is 0600, or 0640 with its folder's group when
+    that group is not ours (``/etc/edge-broker`` is ``root:edge-broker``)."""
+    try:
+        old = target.stat()
+        return stat.S_IMODE(old.st_mode), old.st_uid, old.st_gid
+    except FileNotFoundError:
+        folder = directory.stat()
+        if folder.st_gid != os.getgid():
+            return 0o640, os.getuid(), folder.st_gid
+        return 0o600, os.getuid(), os.getgid()
+
+
 def write_password_file(path: str | os.PathLike[str], entries: dict[str, PasswordEntry]) -> None:
-    """Replace the file atomically (write a temporary file, fsync, rename), mode 0600."""
+    """Replace the file atomically (write a temporary file, fsync, rename), keeping the owner,
+    group and mode of the file it replaces (:func:`_file_access`)."""
     target = Path(path)
     header = "# edge-broker password file: username:argon2id-hash[:tenants[:roles]]\n"
     body = "".join(entry.to_line() + "\n" for entry in sorted(entries.values(), key=lambda e: e.username))
     directory = target.parent if str(target.parent) else Path(".")
+    mode, uid, gid = _file_access(target, directory)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(header + body)
             handle.flush()
+            if (uid, gid) != (os.getuid(), os.getgid()):
+                try:
+                    os.fchown(handle.fileno(), uid, gid)
+                except PermissionError as exc:
+                    raise PasswordFileError(
+                        f"{target}: cannot keep its owner {uid}:{gid} ({exc.strerror}); nothing was "
+                        "changed: run the command as root or as the file's owner") from exc
+            os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):

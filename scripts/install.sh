@@ -227,6 +227,8 @@ d /var/lib/edge-broker 0750 $USER_NAME $USER_NAME -
 EOF
 chmod 0644 "$TMPFILES"
 
+mkdir -p "$ROOT$PREFIX/doc"  # the unit's Documentation=
+install -m 0644 "$SRC/README.md" "$SRC/docs/operations.md" "$ROOT$PREFIX/doc/"
 sed "s|@PREFIX@|$PREFIX|g" "$SRC/systemd/edge-broker.service" > "$UNIT.tmp"
 chmod 0644 "$UNIT.tmp"
 mv "$UNIT.tmp" "$UNIT"

@@ -55,6 +55,10 @@ def test_files_modes_and_user(installed: tuple[Path, str]) -> None:
     text = unit.read_text()
     assert "@PREFIX@" not in text
     assert "ExecStart=/opt/edge-broker/venv/bin/edge-broker run --config /etc/edge-broker/edge-broker.toml" in text
+    docs = next(line for line in text.splitlines() if line.startswith("Documentation="))
+    for url in docs.removeprefix("Documentation=").split():  # issue 20: no made-up URL
+        assert url.startswith("file:/opt/edge-broker/") and (root / url.removeprefix("file:/")).is_file(), url
+    assert "LogsDirectory=" not in text  # the broker logs to journald only
     passwd = (root / "etc/passwd").read_text().splitlines()
     group = (root / "etc/group").read_text().splitlines()
     assert "edge-broker:x:101:101:edge-broker MQTT broker:/var/lib/edge-broker:/usr/sbin/nologin" in passwd

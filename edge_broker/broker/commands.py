@@ -31,6 +31,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     check.set_defaults(func=cmd_check)
 
 
+def _build_problems(config: Config) -> list[str]:
+    """What ``run`` does with a parsed config before binding, done the same way: authorizer
+    constructors run (``build_pipeline``, as ``Broker`` does), so one that raises fails here."""
+    from .policy import build_pipeline
+
+    try:
+        build_pipeline(config, None, None)
+    except Exception as exc:  # a plugin constructor's own error, reported, never a traceback
+        return [f"{exc}" if str(exc).startswith(config.file) else f"{config.file}: {exc}"]
+    return []
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
@@ -38,6 +50,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         print(f"{len(exc.problems)} error(s)", file=sys.stderr)
+        return 1
+    problems = _build_problems(config)
+    if problems:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"{len(problems)} error(s)", file=sys.stderr)
         return 1
     print(f"{config.file}: OK ({len(config.listeners)} listener(s): "
           + ", ".join(f"{lc.name} {lc.transport} {lc.bind}:{lc.port}" for lc in config.listeners)
@@ -88,7 +106,13 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
     from ..sync.state import SyncError
     from .server import Broker
 
-    broker = Broker(config)
+    from ..authz.errors import AuthzError
+
+    try:
+        broker = Broker(config)
+    except AuthzError as exc:  # an authorizer that is not one, or whose constructor raised
+        print(f"edge-broker: {exc}", file=sys.stderr)
+        return 1
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -113,8 +137,9 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
     except SyncError as exc:
         print(f"edge-broker: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"edge-broker: cannot listen: {exc}", file=sys.stderr)
+    except OSError as exc:  # start_listener names the listener; files name themselves
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else (exc.strerror or str(exc))
+        print(f"edge-broker: {text}", file=sys.stderr)
         return 1
     except RuntimeError as exc:  # a part that cannot start (the claim store) says why and how
         print(f"edge-broker: {exc}", file=sys.stderr)

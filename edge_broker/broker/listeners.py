@@ -5,6 +5,7 @@ the client certificate's subject CN)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from collections.abc import Callable
 from typing import Any
@@ -64,9 +65,24 @@ def connection_info(
 async def start_listener(
     listener: ListenerConfig, factory: Callable[[], asyncio.Protocol]
 ) -> asyncio.Server:
+    """Bind one listener. An OSError (address in use, permission, a TLS file) says which
+    listener and where, for ``run``'s one-line message (issue 20)."""
     loop = asyncio.get_running_loop()
-    ssl_ctx = tls_context(listener) if listener.uses_tls else None
+    where = f"listener {listener.name!r} ({listener.transport} {listener.bind or '*'}:{listener.port})"
+    try:
+        ssl_ctx = tls_context(listener) if listener.uses_tls else None
+    except OSError as exc:
+        raise OSError(exc.errno, f"{where}: cannot load tls_cert / tls_key: {exc.strerror or exc}; "
+                                 "`edge-broker check` says what is wrong with them") from exc
     host = listener.bind or None
-    return await loop.create_server(
-        factory, host=host, port=listener.port, ssl=ssl_ctx, reuse_address=True, backlog=1024
-    )
+    try:
+        return await loop.create_server(
+            factory, host=host, port=listener.port, ssl=ssl_ctx, reuse_address=True, backlog=1024
+        )
+    except OSError as exc:
+        hint = {98: "another process (or listener) holds that port: stop it or change the port",
+                13: "ports below 1024 need CAP_NET_BIND_SERVICE (the unit grants it) or root",
+                99: "that address is not on this machine: write one of its addresses or 0.0.0.0"}
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio's text repeats the address
+        raise OSError(exc.errno, f"{where}: cannot listen: {reason}"
+                                 + (f"; {hint[exc.errno]}" if exc.errno in hint else "")) from exc

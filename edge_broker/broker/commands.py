@@ -104,6 +104,7 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
 
     from ..ops.service import run_service
     from ..sync.state import SyncError
+    from .listeners import reload_tls
     from .server import Broker
 
     from ..authz.errors import AuthzError
@@ -124,6 +125,7 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
             print("edge-broker: SIGHUP ignored: running on the embedded default config, "
                   "there is no file to reload (start with --config FILE)", file=sys.stderr)
             return
+        reload_tls(broker.tls_contexts, broker.config.listeners)
         task: asyncio.Task[object] = loop.create_task(broker.reload(path))
         reloads.add(task)
         task.add_done_callback(reloads.discard)

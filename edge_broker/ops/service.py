@@ -63,7 +63,10 @@ def _route_sighup(loop: asyncio.AbstractEventLoop, sync: SyncService) -> None:
 
     tasks: set[asyncio.Task[object]] = set()
 
+    from ..broker.listeners import reload_tls
+
     def on_hup() -> None:
+        reload_tls(sync.broker.tls_contexts, sync.broker.config.listeners)
         task: asyncio.Task[object] = loop.create_task(sync.reload_base(sync.base.file))
         tasks.add(task)
         task.add_done_callback(tasks.discard)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ops.tls_files import make_cert
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -38,14 +40,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def make_cert(directory: Path, stem: str, serial: int = 1) -> tuple[Path, Path]:
-    cert, key = directory / f"{stem}.crt", directory / f"{stem}.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
-                    "-set_serial", str(serial)], check=True, capture_output=True)
-    return cert, key
 
 
 def tls_listener(cert: str, key: str, port: int = 0) -> str:

@@ -167,6 +167,9 @@ class PersistenceConfig:
     durability: str = "sync"
     interval_ms: int = 50
     compact_min_bytes: int = 1 << 20
+    # a state log that cannot be opened at all (store/damage.py): "refuse" to start, or
+    # "set-aside": move it to <file>.damaged-<time>, log an error, start empty (issue 20)
+    on_damage: str = "refuse"
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,6 +511,7 @@ def parse_persistence(s: Section) -> PersistenceConfig:
         durability=s.choice("durability", d.durability, ("sync", "interval", "none")),
         interval_ms=s.integer("interval_ms", d.interval_ms, 1, 60_000),
         compact_min_bytes=s.integer("compact_min_bytes", d.compact_min_bytes, 4096, 1 << 34),
+        on_damage=s.choice("on_damage", d.on_damage, ("refuse", "set-aside")),
     )
 
 

@@ -40,7 +40,29 @@ def _build_problems(config: Config) -> list[str]:
         build_pipeline(config, None, None)
     except Exception as exc:  # a plugin constructor's own error, reported, never a traceback
         return [f"{exc}" if str(exc).startswith(config.file) else f"{config.file}: {exc}"]
-    return []
+    return _state_problems(config)
+
+
+def _state_problems(config: Config) -> list[str]:
+    """A state log ``run`` would refuse (``on_damage = "refuse"``) fails the check too."""
+    from ..config import claims_enabled
+
+    if config.persistence.on_damage != "refuse":
+        return []
+    from ..store.damage import inspect_log
+
+    paths = []
+    if config.persistence.enabled:
+        from .persistence import log_path
+
+        paths.append(log_path(config))
+    if claims_enabled(config):
+        from ..claims.runtime import store_path
+
+        paths.append(store_path(config))
+    return [f"{config.file}: persistence.on_damage: {c.detail}: the broker will not start on it; run "
+            f"`edge-broker state set-aside --config {config.file}` or write on_damage = \"set-aside\""
+            for c in map(inspect_log, paths) if c.refused]
 
 
 def cmd_check(args: argparse.Namespace) -> int:

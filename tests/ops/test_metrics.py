@@ -174,3 +174,46 @@ store_dir = "{tmp_path / 'claims'}"
     assert _value(families, "edge_broker_claims_store_healthy") == 1
     assert _value(families, "edge_broker_claims_throttled_clients") == 0
     assert "edge_broker_sync_policy_version" not in families  # no [sync]: no sync metrics
+
+
+def test_state_metrics_and_health_endpoints(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    """Issue 20: what $SYS has (sessions, queued messages, subscriptions, retained count and
+    bytes, store health) plus the process's memory; /healthz and /readyz beside /metrics."""
+    b = broker_factory(CONFIG.format(audit=tmp_path / "audit")
+                       + f'\n[persistence]\nstate_dir = "{tmp_path / "state"}"\n')
+    url = _metrics_url(b)
+    before = _scrape(url)
+    retained_before = _value(before, "edge_broker_retained_messages")  # $SYS topics are retained too
+    bytes_before = _value(before, "edge_broker_retained_bytes")
+    sleeper = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="sleeper", clean_session=False,
+                          protocol=mqtt.MQTTv311)
+    sleeper.connect(b.host, b.port)
+    sleeper.loop_start()
+    sleeper.subscribe("q/#", qos=1)[1]
+    time.sleep(0.3)
+    sleeper.disconnect()
+    sleeper.loop_stop()
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="m2", protocol=mqtt.MQTTv5)
+    client.connect(b.host, b.port)
+    client.loop_start()
+    try:
+        client.publish("r/one", b"x" * 100, qos=1, retain=True).wait_for_publish(5)
+        client.publish("r/two", b"y" * 50, qos=1, retain=True).wait_for_publish(5)
+        for i in range(3):
+            client.publish(f"q/{i}", b"z" * 7, qos=1).wait_for_publish(5)
+        after = _scrape(url)
+    finally:
+        client.loop_stop()
+        client.disconnect()
+    assert _value(after, "edge_broker_retained_messages") == retained_before + 2
+    assert _value(after, "edge_broker_retained_bytes") >= bytes_before + 150
+    assert _value(after, "edge_broker_sessions") == 2  # the offline persistent one and m2
+    assert _value(after, "edge_broker_queued_messages") == 3
+    assert _value(after, "edge_broker_queued_bytes") > 0
+    assert _value(after, "edge_broker_subscriptions") >= 1
+    assert _value(after, "edge_broker_store_healthy") == 1
+    assert _value(after, "edge_broker_store_refused_total") == 0
+    assert 5e6 < _value(after, "process_resident_memory_bytes") < 1e9
+    for path, body in (("/healthz", b"ok\n"), ("/readyz", b"ready\n")):
+        with urllib.request.urlopen(url.replace("/metrics", path), timeout=5) as response:
+            assert response.status == 200 and response.read() == body

@@ -57,7 +57,12 @@ def hash_password(password: str) -> bytes:
 
 
 def verify_password(entry: PasswordEntry, password: bytes) -> bool:
-    """True when ``password`` matches the entry's hash. Constant-time inside libsodium."""
+    """True when ``password`` matches the entry's hash. Constant-time inside libsodium (and
+    ``hmac.compare_digest`` for hashes imported from Mosquitto, auth/mosquitto_hashes.py)."""
+    if entry.hash[:1] == b"$" and entry.hash[:3] in (b"$6$", b"$7$"):
+        from .mosquitto_hashes import verify_mosquitto
+
+        return verify_mosquitto(entry.hash.decode("ascii"), password)
     try:
         return bool(nacl.pwhash.verify(entry.hash, password))
     except (nacl.exceptions.InvalidkeyError, nacl.exceptions.CryptoError, ValueError):
@@ -94,10 +99,12 @@ def parse_password_file(text: str, path: str = "<password file>") -> dict[str, P
         if not username:
             raise PasswordFileError(f"{path}:{lineno}: empty username")
         if not hashed.startswith("$argon2id$"):
-            raise PasswordFileError(
-                f"{path}:{lineno}: user {username!r}: the hash is not an argon2id hash "
-                "(it must start with '$argon2id$'); set the password again with `edge-broker passwd add`"
-            )
+            from .mosquitto_hashes import hash_problem  # a mosquitto_passwd $6$/$7$ hash is fine
+
+            problem = hash_problem(hashed)
+            if problem is not None:
+                raise PasswordFileError(f"{path}:{lineno}: user {username!r}: {problem}; "
+                                        "set the password again with `edge-broker passwd add`")
         if username in entries:
             raise PasswordFileError(f"{path}:{lineno}: user {username!r} appears twice; keep one line")
         tenants = _split_list(fields[2]) if len(fields) > 2 else ()

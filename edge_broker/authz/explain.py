@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from ..auth.identity import Identity
-from ..matching.mqtt_topics import parse_shared
-from ..mqtt.packets import Publish, Subscription
-from .authorizers import PublishRequest, SubscribeRequest
 from ..matching.errors import RuleError
-from ..matching.mqtt_topics import validate_topic_name
+from ..matching.mqtt_topics import parse_shared, validate_topic_name
+from ..mqtt.packets import Publish, Subscription
 from ..mqtt.reason_codes import ReasonCode
+from .authorizers import PublishRequest, SubscribeRequest
 from .decision import Decision, Gate
 from .permissions import overlapping_pairs, shadowed_permissions
 from .permissions_config import Assignment, PermissionsConfig

@@ -75,8 +75,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 1
     problems = _build_problems(config)
     if problems:
-        for problem in problems:
-            print(problem, file=sys.stderr)
+        for text in problems:
+            print(text, file=sys.stderr)
         print(f"{len(problems)} error(s)", file=sys.stderr)
         return 1
     print(f"{config.file}: OK ({len(config.listeners)} listener(s): "
@@ -124,12 +124,11 @@ def cmd_reload(args: argparse.Namespace) -> int:
 async def _serve(config: Config, path: str | None = None, pid_file: str | None = None) -> int:
     import os
 
+    from ..authz.errors import AuthzError
     from ..ops.service import run_service
     from ..sync.state import SyncError
     from .listeners import reload_tls
     from .server import Broker
-
-    from ..authz.errors import AuthzError
 
     try:
         broker = Broker(config)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import tempfile
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +71,7 @@ def merged_config(base: Config, bundle: PolicyBundle, state: SyncStateDir) -> Co
                   base.file)  # the file name stays: the next bundle re-reads it
 
 
-def check_policy(policy: dict[str, Any], label: str = "<policy>", separator: str = "/", version: int = 0) -> None:
+def check_policy(policy: Mapping[str, Any], label: str = "<policy>", separator: str = "/", version: int = 0) -> None:
     """Compile ``policy`` exactly as a gateway applying it would — :func:`merged_config`'s merge
     and ``parse_config``, then ``build_pipeline`` as ``apply_config`` does (authorizers built,
     gates compiled) — over a gateway config with no policy of its own. ``bundle create`` and
@@ -86,7 +87,7 @@ def check_policy(policy: dict[str, Any], label: str = "<policy>", separator: str
             raise BundleError(f"{label}: the policy does not compile on a gateway: {exc}") from exc
 
 
-def _merge(table: dict[str, Any], policy: dict[str, Any], version: int, password_path: Path, file: str) -> Config:
+def _merge(table: dict[str, Any], policy: Mapping[str, Any], version: int, password_path: Path, file: str) -> Config:
     acl = policy.get("acl")
     if isinstance(acl, dict) and "file" in acl:
         raise BundleError(f"bundle v{version}: acl.file names a path on the machine that made the bundle; "

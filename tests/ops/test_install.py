@@ -213,7 +213,7 @@ def test_root_image_runs_when_root_becomes_slash(
                 break
             except OSError:
                 if broker.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"the installed broker did not start:\n{broker.communicate()[0]}")
+                    raise AssertionError(f"the installed broker did not start:\n{broker.communicate()[0]}") from None
                 time.sleep(0.2)
         with conn:  # MQTT 3.1.1 CONNECT, clean session → CONNACK accepted
             conn.sendall(bytes([0x10, 12, 0, 4]) + b"MQTT" + bytes([4, 2, 0, 60, 0, 0]))

@@ -40,7 +40,32 @@ def _build_problems(config: Config) -> list[str]:
         build_pipeline(config, None, None)
     except Exception as exc:  # a plugin constructor's own error, reported, never a traceback
         return [f"{exc}" if str(exc).startswith(config.file) else f"{config.file}: {exc}"]
-    return _state_problems(config)
+    return _directory_problems(config) + _state_problems(config)
+
+
+def _directory_problems(config: Config) -> list[str]:
+    """Directories the broker creates or writes at start: each must be (or be creatable in) a
+    directory this user may write, or ``run`` stops with an OSError."""
+    import os
+    from pathlib import Path
+
+    wanted = [("audit.dir", config.audit.dir), ("claims.store_dir", config.claims.store_dir)]
+    if config.persistence.enabled:
+        wanted.append(("persistence.state_dir", config.persistence.state_dir))
+    problems = []
+    for key, value in wanted:
+        if value is None:
+            continue
+        path = Path(value)
+        while not path.exists() and path != path.parent:
+            path = path.parent
+        if not path.is_dir():
+            problems.append(f"{config.file}: {key}: {value!r} cannot be created: {str(path)!r} is not a "
+                            "directory; write the path of a directory")
+        elif not os.access(path, os.W_OK | os.X_OK):
+            problems.append(f"{config.file}: {key}: {str(path)!r} is not writable by this user: give the "
+                            "service user the directory (chown edge-broker) or choose another path")
+    return problems
 
 
 def _state_problems(config: Config) -> list[str]:
@@ -134,6 +159,9 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
         broker = Broker(config)
     except AuthzError as exc:  # an authorizer that is not one, or whose constructor raised
         print(f"edge-broker: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the audit directory, a file gone since the config was read
+        print(f"edge-broker: cannot start: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -240,3 +240,15 @@ level = "INFO"
         out = broker.communicate(timeout=20)[0]
     assert broker.returncode == 0, out
     assert not Path("/state").exists()
+
+
+def test_directories_the_broker_must_create(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a directory")
+    conf = tmp_path / "b.toml"
+    conf.write_text(f'[[listeners]]\nname = "a"\nport = 0\n[audit]\ndir = "{tmp_path}/afile/audit"\n')
+    result = check(conf)
+    assert result.returncode == 1
+    assert f"{conf}: audit.dir: '{tmp_path}/afile/audit' cannot be created" in result.stderr
+    result = run_briefly(conf)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"edge-broker: cannot start: {tmp_path}/afile" in result.stderr

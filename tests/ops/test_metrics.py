@@ -217,3 +217,60 @@ def test_state_metrics_and_health_endpoints(tmp_path: Path, broker_factory: Brok
     for path, body in (("/healthz", b"ok\n"), ("/readyz", b"ready\n")):
         with urllib.request.urlopen(url.replace("/metrics", path), timeout=5) as response:
             assert response.status == 200 and response.read() == body
+
+
+def test_readyz_is_503_while_the_store_refuses_writes(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    """The broker store on a tiny tmpfs that fills up: /readyz says why, /healthz stays 200;
+    space back, the store's probe succeeds and /readyz is 200 again."""
+    import os
+    import subprocess
+
+    page = os.sysconf("SC_PAGE_SIZE")
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={64 * page}", "tmpfs", str(mount)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        b = broker_factory(CONFIG.format(audit=tmp_path / "audit")
+                           + f'\n[persistence]\nstate_dir = "{mount / "state"}"\n')
+        url = _metrics_url(b)
+        ready = url.replace("/metrics", "/readyz")
+        with urllib.request.urlopen(ready, timeout=5) as response:
+            assert response.status == 200
+        filler = mount / "filler"
+        filler.write_bytes(b"\0" * (56 * page))
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="filler", protocol=mqtt.MQTTv5)
+        client.connect(b.host, b.port)
+        client.loop_start()
+        try:
+            status = None
+            for i in range(200):
+                client.publish(f"big/{i}", os.urandom(4096), qos=1, retain=True).wait_for_publish(5)
+                try:
+                    urllib.request.urlopen(ready, timeout=5).close()
+                except urllib.error.HTTPError as exc:
+                    status, body = exc.code, exc.read().decode()
+                    break
+            assert status == 503, "the store never filled up"
+            assert body.startswith("the broker store refuses writes: ")
+            with urllib.request.urlopen(url.replace("/metrics", "/healthz"), timeout=5) as response:
+                assert response.status == 200
+            assert _value(_scrape(url), "edge_broker_store_healthy") == 0
+            filler.unlink()
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    with urllib.request.urlopen(ready, timeout=5) as response:
+                        assert response.read() == b"ready\n"
+                        break
+                except urllib.error.HTTPError:
+                    assert time.monotonic() < deadline, "the store did not recover"
+                    time.sleep(0.2)
+        finally:
+            client.loop_stop()
+            client.disconnect()
+        b.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

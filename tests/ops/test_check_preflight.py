@@ -252,3 +252,15 @@ def test_directories_the_broker_must_create(tmp_path: Path) -> None:
     result = run_briefly(conf)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"edge-broker: cannot start: {tmp_path}/afile" in result.stderr
+
+
+def test_relative_sync_files_are_read_from_the_config_files_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    assert cli("bundle", "keygen", str(folder / "cloud.key")).returncode == 0
+    (folder / "inbox").mkdir()
+    conf = folder / "b.toml"
+    conf.write_text('[[listeners]]\nname = "a"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "gw"\n'
+                    'trusted_keys = ["cloud.key.pub"]\ndirectory = "inbox"\nstate_dir = "sync"\n')
+    result = check(conf)
+    assert result.returncode == 0, result.stderr

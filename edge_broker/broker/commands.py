@@ -181,8 +181,12 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
 
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     if pid_file is not None:
-        with open(pid_file, "w") as handle:
-            handle.write(f"{os.getpid()}\n")
+        try:
+            with open(pid_file, "w") as handle:
+                handle.write(f"{os.getpid()}\n")
+        except OSError as exc:
+            print(f"edge-broker: --pid-file {pid_file}: {exc.strerror}", file=sys.stderr)
+            return 1
     try:
         await run_service(broker, stop)  # sd_notify, metrics, policy sync (ops/service.py)
     except SyncError as exc:

@@ -187,7 +187,14 @@ class MetricsServer:
         self.port = 0
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self._bind, self._port)
+        try:
+            self._server = await asyncio.start_server(self._handle, self._bind, self._port)
+        except OSError as exc:  # one line naming the section, as for a listener
+            import os
+
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise OSError(exc.errno, f"[metrics] ({self._bind}:{self._port}): cannot listen: {reason}; "
+                                     "change [metrics] port or stop what holds it") from exc
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("metrics on http://%s:%d/metrics", self._bind, self.port,
                  extra={"event": "metrics_listening", "host": self._bind, "port": self.port})

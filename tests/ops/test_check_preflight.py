@@ -264,3 +264,19 @@ def test_relative_sync_files_are_read_from_the_config_files_folder(tmp_path: Pat
                     'trusted_keys = ["cloud.key.pub"]\ndirectory = "inbox"\nstate_dir = "sync"\n')
     result = check(conf)
     assert result.returncode == 0, result.stderr
+
+
+def test_run_names_metrics_and_pid_file_problems(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        conf = tmp_path / "b.toml"
+        conf.write_text(f'[[listeners]]\nname = "a"\nport = 0\n[metrics]\nenabled = true\nport = {port}\n')
+        result = run_briefly(conf)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"edge-broker: [metrics] (127.0.0.1:{port}): cannot listen: Address already in use" in result.stderr
+    conf.write_text('[[listeners]]\nname = "a"\nport = 0\n')
+    result = cli("run", "--config", str(conf), "--pid-file", str(tmp_path / "no" / "such" / "pid"), timeout=20)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"--pid-file {tmp_path}/no/such/pid: No such file or directory" in result.stderr

@@ -122,6 +122,12 @@ def test_tls_key_problems_are_config_errors(tmp_path: Path) -> None:
         assert f"{conf}: listeners[0].tls_" in result.stderr, name
         result = run_briefly(conf)
         assert result.returncode == 2 and "Traceback" not in result.stderr and expected in result.stderr, name
+    encrypted = tmp_path / "encrypted.key"  # a service cannot type a passphrase: never a prompt
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:secret", "-out",
+                    str(encrypted)], check=True, capture_output=True)
+    conf.write_text(tls_listener(str(cert), str(encrypted)))
+    result = check(conf)
+    assert result.returncode == 1 and "is encrypted: the broker starts unattended" in result.stderr
     conf.write_text(tls_listener(str(cert), str(key)))
     assert check(conf).returncode == 0
 

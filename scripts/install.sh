@@ -152,6 +152,11 @@ relocate_venv() {
         echo "include-system-site-packages = false"
         echo "version = $version"
     } > "$VENV/pyvenv.cfg"
+    say "relocated $PREFIX/venv to run on the device with $DEVICE_PYTHON"
+}
+
+# The venv's site-packages are lib/pythonX.Y of --python: the image's interpreter must be X.Y.
+check_device_python() {
     xy=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     if [ -e "$ROOT$DEVICE_PYTHON" ] || [ -L "$ROOT$DEVICE_PYTHON" ]; then
         lib=$ROOT$(dirname "$(dirname "$DEVICE_PYTHON")")/lib/python$xy
@@ -159,7 +164,6 @@ relocate_venv() {
     else
         say "the image has no $DEVICE_PYTHON yet: it must be Python $xy (or pass --device-python)"
     fi
-    say "relocated $PREFIX/venv to run on the device with $DEVICE_PYTHON"
 }
 
 # -- uninstall --------------------------------------------------------------------------------
@@ -188,6 +192,7 @@ fi
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null \
     || die "$PYTHON cannot create virtual environments: apt-get install python3-venv"
 
+[ -z "$ROOT" ] || check_device_python
 add_user
 mkdir -p "$ROOT$PREFIX" "$ETC" "$STATE" "$(dirname "$UNIT")"
 if [ ! -e "$VENV/pyvenv.cfg" ]; then

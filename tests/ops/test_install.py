@@ -130,6 +130,14 @@ def test_bad_options_say_what_to_do(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--purge goes with --uninstall" in result.stderr
     result = run("--root", str(tmp_path), "--python", "/nonexistent/python3", check=False)
     assert result.returncode == 2 and "not Python 3.11 or newer" in result.stderr
+    image = tmp_path / "image"  # an image whose python3 is another version than --python
+    (image / "usr/bin").mkdir(parents=True)
+    (image / "usr/bin/python3").symlink_to("python3.9")
+    (image / "usr/lib/python3.9").mkdir(parents=True)
+    result = run("--root", str(image), "--python", sys.executable, check=False)
+    assert result.returncode == 2
+    assert f"the image's /usr/bin/python3 is not Python {sys.version_info[0]}.{sys.version_info[1]}" in result.stderr
+    assert not (image / "opt").exists()  # refused before anything was built
 
 
 DEVICE_PYTHON = Path("/usr/bin/python3")

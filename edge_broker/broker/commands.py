@@ -52,6 +52,8 @@ def _directory_problems(config: Config) -> list[str]:
     wanted = [("audit.dir", config.audit.dir), ("claims.store_dir", config.claims.store_dir)]
     if config.persistence.enabled:
         wanted.append(("persistence.state_dir", config.persistence.state_dir))
+    if config.sync.enabled:
+        wanted.append(("sync.state_dir", config.sync.state_dir))
     problems = []
     for key, value in wanted:
         if value is None:

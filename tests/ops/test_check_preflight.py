@@ -259,8 +259,8 @@ def test_directories_the_broker_must_create(tmp_path: Path) -> None:
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"edge-broker: cannot start: {tmp_path}/afile" in result.stderr
     assert cli("bundle", "keygen", str(tmp_path / "cloud.key")).returncode == 0
-    conf.write_text(f'[[listeners]]\nname = "a"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "g"\n'
-                    f'trusted_keys = ["cloud.key.pub"]\ndirectory = "in"\nstate_dir = "afile/sync"\n')
+    conf.write_text('[[listeners]]\nname = "a"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "g"\n'
+                    'trusted_keys = ["cloud.key.pub"]\ndirectory = "in"\nstate_dir = "afile/sync"\n')
     result = check(conf)
     assert result.returncode == 1 and f"{conf}: sync.state_dir: '{tmp_path}/afile/sync' cannot be created" in result.stderr
 

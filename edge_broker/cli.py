@@ -1,4 +1,4 @@
-"""`edge-broker` command line: run | check | explain | lint | passwd | token | claim | keygen | bundle.
+"""`edge-broker` command line: run | check | explain | lint | passwd | token | claim | keygen | bundle | state.
 
 Each command lives with the concept it serves and exposes ``register(subparsers)``; this module
 only lists them. A command module's ``register`` adds its parser and sets ``func`` to a callable
@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "claim": "edge_broker.claims.commands",
     "token": "edge_broker.auth.token_commands",
     "bridge": "edge_broker.bridge.commands",
+    "state": "edge_broker.ops.state_commands",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 

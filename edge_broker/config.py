@@ -25,6 +25,7 @@ from .auth.chain import AUTHENTICATOR_FACTORIES
 from .authz.authorizers import (
     AuthorizerConfigError,
     AuthorizerSpec,
+    check_authorizer_class,
     load_class,
     parse_authorizer_specs,
 )
@@ -178,6 +179,9 @@ class PersistenceConfig:
     durability: str = "sync"
     interval_ms: int = 50
     compact_min_bytes: int = 1 << 20
+    # a state log that cannot be opened at all (store/damage.py): "refuse" to start, or
+    # "set-aside": move it to <file>.damaged-<time>, log an error, start empty (issue 20)
+    on_damage: str = "refuse"
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +324,17 @@ class Section:
             return None
         return self.get(name, "", str, "a string")
 
+    def resolve(self, value: str | None) -> str | None:
+        """A relative path from the config file's folder, not the current directory (which is
+        ``/`` under systemd): every path key reads this way (issue 20)."""
+        if not value or Path(value).is_absolute() or self.file.startswith("<"):
+            return value
+        return str(Path(self.file).resolve().parent / value)
+
+    def file_path(self, name: str) -> str | None:
+        """An optional path key, resolved (:meth:`resolve`)."""
+        return self.resolve(self.optional_string(name))
+
     def choice(self, name: str, default: str, choices: Sequence[str]) -> str:
         value = self.get(name, default, str, "one of " + ", ".join(map(repr, choices)))
         if value not in choices:
@@ -374,9 +389,9 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
             s.problem("bind", f"{bind!r} is not an IP address: write e.g. \"0.0.0.0\" or \"::1\"")
     port = s.integer("port", 1883, 0, 65535)
     transport = s.choice("transport", "tcp", ("tcp", "tls", "websocket"))
-    tls_cert = s.optional_string("tls_cert")
-    tls_key = s.optional_string("tls_key")
-    tls_ca = s.optional_string("tls_ca")
+    tls_cert = s.file_path("tls_cert")
+    tls_key = s.file_path("tls_key")
+    tls_ca = s.file_path("tls_ca")
     require_client_cert = s.boolean("require_client_cert", False)
     websocket_path = s.string("websocket_path", "/mqtt")
     websocket_tls = s.boolean("websocket_tls", False)
@@ -417,6 +432,12 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
                 s.problem(key, f"file {value!r} does not exist: write the path of a PEM file")
         if tls_ca is not None and not Path(tls_ca).is_file():
             s.problem("tls_ca", f"file {tls_ca!r} does not exist: write the path of a PEM CA bundle")
+        if tls_cert is not None and tls_key is not None and Path(tls_cert).is_file() and Path(tls_key).is_file():
+            from .ops.preflight import tls_problem  # only TLS configs pay for ssl here
+
+            problem = tls_problem(tls_cert, tls_key, tls_ca)
+            if problem is not None:
+                s.problem(*problem)
         if require_client_cert and tls_ca is None:
             s.problem("tls_ca", "require_client_cert = true needs tls_ca = \"/path/to/ca.pem\"")
     else:
@@ -473,9 +494,17 @@ def parse_limits(s: Section) -> LimitsConfig:
     return limits
 
 
+def _lowered(s: Section, name: str, default: str, choices: Sequence[str]) -> str:
+    value = s.table.get(name)
+    if isinstance(value, str):
+        s.table = {**s.table, name: value.lower()}
+    return s.choice(name, default, choices)
+
+
 def parse_log(s: Section) -> LogConfig:
     return LogConfig(
-        level=s.choice("level", "info", ("debug", "info", "warning", "error")),
+        # any case: "INFO" as in Python's logging and Mosquitto's configs (issue 20)
+        level=_lowered(s, "level", "info", ("debug", "info", "warning", "error")),
         format=s.choice("format", "text", ("text", "json")),
     )
 
@@ -490,7 +519,7 @@ def parse_topics(s: Section) -> TopicsConfig:
 
 def parse_persistence(s: Section) -> PersistenceConfig:
     d = PersistenceConfig()
-    state_dir = s.optional_string("state_dir")
+    state_dir = s.file_path("state_dir")
     if state_dir == "":
         s.problem("state_dir", 'empty: write a directory, e.g. "/var/lib/edge-broker"')
         state_dir = None
@@ -504,6 +533,7 @@ def parse_persistence(s: Section) -> PersistenceConfig:
         durability=s.choice("durability", d.durability, ("sync", "interval", "none")),
         interval_ms=s.integer("interval_ms", d.interval_ms, 1, 60_000),
         compact_min_bytes=s.integer("compact_min_bytes", d.compact_min_bytes, 4096, 1 << 34),
+        on_damage=s.choice("on_damage", d.on_damage, ("refuse", "set-aside")),
     )
 
 
@@ -511,7 +541,7 @@ def parse_claims(s: Section) -> ClaimsConfig:
     d = ClaimsConfig()
     enabled = s.get("enabled", None, bool, "true or false") if "enabled" in s.table else None
     s.used.add("enabled")
-    store_dir = s.optional_string("store_dir")
+    store_dir = s.file_path("store_dir")
     if store_dir == "":
         s.problem("store_dir", 'empty: write a directory, e.g. "/var/lib/edge-broker/claims"')
         store_dir = None
@@ -550,7 +580,7 @@ def parse_tokens(s: Section) -> TokensConfig:
         raw = []
     for i, table in enumerate(raw):
         ks = Section(s.file, s.key(f"keys[{i}]"), table, s.problems)
-        key = TokenKeyConfig(ks.optional_string("file"), ks.optional_string("secret"),
+        key = TokenKeyConfig(ks.file_path("file"), ks.optional_string("secret"),
                              ks.optional_string("kid"), ks.optional_string("alg"))
         ks.finish()
         if (key.file is None) == (key.secret is None):
@@ -562,7 +592,7 @@ def parse_tokens(s: Section) -> TokensConfig:
         if isinstance(problem, str):
             ks.problem("file" if key.file is not None else "secret", problem)
         keys.append(key)
-    jwks = s.optional_string("jwks")
+    jwks = s.file_path("jwks")
     if jwks is not None:
         from .auth.token_method import load_jwks_file
 
@@ -583,7 +613,7 @@ def parse_tokens(s: Section) -> TokensConfig:
 
 def parse_audit(s: Section) -> AuditConfig:
     d = AuditConfig()
-    directory = s.optional_string("dir")
+    directory = s.file_path("dir")
     if directory == "":
         s.problem("dir", 'empty: write a directory, e.g. "/var/lib/edge-broker/audit", or remove the key')
         directory = None
@@ -597,7 +627,7 @@ def parse_audit(s: Section) -> AuditConfig:
 
 
 def parse_passwords(s: Section) -> PasswordsConfig:
-    file = s.optional_string("file")
+    file = s.file_path("file")
     if file is not None:
         from .auth.password import PasswordFileError, load_password_file
 
@@ -681,8 +711,9 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
             try:
                 values["permissions"] = parse_permissions_config(raw_permissions, separator)
             except PermissionConfigError as exc:
-                key, _, message = str(exc).partition(": ")
-                problems.append(ConfigError(file, key, message or str(exc)))
+                for problem in exc.problems:  # every one, as the README promises
+                    key, _, message = problem.partition(": ")
+                    problems.append(ConfigError(file, key, message or problem))
     raw_authorizers = data.get("authorizers")
     if raw_authorizers is not None:
         if not isinstance(raw_authorizers, list):
@@ -691,7 +722,8 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
             try:
                 specs = parse_authorizer_specs(raw_authorizers, file)
                 for i, spec in enumerate(specs):
-                    load_class(spec.class_path, f"{file}: authorizers[{i}].class")
+                    check_authorizer_class(load_class(spec.class_path, f"{file}: authorizers[{i}].class"),
+                                           spec, f"{file}: authorizers[{i}].class")
                 values["authorizers"] = tuple(specs)
             except AuthorizerConfigError as exc:
                 where, _, message = str(exc).partition(": ")
@@ -722,6 +754,11 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
         from .bridge.config import parse_bridges
 
         values["bridges"] = parse_bridges(data["bridges"], file, problems)
+    from .ops.preflight import address_conflicts
+
+    problems.extend(ConfigError(file, key, message)
+                    for key, message in address_conflicts(values.get("listeners", _default_listeners()),
+                                                          values["metrics"]))
     known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers", "acl", "bridges"}
     for name in data:
         if name not in known:

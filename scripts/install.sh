@@ -3,7 +3,7 @@
 #
 #   sudo scripts/install.sh [--prefix /opt/edge-broker] [--no-start] [--python python3]
 #   sudo scripts/install.sh --uninstall [--purge]
-#   scripts/install.sh --root DIR ...      # into a temporary root, for tests and image builds
+#   scripts/install.sh --root DIR [--device-python /usr/bin/python3] ...   # an image's root
 #
 # Installs: a virtual environment under PREFIX/venv with edge-broker from this source tree,
 # /etc/edge-broker/edge-broker.toml (commented defaults; an existing file is never overwritten),
@@ -14,6 +14,11 @@
 # /var/lib/edge-broker and the user.
 # With --root DIR every path is under DIR, systemctl is not called, and the user is written to
 # DIR/etc/passwd and DIR/etc/group when those files exist (otherwise skipped with a message).
+# The venv is then made to run when DIR becomes the device's /: its scripts, symlinks and
+# pyvenv.cfg name PREFIX/venv and the device's interpreter (--device-python, default
+# /usr/bin/python3, which must be the same Python X.Y as --python). Ownership is applied with the
+# numeric ids from DIR/etc/passwd when running as root, and always recorded in
+# DIR/usr/lib/tmpfiles.d/edge-broker.conf, which systemd-tmpfiles applies on the device's boot.
 # Extra pip options (e.g. an offline wheelhouse): EDGE_BROKER_PIP_ARGS="--no-index --find-links /media/wheels".
 set -eu
 
@@ -23,6 +28,9 @@ START=1
 UNINSTALL=0
 PURGE=0
 PYTHON=${PYTHON:-python3}
+DEVICE_PYTHON=/usr/bin/python3
+USER_UID=
+USER_GID=
 USER_NAME=edge-broker
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -36,14 +44,17 @@ while [ $# -gt 0 ]; do
         --root) [ $# -ge 2 ] || die "--root needs a directory"; ROOT=$2; shift 2 ;;
         --root=*) ROOT=${1#*=}; shift ;;
         --python) [ $# -ge 2 ] || die "--python needs an interpreter"; PYTHON=$2; shift 2 ;;
+        --device-python) [ $# -ge 2 ] || die "--device-python needs a path"; DEVICE_PYTHON=$2; shift 2 ;;
+        --device-python=*) DEVICE_PYTHON=${1#*=}; shift ;;
         --no-start) START=0; shift ;;
         --uninstall) UNINSTALL=1; shift ;;
         --purge) PURGE=1; shift ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
 case "$PREFIX" in /*) ;; *) die "--prefix must be an absolute path, not $PREFIX" ;; esac
+case "$DEVICE_PYTHON" in /*) ;; *) die "--device-python must be an absolute path, not $DEVICE_PYTHON" ;; esac
 [ "$PURGE" = 0 ] || [ "$UNINSTALL" = 1 ] || die "--purge goes with --uninstall"
 if [ -n "$ROOT" ]; then
     mkdir -p "$ROOT"
@@ -62,6 +73,7 @@ CONF=$ETC/edge-broker.toml
 UNIT=$ROOT/etc/systemd/system/edge-broker.service
 STATE=$ROOT/var/lib/edge-broker
 VENV=$ROOT$PREFIX/venv
+TMPFILES=$ROOT/usr/lib/tmpfiles.d/edge-broker.conf
 
 # -- the user ---------------------------------------------------------------------------------
 add_user() {
@@ -88,6 +100,8 @@ add_user() {
         echo "$USER_NAME:x:$uid:$gid:edge-broker MQTT broker:/var/lib/edge-broker:/usr/sbin/nologin" >> "$ROOT/etc/passwd"
         say "added $USER_NAME ($uid:$gid) to $ROOT/etc/passwd"
     fi
+    USER_UID=$(grep "^$USER_NAME:" "$ROOT/etc/passwd" | cut -d: -f3)
+    USER_GID=$gid
 }
 
 # the lowest system id (100-999) not used in the id column of $1
@@ -112,8 +126,44 @@ remove_user() {
     done
 }
 
-owned() {  # chown to the service user where it exists on this system
-    if [ -z "$ROOT" ]; then chown "$@"; fi
+# chown OWNER:GROUP PATH to the service user: by name on this system; in --root mode by the
+# numeric ids of DIR/etc/passwd (names would resolve against the build host's users), as root
+# only. Either way DIR/usr/lib/tmpfiles.d/edge-broker.conf records it for the device's boot.
+owned() {
+    if [ -z "$ROOT" ]; then chown "$@"; return; fi
+    [ -n "$USER_UID" ] && [ "$(id -u)" = 0 ] || return 0
+    spec=$(echo "$1" | sed "s/^root:/0:/; s/^$USER_NAME:/$USER_UID:/; s/:$USER_NAME\$/:$USER_GID/")
+    chown "$spec" "$2"
+}
+
+# The venv was created under DIR: point everything that names a path at the device's paths.
+relocate_venv() {
+    grep -lF "$VENV" "$VENV"/bin/* 2>/dev/null | while read -r f; do
+        [ -L "$f" ] || sed -i "s|$VENV|$PREFIX/venv|g" "$f"
+    done
+    for f in "$VENV"/bin/python*; do
+        if [ -L "$f" ]; then
+            case "$(readlink "$f")" in /*) ln -sfn "$DEVICE_PYTHON" "$f" ;; esac
+        fi
+    done
+    version=$(sed -n 's/^version *= *//p' "$VENV/pyvenv.cfg")
+    {
+        echo "home = $(dirname "$DEVICE_PYTHON")"
+        echo "include-system-site-packages = false"
+        echo "version = $version"
+    } > "$VENV/pyvenv.cfg"
+    say "relocated $PREFIX/venv to run on the device with $DEVICE_PYTHON"
+}
+
+# The venv's site-packages are lib/pythonX.Y of --python: the image's interpreter must be X.Y.
+check_device_python() {
+    xy=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    if [ -e "$ROOT$DEVICE_PYTHON" ] || [ -L "$ROOT$DEVICE_PYTHON" ]; then
+        lib=$ROOT$(dirname "$(dirname "$DEVICE_PYTHON")")/lib/python$xy
+        [ -d "$lib" ] || die "the image's $DEVICE_PYTHON is not Python $xy (no $lib): build with --python of the same version"
+    else
+        say "the image has no $DEVICE_PYTHON yet: it must be Python $xy (or pass --device-python)"
+    fi
 }
 
 # -- uninstall --------------------------------------------------------------------------------
@@ -121,7 +171,7 @@ if [ "$UNINSTALL" = 1 ]; then
     if [ "$SYSTEMCTL" = 1 ]; then
         systemctl disable --now edge-broker.service 2>/dev/null || true
     fi
-    rm -f "$UNIT"
+    rm -f "$UNIT" "$TMPFILES"
     [ "$SYSTEMCTL" = 0 ] || systemctl daemon-reload
     rm -rf "$ROOT$PREFIX"
     say "removed the service and $PREFIX"
@@ -142,11 +192,14 @@ fi
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null \
     || die "$PYTHON cannot create virtual environments: apt-get install python3-venv"
 
+[ -z "$ROOT" ] || check_device_python
 add_user
 mkdir -p "$ROOT$PREFIX" "$ETC" "$STATE" "$(dirname "$UNIT")"
-if [ ! -x "$VENV/bin/python" ]; then
+if [ ! -e "$VENV/pyvenv.cfg" ]; then
     "$PYTHON" -m venv "$VENV"
     say "created $PREFIX/venv"
+elif [ -n "$ROOT" ]; then
+    "$PYTHON" -m venv --upgrade "$VENV"  # a relocated venv names the device's Python: back to --python
 fi
 # pip builds in the tree it is given: build from a copy, so the source tree stays untouched
 # (no root-owned build/ in a checkout) and two installs at once do not share a build directory.
@@ -157,6 +210,7 @@ tar -C "$SRC" --exclude=__pycache__ -cf - edge_broker | tar -C "$BUILD" -xf -
 # shellcheck disable=SC2086  # EDGE_BROKER_PIP_ARGS is a list of options
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check ${EDGE_BROKER_PIP_ARGS:-} "$BUILD"
 say "installed $("$VENV/bin/edge-broker" --version) into $PREFIX/venv"
+[ -z "$ROOT" ] || relocate_venv
 
 if [ -e "$CONF" ]; then
     say "kept the existing $CONF"
@@ -168,7 +222,18 @@ fi
 chmod 0750 "$ETC" "$STATE"
 owned "root:$USER_NAME" "$ETC"
 owned "$USER_NAME:$USER_NAME" "$STATE"
+mkdir -p "$(dirname "$TMPFILES")"
+cat > "$TMPFILES" <<EOF
+# edge-broker (scripts/install.sh): the service user reads its config and owns its state.
+# 'z' only adjusts what exists; systemd-tmpfiles applies it at boot (for --root images).
+z /etc/edge-broker 0750 root $USER_NAME -
+z /etc/edge-broker/edge-broker.toml 0640 root $USER_NAME -
+d /var/lib/edge-broker 0750 $USER_NAME $USER_NAME -
+EOF
+chmod 0644 "$TMPFILES"
 
+mkdir -p "$ROOT$PREFIX/doc"  # the unit's Documentation=
+install -m 0644 "$SRC/README.md" "$SRC/docs/operations.md" "$ROOT$PREFIX/doc/"
 sed "s|@PREFIX@|$PREFIX|g" "$SRC/systemd/edge-broker.service" > "$UNIT.tmp"
 chmod 0644 "$UNIT.tmp"
 mv "$UNIT.tmp" "$UNIT"

@@ -17,6 +17,7 @@ longer on a Pi), so callers run it in a thread and bound how many run at once
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -70,7 +71,12 @@ def hash_password(password: str) -> bytes:
 
 
 def verify_password(entry: PasswordEntry, password: bytes) -> bool:
-    """True when ``password`` matches the entry's hash. Constant-time inside libsodium."""
+    """True when ``password`` matches the entry's hash. Constant-time inside libsodium (and
+    ``hmac.compare_digest`` for hashes imported from Mosquitto, auth/mosquitto_hashes.py)."""
+    if entry.hash[:1] == b"$" and entry.hash[:3] in (b"$6$", b"$7$"):
+        from .mosquitto_hashes import verify_mosquitto
+
+        return verify_mosquitto(entry.hash.decode("ascii"), password)
     try:
         return bool(nacl.pwhash.verify(entry.hash, password))
     except (nacl.exceptions.InvalidkeyError, nacl.exceptions.CryptoError, ValueError):
@@ -107,10 +113,12 @@ def parse_password_file(text: str, path: str = "<password file>") -> dict[str, P
         if not username:
             raise PasswordFileError(f"{path}:{lineno}: empty username")
         if not hashed.startswith("$argon2id$"):
-            raise PasswordFileError(
-                f"{path}:{lineno}: user {username!r}: the hash is not an argon2id hash "
-                "(it must start with '$argon2id$'); set the password again with `edge-broker passwd add`"
-            )
+            from .mosquitto_hashes import hash_problem  # a mosquitto_passwd $6$/$7$ hash is fine
+
+            problem = hash_problem(hashed)
+            if problem is not None:
+                raise PasswordFileError(f"{path}:{lineno}: user {username!r}: {problem}; "
+                                        "set the password again with `edge-broker passwd add`")
         if username in entries:
             raise PasswordFileError(f"{path}:{lineno}: user {username!r} appears twice; keep one line")
         tenants = _split_list(fields[2]) if len(fields) > 2 else ()
@@ -130,19 +138,43 @@ def load_password_file(path: str | os.PathLike[str]) -> dict[str, PasswordEntry]
     return parse_password_file(text, str(path))
 
 
+def _file_access(target: Path, directory: Path) -> tuple[int, int, int]:
+    """(mode, uid, gid) the rewritten file gets: those of the file it replaces, so that the
+    service user (group ``edge-broker``, README "Running as a service") can still read it after
+    ``passwd add`` by root (issue 20). A new file is 0600, or 0640 with its folder's group when
+    that group is not ours (``/etc/edge-broker`` is ``root:edge-broker``)."""
+    try:
+        old = target.stat()
+        return stat.S_IMODE(old.st_mode), old.st_uid, old.st_gid
+    except FileNotFoundError:
+        folder = directory.stat()
+        if folder.st_gid != os.getgid():
+            return 0o640, os.getuid(), folder.st_gid
+        return 0o600, os.getuid(), os.getgid()
+
+
 def write_password_file(path: str | os.PathLike[str], entries: dict[str, PasswordEntry]) -> None:
-    """Replace the file atomically (write a temporary file, fsync, rename), mode 0600."""
+    """Replace the file atomically (write a temporary file, fsync, rename), keeping the owner,
+    group and mode of the file it replaces (:func:`_file_access`)."""
     target = Path(path)
     header = "# edge-broker password file: username:argon2id-hash[:tenants[:roles[:clientids]]]\n"
     body = "".join(entry.to_line() + "\n" for entry in sorted(entries.values(), key=lambda e: e.username))
     directory = target.parent if str(target.parent) else Path(".")
+    mode, uid, gid = _file_access(target, directory)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(header + body)
             handle.flush()
+            if (uid, gid) != (os.getuid(), os.getgid()):
+                try:
+                    os.fchown(handle.fileno(), uid, gid)
+                except PermissionError as exc:
+                    raise PasswordFileError(
+                        f"{target}: cannot keep its owner {uid}:{gid} ({exc.strerror}); nothing was "
+                        "changed: run the command as root or as the file's owner") from exc
+            os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):

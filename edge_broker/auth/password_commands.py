@@ -1,4 +1,4 @@
-"""`edge-broker passwd add|remove|list|check`: manage the argon2id password file."""
+"""`edge-broker passwd add|remove|import|list|check`: manage the argon2id password file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from .password import (
+    PasswordEntry,
     PasswordFileError,
     load_password_file,
     remove_user,
@@ -49,6 +50,31 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     entries = remove_user(load_password_file(args.file), args.user)
     write_password_file(args.file, entries)
     print(f"{args.file}: user {args.user!r} removed")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    """Users and hashes of a ``mosquitto_passwd`` file into ``FILE``, hashes unchanged: every
+    device keeps its password (auth/mosquitto_hashes.py verifies them). Conversion to argon2id
+    is not done behind the operator's back: the service cannot write its password file (it is
+    root-owned under ProtectSystem=strict); `passwd add` re-keys a user (docs/operations.md)."""
+    source = load_password_file(args.mosquitto_file)
+    path = Path(args.file)
+    entries = load_password_file(path) if path.exists() else {}
+    clashes = sorted(set(source) & set(entries))
+    if clashes and not args.replace:
+        raise PasswordFileError(f"{path} already has {', '.join(map(repr, clashes))}: nothing was imported; "
+                                "give --replace to take the Mosquitto passwords for them")
+    tenants, roles = _csv(args.tenants) or (), _csv(args.roles) or ()
+    weak = 0
+    for name, entry in source.items():  # load_password_file accepted every hash
+        weak += entry.hash.startswith(b"$6$")
+        entries[name] = PasswordEntry(name, entry.hash, tenants or entry.tenants, roles or entry.roles)
+    write_password_file(path, entries)
+    print(f"{path}: {len(source)} user(s) imported from {args.mosquitto_file} with their hashes unchanged")
+    if weak:
+        print(f"{weak} of them have Mosquitto 1.6 '$6$' hashes (one salted SHA-512): re-key them with "
+              f"`edge-broker passwd add {path} USER` when you can", file=sys.stderr)
     return 0
 
 
@@ -102,6 +128,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rm.add_argument("file")
     rm.add_argument("user")
     rm.set_defaults(passwd_func=_cmd_remove)
+
+    imp = sub.add_parser("import", help="add the users of a mosquitto_passwd file ($6$/$7$ hashes kept as they are)")
+    imp.add_argument("mosquitto_file")
+    imp.add_argument("file", help="the edge-broker password file to add them to (created if missing)")
+    imp.add_argument("--tenants", help="comma-separated tenants for every imported user")
+    imp.add_argument("--roles", help="comma-separated roles for every imported user")
+    imp.add_argument("--replace", action="store_true", help="overwrite users FILE already has")
+    imp.set_defaults(passwd_func=_cmd_import)
 
     ls = sub.add_parser("list", help="list users with their tenants and roles")
     ls.add_argument("file")

@@ -145,13 +145,19 @@ def load_class(class_path: str, where: str) -> type:
     return cls
 
 
-def instantiate(spec: AuthorizerSpec, where: str) -> LoadedAuthorizer:
-    cls = load_class(spec.class_path, where)
+def check_authorizer_class(cls: type, spec: AuthorizerSpec, where: str) -> None:
+    """Raise unless ``cls`` has an ``async def authorize_publish`` or ``authorize_subscribe``
+    (config validation runs this too, so ``edge-broker check`` refuses what a start would)."""
     if not any(asyncio.iscoroutinefunction(getattr(cls, m, None)) for m in ("authorize_publish", "authorize_subscribe")):
         raise AuthorizerConfigError(
-            f"{where}: {spec.class_path} must define 'async def authorize_publish(self, request)' "
-            "and/or 'async def authorize_subscribe(self, request)'"
+            f"{where}: {spec.class_path} is not an authorizer: it must define "
+            "'async def authorize_publish(self, request)' and/or 'async def authorize_subscribe(self, request)'"
         )
+
+
+def instantiate(spec: AuthorizerSpec, where: str) -> LoadedAuthorizer:
+    cls = load_class(spec.class_path, where)
+    check_authorizer_class(cls, spec, where)
     try:
         instance = cls(dict(spec.options))
     except Exception as exc:

@@ -38,7 +38,14 @@ from .errors import AuthzError
 
 
 class PermissionConfigError(AuthzError):
-    """A permission definition that cannot be used; the message names the rule and the field."""
+    """A permission definition that cannot be used; the message names the rule and the field.
+
+    ``problems``: every problem found (the message is the first), so that ``edge-broker check``
+    reports them all (issue 20)."""
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
 
 
 class PermissionBindError(AuthzError):
@@ -357,14 +364,21 @@ def parse_permission_list(
     """A named set from config: ``rules`` in order, ``default`` "allow" | "deny" | None."""
     perms = []
     seen: set[str] = set()
+    problems: list[str] = []  # every rule's problem, not only the first
     for position, fields in enumerate(rules):
         if not isinstance(fields, Mapping):
-            raise PermissionConfigError(f"permission set {set_name!r} rule {position}: must be a table")
+            problems.append(f"permission set {set_name!r} rule {position}: must be a table")
+            continue
         rule_id = str(fields.get("id", f"{set_name}[{position}]"))
         if rule_id in seen:
-            raise PermissionConfigError(f"permission set {set_name!r}: rule id {rule_id!r} appears twice")
+            problems.append(f"permission set {set_name!r}: rule id {rule_id!r} appears twice")
         seen.add(rule_id)
-        perms.append(make_permission(fields, rule_id, separator))
+        try:
+            perms.append(make_permission(fields, rule_id, separator))
+        except PermissionConfigError as exc:
+            problems.extend(exc.problems)
     if default not in (None, "allow", "deny"):
-        raise PermissionConfigError(f"permission set {set_name!r}: default_behaviour must be \"allow\" or \"deny\"")
+        problems.append(f"permission set {set_name!r}: default_behaviour must be \"allow\" or \"deny\"")
+    if problems:
+        raise PermissionConfigError(problems[0], problems)
     return PermissionList(tuple(perms), None if default is None else default == "allow", separator)

@@ -85,62 +85,79 @@ class PermissionsConfig:
 
 
 def parse_permissions_config(table: Mapping[str, Any], separator: str = "/") -> PermissionsConfig:
-    """Raise PermissionConfigError naming ``permissions.<...>`` and what to write."""
+    """Raise PermissionConfigError naming ``permissions.<...>`` and what to write; its
+    ``problems`` hold every problem of the section, not only the first (issue 20)."""
+    problems: list[str] = []
     unknown = sorted(set(table) - {"unassigned", "sets", "assign"})
     if unknown:
-        raise PermissionConfigError(
+        problems.append(
             f"permissions: unknown key(s) {', '.join(unknown)}; allowed: unassigned, sets, assign"
         )
     unassigned = table.get("unassigned")
     if unassigned not in (None, "allow", "deny"):
-        raise PermissionConfigError('permissions.unassigned: write "allow" or "deny"')
+        problems.append(f'permissions.unassigned: {unassigned!r} is not valid: write "allow" or "deny"')
+        unassigned = None
     raw_sets = table.get("sets", {})
     if not isinstance(raw_sets, Mapping):
-        raise PermissionConfigError("permissions.sets: must be a table of named sets ([permissions.sets.NAME])")
+        problems.append("permissions.sets: must be a table of named sets ([permissions.sets.NAME])")
+        raw_sets = {}
     sets: dict[str, PermissionList] = {}
+    broken: set[str] = set()  # defined, but with problems: assignments naming them are fine
     for name, body in raw_sets.items():
+        broken.add(name)
         if not isinstance(body, Mapping):
-            raise PermissionConfigError(f"permissions.sets.{name}: must be a table with rules = [...]")
+            problems.append(f"permissions.sets.{name}: must be a table with rules = [...]")
+            continue
         extra = sorted(set(body) - {"rules", "default_behaviour"})
         if extra:
-            raise PermissionConfigError(
+            problems.append(
                 f"permissions.sets.{name}: unknown key(s) {', '.join(extra)}; allowed: rules, default_behaviour"
             )
         rules = body.get("rules", [])
         if not isinstance(rules, Sequence) or isinstance(rules, str):
-            raise PermissionConfigError(f"permissions.sets.{name}.rules: must be an array of tables")
+            problems.append(f"permissions.sets.{name}.rules: must be an array of tables")
+            continue
         default = body.get("default_behaviour")
         try:
             sets[name] = parse_permission_list(rules, name, default, separator)
         except PermissionConfigError as exc:
-            raise PermissionConfigError(f"permissions.sets.{name}: {exc}") from None
+            problems.extend(f"permissions.sets.{name}: {problem}" for problem in exc.problems)
+            continue
+        if not extra:
+            broken.discard(name)
     raw_assign = table.get("assign", [])
     if not isinstance(raw_assign, Sequence) or isinstance(raw_assign, str):
-        raise PermissionConfigError("permissions.assign: must be an array of tables ([[permissions.assign]])")
+        problems.append("permissions.assign: must be an array of tables ([[permissions.assign]])")
+        raw_assign = []
     assignments = []
     for i, entry in enumerate(raw_assign):
         where = f"permissions.assign[{i}]"
         if not isinstance(entry, Mapping):
-            raise PermissionConfigError(f"{where}: must be a table")
+            problems.append(f"{where}: must be a table")
+            continue
         extra = sorted(set(entry) - set(SELECTOR_KEYS) - {"sets"})
         if extra:
-            raise PermissionConfigError(
+            problems.append(
                 f"{where}: unknown key(s) {', '.join(extra)}; select with {', '.join(SELECTOR_KEYS)} and name sets = [...]"
             )
         names = entry.get("sets")
         if not isinstance(names, Sequence) or isinstance(names, str) or not names:
-            raise PermissionConfigError(f'{where}.sets: name one or more sets, e.g. sets = ["sensors"]')
+            problems.append(f'{where}.sets: name one or more sets, e.g. sets = ["sensors"]')
+            continue
         for set_name in names:
-            if set_name not in sets:
-                known = ", ".join(sorted(sets)) or "none defined"
-                raise PermissionConfigError(f"{where}.sets: no permission set {set_name!r} (defined: {known})")
+            if set_name not in sets and set_name not in broken:
+                known = ", ".join(sorted(raw_sets)) or "none defined"
+                problems.append(f"{where}.sets: no permission set {set_name!r} (defined: {known})")
         selectors = []
         for key in SELECTOR_KEYS:
             if key in entry:
                 value = entry[key]
                 if not isinstance(value, str) or not value:
-                    raise PermissionConfigError(f"{where}.{key}: must be a non-empty string (a name or a pattern)")
+                    problems.append(f"{where}.{key}: must be a non-empty string (a name or a pattern)")
+                    continue
                 selectors.append((key, value))
         label = ", ".join(f"{k}={v}" for k, v in selectors) or "everyone"
         assignments.append(Assignment(tuple(selectors), tuple(names), f"{where} ({label})"))
+    if problems:
+        raise PermissionConfigError(problems[0], problems)
     return PermissionsConfig(sets, tuple(assignments), unassigned, separator)

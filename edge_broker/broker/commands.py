@@ -31,6 +31,67 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     check.set_defaults(func=cmd_check)
 
 
+def _build_problems(config: Config) -> list[str]:
+    """What ``run`` does with a parsed config before binding, done the same way: authorizer
+    constructors run (``build_pipeline``, as ``Broker`` does), so one that raises fails here."""
+    from .policy import build_pipeline
+
+    try:
+        build_pipeline(config, None, None)
+    except Exception as exc:  # a plugin constructor's own error, reported, never a traceback
+        return [f"{exc}" if str(exc).startswith(config.file) else f"{config.file}: {exc}"]
+    return _directory_problems(config) + _state_problems(config)
+
+
+def _directory_problems(config: Config) -> list[str]:
+    """Directories the broker creates or writes at start: each must be (or be creatable in) a
+    directory this user may write, or ``run`` stops with an OSError."""
+    import os
+    from pathlib import Path
+
+    wanted = [("audit.dir", config.audit.dir), ("claims.store_dir", config.claims.store_dir)]
+    if config.persistence.enabled:
+        wanted.append(("persistence.state_dir", config.persistence.state_dir))
+    if config.sync.enabled:
+        wanted.append(("sync.state_dir", config.sync.state_dir))
+    problems = []
+    for key, value in wanted:
+        if value is None:
+            continue
+        path = Path(value)
+        while not path.exists() and path != path.parent:
+            path = path.parent
+        if not path.is_dir():
+            problems.append(f"{config.file}: {key}: {value!r} cannot be created: {str(path)!r} is not a "
+                            "directory; write the path of a directory")
+        elif not os.access(path, os.W_OK | os.X_OK):
+            problems.append(f"{config.file}: {key}: {str(path)!r} is not writable by this user: give the "
+                            "service user the directory (chown edge-broker) or choose another path")
+    return problems
+
+
+def _state_problems(config: Config) -> list[str]:
+    """A state log ``run`` would refuse (``on_damage = "refuse"``) fails the check too."""
+    from ..config import claims_enabled
+
+    if config.persistence.on_damage != "refuse":
+        return []
+    from ..store.damage import inspect_log
+
+    paths = []
+    if config.persistence.enabled:
+        from .persistence import log_path
+
+        paths.append(log_path(config))
+    if claims_enabled(config):
+        from ..claims.runtime import store_path
+
+        paths.append(store_path(config))
+    return [f"{config.file}: persistence.on_damage: {c.detail}: the broker will not start on it; run "
+            f"`edge-broker state set-aside --config {config.file}` or write on_damage = \"set-aside\""
+            for c in map(inspect_log, paths) if c.refused]
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
@@ -38,6 +99,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         print(f"{len(exc.problems)} error(s)", file=sys.stderr)
+        return 1
+    problems = _build_problems(config)
+    if problems:
+        for text in problems:
+            print(text, file=sys.stderr)
+        print(f"{len(problems)} error(s)", file=sys.stderr)
         return 1
     print(f"{config.file}: OK ({len(config.listeners)} listener(s): "
           + ", ".join(f"{lc.name} {lc.transport} {lc.bind}:{lc.port}" for lc in config.listeners)
@@ -84,11 +151,20 @@ def cmd_reload(args: argparse.Namespace) -> int:
 async def _serve(config: Config, path: str | None = None, pid_file: str | None = None) -> int:
     import os
 
+    from ..authz.errors import AuthzError
     from ..ops.service import run_service
     from ..sync.state import SyncError
+    from .listeners import reload_tls
     from .server import Broker
 
-    broker = Broker(config)
+    try:
+        broker = Broker(config)
+    except AuthzError as exc:  # an authorizer that is not one, or whose constructor raised
+        print(f"edge-broker: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the audit directory, a file gone since the config was read
+        print(f"edge-broker: cannot start: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -100,21 +176,27 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
             print("edge-broker: SIGHUP ignored: running on the embedded default config, "
                   "there is no file to reload (start with --config FILE)", file=sys.stderr)
             return
+        reload_tls(broker.tls_contexts, broker.config.listeners)
         task: asyncio.Task[object] = loop.create_task(broker.reload(path))
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     if pid_file is not None:
-        with open(pid_file, "w") as handle:
-            handle.write(f"{os.getpid()}\n")
+        try:
+            with open(pid_file, "w") as handle:
+                handle.write(f"{os.getpid()}\n")
+        except OSError as exc:
+            print(f"edge-broker: --pid-file {pid_file}: {exc.strerror}", file=sys.stderr)
+            return 1
     try:
         await run_service(broker, stop)  # sd_notify, metrics, policy sync (ops/service.py)
     except SyncError as exc:
         print(f"edge-broker: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"edge-broker: cannot listen: {exc}", file=sys.stderr)
+    except OSError as exc:  # start_listener names the listener; files name themselves
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else (exc.strerror or str(exc))
+        print(f"edge-broker: {text}", file=sys.stderr)
         return 1
     except RuntimeError as exc:  # a part that cannot start (the claim store) says why and how
         print(f"edge-broker: {exc}", file=sys.stderr)

@@ -5,25 +5,65 @@ the client certificate's subject CN)."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..auth.chain import ConnectionInfo
 from ..config import ListenerConfig
 from .interfaces import InterfaceMap
 
+log = logging.getLogger("edge_broker.broker")
+
+
+def _no_password() -> bytes:
+    # an encrypted key would make OpenSSL prompt on a terminal a service does not have
+    raise ValueError("the TLS key is encrypted: store it decrypted, readable by root and group edge-broker")
+
+
+def _load_files(ctx: ssl.SSLContext, listener: ListenerConfig) -> None:
+    assert listener.tls_cert is not None and listener.tls_key is not None
+    ctx.load_cert_chain(listener.tls_cert, listener.tls_key, password=_no_password)
+    if listener.tls_ca is not None:
+        ctx.load_verify_locations(listener.tls_ca)
+
 
 def tls_context(listener: ListenerConfig) -> ssl.SSLContext:
     """A server context from the listener's PEM files; client certificates optional or
     required (their subject CN is kept for authentication, AUTHZ.md §1)."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    assert listener.tls_cert is not None and listener.tls_key is not None
-    ctx.load_cert_chain(listener.tls_cert, listener.tls_key)
+    _load_files(ctx, listener)
     if listener.tls_ca is not None:
-        ctx.load_verify_locations(listener.tls_ca)
         ctx.verify_mode = ssl.CERT_REQUIRED if listener.require_client_cert else ssl.CERT_OPTIONAL
     return ctx
+
+
+def reload_tls(contexts: Mapping[str, ssl.SSLContext], listeners: Sequence[ListenerConfig]) -> int:
+    """SIGHUP: load each TLS listener's certificate, key and CA files again into its live
+    context, as Mosquitto does, so certificates rotate without dropping devices. OpenSSL copies
+    the certificate into each connection when it is accepted: connections made after this get
+    the new certificate, existing ones keep theirs. The files are first loaded into a scratch
+    context, so a half-written or mismatched pair is refused (logged) and the running
+    certificate stays. A CA file only adds certificates: removing a CA needs a restart.
+    Returns how many listeners were reloaded."""
+    reloaded = 0
+    for listener in listeners:
+        ctx = contexts.get(listener.name)
+        if ctx is None:
+            continue
+        try:
+            tls_context(listener)
+            _load_files(ctx, listener)
+        except (OSError, ValueError) as exc:
+            log.error("listener %s: TLS files not reloaded (%s); the running certificate stays",
+                      listener.name, exc, extra={"event": "tls_reload_refused", "listener": listener.name})
+            continue
+        reloaded += 1
+        log.info("listener %s: TLS certificate and key reloaded from %s", listener.name, listener.tls_cert,
+                 extra={"event": "tls_reloaded", "listener": listener.name})
+    return reloaded
 
 
 def certificate_cn(transport: asyncio.BaseTransport) -> str | None:
@@ -62,11 +102,29 @@ def connection_info(
 
 
 async def start_listener(
-    listener: ListenerConfig, factory: Callable[[], asyncio.Protocol]
+    listener: ListenerConfig, factory: Callable[[], asyncio.Protocol],
+    contexts: dict[str, ssl.SSLContext] | None = None,
 ) -> asyncio.Server:
+    """Bind one listener. An OSError (address in use, permission, a TLS file) says which
+    listener and where, for ``run``'s one-line message (issue 20)."""
     loop = asyncio.get_running_loop()
-    ssl_ctx = tls_context(listener) if listener.uses_tls else None
+    where = f"listener {listener.name!r} ({listener.transport} {listener.bind or '*'}:{listener.port})"
+    try:
+        ssl_ctx = tls_context(listener) if listener.uses_tls else None
+    except OSError as exc:
+        raise OSError(exc.errno, f"{where}: cannot load tls_cert / tls_key: {exc.strerror or exc}; "
+                                 "`edge-broker check` says what is wrong with them") from exc
+    if ssl_ctx is not None and contexts is not None:
+        contexts[listener.name] = ssl_ctx
     host = listener.bind or None
-    return await loop.create_server(
-        factory, host=host, port=listener.port, ssl=ssl_ctx, reuse_address=True, backlog=1024
-    )
+    try:
+        return await loop.create_server(
+            factory, host=host, port=listener.port, ssl=ssl_ctx, reuse_address=True, backlog=1024
+        )
+    except OSError as exc:
+        hint = {98: "another process (or listener) holds that port: stop it or change the port",
+                13: "ports below 1024 need CAP_NET_BIND_SERVICE (the unit grants it) or root",
+                99: "that address is not on this machine: write one of its addresses or 0.0.0.0"}
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio's text repeats the address
+        raise OSError(exc.errno, f"{where}: cannot listen: {reason}"
+                                 + (f"; {hint[exc.errno]}" if exc.errno in hint else "")) from exc

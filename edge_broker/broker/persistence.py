@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config
 from ..mqtt.packets import Will
 from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
+from ..store.damage import damage_hint, open_or_set_aside
 from .message import Message
 from .persist_codec import (
     RecordError,
@@ -116,13 +117,17 @@ class Persistence:
                 f"cannot create the state directory {str(path.parent)!r}: {exc.strerror}; set "
                 "[persistence] state_dir or $EDGE_BROKER_STATE_DIR to a writable directory"
             ) from exc
+        def opener() -> KeyedLog:
+            return KeyedLog.open(path, fsync=fsync, encoded_values=False,
+                                 compact_min_bytes=settings.compact_min_bytes)
+
         try:
-            keyed = KeyedLog.open(path, fsync=fsync, encoded_values=False,
-                                  compact_min_bytes=settings.compact_min_bytes)
+            keyed = open_or_set_aside(path, opener, settings.on_damage, log)
         except (StoreError, OSError) as exc:
             raise PersistenceError(
                 f"cannot open the broker store {str(path)!r}: {exc}; check that no other broker "
                 "uses it and that the directory is writable, or set [persistence] state_dir"
+                + damage_hint(path)
             ) from exc
         return cls(keyed)
 

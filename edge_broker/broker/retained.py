@@ -34,12 +34,13 @@ class _Level:
 class MemoryRetainedStore:
     """Retained messages in memory; expired ones are dropped when met (MQTT 5 §3.3.2.3.3)."""
 
-    __slots__ = ("_root", "_count", "_separator")
+    __slots__ = ("_root", "_count", "_separator", "payload_bytes")
 
     def __init__(self, separator: str = "/") -> None:
         self._root = _Level()
         self._count = 0
         self._separator = separator
+        self.payload_bytes = 0  # sum of the retained payloads (the metrics endpoint shows it)
 
     def set(self, message: Message) -> None:
         node = self._root
@@ -50,6 +51,9 @@ class MemoryRetainedStore:
             node = child
         if node.message is None:
             self._count += 1
+        else:
+            self.payload_bytes -= len(node.message.payload)
+        self.payload_bytes += len(message.payload)
         node.message = message
 
     def delete(self, topic: str) -> None:
@@ -63,6 +67,7 @@ class MemoryRetainedStore:
             node = child
         if node.message is None:
             return
+        self.payload_bytes -= len(node.message.payload)
         node.message = None
         self._count -= 1
         while path and node.message is None and not node.children:  # prune empty branches

@@ -111,6 +111,7 @@ class Broker:
         self.connections: set[Connection] = set()
         self.servers: list[asyncio.Server] = []
         self.bound: list[tuple[str, str, str, int]] = []  # (name, transport, host, port)
+        self.tls_contexts: dict[str, Any] = {}  # listener name → its live ssl.SSLContext (SIGHUP reloads it)
         self._chains: dict[str, AuthChain] = {}
         self._interfaces = InterfaceMap()
         self._dirty: list[Connection] = []
@@ -169,7 +170,7 @@ class Broker:
             self.bridges = Bridges.open(self)
             self.bridges.start()
         for listener in self.config.listeners:
-            server = await start_listener(listener, self._factory(listener))
+            server = await start_listener(listener, self._factory(listener), self.tls_contexts)
             self.servers.append(server)
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..store import StoreError
+from ..store.damage import damage_hint, open_or_set_aside
 from .gate import ClaimsGate
 from .persistence import CLAIMS_LOG, KeyedClaimStore
 from .service import ClaimService, LoadReport
@@ -118,11 +119,13 @@ class ClaimsRuntime:
             ) from exc
         fsync = "always" if config.claims.fsync == "always" else "never"
         try:
-            store = KeyedClaimStore.open(str(path), fsync=fsync)
+            store = open_or_set_aside(path, lambda: KeyedClaimStore.open(str(path), fsync=fsync),
+                                      config.persistence.on_damage, log)
         except (StoreError, OSError) as exc:
             raise ClaimsStartError(
                 f"cannot open the claim store {str(path)!r}: {exc}; check that no other broker "
                 "uses it and that the directory is writable, or set [claims] store_dir"
+                + damage_hint(path)
             ) from exc
         report = store.keyed.report
         if not report.clean:

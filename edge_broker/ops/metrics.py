@@ -88,6 +88,7 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
             samples.append(({"gate": gate, "rule": rule, "outcome": "deny"}, count))
     w.family("edge_broker_authz_decisions_total", "counter",
              "authorization decisions of gates 3-6 by gate, rule and outcome", samples)
+    _state_metrics(w, broker)
     if broker.claims is not None:
         cs = broker.claims.stats()
         w.family("edge_broker_claims", "gauge", "claims in the store, by state",
@@ -127,18 +128,80 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
     return w.text()
 
 
+def _resident_bytes() -> int | None:
+    """The process's resident set (Linux ``/proc/self/statm``), None elsewhere."""
+    import os
+
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _state_metrics(w: _Writer, broker: Broker) -> None:
+    """What ``$SYS`` shows and Prometheus lacked (issue 20): sessions, queues, subscriptions,
+    retained messages, the broker store's health, the process's memory."""
+    spaces = broker.topic_spaces.values()
+    w.one("edge_broker_sessions", "gauge", "sessions held (connected and offline persistent ones)",
+          len(broker.sessions))
+    queued = queued_bytes = 0
+    for session in broker.sessions:
+        queued += len(session.queue)
+        queued_bytes += session.queued_bytes
+    w.one("edge_broker_queued_messages", "gauge", "QoS 1/2 messages queued for sessions", queued)
+    w.one("edge_broker_queued_bytes", "gauge", "bytes of the messages queued for sessions", queued_bytes)
+    w.one("edge_broker_subscriptions", "gauge", "subscriptions in every topic space",
+          sum(space.subscription_count() for space in spaces))
+    w.one("edge_broker_retained_messages", "gauge", "retained messages (with $SYS)",
+          sum(len(space.retained) for space in spaces))
+    w.one("edge_broker_retained_bytes", "gauge", "payload bytes of the retained messages",
+          sum(getattr(space.retained, "payload_bytes", 0) for space in spaces))
+    persistence = broker.persistence
+    if persistence is not None:
+        w.one("edge_broker_store_healthy", "gauge", "1 when the broker store accepts writes",
+              int(persistence.healthy))
+        w.one("edge_broker_store_refused_total", "counter",
+              "QoS 1/2 publishes refused because they could not be stored", persistence.refused)
+    rss = _resident_bytes()
+    if rss is not None:
+        w.one("process_resident_memory_bytes", "gauge", "resident memory of the broker process", rss)
+
+
+def readiness(broker: Broker) -> list[str]:
+    """Why the broker is not ready to serve (``/readyz`` answers 503 with these), or nothing:
+    every listener bound, the broker store and the claim store accepting writes."""
+    problems = []
+    if not broker.bound:
+        problems.append("no listener is bound yet")
+    if broker.persistence is not None and not broker.persistence.healthy:
+        problems.append(f"the broker store refuses writes: {broker.persistence.last_error}")
+    if broker.claims is not None and not broker.claims.stats().store_healthy:
+        problems.append("the claim store refuses writes")
+    return problems
+
+
 class MetricsServer:
     """``GET /metrics`` over HTTP/1.1 (one request per connection is enough for a scraper)."""
 
-    def __init__(self, render: Callable[[], str], bind: str, port: int) -> None:
+    def __init__(self, render: Callable[[], str], bind: str, port: int,
+                 ready: Callable[[], list[str]] | None = None) -> None:
         self._render = render
+        self._ready = ready
         self._bind = bind
         self._port = port
         self._server: asyncio.Server | None = None
         self.port = 0
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self._bind, self._port)
+        try:
+            self._server = await asyncio.start_server(self._handle, self._bind, self._port)
+        except OSError as exc:  # one line naming the section, as for a listener
+            import os
+
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise OSError(exc.errno, f"[metrics] ({self._bind}:{self._port}): cannot listen: {reason}; "
+                                     "change [metrics] port or stop what holds it") from exc
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("metrics on http://%s:%d/metrics", self._bind, self.port,
                  extra={"event": "metrics_listening", "host": self._bind, "port": self.port})
@@ -160,8 +223,16 @@ class MetricsServer:
             method, target = (parts[0], parts[1]) if len(parts) == 3 else ("", "")
             if method not in ("GET", "HEAD"):
                 status, body, ctype = "405 Method Not Allowed", b"use GET /metrics\n", "text/plain"
-            elif target.split("?", 1)[0] != "/metrics":
-                status, body, ctype = "404 Not Found", b"the metrics are at /metrics\n", "text/plain"
+            elif (path := target.split("?", 1)[0]) == "/healthz":  # answered by the event loop: alive
+                status, body, ctype = "200 OK", b"ok\n", "text/plain"
+            elif path == "/readyz":
+                problems = self._ready() if self._ready is not None else []
+                status = "503 Service Unavailable" if problems else "200 OK"
+                body = ("".join(p + "\n" for p in problems) or "ready\n").encode()
+                ctype = "text/plain"
+            elif path != "/metrics":
+                status, body, ctype = ("404 Not Found", b"the metrics are at /metrics, health at /healthz "
+                                       b"and /readyz\n", "text/plain")
             else:
                 status, body, ctype = "200 OK", self._render().encode(), CONTENT_TYPE
             writer.write(

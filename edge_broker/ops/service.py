@@ -63,7 +63,10 @@ def _route_sighup(loop: asyncio.AbstractEventLoop, sync: SyncService) -> None:
 
     tasks: set[asyncio.Task[object]] = set()
 
+    from ..broker.listeners import reload_tls
+
     def on_hup() -> None:
+        reload_tls(sync.broker.tls_contexts, sync.broker.config.listeners)
         task: asyncio.Task[object] = loop.create_task(sync.reload_base(sync.base.file))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -91,13 +94,14 @@ async def run_service(broker: Broker, stop: asyncio.Event,
     metrics: MetricsServer | None = None
     try:
         if config.metrics.enabled:
-            from .metrics import MetricsServer, render_metrics
+            from .metrics import MetricsServer, readiness, render_metrics
 
             def render() -> str:
                 return render_metrics(broker, sync.status if sync else None,
                                       sync.upload if sync else None)
 
-            metrics = MetricsServer(render, config.metrics.bind, config.metrics.port)
+            metrics = MetricsServer(render, config.metrics.bind, config.metrics.port,
+                                    lambda: readiness(broker))
             await metrics.start()
         if sync is not None:
             await sync.start()

@@ -81,7 +81,7 @@ def parse_metrics(s: Section) -> MetricsConfig:
 
 
 def _file(s: Section, name: str) -> str | None:
-    path = s.optional_string(name)
+    path = s.file_path(name)  # relative: from the config file's folder
     if path is not None and not Path(path).is_file():
         s.problem(name, f"{path!r} is not a readable file: write the path of a PEM file")
     return path
@@ -94,6 +94,8 @@ def parse_sync(s: Section) -> SyncConfig:
     raw_keys: list[object] = s.get("trusted_keys", [], list, "a list of public key files")
     keys: list[str] = []
     for i, item in enumerate(raw_keys):
+        if isinstance(item, str):
+            item = s.resolve(item)
         if not isinstance(item, str) or not Path(item).is_file():
             s.problem(f"trusted_keys[{i}]", f"{item!r} is not a readable file: write the path of "
                       "the cloud's Ed25519 public key (`edge-broker bundle keygen` writes one)")
@@ -114,9 +116,9 @@ def parse_sync(s: Section) -> SyncConfig:
         client_id=s.optional_string("client_id"),
         keepalive=s.integer("keepalive", d.keepalive, 5, 3600),
         reconnect_max=s.number("reconnect_max", d.reconnect_max, 0.1, 3600.0),
-        directory=s.optional_string("directory"),
+        directory=s.file_path("directory"),
         poll_interval=s.number("poll_interval", d.poll_interval, 0.05, 3600.0),
-        state_dir=s.optional_string("state_dir"),
+        state_dir=s.file_path("state_dir"),
         audit_upload=s.boolean("audit_upload", d.audit_upload),
         audit_batch=s.integer("audit_batch", d.audit_batch, 1, 100_000),
     )

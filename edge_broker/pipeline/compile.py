@@ -13,8 +13,8 @@ Input tables (README "Cloud pipeline"; each ``<input>/<table>.parquet|.csv|.json
 
 Every rule is checked inside Spark by a pandas UDF calling the broker's parser
 (``edge_broker.pipeline.rules``); each assembled gateway policy is loaded once more with
-``edge_broker.config.parse_config`` before it is signed, so a bundle is never one the gateway
-would refuse. Outputs: ``<out>/bundles/<gateway>.cbor`` (``create_bundle``: byte-for-byte what
+``edge_broker.sync.apply.check_policy`` (as ``bundle create`` and a gateway applying it do) before
+it is signed, so a bundle is never one the gateway would refuse. Outputs: ``<out>/bundles/<gateway>.cbor`` (``create_bundle``: byte-for-byte what
 ``edge-broker bundle create`` makes from the same policy and issued_at), ``<out>/policies/
 <gateway>.json`` with ``--emit-policies``, ``<out>/grants/<tenant>.json`` (the ``--grant`` of
 ``edge-broker token create``), and ``<out>/invalid.jsonl``: every invalid row with its reason.
@@ -219,7 +219,8 @@ def run_compile(
     def build(frame: pd.DataFrame) -> pd.DataFrame:
         import nacl.signing
 
-        from ..config import ConfigError, parse_config
+        from ..sync.apply import check_policy
+        from ..sync.bundle import BundleError
         from .policy import gateway_policy
 
         gw = frame["gateway"].iloc[0]
@@ -230,11 +231,11 @@ def run_compile(
         gw_acl = acl_by_gateway.get(None, []) + acl_by_gateway.get(gw, [])
         policy = gateway_policy(members, sets, gw_acl, acl_default)
         try:
-            parse_config({**policy, "topics": {"separator": separator}})
+            check_policy(policy, f"gateway {gw}", separator, version)  # as the gateway will apply it
             data = create_bundle(nacl.signing.SigningKey(sign_key), version=version, gateway=gw,
                                  issued_at=issued_at, policy=policy)
             problem = None
-        except ConfigError as exc:
+        except BundleError as exc:
             data, problem = None, f"the assembled policy is refused by the broker: {exc}"
         return pd.DataFrame({"gateway": [gw], "version": [version], "devices": [len(members)], "bundle": [data],
                              "policy": [json.dumps(policy, sort_keys=True)], "problem": [problem],

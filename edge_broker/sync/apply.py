@@ -12,7 +12,10 @@ anything: a bad bundle never replaces a good one.
 
 from __future__ import annotations
 
+import tempfile
 import tomllib
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..auth.password import PasswordEntry, PasswordFileError, write_password_file
@@ -48,8 +51,14 @@ def _password_entries(value: Any) -> dict[str, PasswordEntry]:
     entries: dict[str, PasswordEntry] = {}
     for i, item in enumerate(value):
         if not isinstance(item, dict) or not isinstance(item.get("username"), str) \
-                or not isinstance(item.get("hash"), str) or not item["hash"].startswith("$argon2id$"):
+                or not isinstance(item.get("hash"), str):
             raise BundleError(f"bundle passwords[{i}] needs username and an argon2id hash string")
+        if not item["hash"].startswith("$argon2id$"):
+            from ..auth.mosquitto_hashes import hash_problem  # imported Mosquitto users keep theirs
+
+            problem = hash_problem(item["hash"])
+            if problem is not None:
+                raise BundleError(f"bundle passwords[{i}] ({item['username']!r}): {problem}")
         if set(item) - set(_ENTRY_KEYS):
             raise BundleError(f"bundle passwords[{i}] has unknown keys {sorted(set(item) - set(_ENTRY_KEYS))}")
         lists: dict[str, tuple[str, ...]] = {}
@@ -68,8 +77,31 @@ def _password_entries(value: Any) -> dict[str, PasswordEntry]:
 
 def merged_config(base: Config, bundle: PolicyBundle, state: SyncStateDir) -> Config:
     """The config the bundle asks for; BundleError naming the problem when it is not valid."""
-    table = base_table(base)
-    policy = bundle.policy
+    return _merge(base_table(base), bundle.policy, bundle.version, state.password_file(bundle.version),
+                  base.file)  # the file name stays: the next bundle re-reads it
+
+
+def check_policy(policy: Mapping[str, Any], label: str = "<policy>", separator: str = "/", version: int = 0) -> None:
+    """Compile ``policy`` exactly as a gateway applying it would — :func:`merged_config`'s merge
+    and ``parse_config``, then ``build_pipeline`` as ``apply_config`` does (authorizers built,
+    gates compiled) — over a gateway config with no policy of its own. ``bundle create`` and
+    ``bundle verify`` run it, so no bundle is signed or passed that every gateway refuses
+    (issue 20). BundleError naming the problem."""
+    from ..broker.policy import build_pipeline
+
+    with tempfile.TemporaryDirectory(prefix="edge-broker-policy-") as scratch:
+        config = _merge({"topics": {"separator": separator}}, policy, version, Path(scratch) / "passwd", label)
+        try:
+            build_pipeline(config, None, None)
+        except Exception as exc:  # an authorizer's constructor, a gate that does not compile
+            raise BundleError(f"{label}: the policy does not compile on a gateway: {exc}") from exc
+
+
+def _merge(table: dict[str, Any], policy: Mapping[str, Any], version: int, password_path: Path, file: str) -> Config:
+    acl = policy.get("acl")
+    if isinstance(acl, dict) and "file" in acl:
+        raise BundleError(f"bundle v{version}: acl.file names a path on the machine that made the bundle; "
+                          "`edge-broker bundle create` embeds the file's content: create the bundle again")
     for name in REPLACED:
         if name in policy:
             table[name] = policy[name]
@@ -83,15 +115,15 @@ def merged_config(base: Config, bundle: PolicyBundle, state: SyncStateDir) -> Co
         table["claims"] = {**table.get("claims", {}), **policy["claims"]}
     if "passwords" in policy:
         entries = _password_entries(policy["passwords"])
-        path = state.password_file(bundle.version)
+        path = password_path
         try:
             write_password_file(path, entries)
         except (OSError, PasswordFileError) as exc:
             raise BundleError(f"cannot write the bundle's password file {path}: {exc}") from exc
         table["passwords"] = {**table.get("passwords", {}), "file": str(path)}
     try:
-        return parse_config(table, base.file)  # the file name stays: the next bundle re-reads it
+        return parse_config(table, file)
     except ConfigError as exc:
-        raise BundleError(f"bundle v{bundle.version} does not make a valid config: "
+        raise BundleError(f"bundle v{version} does not make a valid config: "
                           + "; ".join(str(p) for p in exc.problems)) from exc
 

@@ -44,9 +44,51 @@ def load_policy_file(path: str) -> dict[str, Any]:
     return data
 
 
+def embed_files(policy: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``[passwords] file`` and ``[acl] file`` as what a bundle carries — the users with their
+    hashes, the ACL's JSON5 as its ``access_control`` keys — never as paths of this machine,
+    which gateways do not have (issue 20). Relative paths are read from ``folder``."""
+    from ..auth.password import PasswordFileError, load_password_file
+
+    out = dict(policy)
+    passwords = out.get("passwords")
+    if isinstance(passwords, dict):
+        if set(passwords) != {"file"} or not isinstance(passwords["file"], str):
+            raise BundleError('policy [passwords] takes only file = "PATH" (the users and hashes are '
+                              "embedded; max_concurrent is the gateway's own setting)")
+        try:
+            entries = load_password_file(folder / passwords["file"])
+        except PasswordFileError as exc:
+            raise BundleError(f"policy passwords.file: {exc}") from exc
+        out["passwords"] = [{"username": e.username, "hash": e.hash.decode("ascii"), "tenants": list(e.tenants),
+                             "roles": list(e.roles)} for e in sorted(entries.values(), key=lambda e: e.username)]
+    acl = out.get("acl")
+    if isinstance(acl, dict) and "file" in acl:
+        from ..authz.json5_text import loads_json5
+
+        others = sorted(k for k in acl if k != "file")
+        if others:
+            raise BundleError(f"policy [acl]: give either file or the access_control keys, not both "
+                              f"(remove {', '.join(others)})")
+        path = folder / str(acl["file"])
+        try:
+            data = loads_json5(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise BundleError(f"policy acl.file: cannot read {str(path)!r} as JSON5: {exc}") from exc
+        if isinstance(data, dict) and isinstance(data.get("access_control"), dict):
+            data = data["access_control"]  # a whole Zenoh config.json5, as [acl] file accepts
+        if not isinstance(data, dict):
+            raise BundleError(f"policy acl.file: {str(path)!r} holds no access_control object")
+        out["acl"] = data
+    return out
+
+
 def _cmd_create(args: argparse.Namespace) -> int:
+    from .apply import check_policy
+
     key = load_signing_key(args.key)
-    policy = load_policy_file(args.policy)
+    policy = embed_files(load_policy_file(args.policy), Path(args.policy).resolve().parent)
+    check_policy(policy, args.policy, args.separator, args.version)
     issued_at = int(args.issued_at) if args.issued_at is not None else int(time.time())
     data = create_bundle(key, version=args.version, gateway=args.gateway, issued_at=issued_at, policy=policy)
     Path(args.output).write_bytes(data)
@@ -59,9 +101,12 @@ def _trusted(paths: list[str]) -> list[nacl.signing.VerifyKey]:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from .apply import check_policy
+
     bundle = verify_bundle(Path(args.bundle).read_bytes(), _trusted(args.trust))
     if args.gateway is not None:
         check_acceptable(bundle, args.gateway, args.current_version)
+    check_policy(bundle.policy, f"{args.bundle} (policy)", args.separator, bundle.version)
     print(f"{args.bundle}: OK: v{bundle.version} for {bundle.gateway!r}, issued {bundle.issued_at}, key {bundle.kid}")
     return 0
 
@@ -116,6 +161,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument("--policy", required=True, help="policy sections as TOML (.toml) or JSON")
     create.add_argument("--issued-at", type=int, help="Unix seconds (default: now); fix it for reproducible bundles")
     create.add_argument("-o", "--output", required=True)
+    create.add_argument("--separator", default="/", choices=("/", "."),
+                        help="the gateways' [topics] separator, for compiling the policy as they will")
     create.set_defaults(bundle_func=_cmd_create)
 
     verify = sub.add_parser("verify", help="check a bundle's signature (and its target and version)")
@@ -123,6 +170,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     verify.add_argument("--trust", action="append", required=True, help="a trusted public key file (repeatable)")
     verify.add_argument("--gateway", help="check that the bundle applies to this gateway")
     verify.add_argument("--current-version", type=int, help="refuse versions not newer than this")
+    verify.add_argument("--separator", default="/", choices=("/", "."),
+                        help="the gateways' [topics] separator, for compiling the policy as they will")
     verify.set_defaults(bundle_func=_cmd_verify)
 
     show = sub.add_parser("show", help="print a bundle's header and policy as JSON")

@@ -94,3 +94,27 @@ def test_cli_add_check_list_remove(tmp_path: Path) -> None:
     assert run_cli("remove", path, "dev1").returncode == 0
     missing = run_cli("remove", path, "dev1")
     assert missing.returncode == 2 and "not in the password file" in missing.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_add_and_remove_keep_the_files_owner_group_and_mode(tmp_path: Path) -> None:
+    """Issue 20: `passwd add|remove` run by root must not turn a root:edge-broker 0640 file
+    into root:root 0600, which the service user can no longer read."""
+    path = tmp_path / "passwd"
+    assert run_cli("add", str(path), "alice", "--password-stdin", stdin="pw1\n").returncode == 0
+    os.chown(path, 0, 4242)
+    os.chmod(path, 0o640)
+    for args, stdin in ((("add", str(path), "bob", "--password-stdin"), "pw2\n"),
+                        (("remove", str(path), "alice"), "")):
+        result = run_cli(*args, stdin=stdin)
+        assert result.returncode == 0, result.stderr
+        st = os.stat(path)
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, 4242, 0o640), args
+    assert list(load_password_file(path)) == ["bob"]
+    # a new file in a folder of another group (/etc/edge-broker is root:edge-broker) is group-readable
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    os.chown(folder, 0, 4243)
+    assert run_cli("add", str(folder / "passwd"), "carol", "--password-stdin", stdin="pw3\n").returncode == 0
+    st = os.stat(folder / "passwd")
+    assert (st.st_gid, st.st_mode & 0o777) == (4243, 0o640)

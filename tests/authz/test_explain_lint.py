@@ -204,3 +204,53 @@ subjects = ["admins"]
     assert denied.returncode == 1 and "username" not in denied.stdout.split(":")[0], denied.stdout
     allowed = run(*base, "--token", admin_token, "publish", "ops/x")
     assert allowed.returncode == 0 and "username 'admin'" in allowed.stdout, allowed.stdout
+
+
+def test_explain_publish_to_a_wildcard_topic_is_the_brokers_0x90(config: str) -> None:
+    """Issue 20: the broker disconnects such a PUBLISH with 0x90 before any gate; explain says so."""
+    result = run("explain", "--config", config, "--client-id", "dev7", "publish", "a/+/b")
+    assert result.returncode == 1
+    assert "syntax+reserved disconnect" in result.stdout
+    assert result.stdout.strip().splitlines()[-1].startswith("=> DENIED by syntax: 0x90 ")
+    assert "permissions" not in result.stdout  # no later gate is shown as if it ran
+
+
+def test_lint_reports_sets_only_shadowed_assignments_name(tmp_path: Path) -> None:
+    """Issue 20: an assignment that an earlier one always shadows never applies, so the set it
+    alone names is a set nobody gets."""
+    path = tmp_path / "shadow.toml"
+    path.write_text("""
+[permissions]
+unassigned = "deny"
+[permissions.sets.devices]
+rules = [{ id = "d", topic = "devices/#" }]
+[permissions.sets.special]
+rules = [{ id = "s", topic = "special/#" }]
+[permissions.sets.ops]
+rules = [{ id = "o", topic = "ops/#" }]
+
+[[permissions.assign]]
+client_id = "dev-*"
+sets = ["devices"]
+[[permissions.assign]]
+client_id = "dev-special-*"
+tenant = "site1"
+sets = ["special"]
+[[permissions.assign]]
+client_id = "ops-*"
+sets = ["ops"]
+[[permissions.assign]]
+client_id = "de*"
+sets = ["devices"]
+""")
+    result = run("lint", "--config", str(path))
+    out = result.stdout
+    assert result.returncode == 1
+    assert ("permissions.sets.special: nobody gets this set: only assignments that never apply name it: "
+            "permissions.assign[1] (client_id=dev-special-*, tenant=site1) (shadowed by "
+            "permissions.assign[0] (client_id=dev-*))") in out
+    assert ("permissions.assign[1] (client_id=dev-special-*, tenant=site1): never applies: "
+            "permissions.assign[0] (client_id=dev-*) comes first") in out
+    assert "permissions.sets.ops" not in out and "permissions.assign[2]" not in out
+    assert "permissions.assign[3]" not in out  # "de*" also takes "deb-1", which "dev-*" does not
+    assert out.strip().endswith("2 finding(s) in " + str(path))

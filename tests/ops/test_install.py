@@ -4,10 +4,13 @@ run, uninstall and purge."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +55,10 @@ def test_files_modes_and_user(installed: tuple[Path, str]) -> None:
     text = unit.read_text()
     assert "@PREFIX@" not in text
     assert "ExecStart=/opt/edge-broker/venv/bin/edge-broker run --config /etc/edge-broker/edge-broker.toml" in text
+    docs = next(line for line in text.splitlines() if line.startswith("Documentation="))
+    for url in docs.removeprefix("Documentation=").split():  # issue 20: no made-up URL
+        assert url.startswith("file:/opt/edge-broker/") and (root / url.removeprefix("file:/")).is_file(), url
+    assert "LogsDirectory=" not in text  # the broker logs to journald only
     passwd = (root / "etc/passwd").read_text().splitlines()
     group = (root / "etc/group").read_text().splitlines()
     assert "edge-broker:x:101:101:edge-broker MQTT broker:/var/lib/edge-broker:/usr/sbin/nologin" in passwd
@@ -61,8 +68,9 @@ def test_files_modes_and_user(installed: tuple[Path, str]) -> None:
 
 def test_installed_command_checks_the_default_config(installed: tuple[Path, str]) -> None:
     root, _ = installed
-    binary = root / "opt/edge-broker/venv/bin/edge-broker"
-    result = subprocess.run([str(binary), "check", "--config", str(root / "etc/edge-broker/edge-broker.toml")],
+    # the script's shebang names the device path (/opt/...): start it with the image's venv python
+    venv = root / "opt/edge-broker/venv/bin"
+    result = subprocess.run([str(venv / "python"), str(venv / "edge-broker"), "check", "--config", str(root / "etc/edge-broker/edge-broker.toml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "OK (1 listener(s): local tcp 127.0.0.1:1883)" in result.stdout
@@ -122,3 +130,111 @@ def test_bad_options_say_what_to_do(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--purge goes with --uninstall" in result.stderr
     result = run("--root", str(tmp_path), "--python", "/nonexistent/python3", check=False)
     assert result.returncode == 2 and "not Python 3.11 or newer" in result.stderr
+    image = tmp_path / "image"  # an image whose python3 is another version than --python
+    (image / "usr/bin").mkdir(parents=True)
+    (image / "usr/bin/python3").symlink_to("python3.9")
+    (image / "usr/lib/python3.9").mkdir(parents=True)
+    result = run("--root", str(image), "--python", sys.executable, check=False)
+    assert result.returncode == 2
+    assert f"the image's /usr/bin/python3 is not Python {sys.version_info[0]}.{sys.version_info[1]}" in result.stderr
+    assert not (image / "opt").exists()  # refused before anything was built
+
+
+DEVICE_PYTHON = Path("/usr/bin/python3")
+
+
+def _device_python_matches() -> bool:
+    if not DEVICE_PYTHON.exists():
+        return False
+    out = subprocess.run([str(DEVICE_PYTHON), "-c", "import sys; print(sys.version_info[:2])"],
+                         capture_output=True, text=True).stdout.strip()
+    return out == str(tuple(sys.version_info[:2]))
+
+
+def _in_chroot(root: Path, *command: str, user: str | None = None) -> list[str]:
+    """``command`` run with ``root`` as ``/``, as on the device: the image's /usr is this
+    machine's /usr (Debian's Python 3 and libc), bind-mounted in a private mount namespace."""
+    userspec = f"--userspec={user} " if user else ""
+    script = (f"mount --rbind /usr '{root}/usr' && mount --bind /dev '{root}/dev' && "
+              f"mount -t proc proc '{root}/proc' && exec chroot {userspec}'{root}' "
+              + " ".join(f"'{c}'" for c in command))
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+
+
+def _can_unshare() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_unshare() or not _device_python_matches(),
+                    reason="needs root with mount namespaces and a /usr/bin/python3 of this Python's X.Y")
+def test_root_image_runs_when_root_becomes_slash(
+        tmp_path_factory: pytest.TempPathFactory, installed: tuple[Path, str]) -> None:
+    """Issue 20: a --root image built with another interpreter (this venv's) runs in a chroot
+    with the device's /usr/bin/python3, as the edge-broker user: shebangs, pyvenv.cfg and the
+    python symlinks name device paths, and the config and state belong to the service user."""
+    built, _ = installed
+    root = tmp_path_factory.mktemp("image") / "root"
+    subprocess.run(["cp", "-a", str(built), str(root)], check=True)  # -a: keeps the owners
+    venv = root / "opt/edge-broker/venv"
+    assert (venv / "bin/edge-broker").read_text().splitlines()[0] == "#!/opt/edge-broker/venv/bin/python"
+    assert str(root) not in (venv / "pyvenv.cfg").read_text()
+    assert "home = /usr/bin" in (venv / "pyvenv.cfg").read_text().splitlines()
+    for script in (venv / "bin").iterdir():
+        if script.is_symlink():
+            assert not os.readlink(script).startswith(str(root)), script
+        elif script.is_file():
+            assert str(root) not in script.read_text(errors="replace"), script
+    uid = gid = 101
+    etc = root / "etc/edge-broker"
+    assert (etc.stat().st_uid, etc.stat().st_gid) == (0, gid)
+    conf = etc / "edge-broker.toml"
+    assert (conf.stat().st_uid, conf.stat().st_gid) == (0, gid)
+    state = root / "var/lib/edge-broker"
+    assert (state.stat().st_uid, state.stat().st_gid) == (uid, gid)
+    tmpfiles = (root / "usr/lib/tmpfiles.d/edge-broker.conf").read_text()
+    assert "z /etc/edge-broker 0750 root edge-broker -" in tmpfiles
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    conf.write_text(conf.read_text().replace("port = 1883", f"port = {port}"))
+    os.chown(conf, 0, gid)
+    root.chmod(0o755)  # an image's / (tmp_path_factory makes 0700 directories)
+    for name in ("usr", "dev", "proc"):
+        (root / name).mkdir(exist_ok=True)
+    for name, target in (("lib", "usr/lib"), ("lib64", "usr/lib64"), ("bin", "usr/bin")):
+        if Path("/" + name).is_symlink() and not (root / name).exists():
+            (root / name).symlink_to(target)
+
+    binary = "/opt/edge-broker/venv/bin/edge-broker"
+    check = subprocess.run(_in_chroot(root, binary, "check", "--config", "/etc/edge-broker/edge-broker.toml",
+                                      user=f"{uid}:{gid}"), capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+    assert f"OK (1 listener(s): local tcp 127.0.0.1:{port})" in check.stdout
+
+    env = {**os.environ, "EDGE_BROKER_STATE_DIR": "/var/lib/edge-broker"}  # as the unit sets it
+    env.pop("PYTHONPATH", None)
+    broker = subprocess.Popen(_in_chroot(root, binary, "run", "--config", "/etc/edge-broker/edge-broker.toml",
+                                         user=f"{uid}:{gid}"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                if broker.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"the installed broker did not start:\n{broker.communicate()[0]}") from None
+                time.sleep(0.2)
+        with conn:  # MQTT 3.1.1 CONNECT, clean session → CONNACK accepted
+            conn.sendall(bytes([0x10, 12, 0, 4]) + b"MQTT" + bytes([4, 2, 0, 60, 0, 0]))
+            assert conn.recv(4) == bytes([0x20, 2, 0, 0])
+    finally:
+        broker.terminate()
+        out = broker.communicate(timeout=30)[0]
+    assert broker.returncode == 0, out
+    assert "Traceback" not in out
+    assert any(p.name == "broker.log" for p in state.rglob("*")), list(state.rglob("*"))

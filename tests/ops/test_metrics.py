@@ -174,3 +174,103 @@ store_dir = "{tmp_path / 'claims'}"
     assert _value(families, "edge_broker_claims_store_healthy") == 1
     assert _value(families, "edge_broker_claims_throttled_clients") == 0
     assert "edge_broker_sync_policy_version" not in families  # no [sync]: no sync metrics
+
+
+def test_state_metrics_and_health_endpoints(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    """Issue 20: what $SYS has (sessions, queued messages, subscriptions, retained count and
+    bytes, store health) plus the process's memory; /healthz and /readyz beside /metrics."""
+    b = broker_factory(CONFIG.format(audit=tmp_path / "audit")
+                       + f'\n[persistence]\nstate_dir = "{tmp_path / "state"}"\n')
+    url = _metrics_url(b)
+    before = _scrape(url)
+    retained_before = _value(before, "edge_broker_retained_messages")  # $SYS topics are retained too
+    bytes_before = _value(before, "edge_broker_retained_bytes")
+    sleeper = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="sleeper", clean_session=False,
+                          protocol=mqtt.MQTTv311)
+    sleeper.connect(b.host, b.port)
+    sleeper.loop_start()
+    sleeper.subscribe("q/#", qos=1)[1]
+    time.sleep(0.3)
+    sleeper.disconnect()
+    sleeper.loop_stop()
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="m2", protocol=mqtt.MQTTv5)
+    client.connect(b.host, b.port)
+    client.loop_start()
+    try:
+        client.publish("r/one", b"x" * 100, qos=1, retain=True).wait_for_publish(5)
+        client.publish("r/two", b"y" * 50, qos=1, retain=True).wait_for_publish(5)
+        for i in range(3):
+            client.publish(f"q/{i}", b"z" * 7, qos=1).wait_for_publish(5)
+        after = _scrape(url)
+    finally:
+        client.loop_stop()
+        client.disconnect()
+    assert _value(after, "edge_broker_retained_messages") == retained_before + 2
+    assert _value(after, "edge_broker_retained_bytes") >= bytes_before + 150
+    assert _value(after, "edge_broker_sessions") == 2  # the offline persistent one and m2
+    assert _value(after, "edge_broker_queued_messages") == 3
+    assert _value(after, "edge_broker_queued_bytes") > 0
+    assert _value(after, "edge_broker_subscriptions") >= 1
+    assert _value(after, "edge_broker_store_healthy") == 1
+    assert _value(after, "edge_broker_store_refused_total") == 0
+    assert 5e6 < _value(after, "process_resident_memory_bytes") < 1e9
+    for path, body in (("/healthz", b"ok\n"), ("/readyz", b"ready\n")):
+        with urllib.request.urlopen(url.replace("/metrics", path), timeout=5) as response:
+            assert response.status == 200 and response.read() == body
+
+
+def test_readyz_is_503_while_the_store_refuses_writes(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    """The broker store on a tiny tmpfs that fills up: /readyz says why, /healthz stays 200;
+    space back, the store's probe succeeds and /readyz is 200 again."""
+    import os
+    import subprocess
+
+    page = os.sysconf("SC_PAGE_SIZE")
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={64 * page}", "tmpfs", str(mount)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        b = broker_factory(CONFIG.format(audit=tmp_path / "audit")
+                           + f'\n[persistence]\nstate_dir = "{mount / "state"}"\n')
+        url = _metrics_url(b)
+        ready = url.replace("/metrics", "/readyz")
+        with urllib.request.urlopen(ready, timeout=5) as response:
+            assert response.status == 200
+        filler = mount / "filler"
+        filler.write_bytes(b"\0" * (56 * page))
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="filler", protocol=mqtt.MQTTv5)
+        client.connect(b.host, b.port)
+        client.loop_start()
+        try:
+            status = None
+            for i in range(200):
+                client.publish(f"big/{i}", os.urandom(4096), qos=1, retain=True).wait_for_publish(5)
+                try:
+                    urllib.request.urlopen(ready, timeout=5).close()
+                except urllib.error.HTTPError as exc:
+                    status, body = exc.code, exc.read().decode()
+                    break
+            assert status == 503, "the store never filled up"
+            assert body.startswith("the broker store refuses writes: ")
+            with urllib.request.urlopen(url.replace("/metrics", "/healthz"), timeout=5) as response:
+                assert response.status == 200
+            assert _value(_scrape(url), "edge_broker_store_healthy") == 0
+            filler.unlink()
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    with urllib.request.urlopen(ready, timeout=5) as response:
+                        assert response.read() == b"ready\n"
+                        break
+                except urllib.error.HTTPError:
+                    assert time.monotonic() < deadline, "the store did not recover"
+                    time.sleep(0.2)
+        finally:
+            client.loop_stop()
+            client.disconnect()
+        b.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -20,7 +20,7 @@ def test_keygen_create_verify_show(tmp_path: Path) -> None:
     assert cli("keygen", key).returncode == 0
     assert load_signing_key(key).verify_key == load_verify_key(key + ".pub")
     policy = tmp_path / "policy.toml"
-    policy.write_text('[acl]\nenabled = false\n[[permissions.default]]\ntopic = "a/#"\n')
+    policy.write_text('[acl]\nenabled = false\n[permissions.sets.all]\nrules = [{ id = "r", topic = "a/#" }]\n')
     out = str(tmp_path / "b.cbor")
     made = cli("create", "--key", key, "--version", "2", "--gateway", "gw-1", "--policy", str(policy),
                "--issued-at", "1700000000", "-o", out)
@@ -39,7 +39,7 @@ def test_keygen_create_verify_show(tmp_path: Path) -> None:
 
     shown = json.loads(cli("show", out, "--trust", key + ".pub").stdout)
     assert shown["verified"] is True and shown["version"] == 2
-    assert shown["policy"]["permissions"]["default"][0]["topic"] == "a/#"
+    assert shown["policy"]["permissions"]["sets"]["all"]["rules"][0]["topic"] == "a/#"
 
 
 def test_clear_errors(tmp_path: Path) -> None:
@@ -50,3 +50,55 @@ def test_clear_errors(tmp_path: Path) -> None:
     bad_key.write_text("hello")
     res = cli("verify", str(bad_key), "--trust", str(bad_key))
     assert res.returncode == 2 and "not an Ed25519 public key" in res.stderr
+
+
+def test_create_and_verify_refuse_what_every_gateway_refuses(tmp_path: Path) -> None:
+    """Issue 20: the policy is compiled as a gateway applying it would, before it is signed, and
+    again by verify (a bundle signed by an older tool)."""
+    from edge_broker.sync.bundle import create_bundle
+
+    key = str(tmp_path / "cloud.key")
+    assert cli("keygen", key).returncode == 0
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[permissions]\nunassigned = "x"\n[permissions.sets.s]\n'
+                      'rules = [{ id = "r", topic = "a/#/b" }]\n')
+    out = tmp_path / "b.cbor"
+    made = cli("create", "--key", key, "--version", "1", "--gateway", "*", "--policy", str(policy), "-o", str(out))
+    assert made.returncode == 2 and not out.exists()
+    assert f"{policy}: permissions.unassigned: 'x' is not valid" in made.stderr
+    assert "permissions.sets.s" in made.stderr and "a/#/b" in made.stderr  # both problems
+    signed = create_bundle(load_signing_key(key), version=1, gateway="*", issued_at=1,
+                           policy={"permissions": {"unassigned": "x"}})  # as an older tool signed it
+    out.write_bytes(signed)
+    bad = cli("verify", str(out), "--trust", key + ".pub")
+    assert bad.returncode == 2 and "permissions.unassigned" in bad.stderr
+
+
+def test_password_and_acl_files_are_embedded_as_content(tmp_path: Path) -> None:
+    """Issue 20: never a path of the cloud machine; relative paths from the policy's folder."""
+    import os
+
+    from edge_broker.auth.password import load_password_file
+
+    key = str(tmp_path / "cloud.key")
+    assert cli("keygen", key).returncode == 0
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    subprocess.run([sys.executable, "-m", "edge_broker", "passwd", "add", str(folder / "passwd"), "dev",
+                    "--password-stdin", "--tenants", "t1"], input="pw\n", text=True, check=True,
+                   env={**os.environ})
+    (folder / "acl.json5").write_text('// a Zenoh config\n{ access_control: { enabled: true, '
+                                      'default_permission: "deny", rules: [], subjects: [], policies: [] } }\n')
+    policy = folder / "policy.toml"
+    policy.write_text('[passwords]\nfile = "passwd"\n[acl]\nfile = "acl.json5"\n')
+    out = tmp_path / "b.cbor"
+    made = cli("create", "--key", key, "--version", "1", "--gateway", "*", "--policy", str(policy), "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    shown = json.loads(cli("show", str(out), "--trust", key + ".pub").stdout)
+    entry = load_password_file(folder / "passwd")["dev"]
+    assert shown["policy"]["passwords"] == [{"username": "dev", "hash": entry.hash.decode(), "tenants": ["t1"],
+                                             "roles": []}]
+    assert shown["policy"]["acl"] == {"enabled": True, "default_permission": "deny", "rules": [],
+                                      "subjects": [], "policies": []}
+    assert str(tmp_path) not in json.dumps(shown["policy"])
+    assert cli("verify", str(out), "--trust", key + ".pub").returncode == 0

@@ -6,6 +6,7 @@ The socket is an io.IOBase stream so that select.poll() can watch it through ioc
 """
 
 import io
+
 import js
 
 SOCK_STREAM = 1

@@ -104,10 +104,15 @@ def toml_value(value: Any) -> str:
     raise TypeError(value)
 
 
-def gateway_toml(bridges: list[dict[str, Any]], extra: str = "", sys_interval: int = 1) -> str:
+def gateway_toml(bridges: list[dict[str, Any]], extra: str = "", sys_interval: int = 1,
+                 tenant_choice: str | None = None) -> str:
     """A gateway config: one TCP listener on a free port, ``[sys]``, then every bridge with its
-    ``topics`` list as ``[[bridges.topics]]``. ``extra`` is appended TOML (other sections)."""
-    lines = ['[[listeners]]', 'name = "tcp"', 'port = 0', '', '[sys]', f'interval = {sys_interval}', '']
+    ``topics`` list as ``[[bridges.topics]]``. ``extra`` is appended TOML (other sections);
+    ``tenant_choice = "open"`` lets the anonymous test clients name their tenant."""
+    listener = ['[[listeners]]', 'name = "tcp"', 'port = 0']
+    if tenant_choice is not None:
+        listener.append(f"tenant_choice = {toml_value(tenant_choice)}")
+    lines = [*listener, '', '[sys]', f'interval = {sys_interval}', '']
     for bridge in bridges:
         lines.append("[[bridges]]")
         body = {"reconnect_min": 0.1, "reconnect_max": 1.0, "drain_rate": 0, **bridge}

@@ -71,7 +71,7 @@ def test_mappings_name_the_local_tenant(broker_factory, mosquitto_factory):
         "topics": [
             {"direction": "both", "local": "t/#", "remote_prefix": "acme/", "tenant": "acme"},
             {"direction": "both", "local": "t/#", "remote_prefix": "default/"},
-        ]}]))
+        ]}], tenant_choice="open"))  # the anonymous devices below name their tenant
     wait_log(gw, "bridge cloud connected")
     up = Collector(cloud.port, [("acme/#", 1), ("default/#", 1)])
     acme = Collector(gw.port, [("t/#", 1)], tenant="acme")

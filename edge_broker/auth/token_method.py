@@ -170,6 +170,7 @@ class TokenAuthenticator:
             remote_address=info.remote_address,
             grants=grants,
             token_expires_at=self._deadline(verified),
+            token_subject=verified.subject,
         ))
 
     def _reauthenticate(self, request: AuthRequest) -> AuthOutcome:
@@ -192,6 +193,12 @@ class TokenAuthenticator:
             # 0x86 is a CONNACK code only; a failed re-authentication is 0x87 (MQTT 5 §4.12.1)
             return Refused(ReasonCode.NOT_AUTHORIZED,
                            _short(f"re-authentication refused: {exc.reason}"))
+        subject = verified.subject
+        if current.token_subject is not None and subject != current.token_subject:
+            # the session belongs to the first token's holder (broker/ownership.py)
+            return Refused(ReasonCode.NOT_AUTHORIZED, _short(
+                f"re-authentication refused: the token is for {subject!r}, this connection "
+                f"belongs to {current.token_subject!r}; reconnect to change principal"))
         # the same client on the same connection: only what the new token decides changes
         return Accepted(replace(current, grants=grants, token_expires_at=self._deadline(verified)))
 

@@ -22,10 +22,9 @@ from edge_broker.mqtt.packets import (
     Puback,
     Publish,
 )
+from tests.authz.session_support import PASSWORDS, gateway_config, write_passwd
 from tests.broker.broker_raw import RawClient, unique_id
 from tests.conftest import RunningBroker, start_broker
-
-from tests.authz.session_support import PASSWORDS, gateway_config, write_passwd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 from token_broker import grant, make_token, token_config  # noqa: E402

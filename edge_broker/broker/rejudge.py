@@ -29,6 +29,7 @@ from ..matching.errors import RuleError
 from ..matching.mqtt_topics import topic_matches
 from ..mqtt.packets import Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
+from .connection import CONNECTED
 from .message import Message
 from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, Session, SubscriptionEntry
@@ -99,7 +100,10 @@ async def rejudge_session(broker: Broker, session: Session, why: str) -> tuple[i
         return 0, 0
     checked, verdicts = await judge_subscriptions(broker, session, identity)
     removed = apply_verdicts(broker, session, verdicts, why)
-    purge_undeliverable(broker, session, why)
+    if purge_undeliverable(broker, session, why):
+        conn = session.connection
+        if conn is not None and conn.state == CONNECTED:
+            broker.delivery.drain(session)  # the window may have room again
     return checked, removed
 
 
@@ -277,8 +281,6 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
     is ended (MQTT 5 DISCONNECT 0x87 with a Reason String; 3.x: closed); changed roles or
     tenants take effect (a tenant no longer listed ends the connection). Returns how many ended.
     Runs before the subscriptions are judged again, so those see the new roles."""
-    from .connection import CONNECTED
-
     live = [c for c in broker.connections
             if c.state == CONNECTED and c.identity is not None and c.identity.method == "password"]
     if not live:

@@ -230,8 +230,8 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     session, present = broker.attach_session(conn, connect, identity, expiry, principal, fresh)
     if present:
         if verdicts is not None and session is prior:
-            apply_verdicts(broker, session, verdicts, "a resumed session")
-            purge_undeliverable(broker, session, "a resumed session")
+            removed = apply_verdicts(broker, session, verdicts, "a resumed session")
+            purge_undeliverable(broker, session, "a resumed session", removed)
         else:  # raced with another CONNECT during an authorizer's answer
             await rejudge_session(broker, session, "a resumed session")
     props = Properties()

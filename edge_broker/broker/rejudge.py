@@ -37,6 +37,7 @@ from .session import Outgoing, Session, SubscriptionEntry
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry
     from ..config import Config
+    from ..matching.subscription_patterns import SubscriptionPattern
     from .server import Broker
 
 log = logging.getLogger("edge_broker.broker")
@@ -100,7 +101,7 @@ async def rejudge_session(broker: Broker, session: Session, why: str) -> tuple[i
         return 0, 0
     checked, verdicts = await judge_subscriptions(broker, session, identity)
     removed = apply_verdicts(broker, session, verdicts, why)
-    if purge_undeliverable(broker, session, why):
+    if purge_undeliverable(broker, session, why, removed):
         conn = session.connection
         if conn is not None and conn.state == CONNECTED:
             broker.delivery.drain(session)  # the window may have room again
@@ -163,21 +164,32 @@ def _replace(broker: Broker, session: Session, entry: SubscriptionEntry, topic_f
 # -- queued and in-flight messages -----------------------------------------------------------
 
 
-def delivery_right(broker: Broker, session: Session, message: Message) -> Decision:
-    """May ``session`` receive ``message`` now: through a subscription it still holds, and past
-    the delivery gates of the policy in force (``Policy.check_deliver``, which counts and
-    audits its own denials)."""
-    separator = broker.separator
+Matcher = tuple[SubscriptionEntry, str, "SubscriptionPattern | None"]
+
+
+def _matchers(broker: Broker, session: Session) -> list[Matcher]:
+    """The session's subscriptions, parsed once per purge."""
     patterns = session.identity is not None and session.identity.subscription_patterns
-    topic = message.topic
-    matching: list[SubscriptionEntry] = []
+    out: list[Matcher] = []
     for topic_filter, entry in session.subscriptions.items():
         try:
-            _, inner, pattern = subscription_pattern(topic_filter, separator, patterns)
+            _, inner, pattern = subscription_pattern(topic_filter, broker.separator, patterns)
         except RuleError:
             continue
-        if pattern.matches(topic) if pattern is not None else topic_matches(inner, topic, separator):
-            matching.append(entry)
+        out.append((entry, inner, pattern))
+    return out
+
+
+def delivery_right(broker: Broker, session: Session, message: Message,
+                   matchers: list[Matcher]) -> Decision:
+    """May ``session`` receive ``message`` now: through a subscription it still holds
+    (``matchers``), and past the delivery gates of the policy in force
+    (``Policy.check_deliver``, which counts and audits its own denials)."""
+    separator = broker.separator
+    topic = message.topic
+    matching = [entry for entry, inner, pattern in matchers
+                if (pattern.matches(topic) if pattern is not None
+                    else topic_matches(inner, topic, separator))]
     if not matching:
         return Decision(False, None, None, ReasonCode.NOT_AUTHORIZED,
                         "no subscription of the session admits this topic any more")
@@ -187,14 +199,23 @@ def delivery_right(broker: Broker, session: Session, message: Message) -> Decisi
     return broker.policy.check_deliver(session, message, through)
 
 
-def purge_undeliverable(broker: Broker, session: Session, why: str) -> int:
+def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int = 0) -> int:
     """Drop what is queued or in flight for ``session`` that it may no longer receive (counted
     in ``$SYS/broker/authz/deliveries_revoked``, logged, audited). QoS 2 messages past PUBREC
-    stay: the client has them already, only PUBREL is left. Returns how many were dropped."""
+    stay: the client has them already, only PUBREL is left. Returns how many were dropped.
+
+    Without gates 3–6 (no pipeline) a message can only have lost its subscription: when this
+    judgement ``removed`` none, there is nothing to look at (every earlier judgement purged
+    its own), so a broker without a policy pays nothing on resume."""
+    if broker.policy.pipeline is None and not removed:
+        return 0
+    if not session.queue and not session.inflight:
+        return 0
+    matchers = _matchers(broker, session)
     queue = session.queue
     denied_queue: dict[int, Decision] = {}
     for i, outgoing in enumerate(queue):
-        decision = delivery_right(broker, session, outgoing.message)
+        decision = delivery_right(broker, session, outgoing.message, matchers)
         if decision.denied:
             denied_queue[i] = decision
     dropped = 0
@@ -215,7 +236,7 @@ def purge_undeliverable(broker: Broker, session: Session, why: str) -> int:
     for pid, inflight in list(session.inflight.items()):
         if inflight.released:
             continue
-        decision = delivery_right(broker, session, inflight.outgoing.message)
+        decision = delivery_right(broker, session, inflight.outgoing.message, matchers)
         if decision.denied:
             del session.inflight[pid]
             _revoked(broker, session, inflight.outgoing.message, why, decision)

@@ -40,13 +40,17 @@ def write_passwd(path: Path, roles: dict[str, str], passwords: dict[str, str] | 
 
 def gateway_config(directory: Path, *, admin_rules: str = RULES_WIDE,
                    user_rules: str = RULES_NO_ADMIN, broker_extra: str = "",
-                   persistence: bool = False, methods: str = '["password", "anonymous"]') -> str:
-    """Password users with roles, ``unassigned = "deny"``, anonymous on loopback."""
+                   persistence: bool = False, methods: str = '["password", "anonymous"]',
+                   sys_interval: float = 0, audit: bool = False) -> str:
+    """Password users with roles, ``unassigned = "deny"``, anonymous on loopback; with
+    ``audit`` the audit log in ``directory/audit``."""
     state = directory / "state"
     persist = f'[persistence]\nenabled = true\nstate_dir = "{state}"\n' if persistence else ""
+    if audit:
+        persist += f'[audit]\ndir = "{directory / "audit"}"\ngateway_id = "gw-test"\n'
     return f"""
 [sys]
-interval = 0
+interval = {sys_interval}
 [broker]
 {broker_extra}
 {persist}

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("edge_broker.broker")
 
 TOKEN_EXPIRED = "token-expired"  # the rule id of a will refused because its token expired
+TOKEN_NOT_KEPT = "token-not-kept"  # ... because its grants were not kept across a restart
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,10 @@ async def judge_subscriptions(broker: Broker, session: Session,
     """(subscriptions checked, verdicts that change something) for ``session`` as ``identity``
     under ``broker.policy``. Without asynchronous authorizers nothing here suspends, so a caller
     that awaits this and then applies it sees no delivery in between."""
+    if broker.policy.pipeline is None:
+        # gates 1-2 only: syntax and reserved topics cannot change while the broker runs, and
+        # without gates 3-6 nothing is checked per delivery (a stale mark costs nothing)
+        return len(session.subscriptions), []
     verdicts: list[Verdict] = []
     checked = 0
     for topic_filter, entry in list(session.subscriptions.items()):
@@ -266,10 +271,14 @@ def _revoked(broker: Broker, session: Session, message: Message, why: str,
 def judge_will(broker: Broker, session: Session, will: Will) -> Decision | Awaitable[Decision]:
     """A will at the moment it is published (MQTT 5 §3.1.2.5; a delayed will at the end of its
     delay): the policy and claims in force then, for the session's identity then. A will whose
-    client's token has expired by then is not published."""
+    client's token has expired by then is not published, nor the will of a token client whose
+    grants died with a restart (nothing can judge it: fail closed)."""
     identity = session.identity
     if identity is None:
         return ALLOW
+    if judged_later(identity):
+        return deny(Gate.TOKEN, TOKEN_NOT_KEPT, "the token grants of the will's client were not "
+                    "kept across the restart; its will cannot be judged")
     expires = identity.token_expires_at
     if expires is not None and time.time() >= expires:
         return deny(Gate.TOKEN, TOKEN_EXPIRED, "the token of the will's client has expired")
@@ -283,7 +292,7 @@ def will_refused(broker: Broker, session: Session, will: Will, decision: Decisio
                     "tenant": session.tenant, "topic": will.topic, "reason": decision.reason})
     # the pipeline audits its gates' denials itself; gates 1-2 and an expired token are ours
     if broker.audit is not None and (decision.gate in (Gate.RESERVED, Gate.SYNTAX)
-                                     or decision.rule == TOKEN_EXPIRED):
+                                     or decision.rule in (TOKEN_EXPIRED, TOKEN_NOT_KEPT)):
         identity = session.identity
         broker.audit.decision(
             action="will", client=session.client_id, tenant=session.tenant,

@@ -55,4 +55,5 @@ def _expired(conn: Connection, deadline: float) -> None:
               "token (AUTH 0x19, method TOKEN) before it expires")
     log.info("token expired", extra={"event": "token_expired", "client_id": conn.client_id,
                                      "tenant": identity.tenant})
-    conn.close(ReasonCode.MAXIMUM_CONNECT_TIME, reason)
+    # the will goes too: a will whose client's token expired is not published (issue 15)
+    conn.close(ReasonCode.MAXIMUM_CONNECT_TIME, reason, will=False)

@@ -135,3 +135,37 @@ def test_a_will_after_reauthentication_is_judged_under_the_new_token(token_gatew
     c.close()
     assert w.publishes(0.8) == []
     w.close()
+
+
+def test_the_broker_ending_an_expired_token_publishes_no_will(token_gateway) -> None:
+    b = token_gateway
+    topic = "wills/" + unique_id()
+    w = watcher(b, topic)
+    grants = [grant(["~"], pub=["wills/#"])]
+    expiring = make_token(grants, ttl=1, now=time.time() + 0.5)  # exp ~1.5 s from now
+    c = token_client(b, expiring, topic, delay=None)
+    assert c.closed(timeout=5)[-1].reason_code == 0xA0  # type: ignore[attr-defined]
+    assert w.publishes(0.8) == []
+    w.close()
+
+
+def test_a_token_clients_will_is_not_published_after_a_restart(tmp_path: Path) -> None:
+    """The token's grants are not stored: after a restart nothing can judge the will, so it is
+    not published (fail closed); an anonymous client's restored will still is."""
+    config = token_config(tmp_path, leeway=0) + f'\n[persistence]\nenabled = true\nstate_dir = "{tmp_path / "state"}"\n'
+    b = start_broker(tmp_path / "run1", config)
+    topic = "wills/" + unique_id()
+    try:
+        token_client(b, make_token([grant(["~"], pub=["wills/#"])]), topic + "/token", delay=2)
+        anonymous = RawClient(b.host, b.port)
+        assert anonymous.connect(unique_id("anon-"), will=will(topic + "/anon", 2),
+                                 properties=Properties(session_expiry_interval=30)).reason_code == 0
+    finally:
+        assert b.stop() == 0  # DISCONNECT 0x8B: the wills wait for their delay
+    b = start_broker(tmp_path / "run2", config)
+    try:
+        w = watcher(b, topic + "/#")
+        assert sorted(p.topic for p in w.publishes(3.5)) == [topic + "/anon"]
+        w.close()
+    finally:
+        b.stop()

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from ..auth.identity import Identity
 from ..authz.decision import ALLOW, Decision, Gate, deny
 from ..matching.errors import RuleError
-from ..matching.mqtt_topics import topic_matches
+from ..matching.subscription_patterns import SubscriptionPattern
+from ..matching.subscription_trie import SubscriptionTrie
 from ..mqtt.packets import Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
 from .connection import CONNECTED
@@ -37,7 +38,6 @@ from .session import Outgoing, Session, SubscriptionEntry
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry
     from ..config import Config
-    from ..matching.subscription_patterns import SubscriptionPattern
     from .server import Broker
 
 log = logging.getLogger("edge_broker.broker")
@@ -169,32 +169,41 @@ def _replace(broker: Broker, session: Session, entry: SubscriptionEntry, topic_f
 # -- queued and in-flight messages -----------------------------------------------------------
 
 
-Matcher = tuple[SubscriptionEntry, str, "SubscriptionPattern | None"]
+class SessionFilters:
+    """The session's subscriptions, parsed and indexed once per purge: MQTT filters in a
+    :class:`SubscriptionTrie` (a queue of Q messages costs Q trie lookups, not Q x S filter
+    comparisons), runtime patterns checked one by one (rare)."""
 
+    __slots__ = ("separator", "trie", "patterns")
 
-def _matchers(broker: Broker, session: Session) -> list[Matcher]:
-    """The session's subscriptions, parsed once per purge."""
-    patterns = session.identity is not None and session.identity.subscription_patterns
-    out: list[Matcher] = []
-    for topic_filter, entry in session.subscriptions.items():
-        try:
-            _, inner, pattern = subscription_pattern(topic_filter, broker.separator, patterns)
-        except RuleError:
-            continue
-        out.append((entry, inner, pattern))
-    return out
+    def __init__(self, broker: Broker, session: Session) -> None:
+        self.separator = broker.separator
+        self.trie: SubscriptionTrie[str, SubscriptionEntry] = SubscriptionTrie(self.separator)
+        self.patterns: list[tuple[SubscriptionEntry, SubscriptionPattern]] = []
+        allowed = session.identity is not None and session.identity.subscription_patterns
+        for topic_filter, entry in session.subscriptions.items():
+            try:
+                _, inner, pattern = subscription_pattern(topic_filter, self.separator, allowed)
+            except RuleError:
+                continue
+            if pattern is None:
+                self.trie.add(inner, topic_filter, entry)
+            else:
+                self.patterns.append((entry, pattern))
+
+    def matching(self, topic: str) -> list[SubscriptionEntry]:
+        found = [entry for hits in self.trie.match(topic) for entry in hits.values()]
+        if self.patterns and topic[:1] != "$":
+            found += [entry for entry, pattern in self.patterns if pattern.matches(topic)]
+        return found
 
 
 def delivery_right(broker: Broker, session: Session, message: Message,
-                   matchers: list[Matcher]) -> Decision:
+                   filters: SessionFilters) -> Decision:
     """May ``session`` receive ``message`` now: through a subscription it still holds
-    (``matchers``), and past the delivery gates of the policy in force
-    (``Policy.check_deliver``, which counts and audits its own denials)."""
-    separator = broker.separator
-    topic = message.topic
-    matching = [entry for entry, inner, pattern in matchers
-                if (pattern.matches(topic) if pattern is not None
-                    else topic_matches(inner, topic, separator))]
+    (``filters``), and past the delivery gates of the policy in force (``Policy.check_deliver``,
+    which counts and audits its own denials)."""
+    matching = filters.matching(message.topic)
     if not matching:
         return Decision(False, None, None, ReasonCode.NOT_AUTHORIZED,
                         "no subscription of the session admits this topic any more")
@@ -216,11 +225,11 @@ def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int
         return 0
     if not session.queue and not session.inflight:
         return 0
-    matchers = _matchers(broker, session)
+    filters = SessionFilters(broker, session)
     queue = session.queue
     denied_queue: dict[int, Decision] = {}
     for i, outgoing in enumerate(queue):
-        decision = delivery_right(broker, session, outgoing.message, matchers)
+        decision = delivery_right(broker, session, outgoing.message, filters)
         if decision.denied:
             denied_queue[i] = decision
     dropped = 0
@@ -241,7 +250,7 @@ def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int
     for pid, inflight in list(session.inflight.items()):
         if inflight.released:
             continue
-        decision = delivery_right(broker, session, inflight.outgoing.message, matchers)
+        decision = delivery_right(broker, session, inflight.outgoing.message, filters)
         if decision.denied:
             del session.inflight[pid]
             _revoked(broker, session, inflight.outgoing.message, why, decision)

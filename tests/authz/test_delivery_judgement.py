@@ -219,3 +219,37 @@ def test_revocations_are_counted_and_audited(tmp_path: Path) -> None:
     records = [r for _, _, r in read_records(tmp_path / "audit") if r["type"] == "decision"]
     assert any(r["action"] == "deliver" and r["topic"] == "admin/counted" for r in records)
     assert any(r["action"] == "connect" and r.get("rule") == "session-ownership" for r in records)
+
+
+def test_a_narrower_token_resuming_gets_none_of_what_was_queued_for_the_wider(
+        tmp_path: Path) -> None:
+    b = start_broker(tmp_path / "run", token_config(tmp_path))
+    wide = [grant(["~"], pub=["#"], sub=["data/#", "other/#"])]
+    narrow = [grant(["~"], pub=["#"], sub=["data/#"])]
+    cid = unique_id("dev-")
+
+    def token_login(grants: list[dict[str, object]]) -> RawClient:
+        c = RawClient(b.host, b.port)
+        assert c.connect(cid, clean=False, properties=Properties(
+            session_expiry_interval=300, authentication_method="TOKEN",
+            authentication_data=make_token(grants, subject="dev").encode())).reason_code == 0
+        return c
+
+    try:
+        c = token_login(wide)
+        c.send(Subscribe(1, (Subscription("data/#", 1), Subscription("other/#", 1))))
+        assert c.expect(Suback).reason_codes == (1, 1)
+        c.send(Disconnect(0))
+        c.close()
+        pub = RawClient(b.host, b.port)
+        pub.connect(unique_id("pub-"), properties=Properties(
+            authentication_method="TOKEN", authentication_data=make_token(wide).encode()))
+        for i, topic in enumerate(("other/q", "data/q"), 1):
+            pub.send(Publish(topic, b"x", 1, packet_id=i))
+            assert pub.expect(Puback).reason_code == 0
+        pub.close()
+        c = token_login(narrow)
+        assert [p.topic for p in c.publishes(0.8)] == ["data/q"]
+        c.close()
+    finally:
+        b.stop()

@@ -216,3 +216,18 @@ def test_a_session_from_an_older_state_gets_a_safe_owner() -> None:
     assert tok.owner is not None and not tok.owner.named
     assert not may_resume(tok, Principal("token", "(no subject)"))
     assert not may_resume(tok, Principal("token", "sub admin"))
+
+
+def test_anonymous_clients_of_another_listener_are_another_principal(broker_factory) -> None:
+    b = broker_factory({"listeners": [{"name": "one", "bind": "127.0.0.1"},
+                                      {"name": "two", "bind": "127.0.0.1"}]})
+    cid = unique_id("anon-")
+    owner = RawClient(b.host, b.ports["one"])
+    assert owner.connect(cid, clean=False, properties=PERSISTENT).reason_code == 0
+    other = RawClient(b.host, b.ports["two"])
+    assert other.connect(cid, clean=False, properties=PERSISTENT).reason_code == 0x87
+    same = RawClient(b.host, b.ports["one"])  # the same listener: the same principal
+    ack = same.connect(cid, clean=False, properties=PERSISTENT)
+    assert ack.reason_code == 0 and ack.session_present
+    for c in (owner, other, same):
+        c.close()

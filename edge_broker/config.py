@@ -77,6 +77,9 @@ class BrokerConfig:
     allow_zero_length_client_id: bool = True
     assigned_client_id_prefix: str = "auto-"
     connect_timeout: float = 10.0  # seconds a connection may take to complete CONNECT
+    # A CONNECT for a session another principal owns (docs/sessions-and-authorization.md):
+    # "refuse" (CONNACK 0x87) or "fresh" (end the owner's session, start an empty one)
+    foreign_session: str = "refuse"
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +370,7 @@ def parse_broker(s: Section) -> BrokerConfig:
         ),
         assigned_client_id_prefix=s.string("assigned_client_id_prefix", d.assigned_client_id_prefix),
         connect_timeout=s.number("connect_timeout", d.connect_timeout, 0.1, 3600),
+        foreign_session=s.choice("foreign_session", d.foreign_session, ("refuse", "fresh")),
     )
 
 

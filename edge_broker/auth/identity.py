@@ -17,6 +17,8 @@ class Identity:
     local network interface the connection arrived on (site ACL subjects), or ``None`` when it
     cannot be found. ``grants`` holds the compiled token grants (token method only) and
     ``smoker_id`` the base32 SMOKER client id proven by enhanced authentication.
+    ``token_subject`` is the verified token's ``sub`` claim (token method only): it decides
+    who owns a session (``broker/ownership.py``), never a grant.
 
     ``tenant_verified`` says the credentials themselves name ``tenant`` (a password entry's
     ``tenants``, a token's grants); otherwise the client chose it, which a listener allows only
@@ -39,6 +41,7 @@ class Identity:
     token_expires_at: float | None = None
     smoker_id: str | None = None
     subscription_patterns: bool = False  # the listener accepts seed 001 patterns (PATTERNS.md §2)
+    token_subject: str | None = None
     tenant_verified: bool = False
     client_id_verified: bool = False
 

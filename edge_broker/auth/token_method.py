@@ -179,6 +179,7 @@ class TokenAuthenticator:
             token_expires_at=self._deadline(verified),
             tenant_verified=True,  # for_tenant refused the token unless its grants name it
             client_id_verified=verified.client_id is not None,  # verify() checked the binding
+            token_subject=verified.subject,
         ))
 
     def _reauthenticate(self, request: AuthRequest) -> AuthOutcome:
@@ -201,12 +202,13 @@ class TokenAuthenticator:
             # 0x86 is a CONNACK code only; a failed re-authentication is 0x87 (MQTT 5 §4.12.1)
             return Refused(ReasonCode.NOT_AUTHORIZED,
                            _short(f"re-authentication refused: {exc.reason}"))
-        if verified.subject != current.username:
-            # the user name is the verified 'sub': a token for someone else is a new principal,
-            # which takes a new connection, not a swap on this one (issue 15 item 6)
+        if verified.subject != current.token_subject:
+            # the user name and the session's owner are the verified 'sub' (broker/ownership.py):
+            # a token for someone else is a new principal, which takes a new connection, not a
+            # swap on this one (issue 15 items 1 and 6)
             return Refused(ReasonCode.NOT_AUTHORIZED, _short(
                 f"re-authentication refused: the token's subject {verified.subject!r} is not "
-                f"this connection's {current.username!r}; reconnect to change identity"))
+                f"this connection's {current.token_subject!r}; reconnect to change identity"))
         # the same client on the same connection: only what the new token decides changes
         return Accepted(replace(current, grants=grants, token_expires_at=self._deadline(verified),
                                 client_id_verified=verified.client_id is not None))

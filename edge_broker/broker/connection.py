@@ -31,6 +31,7 @@ from .message import Message
 from .session import Inflight, Outgoing, Session
 
 if TYPE_CHECKING:
+    from ..auth.password import PasswordEntry
     from ..config import ListenerConfig
     from .server import Broker
 
@@ -98,6 +99,8 @@ class Connection(asyncio.Protocol):
         self.closing = False
         self.disconnect_reason: str = "connection lost"
         self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
+        # the password entry that admitted the client: a reload compares it (broker/rejudge.py)
+        self.password_entry: PasswordEntry | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 

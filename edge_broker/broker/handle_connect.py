@@ -12,8 +12,10 @@ import logging
 import secrets
 from collections.abc import Awaitable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, requested_tenant
+from ..auth.identity import Identity
 from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
@@ -21,14 +23,21 @@ from ..mqtt.packets import Auth, Connack, Connect, Disconnect, Pingreq, Properti
 from ..mqtt.reason_codes import ReasonCode
 from .connection import AUTHENTICATING, CONNECTED, CONNECTING, Connection
 from .outcomes import will_denied
+from .ownership import Principal, foreign_session_reason, may_resume, principal_of
 from .pattern_subscriptions import listener_identity
 from .pre_auth import user_properties_refusal
-from .session import NEVER_EXPIRES
-from .token_expiry import (
-    after_reauthentication,
-    drop_ungranted_subscriptions,
-    schedule_token_expiry,
+from .rejudge import (
+    apply_verdicts,
+    judge_subscriptions,
+    judged_later,
+    purge_undeliverable,
+    rejudge_session,
 )
+from .session import NEVER_EXPIRES
+from .token_expiry import schedule_token_expiry
+
+if TYPE_CHECKING:
+    from ..auth.password import PasswordEntry  # argon2: imported only where passwords are used
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -183,7 +192,9 @@ async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str)
             conn.session.identity = identity
         conn.send_packet(Auth(ReasonCode.SUCCESS, Properties(
             authentication_method=method, authentication_data=outcome.authentication_data)))
-        after_reauthentication(conn)
+        schedule_token_expiry(conn)
+        if conn.session is not None:  # the new grants decide from now on (broker/rejudge.py)
+            await rejudge_session(conn.broker, conn.session, "re-authentication")
 
 
 async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> None:
@@ -211,17 +222,34 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     if conn.closing:
         return
     identity = listener_identity(identity, conn.listener)  # runtime patterns allowed here?
+    principal = principal_of(identity, conn.listener.name)
+    # A resumed session is judged as the identity connecting now (broker/rejudge.py), before
+    # it is attached: an asynchronous authorizer's answer must not let deliveries in first.
+    prior = None if connect.clean_start else broker.live_session(identity.tenant, conn.client_id)
+    verdicts = None
+    if prior is not None and may_resume(prior, principal) and not judged_later(identity):
+        _, verdicts = await judge_subscriptions(broker, prior, identity)
+        if conn.closing:
+            return
+    fresh = _foreign_session(conn, identity, principal)  # no await from here to the attach
+    if fresh is None:
+        return
     conn.identity = identity
     conn.will = will
+    conn.password_entry = _password_entry(conn, identity)
     # Session expiry (MQTT 5 §3.1.2.11); 3.x: clean session 0 keeps the session.
     if conn.v5:
         asked = connect.properties.session_expiry_interval or 0
     else:
         asked = 0 if connect.clean_start else NEVER_EXPIRES
     expiry = min(asked, cfg.max_session_expiry)
-    session, present = broker.attach_session(conn, connect, identity, expiry)
+    session, present = broker.attach_session(conn, connect, identity, expiry, principal, fresh)
     if present:
-        drop_ungranted_subscriptions(conn, "a resumed session")
+        if verdicts is not None and session is prior:
+            removed = apply_verdicts(broker, session, verdicts, "a resumed session")
+            purge_undeliverable(broker, session, "a resumed session", removed)
+        else:  # raced with another CONNECT during an authorizer's answer
+            await rejudge_session(broker, session, "a resumed session")
     props = Properties()
     if conn.v5:
         p = connect.properties
@@ -256,6 +284,40 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     if present:
         conn.resend_inflight()
     broker.delivery.drain(session)
+
+
+def _foreign_session(conn: Connection, identity: Identity, principal: Principal) -> bool | None:
+    """Session ownership (broker/ownership.py): False when the CONNECT may go on as asked, True
+    when it goes on with a fresh session (the other principal's ends), None when it was refused
+    with CONNACK 0x87 / 3.x 0x05 (the owner's connection and session untouched)."""
+    broker = conn.broker
+    existing = broker.live_session(identity.tenant, conn.client_id)
+    if existing is None or may_resume(existing, principal):
+        return False
+    owner = existing.owner
+    if owner is not None and owner.named and broker.config.broker.foreign_session == "refuse":
+        broker.stats.sessions_refused += 1
+        reason = foreign_session_reason(existing, principal)
+        if broker.audit is not None:
+            broker.audit.decision(
+                action="connect", client=conn.client_id, tenant=identity.tenant,
+                user=identity.username, method=identity.method, topic="", outcome="deny",
+                gate=None, rule="session-ownership", rc=int(ReasonCode.NOT_AUTHORIZED),
+                reason=reason)
+        conn.refuse_connect(ReasonCode.NOT_AUTHORIZED, reason)
+        return None
+    log.info("session of another principal ended for a fresh one",
+             extra={"event": "foreign_session_ended", "client_id": conn.client_id,
+                    "tenant": identity.tenant, "owner": str(owner), "principal": str(principal)})
+    return True
+
+
+def _password_entry(conn: Connection, identity: Identity) -> PasswordEntry | None:
+    """The password entry that admitted ``identity`` (a reload compares it, broker/rejudge.py)."""
+    if identity.method != "password" or identity.username is None:
+        return None
+    entries = getattr(conn.authenticator, "entries", None)  # PasswordAuthenticator.entries
+    return entries.get(identity.username) if isinstance(entries, dict) else None
 
 
 def handle_disconnect(conn: Connection, packet: Disconnect) -> None:

@@ -4,7 +4,8 @@ One :class:`~edge_broker.store.KeyedLog` file, ``<state_dir>/broker.log``, with 
 
 - ``s``: client id → session record (tenant, identity, protocol level, expiry interval, expiry
   deadline while offline, pending delayed will, the connected client's will, subscriptions with
-  options and identifiers, next packet id); only sessions that outlive their connection.
+  options and identifiers, next packet id, owning principal); only sessions that outlive their
+  connection. A record without an owner (older state) gets ``ownership.owner_of_restored``.
 - ``m``: sequence number → a queued or in-flight QoS 1/2 message of such a session;
   ``f``: sequence number → ``[packet id, released]`` while it is in flight.
 - ``q``: ``client id NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
@@ -40,6 +41,7 @@ from ..mqtt.packets import Will
 from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
 from ..store.damage import damage_hint, open_or_set_aside
 from .message import Message
+from .ownership import owner_of_restored, principal_from_record
 from .persist_codec import (
     RecordError,
     decode_identity,
@@ -253,6 +255,7 @@ class Persistence:
             None if live_will is None else encode_will(live_will),
             subs,
             session.next_packet_id,
+            None if session.owner is None else session.owner.to_record(),
         ]
 
     # -- committing ------------------------------------------------------------------------
@@ -542,14 +545,17 @@ class Persistence:
 def _decode_session(cid: str, raw: Any, now_mono: float,
                     now_wall: float) -> tuple[Session, Will | None]:
     what = f"session {cid!r}"
+    if isinstance(raw, list | tuple) and len(raw) == 10:
+        raw = [*raw, None]  # written before sessions recorded their owner (issue 15)
     (tenant, identity_raw, level, expiry, expires, will_raw, will_at, live_raw, subs,
-     next_pid) = raw
+     next_pid, owner_raw) = raw
     identity = decode_identity(identity_raw, what)
     if not isinstance(tenant, str) or level not in (3, 4, 5) or not isinstance(expiry, int):
         raise RecordError(f"{what}: tenant/protocol level/expiry have the wrong types")
     session = Session(client_id_of(cid), tenant, identity, level)
     if session.key != cid:
         raise RecordError(f"{what}: the record's tenant {tenant!r} does not match its key")
+    session.owner = principal_from_record(owner_raw) or owner_of_restored(identity)
     session.expiry_interval = expiry
     session.expires_at = to_mono(expires, now_mono, now_wall)
     session.will = None if will_raw is None else decode_will(will_raw, what)

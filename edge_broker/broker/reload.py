@@ -6,8 +6,10 @@ open: the new configuration was validated by :func:`~edge_broker.config.load_con
 everything is compiled (authorizers instantiated, permission sets, gates) before anything is
 swapped; a failure keeps the old policy and says why. After the swap the generation moves,
 authentication chains are rebuilt on the next CONNECT (new password file, token keys), and
-every existing subscription — online and offline sessions — is checked again: those the new
-policy denies are removed (logged, counted, audited), those it allows take the new policy's
+live password connections are judged again (entry removed or hash changed: ended; roles and
+tenants changed: applied), and every session — online and offline — is judged again on the
+one path of ``broker/rejudge.py``: subscriptions the new policy denies are removed (logged,
+counted, audited) with what was queued under them, those it allows take the new policy's
 ``recheck`` marking.
 
 Listeners cannot change without a restart; a reload that changes them applies everything else
@@ -20,11 +22,9 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..authz.decision import Decision
-from ..matching.errors import RuleError
-from ..mqtt.packets import Subscription
-from .pattern_subscriptions import subscription_pattern
-from .session import Session, SubscriptionEntry
+from .rejudge import recheck_credentials, recheck_subscriptions, remove_subscription
+
+__all__ = ["ReloadResult", "apply_config", "recheck_subscriptions", "remove_subscription"]
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -72,9 +72,12 @@ async def apply_config(broker: Broker, new: Config, source: str) -> ReloadResult
     broker.policy = policy
     broker.reset_authentication()
     broker.generation += 1
+    ended = recheck_credentials(broker, new, source)  # first: the survivors' new roles count
     checked, removed = await recheck_subscriptions(broker, source)
     message = (f"{source}: policy applied (generation {broker.generation}); "
                f"{checked} subscription(s) checked, {removed} removed")
+    if ended:
+        message += f"; {ended} connection(s) ended (password entry removed or changed)"
     log.info(message, extra={"event": "policy_applied", "generation": broker.generation,
                              "subscriptions_removed": removed})
     _audit(broker, "policy_applied", message)
@@ -84,66 +87,3 @@ async def apply_config(broker: Broker, new: Config, source: str) -> ReloadResult
 def _audit(broker: Broker, event: str, detail: str) -> None:
     if broker.audit is not None:
         broker.audit.event(event, detail=detail)
-
-
-async def recheck_subscriptions(broker: Broker, why: str) -> tuple[int, int]:
-    """Check every subscription of every session against ``broker.policy``; remove the denied."""
-    checked = removed = 0
-    for session in list(broker.sessions):
-        identity = session.identity
-        if identity is None or (identity.method == "token" and identity.grants is None):
-            continue  # a restored token session: its grants are judged when the token comes back
-        for topic_filter, entry in list(session.subscriptions.items()):
-            checked += 1
-            subscription = Subscription(topic_filter, entry.qos, entry.no_local,
-                                        entry.retain_as_published, entry.retain_handling)
-            user_properties = (("queryable", "true"),) if entry.queryable else ()
-            verdict = broker.policy.check_subscribe(identity, subscription, user_properties)
-            decision = verdict if isinstance(verdict, Decision) else await verdict
-            if session.subscriptions.get(topic_filter) is not entry:
-                continue  # changed by the client while an authorizer answered
-            if decision.denied:
-                remove_subscription(broker, session, topic_filter, why, decision)
-                removed += 1
-            elif decision.recheck != entry.recheck:
-                _replace(broker, session, replace(entry, recheck=decision.recheck), topic_filter)
-    return checked, removed
-
-
-def _split(broker: Broker, session: Session, topic_filter: str) -> tuple[str, object]:
-    identity = session.identity
-    patterns = identity is not None and identity.subscription_patterns
-    try:
-        _, inner, pattern = subscription_pattern(topic_filter, broker.separator, patterns)
-    except RuleError:
-        return topic_filter, None
-    return inner, pattern
-
-
-def remove_subscription(broker: Broker, session: Session, topic_filter: str, why: str,
-                        decision: Decision) -> None:
-    """Remove a subscription a policy change no longer allows: unrouted, logged, counted and
-    audited. Every such removal (reload, bundle, re-authentication, resumed session) goes here."""
-    entry = session.subscriptions.pop(topic_filter, None)
-    if entry is None:
-        return
-    broker.topic_space(session.tenant).unsubscribe(entry, entry.routed_filter(broker.separator))
-    broker.stats.subscriptions_removed += 1
-    identity = session.identity
-    log.info("subscription removed after %s", why,
-             extra={"event": "subscription_removed", "client_id": session.client_id,
-                    "tenant": session.tenant, "topic_filter": topic_filter,
-                    "reason": decision.reason})
-    if broker.audit is not None:
-        broker.audit.decision(
-            action="subscribe", client=session.client_id, tenant=session.tenant,
-            user=identity.username if identity is not None else None, topic=topic_filter,
-            outcome="deny", gate=decision.gate.value if decision.gate else None, rule=decision.rule,
-            rc=int(decision.reason_code), reason=f"removed after {why}: {decision.reason}",
-        )
-
-
-def _replace(broker: Broker, session: Session, entry: SubscriptionEntry, topic_filter: str) -> None:
-    inner, pattern = _split(broker, session, topic_filter)
-    session.subscriptions[topic_filter] = entry
-    broker.topic_space(session.tenant).subscribe(entry, inner, pattern)  # type: ignore[arg-type]

@@ -13,12 +13,13 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..auth.identity import Identity
+from ..authz.decision import Decision
 from ..config import Config, ListenerConfig, claims_enabled
 from ..mqtt.packets import (
     Auth,
@@ -61,8 +62,10 @@ from .interfaces import InterfaceMap
 from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
 from .message import make_message
+from .ownership import Principal
 from .policy import Policy, build_pipeline, open_audit_log
 from .pre_auth import connect_timed_out
+from .rejudge import judge_will, recheck_subscriptions, will_refused
 from .retained import RetainedStore
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
@@ -117,6 +120,7 @@ class Broker:
         self._dirty: list[Connection] = []
         self._flush_pending = False
         self._wills: set[Session] = set()
+        self._will_tasks: set[asyncio.Task[None]] = set()  # wills awaiting an authorizer
         self._expiring: set[Session] = set()
         self._rate_tokens = float(config.limits.connect_burst)
         self._rate_at = time.monotonic()
@@ -147,8 +151,6 @@ class Broker:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self.persistence is None and self.config.persistence.enabled:
-            self._open_persistence()
         if self.claims is None and claims_enabled(self.config):
             # only brokers with claims pay for these imports
             from ..claims.runtime import ClaimsRuntime
@@ -156,6 +158,14 @@ class Broker:
             self.claims = ClaimsRuntime.open(self.config)
             self.claims.start()
             self.policy = self.build_policy(self.config)
+        if self.persistence is None and self.config.persistence.enabled:
+            # after the claims: restored wills and sessions are judged with the whole policy
+            self._open_persistence()
+            if len(self.sessions):
+                checked, removed = await recheck_subscriptions(self, "restart")
+                log.info(f"restored sessions judged under the current policy: {checked} "
+                         f"subscription(s) checked, {removed} removed",
+                         extra={"event": "restored_judged", "subscriptions_removed": removed})
         if self.persistence is not None or self.claims is not None:
             # What the stores loaded lives as long as the broker: move it out of the cyclic GC's
             # generations so later collections do not walk it (a full collection over a 100k-record
@@ -343,28 +353,42 @@ class Broker:
 
     # -- sessions ---------------------------------------------------------------------------
 
+    def live_session(self, tenant: str, client_id: str) -> Session | None:
+        """The session of (``tenant``, ``client_id``) unless it has expired."""
+        existing = self.sessions.get(session_key(tenant, client_id))
+        if existing is not None and existing.connection is None and (
+                existing.expires_at is not None and existing.expires_at <= time.monotonic()):
+            return None
+        return existing
+
     def attach_session(
-        self, conn: Connection, connect: Connect, identity: Identity, expiry: int
+        self, conn: Connection, connect: Connect, identity: Identity, expiry: int,
+        principal: Principal, fresh: bool = False,
     ) -> tuple[Session, bool]:
-        """Take over a live session (DISCONNECT 0x8E), resume or start a session."""
+        """Take over a live session (DISCONNECT 0x8E), resume or start a session.
+
+        The caller checked ownership (broker/ownership.py); ``fresh``: the existing session
+        belongs to another principal and ends here (``[broker] foreign_session = "fresh"``). A
+        takeover that resumes keeps the session whatever the old connection's expiry was
+        (MQTT 5 MQTT-3.1.2-23, MQTT-4.4.0-1; 3.1.1 MQTT-3.1.2-4)."""
         client_id = conn.client_id
         existing = self.sessions.get(session_key(identity.tenant, client_id))
+        now = time.monotonic()
+        resume = existing is not None and not (
+            connect.clean_start or fresh or existing.tenant != identity.tenant
+            or (existing.expires_at is not None and existing.expires_at <= now))
         if existing is not None and existing.connection is not None:
             old = existing.connection
             old.close(ReasonCode.SESSION_TAKEN_OVER, "session taken over by a new connection")
             old.state = AWAIT_CONNECT  # not CONNECTED any more; connection_lost must not detach
             old.disconnect_reason = "session taken over"
-            self._detach(old)
-        now = time.monotonic()
-        if existing is not None and (
-            connect.clean_start
-            or existing.tenant != identity.tenant
-            or (existing.expires_at is not None and existing.expires_at <= now)
-        ):
+            self._detach(old, keep_session=resume)
+        if existing is not None and not resume:
             self._end_session(existing)
             existing = None
         if existing is None:
             session = Session(client_id, identity.tenant, identity, conn.level)
+            session.owner = principal
             self.sessions.put(session)
             present = False
         else:
@@ -418,8 +442,10 @@ class Broker:
                      extra={"event": "disconnect", "client_id": conn.client_id,
                             "reason": conn.disconnect_reason})
 
-    def _detach(self, conn: Connection) -> None:
-        """The connection of a session is gone: will (maybe delayed) and session expiry."""
+    def _detach(self, conn: Connection, keep_session: bool = False) -> None:
+        """The connection of a session is gone: will (maybe delayed) and session expiry.
+        ``keep_session``: a takeover resumes the session at once (no expiry, and a delayed will
+        is not sent: MQTT 5 §3.1.3.2.2)."""
         session = conn.session
         conn.session = None
         if session is None or session.connection is not conn:
@@ -430,12 +456,14 @@ class Broker:
         now = time.monotonic()
         if will is not None:
             delay = (will.properties.will_delay_interval or 0) if conn.v5 else 0
-            if delay == 0 or session.expiry_interval == 0:
+            if delay == 0 or (session.expiry_interval == 0 and not keep_session):
                 self.publish_will(session, will)
-            else:
+            elif not keep_session:
                 session.will = will
                 session.will_at = now + delay
                 self._wills.add(session)
+        if keep_session:
+            return
         if session.expiry_interval == 0:
             self._end_session(session)
             return
@@ -464,6 +492,31 @@ class Broker:
             self.persistence.forget(session)
 
     def publish_will(self, session: Session, will: Will) -> None:
+        """Publish ``will`` if the policy in force now allows it (broker/rejudge.py)."""
+        verdict = judge_will(self, session, will)
+        if isinstance(verdict, Decision):
+            if verdict.denied:
+                will_refused(self, session, will, verdict)
+            else:
+                self._route_will(session, will)
+            return
+        task = asyncio.get_running_loop().create_task(self._publish_judged(session, will, verdict))
+        self._will_tasks.add(task)
+        task.add_done_callback(self._will_tasks.discard)
+
+    async def _publish_judged(self, session: Session, will: Will,
+                              verdict: Awaitable[Decision]) -> None:
+        try:
+            decision = await verdict
+        except Exception:
+            log.exception("judging the will of %r failed; not published", session.client_id)
+            return
+        if decision.denied:
+            will_refused(self, session, will, decision)
+        else:
+            self._route_will(session, will)
+
+    def _route_will(self, session: Session, will: Will) -> None:
         props = will.properties
         if props.will_delay_interval is not None:
             props = replace(props, will_delay_interval=None)

@@ -21,6 +21,7 @@ from .message import Message
 
 if TYPE_CHECKING:
     from .connection import Connection
+    from .ownership import Principal
 
 NEVER_EXPIRES = 0xFFFFFFFF
 
@@ -86,7 +87,7 @@ class Session:
     __slots__ = (
         "key", "client_id", "tenant", "identity", "protocol_level", "subscriptions", "inflight",
         "queue", "queued_bytes", "qos2_incoming", "expiry_interval", "expires_at",
-        "will", "will_at", "connection", "next_packet_id",
+        "will", "will_at", "connection", "next_packet_id", "owner",
     )
 
     def __init__(self, client_id: str, tenant: str, identity: Identity, protocol_level: int):
@@ -106,6 +107,8 @@ class Session:
         self.will_at: float | None = None
         self.connection: Connection | None = None
         self.next_packet_id = 1
+        # the principal that created the session (broker/ownership.py); None only while restoring
+        self.owner: Principal | None = None
 
     def allocate_packet_id(self) -> int:
         """A packet id not in use by an outgoing message (MQTT 5 §2.2.1)."""

@@ -12,7 +12,8 @@ class BrokerStats:
         "started", "clients_connected", "clients_maximum", "connections_total",
         "messages_received", "messages_sent", "bytes_received", "bytes_sent", "dropped",
         "dropped_oversize", "protocol_errors", "connections_refused", "publish_denied",
-        "subscribe_denied", "subscriptions_removed",
+        "subscribe_denied", "subscriptions_removed", "deliveries_revoked", "wills_denied",
+        "sessions_refused", "connections_revoked",
     )
 
     def __init__(self) -> None:
@@ -31,6 +32,11 @@ class BrokerStats:
         self.publish_denied = 0
         self.subscribe_denied = 0
         self.subscriptions_removed = 0  # by a policy change (reload, bundle)
+        # issue 15 (broker/rejudge.py, broker/ownership.py)
+        self.deliveries_revoked = 0  # queued / in-flight messages the receiver lost the right to
+        self.wills_denied = 0  # wills refused when they were due to be published
+        self.sessions_refused = 0  # CONNECTs refused: the session belongs to another principal
+        self.connections_revoked = 0  # live connections ended by a reload (password entry)
 
     def uptime(self) -> int:
         return int(time.monotonic() - self.started)

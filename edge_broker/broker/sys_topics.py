@@ -62,6 +62,10 @@ def authz_values(broker: Broker) -> dict[str, str]:
         "authz/denied/publish": str(s.publish_denied),
         "authz/denied/subscribe": str(s.subscribe_denied),
         "authz/subscriptions_removed": str(s.subscriptions_removed),
+        "authz/deliveries_revoked": str(s.deliveries_revoked),
+        "authz/wills_denied": str(s.wills_denied),
+        "authz/sessions_refused": str(s.sessions_refused),
+        "authz/connections_revoked": str(s.connections_revoked),
         "authz/generation": str(broker.generation),
     }
     if broker.bridges is not None:  # issue 19: bridge/<name>/...

@@ -5,9 +5,9 @@ A client accepted with a token whose ``exp`` is set has ``Identity.token_expires
 plus the verifier's leeway, wall-clock seconds). One timer per connection fires then and ends the
 session: MQTT 5 gets DISCONNECT 0xA0 Maximum connect time with a Reason String, 3.x is closed.
 A successful re-authentication (AUTH 0x19 with a fresh token, MQTT 5 §4.12.1) replaces the
-identity: the timer is rescheduled for the new token, and the session's subscriptions are
-re-checked against the new grants; those no longer accepted are removed (logged). The same
-check runs when a token client resumes a session (clean start 0) with a token that grants less.
+identity: the timer is rescheduled for the new token, and the session is judged again under
+the new grants (``broker/rejudge.py``: subscriptions no longer accepted are removed with what
+was queued under them). The same judgement runs when a client resumes a session.
 """
 
 from __future__ import annotations
@@ -18,10 +18,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..authz.token_gate import TokenGate
-from ..mqtt.packets import Subscription
 from ..mqtt.reason_codes import ReasonCode
-from .reload import remove_subscription
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -58,28 +55,5 @@ def _expired(conn: Connection, deadline: float) -> None:
               "token (AUTH 0x19, method TOKEN) before it expires")
     log.info("token expired", extra={"event": "token_expired", "client_id": conn.client_id,
                                      "tenant": identity.tenant})
-    conn.close(ReasonCode.MAXIMUM_CONNECT_TIME, reason)
-
-
-def after_reauthentication(conn: Connection) -> None:
-    """The identity was replaced by a re-authentication: new timer, subscriptions re-checked."""
-    schedule_token_expiry(conn)
-    drop_ungranted_subscriptions(conn, "re-authentication")
-
-
-def drop_ungranted_subscriptions(conn: Connection, why: str) -> None:
-    """Remove the session's subscriptions that the connection's token grants do not accept
-    (a re-authentication, or a resumed session whose new token grants less)."""
-    identity = conn.identity
-    session = conn.session
-    if identity is None or session is None:
-        return
-    gate = TokenGate()
-    if not gate.applies(identity):
-        return
-    for topic_filter, entry in list(session.subscriptions.items()):
-        inner = entry.routed_filter(conn.broker.separator)
-        subscription = Subscription(topic_filter, entry.qos)
-        decision = gate.check_subscribe(identity, subscription, inner, entry.share_group)
-        if decision is not None and decision.denied:
-            remove_subscription(conn.broker, session, topic_filter, why, decision)
+    # the will goes too: a will whose client's token expired is not published (issue 15)
+    conn.close(ReasonCode.MAXIMUM_CONNECT_TIME, reason, will=False)

@@ -75,6 +75,11 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
              [({"action": "publish"}, st.publish_denied), ({"action": "subscribe"}, st.subscribe_denied)])
     w.one("edge_broker_subscriptions_removed_total", "counter",
           "subscriptions removed by a policy change", st.subscriptions_removed)
+    w.family("edge_broker_revoked_total", "counter",
+             "what a state change took away (docs/sessions-and-authorization.md), by kind",
+             [({"kind": "delivery"}, st.deliveries_revoked), ({"kind": "will"}, st.wills_denied),
+              ({"kind": "foreign_session"}, st.sessions_refused),
+              ({"kind": "connection"}, st.connections_revoked)])
     w.family("edge_broker_limit_hits_total", "counter",
              "requests refused by a configured bound, by config key (broker/limit_hits.py)",
              [({"limit": k}, v) for k, v in sorted(broker.limit_hits.counts.items())])

@@ -1,0 +1,106 @@
+"""Who owns a session (issue 15; docs/sessions-and-authorization.md).
+
+A session belongs to the principal that created it: the authentication method plus what that
+method verified. Resuming or taking over a session is allowed to its owner only; for anyone
+else ``[broker] foreign_session`` decides: ``"refuse"`` (default: CONNACK 0x87 / 3.x 0x05,
+the owner's connection and session untouched) or ``"fresh"`` (the owner's session ends and the
+newcomer starts an empty one, session present 0).
+
+This module is the one place the principal is derived; nothing else compares identities for
+ownership.
+
+A mismatch refuses only when the session's owner is :attr:`Principal.named`; otherwise the
+newcomer always gets a fresh session (the old one ends, nothing of it is handed over).
+Tokens without ``sub`` are one principal (``token`` "(no subject)"): nothing verified tells
+their holders apart; each resume by one is judged again under its own grants
+(``broker/rejudge.py``), so a narrower token gets nothing the wider one was sent for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..auth.identity import Identity
+    from .session import Session
+
+UNKNOWN = "unknown"  # a session restored from a state written before owners were recorded
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """``method`` and the verified name: the user name (password), the token holder (token,
+    ``Identity.token_subject``), the certificate CN (certificate), the SMOKER id (smoker), the
+    listener name (anonymous: every anonymous client of one listener is one principal)."""
+
+    method: str
+    name: str
+
+    @property
+    def named(self) -> bool:
+        """False only for the unknown owner of a session from an older state: a mismatch with
+        it proves nobody else holds the session, so the newcomer gets a fresh one, not a
+        refusal (nobody could ever resume it)."""
+        return self.method != UNKNOWN
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.name!r}"
+
+    def to_record(self) -> list[str]:
+        return [self.method, self.name]
+
+
+def principal_of(identity: Identity, listener: str) -> Principal:
+    """The principal of an authenticated ``identity`` accepted on listener ``listener``."""
+    method = identity.method
+    if method == "password" and identity.username is not None:
+        return Principal(method, identity.username)
+    if method == "token":
+        subject = identity.token_subject
+        return Principal(method, "(no subject)" if subject is None else "sub " + subject)
+    if method == "certificate" and identity.cert_cn is not None:
+        return Principal(method, identity.cert_cn)
+    if method == "smoker" and identity.smoker_id is not None:
+        return Principal(method, identity.smoker_id)
+    if method == "anonymous":
+        return Principal(method, "listener " + listener)
+    # a method that verified no name (or a future one): its own principal per listener, like
+    # anonymous, never one shared with a named principal
+    return Principal(method, "listener " + listener)
+
+
+def principal_from_record(raw: object) -> Principal | None:
+    """The owner stored with a session (:meth:`Principal.to_record`), or None when absent."""
+    if (isinstance(raw, list) and len(raw) == 2
+            and isinstance(raw[0], str) and isinstance(raw[1], str)):
+        return Principal(raw[0], raw[1])
+    return None
+
+
+def owner_of_restored(identity: Identity) -> Principal:
+    """The owner of a session stored before owners were recorded (an older state file).
+
+    Password, certificate and SMOKER identities were stored with the name their method had
+    verified, so the owner is derived from them. A token session stored only the CONNECT user
+    name (never verified) and an anonymous one no listener: their owner is :data:`UNKNOWN`,
+    which nobody matches; such a session is ended, not resumed, by the next CONNECT for its
+    client id (:func:`may_resume`), so nothing queued under it reaches anyone."""
+    if identity.method in ("password", "certificate", "smoker"):
+        derived = principal_of(identity, "")
+        if derived.name != "listener ":
+            return derived
+    return Principal(UNKNOWN, identity.method)
+
+
+def may_resume(session: Session, principal: Principal) -> bool:
+    """Whether ``principal`` may resume or take over ``session`` (its owner only)."""
+    owner = session.owner
+    return owner is not None and owner.method != UNKNOWN and owner == principal
+
+
+def foreign_session_reason(session: Session, principal: Principal) -> str:
+    """The Reason String of the refusal (names the rule and the option)."""
+    return (f"client id {session.client_id!r} belongs to a session of another principal; "
+            f"{principal} may not resume or take it over (session ownership, "
+            "[broker] foreign_session = \"refuse\")")

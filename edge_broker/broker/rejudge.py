@@ -1,0 +1,374 @@
+"""Judging a session again when what it was admitted under changes (issue 15;
+docs/sessions-and-authorization.md "What is judged again, and when").
+
+A policy reload or bundle, a re-authentication, a resumed session and a restart all take this
+one path: every subscription of the session is checked against the policy in force now for the
+identity connected now (:func:`judge_subscriptions`), the denied ones are removed
+(:func:`remove_subscription`: unrouted, logged, counted, audited), and what was queued or left
+in flight under them goes with them (:func:`purge_undeliverable`): a message stays only while a
+remaining subscription of the session matches it and the delivery gates allow it now. A will is
+judged again when it is published (:func:`judge_will`), and a reload ends connections whose
+password entry is gone or changed (:func:`recheck_credentials`).
+
+Live deliveries need none of this on the hot path: a message is routed only through
+subscriptions that passed the policy in force (this path keeps that true) and the policy's
+per-delivery gates (``Policy.check_deliver``) still judge each one where they can deny.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ..auth.identity import Identity
+from ..authz.decision import ALLOW, Decision, Gate, deny
+from ..matching.errors import RuleError
+from ..matching.subscription_patterns import SubscriptionPattern
+from ..matching.subscription_trie import SubscriptionTrie
+from ..mqtt.packets import Subscription, Will
+from ..mqtt.reason_codes import ReasonCode
+from .connection import CONNECTED
+from .message import Message
+from .pattern_subscriptions import subscription_pattern
+from .session import Outgoing, Session, SubscriptionEntry
+
+if TYPE_CHECKING:
+    from ..auth.password import PasswordEntry
+    from ..config import Config
+    from .server import Broker
+
+log = logging.getLogger("edge_broker.broker")
+
+TOKEN_EXPIRED = "token-expired"  # the rule id of a will refused because its token expired
+TOKEN_NOT_KEPT = "token-not-kept"  # ... because its grants were not kept across a restart
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the policy in force says of one subscription that must change."""
+
+    topic_filter: str
+    entry: SubscriptionEntry  # as it was judged (a client change meanwhile wins)
+    decision: Decision
+
+
+def judged_later(identity: Identity | None) -> bool:
+    """A session restored from disk for a token client has no grants until the client presents
+    its token again; it is judged then (the resumed-session path), not before."""
+    return identity is None or (identity.method == "token" and identity.grants is None)
+
+
+async def judge_subscriptions(broker: Broker, session: Session,
+                              identity: Identity) -> tuple[int, list[Verdict]]:
+    """(subscriptions checked, verdicts that change something) for ``session`` as ``identity``
+    under ``broker.policy``. Without asynchronous authorizers nothing here suspends, so a caller
+    that awaits this and then applies it sees no delivery in between."""
+    if broker.policy.pipeline is None:
+        # gates 1-2 only: syntax and reserved topics cannot change while the broker runs, and
+        # without gates 3-6 nothing is checked per delivery (a stale mark costs nothing)
+        return len(session.subscriptions), []
+    verdicts: list[Verdict] = []
+    checked = 0
+    for topic_filter, entry in list(session.subscriptions.items()):
+        checked += 1
+        subscription = Subscription(topic_filter, entry.qos, entry.no_local,
+                                    entry.retain_as_published, entry.retain_handling)
+        user_properties = (("queryable", "true"),) if entry.queryable else ()
+        verdict = broker.policy.check_subscribe(identity, subscription, user_properties)
+        decision = verdict if isinstance(verdict, Decision) else await verdict
+        if decision.denied or decision.recheck != entry.recheck:
+            verdicts.append(Verdict(topic_filter, entry, decision))
+    return checked, verdicts
+
+
+def apply_verdicts(broker: Broker, session: Session, verdicts: list[Verdict], why: str) -> int:
+    """Remove the denied subscriptions, re-mark the others; returns how many were removed."""
+    removed = 0
+    for v in verdicts:
+        if session.subscriptions.get(v.topic_filter) is not v.entry:
+            continue  # changed by the client while an authorizer answered
+        if v.decision.denied:
+            remove_subscription(broker, session, v.topic_filter, why, v.decision)
+            removed += 1
+        else:
+            _replace(broker, session, replace(v.entry, recheck=v.decision.recheck), v.topic_filter)
+    return removed
+
+
+async def rejudge_session(broker: Broker, session: Session, why: str) -> tuple[int, int]:
+    """Judge ``session`` again as its current identity: subscriptions, then what is queued and
+    in flight. Returns (subscriptions checked, removed)."""
+    identity = session.identity
+    if judged_later(identity):
+        return 0, 0
+    checked, verdicts = await judge_subscriptions(broker, session, identity)
+    removed = apply_verdicts(broker, session, verdicts, why)
+    if purge_undeliverable(broker, session, why, removed):
+        conn = session.connection
+        if conn is not None and conn.state == CONNECTED:
+            broker.delivery.drain(session)  # the window may have room again
+    return checked, removed
+
+
+async def recheck_subscriptions(broker: Broker, why: str) -> tuple[int, int]:
+    """Every session (online and offline) judged again after a policy change or at start."""
+    checked = removed = 0
+    for session in list(broker.sessions):
+        c, r = await rejudge_session(broker, session, why)
+        checked += c
+        removed += r
+    return checked, removed
+
+
+# -- subscriptions ------------------------------------------------------------------------
+
+
+def _split(broker: Broker, session: Session, topic_filter: str) -> tuple[str, object]:
+    identity = session.identity
+    patterns = identity is not None and identity.subscription_patterns
+    try:
+        _, inner, pattern = subscription_pattern(topic_filter, broker.separator, patterns)
+    except RuleError:
+        return topic_filter, None
+    return inner, pattern
+
+
+def remove_subscription(broker: Broker, session: Session, topic_filter: str, why: str,
+                        decision: Decision) -> None:
+    """Remove a subscription a policy change no longer allows: unrouted, logged, counted and
+    audited. Every such removal (reload, bundle, re-authentication, resumed session, restart)
+    goes here."""
+    entry = session.subscriptions.pop(topic_filter, None)
+    if entry is None:
+        return
+    broker.topic_space(session.tenant).unsubscribe(entry, entry.routed_filter(broker.separator))
+    broker.stats.subscriptions_removed += 1
+    identity = session.identity
+    log.info("subscription removed after %s", why,
+             extra={"event": "subscription_removed", "client_id": session.client_id,
+                    "tenant": session.tenant, "topic_filter": topic_filter,
+                    "reason": decision.reason})
+    if broker.audit is not None:
+        broker.audit.decision(
+            action="subscribe", client=session.client_id, tenant=session.tenant,
+            user=identity.username if identity is not None else None, topic=topic_filter,
+            outcome="deny", gate=decision.gate.value if decision.gate else None, rule=decision.rule,
+            rc=int(decision.reason_code), reason=f"removed after {why}: {decision.reason}",
+        )
+
+
+def _replace(broker: Broker, session: Session, entry: SubscriptionEntry, topic_filter: str) -> None:
+    inner, pattern = _split(broker, session, topic_filter)
+    session.subscriptions[topic_filter] = entry
+    broker.topic_space(session.tenant).subscribe(entry, inner, pattern)  # type: ignore[arg-type]
+
+
+# -- queued and in-flight messages -----------------------------------------------------------
+
+
+class SessionFilters:
+    """The session's subscriptions, parsed and indexed once per purge: MQTT filters in a
+    :class:`SubscriptionTrie` (a queue of Q messages costs Q trie lookups, not Q x S filter
+    comparisons), runtime patterns checked one by one (rare)."""
+
+    __slots__ = ("separator", "trie", "patterns")
+
+    def __init__(self, broker: Broker, session: Session) -> None:
+        self.separator = broker.separator
+        self.trie: SubscriptionTrie[str, SubscriptionEntry] = SubscriptionTrie(self.separator)
+        self.patterns: list[tuple[SubscriptionEntry, SubscriptionPattern]] = []
+        allowed = session.identity is not None and session.identity.subscription_patterns
+        for topic_filter, entry in session.subscriptions.items():
+            try:
+                _, inner, pattern = subscription_pattern(topic_filter, self.separator, allowed)
+            except RuleError:
+                continue
+            if pattern is None:
+                self.trie.add(inner, topic_filter, entry)
+            else:
+                self.patterns.append((entry, pattern))
+
+    def matching(self, topic: str) -> list[SubscriptionEntry]:
+        found = [entry for hits in self.trie.match(topic) for entry in hits.values()]
+        if self.patterns and topic[:1] != "$":
+            found += [entry for entry, pattern in self.patterns if pattern.matches(topic)]
+        return found
+
+
+def delivery_right(broker: Broker, session: Session, message: Message,
+                   filters: SessionFilters) -> Decision:
+    """May ``session`` receive ``message`` now: through a subscription it still holds
+    (``filters``), and past the delivery gates of the policy in force (``Policy.check_deliver``,
+    which counts and audits its own denials)."""
+    matching = filters.matching(message.topic)
+    if not matching:
+        return Decision(False, None, None, ReasonCode.NOT_AUTHORIZED,
+                        "no subscription of the session admits this topic any more")
+    # as live routing does (delivery.py _deliver_merged): an unmarked subscription admits the
+    # topic already; when all are marked, the widest one is checked per topic
+    through = None if any(not e.recheck for e in matching) else max(matching, key=lambda e: e.qos)
+    return broker.policy.check_deliver(session, message, through)
+
+
+def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int = 0) -> int:
+    """Drop what is queued or in flight for ``session`` that it may no longer receive (counted
+    in ``$SYS/broker/authz/deliveries_revoked``, logged, audited). QoS 2 messages past PUBREC
+    stay: the client has them already, only PUBREL is left. Returns how many were dropped.
+
+    Without gates 3–6 (no pipeline) a message can only have lost its subscription: when this
+    judgement ``removed`` none, there is nothing to look at (every earlier judgement purged
+    its own), so a broker without a policy pays nothing on resume."""
+    if broker.policy.pipeline is None and not removed:
+        return 0
+    if not session.queue and not session.inflight:
+        return 0
+    filters = SessionFilters(broker, session)
+    queue = session.queue
+    denied_queue: dict[int, Decision] = {}
+    for i, outgoing in enumerate(queue):
+        decision = delivery_right(broker, session, outgoing.message, filters)
+        if decision.denied:
+            denied_queue[i] = decision
+    dropped = 0
+    if denied_queue:
+        kept: list[Outgoing] = []
+        for i in range(len(queue)):
+            outgoing = queue.popleft()
+            session.queued_bytes -= outgoing.message.size
+            refusal = denied_queue.get(i)
+            if refusal is None:
+                kept.append(outgoing)
+            else:
+                _revoked(broker, session, outgoing.message, why, refusal)
+                dropped += 1
+        for outgoing in kept:
+            queue.append(outgoing)
+            session.queued_bytes += outgoing.message.size
+    for pid, inflight in list(session.inflight.items()):
+        if inflight.released:
+            continue
+        decision = delivery_right(broker, session, inflight.outgoing.message, filters)
+        if decision.denied:
+            del session.inflight[pid]
+            _revoked(broker, session, inflight.outgoing.message, why, decision)
+            dropped += 1
+    return dropped
+
+
+def _revoked(broker: Broker, session: Session, message: Message, why: str,
+             decision: Decision) -> None:
+    broker.stats.deliveries_revoked += 1
+    log.info("queued message dropped after %s", why,
+             extra={"event": "delivery_revoked", "client_id": session.client_id,
+                    "tenant": session.tenant, "topic": message.topic, "reason": decision.reason})
+    if broker.audit is not None and decision.gate is None:  # gates audit their own denials
+        identity = session.identity
+        broker.audit.decision(
+            action="deliver", client=session.client_id, tenant=session.tenant,
+            user=identity.username if identity is not None else None, topic=message.topic,
+            outcome="deny", gate=None, rule=None, rc=int(decision.reason_code),
+            reason=f"dropped after {why}: {decision.reason}",
+        )
+
+
+# -- wills ------------------------------------------------------------------------------------
+
+
+def judge_will(broker: Broker, session: Session, will: Will) -> Decision | Awaitable[Decision]:
+    """A will at the moment it is published (MQTT 5 §3.1.2.5; a delayed will at the end of its
+    delay): the policy and claims in force then, for the session's identity then. A will whose
+    client's token has expired by then is not published, nor the will of a token client whose
+    grants died with a restart (nothing can judge it: fail closed)."""
+    identity = session.identity
+    if identity is None:
+        return ALLOW
+    if judged_later(identity):
+        return deny(Gate.TOKEN, TOKEN_NOT_KEPT, "the token grants of the will's client were not "
+                    "kept across the restart; its will cannot be judged")
+    expires = identity.token_expires_at
+    if expires is not None and time.time() >= expires:
+        return deny(Gate.TOKEN, TOKEN_EXPIRED, "the token of the will's client has expired")
+    return broker.policy.check_will(identity, will)
+
+
+def will_refused(broker: Broker, session: Session, will: Will, decision: Decision) -> None:
+    broker.stats.wills_denied += 1
+    log.info("will not published: %s", decision.reason,
+             extra={"event": "will_denied", "client_id": session.client_id,
+                    "tenant": session.tenant, "topic": will.topic, "reason": decision.reason})
+    # the pipeline audits its gates' denials itself; gates 1-2 and an expired token are ours
+    if broker.audit is not None and (decision.gate in (Gate.RESERVED, Gate.SYNTAX)
+                                     or decision.rule in (TOKEN_EXPIRED, TOKEN_NOT_KEPT)):
+        identity = session.identity
+        broker.audit.decision(
+            action="will", client=session.client_id, tenant=session.tenant,
+            user=identity.username if identity is not None else None, topic=will.topic,
+            outcome="deny", gate=decision.gate.value if decision.gate else None,
+            rule=decision.rule, rc=int(decision.reason_code),
+            reason=f"will not published: {decision.reason}",
+        )
+
+
+# -- live credentials ----------------------------------------------------------------------------
+
+
+def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
+    """After a reload: every live password connection whose entry is gone or whose hash changed
+    is ended (MQTT 5 DISCONNECT 0x87 with a Reason String; 3.x: closed); changed roles or
+    tenants take effect (a tenant no longer listed ends the connection). Returns how many ended.
+    Runs before the subscriptions are judged again, so those see the new roles."""
+    live = [c for c in broker.connections
+            if c.state == CONNECTED and c.identity is not None and c.identity.method == "password"]
+    if not live:
+        return 0
+    entries = _password_entries(new, why)
+    ended = 0
+    for conn in live:
+        identity = conn.identity
+        assert identity is not None and identity.username is not None
+        admitted = conn.password_entry
+        entry = entries.get(identity.username) if entries is not None else None
+        reason = None
+        if entry is None:
+            reason = f"the password entry of user {identity.username!r} was removed ({why})"
+        elif admitted is not None and entry.hash != admitted.hash:
+            reason = f"the password of user {identity.username!r} was changed ({why})"
+        elif entry.tenants and identity.tenant not in entry.tenants:
+            reason = (f"user {identity.username!r} may no longer use tenant "
+                      f"{identity.tenant!r} ({why})")
+        if reason is not None:
+            broker.stats.connections_revoked += 1
+            log.info("connection ended: %s", reason,
+                     extra={"event": "credentials_revoked", "client_id": conn.client_id,
+                            "tenant": identity.tenant})
+            if broker.audit is not None:
+                broker.audit.event("credentials_revoked", detail=f"{conn.client_id}: {reason}")
+            conn.close(ReasonCode.NOT_AUTHORIZED, reason)
+            ended += 1
+            continue
+        assert entry is not None
+        conn.password_entry = entry
+        if entry.roles != identity.roles:
+            changed = replace(identity, roles=entry.roles)
+            conn.identity = changed
+            if conn.session is not None and conn.session.connection is conn:
+                conn.session.identity = changed
+    return ended
+
+
+def _password_entries(new: Config, why: str) -> dict[str, PasswordEntry] | None:
+    """The new configuration's password entries (None: no password file, nobody is listed)."""
+    from ..auth.password import PasswordFileError, load_password_file
+
+    if new.passwords.file is None:
+        return None
+    try:
+        return dict(load_password_file(new.passwords.file))
+    except (OSError, PasswordFileError) as exc:
+        # validated by load_config moments ago; gone since: nobody's entry can be confirmed
+        log.error("%s: the password file cannot be read (%s); password connections end", why, exc,
+                  extra={"event": "reload_passwords_unreadable"})
+        return {}

@@ -1,0 +1,93 @@
+"""Shared pieces of the issue-15 tests (sessions belong to their principal; everything that
+leaves is judged now): a gateway-like config with password users and roles, password files
+written in-process, SIGHUP reloads and log waits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from edge_broker.auth.password import PasswordEntry, hash_password, write_password_file
+from tests.conftest import RunningBroker
+
+PASSWORDS = {"alice": "wonder", "bob": "builder", "carol": "singer"}
+_HASHES: dict[str, bytes] = {}
+
+# alice and carol: "user" (everything but admin/#); bob: "admin" (everything). Anonymous clients
+# (loopback) are unassigned: "deny".
+RULES_WIDE = '{ id = "all", topic = "#" }'
+RULES_NO_ADMIN = '{ id = "no-admin", topic = "admin/#", type = "DENY" }, { id = "all", topic = "#" }'
+
+
+def hashed(user: str, password: str | None = None) -> bytes:
+    """argon2id costs tens of ms: one hash per (user, password) per test run."""
+    key = f"{user}:{password or PASSWORDS[user]}"
+    if key not in _HASHES:
+        _HASHES[key] = hash_password(password or PASSWORDS[user])
+    return _HASHES[key]
+
+
+def write_passwd(path: Path, roles: dict[str, str], passwords: dict[str, str] | None = None) -> None:
+    """``roles``: user → role; users not named are absent from the file."""
+    passwords = passwords or {}
+    write_password_file(path, {
+        user: PasswordEntry(user, hashed(user, passwords.get(user)), (), (role,))
+        for user, role in roles.items()
+    })
+
+
+def gateway_config(directory: Path, *, admin_rules: str = RULES_WIDE,
+                   user_rules: str = RULES_NO_ADMIN, broker_extra: str = "",
+                   persistence: bool = False, methods: str = '["password", "anonymous"]',
+                   sys_interval: float = 0, audit: bool = False) -> str:
+    """Password users with roles, ``unassigned = "deny"``, anonymous on loopback; with
+    ``audit`` the audit log in ``directory/audit``."""
+    state = directory / "state"
+    persist = f'[persistence]\nenabled = true\nstate_dir = "{state}"\n' if persistence else ""
+    if audit:
+        persist += f'[audit]\ndir = "{directory / "audit"}"\ngateway_id = "gw-test"\n'
+    return f"""
+[sys]
+interval = {sys_interval}
+[broker]
+{broker_extra}
+{persist}
+[passwords]
+file = "{directory / 'passwd'}"
+[[listeners]]
+name = "tcp"
+port = 0
+auth_methods = {methods}
+[permissions]
+unassigned = "deny"
+[permissions.sets.admin]
+rules = [ {admin_rules} ]
+[permissions.sets.user]
+rules = [ {user_rules} ]
+[[permissions.assign]]
+role = "admin"
+sets = ["admin"]
+[[permissions.assign]]
+role = "user"
+sets = ["user"]
+"""
+
+
+def wait_for_log(b: RunningBroker, text: str, count: int = 1, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if b.log().count(text) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not in the broker log:\n{b.log()[-3000:]}")
+
+
+def reload(b: RunningBroker, config: str | None = None) -> None:
+    """Rewrite the config file (when given), SIGHUP, wait until the policy is applied."""
+    if config is not None:
+        b.config_path.write_text(config)
+    before = b.log().count("policy applied")
+    os.kill(b.pid, signal.SIGHUP)
+    wait_for_log(b, "policy applied", before + 1)

@@ -116,6 +116,17 @@ class LimitsConfig:
     connect_burst: int = 400
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
     write_buffer_low: int = 64 * 1024
+    # Issue 16 (docs/limits-memory.md): what one client can make the broker hold once connected.
+    max_topic_levels: int = 32  # levels of a topic name or filter (seed 000 rules: 32 segments)
+    max_topic_length: int = 1024  # UTF-8 bytes of a topic name or filter
+    max_retained_messages: int = 50_000  # all topic spaces together ($SYS included)
+    max_retained_bytes: int = 64 * 1024 * 1024  # topic + payload + properties, all spaces
+    max_retained_per_client: int = 1000  # retained topics one client id may hold
+    max_retained_payload: int = 256 * 1024  # bytes of one retained payload
+    publish_rate: float = 5000.0  # PUBLISH packets per second per client (0: no quota)
+    publish_burst: int = 10_000
+    publish_byte_rate: float = 8 * 1024 * 1024  # bytes per second per client (0: no quota)
+    publish_byte_burst: int = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,9 +456,25 @@ def parse_limits(s: Section) -> LimitsConfig:
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
         write_buffer_low=s.integer("write_buffer_low", d.write_buffer_low, 0, 1 << 30),
+        max_topic_levels=s.integer("max_topic_levels", d.max_topic_levels, 1, 65535),
+        max_topic_length=s.integer("max_topic_length", d.max_topic_length, 1, 65535),
+        max_retained_messages=s.integer(
+            "max_retained_messages", d.max_retained_messages, 0, 100_000_000),
+        max_retained_bytes=s.integer("max_retained_bytes", d.max_retained_bytes, 0, 1 << 40),
+        max_retained_per_client=s.integer(
+            "max_retained_per_client", d.max_retained_per_client, 0, 100_000_000),
+        max_retained_payload=s.integer(
+            "max_retained_payload", d.max_retained_payload, 0, 268_435_455),
+        publish_rate=s.number("publish_rate", d.publish_rate, 0, 1e9),
+        publish_burst=s.integer("publish_burst", d.publish_burst, 1, 1_000_000_000),
+        publish_byte_rate=s.number("publish_byte_rate", d.publish_byte_rate, 0, 1e12),
+        publish_byte_burst=s.integer("publish_byte_burst", d.publish_byte_burst, 1, 1 << 40),
     )
     if limits.write_buffer_low > limits.write_buffer_high:
         s.problem("write_buffer_low", "must not exceed write_buffer_high: lower it")
+    if limits.publish_byte_rate and limits.publish_byte_burst < limits.max_packet_size:
+        s.problem("publish_byte_burst", f"{limits.publish_byte_burst} is below max_packet_size "
+                  f"({limits.max_packet_size}): a largest PUBLISH could never pass; raise it")
     return limits
 
 

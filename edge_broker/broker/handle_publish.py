@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision, Gate, deny
 from ..claims.topics import is_smoker_system_topic
+from ..matching.names import shown
 from ..mqtt.names import payload_is_valid_utf8
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
 from ..mqtt.reason_codes import ReasonCode
@@ -24,6 +25,7 @@ from .handle_claims import handle_claim_publish
 from .message import make_message
 from .outcomes import publish_denied
 from .persist_hooks import PersistentInflight
+from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -50,6 +52,13 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         conn.violation(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are not supported")
         return None
     topic = packet.topic
+    limits = broker.config.limits
+    if topic and (len(topic) * 4 > limits.max_topic_length
+                  or topic.count(broker.separator) >= limits.max_topic_levels):
+        limit = topic_limit(topic, limits, broker.separator)
+        if limit is not None:
+            _refuse_topic(conn, packet, limit)
+            return None
     props = packet.properties
     if conn.v5 and props is not NO_PROPERTIES:
         alias = props.topic_alias
@@ -103,6 +112,22 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
     if isinstance(verdict, Decision):
         return _decided(conn, packet, topic, props, verdict)
     return _await_decision(conn, packet, topic, props, verdict)
+
+
+def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
+    """A topic beyond ``[limits] max_topic_length/levels`` (broker/topic_limits.py): MQTT 5
+    QoS 1/2 get PUBACK/PUBREC 0x90 and keep the connection; QoS 0 and 3.x are disconnected
+    (nothing else tells them)."""
+    broker = conn.broker
+    reason = topic_limit_reason(packet.topic, limit, broker.config.limits, broker.separator)
+    broker.limit_events.hit(limit, conn.client_id,
+                            f"PUBLISH to {shown(packet.topic)} by {conn.client_id!r} refused: {reason}")
+    if conn.v5 and packet.qos:
+        props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
+        ack = Puback if packet.qos == 1 else Pubrec
+        conn.send_packet(ack(packet.packet_id or 0, ReasonCode.TOPIC_NAME_INVALID, props))
+        return
+    conn.close(ReasonCode.TOPIC_NAME_INVALID, reason)
 
 
 async def _await_decision(conn: Connection, packet: Publish, topic: str, props: Properties,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision
 from ..matching.errors import RuleError
+from ..matching.names import SHOWN_CHARS, shown
 from ..matching.subscription_patterns import SubscriptionPattern
 from ..mqtt.packets import (
     NO_PROPERTIES,
@@ -28,6 +29,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .outcomes import denial_reason, subscribe_denied
 from .pattern_subscriptions import split_shared, subscription_pattern
 from .session import Outgoing, SubscriptionEntry
+from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -69,6 +71,12 @@ def _check(conn: Connection, sub: Subscription,
     broker = conn.broker
     cfg = broker.config.broker
     topic_filter = sub.topic_filter
+    limit = topic_limit(topic_filter, broker.config.limits, broker.separator)
+    if limit is not None:
+        reason = topic_limit_reason(topic_filter, limit, broker.config.limits, broker.separator)
+        broker.limit_events.hit(limit, conn.client_id, f"SUBSCRIBE to {shown(topic_filter)} by "
+                                f"{conn.client_id!r} refused: {reason}")
+        return int(ReasonCode.TOPIC_FILTER_INVALID)
     identity = conn.identity
     assert identity is not None
     try:
@@ -105,14 +113,23 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
                 if code is None:
                     return
                 codes.append(code)
-                reasons.append(f"{sub.topic_filter}: {denial_reason(verdict)}")
+                reasons.append(f"{_named(sub.topic_filter)}: {denial_reason(verdict)}")
                 continue
             recheck = verdict.recheck
         else:
             if not conn.v5:
+                if verdict == ReasonCode.TOPIC_FILTER_INVALID and conn.level == 3:
+                    conn.close(None, "topic filter beyond [limits]")  # 3.1 has no 0x80
+                    return
                 codes.append(0x80)
                 continue
             codes.append(verdict)
+            if verdict == ReasonCode.TOPIC_FILTER_INVALID:
+                limits = broker.config.limits
+                crossed = topic_limit(sub.topic_filter, limits, broker.separator)
+                assert crossed is not None
+                why = topic_limit_reason(sub.topic_filter, crossed, limits, broker.separator)
+                reasons.append(f"{_named(sub.topic_filter)}: {why}")
             continue
         existing = session.subscriptions.get(sub.topic_filter)
         if existing is None and len(session.subscriptions) >= limit:
@@ -136,6 +153,11 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
     conn.send_packet(Suback(packet.packet_id, tuple(codes), props))
     if retained_for:
         _send_retained(conn, retained_for)
+
+
+def _named(topic_filter: str) -> str:
+    """A filter as the SUBACK's Reason String names it: as written, long ones cut (issue 16)."""
+    return topic_filter if len(topic_filter) <= SHOWN_CHARS else shown(topic_filter)
 
 
 def _send_retained(conn: Connection,

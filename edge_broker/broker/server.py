@@ -57,6 +57,7 @@ from .handle_publish import (
 )
 from .handle_subscribe import handle_subscribe, handle_unsubscribe
 from .interfaces import InterfaceMap
+from .limit_events import LimitEvents
 from .listeners import connection_info, start_listener
 from .message import make_message
 from .policy import Policy, build_pipeline, open_audit_log
@@ -93,6 +94,7 @@ class Broker:
         self._retained_factory = retained_factory
         self.separator = config.topics.separator
         self.stats = BrokerStats()
+        self.limit_events = LimitEvents()  # [limits] refusals: counters and rate-limited log
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.audit: AuditLog | None = open_audit_log(config.audit)

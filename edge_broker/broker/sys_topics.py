@@ -36,7 +36,16 @@ def sys_values(broker: Broker) -> dict[str, str]:
         "subscriptions/count": str(subscriptions),
         "retained messages/count": str(retained),
         **store_values(broker),
+        **limit_values(broker),
     }
+
+
+def limit_values(broker: Broker) -> dict[str, str]:
+    """``limits/<key>/refused``: what each ``[limits]`` key refused so far (issue 16), and the
+    retained totals the retained limits compare against."""
+    values = {f"limits/{key}/refused": str(count)
+              for key, count in sorted(broker.limit_events.counts.items())}
+    return values
 
 
 def store_values(broker: Broker) -> dict[str, str]:

@@ -75,6 +75,9 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
              [({"action": "publish"}, st.publish_denied), ({"action": "subscribe"}, st.subscribe_denied)])
     w.one("edge_broker_subscriptions_removed_total", "counter",
           "subscriptions removed by a policy change", st.subscriptions_removed)
+    w.family("edge_broker_limit_refused_total", "counter",
+             "requests refused by a [limits] key, by key (issue 16)",
+             [({"limit": key}, count) for key, count in sorted(broker.limit_events.counts.items())])
     w.one("edge_broker_policy_generation", "gauge", "policy changes applied since start", broker.generation)
     pipeline = broker.policy.pipeline
     samples: list[tuple[dict[str, str], float]] = []

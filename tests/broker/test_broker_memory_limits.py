@@ -113,3 +113,94 @@ def test_deep_empty_filters_cost_no_memory(broker_factory):
     assert log.count("limits.max_topic_levels") <= 2  # rate-limited: not one line per refusal
     assert "/" * 200 not in log
     roundtrip(b)
+
+
+# -- byte-bounded caches and codec state ----------------------------------------------------
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def raw_publish(topic: str, properties: bytes, payload: bytes = b"", qos: int = 0,
+                packet_id: int = 0) -> bytes:
+    """An MQTT 5 PUBLISH with a raw property block (fast to build for megabyte blocks)."""
+    t = topic.encode()
+    body = len(t).to_bytes(2, "big") + t
+    if qos:
+        body += packet_id.to_bytes(2, "big")
+    body += varint(len(properties)) + properties + payload
+    return bytes((0x30 | qos << 1,)) + varint(len(body)) + body
+
+
+def test_megabyte_property_blocks_are_not_kept_per_connection(broker_factory):
+    """Issue 16: 16 PUBLISH packets with 1 MB of empty user properties each held +247 MB
+    (the per-connection property cache kept every block and its 200,000 decoded pairs)."""
+    b = broker_factory()
+    block = b"\x26\x00\x00\x00\x00" * 200_000  # 1 MB: 200,000 empty user properties
+    with RawClient(b.host, b.port) as c:
+        c.connect(unique_id("props"))
+        c.send(Pingreq())
+        c.expect(Pingresp)
+        before = rss_kib(b.pid)
+        for i in range(16):
+            distinct = b"\x26\x00\x01" + bytes((65 + i,)) + b"\x00\x00"  # no two alike
+            c.send_raw(raw_publish(f"props/{i}", distinct + block, b"x"))
+        c.send(Pingreq())
+        c.expect(Pingresp, timeout=60)
+        after = rss_kib(b.pid)
+    assert after - before < 60_000, (before, after)  # KiB: one block's decoding at a time
+    roundtrip(b)
+
+
+DENY_SECRET = """
+[sys]
+interval = 1
+
+[limits]
+max_topic_length = 65535
+max_topic_levels = 65535
+
+[[listeners]]
+name = "tcp"
+port = 0
+
+[permissions.sets.main]
+rules = [
+  { id = "no-secret", topic = "secret/#", type = "DENY" },
+  { id = "everything", topic = "#" },
+]
+
+[[permissions.assign]]
+sets = ["main"]
+"""
+
+
+def test_denied_long_topics_do_not_fill_the_decision_caches(broker_factory):
+    """Issue 16: 4,000 denied publishes to distinct 60 KB topics held +472 MB after the client
+    left (the decision cache was bounded in entries only and each Reason String repeated the
+    topic). Here with the topic limits raised to the protocol's maximum, so that only the
+    caches' byte bounds stand in the way."""
+    b = broker_factory(DENY_SECRET)
+    with RawClient(b.host, b.port) as c:
+        c.connect(unique_id("deny"))
+        c.send(Pingreq())
+        c.expect(Pingresp)
+        before = rss_kib(b.pid)
+        filler = "x" * 60_000
+        for i in range(1500):
+            c.send(Publish(f"secret/{i}/{filler}", b"p", 1, packet_id=i % 60000 + 1))
+            if i % 100 == 99:
+                for _ in range(100):
+                    ack = c.expect(Puback, timeout=30)
+                    assert ack.reason_code == 0x87
+                    assert len(ack.properties.reason_string) < 400  # not the 60 KB topic
+    time.sleep(0.5)
+    after = rss_kib(b.pid)
+    assert after - before < 40_000, (before, after)  # KiB, after the client left
+    roundtrip(b)

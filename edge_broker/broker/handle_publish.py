@@ -22,13 +22,14 @@ from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, 
 from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
 from .handle_claims import handle_claim_publish
-from .message import make_message
+from .message import Message, make_message
 from .outcomes import publish_denied
 from .persist_hooks import PersistentInflight
 from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from .connection import Connection
+    from .topic_space import TopicSpace
 
 # Success acknowledgements without reason code or properties: identical bytes in 3.1, 3.1.1
 # and 5 (MQTT 5 §3.4.2.1: the reason code may be omitted when it is 0x00 and there are no
@@ -150,10 +151,10 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     message = make_message(topic, packet.payload, packet.qos, packet.retain, props, conn.client_id)
     space = broker.topic_space(session.tenant)
     if packet.retain:
-        if packet.payload:
-            space.retained.set(message)
-        else:
+        if not packet.payload:
             space.retained.delete(topic)
+        elif not _retain(conn, packet, space, message):
+            return None
     routed = broker.delivery.route(space, message)
     qos = packet.qos
     if qos == 0:
@@ -169,6 +170,27 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
                                     broker.config.limits.receive_maximum)
     _ack(conn, pid, qos, routed)
     return None
+
+
+def _retain(conn: Connection, packet: Publish, space: TopicSpace, message: Message) -> bool:
+    """Store a retained message within the retained limits (broker/retained_budget.py).
+    False when the PUBLISH was refused with 0x97 (MQTT 5 QoS 1/2): not routed either."""
+    broker = conn.broker
+    refusal = broker.retained_refusal(space, message)
+    if refusal is None:
+        space.retained.set(message)
+        return True
+    limit, reason = refusal
+    refused = conn.v5 and packet.qos > 0
+    broker.limit_events.hit(limit, conn.client_id,
+                            f"retained PUBLISH to {shown(message.topic)} by {conn.client_id!r} "
+                            f"{'refused' if refused else 'delivered, not retained'}: {reason}")
+    if not refused:
+        return True
+    props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
+    ack = Puback if packet.qos == 1 else Pubrec
+    conn.send_packet(ack(packet.packet_id or 0, ReasonCode.QUOTA_EXCEEDED, props))
+    return False
 
 
 def _ack_stored(conn: Connection, pid: int, qos: int, routed: int,

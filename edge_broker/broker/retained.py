@@ -8,13 +8,18 @@ the topics in a level trie, so a new subscription's filter visits only the branc
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .message import Message
+
+if TYPE_CHECKING:
+    from .retained_budget import RetainedBudget
 
 
 class RetainedStore(Protocol):
     def set(self, message: Message) -> None: ...
+
+    def get(self, topic: str) -> Message | None: ...
 
     def delete(self, topic: str) -> None: ...
 
@@ -34,12 +39,15 @@ class _Level:
 class MemoryRetainedStore:
     """Retained messages in memory; expired ones are dropped when met (MQTT 5 §3.3.2.3.3)."""
 
-    __slots__ = ("_root", "_count", "_separator")
+    __slots__ = ("_root", "_count", "_separator", "budget", "budget_tenant")
 
     def __init__(self, separator: str = "/") -> None:
         self._root = _Level()
         self._count = 0
         self._separator = separator
+        # the broker's RetainedBudget (issue 16), told of every message gained and lost
+        self.budget: RetainedBudget | None = None
+        self.budget_tenant = ""
 
     def set(self, message: Message) -> None:
         node = self._root
@@ -48,9 +56,25 @@ class MemoryRetainedStore:
             if child is None:
                 child = node.children[level] = _Level()
             node = child
-        if node.message is None:
+        old = node.message
+        if old is None:
             self._count += 1
         node.message = message
+        budget = self.budget
+        if budget is not None:
+            if old is not None:
+                budget.removed(self.budget_tenant, old)
+            budget.added(self.budget_tenant, message)
+
+    def get(self, topic: str) -> Message | None:
+        """The retained message of ``topic`` (expired or not), if any."""
+        node = self._root
+        for level in topic.split(self._separator):
+            child = node.children.get(level)
+            if child is None:
+                return None
+            node = child
+        return node.message
 
     def delete(self, topic: str) -> None:
         path: list[tuple[_Level, str]] = []
@@ -61,10 +85,13 @@ class MemoryRetainedStore:
                 return
             path.append((node, level))
             node = child
-        if node.message is None:
+        old = node.message
+        if old is None:
             return
         node.message = None
         self._count -= 1
+        if self.budget is not None:
+            self.budget.removed(self.budget_tenant, old)
         while path and node.message is None and not node.children:  # prune empty branches
             parent, level = path.pop()
             del parent.children[level]

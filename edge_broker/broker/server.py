@@ -61,7 +61,9 @@ from .limit_events import LimitEvents
 from .listeners import connection_info, start_listener
 from .message import make_message
 from .policy import Policy, build_pipeline, open_audit_log
-from .retained import RetainedStore
+from .message import Message
+from .retained import MemoryRetainedStore, RetainedStore
+from .retained_budget import RetainedBudget
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
@@ -95,6 +97,7 @@ class Broker:
         self.separator = config.topics.separator
         self.stats = BrokerStats()
         self.limit_events = LimitEvents()  # [limits] refusals: counters and rate-limited log
+        self.retained_budget = RetainedBudget()  # retained messages of every topic space
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.audit: AuditLog | None = open_audit_log(config.audit)
@@ -182,6 +185,7 @@ class Broker:
         for tenant, space in self.topic_spaces.items():
             if len(space.retained) == 0:
                 space.retained = retained_store(tenant)
+                self._count_retained(space)
         persistence.recover(self)
 
     def restore_session(self, session: Session) -> None:
@@ -304,7 +308,20 @@ class Broker:
         if space is None:
             retained = self._retained_factory(tenant) if self._retained_factory else None
             space = self.topic_spaces[tenant] = TopicSpace(tenant, self.separator, retained)
+            self._count_retained(space)
         return space
+
+    def _count_retained(self, space: TopicSpace) -> None:
+        """Make the space's retained store report to :attr:`retained_budget` (issue 16)."""
+        store = space.retained
+        if isinstance(store, MemoryRetainedStore):
+            store.budget = self.retained_budget
+            store.budget_tenant = space.tenant
+
+    def retained_refusal(self, space: TopicSpace, message: Message) -> tuple[str, str] | None:
+        """Would retaining ``message`` in ``space`` pass a retained limit? (retained_budget.py)"""
+        return self.retained_budget.refusal(self.config.limits, space.tenant, message,
+                                            space.retained.get(message.topic))
 
     def schedule_flush(self, conn: Connection) -> None:
         self._dirty.append(conn)
@@ -448,7 +465,12 @@ class Broker:
                                session.client_id)
         space = self.topic_space(session.tenant)
         if will.retain:
-            if will.payload:
+            refusal = self.retained_refusal(space, message) if will.payload else None
+            if refusal is not None:
+                limit, reason = refusal
+                self.limit_events.hit(limit, session.client_id,
+                                      f"will of {session.client_id!r} not retained: {reason}")
+            elif will.payload:
                 space.retained.set(message)
             else:
                 space.retained.delete(will.topic)

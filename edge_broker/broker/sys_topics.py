@@ -45,6 +45,9 @@ def limit_values(broker: Broker) -> dict[str, str]:
     retained totals the retained limits compare against."""
     values = {f"limits/{key}/refused": str(count)
               for key, count in sorted(broker.limit_events.counts.items())}
+    budget = broker.retained_budget
+    values["limits/retained/count"] = str(budget.count)
+    values["limits/retained/bytes"] = str(budget.bytes)
     return values
 
 

@@ -78,6 +78,9 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
     w.family("edge_broker_limit_refused_total", "counter",
              "requests refused by a [limits] key, by key (issue 16)",
              [({"limit": key}, count) for key, count in sorted(broker.limit_events.counts.items())])
+    w.family("edge_broker_retained", "gauge", "retained messages outside $ topics (issue 16)",
+             [({"measure": "count"}, broker.retained_budget.count),
+              ({"measure": "bytes"}, broker.retained_budget.bytes)])
     w.one("edge_broker_policy_generation", "gauge", "policy changes applied since start", broker.generation)
     pipeline = broker.policy.pipeline
     samples: list[tuple[dict[str, str], float]] = []

@@ -204,3 +204,76 @@ def test_denied_long_topics_do_not_fill_the_decision_caches(broker_factory):
     after = rss_kib(b.pid)
     assert after - before < 40_000, (before, after)  # KiB, after the client left
     roundtrip(b)
+
+
+# -- retained limits ------------------------------------------------------------------------
+
+
+def test_retained_limits_answer_0x97_and_count(broker_factory):
+    b = broker_factory({"sys": FAST_SYS, "limits": {
+        "max_retained_messages": 5, "max_retained_per_client": 3,
+        "max_retained_payload": 1000, "max_retained_bytes": 100_000}})
+    with RawClient(b.host, b.port) as c:
+        c.connect("ret-a")
+        for i in range(3):
+            c.send(Publish(f"r/a/{i}", b"v", 1, True, packet_id=i + 1))
+            assert c.expect(Puback).reason_code == 0x10
+        c.send(Publish("r/a/3", b"v", 1, True, packet_id=9))  # a fourth topic of this client
+        ack = c.expect(Puback)
+        assert ack.reason_code == 0x97
+        assert "limits.max_retained_per_client" in ack.properties.reason_string
+        c.send(Publish("r/a/0", b"new", 1, True, packet_id=10))  # replacing is no new topic
+        assert c.expect(Puback).reason_code == 0x10
+        c.send(Publish("r/a/big", b"x" * 1001, 1, True, packet_id=11))
+        ack = c.expect(Puback)
+        assert ack.reason_code == 0x97
+        assert "limits.max_retained_payload" in ack.properties.reason_string
+        c.send(Publish("r/a/2", b"", 1, True, packet_id=12))  # deleting frees a slot
+        assert c.expect(Puback).reason_code == 0x10
+        c.send(Publish("r/a/3", b"v", 1, True, packet_id=13))
+        assert c.expect(Puback).reason_code == 0x10
+    with RawClient(b.host, b.port) as c:
+        c.connect("ret-b")
+        for i in range(2):
+            c.send(Publish(f"r/b/{i}", b"v", 1, True, packet_id=i + 1))
+            assert c.expect(Puback).reason_code == 0x10
+        c.send(Publish("r/b/2", b"v", 1, True, packet_id=3))  # the sixth in the broker
+        ack = c.expect(Puback)
+        assert ack.reason_code == 0x97
+        assert "limits.max_retained_messages" in ack.properties.reason_string
+    with RawClient(b.host, b.port, level=4) as c:  # 3.1.1: delivered, not retained
+        c.connect("ret-c")
+        c.subscribe("r/c/#", 1)
+        c.send(Publish("r/c/0", b"live", 1, True, packet_id=1))
+        got = [c.recv(5), c.recv(5)]
+        assert any(isinstance(p, Publish) and p.payload == b"live" for p in got)
+        assert any(isinstance(p, Puback) for p in got)
+    with RawClient(b.host, b.port) as c:
+        c.connect(unique_id("look"))
+        c.subscribe("r/#")
+        kept = sorted(p.topic for p in c.publishes(1.0))
+    assert kept == ["r/a/0", "r/a/1", "r/a/3", "r/b/0", "r/b/1"]
+    time.sleep(1.5)
+    assert int(sys_value(b, "limits/max_retained_messages/refused")) == 2
+    assert int(sys_value(b, "limits/retained/count")) == 5
+
+
+def test_retained_flood_is_bounded_in_memory_and_log(broker_factory):
+    """Issue 16: 200 retained messages of 1 MB held +387 MB; 20,000 retained 1 KB messages
+    +67 MB and a 21 MB log."""
+    b = broker_factory({"limits": {"max_retained_bytes": 8 * 1024 * 1024}})
+    before = rss_kib(b.pid)
+    payload = b"m" * 1_000_000
+    with RawClient(b.host, b.port) as c:
+        c.connect(unique_id("flood"))
+        for i in range(200):
+            c.send(Publish(f"big/{i}", payload, 0, True))
+        small = b"s" * 1000
+        for i in range(20_000):
+            c.send(Publish(f"small/{i}", small, 0, True))
+        c.send(Pingreq())
+        c.expect(Pingresp, timeout=60)
+    after = rss_kib(b.pid)
+    assert after - before < 40_000, (before, after)  # KiB
+    assert len(b.log()) < 20_000  # rate-limited: a few lines, not one per message
+    roundtrip(b)

@@ -123,10 +123,12 @@ class LimitsConfig:
     max_retained_bytes: int = 64 * 1024 * 1024  # topic + payload + properties, all spaces
     max_retained_per_client: int = 1000  # retained topics one client id may hold
     max_retained_payload: int = 256 * 1024  # bytes of one retained payload
-    publish_rate: float = 5000.0  # PUBLISH packets per second per client (0: no quota)
-    publish_burst: int = 10_000
-    publish_byte_rate: float = 8 * 1024 * 1024  # bytes per second per client (0: no quota)
-    publish_byte_burst: int = 16 * 1024 * 1024
+    # Per-client publish quotas, off by default: memory is bounded without them (queues,
+    # retained, caches), and the right figure depends on the devices (docs/limits-memory.md).
+    publish_rate: float = 0.0  # PUBLISH packets per second per client (0: no quota)
+    publish_burst: int = 1000
+    publish_byte_rate: float = 0.0  # topic + payload bytes per second per client (0: no quota)
+    publish_byte_burst: int = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Will
 from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
 from .message import Message
+from .publish_quota import PublishQuota
 from .session import Inflight, Outgoing, Session
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class Connection(asyncio.Protocol):
         self.closing = False
         self.disconnect_reason: str = "connection lost"
         self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
+        self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.created)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from .handle_claims import handle_claim_publish
 from .message import Message, make_message
 from .outcomes import publish_denied
 from .persist_hooks import PersistentInflight
+from .publish_quota import quota_reason
 from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
@@ -59,6 +60,12 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         limit = topic_limit(topic, limits, broker.separator)
         if limit is not None:
             _refuse_topic(conn, packet, limit)
+            return None
+    quota = conn.publish_quota
+    if quota is not None:
+        crossed = quota.take(conn.last_rx, len(topic) + len(packet.payload))
+        if crossed is not None:
+            _refuse_rate(conn, packet, crossed)
             return None
     props = packet.properties
     if conn.v5 and props is not NO_PROPERTIES:
@@ -129,6 +136,19 @@ def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
         conn.send_packet(ack(packet.packet_id or 0, ReasonCode.TOPIC_NAME_INVALID, props))
         return
     conn.close(ReasonCode.TOPIC_NAME_INVALID, reason)
+
+
+def _refuse_rate(conn: Connection, packet: Publish, limit: str) -> None:
+    """Over ``[limits] publish_rate`` / ``publish_byte_rate`` (broker/publish_quota.py)."""
+    broker = conn.broker
+    reason = quota_reason(limit, broker.config.limits)
+    broker.limit_events.hit(limit, conn.client_id, f"PUBLISH by {conn.client_id!r} refused: {reason}")
+    if conn.v5 and packet.qos:
+        props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
+        ack = Puback if packet.qos == 1 else Pubrec
+        conn.send_packet(ack(packet.packet_id or 0, ReasonCode.QUOTA_EXCEEDED, props))
+        return
+    conn.close(ReasonCode.MESSAGE_RATE_TOO_HIGH, reason)
 
 
 async def _await_decision(conn: Connection, packet: Publish, topic: str, props: Properties,

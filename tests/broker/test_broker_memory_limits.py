@@ -277,3 +277,46 @@ def test_retained_flood_is_bounded_in_memory_and_log(broker_factory):
     assert after - before < 40_000, (before, after)  # KiB
     assert len(b.log()) < 20_000  # rate-limited: a few lines, not one per message
     roundtrip(b)
+
+
+# -- per-client publish quotas --------------------------------------------------------------
+
+
+def test_publish_rate_quota(broker_factory):
+    b = broker_factory({"sys": FAST_SYS, "limits": {"publish_rate": 2, "publish_burst": 5}})
+    with RawClient(b.host, b.port) as c:
+        c.connect(unique_id("rate"))
+        codes = []
+        for i in range(8):
+            c.send(Publish("rate/t", b"v", 1, packet_id=i + 1))
+            codes.append(c.expect(Puback))
+        assert [a.reason_code for a in codes] == [0x10] * 5 + [0x97] * 3
+        assert "limits.publish_rate" in codes[-1].properties.reason_string
+        time.sleep(1.1)  # two tokens back
+        c.send(Publish("rate/t", b"v", 1, packet_id=20))
+        assert c.expect(Puback).reason_code == 0x10
+        for _ in range(5):
+            c.send(Publish("rate/t", b"v", 0))
+        (disconnect,) = [p for p in c.closed() if isinstance(p, Disconnect)]
+        assert disconnect.reason_code == 0x96
+    with RawClient(b.host, b.port, level=4) as c:
+        c.connect(unique_id("rate3"))
+        for _ in range(6):
+            c.send(Publish("rate/t", b"v", 0))
+        c.closed()
+    time.sleep(1.5)
+    assert int(sys_value(b, "limits/publish_rate/refused")) == 5
+    roundtrip(b)
+
+
+def test_publish_byte_rate_quota(broker_factory):
+    b = broker_factory({"limits": {"max_packet_size": 1024, "publish_byte_rate": 100,
+                                   "publish_byte_burst": 2000}})
+    with RawClient(b.host, b.port) as c:
+        c.connect(unique_id("bytes"))
+        codes = []
+        for i in range(3):
+            c.send(Publish("b/t", b"x" * 900, 1, packet_id=i + 1))
+            codes.append(c.expect(Puback))
+        assert [a.reason_code for a in codes] == [0x10, 0x10, 0x97]
+        assert "limits.publish_byte_rate" in codes[-1].properties.reason_string

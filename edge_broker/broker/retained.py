@@ -25,6 +25,8 @@ class RetainedStore(Protocol):
 
     def matching(self, topic_filter: str, now: float) -> Iterator[Message]: ...
 
+    def only_dollar_topics(self) -> bool: ...
+
     def __len__(self) -> int: ...
 
 
@@ -65,6 +67,10 @@ class MemoryRetainedStore:
             if old is not None:
                 budget.removed(self.budget_tenant, old)
             budget.added(self.budget_tenant, message)
+
+    def only_dollar_topics(self) -> bool:
+        """No retained message outside ``$`` topics (``$SYS``): the space may be freed."""
+        return all(name[:1] == "$" for name in self._root.children)
 
     def get(self, topic: str) -> Message | None:
         """The retained message of ``topic`` (expired or not), if any."""

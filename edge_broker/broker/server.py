@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("edge_broker.broker")
 
 TICK = 0.5  # seconds between keep-alive / will / expiry / $SYS checks
+SPACE_SWEEP_INTERVAL = 5.0  # seconds between two looks for empty tenant topic spaces
 CLIENT_PACKETS = (Connect, Publish, Puback, Pubrec, Pubrel, Pubcomp, Subscribe, Unsubscribe,
                   Pingreq, Disconnect, Auth)
 
@@ -120,6 +121,7 @@ class Broker:
         self._stop = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
         self._next_sys = 0.0
+        self._next_space_sweep = 0.0
         self.handlers_before_connect: dict[type, Handler] = {
             t: handle_before_connect for t in CLIENT_PACKETS}
         self.handlers_before_connect[Connect] = handle_connect
@@ -311,6 +313,19 @@ class Broker:
             self._count_retained(space)
         return space
 
+    def free_empty_topic_spaces(self) -> int:
+        """Drop the topic spaces of tenants without a session, subscription or retained
+        message (issue 16: 3,000 clients each naming a new tenant kept 36 MB, and ``$SYS`` was
+        written into every space). The default tenant stays; a space is made again on use."""
+        if len(self.topic_spaces) <= 1:
+            return 0
+        in_use = {session.tenant for session in self.sessions}
+        empty = [tenant for tenant, space in self.topic_spaces.items()
+                 if tenant != "~" and tenant not in in_use and space.is_empty()]
+        for tenant in empty:
+            del self.topic_spaces[tenant]
+        return len(empty)
+
     def _count_retained(self, space: TopicSpace) -> None:
         """Make the space's retained store report to :attr:`retained_budget` (issue 16)."""
         store = space.retained
@@ -446,9 +461,10 @@ class Broker:
             self.publish_will(session, will)
         self._wills.discard(session)
         self._expiring.discard(session)
-        space = self.topic_space(session.tenant)
-        for entry in list(session.subscriptions.values()):
-            space.unsubscribe(entry, entry.routed_filter(self.separator))
+        if session.subscriptions:  # a session without any must not make its space again
+            space = self.topic_space(session.tenant)
+            for entry in list(session.subscriptions.values()):
+                space.unsubscribe(entry, entry.routed_filter(self.separator))
         session.subscriptions.clear()
         session.queue.clear()
         session.inflight.clear()
@@ -514,6 +530,9 @@ class Broker:
                 self.audit.flush()
             except OSError as exc:
                 log.error("cannot write the audit log: %s", exc, extra={"event": "audit_error"})
+        if now >= self._next_space_sweep:
+            self._next_space_sweep = now + SPACE_SWEEP_INTERVAL
+            self.free_empty_topic_spaces()
         interval = self.config.sys.interval
         if interval and now >= self._next_sys:
             self._next_sys = now + interval

@@ -48,6 +48,7 @@ def limit_values(broker: Broker) -> dict[str, str]:
     budget = broker.retained_budget
     values["limits/retained/count"] = str(budget.count)
     values["limits/retained/bytes"] = str(budget.bytes)
+    values["limits/topic_spaces"] = str(len(broker.topic_spaces))
     return values
 
 

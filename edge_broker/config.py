@@ -129,6 +129,11 @@ class LimitsConfig:
     publish_burst: int = 1000
     publish_byte_rate: float = 0.0  # topic + payload bytes per second per client (0: no quota)
     publish_byte_burst: int = 4 * 1024 * 1024
+    # An online subscriber's full QoS 1/2 queue (broker/delivery.py): "drop" the new message
+    # (as Mosquitto does: counted and logged), or "backpressure": keep it and stop reading from
+    # its publisher until the queue has drained to half, for at most backpressure_timeout s.
+    queue_overflow: str = "drop"  # drop | backpressure
+    backpressure_timeout: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,6 +476,8 @@ def parse_limits(s: Section) -> LimitsConfig:
         publish_burst=s.integer("publish_burst", d.publish_burst, 1, 1_000_000_000),
         publish_byte_rate=s.number("publish_byte_rate", d.publish_byte_rate, 0, 1e12),
         publish_byte_burst=s.integer("publish_byte_burst", d.publish_byte_burst, 1, 1 << 40),
+        queue_overflow=s.choice("queue_overflow", d.queue_overflow, ("drop", "backpressure")),
+        backpressure_timeout=s.number("backpressure_timeout", d.backpressure_timeout, 0.01, 3600),
     )
     if limits.write_buffer_low > limits.write_buffer_high:
         s.problem("write_buffer_low", "must not exceed write_buffer_high: lower it")

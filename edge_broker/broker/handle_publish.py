@@ -175,10 +175,14 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
             space.retained.delete(topic)
         elif not _retain(conn, packet, space, message):
             return None
-    routed = broker.delivery.route(space, message)
+    delivery = broker.delivery
+    routed = delivery.route(space, message)
+    # [limits] queue_overflow = "backpressure": a subscriber's queue went beyond its limit;
+    # this publisher's next packets wait (broker/delivery.py)
+    held = delivery.congestion() if delivery.congested else None
     qos = packet.qos
     if qos == 0:
-        return None
+        return held
     pid = packet.packet_id
     assert pid is not None
     if qos == 2:
@@ -186,10 +190,18 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     persistence = broker.persistence
     if persistence is not None:
         stored = persistence.commit()  # retained, queued for persistent sessions (issue 8)
-        return persistence.in_order(conn, stored, partial(_ack_stored, conn, pid, qos, routed),
-                                    broker.config.limits.receive_maximum)
+        acked = persistence.in_order(conn, stored, partial(_ack_stored, conn, pid, qos, routed),
+                                     broker.config.limits.receive_maximum)
+        if held is not None and acked is not None:
+            return _both(acked, held)
+        return acked if acked is not None else held
     _ack(conn, pid, qos, routed)
-    return None
+    return held
+
+
+async def _both(first: Awaitable[None], second: Awaitable[None]) -> None:
+    await first
+    await second
 
 
 def _retain(conn: Connection, packet: Publish, space: TopicSpace, message: Message) -> bool:

@@ -350,3 +350,66 @@ def test_empty_tenant_spaces_are_freed(broker_factory):
         again.connect("keeper2", properties=Properties(user_properties=(("tenant", "kept"),)))
         again.subscribe("k/#")
         assert again.expect(Publish).payload == b"v"
+
+
+# -- overload of an online QoS 1 subscriber -------------------------------------------------
+
+OVERLOAD = {"max_inflight": 5, "max_queued_messages": 10}
+
+
+def _acks(c: RawClient, window: float) -> int:
+    n = 0
+    deadline = time.monotonic() + window
+    while time.monotonic() < deadline:
+        try:
+            if isinstance(c.recv(0.1), Puback):
+                n += 1
+        except TimeoutError:
+            pass
+    return n
+
+
+def _burst(b, sub_id: str, n: int = 30) -> tuple[RawClient, RawClient]:
+    sub = RawClient(b.host, b.port)
+    sub.connect(sub_id)
+    sub.subscribe("burst/t", 1)
+    pub = RawClient(b.host, b.port)
+    pub.connect(unique_id("pub"))
+    pub.send_raw(b"".join(
+        raw_publish("burst/t", b"", i.to_bytes(2, "big"), 1, i + 1) for i in range(n)))
+    return sub, pub
+
+
+def test_overflow_drop_is_counted_and_logged_with_the_client_id(broker_factory):
+    b = broker_factory({"limits": OVERLOAD})
+    sub, pub = _burst(b, "slow-sub-drop")
+    assert _acks(pub, 1.5) == 30  # every PUBLISH acknowledged at once
+    got = sub.publishes(2.0)  # now the subscriber reads and acknowledges
+    assert len(got) == 15  # 5 in flight + 10 queued: 15 dropped
+    log = b.log()
+    assert "limits.max_queued_messages" in log and "slow-sub-drop" in log
+    sub.close()
+    pub.close()
+
+
+def test_overflow_backpressure_loses_nothing(broker_factory):
+    b = broker_factory({"limits": {**OVERLOAD, "queue_overflow": "backpressure",
+                                   "backpressure_timeout": 30}})
+    sub, pub = _burst(b, "slow-sub-bp")
+    assert _acks(pub, 1.0) == 16  # 5 in flight, 10 queued, 1 beyond: then the publisher waits
+    got = sub.publishes(3.0)
+    assert sorted(int.from_bytes(p.payload, "big") for p in got) == list(range(30))
+    assert _acks(pub, 0.5) == 14
+    sub.close()
+    pub.close()
+
+
+def test_overflow_backpressure_is_bounded_in_time(broker_factory):
+    b = broker_factory({"limits": {**OVERLOAD, "queue_overflow": "backpressure",
+                                   "backpressure_timeout": 0.5}})
+    sub, pub = _burst(b, "stuck-sub")  # never acknowledges
+    assert _acks(pub, 3.0) == 30  # held for 0.5 s, then the stuck subscriber's queue drops
+    assert "limits.backpressure_timeout" in b.log()
+    roundtrip(b)
+    sub.close()
+    pub.close()

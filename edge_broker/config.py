@@ -119,8 +119,8 @@ class LimitsConfig:
     # Issue 16 (docs/limits-memory.md): what one client can make the broker hold once connected.
     max_topic_levels: int = 32  # levels of a topic name or filter (seed 000 rules: 32 segments)
     max_topic_length: int = 1024  # UTF-8 bytes of a topic name or filter
-    max_retained_messages: int = 50_000  # all topic spaces together ($SYS included)
-    max_retained_bytes: int = 64 * 1024 * 1024  # topic + payload + properties, all spaces
+    max_retained_messages: int = 20_000  # all topic spaces together ($ topics not counted)
+    max_retained_bytes: int = 32 * 1024 * 1024  # topic + payload + properties, all spaces
     max_retained_per_client: int = 1000  # retained topics one client id may hold
     max_retained_payload: int = 256 * 1024  # bytes of one retained payload
     # Per-client publish quotas, off by default: memory is bounded without them (queues,

@@ -111,7 +111,9 @@ class LimitsConfig:
     max_inflight: int = 32  # our outgoing inflight QoS 1/2 per client (capped by its Receive Max)
     max_queued_messages: int = 1000  # per offline / slow session
     max_queued_bytes: int = 4 * 1024 * 1024  # per session
+    max_queued_bytes_total: int = 32 * 1024 * 1024  # all sessions together (issue 16)
     max_subscriptions_per_client: int = 1000
+    max_subscriptions_total: int = 20_000  # all clients and topic spaces together (issue 16)
     connect_rate: float = 200.0  # new connections per second, token bucket
     connect_burst: int = 400
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
@@ -120,7 +122,7 @@ class LimitsConfig:
     max_topic_levels: int = 32  # levels of a topic name or filter (seed 000 rules: 32 segments)
     max_topic_length: int = 1024  # UTF-8 bytes of a topic name or filter
     max_retained_messages: int = 20_000  # all topic spaces together ($ topics not counted)
-    max_retained_bytes: int = 32 * 1024 * 1024  # topic + payload + properties, all spaces
+    max_retained_bytes: int = 16 * 1024 * 1024  # topic + payload + properties, all spaces
     max_retained_per_client: int = 1000  # retained topics one client id may hold
     max_retained_payload: int = 256 * 1024  # bytes of one retained payload
     # Per-client publish quotas, off by default: memory is bounded without them (queues,
@@ -456,9 +458,13 @@ def parse_limits(s: Section) -> LimitsConfig:
         max_inflight=s.integer("max_inflight", d.max_inflight, 1, 65535),
         max_queued_messages=s.integer("max_queued_messages", d.max_queued_messages, 0, 10_000_000),
         max_queued_bytes=s.integer("max_queued_bytes", d.max_queued_bytes, 0, 1 << 40),
+        max_queued_bytes_total=s.integer(
+            "max_queued_bytes_total", d.max_queued_bytes_total, 0, 1 << 40),
         max_subscriptions_per_client=s.integer(
             "max_subscriptions_per_client", d.max_subscriptions_per_client, 1, 1_000_000
         ),
+        max_subscriptions_total=s.integer(
+            "max_subscriptions_total", d.max_subscriptions_total, 1, 100_000_000),
         connect_rate=s.number("connect_rate", d.connect_rate, 0.001, 1_000_000),
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),

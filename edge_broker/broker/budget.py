@@ -38,6 +38,7 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
                 lim.max_queued_messages * (QUEUED_OVERHEAD + lim.max_packet_size))
     if lim.queue_overflow == "backpressure":
         queue *= 2  # an online session's queue may hold twice its limits while publishers wait
+    queues = min(conns * queue, lim.max_queued_bytes_total)
     retained = min(lim.max_retained_bytes + lim.max_retained_messages * RETAINED_OVERHEAD,
                    lim.max_retained_messages * (RETAINED_OVERHEAD + lim.max_retained_payload
                                                 + lim.max_topic_length))
@@ -48,19 +49,21 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
                    "max_connections × max_packet_size"),
         BudgetTerm("write buffers", conns * lim.write_buffer_high,
                    "max_connections × write_buffer_high"),
-        BudgetTerm("subscriptions", conns * lim.max_subscriptions_per_client * filter_bytes,
-                   "max_connections × max_subscriptions_per_client × (700 B + max_topic_length)"),
-        BudgetTerm("session queues", conns * queue,
-                   "max_connections × (max_queued_bytes + max_queued_messages × 200 B)"
-                   + (" × 2 (backpressure)" if lim.queue_overflow == "backpressure" else "")),
+        BudgetTerm("subscriptions", min(conns * lim.max_subscriptions_per_client,
+                                         lim.max_subscriptions_total) * filter_bytes,
+                   "max_subscriptions_total (or max_connections × max_subscriptions_per_client "
+                   "if smaller) × (700 B + max_topic_length)"),
+        BudgetTerm("session queues", queues,
+                   "max_queued_bytes_total (or max_connections × (max_queued_bytes + "
+                   "max_queued_messages × 200 B)" + (" × 2" if lim.queue_overflow ==
+                                                     "backpressure" else "") + " if smaller)"),
         BudgetTerm("retained messages", retained,
                    "max_retained_bytes + max_retained_messages × 700 B"),
         BudgetTerm("caches", CACHE_BYTES, "decision 8 MiB + ACL 4 MiB + routing 2 MiB (fixed)"),
     ]
 
 
-PER_CONNECTION = frozenset({"connections", "packets being read", "write buffers",
-                            "subscriptions", "session queues"})
+PER_CONNECTION = frozenset({"connections", "packets being read", "write buffers"})
 
 UNIT_FILES = (Path("/etc/systemd/system/edge-broker.service"),
               Path(__file__).resolve().parents[2] / "systemd" / "edge-broker.service")
@@ -105,8 +108,8 @@ def budget_report(config: Config, unit: Path | None = None) -> tuple[list[str], 
         1, config.limits.max_connections)
     shared = total - per_client * config.limits.max_connections
     room = max(0, memory_max - shared) // max(1, per_client)
-    lines.append(f"  one client at its worst case: {mib(per_client)}; shared (start, retained, "
-                 f"caches): {mib(shared)}; MemoryMax={mib(memory_max)} holds {room:,} such "
+    lines.append(f"  one client at its worst case: {mib(per_client)}; shared (start, "
+                 f"subscriptions, queues, retained, caches): {mib(shared)}; MemoryMax={mib(memory_max)} holds {room:,} such "
                  f"clients of max_connections={config.limits.max_connections:,}")
     if total <= memory_max:
         lines.append(f"  fits MemoryMax={mib(memory_max)} ({source})")

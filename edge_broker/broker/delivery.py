@@ -14,12 +14,18 @@ PUBLISH handler waits (:meth:`Delivery.congestion`: its connection stops reading
 queue has drained to half, for at most ``backpressure_timeout`` seconds; a session still full
 then drops until it has drained (so one stuck subscriber cannot stop its publishers for long).
 Offline sessions always drop: nobody is reading their queue.
+
+``[limits] max_queued_bytes_total`` bounds every session's queue together (what Message.size
+counts plus :data:`QUEUE_ENTRY_BYTES` an entry): 2,000 sessions of 4 MiB each are 8 GB, more
+than a Pi has. The running total is kept here and recounted from the sessions every few
+seconds (:meth:`Delivery.recount`), so queues filled or emptied elsewhere (a session restored
+from the log, one that ends) cannot make it drift for long.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING
 
 from .message import Message
@@ -30,9 +36,13 @@ if TYPE_CHECKING:
     from .server import Broker
 
 
+QUEUE_ENTRY_BYTES = 120  # an Outgoing and its deque slot, besides the message's own size
+
+
 class Delivery:
     __slots__ = ("broker", "stats", "max_queued", "max_queued_bytes", "backpressure",
-                 "backpressure_timeout", "congested", "_waiting", "_overflowing")
+                 "backpressure_timeout", "congested", "_waiting", "_overflowing",
+                 "max_queued_total", "queued_total")
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -40,6 +50,8 @@ class Delivery:
         limits = broker.config.limits
         self.max_queued = limits.max_queued_messages
         self.max_queued_bytes = limits.max_queued_bytes
+        self.max_queued_total = limits.max_queued_bytes_total
+        self.queued_total = 0  # every session's queue, as max_queued_bytes_total counts it
         self.backpressure = limits.queue_overflow == "backpressure"
         self.backpressure_timeout = limits.backpressure_timeout
         # sessions whose queue went beyond the limit during the current route() (backpressure)
@@ -162,6 +174,9 @@ class Delivery:
 
     def enqueue(self, session: Session, outgoing: Outgoing) -> bool:
         size = outgoing.message.size
+        if self.queued_total + size + QUEUE_ENTRY_BYTES > self.max_queued_total:
+            self._drop_overflow(session, size, "max_queued_bytes_total")
+            return False
         if (
             len(session.queue) >= self.max_queued
             or session.queued_bytes + size > self.max_queued_bytes
@@ -172,13 +187,25 @@ class Delivery:
             return False
         session.queue.append(outgoing)
         session.queued_bytes += size
+        self.queued_total += size + QUEUE_ENTRY_BYTES
         return True
 
-    def _drop_overflow(self, session: Session, size: int) -> None:
+    def recount(self, sessions: Iterable[Session]) -> None:
+        """The total of every queue, counted afresh (every few seconds, from the broker's tick)."""
+        self.queued_total = sum(s.queued_bytes + len(s.queue) * QUEUE_ENTRY_BYTES
+                                for s in sessions if s.queue)
+
+    def forget_queue(self, session: Session) -> None:
+        """A session's queue is about to be emptied (the session ends)."""
+        self.queued_total = max(
+            0, self.queued_total - session.queued_bytes - len(session.queue) * QUEUE_ENTRY_BYTES)
+
+    def _drop_overflow(self, session: Session, size: int, limit: str = "") -> None:
         """A full queue drops the message: counted, and logged with the client id."""
         self.stats.dropped += 1
-        limit = ("max_queued_messages" if len(session.queue) >= self.max_queued
-                 else "max_queued_bytes")
+        if not limit:
+            limit = ("max_queued_messages" if len(session.queue) >= self.max_queued
+                     else "max_queued_bytes")
         state = "online" if session.connection is not None else "offline"
         self.broker.limit_events.hit(
             limit, session.client_id,
@@ -195,6 +222,7 @@ class Delivery:
             return False
         session.queue.append(outgoing)
         session.queued_bytes += size
+        self.queued_total += size + QUEUE_ENTRY_BYTES
         self.congested.append(session)
         return True
 
@@ -247,7 +275,9 @@ class Delivery:
             if len(session.inflight) >= conn.send_quota:
                 return
             outgoing = queue.popleft()
-            session.queued_bytes -= outgoing.message.size
+            size = outgoing.message.size
+            session.queued_bytes -= size
+            self.queued_total -= size + QUEUE_ENTRY_BYTES
             if check and not policy.check_deliver(session, outgoing.message).allowed:
                 continue  # denied since it was queued (a claim update: decided at delivery time)
             if outgoing.qos == 0:

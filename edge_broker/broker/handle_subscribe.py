@@ -98,7 +98,7 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
     assert session is not None
     space = broker.topic_space(session.tenant)
     max_qos = broker.config.broker.maximum_qos
-    limit = broker.config.limits.max_subscriptions_per_client
+    total: int | None = None  # subscriptions in the broker (max_subscriptions_total)
     codes: list[int] = []
     reasons: list[str] = []  # the Reason String names each denied filter's gate and rule
     retained_for: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]] = []
@@ -132,9 +132,15 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
                 reasons.append(f"{_named(sub.topic_filter)}: {why}")
             continue
         existing = session.subscriptions.get(sub.topic_filter)
-        if existing is None and len(session.subscriptions) >= limit:
-            codes.append(int(ReasonCode.QUOTA_EXCEEDED) if conn.v5 else 0x80)
-            continue
+        if existing is None:
+            if total is None:  # once per SUBSCRIBE: it walks the topic spaces
+                total = sum(s.subscription_count() for s in broker.topic_spaces.values())
+            crossed = _subscription_quota(conn, len(session.subscriptions), total)
+            if crossed is not None:
+                codes.append(int(ReasonCode.QUOTA_EXCEEDED) if conn.v5 else 0x80)
+                reasons.append(f"{_named(sub.topic_filter)}: {crossed}")
+                continue
+            total += 1
         shared, inner, pattern = subscription_pattern(sub.topic_filter, broker.separator, patterns)
         qos = min(sub.qos, max_qos)
         entry = SubscriptionEntry(
@@ -153,6 +159,23 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
     conn.send_packet(Suback(packet.packet_id, tuple(codes), props))
     if retained_for:
         _send_retained(conn, retained_for)
+
+
+def _subscription_quota(conn: Connection, held: int, total: int) -> str | None:
+    """The Reason String when a new subscription would pass ``max_subscriptions_per_client``
+    (``held`` by this session) or ``max_subscriptions_total`` (``total`` in the broker)."""
+    limits = conn.broker.config.limits
+    if held >= limits.max_subscriptions_per_client:
+        limit, reason = "max_subscriptions_per_client", (
+            f"this client has {held} subscriptions (limits.max_subscriptions_per_client)")
+    elif total >= limits.max_subscriptions_total:
+        limit, reason = "max_subscriptions_total", (
+            f"the broker has {total} subscriptions (limits.max_subscriptions_total)")
+    else:
+        return None
+    conn.broker.limit_events.hit(limit, conn.client_id,
+                                 f"SUBSCRIBE by {conn.client_id!r} refused: {reason}")
+    return reason
 
 
 def _named(topic_filter: str) -> str:

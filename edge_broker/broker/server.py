@@ -466,6 +466,7 @@ class Broker:
             for entry in list(session.subscriptions.values()):
                 space.unsubscribe(entry, entry.routed_filter(self.separator))
         session.subscriptions.clear()
+        self.delivery.forget_queue(session)
         session.queue.clear()
         session.inflight.clear()
         if self.sessions.get(session.key) is session:
@@ -533,6 +534,7 @@ class Broker:
         if now >= self._next_space_sweep:
             self._next_space_sweep = now + SPACE_SWEEP_INTERVAL
             self.free_empty_topic_spaces()
+            self.delivery.recount(self.sessions)
         interval = self.config.sys.interval
         if interval and now >= self._next_sys:
             self._next_sys = now + interval

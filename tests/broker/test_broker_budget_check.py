@@ -24,7 +24,7 @@ def test_default_limits_exceed_memory_max_and_say_which_term(tmp_path):
     assert r.returncode == 0, r.stderr  # a warning, not an error
     assert "memory budget" in r.stdout and "session queues" in r.stdout
     assert "WARNING: the budget" in r.stdout and "MemoryMax=200.0 MiB" in r.stdout
-    assert "largest term is session queues" in r.stdout
+    assert "largest term is packets being read" in r.stdout
 
 
 def test_small_limits_fit(tmp_path):

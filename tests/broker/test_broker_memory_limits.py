@@ -413,3 +413,42 @@ def test_overflow_backpressure_is_bounded_in_time(broker_factory):
     roundtrip(b)
     sub.close()
     pub.close()
+
+
+# -- broker-wide totals ---------------------------------------------------------------------
+
+
+def test_subscriptions_total(broker_factory):
+    b = broker_factory({"limits": {"max_subscriptions_total": 5}, "sys": {"interval": 0}})
+    with RawClient(b.host, b.port) as a, RawClient(b.host, b.port) as c:
+        a.connect(unique_id("sa"))
+        a.send(Subscribe(1, tuple(Subscription(f"a/{i}", 0) for i in range(3))))
+        assert a.expect(Suback).reason_codes == (0, 0, 0)
+        c.connect(unique_id("sc"))
+        c.send(Subscribe(1, tuple(Subscription(f"c/{i}", 0) for i in range(3))))
+        suback = c.expect(Suback)
+        assert suback.reason_codes == (0, 0, 0x97)
+        assert "limits.max_subscriptions_total" in suback.properties.reason_string
+        c.send(Subscribe(2, (Subscription("c/0", 1),)))  # replacing one is no new one
+        assert c.expect(Suback).reason_codes == (1,)
+
+
+def test_queued_bytes_total_bounds_every_queue_together(broker_factory):
+    b = broker_factory({"limits": {"max_inflight": 1, "max_queued_bytes_total": 12_000}})
+    subs = []
+    for i in range(2):
+        s = RawClient(b.host, b.port)
+        s.connect(unique_id(f"q{i}"))
+        s.subscribe("total/t", 1)
+        subs.append(s)
+    with RawClient(b.host, b.port) as pub:
+        pub.connect(unique_id("qp"))
+        for i in range(20):
+            pub.send(Publish("total/t", b"z" * 1000, 1, packet_id=i + 1))
+        assert _acks(pub, 1.0) == 20
+    got = sum(len(s.publishes(1.5)) for s in subs)
+    # 2 in flight + what 12,000 bytes hold (about 1,150 bytes an entry): 10, not 40
+    assert 8 <= got <= 14, got
+    assert "limits.max_queued_bytes_total" in b.log()
+    for s in subs:
+        s.close()

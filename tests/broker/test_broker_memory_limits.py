@@ -12,6 +12,8 @@ import time
 from broker_raw import RawClient, rss_kib, unique_id
 
 from edge_broker.mqtt.packets import (
+    Connack,
+    Connect,
     Disconnect,
     Pingreq,
     Pingresp,
@@ -21,6 +23,7 @@ from edge_broker.mqtt.packets import (
     Suback,
     Subscribe,
     Subscription,
+    Will,
 )
 
 FAST_SYS = {"interval": 1}
@@ -77,6 +80,17 @@ def test_publish_topic_levels_and_length_are_refused_with_0x90(broker_factory):
     assert int(sys_value(b, "limits/max_topic_levels/refused")) == 3
     assert int(sys_value(b, "limits/max_topic_length/refused")) == 1
     roundtrip(b)
+
+
+def test_will_topic_beyond_the_limits_refuses_the_connect(broker_factory):
+    b = broker_factory()
+    with RawClient(b.host, b.port) as c:
+        c.send(Connect(5, unique_id("w"), True, 60, will=Will("/" * 40, b"bye")))
+        connack = c.expect(Connack)
+        assert connack.reason_code == 0x90
+        assert "limits.max_topic_levels" in connack.properties.reason_string
+    with RawClient(b.host, b.port) as c:
+        assert c.connect(unique_id("w"), will=Will("w/" + "x" * 2000, b"bye")).reason_code == 0x90
 
 
 def test_subscribe_filter_limits_get_suback_0x8f(broker_factory):

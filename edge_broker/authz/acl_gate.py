@@ -27,8 +27,8 @@ from typing import Any
 from ..auth.identity import Identity
 from ..matching.decision_cache import entry_bytes
 from ..matching.errors import RuleError
-from ..matching.names import shown
 from ..matching.keyexpr import KeyExpr
+from ..matching.names import shown
 from ..matching.pattern_tokens import TokenKind
 from ..matching.subscription_patterns import parse_pattern
 from ..mqtt.packets import Properties, Publish, Subscription, Will

@@ -22,12 +22,12 @@ from .connection import AUTHENTICATING, CONNECTED, CONNECTING, Connection
 from .outcomes import will_denied
 from .pattern_subscriptions import listener_identity
 from .session import NEVER_EXPIRES
-from .topic_limits import topic_limit, topic_limit_reason
 from .token_expiry import (
     after_reauthentication,
     drop_ungranted_subscriptions,
     schedule_token_expiry,
 )
+from .topic_limits import topic_limit, topic_limit_reason
 
 log = logging.getLogger("edge_broker.broker")
 

@@ -59,9 +59,8 @@ from .handle_subscribe import handle_subscribe, handle_unsubscribe
 from .interfaces import InterfaceMap
 from .limit_events import LimitEvents
 from .listeners import connection_info, start_listener
-from .message import make_message
+from .message import Message, make_message
 from .policy import Policy, build_pipeline, open_audit_log
-from .message import Message
 from .retained import MemoryRetainedStore, RetainedStore
 from .retained_budget import RetainedBudget
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key

@@ -36,11 +36,10 @@ def entry_bytes(key: object, value: object) -> int:
 
 
 def _size(obj: object) -> int:
-    kind = type(obj)
-    if kind is str or kind is bytes:
-        return 49 + len(obj)  # type: ignore[arg-type]
-    if kind is tuple:
-        return 40 + sum(_size(part) for part in obj)  # type: ignore[attr-defined]
+    if isinstance(obj, (str, bytes)):
+        return 49 + len(obj)
+    if isinstance(obj, tuple):
+        return 40 + sum(_size(part) for part in obj)
     return 16
 
 

@@ -466,3 +466,28 @@ def test_queued_bytes_total_bounds_every_queue_together(broker_factory):
     assert "limits.max_queued_bytes_total" in b.log()
     for s in subs:
         s.close()
+
+
+def test_encoded_variants_of_large_retained_messages_are_not_kept(broker_factory):
+    """Each retained message kept up to 17 encoded copies (one per subscription identifier,
+    expiry, alias ... variant): 17 SUBSCRIBEs of one client with distinct subscription
+    identifiers made 15 MB of retained payload hold 17 × 15 MB."""
+    b = broker_factory()
+    with RawClient(b.host, b.port) as c:
+        c.connect(unique_id("rp"))
+        for i in range(60):
+            c.send(Publish(f"rv/{i}", bytes([i]) * 250_000, 0, True))
+        c.send(Pingreq())
+        c.expect(Pingresp, timeout=30)
+    before = rss_kib(b.pid)
+    with RawClient(b.host, b.port) as s:
+        s.connect(unique_id("rs"))
+        for sub_id in range(1, 18):
+            s.send(Subscribe(sub_id, (Subscription("rv/#", 0),),
+                             Properties(subscription_identifiers=(sub_id,))))
+            got = 0
+            while got < 60:
+                if isinstance(s.recv(30), Publish):
+                    got += 1
+    after = rss_kib(b.pid)
+    assert after - before < 60_000, (before, after)  # KiB (before: about +250 MB)

@@ -49,6 +49,7 @@ def limit_values(broker: Broker) -> dict[str, str]:
     values["limits/retained/count"] = str(budget.count)
     values["limits/retained/bytes"] = str(budget.bytes)
     values["limits/topic_spaces"] = str(len(broker.topic_spaces))
+    values["limits/queued/bytes"] = str(broker.delivery.queued_total)
     return values
 
 

@@ -81,6 +81,10 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
     w.family("edge_broker_retained", "gauge", "retained messages outside $ topics (issue 16)",
              [({"measure": "count"}, broker.retained_budget.count),
               ({"measure": "bytes"}, broker.retained_budget.bytes)])
+    w.one("edge_broker_queued_bytes", "gauge",
+          "bytes in every session's queue, as max_queued_bytes_total counts them",
+          broker.delivery.queued_total)
+    w.one("edge_broker_topic_spaces", "gauge", "tenant topic spaces held", len(broker.topic_spaces))
     w.one("edge_broker_policy_generation", "gauge", "policy changes applied since start", broker.generation)
     pipeline = broker.policy.pipeline
     samples: list[tuple[dict[str, str], float]] = []

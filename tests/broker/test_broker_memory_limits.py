@@ -464,6 +464,8 @@ def test_queued_bytes_total_bounds_every_queue_together(broker_factory):
     # 2 in flight + what 12,000 bytes hold (about 1,150 bytes an entry): 10, not 40
     assert 8 <= got <= 14, got
     assert "limits.max_queued_bytes_total" in b.log()
+    time.sleep(2.5)  # the $SYS interval (2 s in tests): every queue has been read by now
+    assert sys_value(b, "limits/queued/bytes") == "0"
     for s in subs:
         s.close()
 

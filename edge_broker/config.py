@@ -119,7 +119,9 @@ class LimitsConfig:
     max_inflight: int = 32  # our outgoing inflight QoS 1/2 per client (capped by its Receive Max)
     max_queued_messages: int = 1000  # per offline / slow session
     max_queued_bytes: int = 4 * 1024 * 1024  # per session
+    max_queued_bytes_total: int = 32 * 1024 * 1024  # all sessions together (issue 16)
     max_subscriptions_per_client: int = 1000
+    max_subscriptions_total: int = 20_000  # all clients and topic spaces together (issue 16)
     connect_rate: float = 200.0  # new connections per second, token bucket
     connect_burst: int = 400
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
@@ -127,6 +129,24 @@ class LimitsConfig:
     # Before authentication (issue 16): what a client that has proved nothing may make us hold.
     max_connect_packet_size: int = 16_384  # bytes of CONNECT (and of anything sent before CONNACK)
     max_connect_user_properties: int = 32  # user properties in CONNECT + will (decoded ~12x bytes)
+    # Issue 16 (docs/limits-memory.md): what one client can make the broker hold once connected.
+    max_topic_levels: int = 32  # levels of a topic name or filter (seed 000 rules: 32 segments)
+    max_topic_length: int = 1024  # UTF-8 bytes of a topic name or filter
+    max_retained_messages: int = 20_000  # all topic spaces together ($ topics not counted)
+    max_retained_bytes: int = 16 * 1024 * 1024  # topic + payload + properties, all spaces
+    max_retained_per_client: int = 1000  # retained topics one client id may hold
+    max_retained_payload: int = 256 * 1024  # bytes of one retained payload
+    # Per-client publish quotas, off by default: memory is bounded without them (queues,
+    # retained, caches), and the right figure depends on the devices (docs/limits-memory.md).
+    publish_rate: float = 0.0  # PUBLISH packets per second per client (0: no quota)
+    publish_burst: int = 1000
+    publish_byte_rate: float = 0.0  # topic + payload bytes per second per client (0: no quota)
+    publish_byte_burst: int = 4 * 1024 * 1024
+    # An online subscriber's full QoS 1/2 queue (broker/delivery.py): "drop" the new message
+    # (as Mosquitto does: counted and logged), or "backpressure": keep it and stop reading from
+    # its publisher until the queue has drained to half, for at most backpressure_timeout s.
+    queue_overflow: str = "drop"  # drop | backpressure
+    backpressure_timeout: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,9 +501,13 @@ def parse_limits(s: Section) -> LimitsConfig:
         max_inflight=s.integer("max_inflight", d.max_inflight, 1, 65535),
         max_queued_messages=s.integer("max_queued_messages", d.max_queued_messages, 0, 10_000_000),
         max_queued_bytes=s.integer("max_queued_bytes", d.max_queued_bytes, 0, 1 << 40),
+        max_queued_bytes_total=s.integer(
+            "max_queued_bytes_total", d.max_queued_bytes_total, 0, 1 << 40),
         max_subscriptions_per_client=s.integer(
             "max_subscriptions_per_client", d.max_subscriptions_per_client, 1, 1_000_000
         ),
+        max_subscriptions_total=s.integer(
+            "max_subscriptions_total", d.max_subscriptions_total, 1, 100_000_000),
         connect_rate=s.number("connect_rate", d.connect_rate, 0.001, 1_000_000),
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
@@ -492,9 +516,27 @@ def parse_limits(s: Section) -> LimitsConfig:
             "max_connect_packet_size", d.max_connect_packet_size, 64, 268_435_455),
         max_connect_user_properties=s.integer(
             "max_connect_user_properties", d.max_connect_user_properties, 0, 1_000_000),
+        max_topic_levels=s.integer("max_topic_levels", d.max_topic_levels, 1, 65535),
+        max_topic_length=s.integer("max_topic_length", d.max_topic_length, 1, 65535),
+        max_retained_messages=s.integer(
+            "max_retained_messages", d.max_retained_messages, 0, 100_000_000),
+        max_retained_bytes=s.integer("max_retained_bytes", d.max_retained_bytes, 0, 1 << 40),
+        max_retained_per_client=s.integer(
+            "max_retained_per_client", d.max_retained_per_client, 0, 100_000_000),
+        max_retained_payload=s.integer(
+            "max_retained_payload", d.max_retained_payload, 0, 268_435_455),
+        publish_rate=s.number("publish_rate", d.publish_rate, 0, 1e9),
+        publish_burst=s.integer("publish_burst", d.publish_burst, 1, 1_000_000_000),
+        publish_byte_rate=s.number("publish_byte_rate", d.publish_byte_rate, 0, 1e12),
+        publish_byte_burst=s.integer("publish_byte_burst", d.publish_byte_burst, 1, 1 << 40),
+        queue_overflow=s.choice("queue_overflow", d.queue_overflow, ("drop", "backpressure")),
+        backpressure_timeout=s.number("backpressure_timeout", d.backpressure_timeout, 0.01, 3600),
     )
     if limits.write_buffer_low > limits.write_buffer_high:
         s.problem("write_buffer_low", "must not exceed write_buffer_high: lower it")
+    if limits.publish_byte_rate and limits.publish_byte_burst < limits.max_packet_size:
+        s.problem("publish_byte_burst", f"{limits.publish_byte_burst} is below max_packet_size "
+                  f"({limits.max_packet_size}): a largest PUBLISH could never pass; raise it")
     return limits
 
 

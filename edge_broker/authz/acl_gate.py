@@ -25,8 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..auth.identity import Identity
+from ..matching.decision_cache import entry_bytes
 from ..matching.errors import RuleError
 from ..matching.keyexpr import KeyExpr
+from ..matching.names import shown
 from ..matching.pattern_tokens import TokenKind
 from ..matching.subscription_patterns import parse_pattern
 from ..mqtt.packets import Properties, Publish, Subscription, Will
@@ -38,6 +40,7 @@ from .decision import Decision, Gate, deny
 # Cached decisions per flow and message kind, emptied when full (the hot set refills it): at
 # most ~8 x 8192 small entries, a few MB, since a gateway's hot topics are far fewer.
 _CACHE_LIMIT = 8192
+_CACHE_BYTES = 4 * 1024 * 1024  # all of one gate's decision caches together (issue 16)
 _SUBJECT_LIMIT = 4096  # distinct (interface, cert CN, username) triples kept
 
 SubjectKey = tuple[str | None, str | None, str | None]
@@ -132,7 +135,7 @@ class AclGate:
     """The site ACL as a pipeline gate (module docstring). Build one per policy."""
 
     __slots__ = ("acl", "separator", "_subjects", "_ingress", "_egress", "_cache_limit",
-                 "_allowed", "checks_every_delivery")
+                 "_cache_bytes", "_allowed", "checks_every_delivery")
 
     def __init__(self, acl: Acl, separator: str = "/", cache_limit: int = _CACHE_LIMIT) -> None:
         self.acl = acl
@@ -145,6 +148,7 @@ class AclGate:
         self._ingress: tuple[_Cache, ...] = tuple({} for _ in _KINDS)
         self._egress: tuple[_Cache, ...] = tuple({} for _ in _KINDS)
         self._cache_limit = cache_limit
+        self._cache_bytes = 0  # estimate over every cache (matching.decision_cache.entry_bytes)
         self._allowed: dict[str | None, Decision] = {}
 
     @property
@@ -200,9 +204,15 @@ class AclGate:
                 decision = self._allowed[verdict.rule_id] = acl_decision(verdict, "")
         else:
             action = "publish to" if flow is Flow.INGRESS else "deliver"
-            decision = acl_decision(verdict, f"{action} {topic!r} ({message.value})")
-        if len(cache) >= self._cache_limit:
-            cache.clear()
+            decision = acl_decision(verdict, f"{action} {shown(topic)} ({message.value})")
+        cost = entry_bytes(key, decision)
+        if self._cache_bytes + cost > _CACHE_BYTES:
+            for each in (*self._ingress, *self._egress):
+                each.clear()
+            self._cache_bytes = 0
+        elif len(cache) >= self._cache_limit:
+            cache.clear()  # its bytes stay counted: an over-estimate, reset at the next clear
+        self._cache_bytes += cost
         cache[key] = decision
         return decision
 
@@ -221,7 +231,7 @@ class AclGate:
             verdict = AclDecision(False, None, f"filter not representable as a key expression: {exc}")
         else:
             verdict = subject.decide(Flow.INGRESS, message, key)
-        return acl_decision(verdict, f"subscribe to {topic_filter!r} ({message.value})")
+        return acl_decision(verdict, f"subscribe to {shown(topic_filter)} ({message.value})")
 
     # -- PolicyGate -------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..auth.identity import Identity
 from ..matching.decision_cache import DecisionCache
+from ..matching.names import shown
 from ..mqtt.packets import Publish, Subscription, Will
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
 from .decision import ALLOW, Decision, Gate, deny
@@ -126,7 +127,7 @@ class PermissionsGate:
         key = (id(plist), topic, qos, retain)
         cached = self._publish_cache.get(key)
         if cached is None:
-            cached = self._decision(plist.check_publish(topic, qos, retain), f"publish to {topic!r}")
+            cached = self._decision(plist.check_publish(topic, qos, retain), f"publish to {shown(topic)}")
             self._publish_cache.put(key, cached)
         return cached
 
@@ -135,14 +136,14 @@ class PermissionsGate:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
             return deny(Gate.PERMISSIONS, None, str(exc))
-        return self._decision(plist.check_subscribe(topic_filter, qos, group), f"subscribe to {topic_filter!r}")
+        return self._decision(plist.check_subscribe(topic_filter, qos, group), f"subscribe to {shown(topic_filter)}")
 
     def check_delivery(self, identity: Identity, topic: str, qos: int, group: str | None) -> Decision:
         try:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
             return deny(Gate.PERMISSIONS, None, str(exc))
-        return self._decision(plist.check_delivery(topic, qos, group), f"deliver {topic!r}")
+        return self._decision(plist.check_delivery(topic, qos, group), f"deliver {shown(topic)}")
 
 
 class GatePipeline:

@@ -26,6 +26,7 @@ from typing import Any
 from ..auth.grants import CompiledTenantGrants
 from ..auth.identity import Identity
 from ..matching.errors import RuleError
+from ..matching.names import shown
 from ..mqtt.packets import Publish, Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
 from .decision import Decision, Gate, deny
@@ -80,12 +81,12 @@ class TokenGate:
         try:
             rule = grants.can_publish(topic)
         except RuleError as exc:
-            return deny(Gate.TOKEN, None, f"{topic!r} is not a valid channel name: {exc}",
+            return deny(Gate.TOKEN, None, f"{shown(topic)} is not a valid channel name: {exc}",
                         ReasonCode.TOPIC_NAME_INVALID)
         if rule is None:
             return deny(Gate.TOKEN, None,
                         f"no allow_channels_pub rule of the token for tenant "
-                        f"{identity.tenant!r} lets the client {what} {topic!r}")
+                        f"{identity.tenant!r} lets the client {what} {shown(topic)}")
         return self._allowed(rule)
 
     def check_subscribe(
@@ -99,12 +100,12 @@ class TokenGate:
             rule = grants.can_subscribe(topic_filter)
         except RuleError as exc:
             return deny(Gate.TOKEN, None,
-                        f"{topic_filter!r} is not a valid subscription pattern: {exc}",
+                        f"{shown(topic_filter)} is not a valid subscription pattern: {exc}",
                         ReasonCode.TOPIC_FILTER_INVALID)
         if rule is None:
             return deny(Gate.TOKEN, None,
                         f"no allow_channels_sub rule of the token for tenant "
-                        f"{identity.tenant!r} accepts the subscription {topic_filter!r}")
+                        f"{identity.tenant!r} accepts the subscription {shown(topic_filter)}")
         return self._allowed(rule)
 
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:

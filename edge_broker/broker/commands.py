@@ -28,6 +28,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     reload.set_defaults(func=cmd_reload)
     check = subparsers.add_parser("check", help="validate a configuration file, print every error")
     check.add_argument("--config", "-c", metavar="FILE", required=True)
+    check.add_argument("--unit", metavar="FILE",
+                       help="systemd unit whose MemoryMax the memory budget is compared with "
+                            "(default: the installed edge-broker.service)")
     check.set_defaults(func=cmd_check)
 
 
@@ -109,6 +112,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"{config.file}: OK ({len(config.listeners)} listener(s): "
           + ", ".join(f"{lc.name} {lc.transport} {lc.bind}:{lc.port}" for lc in config.listeners)
           + ")")
+    from pathlib import Path
+
+    from .budget import budget_report
+
+    lines, _over = budget_report(config, Path(args.unit) if args.unit else None)
+    print("\n".join(lines))  # a warning, not an error: the budget is a worst case
     return 0
 
 

@@ -28,6 +28,7 @@ from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Will
 from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
 from .message import Message
+from .publish_quota import PublishQuota
 from .session import Inflight, Outgoing, Session
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ class Connection(asyncio.Protocol):
         self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
         # the password entry that admitted the client: a reload compares it (broker/rejudge.py)
         self.password_entry: PasswordEntry | None = None
+        self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.created)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 

@@ -6,10 +6,26 @@ copy for one of its members (§4.8.2). QoS 1/2 messages beyond the client's Rece
 for an offline or slow client, wait in the session queue, bounded in messages and bytes; what
 does not fit is dropped and counted (``$SYS/broker/publish/messages/dropped``). A slow client's
 QoS 0 messages are dropped and counted too, never buffered without bound.
+
+``[limits] queue_overflow`` (issue 16) decides what a full queue of an ONLINE session does:
+``drop`` (the default, as Mosquitto: counted, and logged with the client id, rate-limited) or
+``backpressure``: the message is kept beyond the limit (up to twice it) and the publisher's
+PUBLISH handler waits (:meth:`Delivery.congestion`: its connection stops reading) until the
+queue has drained to half, for at most ``backpressure_timeout`` seconds; a session still full
+then drops until it has drained (so one stuck subscriber cannot stop its publishers for long).
+Offline sessions always drop: nobody is reading their queue.
+
+``[limits] max_queued_bytes_total`` bounds every session's queue together (what Message.size
+counts plus :data:`QUEUE_ENTRY_BYTES` an entry): 2,000 sessions of 4 MiB each are 8 GB, more
+than a Pi has. The running total is kept here and recounted from the sessions every few
+seconds (:meth:`Delivery.recount`), so queues filled or emptied elsewhere (a session restored
+from the log, one that ends) cannot make it drift for long.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING
 
 from .message import Message
@@ -20,14 +36,28 @@ if TYPE_CHECKING:
     from .server import Broker
 
 
+QUEUE_ENTRY_BYTES = 120  # an Outgoing and its deque slot, besides the message's own size
+
+
 class Delivery:
-    __slots__ = ("broker", "stats", "max_queued", "max_queued_bytes")
+    __slots__ = ("broker", "stats", "max_queued", "max_queued_bytes", "backpressure",
+                 "backpressure_timeout", "congested", "_waiting", "_overflowing",
+                 "max_queued_total", "queued_total")
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.stats = broker.stats
-        self.max_queued = broker.config.limits.max_queued_messages
-        self.max_queued_bytes = broker.config.limits.max_queued_bytes
+        limits = broker.config.limits
+        self.max_queued = limits.max_queued_messages
+        self.max_queued_bytes = limits.max_queued_bytes
+        self.max_queued_total = limits.max_queued_bytes_total
+        self.queued_total = 0  # every session's queue, as max_queued_bytes_total counts it
+        self.backpressure = limits.queue_overflow == "backpressure"
+        self.backpressure_timeout = limits.backpressure_timeout
+        # sessions whose queue went beyond the limit during the current route() (backpressure)
+        self.congested: list[Session] = []
+        self._waiting: dict[Session, list[asyncio.Future[None]]] = {}  # publishers held
+        self._overflowing: set[Session] = set()  # held too long: they drop until drained
 
     def route(self, space: TopicSpace, message: Message) -> int:
         """Deliver ``message`` to every matching subscription; return how many got it."""
@@ -147,15 +177,96 @@ class Delivery:
 
     def enqueue(self, session: Session, outgoing: Outgoing) -> bool:
         size = outgoing.message.size
+        if self.queued_total + size + QUEUE_ENTRY_BYTES > self.max_queued_total:
+            self._drop_overflow(session, size, "max_queued_bytes_total")
+            return False
         if (
             len(session.queue) >= self.max_queued
             or session.queued_bytes + size > self.max_queued_bytes
         ):
-            self.stats.dropped += 1
+            if self.backpressure and self._hold_beyond_limit(session, outgoing, size):
+                return True
+            self._drop_overflow(session, size)
             return False
         session.queue.append(outgoing)
         session.queued_bytes += size
+        self.queued_total += size + QUEUE_ENTRY_BYTES
         return True
+
+    def recount(self, sessions: Iterable[Session]) -> None:
+        """The total of every queue, counted afresh (every few seconds, from the broker's tick)."""
+        self.queued_total = sum(s.queued_bytes + len(s.queue) * QUEUE_ENTRY_BYTES
+                                for s in sessions if s.queue)
+
+    def forget_queue(self, session: Session) -> None:
+        """A session's queue is about to be emptied (the session ends)."""
+        self.queued_total = max(
+            0, self.queued_total - session.queued_bytes - len(session.queue) * QUEUE_ENTRY_BYTES)
+
+    def _drop_overflow(self, session: Session, size: int, limit: str = "") -> None:
+        """A full queue drops the message: counted, and logged with the client id."""
+        self.stats.dropped += 1
+        if not limit:
+            limit = ("max_queued_messages" if len(session.queue) >= self.max_queued
+                     else "max_queued_bytes")
+        state = "online" if session.connection is not None else "offline"
+        self.broker.limit_events.hit(
+            limit, session.client_id,
+            f"queue of {session.client_id!r} ({state}) full with {len(session.queue)} messages, "
+            f"{session.queued_bytes} bytes: a message of {size} bytes dropped")
+
+    def _hold_beyond_limit(self, session: Session, outgoing: Outgoing, size: int) -> bool:
+        """``backpressure``: keep the message (up to twice the limits) for an online session
+        that has not been held too long, and note the session for :meth:`congestion`."""
+        if session.connection is None or session in self._overflowing:
+            return False
+        if (len(session.queue) >= 2 * self.max_queued
+                or session.queued_bytes + size > 2 * self.max_queued_bytes):
+            return False
+        session.queue.append(outgoing)
+        session.queued_bytes += size
+        self.queued_total += size + QUEUE_ENTRY_BYTES
+        self.congested.append(session)
+        return True
+
+    def congestion(self) -> Awaitable[None] | None:
+        """After routing a PUBLISH under ``backpressure``: an awaitable the publisher's handler
+        returns (so its connection stops reading) that ends when every session it filled has
+        drained to half, or after ``backpressure_timeout``; ``None`` if nothing is full."""
+        sessions = set(self.congested)
+        self.congested.clear()
+        if not sessions:
+            return None
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for session in sessions:
+            self._waiting.setdefault(session, []).append(future)
+        return self._held(future, sessions)
+
+    async def _held(self, future: asyncio.Future[None], sessions: set[Session]) -> None:
+        try:
+            await asyncio.wait_for(future, self.backpressure_timeout)
+        except TimeoutError:
+            self._overflowing = {s for s in self._overflowing if s.connection is not None}
+            for session in sessions:
+                waiting = self._waiting.get(session)
+                if waiting is not None and future in waiting:
+                    waiting.remove(future)
+                    if not waiting:
+                        del self._waiting[session]
+                if session.connection is not None and len(session.queue) >= self.max_queued:
+                    self._overflowing.add(session)
+                    self.broker.limit_events.hit(
+                        "backpressure_timeout", session.client_id,
+                        f"{session.client_id!r} did not drain its queue in "
+                        f"{self.backpressure_timeout:g} s: its publishers go on, its full "
+                        f"queue drops until it has drained")
+
+    def _release(self, session: Session) -> None:
+        """The session's queue has drained to half: its held publishers read again."""
+        self._overflowing.discard(session)
+        for future in self._waiting.pop(session, ()):
+            if not future.done():
+                future.set_result(None)
 
     def drain(self, session: Session) -> None:
         """Move queued messages into flight while the client has quota and is not slow."""
@@ -167,10 +278,15 @@ class Delivery:
             if len(session.inflight) >= conn.send_quota:
                 return
             outgoing = queue.popleft()
-            session.queued_bytes -= outgoing.message.size
+            size = outgoing.message.size
+            session.queued_bytes -= size
+            self.queued_total -= size + QUEUE_ENTRY_BYTES
             if check and not policy.check_deliver(session, outgoing.message).allowed:
                 continue  # denied since it was queued (a claim update: decided at delivery time)
             if outgoing.qos == 0:
                 conn.send_publish(outgoing)
             else:
                 conn.register_inflight(outgoing)
+        if (self._waiting or self._overflowing) and len(queue) <= self.max_queued // 2 and (
+                session.queued_bytes <= self.max_queued_bytes // 2):
+            self._release(session)

@@ -35,6 +35,7 @@ from .rejudge import (
 )
 from .session import NEVER_EXPIRES
 from .token_expiry import schedule_token_expiry
+from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry  # argon2: imported only where passwords are used
@@ -213,6 +214,12 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
             return
         if will.retain and not cfg.retain_available:
             conn.refuse_connect(ReasonCode.RETAIN_NOT_SUPPORTED, "retained wills are not supported")
+            return
+        crossed = topic_limit(will.topic, broker.config.limits, broker.separator)  # issue 16
+        if crossed is not None:
+            reason = topic_limit_reason(will.topic, crossed, broker.config.limits, broker.separator)
+            broker.limit_events.hit(crossed, conn.client_id, f"will of {conn.client_id!r}: {reason}")
+            conn.refuse_connect(ReasonCode.TOPIC_NAME_INVALID, f"will {reason}")
             return
         verdict = broker.policy.check_will(identity, will)
         decision = verdict if isinstance(verdict, Decision) else await verdict

@@ -15,17 +15,21 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision, Gate, deny
+from ..matching.names import shown
 from ..mqtt.names import payload_is_valid_utf8
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
 from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
 from .handle_claims import handle_claim_publish
-from .message import make_message
+from .message import Message, make_message
 from .outcomes import publish_denied
 from .persist_hooks import PersistentInflight
+from .publish_quota import quota_reason
+from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from .connection import Connection
+    from .topic_space import TopicSpace
 
 # Success acknowledgements without reason code or properties: identical bytes in 3.1, 3.1.1
 # and 5 (MQTT 5 §3.4.2.1: the reason code may be omitted when it is 0x00 and there are no
@@ -49,6 +53,19 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         conn.violation(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are not supported")
         return None
     topic = packet.topic
+    limits = broker.config.limits
+    if topic and (len(topic) * 4 > limits.max_topic_length
+                  or topic.count(broker.separator) >= limits.max_topic_levels):
+        limit = topic_limit(topic, limits, broker.separator)
+        if limit is not None:
+            _refuse_topic(conn, packet, limit)
+            return None
+    quota = conn.publish_quota
+    if quota is not None:
+        crossed = quota.take(conn.last_rx, len(topic) + len(packet.payload))
+        if crossed is not None:
+            _refuse_rate(conn, packet, crossed)
+            return None
     props = packet.properties
     if conn.v5 and props is not NO_PROPERTIES:
         alias = props.topic_alias
@@ -104,6 +121,35 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
     return _await_decision(conn, packet, topic, props, verdict)
 
 
+def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
+    """A topic beyond ``[limits] max_topic_length/levels`` (broker/topic_limits.py): MQTT 5
+    QoS 1/2 get PUBACK/PUBREC 0x90 and keep the connection; QoS 0 and 3.x are disconnected
+    (nothing else tells them)."""
+    broker = conn.broker
+    reason = topic_limit_reason(packet.topic, limit, broker.config.limits, broker.separator)
+    broker.limit_events.hit(limit, conn.client_id,
+                            f"PUBLISH to {shown(packet.topic)} by {conn.client_id!r} refused: {reason}")
+    if conn.v5 and packet.qos:
+        props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
+        ack = Puback if packet.qos == 1 else Pubrec
+        conn.send_packet(ack(packet.packet_id or 0, ReasonCode.TOPIC_NAME_INVALID, props))
+        return
+    conn.close(ReasonCode.TOPIC_NAME_INVALID, reason)
+
+
+def _refuse_rate(conn: Connection, packet: Publish, limit: str) -> None:
+    """Over ``[limits] publish_rate`` / ``publish_byte_rate`` (broker/publish_quota.py)."""
+    broker = conn.broker
+    reason = quota_reason(limit, broker.config.limits)
+    broker.limit_events.hit(limit, conn.client_id, f"PUBLISH by {conn.client_id!r} refused: {reason}")
+    if conn.v5 and packet.qos:
+        props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
+        ack = Puback if packet.qos == 1 else Pubrec
+        conn.send_packet(ack(packet.packet_id or 0, ReasonCode.QUOTA_EXCEEDED, props))
+        return
+    conn.close(ReasonCode.MESSAGE_RATE_TOO_HIGH, reason)
+
+
 async def _await_decision(conn: Connection, packet: Publish, topic: str, props: Properties,
                           verdict: object) -> None:
     decision = await verdict  # type: ignore[misc]
@@ -124,14 +170,18 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     message = make_message(topic, packet.payload, packet.qos, packet.retain, props, conn.client_id)
     space = broker.topic_space(session.tenant)
     if packet.retain:
-        if packet.payload:
-            space.retained.set(message)
-        else:
+        if not packet.payload:
             space.retained.delete(topic)
-    routed = broker.delivery.route(space, message)
+        elif not _retain(conn, packet, space, message):
+            return None
+    delivery = broker.delivery
+    routed = delivery.route(space, message)
+    # [limits] queue_overflow = "backpressure": a subscriber's queue went beyond its limit;
+    # this publisher's next packets wait (broker/delivery.py)
+    held = delivery.congestion() if delivery.congested else None
     qos = packet.qos
     if qos == 0:
-        return None
+        return held
     pid = packet.packet_id
     assert pid is not None
     if qos == 2:
@@ -141,10 +191,39 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
         stored = persistence.commit()  # retained, queued for persistent sessions (issue 8)
         if broker.bridges is not None:  # issue 19: and the bridges' queue logs
             stored = broker.bridges.take_pending(stored)
-        return persistence.in_order(conn, stored, partial(_ack_stored, conn, pid, qos, routed),
-                                    broker.config.limits.receive_maximum)
+        acked = persistence.in_order(conn, stored, partial(_ack_stored, conn, pid, qos, routed),
+                                     broker.config.limits.receive_maximum)
+        if held is not None and acked is not None:
+            return _both(acked, held)
+        return acked if acked is not None else held
     _ack(conn, pid, qos, routed)
-    return None
+    return held
+
+
+async def _both(first: Awaitable[None], second: Awaitable[None]) -> None:
+    await first
+    await second
+
+
+def _retain(conn: Connection, packet: Publish, space: TopicSpace, message: Message) -> bool:
+    """Store a retained message within the retained limits (broker/retained_budget.py).
+    False when the PUBLISH was refused with 0x97 (MQTT 5 QoS 1/2): not routed either."""
+    broker = conn.broker
+    refusal = broker.retained_refusal(space, message)
+    if refusal is None:
+        space.retained.set(message)
+        return True
+    limit, reason = refusal
+    refused = conn.v5 and packet.qos > 0
+    broker.limit_events.hit(limit, conn.client_id,
+                            f"retained PUBLISH to {shown(message.topic)} by {conn.client_id!r} "
+                            f"{'refused' if refused else 'delivered, not retained'}: {reason}")
+    if not refused:
+        return True
+    props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
+    ack = Puback if packet.qos == 1 else Pubrec
+    conn.send_packet(ack(packet.packet_id or 0, ReasonCode.QUOTA_EXCEEDED, props))
+    return False
 
 
 def _ack_stored(conn: Connection, pid: int, qos: int, routed: int,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision
 from ..matching.errors import RuleError
+from ..matching.names import SHOWN_CHARS, shown
 from ..matching.subscription_patterns import SubscriptionPattern
 from ..mqtt.packets import (
     NO_PROPERTIES,
@@ -28,6 +29,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .outcomes import denial_reason, subscribe_denied
 from .pattern_subscriptions import split_shared, subscription_pattern
 from .session import Outgoing, SubscriptionEntry
+from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -69,6 +71,12 @@ def _check(conn: Connection, sub: Subscription,
     broker = conn.broker
     cfg = broker.config.broker
     topic_filter = sub.topic_filter
+    limit = topic_limit(topic_filter, broker.config.limits, broker.separator)
+    if limit is not None:
+        reason = topic_limit_reason(topic_filter, limit, broker.config.limits, broker.separator)
+        broker.limit_events.hit(limit, conn.client_id, f"SUBSCRIBE to {shown(topic_filter)} by "
+                                f"{conn.client_id!r} refused: {reason}")
+        return int(ReasonCode.TOPIC_FILTER_INVALID)
     identity = conn.identity
     assert identity is not None
     try:
@@ -90,7 +98,7 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
     assert session is not None
     space = broker.topic_space(session.tenant)
     max_qos = broker.config.broker.maximum_qos
-    limit = broker.config.limits.max_subscriptions_per_client
+    total: int | None = None  # subscriptions in the broker (max_subscriptions_total)
     codes: list[int] = []
     reasons: list[str] = []  # the Reason String names each denied filter's gate and rule
     retained_for: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]] = []
@@ -105,19 +113,34 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
                 if code is None:
                     return
                 codes.append(code)
-                reasons.append(f"{sub.topic_filter}: {denial_reason(verdict)}")
+                reasons.append(f"{_named(sub.topic_filter)}: {denial_reason(verdict)}")
                 continue
             recheck = verdict.recheck
         else:
             if not conn.v5:
+                if verdict == ReasonCode.TOPIC_FILTER_INVALID and conn.level == 3:
+                    conn.close(None, "topic filter beyond [limits]")  # 3.1 has no 0x80
+                    return
                 codes.append(0x80)
                 continue
             codes.append(verdict)
+            if verdict == ReasonCode.TOPIC_FILTER_INVALID:
+                limits = broker.config.limits
+                crossed = topic_limit(sub.topic_filter, limits, broker.separator)
+                assert crossed is not None
+                why = topic_limit_reason(sub.topic_filter, crossed, limits, broker.separator)
+                reasons.append(f"{_named(sub.topic_filter)}: {why}")
             continue
         existing = session.subscriptions.get(sub.topic_filter)
-        if existing is None and len(session.subscriptions) >= limit:
-            codes.append(int(ReasonCode.QUOTA_EXCEEDED) if conn.v5 else 0x80)
-            continue
+        if existing is None:
+            if total is None:  # once per SUBSCRIBE: it walks the topic spaces
+                total = sum(s.subscription_count() for s in broker.topic_spaces.values())
+            crossed = _subscription_quota(conn, len(session.subscriptions), total)
+            if crossed is not None:
+                codes.append(int(ReasonCode.QUOTA_EXCEEDED) if conn.v5 else 0x80)
+                reasons.append(f"{_named(sub.topic_filter)}: {crossed}")
+                continue
+            total += 1
         shared, inner, pattern = subscription_pattern(sub.topic_filter, broker.separator, patterns)
         qos = min(sub.qos, max_qos)
         entry = SubscriptionEntry(
@@ -136,6 +159,28 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
     conn.send_packet(Suback(packet.packet_id, tuple(codes), props))
     if retained_for:
         _send_retained(conn, retained_for)
+
+
+def _subscription_quota(conn: Connection, held: int, total: int) -> str | None:
+    """The Reason String when a new subscription would pass ``max_subscriptions_per_client``
+    (``held`` by this session) or ``max_subscriptions_total`` (``total`` in the broker)."""
+    limits = conn.broker.config.limits
+    if held >= limits.max_subscriptions_per_client:
+        limit, reason = "max_subscriptions_per_client", (
+            f"this client has {held} subscriptions (limits.max_subscriptions_per_client)")
+    elif total >= limits.max_subscriptions_total:
+        limit, reason = "max_subscriptions_total", (
+            f"the broker has {total} subscriptions (limits.max_subscriptions_total)")
+    else:
+        return None
+    conn.broker.limit_events.hit(limit, conn.client_id,
+                                 f"SUBSCRIBE by {conn.client_id!r} refused: {reason}")
+    return reason
+
+
+def _named(topic_filter: str) -> str:
+    """A filter as the SUBACK's Reason String names it: as written, long ones cut (issue 16)."""
+    return topic_filter if len(topic_filter) <= SHOWN_CHARS else shown(topic_filter)
 
 
 def _send_retained(conn: Connection,

@@ -33,7 +33,13 @@ class Message:
 
     @property
     def size(self) -> int:
-        return len(self.topic) + len(self.payload) + 32
+        """Bytes the message holds, as the queue and retained limits count them: topic,
+        payload and, estimated, its properties (issue 16: 1 MB of empty user properties is
+        200,000 Python tuples, so they must count)."""
+        props = self.properties
+        if props is NO_PROPERTIES:
+            return len(self.topic) + len(self.payload) + 32
+        return len(self.topic) + len(self.payload) + 32 + properties_bytes(props)
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
@@ -79,10 +85,28 @@ class Message:
                 props,
                 5 if v5 else level,
             )
-            if len(self.encoded) > 16:
-                self.encoded.clear()
-            self.encoded[key] = tpl
+            encoded = self.encoded
+            if encoded and (len(encoded) > 16 or tpl.size + sum(
+                    t.size for t in encoded.values()) > 2 * self.size + 512):
+                # Issue 16: at most about two copies of the message (a 3.x and a 5 variant);
+                # variants per subscription identifier made a retained message hold 17.
+                encoded.clear()
+            encoded[key] = tpl
         return tpl
+
+
+USER_PROPERTY_OVERHEAD = 130  # a (name, value) tuple, two str headers, the tuple slot
+
+
+def properties_bytes(props: Properties) -> int:
+    """Estimated bytes a PUBLISH's properties hold in memory (see :attr:`Message.size`)."""
+    size = 64
+    for name, value in props.user_properties:
+        size += USER_PROPERTY_OVERHEAD + len(name) + len(value)
+    for text in (props.content_type, props.response_topic, props.correlation_data):
+        if text is not None:
+            size += 40 + len(text)
+    return size
 
 
 def make_message(

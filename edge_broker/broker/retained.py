@@ -8,17 +8,24 @@ the topics in a level trie, so a new subscription's filter visits only the branc
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .message import Message
+
+if TYPE_CHECKING:
+    from .retained_budget import RetainedBudget
 
 
 class RetainedStore(Protocol):
     def set(self, message: Message) -> None: ...
 
+    def get(self, topic: str) -> Message | None: ...
+
     def delete(self, topic: str) -> None: ...
 
     def matching(self, topic_filter: str, now: float) -> Iterator[Message]: ...
+
+    def only_dollar_topics(self) -> bool: ...
 
     def __len__(self) -> int: ...
 
@@ -34,12 +41,15 @@ class _Level:
 class MemoryRetainedStore:
     """Retained messages in memory; expired ones are dropped when met (MQTT 5 §3.3.2.3.3)."""
 
-    __slots__ = ("_root", "_count", "_separator", "payload_bytes")
+    __slots__ = ("_root", "_count", "_separator", "budget", "budget_tenant", "payload_bytes")
 
     def __init__(self, separator: str = "/") -> None:
         self._root = _Level()
         self._count = 0
         self._separator = separator
+        # the broker's RetainedBudget (issue 16), told of every message gained and lost
+        self.budget: RetainedBudget | None = None
+        self.budget_tenant = ""
         self.payload_bytes = 0  # sum of the retained payloads (the metrics endpoint shows it)
 
     def set(self, message: Message) -> None:
@@ -49,12 +59,32 @@ class MemoryRetainedStore:
             if child is None:
                 child = node.children[level] = _Level()
             node = child
-        if node.message is None:
+        old = node.message
+        if old is None:
             self._count += 1
         else:
             self.payload_bytes -= len(node.message.payload)
         self.payload_bytes += len(message.payload)
         node.message = message
+        budget = self.budget
+        if budget is not None:
+            if old is not None:
+                budget.removed(self.budget_tenant, old)
+            budget.added(self.budget_tenant, message)
+
+    def only_dollar_topics(self) -> bool:
+        """No retained message outside ``$`` topics (``$SYS``): the space may be freed."""
+        return all(name[:1] == "$" for name in self._root.children)
+
+    def get(self, topic: str) -> Message | None:
+        """The retained message of ``topic`` (expired or not), if any."""
+        node = self._root
+        for level in topic.split(self._separator):
+            child = node.children.get(level)
+            if child is None:
+                return None
+            node = child
+        return node.message
 
     def delete(self, topic: str) -> None:
         path: list[tuple[_Level, str]] = []
@@ -65,11 +95,14 @@ class MemoryRetainedStore:
                 return
             path.append((node, level))
             node = child
-        if node.message is None:
+        old = node.message
+        if old is None:
             return
         self.payload_bytes -= len(node.message.payload)
         node.message = None
         self._count -= 1
+        if self.budget is not None:
+            self.budget.removed(self.budget_tenant, old)
         while path and node.message is None and not node.children:  # prune empty branches
             parent, level = path.pop()
             del parent.children[level]

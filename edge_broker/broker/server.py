@@ -59,14 +59,16 @@ from .handle_publish import (
 )
 from .handle_subscribe import handle_subscribe, handle_unsubscribe
 from .interfaces import InterfaceMap
+from .limit_events import LimitEvents
 from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
-from .message import make_message
+from .message import Message, make_message
 from .ownership import Principal
 from .policy import Policy, build_pipeline, open_audit_log
 from .pre_auth import connect_timed_out
 from .rejudge import judge_will, recheck_subscriptions, will_refused
-from .retained import RetainedStore
+from .retained import MemoryRetainedStore, RetainedStore
+from .retained_budget import RetainedBudget
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("edge_broker.broker")
 
 TICK = 0.5  # seconds between keep-alive / will / expiry / $SYS checks
+SPACE_SWEEP_INTERVAL = 5.0  # seconds between two looks for empty tenant topic spaces
 CLIENT_PACKETS = (Connect, Publish, Puback, Pubrec, Pubrel, Pubcomp, Subscribe, Unsubscribe,
                   Pingreq, Disconnect, Auth)
 
@@ -102,6 +105,8 @@ class Broker:
         self.stats = BrokerStats()
         self.limit_hits = LimitHits()  # issue 16: counter + rate-limited log per bound
         self._connection_cap = connection_cap(config.limits.max_connections)
+        self.limit_events = LimitEvents()  # [limits] refusals: counters and rate-limited log
+        self.retained_budget = RetainedBudget()  # retained messages of every topic space
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.bridges: Bridges | None = None  # [[bridges]] (issue 19), opened by start()
@@ -127,6 +132,7 @@ class Broker:
         self._stop = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
         self._next_sys = 0.0
+        self._next_space_sweep = 0.0
         self.handlers_before_connect: dict[type, Handler] = {
             t: handle_before_connect for t in CLIENT_PACKETS}
         self.handlers_before_connect[Connect] = handle_connect
@@ -206,6 +212,7 @@ class Broker:
         for tenant, space in self.topic_spaces.items():
             if len(space.retained) == 0:
                 space.retained = retained_store(tenant)
+                self._count_retained(space)
         persistence.recover(self)
 
     def restore_session(self, session: Session) -> None:
@@ -337,7 +344,33 @@ class Broker:
         if space is None:
             retained = self._retained_factory(tenant) if self._retained_factory else None
             space = self.topic_spaces[tenant] = TopicSpace(tenant, self.separator, retained)
+            self._count_retained(space)
         return space
+
+    def free_empty_topic_spaces(self) -> int:
+        """Drop the topic spaces of tenants without a session, subscription or retained
+        message (issue 16: 3,000 clients each naming a new tenant kept 36 MB, and ``$SYS`` was
+        written into every space). The default tenant stays; a space is made again on use."""
+        if len(self.topic_spaces) <= 1:
+            return 0
+        in_use = {session.tenant for session in self.sessions}
+        empty = [tenant for tenant, space in self.topic_spaces.items()
+                 if tenant != "~" and tenant not in in_use and space.is_empty()]
+        for tenant in empty:
+            del self.topic_spaces[tenant]
+        return len(empty)
+
+    def _count_retained(self, space: TopicSpace) -> None:
+        """Make the space's retained store report to :attr:`retained_budget` (issue 16)."""
+        store = space.retained
+        if isinstance(store, MemoryRetainedStore):
+            store.budget = self.retained_budget
+            store.budget_tenant = space.tenant
+
+    def retained_refusal(self, space: TopicSpace, message: Message) -> tuple[str, str] | None:
+        """Would retaining ``message`` in ``space`` pass a retained limit? (retained_budget.py)"""
+        return self.retained_budget.refusal(self.config.limits, space.tenant, message,
+                                            space.retained.get(message.topic))
 
     def schedule_flush(self, conn: Connection) -> None:
         self._dirty.append(conn)
@@ -480,10 +513,12 @@ class Broker:
             self.publish_will(session, will)
         self._wills.discard(session)
         self._expiring.discard(session)
-        space = self.topic_space(session.tenant)
-        for entry in list(session.subscriptions.values()):
-            space.unsubscribe(entry, entry.routed_filter(self.separator))
+        if session.subscriptions:  # a session without any must not make its space again
+            space = self.topic_space(session.tenant)
+            for entry in list(session.subscriptions.values()):
+                space.unsubscribe(entry, entry.routed_filter(self.separator))
         session.subscriptions.clear()
+        self.delivery.forget_queue(session)
         session.queue.clear()
         session.inflight.clear()
         if self.sessions.get(session.key) is session:
@@ -524,7 +559,12 @@ class Broker:
                                session.client_id)
         space = self.topic_space(session.tenant)
         if will.retain:
-            if will.payload:
+            refusal = self.retained_refusal(space, message) if will.payload else None
+            if refusal is not None:
+                limit, reason = refusal
+                self.limit_events.hit(limit, session.client_id,
+                                      f"will of {session.client_id!r} not retained: {reason}")
+            elif will.payload:
                 space.retained.set(message)
             else:
                 space.retained.delete(will.topic)
@@ -569,6 +609,10 @@ class Broker:
                 self.audit.flush()
             except OSError as exc:
                 log.error("cannot write the audit log: %s", exc, extra={"event": "audit_error"})
+        if now >= self._next_space_sweep:
+            self._next_space_sweep = now + SPACE_SWEEP_INTERVAL
+            self.free_empty_topic_spaces()
+            self.delivery.recount(self.sessions)
         interval = self.config.sys.interval
         if interval and now >= self._next_sys:
             self._next_sys = now + interval

@@ -40,7 +40,21 @@ def sys_values(broker: Broker) -> dict[str, str]:
         # "limits.max_waiting" → one level "limits_max_waiting" whatever the topic separator
         **{f"limits/{key.replace('.', '_')}/hits": str(n)
            for key, n in broker.limit_hits.counts.items()},
+        **limit_values(broker),
     }
+
+
+def limit_values(broker: Broker) -> dict[str, str]:
+    """``limits/<key>/refused``: what each ``[limits]`` key refused so far (issue 16), and the
+    retained totals the retained limits compare against."""
+    values = {f"limits/{key}/refused": str(count)
+              for key, count in sorted(broker.limit_events.counts.items())}
+    budget = broker.retained_budget
+    values["limits/retained/count"] = str(budget.count)
+    values["limits/retained/bytes"] = str(budget.bytes)
+    values["limits/topic_spaces"] = str(len(broker.topic_spaces))
+    values["limits/queued/bytes"] = str(broker.delivery.queued_total)
+    return values
 
 
 def store_values(broker: Broker) -> dict[str, str]:

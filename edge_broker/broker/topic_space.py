@@ -160,6 +160,12 @@ class TopicSpace:
             if pattern.matches(message.topic):
                 yield message
 
+    def is_empty(self) -> bool:
+        """No subscription and no retained message but the broker's own ``$SYS`` ones: nothing
+        a new space would not hold as well (issue 16: empty tenant spaces are freed)."""
+        return (not len(self.trie) and (self.patterns is None or not len(self.patterns))
+                and not self.shared and self.retained.only_dollar_topics())
+
     def subscription_count(self) -> int:
         indexed = len(self.trie) + (len(self.patterns) if self.patterns is not None else 0)
         indexed += sum(len(texts) - 1 for texts in self._pattern_texts.values())  # aliases

@@ -113,3 +113,15 @@ def is_valid_channel(channel: str, separator: str = DEFAULT_SEPARATOR) -> bool:
     """True when :func:`validate_channel` would accept ``channel``."""
     check_separator(separator)
     return len(channel) <= MAX_CHANNEL_BYTES and _CHANNEL_RE.fullmatch(channel) is not None
+
+
+SHOWN_CHARS = 64
+
+
+def shown(text: str) -> str:
+    """``text`` quoted for a log line, Reason String or cached decision, cut to its first
+    :data:`SHOWN_CHARS` characters (issue 16): a refused 60 KB topic must not be copied into
+    every message and cache entry about it."""
+    if len(text) <= SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARS]!r}… ({len(text.encode())} bytes)"

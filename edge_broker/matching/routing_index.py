@@ -16,6 +16,9 @@ SK = TypeVar("SK")  # a subscriber key (e.g. client id) of a routing index
 SV = TypeVar("SV")  # its value (e.g. subscription options)
 
 DEFAULT_RESULT_CACHE_SIZE = 4096
+DEFAULT_RESULT_CACHE_BYTES = 1024 * 1024
+"""Issue 16: the result cache is bounded in bytes too (topics are the keys): estimated as
+the topic, the result tuple and a fixed overhead, see :meth:`RoutingIndex.match`."""
 
 
 class RoutingIndex(ABC, Generic[SK, SV]):
@@ -31,9 +34,11 @@ class RoutingIndex(ABC, Generic[SK, SV]):
     :meth:`_subscribe` and :meth:`_unsubscribe` on the dict at the end of a filter's path.
     """
 
-    __slots__ = ("_sep", "_count", "_mappings", "_generation", "_cache", "_cache_size")
+    __slots__ = ("_sep", "_count", "_mappings", "_generation", "_cache", "_cache_size",
+                 "_cache_bytes", "_cache_max_bytes")
 
-    def __init__(self, separator: str, cache_size: int) -> None:
+    def __init__(self, separator: str, cache_size: int,
+                 cache_bytes: int = DEFAULT_RESULT_CACHE_BYTES) -> None:
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
         self._sep = separator
@@ -42,6 +47,8 @@ class RoutingIndex(ABC, Generic[SK, SV]):
         self._generation = 0
         self._cache: dict[str, tuple[Mapping[SK, SV], ...]] = {}
         self._cache_size = cache_size
+        self._cache_bytes = 0  # estimate of what the cached results hold
+        self._cache_max_bytes = cache_bytes
 
     @property
     def generation(self) -> int:
@@ -68,8 +75,12 @@ class RoutingIndex(ABC, Generic[SK, SV]):
             return cached
         result = self._match(topic)
         if self._cache_size:
-            if len(self._cache) >= self._cache_size:
+            cost = 150 + len(topic) + 8 * len(result)
+            if len(self._cache) >= self._cache_size or (
+                    self._cache_bytes + cost > self._cache_max_bytes):
                 self._cache.clear()
+                self._cache_bytes = 0
+            self._cache_bytes += cost
             self._cache[topic] = result
         return result
 
@@ -109,3 +120,4 @@ class RoutingIndex(ABC, Generic[SK, SV]):
     def _invalidate(self) -> None:
         self._generation += 1
         self._cache.clear()
+        self._cache_bytes = 0

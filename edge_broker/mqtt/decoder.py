@@ -182,6 +182,11 @@ def decode_connack(
 
 PROPERTY_CACHE_ENTRIES = 64
 """How many distinct PUBLISH property blocks a reader remembers (see ``decode_publish``)."""
+PROPERTY_CACHE_BLOCK_BYTES = 512
+"""Only blocks up to this size are remembered (issue 16): the cache then holds at most
+64 × 512 raw bytes and their decoded form per connection, where 64 blocks of 1 MB of empty user
+properties held 982 MB. The blocks worth caching (an alias, a few fixed user properties) are
+small; a large block is decoded each time and freed with its message."""
 
 
 def decode_publish(
@@ -244,6 +249,8 @@ def _publish_properties(
     if cache is None:
         return decode_properties(buf, pos, end, PacketType.PUBLISH)
     length, start = read_varint(buf, pos, end, "property length")
+    if length > PROPERTY_CACHE_BLOCK_BYTES:
+        return decode_properties(buf, pos, end, PacketType.PUBLISH)  # never cached: no copy
     stop = start + length
     raw = buf[pos:stop]
     cached = cache.get(raw)

@@ -1,0 +1,121 @@
+"""The memory budget ``edge-broker check`` prints (issue 16): what the configured ``[limits]``
+let the broker hold at most, term by term, against the systemd unit's ``MemoryMax``.
+
+The per-item costs are measured on this tree (``scripts/bench_memory.py``, docs/limits-memory.md)
+and rounded up; the terms multiply them by the limits. It is a worst case: every connection
+open, each with its subscriptions, a full queue and a full write buffer, and a largest packet
+being read; the retained store full; every cache full.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config
+
+BASE_BYTES = 32 * 1024 * 1024  # the broker at start (RSS), measured
+CLIENT_BYTES = 6 * 1024  # one idle connection and its session, measured 4.6 KiB
+SUBSCRIPTION_BYTES = 700  # one subscription besides its filter text, measured ~610 B
+RETAINED_OVERHEAD = 700  # one retained message besides its topic and payload, measured ~520 B
+CACHE_BYTES = 8 * 1024 * 1024 + 4 * 1024 * 1024 + 2 * 1024 * 1024  # decision, ACL, routing
+QUEUED_OVERHEAD = 200  # a queued message's entry besides what Message.size counts
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetTerm:
+    name: str
+    bytes: int
+    how: str  # the formula, in [limits] keys
+
+
+def memory_budget(config: Config) -> list[BudgetTerm]:
+    lim = config.limits
+    conns = lim.max_connections
+    filter_bytes = SUBSCRIPTION_BYTES + lim.max_topic_length
+    queue = min(lim.max_queued_bytes + lim.max_queued_messages * QUEUED_OVERHEAD,
+                lim.max_queued_messages * (QUEUED_OVERHEAD + lim.max_packet_size))
+    if lim.queue_overflow == "backpressure":
+        queue *= 2  # an online session's queue may hold twice its limits while publishers wait
+    queues = min(conns * queue, lim.max_queued_bytes_total)
+    retained = min(lim.max_retained_bytes + lim.max_retained_messages * RETAINED_OVERHEAD,
+                   lim.max_retained_messages * (RETAINED_OVERHEAD + lim.max_retained_payload
+                                                + lim.max_topic_length))
+    return [
+        BudgetTerm("broker at start", BASE_BYTES, "measured"),
+        BudgetTerm("connections", conns * CLIENT_BYTES, "max_connections × 6 KiB"),
+        BudgetTerm("packets being read", conns * lim.max_packet_size,
+                   "max_connections × max_packet_size"),
+        BudgetTerm("write buffers", conns * lim.write_buffer_high,
+                   "max_connections × write_buffer_high"),
+        BudgetTerm("subscriptions", min(conns * lim.max_subscriptions_per_client,
+                                         lim.max_subscriptions_total) * filter_bytes,
+                   "max_subscriptions_total (or max_connections × max_subscriptions_per_client "
+                   "if smaller) × (700 B + max_topic_length)"),
+        BudgetTerm("session queues", queues,
+                   "max_queued_bytes_total (or max_connections × (max_queued_bytes + "
+                   "max_queued_messages × 200 B)" + (" × 2" if lim.queue_overflow ==
+                                                     "backpressure" else "") + " if smaller)"),
+        BudgetTerm("retained messages", retained,
+                   "max_retained_bytes + max_retained_messages × 700 B"),
+        BudgetTerm("caches", CACHE_BYTES, "decision 8 MiB + ACL 4 MiB + routing 2 MiB (fixed)"),
+    ]
+
+
+PER_CONNECTION = frozenset({"connections", "packets being read", "write buffers"})
+
+UNIT_FILES = (Path("/etc/systemd/system/edge-broker.service"),
+              Path(__file__).resolve().parents[2] / "systemd" / "edge-broker.service")
+_SIZE = re.compile(r"^\s*MemoryMax\s*=\s*(\d+)([KMGT]?)\s*$", re.MULTILINE)
+
+
+def unit_memory_max(path: Path | None = None) -> tuple[int, Path] | None:
+    """``MemoryMax`` of the systemd unit (``path``, else the installed unit, else the one in
+    this source tree) in bytes, with the file it came from; ``None`` without one."""
+    for candidate in (path,) if path is not None else UNIT_FILES:
+        try:
+            text = candidate.read_text()
+        except OSError:
+            continue
+        match = _SIZE.search(text)
+        if match is None:
+            return None
+        scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[match.group(2)]
+        return int(match.group(1)) * scale, candidate
+    return None
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
+
+
+def budget_report(config: Config, unit: Path | None = None) -> tuple[list[str], bool]:
+    """The lines ``edge-broker check`` prints and whether the budget exceeds ``MemoryMax``."""
+    terms = memory_budget(config)
+    total = sum(t.bytes for t in terms)
+    lines = ["memory budget (worst case of the [limits]; docs/limits-memory.md):"]
+    width = max(len(t.name) for t in terms)
+    for t in terms:
+        lines.append(f"  {t.name:<{width}}  {mib(t.bytes):>14}  {t.how}")
+    lines.append(f"  {'total':<{width}}  {mib(total):>14}")
+    limit = unit_memory_max(unit)
+    if limit is None:
+        lines.append("  no systemd unit with MemoryMax found (--unit FILE): not compared")
+        return lines, False
+    memory_max, source = limit
+    per_client = sum(t.bytes for t in terms if t.name in PER_CONNECTION) // max(
+        1, config.limits.max_connections)
+    shared = total - per_client * config.limits.max_connections
+    room = max(0, memory_max - shared) // max(1, per_client)
+    lines.append(f"  one client at its worst case: {mib(per_client)}; shared (start, "
+                 f"subscriptions, queues, retained, caches): {mib(shared)}; MemoryMax={mib(memory_max)} holds {room:,} such "
+                 f"clients of max_connections={config.limits.max_connections:,}")
+    if total <= memory_max:
+        lines.append(f"  fits MemoryMax={mib(memory_max)} ({source})")
+        return lines, False
+    biggest = max(terms, key=lambda t: t.bytes)
+    lines.append(f"WARNING: the budget {mib(total)} exceeds MemoryMax={mib(memory_max)} "
+                 f"({source}); the largest term is {biggest.name} ({biggest.how}): lower those "
+                 f"limits or raise MemoryMax")
+    return lines, True

@@ -210,7 +210,7 @@ class Delivery:
             limit = ("max_queued_messages" if len(session.queue) >= self.max_queued
                      else "max_queued_bytes")
         state = "online" if session.connection is not None else "offline"
-        self.broker.limit_events.hit(
+        self.broker.limit_hits.limits_key(
             limit, session.client_id,
             f"queue of {session.client_id!r} ({state}) full with {len(session.queue)} messages, "
             f"{session.queued_bytes} bytes: a message of {size} bytes dropped")
@@ -255,7 +255,7 @@ class Delivery:
                         del self._waiting[session]
                 if session.connection is not None and len(session.queue) >= self.max_queued:
                     self._overflowing.add(session)
-                    self.broker.limit_events.hit(
+                    self.broker.limit_hits.limits_key(
                         "backpressure_timeout", session.client_id,
                         f"{session.client_id!r} did not drain its queue in "
                         f"{self.backpressure_timeout:g} s: its publishers go on, its full "

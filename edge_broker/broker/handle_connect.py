@@ -218,7 +218,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
         crossed = topic_limit(will.topic, broker.config.limits, broker.separator)  # issue 16
         if crossed is not None:
             reason = topic_limit_reason(will.topic, crossed, broker.config.limits, broker.separator)
-            broker.limit_events.hit(crossed, conn.client_id, f"will of {conn.client_id!r}: {reason}")
+            broker.limit_hits.limits_key(crossed, conn.client_id, f"will of {conn.client_id!r}: {reason}")
             conn.refuse_connect(ReasonCode.TOPIC_NAME_INVALID, f"will {reason}")
             return
         verdict = broker.policy.check_will(identity, will)

@@ -127,7 +127,7 @@ def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
     (nothing else tells them)."""
     broker = conn.broker
     reason = topic_limit_reason(packet.topic, limit, broker.config.limits, broker.separator)
-    broker.limit_events.hit(limit, conn.client_id,
+    broker.limit_hits.limits_key(limit, conn.client_id,
                             f"PUBLISH to {shown(packet.topic)} by {conn.client_id!r} refused: {reason}")
     if conn.v5 and packet.qos:
         props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
@@ -141,7 +141,7 @@ def _refuse_rate(conn: Connection, packet: Publish, limit: str) -> None:
     """Over ``[limits] publish_rate`` / ``publish_byte_rate`` (broker/publish_quota.py)."""
     broker = conn.broker
     reason = quota_reason(limit, broker.config.limits)
-    broker.limit_events.hit(limit, conn.client_id, f"PUBLISH by {conn.client_id!r} refused: {reason}")
+    broker.limit_hits.limits_key(limit, conn.client_id, f"PUBLISH by {conn.client_id!r} refused: {reason}")
     if conn.v5 and packet.qos:
         props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
         ack = Puback if packet.qos == 1 else Pubrec
@@ -215,7 +215,7 @@ def _retain(conn: Connection, packet: Publish, space: TopicSpace, message: Messa
         return True
     limit, reason = refusal
     refused = conn.v5 and packet.qos > 0
-    broker.limit_events.hit(limit, conn.client_id,
+    broker.limit_hits.limits_key(limit, conn.client_id,
                             f"retained PUBLISH to {shown(message.topic)} by {conn.client_id!r} "
                             f"{'refused' if refused else 'delivered, not retained'}: {reason}")
     if not refused:

@@ -74,7 +74,7 @@ def _check(conn: Connection, sub: Subscription,
     limit = topic_limit(topic_filter, broker.config.limits, broker.separator)
     if limit is not None:
         reason = topic_limit_reason(topic_filter, limit, broker.config.limits, broker.separator)
-        broker.limit_events.hit(limit, conn.client_id, f"SUBSCRIBE to {shown(topic_filter)} by "
+        broker.limit_hits.limits_key(limit, conn.client_id, f"SUBSCRIBE to {shown(topic_filter)} by "
                                 f"{conn.client_id!r} refused: {reason}")
         return int(ReasonCode.TOPIC_FILTER_INVALID)
     identity = conn.identity
@@ -173,7 +173,7 @@ def _subscription_quota(conn: Connection, held: int, total: int) -> str | None:
             f"the broker has {total} subscriptions (limits.max_subscriptions_total)")
     else:
         return None
-    conn.broker.limit_events.hit(limit, conn.client_id,
+    conn.broker.limit_hits.limits_key(limit, conn.client_id,
                                  f"SUBSCRIBE by {conn.client_id!r} refused: {reason}")
     return reason
 

@@ -43,3 +43,9 @@ class LimitHits:
         log.warning(f"{message}{suffix}",
                     extra={"event": "limit_hit", "limit": limit, "client_id": client_id or None,
                            "hits": self.counts[limit]})
+
+    def limits_key(self, key: str, client_id: str, what: str, now: float | None = None) -> None:
+        """:meth:`hit` for the ``[limits]`` key ``key``: counted as ``limits.<key>``, and the log
+        line starts with that name, so the operator reads which key to raise. ``what`` says what
+        was refused, short (never a whole topic: ``matching.names.shown``)."""
+        self.hit(f"limits.{key}", f"limits.{key}: {what}", client_id, now)

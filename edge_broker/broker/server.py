@@ -59,7 +59,6 @@ from .handle_publish import (
 )
 from .handle_subscribe import handle_subscribe, handle_unsubscribe
 from .interfaces import InterfaceMap
-from .limit_events import LimitEvents
 from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
 from .message import Message, make_message
@@ -105,7 +104,6 @@ class Broker:
         self.stats = BrokerStats()
         self.limit_hits = LimitHits()  # issue 16: counter + rate-limited log per bound
         self._connection_cap = connection_cap(config.limits.max_connections)
-        self.limit_events = LimitEvents()  # [limits] refusals: counters and rate-limited log
         self.retained_budget = RetainedBudget()  # retained messages of every topic space
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
@@ -562,7 +560,7 @@ class Broker:
             refusal = self.retained_refusal(space, message) if will.payload else None
             if refusal is not None:
                 limit, reason = refusal
-                self.limit_events.hit(limit, session.client_id,
+                self.limit_hits.limits_key(limit, session.client_id,
                                       f"will of {session.client_id!r} not retained: {reason}")
             elif will.payload:
                 space.retained.set(message)

@@ -45,10 +45,9 @@ def sys_values(broker: Broker) -> dict[str, str]:
 
 
 def limit_values(broker: Broker) -> dict[str, str]:
-    """``limits/<key>/refused``: what each ``[limits]`` key refused so far (issue 16), and the
-    retained totals the retained limits compare against."""
-    values = {f"limits/{key}/refused": str(count)
-              for key, count in sorted(broker.limit_events.counts.items())}
+    """The totals the ``[limits]`` budgets compare against (issue 16); what each key refused is
+    ``limits/<key>/hits`` (broker/limit_hits.py)."""
+    values: dict[str, str] = {}
     budget = broker.retained_budget
     values["limits/retained/count"] = str(budget.count)
     values["limits/retained/bytes"] = str(budget.bytes)

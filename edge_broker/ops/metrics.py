@@ -83,9 +83,6 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
     w.family("edge_broker_limit_hits_total", "counter",
              "requests refused by a configured bound, by config key (broker/limit_hits.py)",
              [({"limit": k}, v) for k, v in sorted(broker.limit_hits.counts.items())])
-    w.family("edge_broker_limit_refused_total", "counter",
-             "requests refused by a [limits] key, by key (issue 16)",
-             [({"limit": key}, count) for key, count in sorted(broker.limit_events.counts.items())])
     # as the [limits] totals count them (retained: outside $ topics, topic + payload + properties;
     # queues: max_queued_bytes_total); edge_broker_retained_* and _queued_* below show the state
     w.family("edge_broker_retained_budget", "gauge",

@@ -102,6 +102,10 @@ class Connection(asyncio.Protocol):
         self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
         # the password entry that admitted the client: a reload compares it (broker/rejudge.py)
         self.password_entry: PasswordEntry | None = None
+        # the JWT that admitted a token client (CONNECT or the last re-authentication): a reload
+        # verifies it again under the new keys (broker/rejudge.py). Kept here, never in the
+        # Identity that authorizers see.
+        self.token_credential: bytes | None = None
         self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.created)
 
     # -- asyncio.Protocol -------------------------------------------------------------------

@@ -189,6 +189,8 @@ async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str)
         conn.auth_state = None
         identity = listener_identity(outcome.identity, conn.listener)
         conn.identity = identity
+        if identity.method == "token":  # the fresh JWT is what a reload verifies from now on
+            conn.token_credential = packet.properties.authentication_data
         if conn.session is not None:
             conn.session.identity = identity
         conn.send_packet(Auth(ReasonCode.SUCCESS, Properties(
@@ -244,6 +246,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     conn.identity = identity
     conn.will = will
     conn.password_entry = _password_entry(conn, identity)
+    conn.token_credential = _token_credential(connect, identity)
     # Session expiry (MQTT 5 §3.1.2.11); 3.x: clean session 0 keeps the session.
     if conn.v5:
         asked = connect.properties.session_expiry_interval or 0
@@ -325,6 +328,17 @@ def _password_entry(conn: Connection, identity: Identity) -> PasswordEntry | Non
         return None
     entries = getattr(conn.authenticator, "entries", None)  # PasswordAuthenticator.entries
     return entries.get(identity.username) if isinstance(entries, dict) else None
+
+
+def _token_credential(connect: Connect, identity: Identity) -> bytes | None:
+    """The JWT that admitted a token client: Authentication Data with method ``TOKEN``, else
+    the CONNECT password (auth/token_method.py reads it the same way)."""
+    if identity.method != "token":
+        return None
+    props = connect.properties
+    if props.authentication_method is not None:
+        return props.authentication_data
+    return connect.password
 
 
 def handle_disconnect(conn: Connection, packet: Disconnect) -> None:

@@ -30,7 +30,7 @@ from ..matching.subscription_patterns import SubscriptionPattern
 from ..matching.subscription_trie import SubscriptionTrie
 from ..mqtt.packets import Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
-from .connection import CONNECTED
+from .connection import CONNECTED, Connection
 from .message import Message
 from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, Session, SubscriptionEntry
@@ -318,12 +318,15 @@ def will_refused(broker: Broker, session: Session, will: Will, decision: Decisio
 def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
     """After a reload: every live password connection whose entry is gone or whose hash changed
     is ended (MQTT 5 DISCONNECT 0x87 with a Reason String; 3.x: closed); changed roles or
-    tenants take effect (a tenant no longer listed ends the connection). Returns how many ended.
+    tenants take effect (a tenant or client id no longer listed ends the connection); every live
+    token connection's JWT is verified again under the new ``[tokens]`` (a key removed, a new
+    audience or issuer, client-id binding now required: ended). Returns how many ended.
     Runs before the subscriptions are judged again, so those see the new roles."""
+    ended = _recheck_tokens(broker, new, why)
     live = [c for c in broker.connections
             if c.state == CONNECTED and c.identity is not None and c.identity.method == "password"]
     if not live:
-        return 0
+        return ended
     entries = _password_entries(new, why)
     ended = 0
     for conn in live:
@@ -339,14 +342,11 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
         elif entry.tenants and identity.tenant not in entry.tenants:
             reason = (f"user {identity.username!r} may no longer use tenant "
                       f"{identity.tenant!r} ({why})")
+        elif not entry.allows_client_id(conn.client_id):
+            reason = (f"user {identity.username!r} may no longer connect as "
+                      f"{conn.client_id!r} ({why})")
         if reason is not None:
-            broker.stats.connections_revoked += 1
-            log.info("connection ended: %s", reason,
-                     extra={"event": "credentials_revoked", "client_id": conn.client_id,
-                            "tenant": identity.tenant})
-            if broker.audit is not None:
-                broker.audit.event("credentials_revoked", detail=f"{conn.client_id}: {reason}")
-            conn.close(ReasonCode.NOT_AUTHORIZED, reason)
+            _revoke_connection(broker, conn, reason)
             ended += 1
             continue
         assert entry is not None
@@ -356,6 +356,48 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
             conn.identity = changed
             if conn.session is not None and conn.session.connection is conn:
                 conn.session.identity = changed
+    return ended
+
+
+def _revoke_connection(broker: Broker, conn: Connection, reason: str) -> None:
+    identity = conn.identity
+    broker.stats.connections_revoked += 1
+    log.info("connection ended: %s", reason,
+             extra={"event": "credentials_revoked", "client_id": conn.client_id,
+                    "tenant": identity.tenant if identity is not None else None})
+    if broker.audit is not None:
+        broker.audit.event("credentials_revoked", detail=f"{conn.client_id}: {reason}")
+    conn.close(ReasonCode.NOT_AUTHORIZED, reason)
+
+
+def _recheck_tokens(broker: Broker, new: Config, why: str) -> int:
+    """Verify every live token connection's JWT again as a CONNECT under ``new`` would: the
+    keys, audience, issuer and client-id binding of the reloaded ``[tokens]``, and grants that
+    still name the connection's tenant. Expiry has its own timer (token_expiry.py)."""
+    from ..auth.token import TokenError
+    from ..auth.token_method import build_verifier
+
+    live = [c for c in broker.connections
+            if c.state == CONNECTED and c.identity is not None and c.identity.method == "token"
+            and c.token_credential is not None]
+    if not live:
+        return 0
+    verifier = build_verifier(new.tokens, new.topics.separator)
+    ended = 0
+    for conn in live:
+        identity = conn.identity
+        assert identity is not None and conn.token_credential is not None
+        reason = None
+        try:
+            verified = verifier.verify(conn.token_credential, client_id=conn.client_id)
+            verified.for_tenant(identity.tenant)
+            if new.tokens.require_client_id_binding and verified.client_id is None:
+                reason = f"tokens must now be bound to the Client Identifier ({why})"
+        except TokenError as exc:
+            reason = f"the token no longer verifies ({why}): {exc.reason}"
+        if reason is not None:
+            _revoke_connection(broker, conn, reason)
+            ended += 1
     return ended
 
 

@@ -129,14 +129,15 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
             space.retained.set(message)
         else:
             space.retained.delete(topic)
-    routed = broker.delivery.route(space, message)
     qos = packet.qos
+    if qos == 2:  # held before any receiver can see it: a DUP resend is never routed again
+        assert packet.packet_id is not None
+        session.qos2_incoming.add(packet.packet_id)
+    routed = broker.delivery.route(space, message)
     if qos == 0:
         return None
     pid = packet.packet_id
     assert pid is not None
-    if qos == 2:
-        session.qos2_incoming.add(pid)
     persistence = broker.persistence
     if persistence is not None:
         stored = persistence.commit()  # retained, queued for persistent sessions (issue 8)

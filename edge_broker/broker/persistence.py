@@ -99,10 +99,11 @@ class Persistence:
         self._seq = 1
         self._scheduled = False
         self._recording = False
-        self._tasks: set[asyncio.Task[None]] = set()
         self._probe: asyncio.Task[None] | None = None
         self._probe_bytes = 0  # the probe writes as much as the largest failed write
         self._chains: dict[object, tuple[asyncio.Task[None], int]] = {}  # see in_order
+        self._ticket = 0  # the log ticket of the last record written
+        self._fsync_each = keyed.log.durability.mode == "always"
 
     @classmethod
     def open(cls, config: Config) -> Persistence:
@@ -270,34 +271,60 @@ class Persistence:
     def pending(self) -> bool:
         return bool(self._ops or self._dirty or self._parked)
 
-    def commit(self) -> Awaitable[None] | None:
-        """Store every change collected so far; the awaitable raises ``StoreError`` when it
-        could not be stored. ``None`` when there was nothing to store."""
+    def write_ahead(self) -> int:
+        """Write every change collected so far to the OS now, as one record (more only past
+        ``CHUNK_BYTES``), and return the log ticket of the last one. The broker calls this
+        before it writes to any socket (``Broker._flush``) and :meth:`commit` before an
+        acknowledgement: nothing leaves on a socket that the log does not already hold
+        (issue 17). Raises ``StoreError`` when it could not be written."""
         if not self.pending():
-            return None
-        return self._start(self._take(), durable=True)
-
-    def _background(self) -> None:
-        self._scheduled = False
-        if self.pending():
-            self._start(self._take(), durable=False)
-
-    def _start(self, ops: list[Op], durable: bool) -> asyncio.Task[None]:
-        # The task is created now, so records reach the log in the order they were taken.
-        task = asyncio.get_running_loop().create_task(self._write(ops, durable))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _write(self, ops: list[Op], durable: bool) -> None:
-        for chunk in _chunks(ops):
+            return self._ticket
+        for chunk in _chunks(self._take()):
             try:
-                await self.keyed.commit(chunk, durable=durable)
+                self._ticket = self.keyed.write(chunk)
             except StoreError as exc:
                 self._failed(exc, _weight(chunk))
-                if durable:
-                    raise
-                return
+                raise
+        return self._ticket
+
+    def commit(self) -> Awaitable[None] | None:
+        """Write every change collected so far now; the awaitable (``durability = "sync"``
+        only: the fsync) raises ``StoreError`` when it could not be stored. ``None`` when
+        nothing needs waiting for: no task is created on that path."""
+        if not self.pending():
+            return None
+        try:
+            ticket = self.write_ahead()
+        except StoreError as exc:
+            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
+        if not self._fsync_each:
+            return None
+        synced = self.keyed.log.synced(ticket)
+        if synced is not None:
+            synced.add_done_callback(self._synced)
+        return synced
+
+    def _synced(self, future: asyncio.Future[None]) -> None:
+        exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, StoreError):
+            self._failed(exc)
+
+    def before_send(self) -> None:
+        """Write what is collected before the broker writes to its sockets; a write that
+        fails is reported through ``healthy`` (acknowledgements wait for :meth:`commit`)."""
+        if self.pending():
+            self._background()
+
+    def _background(self) -> None:
+        """End of the event-loop turn: changes no acknowledgement waits for (the failure is
+        reported through ``healthy``)."""
+        self._scheduled = False
+        try:
+            self.write_ahead()
+        except StoreError:
+            pass
 
     def _failed(self, exc: StoreError, size: int = 0) -> None:
         self._probe_bytes = max(self._probe_bytes, min(size, CHUNK_BYTES))
@@ -327,8 +354,10 @@ class Persistence:
     async def _try_probe(self) -> None:
         try:
             # Healthy again once a write as large as the one that failed fits.
-            await self.keyed.commit([Put(META, "probe", bytes(self._probe_bytes))])
-            await self.keyed.commit([Put(META, "probe", time.time())])
+            self.keyed.write([Put(META, "probe", bytes(self._probe_bytes))])
+            synced = self.keyed.log.synced(self.keyed.write([Put(META, "probe", time.time())]))
+            if synced is not None:
+                await synced
         except StoreError as exc:
             self.last_error = str(exc)
             self._probe = None
@@ -385,11 +414,6 @@ class Persistence:
 
     async def aclose(self) -> None:
         self._background()
-        for task in list(self._tasks):
-            try:
-                await task
-            except StoreError:
-                pass
         await self.keyed.aclose()
 
     # -- recovery ---------------------------------------------------------------------------
@@ -524,6 +548,9 @@ class Persistence:
                 item = Inflight(outgoing)
                 item.released = bool(flight[1])
                 inflight.restore(flight[0], item, key)
+                # The counter goes on after the newest id in flight (sequence order is
+                # assignment order), never back to one the client may still hold.
+                session.next_packet_id = flight[0] % 65535 + 1
             else:
                 deque.append(queue, outgoing)
                 queue.seqs.append(key)

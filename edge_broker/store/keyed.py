@@ -218,6 +218,11 @@ class KeyedLog:
         """
         await self.log.append(self._record(ops), durable=durable)
 
+    def write(self, ops: Sequence[Op]) -> int:
+        """Store ``ops`` atomically (one frame) in the OS now, without fsync; a ticket for
+        ``log.synced`` (``Log.write``: the broker's write-ahead path, issue 17)."""
+        return self.log.write(self._record(ops))
+
     def commit_sync(
         self, ops: Sequence[Op], *, split_to_fit: bool = False, durable: bool = True
     ) -> None:

@@ -314,6 +314,7 @@ class Connection(asyncio.Protocol):
                 self.send(b"\x62\x02" + pid.to_bytes(2, "big"))
             elif not self.send_publish(inflight.outgoing, pid, dup=True):
                 del session.inflight[pid]
+                session.journal.completed(pid)
 
     def register_inflight(self, outgoing: Outgoing) -> None:
         session = self.session
@@ -321,6 +322,9 @@ class Connection(asyncio.Protocol):
         pid = session.allocate_packet_id()
         if self.send_publish(outgoing, pid):
             session.inflight[pid] = Inflight(outgoing)
+            session.journal.sent(pid, outgoing)  # stored before this output is flushed
+        else:
+            session.journal.dropped(outgoing)
 
 
 def _addr(address: tuple[str, int] | None) -> str | None:

@@ -152,6 +152,7 @@ class Delivery:
             return False
         session.queue.append(outgoing)
         session.queued_bytes += size
+        session.journal.queued(outgoing)
         return True
 
     def drain(self, session: Session) -> None:
@@ -166,8 +167,10 @@ class Delivery:
             outgoing = queue.popleft()
             session.queued_bytes -= outgoing.message.size
             if check and not policy.check_deliver(session, outgoing.message).allowed:
+                session.journal.dropped(outgoing)
                 continue  # denied since it was queued (a claim update: decided at delivery time)
             if outgoing.qos == 0:
+                session.journal.dropped(outgoing)
                 conn.send_publish(outgoing)
             else:
                 conn.register_inflight(outgoing)

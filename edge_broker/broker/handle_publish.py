@@ -23,7 +23,6 @@ from ..store import StoreError
 from .handle_claims import handle_claim_publish
 from .message import make_message
 from .outcomes import publish_denied
-from .persist_hooks import PersistentInflight
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -133,6 +132,7 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     if qos == 2:  # held before any receiver can see it: a DUP resend is never routed again
         assert packet.packet_id is not None
         session.qos2_incoming.add(packet.packet_id)
+        session.journal.qos2_received(packet.packet_id)
     routed = broker.delivery.route(space, message)
     if qos == 0:
         return None
@@ -159,6 +159,7 @@ def _ack_stored(conn: Connection, pid: int, qos: int, routed: int,
         session = conn.session
         if qos == 2 and session is not None:
             session.qos2_incoming.discard(pid)
+            session.journal.qos2_released(pid)
         if conn.v5 and not conn.closing:
             props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
             conn.send_packet((Puback if qos == 1 else Pubrec)(pid, code, props))
@@ -184,6 +185,7 @@ def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
     pid = packet.packet_id
     if pid in session.qos2_incoming:
         session.qos2_incoming.discard(pid)
+        session.journal.qos2_released(pid)
         persistence = conn.broker.persistence
         if persistence is not None:
             return persistence.in_order(conn, persistence.commit(), partial(_pubcomp, conn, pid),
@@ -208,6 +210,7 @@ def handle_puback(conn: Connection, packet: Puback) -> None:
     inflight = session.inflight.get(packet.packet_id)
     if inflight is not None and inflight.outgoing.qos == 1:
         del session.inflight[packet.packet_id]
+        session.journal.completed(packet.packet_id)
         if session.queue:
             conn.broker.delivery.drain(session)
 
@@ -225,14 +228,15 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
         return None
     if packet.reason_code >= 0x80:  # the client refused it: the flow ends (MQTT 5 §4.3.3)
         del session.inflight[pid]
+        session.journal.completed(pid)
         conn.broker.delivery.drain(session)
         return None
     inflight.released = True
     persistence = conn.broker.persistence
-    if persistence is not None and isinstance(session.inflight, PersistentInflight):
+    session.journal.released(pid)
+    if persistence is not None and persistence.tracks(session):
         # PUBREL only once "released" is stored: a restart must resend PUBREL, never the
         # PUBLISH the client may already have completed (exactly once, issue 8).
-        session.inflight.released(pid)
         return persistence.in_order(conn, persistence.commit(), partial(_pubrel, conn, pid),
                                     conn.broker.config.limits.receive_maximum)
     conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
@@ -251,6 +255,7 @@ def handle_pubcomp(conn: Connection, packet: Pubcomp) -> None:
     inflight = session.inflight.get(packet.packet_id)
     if inflight is not None and inflight.released:
         del session.inflight[packet.packet_id]
+        session.journal.completed(packet.packet_id)
         if session.queue:
             conn.broker.delivery.drain(session)
 

@@ -30,7 +30,6 @@ import asyncio
 import errno
 import logging
 import time
-from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config
 from ..mqtt.packets import Will
 from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
+from .journal import NO_JOURNAL
 from .message import Message
 from .persist_codec import (
     RecordError,
@@ -47,18 +47,12 @@ from .persist_codec import (
     decode_will,
     encode_identity,
     encode_message,
-    encode_outgoing,
     encode_will,
     now_pair,
     to_mono,
     to_wall,
 )
-from .persist_hooks import (
-    PersistentInflight,
-    PersistentQos2,
-    PersistentQueue,
-    PersistentSubscriptions,
-)
+from .persist_hooks import PersistentJournal
 from .retained import MemoryRetainedStore
 from .session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
 
@@ -68,7 +62,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("edge_broker.persistence")
 
 BROKER_LOG = "broker.log"
-SESSIONS, MESSAGES, FLIGHT, QOS2, RETAINED, META = "s", "m", "f", "q", "r", "meta"
+SESSIONS, QOS2, RETAINED, META = "s", "q", "r", "meta"
+MESSAGES, REFS = "msg", "ref"  # each message once; queued/in-flight references to it
+OLD_MESSAGES, OLD_FLIGHT = "m", "f"  # the previous format (a message per session), migrated
+FORMAT = 2
 CHUNK_BYTES = 1 << 20  # ops of one commit beyond this are split into several records
 FSYNC = {"sync": "always", "none": "never"}
 
@@ -94,7 +91,9 @@ class Persistence:
         self._ops: list[Op] = []
         self._ops_bytes = 0
         self._dirty: dict[str, Session] = {}
-        self._parked: dict[int, tuple[Outgoing, int]] = {}
+        # id(message) -> [message id, references, message]: each stored message once.
+        self._messages: dict[int, list[Any]] = {}
+        self._refs: dict[int, int] = {}  # reference -> id(message)
         self._tracked: dict[str, Session] = {}
         self._seq = 1
         self._scheduled = False
@@ -138,32 +137,44 @@ class Persistence:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._background)
 
-    def put_message(self, client_id: str, outgoing: Outgoing) -> int:
+    def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> int:
+        """A new reference of session ``cid`` to ``outgoing``'s message (stored with its
+        first reference); queued, or in flight under ``pid``."""
+        message = outgoing.message
+        entry = self._messages.get(id(message))
         seq = self._seq
-        self._seq += 1
-        now_mono, now_wall = now_pair()
-        self._add(Put(MESSAGES, seq, encode_outgoing(client_id, outgoing, now_mono, now_wall)),
-                  outgoing.message.size)
+        if entry is None:
+            self._seq = seq + 2
+            entry = self._messages[id(message)] = [seq + 1, 0, message]
+            now_mono, now_wall = now_pair()
+            self._add(Put(MESSAGES, seq + 1, encode_message(message, now_mono, now_wall)),
+                      message.size)
+        else:
+            self._seq = seq + 1
+        entry[1] += 1
+        self._refs[seq] = id(message)
+        self._add(Put(REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
+                                  list(outgoing.sub_ids), pid, False]))
         return seq
 
-    def park(self, outgoing: Outgoing, seq: int) -> None:
-        self._parked[id(outgoing)] = (outgoing, seq)
-        if self._recording and not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._background)
+    def update_ref(self, seq: int, cid: str, outgoing: Outgoing, pid: int | None,
+                   released: bool) -> int:
+        """The reference ``seq`` went into flight under ``pid`` (or was released)."""
+        entry = self._messages[id(outgoing.message)]
+        self._add(Put(REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
+                                  list(outgoing.sub_ids), pid, released]))
+        return seq
 
-    def claim_or_put(self, client_id: str, outgoing: Outgoing) -> int:
-        parked = self._parked.pop(id(outgoing), None)
-        if parked is not None and parked[0] is outgoing:
-            return parked[1]
-        return self.put_message(client_id, outgoing)
-
-    def delete_message(self, seq: int) -> None:
-        self._add(Delete(MESSAGES, seq))
-        self._add(Delete(FLIGHT, seq))
-
-    def put_flight(self, seq: int, pid: int, released: bool) -> None:
-        self._add(Put(FLIGHT, seq, [pid, released]))
+    def delete_ref(self, seq: int) -> None:
+        """The reference is gone; its message too when it was the last one."""
+        self._add(Delete(REFS, seq))
+        key = self._refs.pop(seq, None)
+        entry = None if key is None else self._messages.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self._messages[key]  # type: ignore[arg-type]
+                self._add(Delete(MESSAGES, entry[0]))
 
     def put_qos2(self, client_id: str, pid: int) -> None:
         self._add(Put(QOS2, f"{client_id}\x00{pid}", 1))
@@ -177,6 +188,14 @@ class Persistence:
             if self._recording and not self._scheduled:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._background)
+
+    def _hold(self, message: Message, seq: int, message_id: int) -> None:
+        """Recovery: count reference ``seq`` to ``message`` (stored as ``message_id``)."""
+        entry = self._messages.get(id(message))
+        if entry is None:
+            entry = self._messages[id(message)] = [message_id, 0, message]
+        entry[1] += 1
+        self._refs[seq] = id(message)
 
     def retained_set(self, tenant: str, message: Message) -> None:
         now_mono, now_wall = now_pair()
@@ -198,17 +217,16 @@ class Persistence:
             return
         cid = session.key  # (tenant, client id): broker/session.py session_key
         self._tracked[cid] = session
-        queue = PersistentQueue(self, cid)
-        queue.extend(session.queue)
-        session.queue = queue
-        inflight = PersistentInflight(self, cid)
+        journal = PersistentJournal(self, session)
+        for outgoing in session.queue:
+            journal.queued(outgoing)
         for pid, item in session.inflight.items():
-            inflight[pid] = item
+            journal.sent(pid, item.outgoing)
             if item.released:
-                inflight.released(pid)
-        session.inflight = inflight
-        session.qos2_incoming = PersistentQos2(self, cid, session.qos2_incoming)
-        session.subscriptions = PersistentSubscriptions(self, session, session.subscriptions)
+                journal.released(pid)
+        for pid in session.qos2_incoming:
+            journal.qos2_received(pid)
+        session.journal = journal
         self.session_changed(session)
 
     def forget(self, session: Session) -> None:
@@ -216,20 +234,15 @@ class Persistence:
         cid = session.key
         if self._tracked.get(cid) is not session:
             return
-        if isinstance(session.queue, PersistentQueue):
-            for seq in session.queue.seqs:
-                self.delete_message(seq)
-        if isinstance(session.inflight, PersistentInflight):
-            for seq in session.inflight.seqs.values():
-                self.delete_message(seq)
+        journal = session.journal
+        if isinstance(journal, PersistentJournal):
+            for seq in journal.references():
+                self.delete_ref(seq)
         for pid in session.qos2_incoming:
             self.delete_qos2(cid, pid)
         self._tracked.pop(cid, None)
         self._dirty.pop(cid, None)
-        session.queue = deque(session.queue)  # plain containers again
-        session.inflight = OrderedDict(session.inflight)
-        session.qos2_incoming = set(session.qos2_incoming)
-        session.subscriptions = dict(session.subscriptions)
+        session.journal = NO_JOURNAL
         self._add(Delete(SESSIONS, cid))
 
     def _session_record(self, session: Session, now_mono: float, now_wall: float) -> list[Any]:
@@ -254,10 +267,6 @@ class Persistence:
     # -- committing ------------------------------------------------------------------------
 
     def _take(self) -> list[Op]:
-        for _, seq in self._parked.values():  # popped from a queue, never sent
-            self._ops.append(Delete(MESSAGES, seq))
-            self._ops.append(Delete(FLIGHT, seq))
-        self._parked.clear()
         if self._dirty:
             now_mono, now_wall = now_pair()
             for cid, session in self._dirty.items():
@@ -269,7 +278,7 @@ class Persistence:
         return ops
 
     def pending(self) -> bool:
-        return bool(self._ops or self._dirty or self._parked)
+        return bool(self._ops or self._dirty)
 
     def write_ahead(self) -> int:
         """Write every change collected so far to the OS now, as one record (more only past
@@ -415,6 +424,10 @@ class Persistence:
     async def aclose(self) -> None:
         self._background()
         await self.keyed.aclose()
+        stats = self.keyed.stats()
+        log.info(f"broker store closed: {stats.appends} appends, {stats.fsyncs} fsyncs",
+                 extra={"event": "store_closed", "path": self.keyed.path,
+                        "appends": stats.appends, "fsyncs": stats.fsyncs})
 
     # -- recovery ---------------------------------------------------------------------------
 
@@ -438,7 +451,7 @@ class Persistence:
             if session is None or not pid.isdigit():
                 drop.append(Delete(QOS2, key))
             else:
-                set.add(session.qos2_incoming, int(pid))
+                session.qos2_incoming.add(int(pid))
         for session in sessions.values():
             broker.restore_session(session)
         if drop:
@@ -510,55 +523,143 @@ class Persistence:
                     continue
                 space.subscribe(entry, inner, pattern)
             self._tracked[cid] = session
-            session.subscriptions = PersistentSubscriptions(self, session,
-                                                            session.subscriptions)
-            session.queue = PersistentQueue(self, cid, (), ())
-            session.inflight = PersistentInflight(self, cid)
-            session.qos2_incoming = PersistentQos2(self, cid, (), record=False)
+            session.journal = PersistentJournal(self, session)
             sessions[cid] = session
         return sessions
 
     def _recover_messages(self, sessions: dict[str, Session], now_mono: float,
                           now_wall: float, drop: list[Op]) -> int:
-        count = 0
+        messages: dict[int, Message] = {}
         highest = 0
-        flights = self.keyed.rows(FLIGHT)
         for key, raw in self.keyed.iter_items(MESSAGES):
             if not isinstance(key, int):
                 drop.append(Delete(MESSAGES, key))
                 continue
             highest = max(highest, key)
             try:
-                cid, outgoing = decode_outgoing(raw, f"message {key}", now_mono, now_wall)
+                messages[key] = decode_message(raw, f"message {key}", now_mono, now_wall)
             except RecordError as exc:
                 log.warning(f"broker store: {exc}; dropped", extra={"event": "store_record"})
-                drop.extend((Delete(MESSAGES, key), Delete(FLIGHT, key)))
+                drop.append(Delete(MESSAGES, key))
+        count = 0
+        refs = [(key, raw) for key, raw in self.keyed.iter_items(REFS) if isinstance(key, int)]
+        drop.extend(Delete(REFS, key) for key, _ in self.keyed.iter_items(REFS)
+                    if not isinstance(key, int))
+        for key, raw in sorted(refs, key=lambda item: item[0]):
+            highest = max(highest, key)
+            ref = _decode_ref(raw)
+            session = None if ref is None else sessions.get(ref[0])
+            message = None if ref is None else messages.get(ref[1])
+            if ref is None:
+                log.warning(f"broker store: reference {key} {raw!r:.80} does not decode; "
+                            "dropped", extra={"event": "store_record"})
+            if session is None or message is None or message.expired(now_mono):
+                drop.append(Delete(REFS, key))
+                continue
+            assert ref is not None
+            cid, message_id, qos, retain, sub_ids, pid, released = ref
+            self._restore(session, key, Outgoing(message, qos, retain, sub_ids), pid, released,
+                          message_id)
+            count += 1
+        for message_id, message in messages.items():  # no reference left (all expired)
+            if id(message) not in self._messages:
+                drop.append(Delete(MESSAGES, message_id))
+        self._seq = highest + 1
+        return count + self._migrate(sessions, now_mono, now_wall, drop)
+
+    def _restore(self, session: Session, seq: int, outgoing: Outgoing, pid: int | None,
+                 released: bool, message_id: int) -> int | None:
+        """Recovery: reference ``seq`` back in flight under ``pid`` (the packet id the client
+        saw) or in the queue; returns the packet id it is in flight under."""
+        journal = session.journal
+        assert isinstance(journal, PersistentJournal)
+        self._hold(outgoing.message, seq, message_id)
+        if pid is not None and 0 < pid <= 65535 and pid not in session.inflight:
+            item = Inflight(outgoing)
+            item.released = released
+            session.inflight[pid] = item
+            journal.flight[pid] = seq
+            # The counter goes on after the newest id in flight (reference order is
+            # assignment order), never back to one the client may still hold.
+            session.next_packet_id = pid % 65535 + 1
+            return pid
+        session.queue.append(outgoing)
+        session.queued_bytes += outgoing.message.size
+        journal.waiting[id(outgoing)] = (outgoing, seq)
+        return None
+
+    def _migrate(self, sessions: dict[str, Session], now_mono: float, now_wall: float,
+                 drop: list[Op]) -> int:
+        """A store of the previous format (tables ``m``: a whole message per session and
+        ``f``: its packet id) becomes references to messages stored once; each message's
+        conversion is one atomic record, so a crash midway resumes at the next start."""
+        if not (self.keyed.has_table(OLD_MESSAGES) or self.keyed.has_table(OLD_FLIGHT)):
+            if self.keyed.lookup(META, "format") != FORMAT:
+                drop.append(Put(META, "format", FORMAT))
+            return 0
+        flights = self.keyed.rows(OLD_FLIGHT)
+        groups: list[list[Op]] = []
+        count = 0
+        for key, raw in self.keyed.iter_items(OLD_MESSAGES):
+            old: list[Op] = [Delete(OLD_MESSAGES, key)]
+            flight = flights.pop(key, None)
+            if flight is not None:
+                old.append(Delete(OLD_FLIGHT, key))
+            try:
+                cid, outgoing = decode_outgoing(raw, f"message {key!r}", now_mono, now_wall)
+            except RecordError as exc:
+                log.warning(f"broker store: {exc}; dropped", extra={"event": "store_record"})
+                groups.append(old)
                 continue
             session = sessions.get(cid)
             if session is None or outgoing.message.expired(now_mono):
-                drop.extend((Delete(MESSAGES, key), Delete(FLIGHT, key)))
+                groups.append(old)
                 continue
-            flight = flights.pop(key, None)
-            queue = session.queue
-            inflight = session.inflight
-            assert isinstance(queue, PersistentQueue)
-            assert isinstance(inflight, PersistentInflight)
-            if (isinstance(flight, list) and len(flight) == 2 and isinstance(flight[0], int)
-                    and 0 < flight[0] <= 65535 and flight[0] not in inflight):
-                item = Inflight(outgoing)
-                item.released = bool(flight[1])
-                inflight.restore(flight[0], item, key)
-                # The counter goes on after the newest id in flight (sequence order is
-                # assignment order), never back to one the client may still hold.
-                session.next_packet_id = flight[0] % 65535 + 1
-            else:
-                deque.append(queue, outgoing)
-                queue.seqs.append(key)
-                session.queued_bytes += outgoing.message.size
+            pid, released = None, False
+            if (isinstance(flight, list) and len(flight) == 2 and isinstance(flight[0], int)):
+                pid, released = flight[0], bool(flight[1])
+            seq, message_id = self._seq, self._seq + 1
+            self._seq += 2
+            pid = self._restore(session, seq, outgoing, pid, released, message_id)
+            groups.append([
+                Put(MESSAGES, message_id, encode_message(outgoing.message, now_mono, now_wall)),
+                Put(REFS, seq, [cid, message_id, outgoing.qos, outgoing.retain,
+                                list(outgoing.sub_ids), pid, released and pid is not None]),
+                *old])
             count += 1
-        drop.extend(Delete(FLIGHT, key) for key in flights)
-        self._seq = highest + 1
+        groups.extend([Delete(OLD_FLIGHT, key)] for key in flights)
+        groups.append([Put(META, "format", FORMAT)])
+        record: list[Op] = []
+        try:
+            for group in groups:
+                if record and _weight(record) + _weight(group) > CHUNK_BYTES:
+                    self.keyed.commit_sync(record)
+                    record = []
+                record.extend(group)
+            if record:
+                self.keyed.commit_sync(record)
+        except StoreError as exc:
+            self._failed(exc)
+            log.error(f"broker store: migrating the previous format failed: {exc}; it is "
+                      "retried at the next start", extra={"event": "store_migration"})
+            return count
+        log.warning(f"broker store {self.keyed.path}: migrated {count} queued messages from "
+                    "the previous format (one record per session) to messages stored once",
+                    extra={"event": "store_migration", "messages": count})
         return count
+
+
+def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | None,
+                                   bool] | None:
+    """``[session key, message id, qos, retain, sub ids, packet id or None, released]``."""
+    if not isinstance(raw, list) or len(raw) != 7:
+        return None
+    cid, message_id, qos, retain, sub_ids, pid, released = raw
+    if (not isinstance(cid, str) or not isinstance(message_id, int) or qos not in (1, 2)
+            or not isinstance(sub_ids, list) or not all(type(i) is int for i in sub_ids)
+            or not (pid is None or isinstance(pid, int))):
+        return None
+    return cid, message_id, qos, bool(retain), tuple(sub_ids), pid, bool(released)
 
 
 def _decode_session(cid: str, raw: Any, now_mono: float,
@@ -592,7 +693,7 @@ def _decode_session(cid: str, raw: Any, now_mono: float,
 def _op_weight(op: Op) -> int:
     """About the bytes ``op`` takes in a record (payloads dominate)."""
     if isinstance(op, Put) and op.table in (MESSAGES, RETAINED):
-        return 64 + (len(op.value[1][1]) if op.table == MESSAGES else len(op.value[1]))
+        return 64 + len(op.value[1])
     return 64
 
 

@@ -123,6 +123,7 @@ def remove_subscription(broker: Broker, session: Session, topic_filter: str, why
     entry = session.subscriptions.pop(topic_filter, None)
     if entry is None:
         return
+    session.journal.changed()
     broker.topic_space(session.tenant).unsubscribe(entry, entry.routed_filter(broker.separator))
     broker.stats.subscriptions_removed += 1
     identity = session.identity
@@ -142,4 +143,5 @@ def remove_subscription(broker: Broker, session: Session, topic_filter: str, why
 def _replace(broker: Broker, session: Session, entry: SubscriptionEntry, topic_filter: str) -> None:
     inner, pattern = _split(broker, session, topic_filter)
     session.subscriptions[topic_filter] = entry
+    session.journal.changed()
     broker.topic_space(session.tenant).subscribe(entry, inner, pattern)  # type: ignore[arg-type]

@@ -100,7 +100,8 @@ def subscriber(port: int, pkt_len: int, pid_off: int, expected: int, ready: Any,
 def publisher(port: int, index: int, count: int, window: int, go: Any, out: Any) -> None:
     """Send ``count`` QoS 1 PUBLISH keeping ``window`` unacknowledged; time until all acked."""
     s = _connect(port, f"bench-pub-{index}", clean=True)
-    packets = [encode(Publish(f"bench/{index}", PAYLOAD, 1, packet_id=pid), 4)
+    # Topics of one width: the subscriber splits its input into packets of one size.
+    packets = [encode(Publish(f"bench/{index:03d}", PAYLOAD, 1, packet_id=pid), 4)
                for pid in range(1, 65536)]
     go.wait()
     started = time.perf_counter()
@@ -180,7 +181,7 @@ def throughput(base: Path, mode: str, messages: int, publishers: int, window: in
     shutil.rmtree(state, ignore_errors=True)
     process, port, log_path = start_broker(base / f"run-{name}", mode, state)
     try:
-        sample = encode(Publish("bench/0", PAYLOAD, 1, packet_id=1), 4)
+        sample = encode(Publish("bench/000", PAYLOAD, 1, packet_id=1), 4)
         pid_off = len(sample) - len(PAYLOAD) - 2
         per = messages // publishers
         out: Any = CTX.Queue()

@@ -84,6 +84,10 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         pid = packet.packet_id
         assert pid is not None
         if pid in session.qos2_incoming:  # a resent QoS 2 PUBLISH: acknowledge, do not route
+            persistence = broker.persistence
+            if persistence is not None:  # after the first PUBREC, once it is stored
+                return persistence.acknowledge(conn, partial(_pubrec_again, conn, pid),
+                                               broker.config.limits.receive_maximum)
             conn.send(PUBREC_HEAD + pid.to_bytes(2, "big"))
             return None
         if len(session.qos2_incoming) >= broker.config.limits.receive_maximum:
@@ -140,9 +144,9 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     assert pid is not None
     persistence = broker.persistence
     if persistence is not None:
-        stored = persistence.commit()  # retained, queued for persistent sessions (issue 8)
-        return persistence.in_order(conn, stored, partial(_ack_stored, conn, pid, qos, routed),
-                                    broker.config.limits.receive_maximum)
+        # retained, queued for persistent sessions (issue 8), before the ack (issue 17)
+        return persistence.acknowledge(conn, partial(_ack_stored, conn, pid, qos, routed),
+                                       broker.config.limits.receive_maximum)
     _ack(conn, pid, qos, routed)
     return None
 
@@ -168,6 +172,11 @@ def _ack_stored(conn: Connection, pid: int, qos: int, routed: int,
         _ack(conn, pid, qos, routed)
 
 
+def _pubrec_again(conn: Connection, pid: int, error: StoreError | None) -> None:
+    if not conn.closing:
+        conn.send(PUBREC_HEAD + pid.to_bytes(2, "big"))
+
+
 def _ack(conn: Connection, pid: int, qos: int, routed: int) -> None:
     if routed or not conn.v5:
         conn.send((PUBACK_HEAD if qos == 1 else PUBREC_HEAD) + pid.to_bytes(2, "big"))
@@ -188,8 +197,8 @@ def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
         session.journal.qos2_released(pid)
         persistence = conn.broker.persistence
         if persistence is not None:
-            return persistence.in_order(conn, persistence.commit(), partial(_pubcomp, conn, pid),
-                                        conn.broker.config.limits.receive_maximum)
+            return persistence.acknowledge(conn, partial(_pubcomp, conn, pid),
+                                           conn.broker.config.limits.receive_maximum)
         conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
     elif conn.v5:
         conn.send_packet(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
@@ -237,8 +246,8 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
     if persistence is not None and persistence.tracks(session):
         # PUBREL only once "released" is stored: a restart must resend PUBREL, never the
         # PUBLISH the client may already have completed (exactly once, issue 8).
-        return persistence.in_order(conn, persistence.commit(), partial(_pubrel, conn, pid),
-                                    conn.broker.config.limits.receive_maximum)
+        return persistence.acknowledge(conn, partial(_pubrel, conn, pid),
+                                       conn.broker.config.limits.receive_maximum)
     conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
     return None
 

@@ -31,6 +31,7 @@ import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,8 @@ class Persistence:
         self._probe_bytes = 0  # the probe writes as much as the largest failed write
         self._chains: dict[object, tuple[asyncio.Task[None], int]] = {}  # see in_order
         self._ticket = 0  # the log ticket of the last record written
+        self._acks: list[Callable[[StoreError | None], None]] = []  # waiting for this turn
+        self._turn: asyncio.Future[None] | None = None  # this turn's record stored (sync)
         self._fsync_each = keyed.log.durability.mode == "always"
 
     @classmethod
@@ -296,44 +299,76 @@ class Persistence:
                 raise
         return self._ticket
 
-    def commit(self) -> Awaitable[None] | None:
-        """Write every change collected so far now; the awaitable (``durability = "sync"``
-        only: the fsync) raises ``StoreError`` when it could not be stored. ``None`` when
-        nothing needs waiting for: no task is created on that path."""
-        if not self.pending():
+    def acknowledge(self, conn: object, done: Callable[[StoreError | None], None],
+                    limit: int) -> Awaitable[None] | None:
+        """Call ``done(error)`` once every change collected so far is stored as the
+        durability mode promises (``error``: it could not be), in the order ``conn``'s packets
+        came. With ``none``/``interval`` the changes of one event-loop turn are written as one
+        record at its end, before any socket write, and ``done`` runs right after: no task, no
+        future. With ``sync`` ``done`` waits for the fsync (:meth:`in_order`); an awaitable is
+        returned when ``conn`` should stop reading (``limit`` acknowledgements waiting)."""
+        chained = conn in self._chains
+        if not chained and not self.pending():
+            done(None)  # nothing to store (and nothing of this turn is waiting: see _acks)
             return None
-        try:
-            ticket = self.write_ahead()
-        except StoreError as exc:
-            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            failed.set_exception(exc)
-            return failed
-        if not self._fsync_each:
+        if not chained and not self._fsync_each:
+            self._acks.append(done)
+            self._schedule()
             return None
-        synced = self.keyed.log.synced(ticket)
-        if synced is not None:
-            synced.add_done_callback(self._synced)
-        return synced
+        turn = self._turn
+        if turn is None:
+            turn = self._turn = asyncio.get_running_loop().create_future()
+            self._schedule()
+        return self.in_order(conn, turn, done, limit)
 
-    def _synced(self, future: asyncio.Future[None]) -> None:
-        exc = None if future.cancelled() else future.exception()
-        if isinstance(exc, StoreError):
-            self._failed(exc)
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._background)
 
     def before_send(self) -> None:
-        """Write what is collected before the broker writes to its sockets; a write that
-        fails is reported through ``healthy`` (acknowledgements wait for :meth:`commit`)."""
-        if self.pending():
+        """The broker writes to its sockets next (``Broker._flush``): store what is
+        collected first, then acknowledge what waited for it."""
+        if self._scheduled:
             self._background()
 
     def _background(self) -> None:
-        """End of the event-loop turn: changes no acknowledgement waits for (the failure is
-        reported through ``healthy``)."""
+        """The end of an event-loop turn: one record for every change of the turn, then the
+        acknowledgements that waited for it (a failed write is reported through ``healthy``
+        and refuses them)."""
         self._scheduled = False
+        error: StoreError | None = None
         try:
-            self.write_ahead()
-        except StoreError:
-            pass
+            ticket = self.write_ahead()
+        except StoreError as exc:
+            error, ticket = exc, 0
+        acks, self._acks = self._acks, []
+        for done in acks:
+            try:
+                done(error)
+            except Exception:
+                log.exception("acknowledging a stored message failed")
+        turn, self._turn = self._turn, None
+        if turn is None:
+            return
+        if error is not None:
+            turn.set_exception(error)
+            return
+        synced = self.keyed.log.synced(ticket) if self._fsync_each else None
+        if synced is None:
+            turn.set_result(None)
+            return
+        synced.add_done_callback(partial(self._synced, turn))
+
+    def _synced(self, turn: asyncio.Future[None], synced: asyncio.Future[None]) -> None:
+        exc = None if synced.cancelled() else synced.exception()
+        if isinstance(exc, StoreError):
+            self._failed(exc)
+            turn.set_exception(exc)
+        elif exc is not None:
+            turn.set_exception(exc)
+        else:
+            turn.set_result(None)
 
     def _failed(self, exc: StoreError, size: int = 0) -> None:
         self._probe_bytes = max(self._probe_bytes, min(size, CHUNK_BYTES))

@@ -220,8 +220,25 @@ class KeyedLog:
 
     def write(self, ops: Sequence[Op]) -> int:
         """Store ``ops`` atomically (one frame) in the OS now, without fsync; a ticket for
-        ``log.synced`` (``Log.write``: the broker's write-ahead path, issue 17)."""
-        return self.log.write(self._record(ops))
+        ``log.synced`` (``Log.write``: the broker's write-ahead path, issue 17).
+
+        The per-message path: the ops are not validated one by one (the caller builds them
+        from its own state: table names and keys are its constants and counters), and the
+        index takes their values as they are (so the caller must not mutate them later)."""
+        if self._encoded_values or not ops:
+            return self.log.write(self._record(ops))
+        raw = [[_PUT, op.table, op.key, op.value] if type(op) is Put
+               else [_DELETE, op.table, op.key] if type(op) is Delete
+               else _encode_op(op, False) for op in ops]
+        record = raw[0] if len(raw) == 1 else [_BATCH, raw]
+
+        def applied(size: int) -> None:
+            self.version += 1
+            share = size // len(raw)
+            for op in raw:
+                self._apply_op(op, share)
+
+        return self.log.write(record, applied)
 
     def commit_sync(
         self, ops: Sequence[Op], *, split_to_fit: bool = False, durable: bool = True

@@ -312,7 +312,7 @@ class Log:
 
     # -- write-ahead API (the broker's state: issue 17) ---------------------------------------
 
-    def write(self, record: Any) -> int:
+    def write(self, record: Any, applied: Callable[[int], None] | None = None) -> int:
         """Write ``record`` to the OS now, on the caller's thread, and apply it; no fsync.
 
         The broker calls this before any byte that depends on the record goes to a socket
@@ -320,6 +320,10 @@ class Log:
         (the page cache survives the process). Never waits for an fsync: fsyncs run on a
         duplicate of the file descriptor outside the write lock (:meth:`synced`). Returns a
         ticket for :meth:`synced`; raises ``StoreError`` when it could not be written.
+
+        ``applied(frame size)``, when given, folds the record into the state instead of the
+        reducer reading it back from the frame: for a caller that hands over records it built
+        itself and never mutates (KeyedLog.write), it saves decoding every record again.
         """
         self._check_open()
         frame = self.encode(record)
@@ -328,7 +332,10 @@ class Log:
             self._file.append(frame, sync=False)
             self._batches += 1
             self._appends += 1
-            self._reducer.apply(cbor2.loads(memoryview(frame)[FRAME_OVERHEAD:]), len(frame))
+            if applied is not None:
+                applied(len(frame))
+            else:
+                self._reducer.apply(cbor2.loads(memoryview(frame)[FRAME_OVERHEAD:]), len(frame))
             self._written += 1
             ticket = self._written
         if self.durability.mode == "interval" and self._wa_timer is None:

@@ -154,6 +154,91 @@ def start_broker(workdir: Path, persistence: str, state: Path,
     raise RuntimeError("broker did not start")
 
 
+MOSQUITTO = "/usr/sbin/mosquitto"
+
+
+def start_mosquitto(workdir: Path, state: Path,
+                    autosave: int = 1) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """Mosquitto 2 with ``persistence true``: its in-memory state is saved every ``autosave``
+    seconds (``autosave_interval``, the counterpart of our ``interval`` mode)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    state.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    config = workdir / "mosquitto.conf"
+    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nlog_type error\n"
+                      f"persistence true\npersistence_location {state}/\n"
+                      f"autosave_interval {autosave}\nmax_queued_messages 200000\n"
+                      "max_inflight_messages 32\n")
+    log_path = workdir / "mosquitto.log.txt"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen([MOSQUITTO, "-c", str(config)], stdout=log_file,
+                                   stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process, port, log_path
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"mosquitto exited:\n{log_path.read_text()}") from None
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("mosquitto did not start")
+
+
+def start_any(workdir: Path, mode: str, state: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
+    if mode == "mosquitto":
+        return start_mosquitto(workdir, state)
+    return start_broker(workdir, mode, state)
+
+
+def kill_loss(base: Path, mode: str, count: int) -> tuple[int, int]:
+    """QoS 1 messages acknowledged to a publisher for an offline persistent subscriber, then
+    kill -9 and a restart: (acknowledged, delivered after the restart)."""
+    state = base / f"state-kill-{mode}"
+    shutil.rmtree(state, ignore_errors=True)
+    process, port, _ = start_any(base / f"kill-{mode}", mode, state)
+    try:
+        _subscribe(port, "kill-sub").close()
+        out: Any = CTX.Queue()
+        go = CTX.Event()
+        pub = CTX.Process(target=publisher, args=(port, 0, count, 32, go, out))
+        pub.start()
+        go.set()
+        out.get(timeout=600)
+        pub.join(30)
+    finally:
+        process.kill()
+        process.wait()
+    process, port, _ = start_any(base / f"kill-{mode}-2", mode, state)
+    try:
+        s = _connect(port, "kill-sub", clean=False)
+        sample = encode(Publish("bench/000", PAYLOAD, 1, packet_id=1), 4)
+        pid_off = len(sample) - len(PAYLOAD) - 2
+        got, buf = 0, b""
+        s.settimeout(2.0)
+        while True:
+            try:
+                data = s.recv(1 << 18)
+            except TimeoutError:
+                break
+            if not data:
+                break
+            buf += data
+            n = len(buf) // len(sample)
+            s.sendall(b"".join(b"\x40\x02" + buf[i * len(sample) + pid_off:
+                                                  i * len(sample) + pid_off + 2]
+                               for i in range(n)))
+            buf = buf[n * len(sample):]
+            got += n
+        s.close()
+    finally:
+        stop(process)
+    return count, got
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
@@ -179,7 +264,7 @@ def throughput(base: Path, mode: str, messages: int, publishers: int, window: in
     name = f"{mode}-{subscribers}s-{publishers}p"
     state = base / f"state-{name}"
     shutil.rmtree(state, ignore_errors=True)
-    process, port, log_path = start_broker(base / f"run-{name}", mode, state)
+    process, port, log_path = start_any(base / f"run-{name}", mode, state)
     try:
         sample = encode(Publish("bench/000", PAYLOAD, 1, packet_id=1), 4)
         pid_off = len(sample) - len(PAYLOAD) - 2
@@ -262,6 +347,10 @@ def main() -> None:
     parser.add_argument("--modes", default="off,none,interval,sync")
     parser.add_argument("--sync-publishers", type=int, default=16,
                         help="publishers of the group-commit run (0: skip it)")
+    parser.add_argument("--mosquitto", action="store_true",
+                        help=f"also run {MOSQUITTO} with persistence true (autosave_interval 1)"
+                             " and measure what each broker loses on kill -9")
+    parser.add_argument("--kill-messages", type=int, default=2000)
     args = parser.parse_args()
     if args.dir:
         base = Path(args.dir)
@@ -300,6 +389,20 @@ def main() -> None:
                       f"{cpu['none', 10] / 10 / cpu['none', 1]:.2f}x per delivery; vs off with "
                       f"10 subscribers {ten:.2f}x; persistence's own cost {extra10:.1f} µs "
                       f"vs {extra1:.1f} µs per message")
+        if args.mosquitto:
+            for subscribers in (1, 10):
+                rate, us, _ = throughput(base, "mosquitto", args.messages, args.publishers,
+                                         args.window, subscribers)
+                print(f"  {subscribers:2} subscriber(s), Mosquitto persistence true      : "
+                      f"{rate:8.0f} msg/s, {us:7.1f} µs CPU/msg (autosave_interval 1)")
+            modes = [m for m in args.modes.split(",") if m != "off"] + ["mosquitto"]
+            for mode in modes:
+                acked, got = kill_loss(base, mode, args.kill_messages)
+                label = ("Mosquitto (autosave_interval 1)" if mode == "mosquitto"
+                         else f"edge-broker durability = {mode!r}")
+                print(f"kill -9 right after {acked} acknowledged QoS 1 messages for an offline "
+                      f"persistent subscriber, {label}: {got} delivered after the restart, "
+                      f"{max(0, acked - got)} lost")
         if args.sync_publishers:
             rate, us, per_fsync = throughput(base, "sync", args.messages,
                                              args.sync_publishers, args.window)

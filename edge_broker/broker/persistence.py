@@ -1,21 +1,29 @@
-"""Persistent sessions and retained messages on the append-only log (issue 8).
+"""Persistent sessions and retained messages on the append-only log (issues 8 and 17).
 
 One :class:`~edge_broker.store.KeyedLog` file, ``<state_dir>/broker.log``, with tables:
 
-- ``s``: client id → session record (tenant, identity, protocol level, expiry interval, expiry
+- ``s``: session key → session record (tenant, identity, protocol level, expiry interval, expiry
   deadline while offline, pending delayed will, the connected client's will, subscriptions with
   options and identifiers, next packet id); only sessions that outlive their connection.
-- ``m``: sequence number → a queued or in-flight QoS 1/2 message of such a session;
-  ``f``: sequence number → ``[packet id, released]`` while it is in flight.
-- ``q``: ``client id NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
+- ``msg``: message id → a QoS 1/2 message held by persistent sessions, stored once however many
+  hold it; ``ref``: reference id → ``[session key, message id, qos, retain, subscription ids,
+  packet id or None, released]``, one per session holding it, queued (no packet id) or in flight.
+  A message is deleted with its last reference (counted in ``_messages``).
+- ``q``: ``session key NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
 - ``r``: ``tenant NUL topic`` → retained message (``$`` topics such as ``$SYS`` are not stored).
+- ``meta``: ``format`` → 2. Format 1 (tables ``m``/``f``: a whole message per session) is
+  migrated at start (:meth:`Persistence._migrate`).
 
-Changes are collected as ops while the broker handles a packet (``persist_hooks.py``) and stored
-as one record: :meth:`Persistence.commit` for a QoS 1/2 PUBLISH, whose PUBACK/PUBREC waits for
-it (``durability = "sync"``: after fsync, group-committed across clients), and a background
-commit at the end of the event-loop turn for everything else. When a commit fails (disk full,
-read-only, I/O error), the publish is refused (handle_publish.py) and ``healthy`` turns false until
-a probe written on the broker tick succeeds again; ``$SYS/broker/store/healthy`` shows it.
+The session and delivery code report changes through ``session.journal`` (broker/journal.py;
+persist_hooks.py for persistent sessions); they become ops collected during an event-loop
+turn and written as one record at its end, before the turn's output goes to any socket
+(``Broker._flush`` → :meth:`Persistence.before_send`): nothing leaves on a socket that the log
+does not already hold. Acknowledgements that depend on stored state go through
+:meth:`Persistence.acknowledge`: right after that write (``none``/``interval``), or after its
+fsync (``sync``: group-committed across clients, never blocking writes). When a write fails
+(disk full, read-only, I/O error), the publish is refused (handle_publish.py) and ``healthy``
+turns false until a probe written on the broker tick succeeds again;
+``$SYS/broker/store/healthy`` shows it. docs/persistence.md has the guarantees.
 
 Recovery (:meth:`Persistence.recover`) replays the log (a torn tail is truncated and reported),
 drops expired sessions and messages, restores subscriptions into the topic spaces, sessions

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config
 from ..mqtt.packets import Will
 from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
+from ..store.keyed import RAW_DELETE, RAW_PUT
 from .journal import NO_JOURNAL
 from .message import Message
 from .persist_codec import (
@@ -101,7 +102,7 @@ class Persistence:
         self.healthy = True
         self.last_error: str | None = None
         self.refused = 0  # QoS >= 1 publishes refused because they could not be stored
-        self._ops: list[Op] = []
+        self._ops: list[list[Any]] = []  # record-form ops (KeyedLog.write_raw)
         self._ops_bytes = 0
         self._dirty: dict[str, Session] = {}
         # id(message) -> [message id, references, message]: each stored message once.
@@ -144,7 +145,7 @@ class Persistence:
 
     # -- recording (called by persist_hooks and the broker) ----------------------------------
 
-    def _add(self, op: Op, size: int = 64) -> None:
+    def _add(self, op: list[Any], size: int = 64) -> None:
         if not self._recording:
             return
         self._ops.append(op)
@@ -163,40 +164,40 @@ class Persistence:
             self._seq = seq + 2
             entry = self._messages[id(message)] = [seq + 1, 0, message]
             now_mono, now_wall = now_pair()
-            self._add(Put(MESSAGES, seq + 1, encode_message(message, now_mono, now_wall)),
+            self._add([RAW_PUT, MESSAGES, seq + 1, encode_message(message, now_mono, now_wall)],
                       message.size)
         else:
             self._seq = seq + 1
         entry[1] += 1
         self._refs[seq] = id(message)
-        self._add(Put(REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
-                                  list(outgoing.sub_ids), pid, False]))
+        self._add([RAW_PUT, REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
+                                        list(outgoing.sub_ids), pid, False]])
         return seq
 
     def update_ref(self, seq: int, cid: str, outgoing: Outgoing, pid: int | None,
                    released: bool) -> int:
         """The reference ``seq`` went into flight under ``pid`` (or was released)."""
         entry = self._messages[id(outgoing.message)]
-        self._add(Put(REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
-                                  list(outgoing.sub_ids), pid, released]))
+        self._add([RAW_PUT, REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
+                                        list(outgoing.sub_ids), pid, released]])
         return seq
 
     def delete_ref(self, seq: int) -> None:
         """The reference is gone; its message too when it was the last one."""
-        self._add(Delete(REFS, seq))
+        self._add([RAW_DELETE, REFS, seq])
         key = self._refs.pop(seq, None)
         entry = None if key is None else self._messages.get(key)
         if entry is not None:
             entry[1] -= 1
             if entry[1] <= 0:
                 del self._messages[key]  # type: ignore[arg-type]
-                self._add(Delete(MESSAGES, entry[0]))
+                self._add([RAW_DELETE, MESSAGES, entry[0]])
 
     def put_qos2(self, client_id: str, pid: int) -> None:
-        self._add(Put(QOS2, f"{client_id}\x00{pid}", 1))
+        self._add([RAW_PUT, QOS2, f"{client_id}\x00{pid}", 1])
 
     def delete_qos2(self, client_id: str, pid: int) -> None:
-        self._add(Delete(QOS2, f"{client_id}\x00{pid}"))
+        self._add([RAW_DELETE, QOS2, f"{client_id}\x00{pid}"])
 
     def session_changed(self, session: Session) -> None:
         if self._tracked.get(session.key) is session:
@@ -215,11 +216,11 @@ class Persistence:
 
     def retained_set(self, tenant: str, message: Message) -> None:
         now_mono, now_wall = now_pair()
-        self._add(Put(RETAINED, f"{tenant}\x00{message.topic}",
-                      encode_message(message, now_mono, now_wall)), message.size)
+        self._add([RAW_PUT, RETAINED, f"{tenant}\x00{message.topic}",
+                   encode_message(message, now_mono, now_wall)], message.size)
 
     def retained_delete(self, tenant: str, topic: str) -> None:
-        self._add(Delete(RETAINED, f"{tenant}\x00{topic}"))
+        self._add([RAW_DELETE, RETAINED, f"{tenant}\x00{topic}"])
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -259,7 +260,7 @@ class Persistence:
         self._tracked.pop(cid, None)
         self._dirty.pop(cid, None)
         session.journal = NO_JOURNAL
-        self._add(Delete(SESSIONS, cid))
+        self._add([RAW_DELETE, SESSIONS, cid])
 
     def _session_record(self, session: Session, now_mono: float, now_wall: float) -> list[Any]:
         conn = session.connection
@@ -282,12 +283,12 @@ class Persistence:
 
     # -- committing ------------------------------------------------------------------------
 
-    def _take(self) -> list[Op]:
+    def _take(self) -> list[list[Any]]:
         if self._dirty:
             now_mono, now_wall = now_pair()
             for cid, session in self._dirty.items():
-                self._ops.append(Put(SESSIONS, cid, self._session_record(session, now_mono,
-                                                                          now_wall)))
+                self._ops.append([RAW_PUT, SESSIONS, cid,
+                                  self._session_record(session, now_mono, now_wall)])
             self._dirty.clear()
         ops, self._ops = self._ops, []
         self._ops_bytes = 0
@@ -304,11 +305,13 @@ class Persistence:
         (issue 17). Raises ``StoreError`` when it could not be written."""
         if not self.pending():
             return self._ticket
-        for chunk in _chunks(self._take()):
+        large = self._ops_bytes > CHUNK_BYTES // 2
+        ops = self._take()
+        for chunk in _raw_chunks(ops) if large else (ops,):
             try:
-                self._ticket = self.keyed.write(chunk)
+                self._ticket = self.keyed.write_raw(chunk)
             except StoreError as exc:
-                self._failed(exc, _weight(chunk))
+                self._failed(exc, sum(_raw_weight(op) for op in chunk))
                 raise
         return self._ticket
 
@@ -747,15 +750,17 @@ def _op_weight(op: Op) -> int:
     return 64
 
 
-def _weight(ops: list[Op]) -> int:
-    return sum(_op_weight(op) for op in ops)
+def _raw_weight(op: list[Any]) -> int:
+    if op[0] == RAW_PUT and op[1] in (MESSAGES, RETAINED):
+        return 64 + len(op[3][1])
+    return 64
 
 
-def _chunks(ops: list[Op]) -> Iterator[list[Op]]:
-    chunk: list[Op] = []
+def _raw_chunks(ops: list[list[Any]]) -> Iterator[list[list[Any]]]:
+    chunk: list[list[Any]] = []
     size = 0
     for op in ops:
-        weight = _op_weight(op)
+        weight = _raw_weight(op)
         if chunk and size + weight > CHUNK_BYTES:
             yield chunk
             chunk, size = [], 0
@@ -763,6 +768,10 @@ def _chunks(ops: list[Op]) -> Iterator[list[Op]]:
         size += weight
     if chunk:
         yield chunk
+
+
+def _weight(ops: list[Op]) -> int:
+    return sum(_op_weight(op) for op in ops)
 
 
 class PersistentRetainedStore(MemoryRetainedStore):

@@ -269,6 +269,8 @@ class Connection(asyncio.Protocol):
             props = Properties(reason_string=reason) if self.problem_information else Properties()
             self.send_packet(Disconnect(reason_code, props))
         self.disconnect_reason = reason
+        if self.broker.persistence is not None:
+            self.broker.persistence.before_send()  # write-ahead, as Broker._flush (issue 17)
         self.flush()
         self.closing = True
         if self.transport is not None:

@@ -5,6 +5,12 @@
 
     .venv/bin/python scripts/bench_persistence.py [--dir DIR] [--messages 20000]
         [--publishers 4] [--window 32] [--queued 100000] [--modes off,none,interval,sync]
+        [--sync-publishers 16]
+
+Issue 17: each mode runs with one and with ten persistent subscribers and prints the broker's
+CPU per message (from /proc, so other load on the machine does not count) side by side with
+persistence off, the ratios against the targets, and for ``sync`` with ``--sync-publishers``
+publishers how many messages one fsync covers (from the store's closing log line).
 
 Run it on the gateway's real storage (``--dir /var/lib/edge-broker-bench``): on tmpfs fsync
 costs nothing and the sync figures mean little. The load generator is raw sockets with
@@ -67,9 +73,9 @@ def _subscribe(port: int, client_id: str) -> socket.socket:
 
 
 def subscriber(port: int, pkt_len: int, pid_off: int, expected: int, ready: Any,
-               out: Any) -> None:
+               out: Any, client_id: str = "bench-sub") -> None:
     """Acknowledge every delivery (fixed-size packets); report how many arrived."""
-    s = _subscribe(port, "bench-sub")
+    s = _subscribe(port, client_id)
     ready.set()
     buf = bytearray()
     total = 0
@@ -94,7 +100,8 @@ def subscriber(port: int, pkt_len: int, pid_off: int, expected: int, ready: Any,
 def publisher(port: int, index: int, count: int, window: int, go: Any, out: Any) -> None:
     """Send ``count`` QoS 1 PUBLISH keeping ``window`` unacknowledged; time until all acked."""
     s = _connect(port, f"bench-pub-{index}", clean=True)
-    packets = [encode(Publish(f"bench/{index}", PAYLOAD, 1, packet_id=pid), 4)
+    # Topics of one width: the subscriber splits its input into packets of one size.
+    packets = [encode(Publish(f"bench/{index:03d}", PAYLOAD, 1, packet_id=pid), 4)
                for pid in range(1, 65536)]
     go.wait()
     started = time.perf_counter()
@@ -147,6 +154,91 @@ def start_broker(workdir: Path, persistence: str, state: Path,
     raise RuntimeError("broker did not start")
 
 
+MOSQUITTO = "/usr/sbin/mosquitto"
+
+
+def start_mosquitto(workdir: Path, state: Path,
+                    autosave: int = 1) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """Mosquitto 2 with ``persistence true``: its in-memory state is saved every ``autosave``
+    seconds (``autosave_interval``, the counterpart of our ``interval`` mode)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    state.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    config = workdir / "mosquitto.conf"
+    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nlog_type error\n"
+                      f"persistence true\npersistence_location {state}/\n"
+                      f"autosave_interval {autosave}\nmax_queued_messages 200000\n"
+                      "max_inflight_messages 32\n")
+    log_path = workdir / "mosquitto.log.txt"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen([MOSQUITTO, "-c", str(config)], stdout=log_file,
+                                   stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process, port, log_path
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"mosquitto exited:\n{log_path.read_text()}") from None
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("mosquitto did not start")
+
+
+def start_any(workdir: Path, mode: str, state: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
+    if mode == "mosquitto":
+        return start_mosquitto(workdir, state)
+    return start_broker(workdir, mode, state)
+
+
+def kill_loss(base: Path, mode: str, count: int) -> tuple[int, int]:
+    """QoS 1 messages acknowledged to a publisher for an offline persistent subscriber, then
+    kill -9 and a restart: (acknowledged, delivered after the restart)."""
+    state = base / f"state-kill-{mode}"
+    shutil.rmtree(state, ignore_errors=True)
+    process, port, _ = start_any(base / f"kill-{mode}", mode, state)
+    try:
+        _subscribe(port, "kill-sub").close()
+        out: Any = CTX.Queue()
+        go = CTX.Event()
+        pub = CTX.Process(target=publisher, args=(port, 0, count, 32, go, out))
+        pub.start()
+        go.set()
+        out.get(timeout=600)
+        pub.join(30)
+    finally:
+        process.kill()
+        process.wait()
+    process, port, _ = start_any(base / f"kill-{mode}-2", mode, state)
+    try:
+        s = _connect(port, "kill-sub", clean=False)
+        sample = encode(Publish("bench/000", PAYLOAD, 1, packet_id=1), 4)
+        pid_off = len(sample) - len(PAYLOAD) - 2
+        got, buf = 0, b""
+        s.settimeout(2.0)
+        while True:
+            try:
+                data = s.recv(1 << 18)
+            except TimeoutError:
+                break
+            if not data:
+                break
+            buf += data
+            n = len(buf) // len(sample)
+            s.sendall(b"".join(b"\x40\x02" + buf[i * len(sample) + pid_off:
+                                                  i * len(sample) + pid_off + 2]
+                               for i in range(n)))
+            buf = buf[n * len(sample):]
+            got += n
+        s.close()
+    finally:
+        stop(process)
+    return count, got
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
@@ -156,36 +248,59 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def throughput(base: Path, mode: str, messages: int, publishers: int, window: int) -> float:
-    state = base / f"state-{mode}"
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process used so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+STORE_STATS_RE = re.compile(r"broker store closed: (\d+) appends, (\d+) fsyncs")
+
+
+def throughput(base: Path, mode: str, messages: int, publishers: int, window: int,
+               subscribers: int = 1) -> tuple[float, float, float]:
+    """(messages/s, broker CPU µs per published message, messages per fsync) for QoS 1 into
+    ``subscribers`` persistent sessions."""
+    name = f"{mode}-{subscribers}s-{publishers}p"
+    state = base / f"state-{name}"
     shutil.rmtree(state, ignore_errors=True)
-    process, port, _ = start_broker(base / f"run-{mode}", mode, state)
+    process, port, log_path = start_any(base / f"run-{name}", mode, state)
     try:
-        sample = encode(Publish("bench/0", PAYLOAD, 1, packet_id=1), 4)
+        sample = encode(Publish("bench/000", PAYLOAD, 1, packet_id=1), 4)
         pid_off = len(sample) - len(PAYLOAD) - 2
         per = messages // publishers
         out: Any = CTX.Queue()
-        ready, go = CTX.Event(), CTX.Event()
-        sub = CTX.Process(target=subscriber,
-                          args=(port, len(sample), pid_off, per * publishers, ready, out))
-        sub.start()
-        ready.wait(30)
+        go = CTX.Event()
+        subs = []
+        for k in range(subscribers):
+            ready = CTX.Event()
+            sub = CTX.Process(target=subscriber, args=(port, len(sample), pid_off,
+                                                       per * publishers, ready, out,
+                                                       f"bench-sub-{k}"))
+            sub.start()
+            ready.wait(30)
+            subs.append(sub)
         pubs = [CTX.Process(target=publisher, args=(port, i, per, window, go, out))
                 for i in range(publishers)]
         for p in pubs:
             p.start()
         time.sleep(0.5)
+        cpu_before = cpu_seconds(process.pid)
         go.set()
-        results = [out.get(timeout=600) for _ in range(publishers + 1)]
-        for p in [*pubs, sub]:
+        results = [out.get(timeout=600) for _ in range(publishers + subscribers)]
+        cpu = cpu_seconds(process.pid) - cpu_before
+        for p in [*pubs, *subs]:
             p.join(30)
         elapsed = max(r[1] for r in results if r[0] == "pub")
-        delivered = next(r[1] for r in results if r[0] == "sub")
+        delivered = min(r[1] for r in results if r[0] == "sub")
         if delivered < per * publishers:
-            print(f"  warning: subscriber got {delivered} of {per * publishers}")
-        return per * publishers / elapsed
+            print(f"  warning: a subscriber got {delivered} of {per * publishers}")
     finally:
         stop(process)
+    found = STORE_STATS_RE.search(log_path.read_text(errors="replace"))
+    total = per * publishers
+    per_fsync = total / max(1, int(found.group(2))) if found else float("nan")
+    return total / elapsed, cpu / total * 1e6, per_fsync
 
 
 def recovery(base: Path, queued: int) -> tuple[float, float, int]:
@@ -230,6 +345,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=32)
     parser.add_argument("--queued", type=int, default=100000)
     parser.add_argument("--modes", default="off,none,interval,sync")
+    parser.add_argument("--sync-publishers", type=int, default=16,
+                        help="publishers of the group-commit run (0: skip it)")
+    parser.add_argument("--mosquitto", action="store_true",
+                        help=f"also run {MOSQUITTO} with persistence true (autosave_interval 1)"
+                             " and measure what each broker loses on kill -9")
+    parser.add_argument("--kill-messages", type=int, default=2000)
     args = parser.parse_args()
     if args.dir:
         base = Path(args.dir)
@@ -243,11 +364,50 @@ def main() -> None:
     print(f"store directory {base} ({fs.stdout.strip() or 'unknown'} filesystem), "
           f"{os.cpu_count()} CPUs")
     try:
-        for mode in args.modes.split(","):
-            rate = throughput(base, mode, args.messages, args.publishers, args.window)
-            label = "persistence off" if mode == "off" else f"durability = {mode!r}"
-            print(f"QoS 1 into a persistent session, {label:24}: {rate:9.0f} msg/s "
-                  f"({args.publishers} publishers, window {args.window})")
+        print("QoS 1, 64-byte payloads, into persistent sessions (clean session 0); CPU is the "
+              "broker process's user+system time per published message")
+        cpu: dict[tuple[str, int], float] = {}
+        for subscribers in (1, 10):
+            for mode in args.modes.split(","):
+                rate, us, per_fsync = throughput(base, mode, args.messages, args.publishers,
+                                                 args.window, subscribers)
+                cpu[mode, subscribers] = us
+                label = "persistence off" if mode == "off" else f"durability = {mode!r}"
+                extra = f", {per_fsync:.1f} msg/fsync" if mode == "sync" else ""
+                print(f"  {subscribers:2} subscriber(s), {label:24}: {rate:8.0f} msg/s, "
+                      f"{us:7.1f} µs CPU/msg{extra} ({args.publishers} publishers, window "
+                      f"{args.window})")
+        if ("off", 1) in cpu and ("none", 1) in cpu:
+            one = cpu["none", 1] / cpu["off", 1]
+            print(f"durability 'none' vs off, 1 subscriber: {one:.2f}x (target <= 2x)")
+            if ("off", 10) in cpu and ("none", 10) in cpu:
+                ten = cpu["none", 10] / cpu["off", 10]
+                extra1 = cpu["none", 1] - cpu["off", 1]
+                extra10 = cpu["none", 10] - cpu["off", 10]
+                print(f"durability 'none', 10 persistent subscribers vs 1: "
+                      f"{cpu['none', 10] / cpu['none', 1]:.2f}x per message (target <= 1.5x), "
+                      f"{cpu['none', 10] / 10 / cpu['none', 1]:.2f}x per delivery; vs off with "
+                      f"10 subscribers {ten:.2f}x; persistence's own cost {extra10:.1f} µs "
+                      f"vs {extra1:.1f} µs per message")
+        if args.mosquitto:
+            for subscribers in (1, 10):
+                rate, us, _ = throughput(base, "mosquitto", args.messages, args.publishers,
+                                         args.window, subscribers)
+                print(f"  {subscribers:2} subscriber(s), Mosquitto persistence true      : "
+                      f"{rate:8.0f} msg/s, {us:7.1f} µs CPU/msg (autosave_interval 1)")
+            modes = [m for m in args.modes.split(",") if m != "off"] + ["mosquitto"]
+            for mode in modes:
+                acked, got = kill_loss(base, mode, args.kill_messages)
+                label = ("Mosquitto (autosave_interval 1)" if mode == "mosquitto"
+                         else f"edge-broker durability = {mode!r}")
+                print(f"kill -9 right after {acked} acknowledged QoS 1 messages for an offline "
+                      f"persistent subscriber, {label}: {got} delivered after the restart, "
+                      f"{max(0, acked - got)} lost")
+        if args.sync_publishers:
+            rate, us, per_fsync = throughput(base, "sync", args.messages,
+                                             args.sync_publishers, args.window)
+            print(f"durability = 'sync', {args.sync_publishers} publishers, 1 subscriber: "
+                  f"{rate:.0f} msg/s, {us:.1f} µs CPU/msg, {per_fsync:.1f} messages per fsync")
         if args.queued:
             listening, loaded, size = recovery(base, args.queued)
             print(f"restart with {args.queued} queued messages ({size / 1e6:.1f} MB store): "

@@ -329,6 +329,8 @@ class Connection(asyncio.Protocol):
             props = Properties(reason_string=reason) if self.problem_information else Properties()
             self.send_packet(Disconnect(reason_code, props))
         self.disconnect_reason = reason
+        if self.broker.persistence is not None:
+            self.broker.persistence.before_send()  # write-ahead, as Broker._flush (issue 17)
         self.flush()
         self.closing = True
         if self.transport is not None:
@@ -384,6 +386,7 @@ class Connection(asyncio.Protocol):
                 self.send(b"\x62\x02" + pid.to_bytes(2, "big"))
             elif not self.send_publish(inflight.outgoing, pid, dup=True):
                 del session.inflight[pid]
+                session.journal.completed(pid)
 
     def register_inflight(self, outgoing: Outgoing) -> None:
         session = self.session
@@ -391,6 +394,9 @@ class Connection(asyncio.Protocol):
         pid = session.allocate_packet_id()
         if self.send_publish(outgoing, pid):
             session.inflight[pid] = Inflight(outgoing)
+            session.journal.sent(pid, outgoing)  # stored before this output is flushed
+        else:
+            session.journal.dropped(outgoing)
 
 
 def _addr(address: tuple[str, int] | None) -> str | None:

@@ -191,6 +191,7 @@ class Delivery:
         session.queue.append(outgoing)
         session.queued_bytes += size
         self.queued_total += size + QUEUE_ENTRY_BYTES
+        session.journal.queued(outgoing)
         return True
 
     def recount(self, sessions: Iterable[Session]) -> None:
@@ -226,6 +227,7 @@ class Delivery:
         session.queue.append(outgoing)
         session.queued_bytes += size
         self.queued_total += size + QUEUE_ENTRY_BYTES
+        session.journal.queued(outgoing)
         self.congested.append(session)
         return True
 
@@ -282,8 +284,10 @@ class Delivery:
             session.queued_bytes -= size
             self.queued_total -= size + QUEUE_ENTRY_BYTES
             if check and not policy.check_deliver(session, outgoing.message).allowed:
+                session.journal.dropped(outgoing)
                 continue  # denied since it was queued (a claim update: decided at delivery time)
             if outgoing.qos == 0:
+                session.journal.dropped(outgoing)
                 conn.send_publish(outgoing)
             else:
                 conn.register_inflight(outgoing)

@@ -78,6 +78,7 @@ async def _answer(
             assert session is not None
             if code < 0x80:
                 session.qos2_incoming.add(pid)  # PUBREL then gets its PUBCOMP
+                session.journal.qos2_received(pid)
             conn.send_packet(Pubrec(pid, code, ack_props))
     if outcome.response is not None:
         _respond(conn, *outcome.response)

@@ -23,7 +23,6 @@ from ..store import StoreError
 from .handle_claims import handle_claim_publish
 from .message import Message, make_message
 from .outcomes import publish_denied
-from .persist_hooks import PersistentInflight
 from .publish_quota import quota_reason
 from .topic_limits import topic_limit, topic_limit_reason
 
@@ -101,6 +100,10 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         pid = packet.packet_id
         assert pid is not None
         if pid in session.qos2_incoming:  # a resent QoS 2 PUBLISH: acknowledge, do not route
+            persistence = broker.persistence
+            if persistence is not None:  # after the first PUBREC, once it is stored
+                return persistence.acknowledge(conn, partial(_pubrec_again, conn, pid),
+                                               broker.config.limits.receive_maximum)
             conn.send(PUBREC_HEAD + pid.to_bytes(2, "big"))
             return None
         if len(session.qos2_incoming) >= broker.config.limits.receive_maximum:
@@ -174,25 +177,27 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
             space.retained.delete(topic)
         elif not _retain(conn, packet, space, message):
             return None
+    qos = packet.qos
+    if qos == 2:  # held before any receiver can see it: a DUP resend is never routed again
+        assert packet.packet_id is not None
+        session.qos2_incoming.add(packet.packet_id)
+        session.journal.qos2_received(packet.packet_id)
     delivery = broker.delivery
     routed = delivery.route(space, message)
     # [limits] queue_overflow = "backpressure": a subscriber's queue went beyond its limit;
     # this publisher's next packets wait (broker/delivery.py)
     held = delivery.congestion() if delivery.congested else None
-    qos = packet.qos
     if qos == 0:
         return held
     pid = packet.packet_id
     assert pid is not None
-    if qos == 2:
-        session.qos2_incoming.add(pid)
     persistence = broker.persistence
     if persistence is not None:
-        stored = persistence.commit()  # retained, queued for persistent sessions (issue 8)
-        if broker.bridges is not None:  # issue 19: and the bridges' queue logs
-            stored = broker.bridges.take_pending(stored)
-        acked = persistence.in_order(conn, stored, partial(_ack_stored, conn, pid, qos, routed),
-                                     broker.config.limits.receive_maximum)
+        # retained, queued for persistent sessions (issue 8), before the ack (issue 17), and
+        # with durable bridges the bridge queue logs' write too (issue 19)
+        bridged = broker.bridges.take_pending(None) if broker.bridges is not None else None
+        acked = persistence.acknowledge(conn, partial(_ack_stored, conn, pid, qos, routed),
+                                        broker.config.limits.receive_maximum, bridged)
         if held is not None and acked is not None:
             return _both(acked, held)
         return acked if acked is not None else held
@@ -238,12 +243,18 @@ def _ack_stored(conn: Connection, pid: int, qos: int, routed: int,
         session = conn.session
         if qos == 2 and session is not None:
             session.qos2_incoming.discard(pid)
+            session.journal.qos2_released(pid)
         if conn.v5 and not conn.closing:
             props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
             conn.send_packet((Puback if qos == 1 else Pubrec)(pid, code, props))
         return
     if not conn.closing:
         _ack(conn, pid, qos, routed)
+
+
+def _pubrec_again(conn: Connection, pid: int, error: StoreError | None) -> None:
+    if not conn.closing:
+        conn.send(PUBREC_HEAD + pid.to_bytes(2, "big"))
 
 
 def _ack(conn: Connection, pid: int, qos: int, routed: int) -> None:
@@ -263,10 +274,11 @@ def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
     pid = packet.packet_id
     if pid in session.qos2_incoming:
         session.qos2_incoming.discard(pid)
+        session.journal.qos2_released(pid)
         persistence = conn.broker.persistence
         if persistence is not None:
-            return persistence.in_order(conn, persistence.commit(), partial(_pubcomp, conn, pid),
-                                        conn.broker.config.limits.receive_maximum)
+            return persistence.acknowledge(conn, partial(_pubcomp, conn, pid),
+                                           conn.broker.config.limits.receive_maximum)
         conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
     elif conn.v5:
         conn.send_packet(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
@@ -287,6 +299,7 @@ def handle_puback(conn: Connection, packet: Puback) -> None:
     inflight = session.inflight.get(packet.packet_id)
     if inflight is not None and inflight.outgoing.qos == 1:
         del session.inflight[packet.packet_id]
+        session.journal.completed(packet.packet_id)
         if session.queue:
             conn.broker.delivery.drain(session)
 
@@ -304,16 +317,17 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
         return None
     if packet.reason_code >= 0x80:  # the client refused it: the flow ends (MQTT 5 §4.3.3)
         del session.inflight[pid]
+        session.journal.completed(pid)
         conn.broker.delivery.drain(session)
         return None
     inflight.released = True
     persistence = conn.broker.persistence
-    if persistence is not None and isinstance(session.inflight, PersistentInflight):
+    session.journal.released(pid)
+    if persistence is not None and persistence.tracks(session):
         # PUBREL only once "released" is stored: a restart must resend PUBREL, never the
         # PUBLISH the client may already have completed (exactly once, issue 8).
-        session.inflight.released(pid)
-        return persistence.in_order(conn, persistence.commit(), partial(_pubrel, conn, pid),
-                                    conn.broker.config.limits.receive_maximum)
+        return persistence.acknowledge(conn, partial(_pubrel, conn, pid),
+                                       conn.broker.config.limits.receive_maximum)
     conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
     return None
 
@@ -330,6 +344,7 @@ def handle_pubcomp(conn: Connection, packet: Pubcomp) -> None:
     inflight = session.inflight.get(packet.packet_id)
     if inflight is not None and inflight.released:
         del session.inflight[packet.packet_id]
+        session.journal.completed(packet.packet_id)
         if session.queue:
             conn.broker.delivery.drain(session)
 

@@ -149,6 +149,7 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
             queryable,
         )
         session.subscriptions[sub.topic_filter] = entry
+        session.journal.changed()
         space.subscribe(entry, inner, pattern)
         codes.append(qos)
         if shared is None and (sub.retain_handling == 0 or (
@@ -215,6 +216,7 @@ def handle_unsubscribe(conn: Connection, packet: Unsubscribe) -> None:
         if entry is None:
             codes.append(ReasonCode.NO_SUBSCRIPTION_EXISTED)
             continue
+        session.journal.changed()
         shared = split_shared(topic_filter, broker.separator, True)
         space.unsubscribe(entry, shared.filter if shared is not None else topic_filter)
         codes.append(ReasonCode.SUCCESS)

@@ -44,6 +44,7 @@ def publish_denied(conn: Connection, packet: Publish, decision: Decision) -> Non
         elif packet.qos == 2:
             assert conn.session is not None and packet.packet_id is not None
             conn.session.qos2_incoming.add(packet.packet_id)  # complete the flow on PUBREL
+            conn.session.journal.qos2_received(packet.packet_id)
             conn.send_packet(Pubrec(packet.packet_id))
         return
     if decision.disconnect:  # authorizer outcome ``disconnect``: DISCONNECT with its code only

@@ -1,22 +1,30 @@
-"""Persistent sessions and retained messages on the append-only log (issue 8).
+"""Persistent sessions and retained messages on the append-only log (issues 8 and 17).
 
 One :class:`~edge_broker.store.KeyedLog` file, ``<state_dir>/broker.log``, with tables:
 
-- ``s``: client id → session record (tenant, identity, protocol level, expiry interval, expiry
+- ``s``: session key → session record (tenant, identity, protocol level, expiry interval, expiry
   deadline while offline, pending delayed will, the connected client's will, subscriptions with
   options and identifiers, next packet id, owning principal); only sessions that outlive their
   connection. A record without an owner (older state) gets ``ownership.owner_of_restored``.
-- ``m``: sequence number → a queued or in-flight QoS 1/2 message of such a session;
-  ``f``: sequence number → ``[packet id, released]`` while it is in flight.
-- ``q``: ``client id NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
+- ``msg``: message id → a QoS 1/2 message held by persistent sessions, stored once however many
+  hold it; ``ref``: reference id → ``[session key, message id, qos, retain, subscription ids,
+  packet id or None, released]``, one per session holding it, queued (no packet id) or in flight.
+  A message is deleted with its last reference (counted in ``_messages``).
+- ``q``: ``session key NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
 - ``r``: ``tenant NUL topic`` → retained message (``$`` topics such as ``$SYS`` are not stored).
+- ``meta``: ``format`` → 2. Format 1 (tables ``m``/``f``: a whole message per session) is
+  migrated at start (:meth:`Persistence._migrate`).
 
-Changes are collected as ops while the broker handles a packet (``persist_hooks.py``) and stored
-as one record: :meth:`Persistence.commit` for a QoS 1/2 PUBLISH, whose PUBACK/PUBREC waits for
-it (``durability = "sync"``: after fsync, group-committed across clients), and a background
-commit at the end of the event-loop turn for everything else. When a commit fails (disk full,
-read-only, I/O error), the publish is refused (handle_publish.py) and ``healthy`` turns false until
-a probe written on the broker tick succeeds again; ``$SYS/broker/store/healthy`` shows it.
+The session and delivery code report changes through ``session.journal`` (broker/journal.py;
+persist_hooks.py for persistent sessions); they become ops collected during an event-loop
+turn and written as one record at its end, before the turn's output goes to any socket
+(``Broker._flush`` → :meth:`Persistence.before_send`): nothing leaves on a socket that the log
+does not already hold. Acknowledgements that depend on stored state go through
+:meth:`Persistence.acknowledge`: right after that write (``none``/``interval``), or after its
+fsync (``sync``: group-committed across clients, never blocking writes). When a write fails
+(disk full, read-only, I/O error), the publish is refused (handle_publish.py) and ``healthy``
+turns false until a probe written on the broker tick succeeds again;
+``$SYS/broker/store/healthy`` shows it. docs/persistence.md has the guarantees.
 
 Recovery (:meth:`Persistence.recover`) replays the log (a torn tail is truncated and reported),
 drops expired sessions and messages, restores subscriptions into the topic spaces, sessions
@@ -31,8 +39,8 @@ import asyncio
 import errno
 import logging
 import time
-from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +48,8 @@ from ..config import Config
 from ..mqtt.packets import Will
 from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
 from ..store.damage import damage_hint, open_or_set_aside
+from ..store.keyed import RAW_DELETE, RAW_PUT
+from .journal import NO_JOURNAL
 from .message import Message
 from .ownership import owner_of_restored, principal_from_record
 from .persist_codec import (
@@ -50,18 +60,12 @@ from .persist_codec import (
     decode_will,
     encode_identity,
     encode_message,
-    encode_outgoing,
     encode_will,
     now_pair,
     to_mono,
     to_wall,
 )
-from .persist_hooks import (
-    PersistentInflight,
-    PersistentQos2,
-    PersistentQueue,
-    PersistentSubscriptions,
-)
+from .persist_hooks import PersistentJournal
 from .retained import MemoryRetainedStore
 from .session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
 
@@ -71,9 +75,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("edge_broker.persistence")
 
 BROKER_LOG = "broker.log"
-SESSIONS, MESSAGES, FLIGHT, QOS2, RETAINED, META = "s", "m", "f", "q", "r", "meta"
+SESSIONS, QOS2, RETAINED, META = "s", "q", "r", "meta"
+MESSAGES, REFS = "msg", "ref"  # each message once; queued/in-flight references to it
+OLD_MESSAGES, OLD_FLIGHT = "m", "f"  # the previous format (a message per session), migrated
+FORMAT = 2
 CHUNK_BYTES = 1 << 20  # ops of one commit beyond this are split into several records
 FSYNC = {"sync": "always", "none": "never"}
+# Compact once three quarters of the file are dead (the file is 4x its live records): a queue
+# backlog churns references fast, and each compaction re-encodes every live record, so at 1/2
+# compactions cost as much CPU as the messages themselves (bench_persistence, 10 subscribers).
+COMPACT_RATIO = 0.75
 
 
 class PersistenceError(RuntimeError):
@@ -94,18 +105,23 @@ class Persistence:
         self.healthy = True
         self.last_error: str | None = None
         self.refused = 0  # QoS >= 1 publishes refused because they could not be stored
-        self._ops: list[Op] = []
+        self._ops: list[list[Any]] = []  # record-form ops (KeyedLog.write_raw)
         self._ops_bytes = 0
         self._dirty: dict[str, Session] = {}
-        self._parked: dict[int, tuple[Outgoing, int]] = {}
+        # id(message) -> [message id, references, message]: each stored message once.
+        self._messages: dict[int, list[Any]] = {}
+        self._refs: dict[int, int] = {}  # reference -> id(message)
         self._tracked: dict[str, Session] = {}
         self._seq = 1
         self._scheduled = False
         self._recording = False
-        self._tasks: set[asyncio.Task[None]] = set()
         self._probe: asyncio.Task[None] | None = None
         self._probe_bytes = 0  # the probe writes as much as the largest failed write
         self._chains: dict[object, tuple[asyncio.Task[None], int]] = {}  # see in_order
+        self._ticket = 0  # the log ticket of the last record written
+        self._acks: list[Callable[[StoreError | None], None]] = []  # waiting for this turn
+        self._turn: asyncio.Future[None] | None = None  # this turn's record stored (sync)
+        self._fsync_each = keyed.log.durability.mode == "always"
 
     @classmethod
     def open(cls, config: Config) -> Persistence:
@@ -121,6 +137,7 @@ class Persistence:
             ) from exc
         def opener() -> KeyedLog:
             return KeyedLog.open(path, fsync=fsync, encoded_values=False,
+                                 compact_ratio=COMPACT_RATIO,
                                  compact_min_bytes=settings.compact_min_bytes)
 
         try:
@@ -135,7 +152,7 @@ class Persistence:
 
     # -- recording (called by persist_hooks and the broker) ----------------------------------
 
-    def _add(self, op: Op, size: int = 64) -> None:
+    def _add(self, op: list[Any], size: int = 64) -> None:
         if not self._recording:
             return
         self._ops.append(op)
@@ -144,38 +161,50 @@ class Persistence:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._background)
 
-    def put_message(self, client_id: str, outgoing: Outgoing) -> int:
+    def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> int:
+        """A new reference of session ``cid`` to ``outgoing``'s message (stored with its
+        first reference); queued, or in flight under ``pid``."""
+        message = outgoing.message
+        entry = self._messages.get(id(message))
         seq = self._seq
-        self._seq += 1
-        now_mono, now_wall = now_pair()
-        self._add(Put(MESSAGES, seq, encode_outgoing(client_id, outgoing, now_mono, now_wall)),
-                  outgoing.message.size)
+        if entry is None:
+            self._seq = seq + 2
+            entry = self._messages[id(message)] = [seq + 1, 0, message]
+            now_mono, now_wall = now_pair()
+            self._add([RAW_PUT, MESSAGES, seq + 1, encode_message(message, now_mono, now_wall)],
+                      message.size)
+        else:
+            self._seq = seq + 1
+        entry[1] += 1
+        self._refs[seq] = id(message)
+        self._add([RAW_PUT, REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
+                                        list(outgoing.sub_ids), pid, False]])
         return seq
 
-    def park(self, outgoing: Outgoing, seq: int) -> None:
-        self._parked[id(outgoing)] = (outgoing, seq)
-        if self._recording and not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._background)
+    def update_ref(self, seq: int, cid: str, outgoing: Outgoing, pid: int | None,
+                   released: bool) -> int:
+        """The reference ``seq`` went into flight under ``pid`` (or was released)."""
+        entry = self._messages[id(outgoing.message)]
+        self._add([RAW_PUT, REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
+                                        list(outgoing.sub_ids), pid, released]])
+        return seq
 
-    def claim_or_put(self, client_id: str, outgoing: Outgoing) -> int:
-        parked = self._parked.pop(id(outgoing), None)
-        if parked is not None and parked[0] is outgoing:
-            return parked[1]
-        return self.put_message(client_id, outgoing)
-
-    def delete_message(self, seq: int) -> None:
-        self._add(Delete(MESSAGES, seq))
-        self._add(Delete(FLIGHT, seq))
-
-    def put_flight(self, seq: int, pid: int, released: bool) -> None:
-        self._add(Put(FLIGHT, seq, [pid, released]))
+    def delete_ref(self, seq: int) -> None:
+        """The reference is gone; its message too when it was the last one."""
+        self._add([RAW_DELETE, REFS, seq])
+        key = self._refs.pop(seq, None)
+        entry = None if key is None else self._messages.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self._messages[key]  # type: ignore[arg-type]
+                self._add([RAW_DELETE, MESSAGES, entry[0]])
 
     def put_qos2(self, client_id: str, pid: int) -> None:
-        self._add(Put(QOS2, f"{client_id}\x00{pid}", 1))
+        self._add([RAW_PUT, QOS2, f"{client_id}\x00{pid}", 1])
 
     def delete_qos2(self, client_id: str, pid: int) -> None:
-        self._add(Delete(QOS2, f"{client_id}\x00{pid}"))
+        self._add([RAW_DELETE, QOS2, f"{client_id}\x00{pid}"])
 
     def session_changed(self, session: Session) -> None:
         if self._tracked.get(session.key) is session:
@@ -184,13 +213,21 @@ class Persistence:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._background)
 
+    def _hold(self, message: Message, seq: int, message_id: int) -> None:
+        """Recovery: count reference ``seq`` to ``message`` (stored as ``message_id``)."""
+        entry = self._messages.get(id(message))
+        if entry is None:
+            entry = self._messages[id(message)] = [message_id, 0, message]
+        entry[1] += 1
+        self._refs[seq] = id(message)
+
     def retained_set(self, tenant: str, message: Message) -> None:
         now_mono, now_wall = now_pair()
-        self._add(Put(RETAINED, f"{tenant}\x00{message.topic}",
-                      encode_message(message, now_mono, now_wall)), message.size)
+        self._add([RAW_PUT, RETAINED, f"{tenant}\x00{message.topic}",
+                   encode_message(message, now_mono, now_wall)], message.size)
 
     def retained_delete(self, tenant: str, topic: str) -> None:
-        self._add(Delete(RETAINED, f"{tenant}\x00{topic}"))
+        self._add([RAW_DELETE, RETAINED, f"{tenant}\x00{topic}"])
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -204,17 +241,16 @@ class Persistence:
             return
         cid = session.key  # (tenant, client id): broker/session.py session_key
         self._tracked[cid] = session
-        queue = PersistentQueue(self, cid)
-        queue.extend(session.queue)
-        session.queue = queue
-        inflight = PersistentInflight(self, cid)
+        journal = PersistentJournal(self, session)
+        for outgoing in session.queue:
+            journal.queued(outgoing)
         for pid, item in session.inflight.items():
-            inflight[pid] = item
+            journal.sent(pid, item.outgoing)
             if item.released:
-                inflight.released(pid)
-        session.inflight = inflight
-        session.qos2_incoming = PersistentQos2(self, cid, session.qos2_incoming)
-        session.subscriptions = PersistentSubscriptions(self, session, session.subscriptions)
+                journal.released(pid)
+        for pid in session.qos2_incoming:
+            journal.qos2_received(pid)
+        session.journal = journal
         self.session_changed(session)
 
     def forget(self, session: Session) -> None:
@@ -222,21 +258,16 @@ class Persistence:
         cid = session.key
         if self._tracked.get(cid) is not session:
             return
-        if isinstance(session.queue, PersistentQueue):
-            for seq in session.queue.seqs:
-                self.delete_message(seq)
-        if isinstance(session.inflight, PersistentInflight):
-            for seq in session.inflight.seqs.values():
-                self.delete_message(seq)
+        journal = session.journal
+        if isinstance(journal, PersistentJournal):
+            for seq in journal.references():
+                self.delete_ref(seq)
         for pid in session.qos2_incoming:
             self.delete_qos2(cid, pid)
         self._tracked.pop(cid, None)
         self._dirty.pop(cid, None)
-        session.queue = deque(session.queue)  # plain containers again
-        session.inflight = OrderedDict(session.inflight)
-        session.qos2_incoming = set(session.qos2_incoming)
-        session.subscriptions = dict(session.subscriptions)
-        self._add(Delete(SESSIONS, cid))
+        session.journal = NO_JOURNAL
+        self._add([RAW_DELETE, SESSIONS, cid])
 
     def _session_record(self, session: Session, now_mono: float, now_wall: float) -> list[Any]:
         conn = session.connection
@@ -260,52 +291,110 @@ class Persistence:
 
     # -- committing ------------------------------------------------------------------------
 
-    def _take(self) -> list[Op]:
-        for _, seq in self._parked.values():  # popped from a queue, never sent
-            self._ops.append(Delete(MESSAGES, seq))
-            self._ops.append(Delete(FLIGHT, seq))
-        self._parked.clear()
+    def _take(self) -> list[list[Any]]:
         if self._dirty:
             now_mono, now_wall = now_pair()
             for cid, session in self._dirty.items():
-                self._ops.append(Put(SESSIONS, cid, self._session_record(session, now_mono,
-                                                                          now_wall)))
+                self._ops.append([RAW_PUT, SESSIONS, cid,
+                                  self._session_record(session, now_mono, now_wall)])
             self._dirty.clear()
         ops, self._ops = self._ops, []
         self._ops_bytes = 0
         return ops
 
     def pending(self) -> bool:
-        return bool(self._ops or self._dirty or self._parked)
+        return bool(self._ops or self._dirty)
 
-    def commit(self) -> Awaitable[None] | None:
-        """Store every change collected so far; the awaitable raises ``StoreError`` when it
-        could not be stored. ``None`` when there was nothing to store."""
+    def write_ahead(self) -> int:
+        """Write every change collected so far to the OS now, as one record (more only past
+        ``CHUNK_BYTES``), and return the log ticket of the last one. The broker calls this
+        before it writes to any socket (``Broker._flush``) and :meth:`commit` before an
+        acknowledgement: nothing leaves on a socket that the log does not already hold
+        (issue 17). Raises ``StoreError`` when it could not be written."""
         if not self.pending():
+            return self._ticket
+        large = self._ops_bytes > CHUNK_BYTES // 2
+        ops = self._take()
+        for chunk in _raw_chunks(ops) if large else (ops,):
+            try:
+                self._ticket = self.keyed.write_raw(chunk)
+            except StoreError as exc:
+                self._failed(exc, sum(_raw_weight(op) for op in chunk))
+                raise
+        return self._ticket
+
+    def acknowledge(self, conn: object, done: Callable[[StoreError | None], None],
+                    limit: int, also: Awaitable[None] | None = None) -> Awaitable[None] | None:
+        """Call ``done(error)`` once every change collected so far is stored as the
+        durability mode promises (``error``: it could not be), in the order ``conn``'s packets
+        came. With ``none``/``interval`` the changes of one event-loop turn are written as one
+        record at its end, before any socket write, and ``done`` runs right after: no task, no
+        future. With ``sync`` ``done`` waits for the fsync (:meth:`in_order`); an awaitable is
+        returned when ``conn`` should stop reading (``limit`` acknowledgements waiting).
+        ``also``: a further write the acknowledgement waits for, in any mode (a durable bridge
+        queue's log, bridge/service.py); its error refuses the publish like the store's."""
+        chained = conn in self._chains or also is not None
+        if not chained and not self.pending():
+            done(None)  # nothing to store (and nothing of this turn is waiting: see _acks)
             return None
-        return self._start(self._take(), durable=True)
+        if not chained and not self._fsync_each:
+            self._acks.append(done)
+            self._schedule()
+            return None
+        turn = self._turn
+        if turn is None:
+            turn = self._turn = asyncio.get_running_loop().create_future()
+            self._schedule()
+        return self.in_order(conn, turn if also is None else _both(turn, also), done, limit)
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._background)
+
+    def before_send(self) -> None:
+        """The broker writes to its sockets next (``Broker._flush``): store what is
+        collected first, then acknowledge what waited for it."""
+        if self._scheduled:
+            self._background()
 
     def _background(self) -> None:
+        """The end of an event-loop turn: one record for every change of the turn, then the
+        acknowledgements that waited for it (a failed write is reported through ``healthy``
+        and refuses them)."""
         self._scheduled = False
-        if self.pending():
-            self._start(self._take(), durable=False)
-
-    def _start(self, ops: list[Op], durable: bool) -> asyncio.Task[None]:
-        # The task is created now, so records reach the log in the order they were taken.
-        task = asyncio.get_running_loop().create_task(self._write(ops, durable))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _write(self, ops: list[Op], durable: bool) -> None:
-        for chunk in _chunks(ops):
+        error: StoreError | None = None
+        try:
+            ticket = self.write_ahead()
+        except StoreError as exc:
+            error, ticket = exc, 0
+        acks, self._acks = self._acks, []
+        for done in acks:
             try:
-                await self.keyed.commit(chunk, durable=durable)
-            except StoreError as exc:
-                self._failed(exc, _weight(chunk))
-                if durable:
-                    raise
-                return
+                done(error)
+            except Exception:
+                log.exception("acknowledging a stored message failed")
+        turn, self._turn = self._turn, None
+        if turn is None:
+            return
+        if error is not None:
+            turn.set_exception(error)
+            return
+        synced = self.keyed.log.synced(ticket) if self._fsync_each else None
+        if synced is None:
+            turn.set_result(None)
+            return
+        synced.add_done_callback(partial(self._synced, turn))
+
+    def _synced(self, turn: asyncio.Future[None], synced: asyncio.Future[None]) -> None:
+        exc = None if synced.cancelled() else synced.exception()
+        if isinstance(exc, StoreError):
+            self._failed(exc)
+            turn.set_exception(exc)
+        elif exc is not None:
+            turn.set_exception(exc)
+        else:
+            turn.set_result(None)
 
     def _failed(self, exc: StoreError, size: int = 0) -> None:
         self._probe_bytes = max(self._probe_bytes, min(size, CHUNK_BYTES))
@@ -335,8 +424,10 @@ class Persistence:
     async def _try_probe(self) -> None:
         try:
             # Healthy again once a write as large as the one that failed fits.
-            await self.keyed.commit([Put(META, "probe", bytes(self._probe_bytes))])
-            await self.keyed.commit([Put(META, "probe", time.time())])
+            self.keyed.write([Put(META, "probe", bytes(self._probe_bytes))])
+            synced = self.keyed.log.synced(self.keyed.write([Put(META, "probe", time.time())]))
+            if synced is not None:
+                await synced
         except StoreError as exc:
             self.last_error = str(exc)
             self._probe = None
@@ -393,12 +484,13 @@ class Persistence:
 
     async def aclose(self) -> None:
         self._background()
-        for task in list(self._tasks):
-            try:
-                await task
-            except StoreError:
-                pass
         await self.keyed.aclose()
+        stats = self.keyed.stats()
+        log.info(f"broker store closed: {stats.appends} appends, {stats.fsyncs} fsyncs, "
+                 f"{stats.compactions} compactions",
+                 extra={"event": "store_closed", "path": self.keyed.path,
+                        "appends": stats.appends, "fsyncs": stats.fsyncs,
+                        "compactions": stats.compactions})
 
     # -- recovery ---------------------------------------------------------------------------
 
@@ -422,7 +514,7 @@ class Persistence:
             if session is None or not pid.isdigit():
                 drop.append(Delete(QOS2, key))
             else:
-                set.add(session.qos2_incoming, int(pid))
+                session.qos2_incoming.add(int(pid))
         for session in sessions.values():
             broker.restore_session(session)
         if drop:
@@ -494,52 +586,143 @@ class Persistence:
                     continue
                 space.subscribe(entry, inner, pattern)
             self._tracked[cid] = session
-            session.subscriptions = PersistentSubscriptions(self, session,
-                                                            session.subscriptions)
-            session.queue = PersistentQueue(self, cid, (), ())
-            session.inflight = PersistentInflight(self, cid)
-            session.qos2_incoming = PersistentQos2(self, cid, (), record=False)
+            session.journal = PersistentJournal(self, session)
             sessions[cid] = session
         return sessions
 
     def _recover_messages(self, sessions: dict[str, Session], now_mono: float,
                           now_wall: float, drop: list[Op]) -> int:
-        count = 0
+        messages: dict[int, Message] = {}
         highest = 0
-        flights = self.keyed.rows(FLIGHT)
         for key, raw in self.keyed.iter_items(MESSAGES):
             if not isinstance(key, int):
                 drop.append(Delete(MESSAGES, key))
                 continue
             highest = max(highest, key)
             try:
-                cid, outgoing = decode_outgoing(raw, f"message {key}", now_mono, now_wall)
+                messages[key] = decode_message(raw, f"message {key}", now_mono, now_wall)
             except RecordError as exc:
                 log.warning(f"broker store: {exc}; dropped", extra={"event": "store_record"})
-                drop.extend((Delete(MESSAGES, key), Delete(FLIGHT, key)))
+                drop.append(Delete(MESSAGES, key))
+        count = 0
+        refs = [(key, raw) for key, raw in self.keyed.iter_items(REFS) if isinstance(key, int)]
+        drop.extend(Delete(REFS, key) for key, _ in self.keyed.iter_items(REFS)
+                    if not isinstance(key, int))
+        for key, raw in sorted(refs, key=lambda item: item[0]):
+            highest = max(highest, key)
+            ref = _decode_ref(raw)
+            session = None if ref is None else sessions.get(ref[0])
+            message = None if ref is None else messages.get(ref[1])
+            if ref is None:
+                log.warning(f"broker store: reference {key} {raw!r:.80} does not decode; "
+                            "dropped", extra={"event": "store_record"})
+            if session is None or message is None or message.expired(now_mono):
+                drop.append(Delete(REFS, key))
+                continue
+            assert ref is not None
+            cid, message_id, qos, retain, sub_ids, pid, released = ref
+            self._restore(session, key, Outgoing(message, qos, retain, sub_ids), pid, released,
+                          message_id)
+            count += 1
+        for message_id, message in messages.items():  # no reference left (all expired)
+            if id(message) not in self._messages:
+                drop.append(Delete(MESSAGES, message_id))
+        self._seq = highest + 1
+        return count + self._migrate(sessions, now_mono, now_wall, drop)
+
+    def _restore(self, session: Session, seq: int, outgoing: Outgoing, pid: int | None,
+                 released: bool, message_id: int) -> int | None:
+        """Recovery: reference ``seq`` back in flight under ``pid`` (the packet id the client
+        saw) or in the queue; returns the packet id it is in flight under."""
+        journal = session.journal
+        assert isinstance(journal, PersistentJournal)
+        self._hold(outgoing.message, seq, message_id)
+        if pid is not None and 0 < pid <= 65535 and pid not in session.inflight:
+            item = Inflight(outgoing)
+            item.released = released
+            session.inflight[pid] = item
+            journal.flight[pid] = seq
+            # The counter goes on after the newest id in flight (reference order is
+            # assignment order), never back to one the client may still hold.
+            session.next_packet_id = pid % 65535 + 1
+            return pid
+        session.queue.append(outgoing)
+        session.queued_bytes += outgoing.message.size
+        journal.waiting[id(outgoing)] = (outgoing, seq)
+        return None
+
+    def _migrate(self, sessions: dict[str, Session], now_mono: float, now_wall: float,
+                 drop: list[Op]) -> int:
+        """A store of the previous format (tables ``m``: a whole message per session and
+        ``f``: its packet id) becomes references to messages stored once; each message's
+        conversion is one atomic record, so a crash midway resumes at the next start."""
+        if not (self.keyed.has_table(OLD_MESSAGES) or self.keyed.has_table(OLD_FLIGHT)):
+            if self.keyed.lookup(META, "format") != FORMAT:
+                drop.append(Put(META, "format", FORMAT))
+            return 0
+        flights = self.keyed.rows(OLD_FLIGHT)
+        groups: list[list[Op]] = []
+        count = 0
+        for key, raw in self.keyed.iter_items(OLD_MESSAGES):
+            old: list[Op] = [Delete(OLD_MESSAGES, key)]
+            flight = flights.pop(key, None)
+            if flight is not None:
+                old.append(Delete(OLD_FLIGHT, key))
+            try:
+                cid, outgoing = decode_outgoing(raw, f"message {key!r}", now_mono, now_wall)
+            except RecordError as exc:
+                log.warning(f"broker store: {exc}; dropped", extra={"event": "store_record"})
+                groups.append(old)
                 continue
             session = sessions.get(cid)
             if session is None or outgoing.message.expired(now_mono):
-                drop.extend((Delete(MESSAGES, key), Delete(FLIGHT, key)))
+                groups.append(old)
                 continue
-            flight = flights.pop(key, None)
-            queue = session.queue
-            inflight = session.inflight
-            assert isinstance(queue, PersistentQueue)
-            assert isinstance(inflight, PersistentInflight)
-            if (isinstance(flight, list) and len(flight) == 2 and isinstance(flight[0], int)
-                    and 0 < flight[0] <= 65535 and flight[0] not in inflight):
-                item = Inflight(outgoing)
-                item.released = bool(flight[1])
-                inflight.restore(flight[0], item, key)
-            else:
-                deque.append(queue, outgoing)
-                queue.seqs.append(key)
-                session.queued_bytes += outgoing.message.size
+            pid, released = None, False
+            if (isinstance(flight, list) and len(flight) == 2 and isinstance(flight[0], int)):
+                pid, released = flight[0], bool(flight[1])
+            seq, message_id = self._seq, self._seq + 1
+            self._seq += 2
+            pid = self._restore(session, seq, outgoing, pid, released, message_id)
+            groups.append([
+                Put(MESSAGES, message_id, encode_message(outgoing.message, now_mono, now_wall)),
+                Put(REFS, seq, [cid, message_id, outgoing.qos, outgoing.retain,
+                                list(outgoing.sub_ids), pid, released and pid is not None]),
+                *old])
             count += 1
-        drop.extend(Delete(FLIGHT, key) for key in flights)
-        self._seq = highest + 1
+        groups.extend([Delete(OLD_FLIGHT, key)] for key in flights)
+        groups.append([Put(META, "format", FORMAT)])
+        record: list[Op] = []
+        try:
+            for group in groups:
+                if record and _weight(record) + _weight(group) > CHUNK_BYTES:
+                    self.keyed.commit_sync(record)
+                    record = []
+                record.extend(group)
+            if record:
+                self.keyed.commit_sync(record)
+        except StoreError as exc:
+            self._failed(exc)
+            log.error(f"broker store: migrating the previous format failed: {exc}; it is "
+                      "retried at the next start", extra={"event": "store_migration"})
+            return count
+        log.warning(f"broker store {self.keyed.path}: migrated {count} queued messages from "
+                    "the previous format (one record per session) to messages stored once",
+                    extra={"event": "store_migration", "messages": count})
         return count
+
+
+def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | None,
+                                   bool] | None:
+    """``[session key, message id, qos, retain, sub ids, packet id or None, released]``."""
+    if not isinstance(raw, list) or len(raw) != 7:
+        return None
+    cid, message_id, qos, retain, sub_ids, pid, released = raw
+    if (not isinstance(cid, str) or not isinstance(message_id, int) or qos not in (1, 2)
+            or not isinstance(sub_ids, list) or not all(type(i) is int for i in sub_ids)
+            or not (pid is None or isinstance(pid, int))):
+        return None
+    return cid, message_id, qos, bool(retain), tuple(sub_ids), pid, bool(released)
 
 
 def _decode_session(cid: str, raw: Any, now_mono: float,
@@ -576,19 +759,21 @@ def _decode_session(cid: str, raw: Any, now_mono: float,
 def _op_weight(op: Op) -> int:
     """About the bytes ``op`` takes in a record (payloads dominate)."""
     if isinstance(op, Put) and op.table in (MESSAGES, RETAINED):
-        return 64 + (len(op.value[1][1]) if op.table == MESSAGES else len(op.value[1]))
+        return 64 + len(op.value[1])
     return 64
 
 
-def _weight(ops: list[Op]) -> int:
-    return sum(_op_weight(op) for op in ops)
+def _raw_weight(op: list[Any]) -> int:
+    if op[0] == RAW_PUT and op[1] in (MESSAGES, RETAINED):
+        return 64 + len(op[3][1])
+    return 64
 
 
-def _chunks(ops: list[Op]) -> Iterator[list[Op]]:
-    chunk: list[Op] = []
+def _raw_chunks(ops: list[list[Any]]) -> Iterator[list[list[Any]]]:
+    chunk: list[list[Any]] = []
     size = 0
     for op in ops:
-        weight = _op_weight(op)
+        weight = _raw_weight(op)
         if chunk and size + weight > CHUNK_BYTES:
             yield chunk
             chunk, size = [], 0
@@ -596,6 +781,10 @@ def _chunks(ops: list[Op]) -> Iterator[list[Op]]:
         size += weight
     if chunk:
         yield chunk
+
+
+def _weight(ops: list[Op]) -> int:
+    return sum(_op_weight(op) for op in ops)
 
 
 class PersistentRetainedStore(MemoryRetainedStore):
@@ -618,3 +807,11 @@ class PersistentRetainedStore(MemoryRetainedStore):
         super().delete(topic)
         if len(self) != before and topic[:1] != "$":
             self._store.retained_delete(self._tenant, topic)
+
+
+async def _both(first: Awaitable[None], second: Awaitable[None]) -> None:
+    """Await both (so neither is left unretrieved); raise the first error."""
+    results = await asyncio.gather(first, second, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result

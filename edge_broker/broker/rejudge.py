@@ -144,6 +144,7 @@ def remove_subscription(broker: Broker, session: Session, topic_filter: str, why
     entry = session.subscriptions.pop(topic_filter, None)
     if entry is None:
         return
+    session.journal.changed()
     broker.topic_space(session.tenant).unsubscribe(entry, entry.routed_filter(broker.separator))
     broker.stats.subscriptions_removed += 1
     identity = session.identity
@@ -163,6 +164,7 @@ def remove_subscription(broker: Broker, session: Session, topic_filter: str, why
 def _replace(broker: Broker, session: Session, entry: SubscriptionEntry, topic_filter: str) -> None:
     inner, pattern = _split(broker, session, topic_filter)
     session.subscriptions[topic_filter] = entry
+    session.journal.changed()
     broker.topic_space(session.tenant).subscribe(entry, inner, pattern)  # type: ignore[arg-type]
 
 
@@ -242,6 +244,7 @@ def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int
             if refusal is None:
                 kept.append(outgoing)
             else:
+                session.journal.dropped(outgoing)  # else a restart would bring it back
                 _revoked(broker, session, outgoing.message, why, refusal)
                 dropped += 1
         for outgoing in kept:
@@ -253,6 +256,7 @@ def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int
         decision = delivery_right(broker, session, inflight.outgoing.message, filters)
         if decision.denied:
             del session.inflight[pid]
+            session.journal.completed(pid)
             _revoked(broker, session, inflight.outgoing.message, why, decision)
             dropped += 1
     return dropped

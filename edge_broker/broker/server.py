@@ -378,6 +378,8 @@ class Broker:
 
     def _flush(self) -> None:
         self._flush_pending = False
+        if self.persistence is not None:
+            self.persistence.before_send()  # write-ahead: the log holds it first (issue 17)
         dirty, self._dirty = self._dirty, []
         for conn in dirty:
             conn.flush()

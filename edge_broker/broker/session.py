@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..auth.identity import DEFAULT_TENANT, Identity
 from ..mqtt.packets import Will
+from .journal import NO_JOURNAL, SessionJournal
 from .message import Message
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class Session:
     __slots__ = (
         "key", "client_id", "tenant", "identity", "protocol_level", "subscriptions", "inflight",
         "queue", "queued_bytes", "qos2_incoming", "expiry_interval", "expires_at",
-        "will", "will_at", "connection", "next_packet_id", "owner",
+        "will", "will_at", "connection", "next_packet_id", "owner", "journal",
     )
 
     def __init__(self, client_id: str, tenant: str, identity: Identity, protocol_level: int):
@@ -109,6 +110,7 @@ class Session:
         self.next_packet_id = 1
         # the principal that created the session (broker/ownership.py); None only while restoring
         self.owner: Principal | None = None
+        self.journal: SessionJournal = NO_JOURNAL  # persistence: broker/journal.py (issue 17)
 
     def allocate_packet_id(self) -> int:
         """A packet id not in use by an outgoing message (MQTT 5 §2.2.1)."""

@@ -45,6 +45,7 @@ from .logfile import RecoveryReport
 Key = str | int | bytes
 
 _PUT, _DELETE, _CREATE, _DROP, _BATCH, _PUT_ENCODED = 1, 2, 3, 4, 5, 6
+RAW_PUT, RAW_DELETE = _PUT, _DELETE  # ``[RAW_PUT, table, key, value]``, ``[RAW_DELETE, table, key]``
 
 # An index entry: (value, frame bytes it accounts for, whether value is still CBOR-encoded).
 _Entry = tuple[Any, int, bool]
@@ -217,6 +218,46 @@ class KeyedLog:
         may be lost on power failure.
         """
         await self.log.append(self._record(ops), durable=durable)
+
+    def write(self, ops: Sequence[Op]) -> int:
+        """Store ``ops`` atomically (one frame) in the OS now, without fsync; a ticket for
+        ``log.synced`` (``Log.write``: the broker's write-ahead path, issue 17).
+
+        The per-message path: the ops are not validated one by one (the caller builds them
+        from its own state: table names and keys are its constants and counters), and the
+        index takes their values as they are (so the caller must not mutate them later)."""
+        if self._encoded_values or not ops:
+            return self.log.write(self._record(ops))
+        return self.write_raw([[_PUT, op.table, op.key, op.value] if type(op) is Put
+                               else [_DELETE, op.table, op.key] if type(op) is Delete
+                               else _encode_op(op, False) for op in ops])
+
+    def write_raw(self, raw: list[list[Any]]) -> int:
+        """:meth:`write` of ops already in record form: ``[RAW_PUT, table, key, value]`` and
+        ``[RAW_DELETE, table, key]`` only (the broker's per-turn record, built without any
+        intermediate object)."""
+        record = raw[0] if len(raw) == 1 else [_BATCH, raw]
+        tables = self._tables
+
+        def applied(size: int) -> None:
+            self.version += 1
+            share = size // len(raw)
+            live = self._live_bytes
+            for op in raw:
+                table = tables.get(op[1])
+                if table is None:
+                    table = tables[op[1]] = {}
+                if op[0] == _PUT:
+                    old = table.get(op[2])
+                    table[op[2]] = (op[3], share, False)
+                    live += share if old is None else share - old[1]
+                else:
+                    old = table.pop(op[2], None)
+                    if old is not None:
+                        live -= old[1]
+            self._live_bytes = live
+
+        return self.log.write(record, applied)
 
     def commit_sync(
         self, ops: Sequence[Op], *, split_to_fit: bool = False, durable: bool = True

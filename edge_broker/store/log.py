@@ -114,6 +114,12 @@ class Log:
         self._compaction_lock = threading.Lock()  # one compaction at a time; taken before _lock
         self._compaction_task: asyncio.Task[None] | None = None
         self._closed = False
+        # Write-ahead API (issue 17): tickets count the records written by ``write``.
+        self._written = 0
+        self._synced_ticket = 0
+        self._sync_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._fsyncer: asyncio.Task[None] | None = None
+        self._wa_timer: asyncio.TimerHandle | None = None
 
     @classmethod
     def open(
@@ -296,10 +302,112 @@ class Log:
         if self._closed:
             return
         await self.flush()
-        for task in (self._sync_task, self._compaction_task):
+        if self._wa_timer is not None:
+            self._wa_timer.cancel()
+            self._wa_timer = None
+        for task in (self._sync_task, self._compaction_task, self._fsyncer):
             if task is not None:
                 await task  # a compaction finishes its work rather than leave a thread behind
         self.close()
+
+    # -- write-ahead API (the broker's state: issue 17) ---------------------------------------
+
+    def write(self, record: Any, applied: Callable[[int], None] | None = None) -> int:
+        """Write ``record`` to the OS now, on the caller's thread, and apply it; no fsync.
+
+        The broker calls this before any byte that depends on the record goes to a socket
+        ("nothing leaves that the log does not hold"): a kill -9 of the process cannot lose it
+        (the page cache survives the process). Never waits for an fsync: fsyncs run on a
+        duplicate of the file descriptor outside the write lock (:meth:`synced`). Returns a
+        ticket for :meth:`synced`; raises ``StoreError`` when it could not be written.
+
+        ``applied(frame size)``, when given, folds the record into the state instead of the
+        reducer reading it back from the frame: for a caller that hands over records it built
+        itself and never mutates (KeyedLog.write), it saves decoding every record again.
+        """
+        self._check_open()
+        frame = self.encode(record)
+        with self._lock:
+            self._check_open()
+            self._file.append(frame, sync=False)
+            self._batches += 1
+            self._appends += 1
+            if applied is not None:
+                applied(len(frame))
+            else:
+                self._reducer.apply(cbor2.loads(memoryview(frame)[FRAME_OVERHEAD:]), len(frame))
+            self._written += 1
+            ticket = self._written
+        if self.durability.mode == "interval" and self._wa_timer is None:
+            loop = asyncio.get_running_loop()
+            delay = max(0.0, self._file.last_sync + self.durability.interval - time.monotonic())
+            self._wa_timer = loop.call_later(delay, self._interval_fsync)
+        if self._compaction_task is None or self._compaction_task.done():
+            self._start_compaction_if_due()
+        return ticket
+
+    def synced(self, ticket: int) -> asyncio.Future[None] | None:
+        """A future done once every record up to ``ticket`` is fsynced (``None`` when it is
+        already). Concurrent waiters share one fsync; records written while it runs wait for
+        the next one (group commit). Raises ``StoreError`` through the future on failure."""
+        if ticket <= self._synced_ticket:
+            return None
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._sync_waiters.append((ticket, future))
+        self._kick_fsync()
+        return future
+
+    def _kick_fsync(self) -> None:
+        fsyncer = self._fsyncer
+        if fsyncer is None or fsyncer.done():
+            self._fsyncer = asyncio.get_running_loop().create_task(self._fsync_written())
+
+    def _interval_fsync(self) -> None:
+        self._wa_timer = None
+        if not self._closed and self._written > self._synced_ticket:
+            self._kick_fsync()
+
+    async def _fsync_written(self) -> None:
+        while True:
+            target = self._written
+            error: StoreError | None = None
+            if target > self._synced_ticket and not self._closed:
+                try:
+                    await self._in_worker(self._fsync_beside_writes, target)
+                except StoreError as exc:
+                    error = exc
+                else:
+                    self._synced_ticket = max(self._synced_ticket, target)
+            waiting: list[tuple[int, asyncio.Future[None]]] = []
+            for ticket, future in self._sync_waiters:
+                if future.done():
+                    continue
+                if ticket > target:
+                    waiting.append((ticket, future))
+                elif error is not None:
+                    future.set_exception(StoreError(error.message, path=error.path,
+                                                    errno=error.errno))
+                else:
+                    future.set_result(None)
+            self._sync_waiters = waiting
+            if not waiting:
+                return
+
+    def _fsync_beside_writes(self, target: int) -> None:
+        """fdatasync a duplicate of the descriptor without the write lock, so writes go on
+        meanwhile. A compaction switching files in between is harmless: it fsynced the new
+        file with everything written before the switch."""
+        with self._lock:
+            self._check_open()
+            fd = self._file.dup_fd()
+        try:
+            self._file.fsync_fd(fd)
+        finally:
+            os.close(fd)
+        with self._lock:
+            if self._written == target:
+                self._file.unsynced = False
 
     async def _flush_pending(self) -> None:
         while self._pending:

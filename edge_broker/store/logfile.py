@@ -46,6 +46,20 @@ def _fdatasync(fd: int) -> None:
 
 _REWRITE_CHUNK = 1 << 20
 
+# Fault injection for the crash tests (tests/persistence/test_persist_write_ahead.py): while the
+# file named here exists, each append first sleeps the seconds it holds -- a slow SD card, so a
+# test can kill -9 the broker while a record is being written. Unset in production: one check.
+_SLOW_WRITES = os.environ.get("EDGE_BROKER_TEST_SLOW_WRITES") or None
+
+
+def _slow_write() -> None:
+    try:
+        with open(_SLOW_WRITES, encoding="ascii") as flag:  # type: ignore[arg-type]
+            delay = float(flag.read().strip() or "1")
+    except (OSError, ValueError):
+        return
+    time.sleep(delay)
+
 
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
@@ -315,6 +329,8 @@ class LogFile:
         is raised; the log stays usable, and the next append retries from the same offset.
         """
         self._require_writable()
+        if _SLOW_WRITES is not None:
+            _slow_write()
         if self._torn_since_failure:
             self._drop_tail()
         offset = self.size
@@ -351,6 +367,24 @@ class LogFile:
         self.fsyncs += 1
         self.last_sync = time.monotonic()
         self.unsynced = False
+
+    def dup_fd(self) -> int:
+        """A duplicate of the descriptor, for an fsync outside the caller's lock."""
+        self._require_writable()
+        try:
+            return os.dup(self._fd)
+        except OSError as exc:
+            raise _os_error("fsync of the log", self.path, exc) from exc
+
+    def fsync_fd(self, fd: int) -> None:
+        """fdatasync ``fd`` (from :meth:`dup_fd`); counts it and records a failure."""
+        try:
+            _fdatasync(fd)
+        except OSError as exc:
+            self.last_error = _os_error("fsync of the log", self.path, exc)
+            raise self.last_error from exc
+        self.fsyncs += 1
+        self.last_sync = time.monotonic()
 
     def sync(self) -> None:
         """fsync whatever was written without it (interval and never policies)."""

@@ -145,4 +145,6 @@ def test_io_error_refuses_with_0x80_then_recovers(inprocess_broker_factory, tmp_
     sub2 = RawClient(b2.host, b2.port)
     assert sub2.connect("iosub", clean=False, properties=EXPIRY).session_present
     got = [p.payload for p in drain(sub2, 2.0)]
-    assert got == [b"before", b"after"]
+    # "during" reached the OS before its fsync failed (write-ahead, issue 17): refused, so
+    # the publisher resends it, and it may be delivered too (QoS 1: at least once).
+    assert got in ([b"before", b"after"], [b"before", b"during", b"after"])

@@ -26,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--key", required=True, help="the cloud's Ed25519 signing key (as for edge-broker bundle create)")
     c.add_argument("--issued-at", type=int, help="Unix seconds (default: now); fix it for reproducible bundles")
     c.add_argument("-o", "--out", required=True, help="output directory")
-    c.add_argument("--skip-invalid", action="store_true", help="compile the valid rows; still report every invalid one")
+    c.add_argument("--skip-invalid", action="store_true", help="compile only the gateways none of whose rows is invalid (a permission set that lost a row "
+                   "is never compiled); still report every invalid row")
     c.add_argument("--emit-policies", action="store_true", help="also write each gateway's policy as JSON")
     c.add_argument("--publish", metavar="HOST:PORT", help="publish each bundle retained to edge/<gateway>/policy")
 
@@ -70,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"edge-broker-pipeline compile: {exc}", file=sys.stderr)
                     return 1
                 raise
-            print(f"{result.bundles} bundles, {result.invalid} invalid rows, in {result.out}")
+            print(f"{result.bundles} bundles, {result.withheld} gateways withheld, {result.invalid} invalid rows, "
+                  f"in {result.out}")
         elif args.command == "audit":
             from .audit import run_audit
 

@@ -90,6 +90,7 @@ class Connection(asyncio.Protocol):
         self.closing = False
         self.disconnect_reason: str = "connection lost"
         self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
+        self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0  # audit client_stats
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -105,6 +106,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_rx = time.monotonic()
         self.broker.stats.bytes_received += len(data)
+        self.bytes_in += len(data)
         try:
             packets = self.reader.feed(data)
         except ProtocolError as exc:
@@ -195,6 +197,7 @@ class Connection(asyncio.Protocol):
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self.broker.stats.bytes_sent += len(data)
+        self.bytes_out += len(data)
         if not self.transport.is_closing():
             self.transport.write(data)
 
@@ -235,6 +238,7 @@ class Connection(asyncio.Protocol):
             data = bytes((data[0] | 0x08,)) + data[1:]
         self.send(data)
         self.broker.stats.messages_sent += 1
+        self.msgs_out += 1
         return True
 
     # -- closing ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from ..audit import events as audit_events
 from ..claims.system import handle_system_publish
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Publish, Pubrec
 from ..mqtt.reason_codes import ReasonCode
@@ -52,6 +53,7 @@ async def _answer(
         claims.service, identity, topic, packet.qos, packet.payload, props.response_topic
     )
     code = ReasonCode.SUCCESS if outcome.reason_code is None else outcome.reason_code
+    audit_events.claim(conn.broker.audit, conn, topic, int(code), outcome.reason_string)
     log.info(f"{topic} by {conn.client_id}: 0x{code:02X} {outcome.reason_string or ''}".rstrip(),
              extra={"event": "claim", "client_id": conn.client_id, "tenant": identity.tenant,
                     "topic": topic, "reason_code": int(code), "reason": outcome.reason_string})

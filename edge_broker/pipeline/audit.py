@@ -129,7 +129,7 @@ def bad_line_sample(spark: Any, bad: Any, limit: int = 50) -> list[dict[str, Any
         return found
 
     scan.__annotations__ = {}  # a plain (not pandas) UDF: Spark must not guess a kind from the hints
-    whole = spark.read.option("wholetext", "true").text(files).withColumn("_file", F.input_file_name())
+    whole = spark.read.text(files, wholetext=True).withColumn("_file", F.input_file_name())
     rows = whole.select("_file", F.explode(F.udf(scan, result)("value")).alias("b")).select(
         "_file", "b.line", "b.reason", "b.text").orderBy("_file", "line").limit(limit).collect()
     return [r.asDict() for r in rows]

@@ -37,6 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--top", type=int, default=20, help="rows per table in the HTML report (default 20)")
     a.add_argument("--strict", action="store_true", help="fail on lines that are not v1 audit records")
 
+    k = sub.add_parser("collect", help="store uploaded audit batches (edge/+/audit) as the audit job's input")
+    k.add_argument("--broker", required=True, metavar="HOST:PORT", help="the cloud broker the gateways upload to")
+    k.add_argument("-o", "--out", required=True, help="folder: <gateway>/<segment>-<first>-<last>.jsonl per batch")
+    k.add_argument("--count", type=int, help="stop after this many batches")
+    k.add_argument("--idle", type=float, help="stop when nothing arrived for this many seconds")
+
     w = sub.add_parser("whatif", help="replay logged requests against a candidate bundle")
     w.add_argument("inputs", nargs="+", help="audit segments (*.jsonl) or directories of them")
     w.add_argument("--candidate", required=True, help="the candidate bundle")
@@ -73,6 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             print(f"{result.bundles} bundles, {result.withheld} gateways withheld, {result.invalid} invalid rows, "
                   f"in {result.out}")
+        elif args.command == "collect":
+            from .batches import collect
+
+            stored = collect(args.broker, args.out, count=args.count, idle=args.idle)
+            print(f"{stored} batches stored in {args.out}")
         elif args.command == "audit":
             from .audit import run_audit
 

@@ -175,6 +175,7 @@ def run_audit(spark: Any, inputs: list[str], out: str, *, top: int = 20, strict:
     from pyspark.sql import functions as F
 
     storage = Storage(spark)
+    storage.mkdirs(out)  # fails now, naming the URI, if its file system is not available
     progress(f"reading audit records from {', '.join(inputs)}")
     read = read_records(spark, inputs)
     records = read.records

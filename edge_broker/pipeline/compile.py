@@ -197,6 +197,7 @@ def run_compile(
     from pyspark.sql import types as T
 
     storage = Storage(spark)
+    storage.mkdirs(out)  # fails now, naming the URI, if its file system is not available
     frames: dict[str, Any] = {}
     invalid_frames: list[Any] = []
     files: dict[str, str] = {}

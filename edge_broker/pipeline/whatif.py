@@ -73,6 +73,8 @@ def run_whatif(spark: Any, inputs: list[str], candidate: Any, out: str, *, basel
                 raise PipelineError(f"the {name} bundle's policy is refused by the broker: {exc}") from exc
     cand_policy = json.dumps(dict(candidate.policy))
     base_policy = json.dumps(dict(baseline.policy)) if baseline is not None else None
+    storage = Storage(spark)
+    storage.mkdirs(out)  # fails now, naming the URI, if its file system is not available
     read = read_records(spark, inputs, None if candidate.gateway == "*" else candidate.gateway)
     bad = read.bad.count()
     if bad:
@@ -123,7 +125,6 @@ def run_whatif(spark: Any, inputs: list[str], candidate: Any, out: str, *, basel
     progress("replaying logged requests against the candidate bundle")
     decided = grouped.mapInPandas(replay, schema).cache()
     changes = decided.where(F.col("before_outcome") != F.col("after_outcome"))
-    storage = Storage(spark)
     changes.orderBy("tenant", "gw", "client", "action", "topic").write.mode("overwrite").parquet(join(out, "changes"))
     storage.check_landed(join(out, "changes"), "Parquet")
     by_rule = changes.groupBy(

@@ -158,3 +158,29 @@ def test_bad_lines_have_line_numbers_and_their_text(spark: Any, tmp_path: Path) 
     html = (tmp_path / "out" / "report.html").read_text()
     assert "<td>3</td><td>unsupported format version 2; expected 1</td><td>{&quot;v&quot;:2, &quot;type&quot;:&quot;event&quot;}</td>" in html
     assert "<td>5</td><td>not JSON" in html
+
+
+def test_uris_go_through_hadoop_not_the_local_disk(spark: Any, logs: tuple[Path, list[dict[str, Any]]],
+                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edge_broker.pipeline.session import PipelineError
+
+    audit, records = logs
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PipelineError, match=r"s3a://bucket/report: cannot open this file system.*s3a"):
+        run_audit(spark, [audit.as_uri()], "s3a://bucket/report")
+    assert not (tmp_path / "s3a:").exists()  # no local folder named after the scheme
+    result = run_audit(spark, [audit.as_uri()], (tmp_path / "r").as_uri())  # file:// in and out
+    assert result.records == len(records) and (tmp_path / "r" / "report.html").exists()
+
+
+def test_output_the_driver_cannot_see_fails_loudly(spark: Any, tmp_path: Path) -> None:
+    """What a driver sees when a worker committed to its own, unshared disk: only _SUCCESS."""
+    from edge_broker.pipeline.session import PipelineError
+    from edge_broker.pipeline.storage import Storage
+
+    (tmp_path / "denials_by_tenant").mkdir()
+    (tmp_path / "denials_by_tenant" / "_SUCCESS").write_text("")
+    with pytest.raises(PipelineError, match=r"not there \(only _SUCCESS\).*share"):
+        Storage(spark).check_landed((tmp_path / "denials_by_tenant").as_uri(), "Parquet")
+    (tmp_path / "denials_by_tenant" / "part-00000-x.snappy.parquet").write_bytes(b"PAR1")
+    Storage(spark).check_landed((tmp_path / "denials_by_tenant").as_uri(), "Parquet")

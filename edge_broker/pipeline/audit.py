@@ -21,7 +21,7 @@ from typing import Any
 
 from ..audit.record import FORMAT_VERSION, RECORD_FIELDS
 from .report import bar_chart, page, table
-from .session import PipelineError, progress
+from .session import PipelineError, progress, tune_partitions
 from .storage import Storage, join
 
 QUOTA_EXCEEDED = 0x97
@@ -176,7 +176,8 @@ def run_audit(spark: Any, inputs: list[str], out: str, *, top: int = 20, strict:
 
     storage = Storage(spark)
     storage.mkdirs(out)  # fails now, naming the URI, if its file system is not available
-    progress(f"reading audit records from {', '.join(inputs)}")
+    partitions = tune_partitions(spark, sum(storage.size(i) for i in inputs))
+    progress(f"reading audit records from {', '.join(inputs)} ({partitions} shuffle partitions)")
     read = read_records(spark, inputs)
     records = read.records
     bad_count = read.bad.count()

@@ -31,7 +31,7 @@ from typing import Any
 
 from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
-from .session import PipelineError, progress
+from .session import PipelineError, progress, tune_partitions
 from .signing import sign_body
 from .storage import Storage, join
 
@@ -214,7 +214,8 @@ def run_compile(
         frames[table], read_bad[table] = read_table(spark, path, table, columns, scopes[table])
         invalid_frames.append(read_bad[table])
 
-    progress("validating rules with the broker's parsers")
+    partitions = tune_partitions(spark, sum(storage.size(path) for path in files.values()))
+    progress(f"validating rules with the broker's parsers ({partitions} shuffle partitions)")
     gateways, bad = _validate(frames["gateways"], "gateways", _check_gateway_row, ["gateway", "version", "acl_default"],
                               None, F.col("gateway"))
     invalid_frames.append(bad)

@@ -72,6 +72,11 @@ class Storage:
                 found.append(str(name))
         return sorted(found)
 
+    def size(self, uri: str) -> int:
+        """Bytes under ``uri`` (a file or a folder, recursively); 0 when it does not exist."""
+        fs, path = self._fs(uri)
+        return int(fs.getContentSummary(path).getLength()) if fs.exists(path) else 0
+
     def mkdirs(self, uri: str) -> None:
         fs, path = self._fs(uri)
         fs.mkdirs(path)

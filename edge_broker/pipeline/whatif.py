@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .audit import read_records
-from .session import PipelineError, progress
+from .session import PipelineError, progress, tune_partitions
 from .storage import Storage, join
 
 KEYS = ["gw", "client", "user", "tenant", "method", "action", "topic", "qos"]
@@ -75,6 +75,7 @@ def run_whatif(spark: Any, inputs: list[str], candidate: Any, out: str, *, basel
     base_policy = json.dumps(dict(baseline.policy)) if baseline is not None else None
     storage = Storage(spark)
     storage.mkdirs(out)  # fails now, naming the URI, if its file system is not available
+    tune_partitions(spark, sum(storage.size(i) for i in inputs))
     read = read_records(spark, inputs, None if candidate.gateway == "*" else candidate.gateway)
     bad = read.bad.count()
     if bad:

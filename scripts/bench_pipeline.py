@@ -47,7 +47,8 @@ def _run(args: list[str], master: str, events: Path) -> tuple[float, float]:
     events.mkdir(parents=True, exist_ok=True)
     before = set(events.iterdir())
     cmd = [sys.executable, "-m", "edge_broker.pipeline", "--master", master,
-           "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
+           "--conf", "spark.eventLog.enabled=true", "--conf", "spark.eventLog.compress=false",
+           "--conf", f"spark.eventLog.dir={events.as_uri()}",
            "--conf", "spark.ui.showConsoleProgress=false", *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t = time.monotonic()

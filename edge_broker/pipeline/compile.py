@@ -86,7 +86,7 @@ def _checker(check: Any, names: list[str], separator: str | None) -> Any:
         return pd.Series(out, dtype=object)
 
     run.__annotations__ = {"frame": pd.DataFrame, "return": pd.Series}  # resolved hints for Spark
-    return F.pandas_udf(run, "string")  # type: ignore[attr-defined]
+    return F.pandas_udf(run, "string")  # type: ignore[attr-defined,call-overload,unused-ignore]
 
 
 def _validate(df: Any, table: str, check: Any, names: list[str], separator: str | None,

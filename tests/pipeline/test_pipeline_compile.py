@@ -160,3 +160,12 @@ def test_the_signing_key_is_never_shipped_to_the_executors(
     policy = json.loads((out / "policies" / "gw-a.json").read_text())
     assert (out / "bundles" / "gw-a.cbor").read_bytes() == create_bundle(
         keys.key, version=1, gateway="gw-a", issued_at=ISSUED_AT, policy=policy)
+
+
+def test_header_only_devices_table_warns(spark: object, keys: Keys, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "gateways.csv").write_text("gateway,version\ngw-a,1\n")
+    (tmp_path / "devices.csv").write_text("gateway,client_id,sets\n")
+    result = run_compile(spark, str(tmp_path), str(tmp_path / "out"), key=keys.key, issued_at=ISSUED_AT)
+    assert result.bundles == 1
+    assert "devices.csv has no valid device rows: every bundle would deny every client" in capsys.readouterr().err

@@ -48,3 +48,11 @@ def test_missing_required_column(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "devices.txt").write_text("x")
     with pytest.raises(PipelineError, match="unknown format"):
         read_table(spark, str(tmp_path / "devices.txt"), "devices", TABLES["devices"])
+
+
+def test_quoted_multi_line_csv_field_is_one_row(spark: Any, tmp_path: Path) -> None:
+    (tmp_path / "devices.csv").write_text('gateway,client_id,sets\ngw-1,c1,"sensor\noperator"\ngw-1,c2,sensor\n')
+    rows, invalid = read_table(spark, str(tmp_path / "devices.csv"), "devices", TABLES["devices"])
+    assert _bad(invalid) == []
+    assert sorted((r["_row"], r["client_id"], r["sets"]) for r in rows.collect()) == [
+        (1, "c1", "sensor\noperator"), (2, "c2", "sensor")]

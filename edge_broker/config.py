@@ -249,10 +249,11 @@ class AuditConfig:
     Without ``dir`` no audit file is written; denials still reach the broker's log."""
 
     dir: str | None = None
-    gateway_id: str | None = None  # default: the host name
+    gateway_id: str | None = None  # default: [sync] gateway_id, else the host name
     max_segment_bytes: int = 4 * 1024 * 1024
     max_segments: int = 16
     log_allowed: bool = False  # also record allowed decisions (large; for what-if replays)
+    stats_interval: int = 60  # seconds between client_stats events per active client; 0: none
 
 
 def _default_listeners() -> tuple[ListenerConfig, ...]:
@@ -669,6 +670,7 @@ def parse_audit(s: Section) -> AuditConfig:
         max_segment_bytes=s.integer("max_segment_bytes", d.max_segment_bytes, 1024, 1 << 30),
         max_segments=s.integer("max_segments", d.max_segments, 2, 100_000),
         log_allowed=s.boolean("log_allowed", d.log_allowed),
+        stats_interval=s.integer("stats_interval", d.stats_interval, 0, 86_400),
     )
 
 

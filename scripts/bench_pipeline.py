@@ -1,55 +1,97 @@
 #!/usr/bin/env python3
-"""Benchmark the Spark pipeline: compile for N devices / G gateways and audit R records, at
-several fractions of the full size, on one Spark session (JVM start-up excluded; reported once).
+"""Benchmark the Spark pipeline as users run it: the ``edge-broker-pipeline`` CLI in a fresh
+process per job (JVM start-up included, the session defaults, no hand-set partitions), at three
+sizes, with the slope per device (compile) and per record (audit) between sizes.
 
-    .venv/bin/python scripts/bench_pipeline.py                      # 1M devices, 10k gateways, 10M records
-    .venv/bin/python scripts/bench_pipeline.py --fractions 0.01,0.05,0.1 --master 'local[2]'
+    .venv/bin/python scripts/bench_pipeline.py                                # 20k/40k/80k devices, 200k/400k/800k records
+    .venv/bin/python scripts/bench_pipeline.py --devices 1000000 --gateways 10000 --records 10000000 --fractions 0.1,0.5,1
 
-Per fraction: the time to generate the fleet (scripts/make-fleet's generator; not the pipeline),
-the compile job (read, validate every row with the broker's parsers, assemble, check and sign one
-bundle per gateway, write them), and the audit job (read, seven analyses to Parquet, HTML
-report). Prints one JSON line per fraction and a table; --json appends the lines to a file.
+Per size: generate the fleet (scripts/make-fleet's generator; not timed as pipeline), then
+``compile`` and ``audit`` through the CLI. Spark's event log (``--conf spark.eventLog.*``, a
+temporary folder) gives the task time of each run: ``busy`` = task time / (wall time x cores)
+is how much of the machine's cores the job kept busy (1.0 = every core all the time; JVM start-up
+and driver-only steps count as idle). The slope between two sizes (seconds per 1,000 devices or
+per 100,000 records) isolates the per-item cost from the fixed start-up cost; a linear job has
+equal slopes. Prints one JSON line per size and a table; --json appends the lines to a file.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 import nacl.signing  # noqa: E402
 
-from edge_broker.pipeline.audit import run_audit  # noqa: E402
-from edge_broker.pipeline.compile import run_compile  # noqa: E402
+from edge_broker.keys import write_signing_key  # noqa: E402
 from edge_broker.pipeline.fleet import make_fleet  # noqa: E402
-from edge_broker.pipeline.session import get_session  # noqa: E402
+
+
+def _cores(master: str) -> int:
+    inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+    return os.cpu_count() or 1 if inner == "*" else int(inner)
+
+
+def _run(args: list[str], master: str, events: Path) -> tuple[float, float]:
+    """(wall seconds, task seconds) of one CLI run."""
+    events.mkdir(parents=True, exist_ok=True)
+    before = set(events.iterdir())
+    cmd = [sys.executable, "-m", "edge_broker.pipeline", "--master", master,
+           "--conf", "spark.eventLog.enabled=true", "--conf", "spark.eventLog.compress=false",
+           "--conf", f"spark.eventLog.dir={events.as_uri()}",
+           "--conf", "spark.ui.showConsoleProgress=false", *args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t = time.monotonic()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - t
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args[:1])} failed ({done.returncode}): {done.stderr[-2000:]}")
+    task = 0.0
+    for entry in set(events.iterdir()) - before:
+        for log in sorted(entry.iterdir()) if entry.is_dir() else [entry]:  # Spark 4: a folder of event files
+            task += _task_seconds(log)
+    return wall, task
+
+
+def _task_seconds(log: Path) -> float:
+    task = 0.0
+    if log.name.startswith("appstatus"):
+        return task
+    with open(log, encoding="utf-8") as fh:
+        for line in fh:
+            if '"SparkListenerTaskEnd"' in line:
+                info = json.loads(line)["Task Info"]
+                task += (info["Finish Time"] - info["Launch Time"]) / 1000
+    return task
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--devices", type=int, default=1_000_000)
-    p.add_argument("--gateways", type=int, default=10_000)
-    p.add_argument("--records", type=int, default=10_000_000)
-    p.add_argument("--fractions", default="0.1,0.5,1.0")
+    p.add_argument("--devices", type=int, default=80_000)
+    p.add_argument("--gateways", type=int, default=800)
+    p.add_argument("--records", type=int, default=800_000)
+    p.add_argument("--fractions", default="0.25,0.5,1.0")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--format", choices=("csv", "json", "parquet"), default="csv")
     p.add_argument("--workdir", help="keep inputs and outputs here (default: a temporary directory, removed)")
     p.add_argument("--json", help="append the result lines to this file")
     a = p.parse_args()
     work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-pipeline-"))
-    started = time.monotonic()
-    spark = get_session(a.master, {"spark.sql.shuffle.partitions": "8", "spark.ui.showConsoleProgress": "false",
-                                   "spark.driver.memory": "2g"})
-    spark.sparkContext.setLogLevel("ERROR")
-    print(f"spark session ({a.master}) up in {time.monotonic() - started:.1f} s", file=sys.stderr)
-    key = nacl.signing.SigningKey(bytes(32))
-    rows = []
+    key_path = work / "cloud.key"
+    work.mkdir(parents=True, exist_ok=True)
+    write_signing_key(str(key_path), nacl.signing.SigningKey(bytes(32)))
+    cores = _cores(a.master)
+    rows: list[dict[str, Any]] = []
     try:
         for fraction in (float(f) for f in a.fractions.split(",")):
             gateways = max(1, round(a.gateways * fraction))
@@ -57,19 +99,23 @@ def main() -> int:
             records = round(a.records * fraction)
             d = work / f"f{fraction}"
             t = time.monotonic()
-            fleet = make_fleet(str(d / "in"), gateways=gateways, devices_per_gateway=per_gw, tenants=max(1, gateways // 20),
-                               audit_records=records, fmt=a.format, seed=1)
+            fleet = make_fleet(str(d / "in"), gateways=gateways, devices_per_gateway=per_gw,
+                               tenants=max(1, gateways // 20), audit_records=records, fmt=a.format, seed=1)
             generate = time.monotonic() - t
-            t = time.monotonic()
-            result = run_compile(spark, fleet.directory, str(d / "out"), key=key, issued_at=1_790_000_000)
-            compile_s = time.monotonic() - t
-            t = time.monotonic()
-            audit = run_audit(spark, [str(Path(fleet.directory) / "audit")], str(d / "audit"))
-            audit_s = time.monotonic() - t
-            row = {"fraction": fraction, "master": a.master, "gateways": result.bundles, "devices": fleet.devices,
-                   "records": audit.records, "generate_s": round(generate, 1), "compile_s": round(compile_s, 1),
-                   "audit_s": round(audit_s, 1), "devices_per_s": round(fleet.devices / compile_s),
-                   "records_per_s": round(audit.records / audit_s)}
+            c_wall, c_task = _run(["compile", "--input", fleet.directory, "--key", str(key_path), "-o", str(d / "out"),
+                                   "--issued-at", "1790000000"], a.master, work / "events")
+            a_wall, a_task = _run(["audit", str(Path(fleet.directory) / "audit"), "-o", str(d / "report")],
+                                  a.master, work / "events")
+            row = {"fraction": fraction, "master": a.master, "gateways": gateways, "devices": fleet.devices,
+                   "records": fleet.audit_records, "generate_s": round(generate, 1),
+                   "compile_s": round(c_wall, 1), "compile_busy": round(c_task / (c_wall * cores), 2),
+                   "audit_s": round(a_wall, 1), "audit_busy": round(a_task / (a_wall * cores), 2)}
+            if rows:
+                prev = rows[-1]
+                row["compile_s_per_1k_devices"] = round(
+                    (row["compile_s"] - prev["compile_s"]) / ((row["devices"] - prev["devices"]) / 1000), 3)
+                row["audit_s_per_100k_records"] = round(
+                    (row["audit_s"] - prev["audit_s"]) / ((row["records"] - prev["records"]) / 100_000), 3)
             rows.append(row)
             print(json.dumps(row), flush=True)
             if a.json:
@@ -78,14 +124,14 @@ def main() -> int:
             if not a.workdir:
                 shutil.rmtree(d, ignore_errors=True)
     finally:
-        spark.stop()
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"{'fraction':>8} {'gateways':>9} {'devices':>9} {'records':>10} {'compile s':>10} {'audit s':>8} "
-          f"{'dev/s':>8} {'rec/s':>8}")
+    print(f"{'devices':>9} {'gateways':>8} {'records':>9} {'compile s':>9} {'busy':>5} {'s/1k dev':>8} "
+          f"{'audit s':>8} {'busy':>5} {'s/100k rec':>10}")
     for r in rows:
-        print(f"{r['fraction']:>8} {r['gateways']:>9} {r['devices']:>9} {r['records']:>10} {r['compile_s']:>10} "
-              f"{r['audit_s']:>8} {r['devices_per_s']:>8} {r['records_per_s']:>8}")
+        print(f"{r['devices']:>9} {r['gateways']:>8} {r['records']:>9} {r['compile_s']:>9} {r['compile_busy']:>5} "
+              f"{r.get('compile_s_per_1k_devices', '-'):>8} {r['audit_s']:>8} {r['audit_busy']:>5} "
+              f"{r.get('audit_s_per_100k_records', '-'):>10}")
     return 0
 
 

@@ -65,6 +65,8 @@ class AuditLog:
         max_segment_bytes: int = 4 * 1024 * 1024,
         max_segments: int = 16,
         max_buffered: int = 10_000,
+        log_allowed: bool = False,
+        stats_interval: float = 0.0,
     ) -> None:
         if max_segment_bytes < 1024:
             raise ValueError("audit max_segment_bytes must be at least 1024")
@@ -76,6 +78,9 @@ class AuditLog:
         self.max_segment_bytes = max_segment_bytes
         self.max_segments = max_segments
         self.max_buffered = max_buffered
+        self.log_allowed = log_allowed  # [audit] log_allowed: the gates record allowed decisions too
+        self.stats_interval = stats_interval  # [audit] stats_interval: client_stats period (events.py)
+        self.next_stats_at = 0.0
         self._buffer: list[str] = []
         self._written = 0
         self._dropped = 0

@@ -13,12 +13,12 @@ field      type    meaning
 =========  ======  =================================================================
 v          int     format version, 1
 ts         float   Unix time in seconds (UTC), millisecond precision
-gw         str     gateway id
+gw         str     gateway id: [audit] gateway_id, else [sync] gateway_id, else host name
 type       str     ``decision`` or ``event``
 action     str     decision: ``connect``, ``will``, ``publish``, ``subscribe``, ``deliver``
 event      str     event: ``connect``, ``disconnect``, ``claim``, ``unclaim``,
                    ``policy_applied``, ``policy_rejected``, ``client_stats``, ...
-client     str     client identifier
+client     str     client identifier (deliver: the publisher, when known)
 user       str     username, when authenticated with one
 tenant     str     tenant (``~`` by default)
 method     str     authentication method
@@ -29,11 +29,12 @@ gate       str     deciding gate: syntax, reserved, authorizer, permissions, tok
 rule       str     id of the deciding rule, when one decided
 rc         int     MQTT reason code sent to the client
 reason     str     human-readable reason (the Reason String)
-to         str     deliver: the receiving client
-msgs_in    int     client_stats: messages received from the client
-msgs_out   int     client_stats: messages sent to the client
-bytes_in   int     client_stats: bytes received
-bytes_out  int     client_stats: bytes sent
+to         str     deliver: the receiving client (the one the egress gate refused)
+msgs_in    int     client_stats: PUBLISH packets received from the client since its last
+                   client_stats record (deltas: summing a client's records gives totals)
+msgs_out   int     client_stats: PUBLISH packets sent to the client (delta)
+bytes_in   int     client_stats: bytes received (delta)
+bytes_out  int     client_stats: bytes sent (delta)
 detail     str     free text for events
 =========  ======  =================================================================
 """

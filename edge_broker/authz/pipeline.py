@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
+from ..audit import events as audit_events
 from ..auth.identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.names import shown
@@ -184,19 +185,18 @@ class GatePipeline:
         """Gates that must see every delivery (egress ACL, claims)."""
         return any(getattr(g, "checks_every_delivery", False) for g in self.gates)
 
-    def _count(self, decision: Decision, action: str, identity: Identity, topic: str) -> Decision:
+    def _count(self, decision: Decision, action: str, identity: Identity, topic: str,
+               origin: str | None = None) -> Decision:
         gate = decision.gate.value if decision.gate is not None else "none"
         rule = decision.rule or "-"
         if decision.allowed:
             self.hits[(gate, rule)] += 1
+            if self.audit is not None and self.audit.log_allowed:
+                audit_events.decision(self.audit, action, identity, topic, decision)
             return decision
         self.denials[(gate, rule)] += 1
-        if self.audit is not None:
-            self.audit.decision(
-                action=action, client=identity.client_id, user=identity.username, tenant=identity.tenant,
-                method=identity.method, topic=topic, outcome="disconnect" if decision.disconnect else "deny",
-                gate=gate, rule=decision.rule, rc=int(decision.reason_code), reason=decision.reason,
-            )
+        if self.audit is not None:  # fields per action: edge_broker/audit/events.py
+            audit_events.decision(self.audit, action, identity, topic, decision, origin)
         log.info(
             "denied %s %r for %s: %s", action, topic, identity.client_id, decision.reason,
             extra={"event": "denied", "action": action, "client_id": identity.client_id, "topic": topic,
@@ -344,9 +344,9 @@ class GatePipeline:
         if recheck and not _token_client(identity) and self.permissions is not None:
             decision = self.permissions.check_delivery(identity, message.topic, qos, group)
             if decision.denied:
-                return self._count(decision, "deliver", identity, message.topic)
+                return self._count(decision, "deliver", identity, message.topic, getattr(message, "origin", None))
         for gate in self.gates:
             answer = gate.check_deliver(identity, message)
             if answer is not None and answer.denied:
-                return self._count(answer, "deliver", identity, message.topic)
+                return self._count(answer, "deliver", identity, message.topic, getattr(message, "origin", None))
         return decision

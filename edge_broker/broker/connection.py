@@ -107,6 +107,7 @@ class Connection(asyncio.Protocol):
         # Identity that authorizers see.
         self.token_credential: bytes | None = None
         self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.created)
+        self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0  # audit client_stats
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -123,6 +124,7 @@ class Connection(asyncio.Protocol):
         self.last_rx = time.monotonic()
         self.broker.stats.bytes_received += len(data)
         over_budget = self.state != CONNECTED and self.pre_auth_exceeded(len(data))
+        self.bytes_in += len(data)
         try:
             packets = self.reader.feed(data)
         except ProtocolError as exc:
@@ -255,6 +257,7 @@ class Connection(asyncio.Protocol):
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self.broker.stats.bytes_sent += len(data)
+        self.bytes_out += len(data)
         if not self.transport.is_closing():
             self.transport.write(data)
 
@@ -295,6 +298,7 @@ class Connection(asyncio.Protocol):
             data = bytes((data[0] | 0x08,)) + data[1:]
         self.send(data)
         self.broker.stats.messages_sent += 1
+        self.msgs_out += 1
         return True
 
     # -- closing ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from ..audit import events as audit_events
 from ..claims.system import handle_system_publish
 from ..matching.reserved_topics import CLAIMS_REQUEST_PREFIX
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Publish, Pubrec
@@ -60,6 +61,7 @@ async def _answer(
         conn.broker.limit_hits.hit(outcome.limit,
                                    f"claims request by {conn.client_id} refused: "
                                    f"{outcome.reason_string}", conn.client_id)
+    audit_events.claim(conn.broker.audit, conn, topic, int(code), outcome.reason_string)
     log.info(f"{topic} by {conn.client_id}: 0x{code:02X} {outcome.reason_string or ''}".rstrip(),
              extra={"event": "claim", "client_id": conn.client_id, "tenant": identity.tenant,
                     "topic": topic, "reason_code": int(code), "reason": outcome.reason_string})

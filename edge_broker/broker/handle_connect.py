@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..audit import events as audit_events
 from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, requested_tenant
 from ..auth.identity import Identity
 from ..auth.smoker import refuse_smoker_impostor
@@ -283,6 +284,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     conn.handlers = broker.handlers_connected
     conn.send_packet(Connack(present, ReasonCode.SUCCESS, props))
     schedule_token_expiry(conn)
+    audit_events.connected(broker.audit, conn)
     log.info(
         "client connected",
         extra={"event": "connect", "client_id": conn.client_id, "tenant": identity.tenant,

@@ -42,6 +42,7 @@ PUBCOMP_HEAD = b"\x70\x02"
 def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
     broker = conn.broker
     broker.stats.messages_received += 1
+    conn.msgs_in += 1
     qos = packet.qos
     cfg = broker.config.broker
     if qos > cfg.maximum_qos:

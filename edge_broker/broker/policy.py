@@ -140,15 +140,17 @@ class Policy:
         return self.pipeline.check_deliver(session.identity, message)
 
 
-def open_audit_log(config: AuditConfig) -> AuditLog | None:
-    """The audit log of ``[audit]``, or None when no ``dir`` is configured."""
+def open_audit_log(config: AuditConfig, sync_gateway_id: str = "") -> AuditLog | None:
+    """The audit log of ``[audit]``, or None when no ``dir`` is configured. Its gateway id is
+    ``[audit] gateway_id``, else ``[sync] gateway_id`` (the id bundles and the pipeline use)."""
     if config.dir is None:
         return None
     from ..audit.log import AuditLog
 
     return AuditLog(
-        config.dir, config.gateway_id or socket.gethostname(),
+        config.dir, config.gateway_id or sync_gateway_id or socket.gethostname(),
         max_segment_bytes=config.max_segment_bytes, max_segments=config.max_segments,
+        log_allowed=config.log_allowed, stats_interval=config.stats_interval,
     )
 
 

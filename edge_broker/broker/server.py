@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..audit import events as audit_events
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..auth.identity import Identity
 from ..authz.decision import Decision
@@ -108,7 +109,7 @@ class Broker:
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.bridges: Bridges | None = None  # [[bridges]] (issue 19), opened by start()
-        self.audit: AuditLog | None = open_audit_log(config.audit)
+        self.audit: AuditLog | None = open_audit_log(config.audit, config.sync.gateway_id)
         self.policy = self.build_policy(config)
         self.generation = 0  # bumped by every policy change (reload, bundle)
         self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
@@ -471,6 +472,7 @@ class Broker:
         if conn.session is not None:
             self._detach(conn)
         if conn.client_id and conn.identity is not None:
+            audit_events.disconnected(self.audit, conn)
             log.info("client disconnected",
                      extra={"event": "disconnect", "client_id": conn.client_id,
                             "reason": conn.disconnect_reason})
@@ -605,6 +607,7 @@ class Broker:
         if self.persistence is not None:
             self.persistence.tick()
         if self.audit is not None:
+            audit_events.client_stats(self.audit, self.connections, now)
             try:
                 self.audit.flush()
             except OSError as exc:

@@ -15,19 +15,20 @@ report; ``strict`` makes them fail the job.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..audit.record import FORMAT_VERSION, RECORD_FIELDS
 from ..matching.reserved_topics import CLAIM_TOPIC, UNCLAIM_TOPIC
 from .report import bar_chart, page, table
-from .session import PipelineError, progress
+from .session import PipelineError, progress, tune_partitions
+from .storage import Storage, join
 
 QUOTA_EXCEEDED = 0x97
 CLAIM_TOPICS = (CLAIM_TOPIC, UNCLAIM_TOPIC)  # defined once, in matching.reserved_topics
-OUTPUTS = ("denials_by_tenant", "denials_by_client", "denials_by_topic", "denials_by_rule",
-           "claim_flood", "egress_filtered", "top_talkers")
+OUTPUTS = ("denials_by_tenant", "denials_by_client", "denials_by_topic", "denials_by_rule", "denials_by_gateway",
+           "denials_by_day", "claim_flood", "egress_filtered", "egress_by_rule", "top_talkers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,35 +45,95 @@ def record_schema() -> Any:
 
     kinds = {int: T.LongType(), float: T.DoubleType(), str: T.StringType()}
     fields = [T.StructField(name, kinds[kind]) for name, kind in RECORD_FIELDS.items()]
-    return T.StructType(fields + [T.StructField("_corrupt_record", T.StringType())])
+    # "batch": the header line of an uploaded batch (edge_broker/sync/upload.py), not a record
+    return T.StructType(fields + [T.StructField("batch", T.StringType()), T.StructField("_corrupt_record", T.StringType())])
 
 
-def read_records(spark: Any, inputs: list[str]) -> tuple[Any, Any]:
-    """(records, bad): valid v1 records with ``_file``; bad lines with file and text."""
+@dataclass(frozen=True, slots=True)
+class Records:
+    records: Any  # valid v1 records (cached) with ``_file``
+    bad: Any  # lines that are not v1 records: _file, reason, text (as written)
+    files: int
+    duplicate_batches: int  # uploaded batch files dropped because their batch id was seen before
+
+
+def read_records(spark: Any, inputs: list[str], gateway: str | None = None) -> Records:
+    """Audit segments or stored upload batches (``*.jsonl`` files, or folders searched
+    recursively; paths or Hadoop URIs), read by the executors. A batch header line is not a bad
+    line; a batch whose (gateway, batch id) another file already holds is dropped (uploads are
+    at least once). Records are cached: every table below is computed from one read. With
+    ``gateway``, only that gateway's lines (and unreadable ones) are kept, before the cache."""
+    from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
-    paths = []
-    for item in inputs:
-        p = Path(item)
-        if not p.exists():
-            raise PipelineError(f"{item}: no such audit file or directory")
-        if p.is_dir():
-            found = sorted(str(f) for f in p.rglob("*.jsonl"))
-            if not found:
-                raise PipelineError(f"{item}: no audit segments (*.jsonl) in this directory")
-            paths.extend(found)
-        else:
-            paths.append(str(p))
-    df = spark.read.schema(record_schema()).option("mode", "PERMISSIVE").json(paths)
-    df = df.withColumn("_file", F.input_file_name()).cache()
+    reader = (spark.read.schema(record_schema()).option("mode", "PERMISSIVE")
+              .option("recursiveFileLookup", "true").option("pathGlobFilter", "*.jsonl"))
+    try:
+        df = reader.json(list(inputs))
+        files = df.inputFiles()
+    except AnalysisException as exc:
+        raise PipelineError(f"{', '.join(inputs)}: {str(exc).splitlines()[0]}") from exc
+    if not files:
+        raise PipelineError(f"{', '.join(inputs)}: no audit segments or batches (*.jsonl)")
+    df = df.withColumn("_file", F.input_file_name())
+    header = F.col("batch").isNotNull() & F.col("v").isNull() & F.col("_corrupt_record").isNull()
+    headers = df.where(header).select("_file", "gw", "batch")
+    firsts = headers.groupBy("gw", "batch").agg(F.min("_file").alias("_first"))
+    repeated = headers.join(firsts, ["gw", "batch"]).where(F.col("_file") != F.col("_first")).select("_file").distinct()
+    repeated_files = [r["_file"] for r in repeated.collect()]  # at most one row per stored batch file
+    if repeated_files:
+        progress(f"dropping {len(repeated_files)} batch file(s) whose batch id was already read")
+        df = df.where(~F.col("_file").isin(repeated_files))
+    df = df.where(~header)
+    if gateway is not None:
+        df = df.where((F.col("gw") == gateway) | F.col("gw").isNull())
     problem = (F.when(F.col("_corrupt_record").isNotNull(), F.lit("not a JSON object of v1 fields"))
                .when(F.col("v").isNull() | (F.col("v") != FORMAT_VERSION), F.lit(f"not format version {FORMAT_VERSION}"))
                .when(~F.col("type").isin("decision", "event"), F.lit("type must be decision or event")))
-    df = df.withColumn("_problem", problem)
+    df = df.withColumn("_problem", problem).cache()
     bad = df.where(F.col("_problem").isNotNull()).select(
-        "_file", F.col("_problem").alias("reason"), F.coalesce(F.col("_corrupt_record"), F.to_json(F.struct("v", "type"))).alias("text"))
-    good = df.where(F.col("_problem").isNull()).drop("_problem", "_corrupt_record")
-    return good, bad
+        "_file", F.col("_problem").alias("reason"), F.col("_corrupt_record").alias("text"))
+    good = df.where(F.col("_problem").isNull()).drop("_problem", "_corrupt_record", "batch")
+    return Records(good, bad, len(files), len(repeated_files))
+
+
+def bad_line_sample(spark: Any, bad: Any, limit: int = 50) -> list[dict[str, Any]]:
+    """Up to ``limit`` bad lines with file, 1-based line number, reason and the line as written:
+    only the (at most ``limit``) files that have one are read again, whole, by the executors."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    files = [r["_file"] for r in bad.select("_file").distinct().limit(limit).collect()]
+    if not files:
+        return []
+    result = T.ArrayType(T.StructType([T.StructField("line", T.LongType()), T.StructField("reason", T.StringType()),
+                                       T.StructField("text", T.StringType())]))
+
+    def scan(text: str) -> list[tuple[int, str, str]]:
+        from ..audit.record import AuditRecordError, decode_record
+
+        found = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                decode_record(line)
+            except AuditRecordError as exc:
+                try:
+                    if "batch" in json.loads(line) and "v" not in json.loads(line):
+                        continue  # an upload batch's header
+                except ValueError:
+                    pass
+                found.append((number, str(exc), line[:300]))
+                if len(found) >= limit:
+                    break
+        return found
+
+    scan.__annotations__ = {}  # a plain (not pandas) UDF: Spark must not guess a kind from the hints
+    whole = spark.read.text(files, wholetext=True).withColumn("_file", F.input_file_name())
+    rows = whole.select("_file", F.explode(F.udf(scan, result)("value")).alias("b")).select(
+        "_file", "b.line", "b.reason", "b.text").orderBy("_file", "line").limit(limit).collect()
+    return [r.asDict() for r in rows]
 
 
 def audit_tables(records: Any, top: int = 20) -> dict[str, Any]:
@@ -90,13 +151,19 @@ def audit_tables(records: Any, top: int = 20) -> dict[str, Any]:
         "denials_by_rule": denials.groupBy("gate", F.coalesce(F.col("rule"), F.lit("(no rule)")).alias("rule"), "rc")
         .agg(count).orderBy(F.desc("denials"), "gate", "rule"),
     }
-    flood = records.where((F.col("rc") == QUOTA_EXCEEDED) & (F.col("topic").isin(*CLAIM_TOPICS) | (F.col("gate") == "claims")))
+    flood = records.where((F.col("rc") == QUOTA_EXCEEDED) & (F.col("topic").isin(*CLAIM_TOPICS) | (F.col("gate") == "claims"))
+                          & ((F.col("type") == "decision") | F.col("event").isin("claim", "unclaim")))
     out["claim_flood"] = flood.groupBy("gw", tenant, "client").agg(
         F.count(F.lit(1)).alias("refused_claims"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
     ).orderBy(F.desc("refused_claims"), "gw", "client")
     egress = decisions.where((F.col("action") == "deliver") & (F.col("outcome") == "deny"))
     out["egress_filtered"] = egress.groupBy("gw", tenant, "to", "topic", "gate", "rule").agg(
         F.count(F.lit(1)).alias("filtered")).orderBy(F.desc("filtered"), "gw", "to", "topic")
+    out["egress_by_rule"] = egress.groupBy("gate", F.coalesce(F.col("rule"), F.lit("(no rule)")).alias("rule")).agg(
+        F.count(F.lit(1)).alias("filtered")).orderBy(F.desc("filtered"), "gate", "rule")
+    out["denials_by_gateway"] = denials.groupBy("gw").agg(count).orderBy(F.desc("denials"), "gw")
+    out["denials_by_day"] = denials.groupBy(F.date_format(F.from_unixtime(F.col("ts")), "yyyy-MM-dd").alias("day")).agg(
+        count).orderBy("day")
     stats = records.where((F.col("type") == "event") & (F.col("event") == "client_stats"))
     out["top_talkers"] = stats.groupBy("gw", tenant, "client").agg(
         F.sum(F.coalesce("msgs_in", F.lit(0))).alias("msgs_in"), F.sum(F.coalesce("msgs_out", F.lit(0))).alias("msgs_out"),
@@ -108,49 +175,83 @@ def audit_tables(records: Any, top: int = 20) -> dict[str, Any]:
 def run_audit(spark: Any, inputs: list[str], out: str, *, top: int = 20, strict: bool = False) -> AuditResult:
     from pyspark.sql import functions as F
 
-    progress(f"reading audit records from {', '.join(inputs)}")
-    records, bad = read_records(spark, inputs)
-    bad_rows = [r.asDict() for r in bad.limit(50).collect()]
-    bad_count = bad.count() if bad_rows else 0
+    storage = Storage(spark)
+    storage.mkdirs(out)  # fails now, naming the URI, if its file system is not available
+    partitions = tune_partitions(spark, sum(storage.size(i) for i in inputs))
+    progress(f"reading audit records from {', '.join(inputs)} ({partitions} shuffle partitions)")
+    read = read_records(spark, inputs)
+    records = read.records
+    bad_count = read.bad.count()
+    bad_rows = bad_line_sample(spark, read.bad) if bad_count else []
     if bad_count and strict:
-        first = bad_rows[0]
-        raise PipelineError(f"{first['_file']}: {bad_count} bad audit line(s); first: {first['reason']}: {first['text'][:200]!r}")
-    total = records.count()
+        first = bad_rows[0] if bad_rows else {"_file": "?", "line": "?", "reason": "?", "text": ""}
+        raise PipelineError(f"{first['_file']} line {first['line']}: {first['reason']}: {first['text'][:200]!r} "
+                            f"({bad_count} bad audit line(s) in all)")
+    overview = records.agg(F.count(F.lit(1)).alias("n"), F.min("ts").alias("first"), F.max("ts").alias("last"),
+                           F.countDistinct("gw").alias("gateways")).first()
+    total = int(overview["n"])
     progress(f"{total} records; computing denials, claim floods, egress filtering, top talkers")
-    outdir = Path(out)
-    outdir.mkdir(parents=True, exist_ok=True)
     tables: dict[str, list[dict[str, Any]]] = {}
+    sizes: dict[str, int] = {}
     for name, frame in audit_tables(records, top).items():
-        frame.write.mode("overwrite").parquet(str(outdir / name))
+        frame = frame.cache()  # computed once: written, counted and sampled from the cache
+        target = join(out, name)
+        frame.write.mode("overwrite").parquet(target)
+        storage.check_landed(target, "Parquet")
+        sizes[name] = frame.count()
         tables[name] = [r.asDict() for r in frame.limit(top).collect()]
-        progress(f"wrote {outdir / name}")
-    denials = records.where((F.col("type") == "decision") & F.col("outcome").isin("deny", "disconnect")).count()
-    _write_report(outdir / "report.html", total, denials, bad_count, bad_rows, tables)
-    (outdir / "summary.json").write_text(json.dumps({"records": total, "denials": denials, "bad_lines": bad_count}) + "\n")
+        frame.unpersist()
+        progress(f"wrote {target}")
+    denials = sum(int(r["denials"]) for r in spark.read.parquet(join(out, "denials_by_tenant")).collect())
+    summary = {"records": total, "denials": denials, "bad_lines": bad_count, "files": read.files,
+               "gateways": int(overview["gateways"]), "first_ts": overview["first"], "last_ts": overview["last"],
+               "duplicate_batches": read.duplicate_batches, "rows": sizes}
+    storage.write_text(join(out, "report.html"), _report_html(summary, bad_rows, tables, sizes, top))
+    storage.write_text(join(out, "summary.json"), json.dumps(summary) + "\n")
     records.unpersist()
-    return AuditResult(total, denials, bad_count, str(outdir), tables)
+    return AuditResult(total, denials, bad_count, out, tables)
 
 
-def _write_report(path: Path, total: int, denials: int, bad_count: int, bad_rows: list[dict[str, Any]],
-                  tables: dict[str, list[dict[str, Any]]]) -> None:
+def _report_html(summary: dict[str, Any], bad_rows: list[dict[str, Any]], tables: dict[str, list[dict[str, Any]]],
+                 sizes: dict[str, int], top: int) -> str:
     def chart(name: str, title: str, label: Any, value: str) -> str:
         rows = tables[name]
         return bar_chart(title, [label(r) for r in rows], [float(r[value] or 0) for r in rows])
 
+    def cut(name: str) -> str:
+        return (f"<p><em>top {top} of {sizes[name]} rows; all in {name}/ (Parquet)</em></p>"
+                if sizes.get(name, 0) > top else "")
+
+    def when(ts: Any) -> str:
+        return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+    for r in tables["denials_by_rule"]:
+        r["rc_hex"] = None if r.get("rc") is None else f"0x{int(r['rc']):02X}"
+    head = [{"records": summary["records"], "denials": summary["denials"], "bad lines": summary["bad_lines"],
+             "gateways": summary["gateways"], "files": summary["files"], "from": when(summary["first_ts"]),
+             "to": when(summary["last_ts"]), "duplicate batches dropped": summary["duplicate_batches"]}]
     sections = [
-        ("Summary", table([{"records": total, "denials": denials, "bad lines": bad_count}], ["records", "denials", "bad lines"])),
+        ("Summary", table(head, list(head[0]))),
+        ("Denials over time (per day, UTC)", chart("denials_by_day", "denials per day", lambda r: r["day"], "denials")
+         + cut("denials_by_day") + table(tables["denials_by_day"], ["day", "denials"])),
+        ("Denials by gateway", chart("denials_by_gateway", "denials per gateway", lambda r: r["gw"], "denials")
+         + cut("denials_by_gateway") + table(tables["denials_by_gateway"], ["gw", "denials"])),
         ("Denials by tenant", chart("denials_by_tenant", "denials per tenant", lambda r: r["tenant"], "denials")
-         + table(tables["denials_by_tenant"], ["tenant", "denials"])),
+         + cut("denials_by_tenant") + table(tables["denials_by_tenant"], ["tenant", "denials"])),
         ("Denials by rule", chart("denials_by_rule", "denials per gate/rule", lambda r: f"{r['gate']}/{r['rule']}", "denials")
-         + table(tables["denials_by_rule"], ["gate", "rule", "rc", "denials"])),
-        ("Denials by client", table(tables["denials_by_client"], ["gw", "tenant", "client", "denials"])),
-        ("Denials by topic", table(tables["denials_by_topic"], ["tenant", "action", "topic", "denials"])),
+         + cut("denials_by_rule") + table(tables["denials_by_rule"], ["gate", "rule", "rc_hex", "denials"])),
+        ("Denials by client", cut("denials_by_client") + table(tables["denials_by_client"], ["gw", "tenant", "client", "denials"])),
+        ("Denials by topic", cut("denials_by_topic") + table(tables["denials_by_topic"], ["tenant", "action", "topic", "denials"])),
         ("Claim-flood offenders (0x97 on claims)", chart("claim_flood", "refused claims per client",
-         lambda r: f"{r['gw']}/{r['client']}", "refused_claims") + table(tables["claim_flood"], ["gw", "tenant", "client", "refused_claims"])),
-        ("Egress-filtered deliveries", table(tables["egress_filtered"], ["gw", "tenant", "to", "topic", "gate", "rule", "filtered"])),
+         lambda r: f"{r['gw']}/{r['client']}", "refused_claims") + cut("claim_flood")
+         + table(tables["claim_flood"], ["gw", "tenant", "client", "refused_claims"])),
+        ("Egress-filtered deliveries by rule", cut("egress_by_rule") + table(tables["egress_by_rule"], ["gate", "rule", "filtered"])),
+        ("Egress-filtered deliveries (to = receiver)", cut("egress_filtered")
+         + table(tables["egress_filtered"], ["gw", "tenant", "to", "topic", "gate", "rule", "filtered"])),
         ("Top talkers", chart("top_talkers", "messages in+out per client", lambda r: f"{r['gw']}/{r['client']}", "msgs")
          + table(tables["top_talkers"], ["gw", "tenant", "client", "msgs_in", "msgs_out", "bytes_in", "bytes_out"])),
     ]
     if bad_rows:
-        sections.append(("Bad lines (first 50)", table(bad_rows, ["_file", "reason", "text"])))
-    path.write_text(page("edge-broker audit report", sections), encoding="utf-8")
+        sections.append((f"Bad lines (first {len(bad_rows)} of {summary['bad_lines']})",
+                         table(bad_rows, ["_file", "line", "reason", "text"])))
+    return page("edge-broker audit report", sections)

@@ -1,7 +1,8 @@
 """``edge-broker-pipeline`` / ``python -m edge_broker.pipeline``: compile | audit | whatif.
 
-Exit status: 0 done; 1 invalid rows reported (compile without ``--skip-invalid``); 2 unusable
-input or arguments (the message names the file, row and problem).
+Exit status: 0 done; 1 invalid rows reported (compile without ``--skip-invalid``: nothing
+signed); 2 unusable input or arguments (the message names the file, row and problem); 3 the Spark
+job failed on the cluster (one line; the executors' logs have the traceback).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edge-broker-pipeline", description=__doc__)
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    parser.add_argument("--ship-code", action="store_true",
+                        help="send this edge_broker package to the executors (workers without the project installed)")
     parser.add_argument("--separator", default="/", help="the gateways' topic separator ([topics] separator)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -26,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--key", required=True, help="the cloud's Ed25519 signing key (as for edge-broker bundle create)")
     c.add_argument("--issued-at", type=int, help="Unix seconds (default: now); fix it for reproducible bundles")
     c.add_argument("-o", "--out", required=True, help="output directory")
-    c.add_argument("--skip-invalid", action="store_true", help="compile the valid rows; still report every invalid one")
+    c.add_argument("--skip-invalid", action="store_true", help="compile only the gateways none of whose rows is invalid (a permission set that lost a row "
+                   "is never compiled); still report every invalid row")
     c.add_argument("--emit-policies", action="store_true", help="also write each gateway's policy as JSON")
     c.add_argument("--publish", metavar="HOST:PORT", help="publish each bundle retained to edge/<gateway>/policy")
 
@@ -36,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--top", type=int, default=20, help="rows per table in the HTML report (default 20)")
     a.add_argument("--strict", action="store_true", help="fail on lines that are not v1 audit records")
 
+    k = sub.add_parser("collect", help="store uploaded audit batches (edge/+/audit) as the audit job's input")
+    k.add_argument("--broker", required=True, metavar="HOST:PORT", help="the cloud broker the gateways upload to")
+    k.add_argument("-o", "--out", required=True, help="folder: <gateway>/<segment>-<first>-<last>.jsonl per batch")
+    k.add_argument("--count", type=int, help="stop after this many batches")
+    k.add_argument("--idle", type=float, help="stop when nothing arrived for this many seconds")
+
     w = sub.add_parser("whatif", help="replay logged requests against a candidate bundle")
     w.add_argument("inputs", nargs="+", help="audit segments (*.jsonl) or directories of them")
     w.add_argument("--candidate", required=True, help="the candidate bundle")
@@ -43,6 +53,22 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--trust", action="append", default=[], help="verify the bundles with this public key (repeatable)")
     w.add_argument("-o", "--out", required=True)
     return parser
+
+
+def _is_spark_failure(exc: BaseException) -> bool:
+    module = type(exc).__module__ or ""
+    return module.startswith(("py4j", "pyspark"))
+
+
+def _first_line(exc: BaseException) -> str:
+    """The root cause's message: a Python error raised in a worker is the last "...Error: ..."
+    line of the Py4J text; otherwise the first line."""
+    text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.split(":", 1)[0].endswith(("Error", "Exception"))
+              and not line.startswith(("py4j", "org.apache.spark.SparkException", "Traceback"))]
+    chosen = errors[-1] if errors else (lines[0] if lines else type(exc).__name__)
+    return chosen[:400]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise PipelineError(str(exc)) from exc
             from .compile import run_compile
 
-            spark = get_session(args.master, conf)
+            spark = get_session(args.master, conf, ship_code=args.ship_code)
             issued_at = args.issued_at if args.issued_at is not None else int(time.time())
             try:
                 result = run_compile(spark, args.input, args.out, key=key, issued_at=issued_at, separator=args.separator,
@@ -70,11 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"edge-broker-pipeline compile: {exc}", file=sys.stderr)
                     return 1
                 raise
-            print(f"{result.bundles} bundles, {result.invalid} invalid rows, in {result.out}")
+            print(f"{result.bundles} bundles, {result.withheld} gateways withheld, {result.invalid} invalid rows, "
+                  f"in {result.out}")
+        elif args.command == "collect":
+            from .batches import collect
+
+            stored = collect(args.broker, args.out, count=args.count, idle=args.idle)
+            print(f"{stored} batches stored in {args.out}")
         elif args.command == "audit":
             from .audit import run_audit
 
-            spark = get_session(args.master, conf)
+            spark = get_session(args.master, conf, ship_code=args.ship_code)
             audit = run_audit(spark, args.inputs, args.out, top=args.top, strict=args.strict)
             print(f"{audit.records} records, {audit.denials} denials, {audit.bad_lines} bad lines; report {audit.out}/report.html")
         else:
@@ -82,11 +114,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             candidate = load_bundle(args.candidate, args.trust)
             baseline = load_bundle(args.baseline, args.trust) if args.baseline else None
-            spark = get_session(args.master, conf)
+            spark = get_session(args.master, conf, ship_code=args.ship_code)
             wi = run_whatif(spark, args.inputs, candidate, args.out, baseline=baseline, separator=args.separator)
             print(f"{wi.changed} of {wi.requests} distinct requests would change; {wi.out}/summary.json")
     except PipelineError as exc:
         print(f"edge-broker-pipeline {args.command}: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - a Spark/executor failure: one line, not 300 of Py4J
+        if not _is_spark_failure(exc):
+            raise
+        print(f"edge-broker-pipeline {args.command}: the Spark job failed: {_first_line(exc)} "
+              "(executor logs have the details)", file=sys.stderr)
+        return 3
     progress(f"{args.command} done in {time.monotonic() - started:.1f} s")
     return 0

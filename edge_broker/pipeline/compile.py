@@ -27,12 +27,13 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
-from .session import PipelineError, progress
+from .session import PipelineError, progress, tune_partitions
+from .signing import sign_body
+from .storage import Storage, join
 
 GATEWAY_ID = re.compile(r"[A-Za-z0-9_.@~-]{1,128}")
 
@@ -63,6 +64,7 @@ class CompileResult:
     bundles: int
     invalid: int
     out: str
+    withheld: int = 0  # gateways not compiled because a row they depend on is invalid (--skip-invalid)
 
 
 def _clean(value: Any) -> Any:
@@ -84,10 +86,13 @@ def _checker(check: Any, names: list[str], separator: str | None) -> Any:
         return pd.Series(out, dtype=object)
 
     run.__annotations__ = {"frame": pd.DataFrame, "return": pd.Series}  # resolved hints for Spark
-    return F.pandas_udf(run, "string")  # type: ignore[attr-defined]
+    return F.pandas_udf(run, "string")  # type: ignore[attr-defined,call-overload,unused-ignore]
 
 
-def _validate(df: Any, table: str, check: Any, names: list[str], separator: str | None) -> tuple[Any, Any]:
+def _validate(df: Any, table: str, check: Any, names: list[str], separator: str | None,
+              scope: Any = None) -> tuple[Any, Any]:
+    """(valid rows, invalid rows); ``scope``: the column (expression) naming what an invalid
+    row taints (its permission set, its gateway)."""
     from pyspark.sql import functions as F
 
     udf = _checker(check, names, separator)
@@ -95,11 +100,14 @@ def _validate(df: Any, table: str, check: Any, names: list[str], separator: str 
     invalid = checked.where(F.col("_reason").isNotNull()).select(
         F.lit(table).alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"),
         F.regexp_extract(F.col("_reason"), r"^([A-Za-z_.\[\]0-9]+):", 1).alias("key"), F.col("_reason").alias("reason"),
+        (scope if scope is not None else F.lit(None).cast("string")).alias("_scope"),
     )
     return checked.where(F.col("_reason").isNull()).drop("_reason"), invalid
 
 
 def _duplicates(df: Any, table: str, keys: list[str], what: str) -> tuple[Any, Any]:
+    """Rows whose ``keys`` repeat an earlier row's: every copy after the first is invalid and
+    taints ``keys[0]`` (its gateway: which row was meant is unknown, so none is compiled)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -108,6 +116,7 @@ def _duplicates(df: Any, table: str, keys: list[str], what: str) -> tuple[Any, A
     invalid = ranked.where(F.col("_n") > 1).select(
         F.lit(table).alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"), F.lit(keys[-1]).alias("key"),
         F.concat(F.lit(f"{keys[-1]}: duplicate {what}; row "), F.col("_first").cast("string"), F.lit(" has it first")).alias("reason"),
+        F.col(keys[0]).alias("_scope"),
     )
     return ranked.where(F.col("_n") == 1).drop("_n", "_first"), invalid
 
@@ -128,68 +137,128 @@ def _build_sets(rows: list[Any], separator: str, invalid: list[dict[str, Any]], 
         try:
             parse_permissions_config({"sets": {name: {"rules": rules}}}, separator)
         except PermissionConfigError as exc:
-            invalid.append({"table": "permissions", "file": file, "row": members[0]["_row"], "key": "set", "reason": str(exc)})
+            invalid.append({"table": "permissions", "file": file, "row": members[0]["_row"], "key": "set",
+                            "reason": str(exc), "_scope": name})
             continue
         sets[name] = rules
     return sets
+
+
+ALL = "*"  # the _scope of an invalid row that taints every set or gateway (not a valid id of either)
+INVALID_SAMPLE = 10_000  # invalid rows kept in invalid.jsonl and on the driver; the rest only counted
+
+
+def body_builder(sets: dict[str, list[dict[str, Any]]], separator: str, issued_at: int, emit_policies: bool) -> Any:
+    """The function the executors run per gateway (a cogroup of its device rows and its ACL rows):
+    it assembles the policy, checks it with ``sync.apply.check_policy`` (the path ``bundle create``
+    and a gateway applying the bundle take) and returns the canonical
+    *unsigned* bundle body. It closes over the rule sets and settings only, never the signing key
+    (tests pickle it and look for the key's bytes)."""
+
+    def build(frame: Any, acl: Any) -> Any:
+        import pandas as pd
+
+        from ..sync.apply import check_policy
+        from ..sync.bundle import BundleError
+        from .policy import gateway_policy
+        from .signing import bundle_body
+
+        gw = frame["gateway"].iloc[0]
+        version = int(frame["version"].iloc[0])
+        acl_default = _clean(frame["acl_default"].iloc[0])
+        members = [{"client_id": c, "sets": s} for c, s in zip(frame["client_id"], frame["sets"], strict=True)
+                   if _clean(c) is not None]
+        acl_rows = [] if acl.empty else [
+            {k: _clean(v) for k, v in r.items()} for r in acl.sort_values(["_specific", "_row"]).to_dict("records")]
+        policy = gateway_policy(members, sets, acl_rows, acl_default)
+        try:
+            check_policy(policy, f"gateway {gw}", separator, version)  # as the gateway will apply it
+            body, problem = bundle_body(version=version, gateway=gw, issued_at=issued_at, policy=policy), None
+        except BundleError as exc:
+            body, problem = None, f"the assembled policy is refused by the broker: {exc}"
+        return pd.DataFrame({"gateway": [gw], "version": [version], "devices": [len(members)], "body": [body],
+                             "policy": [json.dumps(policy, sort_keys=True) if emit_policies else None],
+                             "problem": [problem], "_row": [int(frame["_row"].iloc[0])]})
+
+    return build
 
 
 def run_compile(
     spark: Any, input_dir: str, out: str, *, key: Any, issued_at: int, separator: str = "/",
     skip_invalid: bool = False, emit_policies: bool = False, publish: str | None = None,
 ) -> CompileResult:
-    """The compile job. Raises :class:`PipelineError` for unusable input (missing table or column)
-    and, unless ``skip_invalid``, when any row is invalid (after writing the report)."""
-    import pandas as pd
+    """The compile job (fails closed).
+
+    Raises :class:`PipelineError` for unusable input (missing table or column). Any invalid row
+    fails the job *before anything is signed* (report in ``invalid.jsonl``), unless
+    ``skip_invalid``: then only the gateways none of whose inputs lost a row are compiled; a
+    gateway that uses a permission set with an invalid row, has an invalid device or ACL row (an
+    ACL row without a gateway: every gateway), or a duplicate gateway row gets no bundle and keeps
+    its previous one (listed in ``withheld.jsonl``)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from ..sync.bundle import create_bundle
-
+    storage = Storage(spark)
+    storage.mkdirs(out)  # fails now, naming the URI, if its file system is not available
     frames: dict[str, Any] = {}
     invalid_frames: list[Any] = []
     files: dict[str, str] = {}
+    read_bad: dict[str, Any] = {}
+    scopes = {"gateways": "gateway", "devices": "gateway", "permissions": "set", "acl": "gateway", "grants": "tenant"}
     for table, columns in TABLES.items():
-        path = find_table(input_dir, table)
+        path = find_table(storage, input_dir, table)
         if path is None:
             if table in REQUIRED_TABLES:
                 raise PipelineError(f"{input_dir}: no {table} table; add {table}.parquet, {table}.csv or {table}.json")
             continue
         progress(f"reading {table} from {path}")
         files[table] = path
-        frames[table], bad = read_table(spark, path, table, columns)
-        invalid_frames.append(bad)
+        frames[table], read_bad[table] = read_table(spark, path, table, columns, scopes[table])
+        invalid_frames.append(read_bad[table])
 
-    progress("validating rules with the broker's parsers")
-    gateways = frames["gateways"]
-    gateways, bad = _validate(gateways, "gateways", _check_gateway_row, ["gateway", "version", "acl_default"], None)
+    partitions = tune_partitions(spark, sum(storage.size(path) for path in files.values()))
+    progress(f"validating rules with the broker's parsers ({partitions} shuffle partitions)")
+    gateways, bad = _validate(frames["gateways"], "gateways", _check_gateway_row, ["gateway", "version", "acl_default"],
+                              None, F.col("gateway"))
     invalid_frames.append(bad)
     gateways, bad = _duplicates(gateways, "gateways", ["gateway"], "gateway id")
     invalid_frames.append(bad)
 
     devices, bad = _validate(frames["devices"], "devices", check_device,
-                             ["client_id", "username", "tenant", "smoker_id", "sets"], None)
+                             ["client_id", "username", "tenant", "smoker_id", "sets"], None, F.col("gateway"))
     invalid_frames.append(bad)
 
     sets: dict[str, list[dict[str, Any]]] = {}
     driver_invalid: list[dict[str, Any]] = []
+    tainted_sets: set[str] = set()
     if "permissions" in frames:
         names = [c.name for c in TABLES["permissions"]]
-        perms, bad = _validate(frames["permissions"], "permissions", check_permission, names, separator)
+        perms, bad = _validate(frames["permissions"], "permissions", check_permission, names, separator,
+                               F.coalesce(F.col("set"), F.lit(ALL)))
         invalid_frames.append(bad)
         sets = _build_sets(perms.collect(), separator, driver_invalid, files["permissions"])
+        # a set with any invalid row is never compiled: first-match order makes a dropped deny
+        # row an allow (operator = [admin/# DENY, # allow] must not become [# allow])
+        tainted_sets = {r["_scope"] or ALL for f in (bad, read_bad["permissions"])
+                        for r in f.select("_scope").distinct().collect()}
+        tainted_sets |= {r["_scope"] for r in driver_invalid}
+        if ALL in tainted_sets:
+            tainted_sets |= set(sets)
+        sets = {name: rules for name, rules in sets.items() if name not in tainted_sets}
 
-    acl_rows: list[dict[str, Any]] = []
+    acl = None
     if "acl" in frames:
         names = [c.name for c in TABLES["acl"]]
-        acl, bad = _validate(frames["acl"], "acl", check_acl, names, None)
+        acl, bad = _validate(frames["acl"], "acl", check_acl, names, None, F.coalesce(F.col("gateway"), F.lit(ALL)))
         invalid_frames.append(bad)
-        acl_rows = [r.asDict() for r in acl.orderBy("_row").collect()]
 
     grants: dict[str, dict[str, list[str]]] = {}
+    tainted_tenants: set[str] = set()
     if "grants" in frames:
-        g, bad = _validate(frames["grants"], "grants", check_grant, ["tenant", "direction", "rule"], separator)
+        g, bad = _validate(frames["grants"], "grants", check_grant, ["tenant", "direction", "rule"], separator,
+                           F.coalesce(F.col("tenant"), F.lit("~")))
         invalid_frames.append(bad)
+        tainted_tenants = {r["_scope"] or "~" for f in (bad, read_bad["grants"]) for r in f.select("_scope").distinct().collect()}
         for r in g.orderBy("_row").collect():
             tenant = r["tenant"] or "~"
             entry = grants.setdefault(tenant, {"tenant_ids": [tenant], "allow_channels_pub": [], "allow_channels_sub": []})
@@ -197,101 +266,134 @@ def run_compile(
 
     # devices: known gateway, known sets, unique client id per gateway
     known_sets = spark.createDataFrame([(s,) for s in sets] or [("\x00",)], "name string")
-    exploded = devices.select("_file", "_row", F.explode(F.split(F.trim(F.col("sets")), r"\s+")).alias("name"))
-    missing = exploded.join(known_sets, "name", "left_anti").groupBy("_file", "_row").agg(
-        F.concat_ws(", ", F.sort_array(F.collect_set("name"))).alias("names"))
+    withheld_sets = spark.createDataFrame([(s,) for s in sorted(tainted_sets)] or [("\x00",)], "name string")
+    exploded = devices.select("gateway", "_file", "_row", F.explode(F.split(F.trim(F.col("sets")), r"\s+")).alias("name"))
+    uses_withheld = exploded.join(withheld_sets, "name").groupBy("gateway").agg(
+        F.concat(F.lit("uses permission set(s) "), F.concat_ws(", ", F.sort_array(F.collect_set("name"))),
+                 F.lit(" with invalid rows")).alias("reason"))
+    missing = exploded.join(known_sets, "name", "left_anti").join(withheld_sets, "name", "left_anti").groupBy(
+        "gateway", "_file", "_row").agg(F.concat_ws(", ", F.sort_array(F.collect_set("name"))).alias("names"))
     invalid_frames.append(missing.select(
         F.lit("devices").alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"), F.lit("sets").alias("key"),
-        F.concat(F.lit("sets: no valid permission set named "), F.col("names")).alias("reason")))
+        F.concat(F.lit("sets: no permission set named "), F.col("names")).alias("reason"), F.col("gateway").alias("_scope")))
     devices = devices.join(missing.select("_row"), "_row", "left_anti")
     unknown_gw = devices.join(gateways.select("gateway"), "gateway", "left_anti")
     invalid_frames.append(unknown_gw.select(
         F.lit("devices").alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"), F.lit("gateway").alias("key"),
-        F.concat(F.lit("gateway: no valid gateway "), F.col("gateway"), F.lit(" in the gateways table")).alias("reason")))
+        F.concat(F.lit("gateway: no valid gateway "), F.col("gateway"), F.lit(" in the gateways table")).alias("reason"),
+        F.col("gateway").alias("_scope")))
     devices, bad = _duplicates(devices, "devices", ["gateway", "client_id"], "client id on this gateway")
     invalid_frames.append(bad)
 
-    acl_by_gateway: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
-    for r in acl_rows:
-        acl_by_gateway[r["gateway"]].append(r)
-    sign_key = bytes(key)
+    invalid = functools.reduce(lambda a, b: a.unionByName(b), invalid_frames)
+    if driver_invalid:
+        invalid = invalid.unionByName(spark.createDataFrame(
+            driver_invalid, "table string, file string, row long, key string, reason string, _scope string"))
+    invalid = invalid.cache()
+    n_invalid = invalid.count()
+    if devices.limit(1).count() == 0:
+        progress(f"warning: {files['devices']} has no valid device rows: every bundle would deny every client")
+    if n_invalid and not skip_invalid:
+        _write_invalid(storage, out, invalid, n_invalid)
+        invalid.unpersist()
+        raise PipelineError(_invalid_message(invalid, n_invalid, out) + "\nnothing was signed; fix them, or pass "
+                            "--skip-invalid to compile the gateways none of whose rows are invalid")
 
-    def build(frame: pd.DataFrame) -> pd.DataFrame:
-        import nacl.signing
+    # which gateways lost a row (their bundle is withheld; the gateway keeps its previous one)
+    gw_tables = invalid.where(F.col("table").isin("gateways", "devices", "acl"))
+    every = gw_tables.where(F.col("_scope") == ALL).limit(1).count() > 0
+    withheld = gw_tables.where(F.col("_scope").isNotNull() & (F.col("_scope") != ALL)).groupBy(F.col("_scope").alias("gateway")).agg(
+        F.concat(F.lit("invalid row(s) in "), F.concat_ws(", ", F.sort_array(F.collect_set("table")))).alias("reason"),
+    ).unionByName(uses_withheld)
+    if every:
+        withheld = withheld.unionByName(gateways.select("gateway", F.lit("an invalid ACL row for every gateway").alias("reason")))
+    withheld = withheld.groupBy("gateway").agg(F.concat_ws("; ", F.sort_array(F.collect_set("reason"))).alias("reason"))
+    gateways = gateways.join(withheld.select("gateway"), "gateway", "left_anti")
 
-        from ..sync.apply import check_policy
-        from ..sync.bundle import BundleError
-        from .policy import gateway_policy
-
-        gw = frame["gateway"].iloc[0]
-        version = int(frame["version"].iloc[0])
-        acl_default = _clean(frame["acl_default"].iloc[0])
-        members = [{"client_id": c, "sets": s} for c, s in zip(frame["client_id"], frame["sets"], strict=True)
-                   if _clean(c) is not None]
-        gw_acl = acl_by_gateway.get(None, []) + acl_by_gateway.get(gw, [])
-        policy = gateway_policy(members, sets, gw_acl, acl_default)
-        try:
-            check_policy(policy, f"gateway {gw}", separator, version)  # as the gateway will apply it
-            data = create_bundle(nacl.signing.SigningKey(sign_key), version=version, gateway=gw,
-                                 issued_at=issued_at, policy=policy)
-            problem = None
-        except BundleError as exc:
-            data, problem = None, f"the assembled policy is refused by the broker: {exc}"
-        return pd.DataFrame({"gateway": [gw], "version": [version], "devices": [len(members)], "bundle": [data],
-                             "policy": [json.dumps(policy, sort_keys=True)], "problem": [problem],
-                             "_row": [int(frame["_row"].iloc[0])]})
-
-    progress("assembling and signing one bundle per gateway")
-    joined = gateways.select("gateway", "version", "acl_default", "_row").join(
+    progress("assembling one bundle body per gateway on the executors")
+    gw_dev = gateways.select("gateway", "version", "acl_default", "_row").join(
         devices.select("gateway", "client_id", "sets"), "gateway", "left")
+    acl_cols = [c.name for c in TABLES["acl"] if c.name != "gateway"] + ["_row"]
+    if acl is not None:
+        ids = gateways.select("gateway")
+        acl_per_gw = acl.where(F.col("gateway").isNotNull()).select("gateway", *acl_cols, F.lit(1).alias("_specific")) \
+            .join(ids, "gateway").unionByName(
+            acl.where(F.col("gateway").isNull()).select(*acl_cols, F.lit(0).alias("_specific")).crossJoin(ids))
+    else:
+        acl_per_gw = spark.createDataFrame([], ", ".join(f"{c} {'long' if c == '_row' else 'string'}" for c in
+                                                           ["gateway", *acl_cols]) + ", _specific int")
     schema = T.StructType([
         T.StructField("gateway", T.StringType()), T.StructField("version", T.LongType()),
-        T.StructField("devices", T.LongType()), T.StructField("bundle", T.BinaryType()),
+        T.StructField("devices", T.LongType()), T.StructField("body", T.BinaryType()),
         T.StructField("policy", T.StringType()), T.StructField("problem", T.StringType()),
         T.StructField("_row", T.LongType()),
     ])
-    bundles = joined.groupBy("gateway").applyInPandas(build, schema)
-    outdir = Path(out)
-    (outdir / "bundles").mkdir(parents=True, exist_ok=True)
-    if emit_policies:
-        (outdir / "policies").mkdir(parents=True, exist_ok=True)
+    build = body_builder(sets, separator, issued_at, emit_policies)
+    bodies = gw_dev.groupBy("gateway").cogroup(acl_per_gw.groupBy("gateway")).applyInPandas(build, schema).cache()
+    stats = bodies.agg(F.count(F.lit(1)).alias("n"), F.count("problem").alias("problems")).first()  # all cores
+    problems = [{"table": "gateways", "file": files["gateways"], "row": r["_row"], "key": "gateway",
+                 "reason": f"gateway {r['gateway']}: {r['problem']}", "_scope": r["gateway"]}
+                for r in bodies.where(F.col("problem").isNotNull()).limit(INVALID_SAMPLE).collect()]
+    if stats["problems"]:
+        invalid = invalid.unionByName(spark.createDataFrame(
+            problems, "table string, file string, row long, key string, reason string, _scope string"))
+        n_invalid += stats["problems"]
+        if not skip_invalid:
+            _write_invalid(storage, out, invalid, n_invalid)
+            raise PipelineError(_invalid_message(invalid, n_invalid, out) + "\nnothing was signed")
+
+    progress(f"signing {stats['n'] - stats['problems']} bundles on the driver")
+    bundles_dir = join(out, "bundles")
+    storage.mkdirs(bundles_dir)
     written = 0
-    published: list[tuple[str, bytes]] = []
-    gw_file = files["gateways"]
-    for row in bundles.toLocalIterator():
-        if row["problem"] is not None:
-            driver_invalid.append({"table": "gateways", "file": gw_file, "row": row["_row"], "key": "gateway",
-                                   "reason": f"gateway {row['gateway']}: {row['problem']}"})
-            continue
-        (outdir / "bundles" / f"{row['gateway']}.cbor").write_bytes(row["bundle"])
+    pending: list[tuple[str, bytes]] = []
+    for row in bodies.where(F.col("problem").isNull()).select("gateway", "body", "policy").toLocalIterator(True):
+        data = sign_body(key, row["body"])
+        storage.write_bytes(join(bundles_dir, f"{row['gateway']}.cbor"), data)
         if emit_policies:
-            (outdir / "policies" / f"{row['gateway']}.json").write_text(row["policy"] + "\n", encoding="utf-8")
+            storage.write_text(join(out, "policies", f"{row['gateway']}.json"), row["policy"] + "\n")
         if publish is not None:
-            published.append((row["gateway"], bytes(row["bundle"])))
+            pending.append((row["gateway"], data))
+            if len(pending) >= 500:
+                _publish(publish, pending)
+                pending = []
         written += 1
         if written % 1000 == 0:
             progress(f"{written} bundles written")
-    if grants:
-        (outdir / "grants").mkdir(exist_ok=True)
-        for tenant, grant in grants.items():
-            (outdir / "grants" / f"{tenant}.json").write_text(json.dumps(grant, sort_keys=True) + "\n", encoding="utf-8")
+    if pending and publish is not None:
+        _publish(publish, pending)
+    bodies.unpersist()
+    for tenant, grant in grants.items():
+        if tenant not in tainted_tenants:
+            storage.write_text(join(out, "grants", f"{tenant}.json"), json.dumps(grant, sort_keys=True) + "\n")
 
-    union = functools.reduce(lambda a, b: a.unionByName(b), invalid_frames)
-    report = [r.asDict() for r in union.collect()] + driver_invalid
-    report.sort(key=lambda r: (r["table"], r["file"], r["row"] or 0))
-    with open(outdir / "invalid.jsonl", "w", encoding="utf-8") as fh:
-        for r in report:
-            fh.write(json.dumps({k: r.get(k) for k in INVALID_COLUMNS}, sort_keys=True) + "\n")
-    progress(f"{written} bundles in {outdir / 'bundles'}; {len(report)} invalid rows in {outdir / 'invalid.jsonl'}")
-    if report and not skip_invalid:
-        shown = "\n".join(f"  {r['file']} row {r['row']}: {r['reason']}" for r in report[:20])
-        more = f"\n  ... and {len(report) - 20} more" if len(report) > 20 else ""
-        raise PipelineError(f"{len(report)} invalid row(s) (all in {outdir / 'invalid.jsonl'}):\n{shown}{more}\n"
-                            "fix them, or pass --skip-invalid to compile the rest")
-    if published:
-        _publish(publish or "", published)
-    return CompileResult(gateways=written + sum(1 for r in driver_invalid if r["table"] == "gateways"),
-                         bundles=written, invalid=len(report), out=str(outdir))
+    withheld_rows = [r.asDict() for r in withheld.orderBy("gateway").limit(INVALID_SAMPLE).collect()]
+    n_withheld = withheld.count() if withheld_rows else 0
+    storage.write_text(join(out, "withheld.jsonl"), "".join(json.dumps(r, sort_keys=True) + "\n" for r in withheld_rows))
+    _write_invalid(storage, out, invalid, n_invalid)
+    progress(f"{written} bundles in {bundles_dir}; {n_withheld} gateway(s) withheld (withheld.jsonl); "
+             f"{n_invalid} invalid rows (invalid.jsonl)")
+    invalid.unpersist()
+    return CompileResult(gateways=written + stats["problems"] + n_withheld, bundles=written, invalid=n_invalid,
+                         out=out, withheld=n_withheld)
+
+
+def _write_invalid(storage: Storage, out: str, invalid: Any, count: int) -> None:
+    """``invalid.jsonl``: the first INVALID_SAMPLE invalid rows (by table, file, row); with more,
+    every one of them in the ``invalid/`` JSON folder written by the executors."""
+    rows = [r.asDict() for r in invalid.orderBy("table", "file", "row").limit(INVALID_SAMPLE).collect()]
+    storage.write_text(join(out, "invalid.jsonl"),
+                       "".join(json.dumps({k: r.get(k) for k in INVALID_COLUMNS}, sort_keys=True) + "\n" for r in rows))
+    if count > INVALID_SAMPLE:
+        invalid.drop("_scope").write.mode("overwrite").json(join(out, "invalid"))
+        storage.check_landed(join(out, "invalid"), "invalid-row")
+
+
+def _invalid_message(invalid: Any, count: int, out: str) -> str:
+    rows = invalid.orderBy("table", "file", "row").limit(20).collect()
+    shown = "\n".join(f"  {r['file']} row {r['row']}: {r['reason']}" for r in rows)
+    more = f"\n  ... and {count - len(rows)} more" if count > len(rows) else ""
+    return f"{count} invalid row(s) (in {join(out, 'invalid.jsonl')}):\n{shown}{more}"
 
 
 def _check_gateway_row(row: dict[str, Any]) -> str | None:

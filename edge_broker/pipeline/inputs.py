@@ -10,10 +10,10 @@ name them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .session import PipelineError
+from .storage import Storage, join
 
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 INVALID_COLUMNS = ("table", "file", "row", "key", "reason")
@@ -26,29 +26,33 @@ class Column:
     required: bool = False
 
 
-def find_table(directory: str, table: str) -> str | None:
-    """``<directory>/<table>.parquet|.csv|.json|.jsonl`` (a file or a Parquet directory)."""
+def find_table(storage: Storage, directory: str, table: str) -> str | None:
+    """``<directory>/<table>.parquet|.csv|.json|.jsonl`` (a file or a Parquet directory), looked
+    up through Hadoop (``directory`` may be a path or a ``file://``, ``hdfs://``, ``s3a://`` URI)."""
     for ext in FORMATS:
-        path = Path(directory) / f"{table}{ext}"
-        if path.exists():
-            return str(path)
+        path = join(directory, f"{table}{ext}")
+        if storage.exists(path):
+            return path
     return None
 
 
-def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...]) -> tuple[Any, Any]:
+def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...],
+               scope: str | None = None) -> tuple[Any, Any]:
     """(rows, invalid): rows with the declared columns (typed), ``_file`` and ``_row``; invalid
-    rows as (table, file, row, key, reason)."""
+    rows as (table, file, row, key, reason, _scope), ``_scope`` being the value of column
+    ``scope`` (what an invalid row taints: its permission set, its gateway)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    fmt = FORMATS.get(Path(path).suffix.lower())
+    ext = "." + path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    fmt = FORMATS.get(ext)
     if fmt is None:
         raise PipelineError(f"{path}: unknown format; name the file .parquet, .csv or .json (JSON lines)")
-    if not Path(path).exists():
-        raise PipelineError(f"{path}: no such file")
     names = [c.name for c in columns]
     if fmt == "csv":
-        df = spark.read.option("header", "true").option("inferSchema", "false").option("mode", "PERMISSIVE").csv(path)
+        # multiLine: a quoted field with a line break is one value of one row, as in every CSV tool
+        df = (spark.read.option("header", "true").option("inferSchema", "false").option("mode", "PERMISSIVE")
+              .option("multiLine", "true").csv(path))
     elif fmt == "json":
         schema = T.StructType(
             [T.StructField(n, T.StringType()) for n in names] + [T.StructField("_corrupt_record", T.StringType())]
@@ -90,7 +94,12 @@ def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...]) -
     rows = rows.withColumn("_problem", problem).cache()  # read and numbered once
     invalid = rows.where(F.col("_problem").isNotNull()).select(
         F.lit(table).alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"),
-        F.split(F.col("_problem"), r"\|", 2)[0].alias("key"), F.split(F.col("_problem"), r"\|", 2)[1].alias("reason"),
+        F.split(F.col("_problem"), r"\|", 2)[0].alias("key"),
+        # the reason names its column, as the broker's own messages do ("version: not an integer")
+        F.when(F.split(F.col("_problem"), r"\|", 2)[0] == "(line)", F.split(F.col("_problem"), r"\|", 2)[1])
+        .otherwise(F.concat_ws(": ", F.split(F.col("_problem"), r"\|", 2)[0], F.split(F.col("_problem"), r"\|", 2)[1]))
+        .alias("reason"),
+        (F.col(scope) if scope else F.lit(None).cast("string")).alias("_scope"),
     )
     good = rows.where(F.col("_problem").isNull()).drop("_problem")
     if corrupt:

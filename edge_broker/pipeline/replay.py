@@ -44,6 +44,22 @@ def policy_from_sections(sections: Mapping[str, Any], separator: str = "/") -> A
     return Policy(config.topics.separator, build_pipeline(config, None, None))
 
 
+_POLICIES: dict[tuple[str, str], Any] = {}
+
+
+def cached_policy(sections_json: str, separator: str = "/") -> Any:
+    """:func:`policy_from_sections` of a JSON policy, built once per process: Spark reuses its
+    Python workers, so each executor core builds a bundle's policy once, not once per partition."""
+    key = (sections_json, separator)
+    if key not in _POLICIES:
+        if len(_POLICIES) >= 8:  # a job uses one or two policies; never grow without bound
+            _POLICIES.clear()
+        import json
+
+        _POLICIES[key] = policy_from_sections(json.loads(sections_json), separator)
+    return _POLICIES[key]
+
+
 def _resolve(value: Any) -> Decision:
     if inspect.isawaitable(value):
         async def wait() -> Decision:

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from .audit import read_records
-from .session import PipelineError, progress
+from .session import PipelineError, progress, tune_partitions
+from .storage import Storage, join
 
 KEYS = ["gw", "client", "user", "tenant", "method", "action", "topic", "qos"]
 
@@ -72,10 +73,22 @@ def run_whatif(spark: Any, inputs: list[str], candidate: Any, out: str, *, basel
                 raise PipelineError(f"the {name} bundle's policy is refused by the broker: {exc}") from exc
     cand_policy = json.dumps(dict(candidate.policy))
     base_policy = json.dumps(dict(baseline.policy)) if baseline is not None else None
-    records, _bad = read_records(spark, inputs)
+    storage = Storage(spark)
+    storage.mkdirs(out)  # fails now, naming the URI, if its file system is not available
+    tune_partitions(spark, sum(storage.size(i) for i in inputs))
+    read = read_records(spark, inputs, None if candidate.gateway == "*" else candidate.gateway)
+    bad = read.bad.count()
+    if bad:
+        progress(f"warning: {bad} line(s) that are not v1 audit records were skipped (see the audit job's report)")
+    records = read.records
     requests = records.where((F.col("type") == "decision") & F.col("action").isin("publish", "subscribe"))
-    if candidate.gateway != "*":
-        requests = requests.where(F.col("gw") == candidate.gateway)
+    if candidate.gateway != "*" and records.where(F.col("gw") == candidate.gateway).limit(1).count() == 0:
+        logged = [r["gw"] for r in read_records(spark, inputs).records.select("gw").distinct().limit(11).collect()]
+        raise PipelineError(
+            f"the candidate bundle is for gateway {candidate.gateway!r}, but no audit record of that gateway is in "
+            f"{', '.join(inputs)} (logged gateways: {', '.join(sorted(str(g) for g in logged[:10])) or 'none'}"
+            f"{', ...' if len(logged) > 10 else ''}); a gateway's records carry [audit] gateway_id, by default "
+            "its [sync] gateway_id")
     grouped = requests.groupBy(*KEYS).agg(
         F.count(F.lit(1)).alias("count"), F.first("outcome").alias("logged_outcome"),
         F.first("gate").alias("logged_gate"), F.first("rule").alias("logged_rule"))
@@ -89,10 +102,10 @@ def run_whatif(spark: Any, inputs: list[str], candidate: Any, out: str, *, basel
     ])
 
     def replay(batches: Any) -> Any:
-        from .replay import decide, policy_from_sections
+        from .replay import cached_policy, decide
 
-        after_policy = policy_from_sections(json.loads(cand_policy), separator)
-        before_policy = policy_from_sections(json.loads(base_policy), separator) if base_policy else None
+        after_policy = cached_policy(cand_policy, separator)  # built once per Python worker
+        before_policy = cached_policy(base_policy, separator) if base_policy else None
         for frame in batches:
             out = []
             for rec in frame.to_dict("records"):
@@ -113,19 +126,21 @@ def run_whatif(spark: Any, inputs: list[str], candidate: Any, out: str, *, basel
     progress("replaying logged requests against the candidate bundle")
     decided = grouped.mapInPandas(replay, schema).cache()
     changes = decided.where(F.col("before_outcome") != F.col("after_outcome"))
-    outdir = Path(out)
-    outdir.mkdir(parents=True, exist_ok=True)
-    changes.orderBy("tenant", "gw", "client", "action", "topic").write.mode("overwrite").parquet(str(outdir / "changes"))
+    changes.orderBy("tenant", "gw", "client", "action", "topic").write.mode("overwrite").parquet(join(out, "changes"))
+    storage.check_landed(join(out, "changes"), "Parquet")
     by_rule = changes.groupBy(
         F.coalesce("tenant", F.lit("~")).alias("tenant"), "before_outcome", "after_outcome",
         F.coalesce("after_gate", F.lit("")).alias("after_gate"), F.coalesce("after_rule", F.lit("")).alias("after_rule"),
         F.coalesce("before_rule", F.lit("")).alias("before_rule"),
     ).agg(F.count(F.lit(1)).alias("requests"), F.sum("count").alias("logged")).orderBy(F.desc("logged"), "tenant")
-    by_rule.write.mode("overwrite").parquet(str(outdir / "changes_by_rule"))
+    by_rule.write.mode("overwrite").parquet(join(out, "changes_by_rule"))
+    storage.check_landed(join(out, "changes_by_rule"), "Parquet")
     total = decided.count()
     changed = changes.count()
     rows = [r.asDict() for r in by_rule.collect()]
-    (outdir / "summary.json").write_text(json.dumps({"requests": total, "changed": changed, "by_rule": rows}, indent=1) + "\n")
-    progress(f"{changed} of {total} distinct requests would change; see {outdir}")
+    storage.write_text(join(out, "summary.json"), json.dumps(
+        {"requests": total, "changed": changed, "bad_lines": bad, "by_rule": rows}, indent=1) + "\n")
+    progress(f"{changed} of {total} distinct requests would change; see {out}")
     decided.unpersist()
-    return WhatIfResult(total, changed, str(outdir), rows)
+    records.unpersist()
+    return WhatIfResult(total, changed, out, rows)

@@ -60,8 +60,7 @@ class Compiled:
 @pytest.fixture(scope="session")
 def compiled(spark: Any, keys: Keys, tmp_path_factory: pytest.TempPathFactory) -> Compiled:
     """gateways x devices fleet (CSV) with one invalid row of every kind, compiled without
-    --skip-invalid: the job must write the bundles of the valid rows, report every invalid row
-    and fail."""
+    --skip-invalid: the job must report every invalid row, sign nothing and fail."""
     from edge_broker.pipeline.compile import run_compile
 
     base = tmp_path_factory.mktemp("fleet")
@@ -71,3 +70,16 @@ def compiled(spark: Any, keys: Keys, tmp_path_factory: pytest.TempPathFactory) -
     with pytest.raises(PipelineError) as caught:
         run_compile(spark, fleet.directory, str(out), key=keys.key, issued_at=ISSUED_AT, emit_policies=True)
     return Compiled(fleet, out, str(caught.value))
+
+
+@pytest.fixture(scope="session")
+def compiled_valid(spark: Any, keys: Keys, tmp_path_factory: pytest.TempPathFactory) -> Compiled:
+    """The same fleet without invalid rows, compiled: one bundle per gateway. The input and the
+    output are given as file:// URIs (read and written through Hadoop, not the driver's disk)."""
+    from edge_broker.pipeline.compile import run_compile
+
+    base = tmp_path_factory.mktemp("fleet-valid")
+    fleet = make_fleet(str(base / "in"), gateways=4, devices_per_gateway=6, tenants=2, audit_records=0, seed=7)
+    out = base / "out"
+    run_compile(spark, (base / "in").as_uri(), out.as_uri(), key=keys.key, issued_at=ISSUED_AT, emit_policies=True)
+    return Compiled(fleet, out, "")

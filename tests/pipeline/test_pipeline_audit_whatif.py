@@ -104,3 +104,83 @@ def test_whatif_diff_equals_direct_evaluation(spark: Any, keys: Keys, logs: tupl
     outcomes = {(v[0], v[1]) for v in expected.values()}
     assert ("deny", "allow") in outcomes and ("allow", "deny") in outcomes
     assert sum(r["requests"] for r in result.by_rule) == len(expected)
+
+
+def test_uploaded_batches_are_input_once(spark: Any, tmp_path: Path, broker_factory: Any) -> None:
+    """Real upload batches (the gateway uploader's own next_batch) published twice to a real
+    broker, stored by ``edge-broker-pipeline collect``: headers are not bad lines, and a batch
+    stored twice (here also copied by hand under another name) counts once."""
+    import shutil
+    import threading
+    import time
+
+    import paho.mqtt.publish as publish
+
+    from edge_broker.audit.log import AuditLog
+    from edge_broker.pipeline.cli import main
+    from edge_broker.sync.upload import next_batch
+
+    log = AuditLog(tmp_path / "gwlog", "gw-up")
+    for i in range(7):
+        log.decision(action="publish", client="c1", tenant="~", topic=f"admin/{i}", outcome="deny", gate="permissions",
+                     rule="no-admin", rc=0x87)
+    log.close()
+    first = next_batch(tmp_path / "gwlog", "gw-up", None, 4)
+    assert first is not None
+    second = next_batch(tmp_path / "gwlog", "gw-up", (first.segment, first.last), 4)
+    assert second is not None and second.count == 3
+    cloud = broker_factory()
+    msgs: list[Any] = [{"topic": "edge/gw-up/audit", "payload": b.payload, "qos": 1} for b in (first, first, second)]
+    store = tmp_path / "store"
+    codes: list[int] = []
+    collector = threading.Thread(target=lambda: codes.append(main(
+        ["collect", "--broker", f"127.0.0.1:{cloud.port}", "-o", str(store), "--count", "3", "--idle", "20"])))
+    collector.start()
+    time.sleep(1.0)  # subscribed
+    publish.multiple(msgs, hostname="127.0.0.1", port=cloud.port)  # the first batch sent twice (at least once)
+    collector.join(30)
+    assert codes == [0]
+    stored = sorted(p.name for p in (store / "gw-up").iterdir())
+    assert stored == [f"{first.segment:08d}-1-4.jsonl", f"{first.segment:08d}-5-7.jsonl"]
+    shutil.copy(store / "gw-up" / stored[0], store / "gw-up" / "copy-of-first.jsonl")
+    result = run_audit(spark, [str(store)], str(tmp_path / "out"))
+    assert (result.records, result.bad_lines, result.denials) == (7, 0, 7)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["duplicate_batches"] == 1 and summary["files"] == 3
+
+
+def test_bad_lines_have_line_numbers_and_their_text(spark: Any, tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    good = '{"v":1,"ts":1.0,"gw":"g","type":"decision","action":"publish","outcome":"deny","client":"c"}'
+    (tmp_path / "logs" / "a.jsonl").write_text(f'{good}\n{good}\n{{"v":2, "type":"event"}}\n{good}\nnot json\n')
+    result = run_audit(spark, [str(tmp_path / "logs")], str(tmp_path / "out"))
+    assert (result.records, result.bad_lines) == (3, 2)
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<td>3</td><td>unsupported format version 2; expected 1</td><td>{&quot;v&quot;:2, &quot;type&quot;:&quot;event&quot;}</td>" in html
+    assert "<td>5</td><td>not JSON" in html
+
+
+def test_uris_go_through_hadoop_not_the_local_disk(spark: Any, logs: tuple[Path, list[dict[str, Any]]],
+                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edge_broker.pipeline.session import PipelineError
+
+    audit, records = logs
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PipelineError, match=r"s3a://bucket/report: cannot open this file system.*s3a"):
+        run_audit(spark, [audit.as_uri()], "s3a://bucket/report")
+    assert not (tmp_path / "s3a:").exists()  # no local folder named after the scheme
+    result = run_audit(spark, [audit.as_uri()], (tmp_path / "r").as_uri())  # file:// in and out
+    assert result.records == len(records) and (tmp_path / "r" / "report.html").exists()
+
+
+def test_output_the_driver_cannot_see_fails_loudly(spark: Any, tmp_path: Path) -> None:
+    """What a driver sees when a worker committed to its own, unshared disk: only _SUCCESS."""
+    from edge_broker.pipeline.session import PipelineError
+    from edge_broker.pipeline.storage import Storage
+
+    (tmp_path / "denials_by_tenant").mkdir()
+    (tmp_path / "denials_by_tenant" / "_SUCCESS").write_text("")
+    with pytest.raises(PipelineError, match=r"not there \(only _SUCCESS\).*share"):
+        Storage(spark).check_landed((tmp_path / "denials_by_tenant").as_uri(), "Parquet")
+    (tmp_path / "denials_by_tenant" / "part-00000-x.snappy.parquet").write_bytes(b"PAR1")
+    Storage(spark).check_landed((tmp_path / "denials_by_tenant").as_uri(), "Parquet")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import cbor2
+import pytest
 
 from edge_broker.pipeline.compile import run_compile
 from edge_broker.pipeline.fleet import INVALID_KINDS, SETS
@@ -25,6 +26,8 @@ def _report(out: Path) -> list[dict[str, object]]:
 
 
 def test_every_invalid_row_is_reported_with_its_reason(compiled: Compiled) -> None:
+    # fail closed: a run that reports invalid input signs nothing
+    assert not list((compiled.out / "bundles").glob("*.cbor")) and "nothing was signed" in compiled.error
     report = _report(compiled.out)
     found = {(r["table"], r["row"]) for r in report}
     assert found == set(compiled.fleet.invalid), (found, compiled.fleet.invalid)
@@ -42,11 +45,13 @@ def _valid_devices(fleet_dir: str) -> list[dict[str, str]]:
                                        for b in bad)]
 
 
-def test_bundles_equal_the_cli_and_the_independent_policy(compiled: Compiled, keys: Keys) -> None:
+def test_bundles_equal_the_cli_and_the_independent_policy(compiled_valid: Compiled, keys: Keys) -> None:
+    compiled = compiled_valid
     bundles = sorted((compiled.out / "bundles").glob("*.cbor"))
     assert [b.stem for b in bundles] == [f"gw-{i:05d}" for i in range(compiled.fleet.gateways)]
     devices = _valid_devices(compiled.fleet.directory)
-    acl = [json.loads(json.dumps(r)) for r in csv.DictReader(open(Path(compiled.fleet.directory) / "acl.csv"))][:2]
+    with open(Path(compiled.fleet.directory) / "acl.csv", newline="") as fh:
+        acl = list(csv.DictReader(fh))
     for path in bundles:
         gw = path.stem
         data = path.read_bytes()
@@ -82,3 +87,85 @@ def test_bad_input_files_name_file_and_column(spark: object, keys: Keys, tmp_pat
     else:
         raise AssertionError("a devices table without client_id/sets was accepted")
     assert "devices.csv" in text and "client_id" in text and "sets" in text
+
+
+def _operator_fleet(directory: Path) -> None:
+    """gw-a's operator set has a typo'd deny row before its allow-all; gw-b uses a valid set."""
+    directory.mkdir()
+    (directory / "gateways.csv").write_text("gateway,version\ngw-a,3\ngw-b,3\n")
+    (directory / "devices.csv").write_text("gateway,client_id,sets\ngw-a,ops-1,operator\ngw-b,sensor-1,sensor\n")
+    (directory / "permissions.csv").write_text(
+        "set,seq,id,topic,type\noperator,0,no-admin,admin/#,DENNY\noperator,1,all,#,\nsensor,0,own,sensors/#,\n")
+
+
+def test_a_set_that_lost_a_row_is_never_compiled(spark: object, keys: Keys, tmp_path: Path) -> None:
+    from edge_broker.pipeline.session import PipelineError
+
+    _operator_fleet(tmp_path / "in")
+    try:
+        run_compile(spark, str(tmp_path / "in"), str(tmp_path / "strict"), key=keys.key, issued_at=ISSUED_AT)
+    except PipelineError as exc:
+        assert "1 invalid row(s)" in str(exc) and "DENNY" in str(exc) and "nothing was signed" in str(exc)
+    else:
+        raise AssertionError("an invalid rule row was accepted")
+    assert not list((tmp_path / "strict" / "bundles").glob("*"))  # nothing signed at all
+    # asking for the valid sets only: gw-a (whose operator set lost its deny row) gets no bundle
+    result = run_compile(spark, str(tmp_path / "in"), str(tmp_path / "skip"), key=keys.key, issued_at=ISSUED_AT,
+                         skip_invalid=True)
+    assert (result.bundles, result.withheld, result.invalid) == (1, 1, 1)
+    assert sorted(p.name for p in (tmp_path / "skip" / "bundles").iterdir()) == ["gw-b.cbor"]
+    withheld = [json.loads(line) for line in (tmp_path / "skip" / "withheld.jsonl").read_text().splitlines()]
+    assert withheld == [{"gateway": "gw-a", "reason": "uses permission set(s) operator with invalid rows"}]
+    policy = verify_bundle((tmp_path / "skip" / "bundles" / "gw-b.cbor").read_bytes(), [keys.key.verify_key]).policy
+    assert set(policy["permissions"]["sets"]) == {"sensor"}
+
+
+def test_the_signing_key_is_never_shipped_to_the_executors(
+        spark: object, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every function the compile job hands to Spark (pandas UDFs, grouped/cogrouped map
+    functions) is pickled as Spark pickles it: the key's secret bytes must not be in there."""
+    from pyspark import cloudpickle
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.group_ops import PandasCogroupedOps, PandasGroupedOpsMixin
+
+    shipped: list[object] = []
+
+    def spy(owner: object, name: str, index: int) -> None:
+        original = getattr(owner, name)
+
+        def wrapper(*args: object, **kwargs: object) -> object:
+            shipped.append(args[index])
+            return original(*args, **kwargs)
+        monkeypatch.setattr(owner, name, wrapper)
+
+    spy(F, "pandas_udf", 0)
+    spy(PandasGroupedOpsMixin, "applyInPandas", 1)
+    spy(PandasCogroupedOps, "applyInPandas", 1)
+    spy(DataFrame, "mapInPandas", 1)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "gateways.csv").write_text("gateway,version\ngw-a,1\n")
+    (tmp_path / "in" / "devices.csv").write_text("gateway,client_id,sets\ngw-a,c1,s\n")
+    (tmp_path / "in" / "permissions.csv").write_text("set,topic\ns,a/#\n")
+    (tmp_path / "in" / "acl.csv").write_text("id,permission,messages,key_exprs,interfaces\nr1,deny,put,x/**,wlan0\n")
+    out = tmp_path / "out"
+    result = run_compile(spark, str(tmp_path / "in"), str(out), key=keys.key, issued_at=ISSUED_AT, emit_policies=True)
+    assert result.bundles == 1
+    assert any(getattr(f, "__name__", "") == "build" for f in shipped), shipped  # the bundle assembly was seen
+    secret = bytes(keys.key)
+    for func in shipped:
+        blob = cloudpickle.dumps(func)
+        assert secret not in blob and secret.hex().encode() not in blob, func
+    # the driver-signed bundle is still exactly what `edge-broker bundle create` makes
+    policy = json.loads((out / "policies" / "gw-a.json").read_text())
+    assert (out / "bundles" / "gw-a.cbor").read_bytes() == create_bundle(
+        keys.key, version=1, gateway="gw-a", issued_at=ISSUED_AT, policy=policy)
+
+
+def test_header_only_devices_table_warns(spark: object, keys: Keys, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "gateways.csv").write_text("gateway,version\ngw-a,1\n")
+    (tmp_path / "devices.csv").write_text("gateway,client_id,sets\n")
+    result = run_compile(spark, str(tmp_path), str(tmp_path / "out"), key=keys.key, issued_at=ISSUED_AT)
+    assert result.bundles == 1
+    assert "devices.csv has no valid device rows: every bundle would deny every client" in capsys.readouterr().err

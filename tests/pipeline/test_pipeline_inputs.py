@@ -24,7 +24,7 @@ def test_json_lines_torn_line_and_wrong_type(spark: Any, tmp_path: Path) -> None
     path.write_text('{"gateway":"gw-1","version":1}\n{"gateway":"gw-2","version":"two"}\n{"gateway":"gw-3",\n'
                     '{"gateway":"gw-4","version":4,"acl_default":"allow"}\n')
     rows, invalid = read_table(spark, str(path), "gateways", TABLES["gateways"])
-    assert _bad(invalid) == [(2, "version", "not an integer: two"), (3, "(line)", "not a JSON object")]
+    assert _bad(invalid) == [(2, "version", "version: not an integer: two"), (3, "(line)", "not a JSON object")]
     assert sorted((r["gateway"], r["version"], r["_row"]) for r in rows.collect()) == [
         ("gw-1", 1, 1), ("gw-4", 4, 4)]
 
@@ -36,7 +36,7 @@ def test_parquet_and_csv_rows_numbered_in_order(spark: Any, tmp_path: Path) -> N
     frame.to_csv(tmp_path / "gateways.csv", index=False)
     for name in ("gateways.parquet", "gateways.csv"):
         rows, invalid = read_table(spark, str(tmp_path / name), "gateways", TABLES["gateways"])
-        assert _bad(invalid) == [(18, "gateway", "missing value")]
+        assert _bad(invalid) == [(18, "gateway", "gateway: missing value")]
         got = sorted((r["_row"], r["gateway"]) for r in rows.collect())
         assert got == [(i + 1, f"gw-{i}") for i in range(50) if i != 17]
 
@@ -48,3 +48,11 @@ def test_missing_required_column(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "devices.txt").write_text("x")
     with pytest.raises(PipelineError, match="unknown format"):
         read_table(spark, str(tmp_path / "devices.txt"), "devices", TABLES["devices"])
+
+
+def test_quoted_multi_line_csv_field_is_one_row(spark: Any, tmp_path: Path) -> None:
+    (tmp_path / "devices.csv").write_text('gateway,client_id,sets\ngw-1,c1,"sensor\noperator"\ngw-1,c2,sensor\n')
+    rows, invalid = read_table(spark, str(tmp_path / "devices.csv"), "devices", TABLES["devices"])
+    assert _bad(invalid) == []
+    assert sorted((r["_row"], r["client_id"], r["sets"]) for r in rows.collect()) == [
+        (1, "c1", "sensor\noperator"), (2, "c2", "sensor")]

@@ -1,0 +1,127 @@
+"""Files of the pipeline jobs through Spark's Hadoop file system, never the driver's local disk.
+
+Every input and output the user names is a Hadoop path or URI: ``file:///data/fleet``,
+``hdfs://nn:8020/fleet``, ``s3a://bucket/report`` (with the hadoop-aws jar and credentials in
+``--conf spark.hadoop.fs.s3a.*``), or a plain path, which Hadoop resolves on its default file
+system (``fs.defaultFS``: the local disk on ``local[*]``, HDFS on a YARN cluster). The driver
+only lists and writes through ``org.apache.hadoop.fs.FileSystem`` (the JVM Spark already runs),
+so ``-o s3a://bucket/report`` writes to the bucket, not into a local folder named ``s3a:``.
+
+Bulk data (tables, Parquet outputs) is read and written by the executors with Spark's
+readers and writers; :func:`check_landed` then verifies from the driver that the executors'
+files are visible where the job wrote them (a worker whose output folder is not shared with
+the driver commits only ``_SUCCESS`` there; the job then fails instead of reporting success).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .session import PipelineError
+
+
+def join(base: str, *parts: str) -> str:
+    """``base/part/...`` for paths and URIs alike (no ``os.path``: ``s3a://b`` is not a dir name)."""
+    out = base.rstrip("/") or "/"
+    for part in parts:
+        out = f"{out}/{part.strip('/')}" if out != "/" else f"/{part.strip('/')}"
+    return out
+
+
+class Storage:
+    """Listing, small reads and small writes on the driver through Hadoop's FileSystem."""
+
+    def __init__(self, spark: Any) -> None:
+        self._jvm = spark.sparkContext._jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _fs(self, uri: str) -> tuple[Any, Any]:
+        path = self._jvm.org.apache.hadoop.fs.Path(uri)
+        try:
+            fs = path.getFileSystem(self._conf)
+        except Exception as exc:  # py4j wraps the JVM's IOException (e.g. no FileSystem for scheme)
+            raise PipelineError(f"{uri}: cannot open this file system: {_java_message(exc)}") from exc
+        if fs.getScheme() == "file" and hasattr(fs, "setWriteChecksum"):  # a ChecksumFileSystem
+            # no ".gw-1.cbor.crc" next to each bundle: a [sync] directory holds bundles only
+            fs.setWriteChecksum(False)
+        return fs, path
+
+    def exists(self, uri: str) -> bool:
+        fs, path = self._fs(uri)
+        return bool(fs.exists(path))
+
+    def is_dir(self, uri: str) -> bool:
+        fs, path = self._fs(uri)
+        return bool(fs.exists(path) and fs.getFileStatus(path).isDirectory())
+
+    def qualified(self, uri: str) -> str:
+        """The fully qualified URI (``file:/abs/path`` for a relative local path)."""
+        fs, path = self._fs(uri)
+        return str(fs.makeQualified(path).toString())
+
+    def list_files(self, uri: str, suffix: str = "") -> list[str]:
+        """Every file under ``uri`` (recursively) whose name ends with ``suffix``, sorted."""
+        fs, path = self._fs(uri)
+        if not fs.exists(path):
+            return []
+        found = []
+        files = fs.listFiles(path, True)
+        while files.hasNext():
+            name = files.next().getPath().toString()
+            if name.endswith(suffix):
+                found.append(str(name))
+        return sorted(found)
+
+    def size(self, uri: str) -> int:
+        """Bytes under ``uri`` (a file or a folder, recursively); 0 when it does not exist."""
+        fs, path = self._fs(uri)
+        return int(fs.getContentSummary(path).getLength()) if fs.exists(path) else 0
+
+    def mkdirs(self, uri: str) -> None:
+        fs, path = self._fs(uri)
+        fs.mkdirs(path)
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        fs, path = self._fs(uri)
+        stream = fs.create(path, True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
+
+    def write_text(self, uri: str, text: str) -> None:
+        self.write_bytes(uri, text.encode("utf-8"))
+
+    def read_bytes(self, uri: str, limit: int = 64 * 1024 * 1024) -> bytes:
+        fs, path = self._fs(uri)
+        if not fs.exists(path) or fs.getFileStatus(path).isDirectory():
+            raise PipelineError(f"{uri}: no such file")
+        size = int(fs.getFileStatus(path).getLen())
+        if size > limit:
+            raise PipelineError(f"{uri}: {size} bytes; more than the {limit} this job reads")
+        stream = fs.open(path)
+        try:
+            buf = self._jvm.java.io.ByteArrayOutputStream()
+            self._jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, buf, 65536, False)
+            return bytes(buf.toByteArray())
+        finally:
+            stream.close()
+
+    def check_landed(self, uri: str, what: str) -> None:
+        """Fail unless the Parquet/JSON folder ``uri`` holds data files the driver can see."""
+        parts = [f for f in self.list_files(uri) if f.rsplit("/", 1)[-1].startswith("part-")]
+        if not parts:
+            raise PipelineError(
+                f"{uri}: the executors' {what} files are not there (only "
+                f"{', '.join(f.rsplit('/', 1)[-1] for f in self.list_files(uri)) or 'nothing'}); "
+                "write to storage that the driver and every executor share (HDFS, S3 via s3a://, NFS)")
+
+
+def _java_message(exc: Exception) -> str:
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            return str(java.getMessage())
+        except Exception:  # the JVM may be gone
+            pass
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -7,9 +7,7 @@
 // request to the main thread, which owns the net.Socket, and blocks with Atomics.wait on a
 // SharedArrayBuffer until the main thread has written the answer there. The Python side of this
 // is real_net/socket.py. Exit code 0 when the script ran to the end, 1 when it raised.
-import fs from "node:fs";
 import net from "node:net";
-import path from "node:path";
 import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
 
 const DATA_BYTES = 1 << 20;
@@ -127,38 +125,7 @@ if (isMainThread) {
     close() { call({ op: "close" }); return 0; },
   };
 
-  const { loadMicroPython } = await import(
-    "@micropython/micropython-webassembly-pyscript/micropython.mjs");
-  const mp = await loadMicroPython({
-    heapsize: Number(heapArg),
-    stdout: (line) => process.stdout.write(line + "\n"),
-    stderr: (line) => process.stderr.write(line + "\n"),
-  });
-  function copyTree(hostDir, mpDir) {
-    mp.FS.mkdirTree(mpDir);
-    for (const entry of fs.readdirSync(hostDir, { withFileTypes: true })) {
-      const host = path.join(hostDir, entry.name);
-      const inner = mpDir + "/" + entry.name;
-      if (entry.isDirectory()) {
-        if (entry.name !== "__pycache__") copyTree(host, inner);
-      } else {
-        mp.FS.writeFile(inner, fs.readFileSync(host));
-      }
-    }
-  }
-  for (const m of mounts) {
-    const eq = m.indexOf("=");
-    copyTree(m.slice(0, eq), m.slice(eq + 1));
-  }
-  try {
-    // A line "#@step" splits the script into parts run one after another in the same
-  // interpreter. The port's garbage collector scans stale stack memory of the running call
-  // conservatively, so gc.collect() inside one long call keeps dead objects alive; at the start
-  // of a new part it frees them, and gc.mem_alloc() there is the true live heap.
-  for (const part of fs.readFileSync(script, "utf8").split(/^#@step.*$/m)) mp.runPython(part);
-  } catch (err) {
-    process.stderr.write(String(err && err.message ? err.message : err) + "\n");
-    process.exit(1);
-  }
+  const { loadWithMounts, runScript } = await import("./mp_load.mjs");
+  runScript(await loadWithMounts(heapArg, mounts), script);
   process.exit(0);
 }

@@ -19,11 +19,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..auth.identity import Identity
 from ..authz.decision import Decision, Gate
+from ..broker.awaiting import all_of
 from ..broker.message import Message, make_message
+from ..matching.names import shown
 from ..mqtt.packets import NO_PROPERTIES, Publish
 from ..store import StoreError
 from .config import BridgeConfig, TopicMapping
@@ -200,16 +203,14 @@ class Bridges:
         own = self.own_ids
         return any(k == ORIGIN_PROPERTY and v in own for k, v in user_properties)
 
-    def take_pending(self, stored: Awaitable[None] | None) -> Awaitable[None] | None:
-        """handle_publish: what the publisher's PUBACK waits for, now also the bridge queues'
-        write of the message it just published (durability ``sync``: on disk)."""
+    def take_pending(self) -> Awaitable[None] | None:
+        """handle_publish: the bridge queues' write of the message just published, which the
+        publisher's PUBACK waits for too (durability ``sync``: on disk); None if none is owed."""
         owed: list[Awaitable[None]] = [
             f for f in (b.store.take_pending() for b in self.bridges) if f is not None]
         if not owed:
-            return stored
-        if stored is not None:
-            owed.append(stored)
-        return _all(owed)
+            return None
+        return owed[0] if len(owed) == 1 else all_of(*owed)
 
     # -- inbound --------------------------------------------------------------------------
 
@@ -268,18 +269,21 @@ class Bridges:
         message = make_message(packet.topic, packet.payload, packet.qos, packet.retain,
                                packet.properties, bridge.origin)
         space = broker.topic_space(mapping.tenant)
-        if packet.retain:
-            if packet.payload:
-                space.retained.set(message)
-            else:
-                space.retained.delete(packet.topic)
+        if packet.retain:  # within the retained limits, as any client's (delivered either way)
+            broker.retain(space, message, identity.client_id,
+                          f"bridged PUBLISH to {shown(packet.topic)} from bridge {bridge.name}")
         broker.delivery.route(space, message)
         persistence = broker.persistence
-        if packet.qos and persistence is not None:
-            stored = persistence.commit()
-            if stored is not None:
-                return _stored(stored)
-        return True
+        if not packet.qos or persistence is None:
+            return True
+        # acknowledged to the remote once what it changed is stored, as a device's PUBACK is
+        # (issue 17 write-ahead; durability "sync": after the fsync)
+        stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        waiting = persistence.acknowledge(bridge.link, partial(_acknowledged, stored),
+                                          broker.config.limits.receive_maximum)
+        if stored.done() and waiting is None:
+            return stored.result()
+        return _wait_stored(stored, waiting)
 
     # -- observability --------------------------------------------------------------------
 
@@ -319,17 +323,14 @@ def _inbound_properties(props: Any) -> Any:
     return replace(props, topic_alias=None, subscription_identifiers=())
 
 
-async def _stored(stored: Awaitable[None]) -> bool:
-    try:
-        await stored
-    except StoreError:
-        return False  # not acknowledged: the remote sends it again
-    return True
+def _acknowledged(stored: asyncio.Future[bool], error: StoreError | None) -> None:
+    if not stored.done():
+        stored.set_result(error is None)  # not stored: not acknowledged, the remote resends
 
 
-async def _all(awaitables: list[Any]) -> None:
-    """Await every one (so none is left unretrieved); raise the first error."""
-    results = await asyncio.gather(*awaitables, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+async def _wait_stored(stored: asyncio.Future[bool], waiting: Awaitable[None] | None) -> bool:
+    if waiting is not None:
+        await waiting
+    return await stored
+
+

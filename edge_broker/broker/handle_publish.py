@@ -20,6 +20,7 @@ from ..mqtt.names import payload_is_valid_utf8
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
 from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
+from .awaiting import all_of
 from .handle_claims import handle_claim_publish
 from .message import Message, make_message
 from .outcomes import publish_denied
@@ -173,11 +174,8 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     assert session is not None
     message = make_message(topic, packet.payload, packet.qos, packet.retain, props, conn.client_id)
     space = broker.topic_space(session.tenant)
-    if packet.retain:
-        if not packet.payload:
-            space.retained.delete(topic)
-        elif not _retain(conn, packet, space, message):
-            return None
+    if packet.retain and not _retain(conn, packet, space, message):
+        return None
     qos = packet.qos
     if qos == 2:  # held before any receiver can see it: a DUP resend is never routed again
         assert packet.packet_id is not None
@@ -196,36 +194,25 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
     if persistence is not None:
         # retained, queued for persistent sessions (issue 8), before the ack (issue 17), and
         # with durable bridges the bridge queue logs' write too (issue 19)
-        bridged = broker.bridges.take_pending(None) if broker.bridges is not None else None
+        bridged = broker.bridges.take_pending() if broker.bridges is not None else None
         acked = persistence.acknowledge(conn, partial(_ack_stored, conn, pid, qos, routed),
                                         broker.config.limits.receive_maximum, bridged)
         if held is not None and acked is not None:
-            return _both(acked, held)
+            return all_of(acked, held)
         return acked if acked is not None else held
     _ack(conn, pid, qos, routed)
     return held
 
 
-async def _both(first: Awaitable[None], second: Awaitable[None]) -> None:
-    await first
-    await second
-
-
 def _retain(conn: Connection, packet: Publish, space: TopicSpace, message: Message) -> bool:
-    """Store a retained message within the retained limits (broker/retained_budget.py).
-    False when the PUBLISH was refused with 0x97 (MQTT 5 QoS 1/2): not routed either."""
-    broker = conn.broker
-    refusal = broker.retained_refusal(space, message)
-    if refusal is None:
-        space.retained.set(message)
+    """Store (or clear) the retained message within the retained limits (``Broker.retain``).
+    False when the PUBLISH was refused with 0x97 (MQTT 5 QoS 1/2): not routed either; QoS 0
+    and 3.x are delivered, not retained (docs/limits-memory.md)."""
+    refusal = conn.broker.retain(space, message, conn.client_id,
+                                 f"retained PUBLISH to {shown(message.topic)} by {conn.client_id!r}")
+    if refusal is None or not (conn.v5 and packet.qos > 0):
         return True
-    limit, reason = refusal
-    refused = conn.v5 and packet.qos > 0
-    broker.limit_hits.limits_key(limit, conn.client_id,
-                            f"retained PUBLISH to {shown(message.topic)} by {conn.client_id!r} "
-                            f"{'refused' if refused else 'delivered, not retained'}: {reason}")
-    if not refused:
-        return True
+    _, reason = refusal
     props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
     ack = Puback if packet.qos == 1 else Pubrec
     conn.send_packet(ack(packet.packet_id or 0, ReasonCode.QUOTA_EXCEEDED, props))

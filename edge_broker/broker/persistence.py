@@ -49,6 +49,7 @@ from ..mqtt.packets import Will
 from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
 from ..store.damage import damage_hint, open_or_set_aside
 from ..store.keyed import RAW_DELETE, RAW_PUT
+from .awaiting import all_of
 from .journal import NO_JOURNAL
 from .message import Message
 from .ownership import owner_of_restored, principal_from_record
@@ -345,7 +346,7 @@ class Persistence:
         if turn is None:
             turn = self._turn = asyncio.get_running_loop().create_future()
             self._schedule()
-        return self.in_order(conn, turn if also is None else _both(turn, also), done, limit)
+        return self.in_order(conn, turn if also is None else all_of(turn, also), done, limit)
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -808,10 +809,3 @@ class PersistentRetainedStore(MemoryRetainedStore):
         if len(self) != before and topic[:1] != "$":
             self._store.retained_delete(self._tenant, topic)
 
-
-async def _both(first: Awaitable[None], second: Awaitable[None]) -> None:
-    """Await both (so neither is left unretrieved); raise the first error."""
-    results = await asyncio.gather(first, second, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result

@@ -41,7 +41,7 @@ class _Level:
 class MemoryRetainedStore:
     """Retained messages in memory; expired ones are dropped when met (MQTT 5 §3.3.2.3.3)."""
 
-    __slots__ = ("_root", "_count", "_separator", "budget", "budget_tenant", "payload_bytes")
+    __slots__ = ("_root", "_count", "_separator", "budget", "budget_tenant")
 
     def __init__(self, separator: str = "/") -> None:
         self._root = _Level()
@@ -50,7 +50,6 @@ class MemoryRetainedStore:
         # the broker's RetainedBudget (issue 16), told of every message gained and lost
         self.budget: RetainedBudget | None = None
         self.budget_tenant = ""
-        self.payload_bytes = 0  # sum of the retained payloads (the metrics endpoint shows it)
 
     def set(self, message: Message) -> None:
         node = self._root
@@ -62,9 +61,6 @@ class MemoryRetainedStore:
         old = node.message
         if old is None:
             self._count += 1
-        else:
-            self.payload_bytes -= len(node.message.payload)
-        self.payload_bytes += len(message.payload)
         node.message = message
         budget = self.budget
         if budget is not None:
@@ -98,7 +94,6 @@ class MemoryRetainedStore:
         old = node.message
         if old is None:
             return
-        self.payload_bytes -= len(node.message.payload)
         node.message = None
         self._count -= 1
         if self.budget is not None:

@@ -366,10 +366,24 @@ class Broker:
             store.budget = self.retained_budget
             store.budget_tenant = space.tenant
 
-    def retained_refusal(self, space: TopicSpace, message: Message) -> tuple[str, str] | None:
-        """Would retaining ``message`` in ``space`` pass a retained limit? (retained_budget.py)"""
-        return self.retained_budget.refusal(self.config.limits, space.tenant, message,
-                                            space.retained.get(message.topic))
+    def retain(self, space: TopicSpace, message: Message, client_id: str,
+               what: str) -> tuple[str, str] | None:
+        """Store ``message`` as the retained message of its topic in ``space`` (an empty payload
+        clears it), within the retained limits (retained_budget.py). Every retained PUBLISH, will
+        and bridged message goes here. Over a limit nothing changes; the refusal is counted and
+        logged (``{what} not retained: …``) and returned as (limit key, reason) for the caller to
+        answer its client."""
+        if not message.payload:
+            space.retained.delete(message.topic)
+            return None
+        refusal = self.retained_budget.refusal(self.config.limits, space.tenant, message,
+                                               space.retained.get(message.topic))
+        if refusal is None:
+            space.retained.set(message)
+            return None
+        limit, reason = refusal
+        self.limit_hits.limits_key(limit, client_id, f"{what} not retained: {reason}")
+        return refusal
 
     def schedule_flush(self, conn: Connection) -> None:
         self._dirty.append(conn)
@@ -561,15 +575,7 @@ class Broker:
                                session.client_id)
         space = self.topic_space(session.tenant)
         if will.retain:
-            refusal = self.retained_refusal(space, message) if will.payload else None
-            if refusal is not None:
-                limit, reason = refusal
-                self.limit_hits.limits_key(limit, session.client_id,
-                                      f"will of {session.client_id!r} not retained: {reason}")
-            elif will.payload:
-                space.retained.set(message)
-            else:
-                space.retained.delete(will.topic)
+            self.retain(space, message, session.client_id, f"will of {session.client_id!r}")
         self.delivery.route(space, message)
         log.info("will published", extra={"event": "will", "client_id": session.client_id,
                                           "topic": will.topic})

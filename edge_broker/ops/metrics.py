@@ -83,12 +83,8 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
     w.family("edge_broker_limit_hits_total", "counter",
              "requests refused by a configured bound, by config key (broker/limit_hits.py)",
              [({"limit": k}, v) for k, v in sorted(broker.limit_hits.counts.items())])
-    # as the [limits] totals count them (retained: outside $ topics, topic + payload + properties;
-    # queues: max_queued_bytes_total); edge_broker_retained_* and _queued_* below show the state
-    w.family("edge_broker_retained_budget", "gauge",
-             "retained messages as max_retained_messages / max_retained_bytes count them",
-             [({"measure": "count"}, broker.retained_budget.count),
-              ({"measure": "bytes"}, broker.retained_budget.bytes)])
+    # as the [limits] totals count them (queues: max_queued_bytes_total, with a per-entry
+    # overhead; edge_broker_queued_bytes below is the messages alone)
     w.one("edge_broker_queued_bytes_budget", "gauge",
           "bytes in every session's queue, as max_queued_bytes_total counts them",
           broker.delivery.queued_total)
@@ -168,10 +164,12 @@ def _state_metrics(w: _Writer, broker: Broker) -> None:
     w.one("edge_broker_queued_bytes", "gauge", "bytes of the messages queued for sessions", queued_bytes)
     w.one("edge_broker_subscriptions", "gauge", "subscriptions in every topic space",
           sum(space.subscription_count() for space in spaces))
-    w.one("edge_broker_retained_messages", "gauge", "retained messages (with $SYS)",
-          sum(len(space.retained) for space in spaces))
-    w.one("edge_broker_retained_bytes", "gauge", "payload bytes of the retained messages",
-          sum(getattr(space.retained, "payload_bytes", 0) for space in spaces))
+    # kept up to date by every retained set/delete (broker/retained_budget.py): nothing to walk
+    budget = broker.retained_budget
+    w.one("edge_broker_retained_messages", "gauge",
+          "retained messages outside $ topics, as max_retained_messages counts them", budget.count)
+    w.one("edge_broker_retained_bytes", "gauge",
+          "topic + payload + properties of those, as max_retained_bytes counts them", budget.bytes)
     persistence = broker.persistence
     if persistence is not None:
         w.one("edge_broker_store_healthy", "gauge", "1 when the broker store accepts writes",

@@ -3,8 +3,9 @@ out and in, QoS 0/1/2, MQTT 3.1.1 and 5 to the remote (issue 19 "Proof")."""
 
 from __future__ import annotations
 
+import paho.mqtt.client as paho
 import pytest
-from bridge_support import Collector, gateway_toml, publish, wait_log
+from bridge_support import Collector, gateway_toml, publish, sys_value, wait_log
 
 
 def bridge(port: int, protocol: str, **extra: object) -> dict:
@@ -90,3 +91,31 @@ def test_mappings_name_the_local_tenant(broker_factory, mosquitto_factory):
         ("acme/t/x", b"acme data"), ("default/t/y", b"default data")]
     assert sorted((t, p) for t, p, *_ in got_acme) == [("t/cmd", b"for acme"), ("t/x", b"acme data")]
     assert sorted((t, p) for t, p, *_ in got_default) == [("t/cmd", b"for default"), ("t/y", b"default data")]
+
+
+def test_inbound_qos1_with_persistence_is_stored_for_an_offline_device(
+        broker_factory, mosquitto_factory, tmp_path):
+    """A command from the cloud for a device whose persistent session is offline: the gateway
+    stores it before acknowledging the cloud, and delivers it when the device comes back."""
+    import signal
+
+    cloud = mosquitto_factory()
+    state = tmp_path / "state"
+    config = gateway_toml([bridge(cloud.port, "5")],
+                          extra=f'[persistence]\nstate_dir = "{state}"\ndurability = "sync"\n')
+    gw = broker_factory(config)
+    wait_log(gw, "bridge cloud connected")
+    device = Collector(gw.port, [("cmd/#", 1)], protocol=paho.MQTTv311, client_id="device-1",
+                       clean=False)
+    device.close()  # offline, its session kept (3.1.1 clean session 0)
+    publish(cloud.port, [("site/gw-0042/cmd/reboot", b"now", 1)])
+    sys_value(gw.port, "bridge/cloud/messages/received", until=lambda v: v == "1")
+    assert "Traceback" not in gw.log()
+    device = Collector(gw.port, [("cmd/#", 1)], protocol=paho.MQTTv311, client_id="device-1",
+                       clean=False)
+    try:
+        got = device.wait_for(1, 10)
+    finally:
+        device.close()
+    assert [(t, p) for t, p, *_ in got] == [("cmd/reboot", b"now")]
+    gw.stop(signal.SIGTERM)

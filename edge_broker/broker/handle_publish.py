@@ -127,32 +127,37 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
 
 
 def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
-    """A topic beyond ``[limits] max_topic_length/levels`` (broker/topic_limits.py): MQTT 5
-    QoS 1/2 get PUBACK/PUBREC 0x90 and keep the connection; QoS 0 and 3.x are disconnected
-    (nothing else tells them)."""
+    """A topic beyond ``[limits] max_topic_length/levels`` (broker/topic_limits.py): 0x90."""
     broker = conn.broker
     reason = topic_limit_reason(packet.topic, limit, broker.config.limits, broker.separator)
-    broker.limit_hits.limits_key(limit, conn.client_id,
-                            f"PUBLISH to {shown(packet.topic)} by {conn.client_id!r} refused: {reason}")
-    if conn.v5 and packet.qos:
-        props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
-        ack = Puback if packet.qos == 1 else Pubrec
-        conn.send_packet(ack(packet.packet_id or 0, ReasonCode.TOPIC_NAME_INVALID, props))
-        return
-    conn.close(ReasonCode.TOPIC_NAME_INVALID, reason)
+    broker.limit_hits.limits_key(
+        limit, conn.client_id, f"PUBLISH to {shown(packet.topic)} by {conn.client_id!r} refused: {reason}")
+    _refuse(conn, packet, ReasonCode.TOPIC_NAME_INVALID, ReasonCode.TOPIC_NAME_INVALID, reason)
 
 
 def _refuse_rate(conn: Connection, packet: Publish, limit: str) -> None:
-    """Over ``[limits] publish_rate`` / ``publish_byte_rate`` (broker/publish_quota.py)."""
+    """Over ``[limits] publish_rate`` / ``publish_byte_rate`` (broker/publish_quota.py): 0x97 in
+    the acknowledgement (MQTT 5 §3.4.2.1 has no 0x96 there), else DISCONNECT 0x96."""
     broker = conn.broker
     reason = quota_reason(limit, broker.config.limits)
     broker.limit_hits.limits_key(limit, conn.client_id, f"PUBLISH by {conn.client_id!r} refused: {reason}")
+    _refuse(conn, packet, ReasonCode.QUOTA_EXCEEDED, ReasonCode.MESSAGE_RATE_TOO_HIGH, reason)
+
+
+def _refuse(conn: Connection, packet: Publish, ack_code: ReasonCode, close_code: ReasonCode,
+            reason: str) -> None:
+    """A PUBLISH refused by a limit: MQTT 5 QoS 1/2 get PUBACK/PUBREC ``ack_code`` and keep the
+    connection; QoS 0 and 3.x are disconnected with ``close_code`` (nothing else tells them)."""
     if conn.v5 and packet.qos:
-        props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
-        ack = Puback if packet.qos == 1 else Pubrec
-        conn.send_packet(ack(packet.packet_id or 0, ReasonCode.QUOTA_EXCEEDED, props))
+        _refused_ack(conn, packet, ack_code, reason)
         return
-    conn.close(ReasonCode.MESSAGE_RATE_TOO_HIGH, reason)
+    conn.close(close_code, reason)
+
+
+def _refused_ack(conn: Connection, packet: Publish, code: ReasonCode, reason: str) -> None:
+    props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
+    ack = Puback if packet.qos == 1 else Pubrec
+    conn.send_packet(ack(packet.packet_id or 0, code, props))
 
 
 async def _await_decision(conn: Connection, packet: Publish, topic: str, props: Properties,
@@ -212,10 +217,7 @@ def _retain(conn: Connection, packet: Publish, space: TopicSpace, message: Messa
                                  f"retained PUBLISH to {shown(message.topic)} by {conn.client_id!r}")
     if refusal is None or not (conn.v5 and packet.qos > 0):
         return True
-    _, reason = refusal
-    props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
-    ack = Puback if packet.qos == 1 else Pubrec
-    conn.send_packet(ack(packet.packet_id or 0, ReasonCode.QUOTA_EXCEEDED, props))
+    _refused_ack(conn, packet, ReasonCode.QUOTA_EXCEEDED, refusal[1])
     return False
 
 

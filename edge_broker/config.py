@@ -362,7 +362,9 @@ class Section:
     def choice(self, name: str, default: str, choices: Sequence[str]) -> str:
         value = self.get(name, default, str, "one of " + ", ".join(map(repr, choices)))
         if value not in choices:
-            self.problem(name, f"{value!r} is not valid: write one of {', '.join(map(repr, choices))}")
+            self.problem(
+                name, f"{value!r} is not valid: write one of {', '.join(map(repr, choices))}"
+            )
             return default
         return value
 
@@ -389,7 +391,9 @@ def parse_broker(s: Section) -> BrokerConfig:
         allow_zero_length_client_id=s.boolean(
             "allow_zero_length_client_id", d.allow_zero_length_client_id
         ),
-        assigned_client_id_prefix=s.string("assigned_client_id_prefix", d.assigned_client_id_prefix),
+        assigned_client_id_prefix=s.string(
+            "assigned_client_id_prefix", d.assigned_client_id_prefix
+        ),
         connect_timeout=s.number("connect_timeout", d.connect_timeout, 0.1, 3600),
         foreign_session=s.choice("foreign_session", d.foreign_session, ("refuse", "fresh")),
     )
@@ -407,11 +411,11 @@ def _is_loopback(bind: str) -> bool:
 def parse_listener(s: Section, index: int) -> ListenerConfig:
     name = s.string("name", f"listener{index}")
     bind = s.string("bind", "127.0.0.1")
-    if bind not in ("localhost", "") :
+    if bind not in ("localhost", ""):
         try:
             ipaddress.ip_address(bind)
         except ValueError:
-            s.problem("bind", f"{bind!r} is not an IP address: write e.g. \"0.0.0.0\" or \"::1\"")
+            s.problem("bind", f'{bind!r} is not an IP address: write e.g. "0.0.0.0" or "::1"')
     port = s.integer("port", 1883, 0, 65535)
     transport = s.choice("transport", "tcp", ("tcp", "tls", "websocket"))
     tls_cert = s.file_path("tls_cert")
@@ -452,27 +456,39 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
     if uses_tls:
         for key, value in (("tls_cert", tls_cert), ("tls_key", tls_key)):
             if value is None:
-                s.problem(key, f"a {transport} listener with TLS needs {key} = \"/path/to/file.pem\"")
+                s.problem(key, f'a {transport} listener with TLS needs {key} = "/path/to/file.pem"')
             elif not Path(value).is_file():
                 s.problem(key, f"file {value!r} does not exist: write the path of a PEM file")
         if tls_ca is not None and not Path(tls_ca).is_file():
-            s.problem("tls_ca", f"file {tls_ca!r} does not exist: write the path of a PEM CA bundle")
-        if tls_cert is not None and tls_key is not None and Path(tls_cert).is_file() and Path(tls_key).is_file():
+            s.problem(
+                "tls_ca", f"file {tls_ca!r} does not exist: write the path of a PEM CA bundle"
+            )
+        if (
+            tls_cert is not None
+            and tls_key is not None
+            and Path(tls_cert).is_file()
+            and Path(tls_key).is_file()
+        ):
             from .ops.preflight import tls_problem  # only TLS configs pay for ssl here
 
             problem = tls_problem(tls_cert, tls_key, tls_ca)
             if problem is not None:
                 s.problem(*problem)
         if require_client_cert and tls_ca is None:
-            s.problem("tls_ca", "require_client_cert = true needs tls_ca = \"/path/to/ca.pem\"")
+            s.problem("tls_ca", 'require_client_cert = true needs tls_ca = "/path/to/ca.pem"')
     else:
         for key, value in (("tls_cert", tls_cert), ("tls_key", tls_key), ("tls_ca", tls_ca)):
             if value is not None:
-                s.problem(key, f"only TLS listeners use {key}: set transport = \"tls\" or remove it")
+                s.problem(key, f'only TLS listeners use {key}: set transport = "tls" or remove it')
         if require_client_cert:
-            s.problem("require_client_cert", 'only TLS listeners check client certificates: set transport = "tls"')
+            s.problem(
+                "require_client_cert",
+                'only TLS listeners check client certificates: set transport = "tls"',
+            )
     if transport != "websocket" and "websocket_path" in s.table:
-        s.problem("websocket_path", 'only websocket listeners have a path: set transport = "websocket"')
+        s.problem(
+            "websocket_path", 'only websocket listeners have a path: set transport = "websocket"'
+        )
     if not websocket_path.startswith("/"):
         s.problem("websocket_path", f"{websocket_path!r} must start with '/': write e.g. \"/mqtt\"")
     return ListenerConfig(
@@ -503,29 +519,36 @@ def parse_limits(s: Section) -> LimitsConfig:
         max_queued_messages=s.integer("max_queued_messages", d.max_queued_messages, 0, 10_000_000),
         max_queued_bytes=s.integer("max_queued_bytes", d.max_queued_bytes, 0, 1 << 40),
         max_queued_bytes_total=s.integer(
-            "max_queued_bytes_total", d.max_queued_bytes_total, 0, 1 << 40),
+            "max_queued_bytes_total", d.max_queued_bytes_total, 0, 1 << 40
+        ),
         max_subscriptions_per_client=s.integer(
             "max_subscriptions_per_client", d.max_subscriptions_per_client, 1, 1_000_000
         ),
         max_subscriptions_total=s.integer(
-            "max_subscriptions_total", d.max_subscriptions_total, 1, 100_000_000),
+            "max_subscriptions_total", d.max_subscriptions_total, 1, 100_000_000
+        ),
         connect_rate=s.number("connect_rate", d.connect_rate, 0.001, 1_000_000),
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
         write_buffer_low=s.integer("write_buffer_low", d.write_buffer_low, 0, 1 << 30),
         max_connect_packet_size=s.integer(
-            "max_connect_packet_size", d.max_connect_packet_size, 64, 268_435_455),
+            "max_connect_packet_size", d.max_connect_packet_size, 64, 268_435_455
+        ),
         max_connect_user_properties=s.integer(
-            "max_connect_user_properties", d.max_connect_user_properties, 0, 1_000_000),
+            "max_connect_user_properties", d.max_connect_user_properties, 0, 1_000_000
+        ),
         max_topic_levels=s.integer("max_topic_levels", d.max_topic_levels, 1, 65535),
         max_topic_length=s.integer("max_topic_length", d.max_topic_length, 1, 65535),
         max_retained_messages=s.integer(
-            "max_retained_messages", d.max_retained_messages, 0, 100_000_000),
+            "max_retained_messages", d.max_retained_messages, 0, 100_000_000
+        ),
         max_retained_bytes=s.integer("max_retained_bytes", d.max_retained_bytes, 0, 1 << 40),
         max_retained_per_client=s.integer(
-            "max_retained_per_client", d.max_retained_per_client, 0, 100_000_000),
+            "max_retained_per_client", d.max_retained_per_client, 0, 100_000_000
+        ),
         max_retained_payload=s.integer(
-            "max_retained_payload", d.max_retained_payload, 0, 268_435_455),
+            "max_retained_payload", d.max_retained_payload, 0, 268_435_455
+        ),
         publish_rate=s.number("publish_rate", d.publish_rate, 0, 1e9),
         publish_burst=s.integer("publish_burst", d.publish_burst, 1, 1_000_000_000),
         publish_byte_rate=s.number("publish_byte_rate", d.publish_byte_rate, 0, 1e12),
@@ -536,8 +559,11 @@ def parse_limits(s: Section) -> LimitsConfig:
     if limits.write_buffer_low > limits.write_buffer_high:
         s.problem("write_buffer_low", "must not exceed write_buffer_high: lower it")
     if limits.publish_byte_rate and limits.publish_byte_burst < limits.max_packet_size:
-        s.problem("publish_byte_burst", f"{limits.publish_byte_burst} is below max_packet_size "
-                  f"({limits.max_packet_size}): a largest PUBLISH could never pass; raise it")
+        s.problem(
+            "publish_byte_burst",
+            f"{limits.publish_byte_burst} is below max_packet_size "
+            f"({limits.max_packet_size}): a largest PUBLISH could never pass; raise it",
+        )
     return limits
 
 
@@ -573,7 +599,9 @@ def parse_persistence(s: Section) -> PersistenceConfig:
     # Unset: on when a state directory is given — in [persistence], by systemd's StateDirectory=
     # ($STATE_DIRECTORY) or by $EDGE_BROKER_STATE_DIR (the unit sets both) — so an installed
     # gateway keeps its sessions across power cuts, while ad-hoc runs leave no state behind.
-    given = bool(state_dir or os.environ.get("STATE_DIRECTORY") or os.environ.get("EDGE_BROKER_STATE_DIR"))
+    given = bool(
+        state_dir or os.environ.get("STATE_DIRECTORY") or os.environ.get("EDGE_BROKER_STATE_DIR")
+    )
     return PersistenceConfig(
         enabled=s.boolean("enabled", given),
         state_dir=state_dir,
@@ -601,7 +629,9 @@ def parse_claims(s: Section) -> ClaimsConfig:
         store_dir=store_dir,
         fsync=s.choice("fsync", d.fsync, ("always", "never")),
         max_claim_bytes=s.integer("max_claim_bytes", d.max_claim_bytes, 64, 268_435_455),
-        max_claims_per_client=s.integer("max_claims_per_client", d.max_claims_per_client, 1, 10_000_000),
+        max_claims_per_client=s.integer(
+            "max_claims_per_client", d.max_claims_per_client, 1, 10_000_000
+        ),
         max_claims_total=s.integer("max_claims_total", d.max_claims_total, 1, 100_000_000),
         client_rate=rate,
         client_burst=burst,
@@ -627,8 +657,12 @@ def parse_tokens(s: Section) -> TokensConfig:
         raw = []
     for i, table in enumerate(raw):
         ks = Section(s.file, s.key(f"keys[{i}]"), table, s.problems)
-        key = TokenKeyConfig(ks.file_path("file"), ks.optional_string("secret"),
-                             ks.optional_string("kid"), ks.optional_string("alg"))
+        key = TokenKeyConfig(
+            ks.file_path("file"),
+            ks.optional_string("secret"),
+            ks.optional_string("kid"),
+            ks.optional_string("alg"),
+        )
         ks.finish()
         if (key.file is None) == (key.secret is None):
             ks.problem("file", 'give either file = "/path/key.pem" or secret = "..." (HS256)')
@@ -653,8 +687,9 @@ def parse_tokens(s: Section) -> TokensConfig:
         audience=s.optional_string("audience"),
         issuer=s.optional_string("issuer"),
         require_exp=s.boolean("require_exp", d.require_exp),
-        require_client_id_binding=s.boolean("require_client_id_binding",
-                                            d.require_client_id_binding),
+        require_client_id_binding=s.boolean(
+            "require_client_id_binding", d.require_client_id_binding
+        ),
     )
 
 
@@ -662,7 +697,9 @@ def parse_audit(s: Section) -> AuditConfig:
     d = AuditConfig()
     directory = s.file_path("dir")
     if directory == "":
-        s.problem("dir", 'empty: write a directory, e.g. "/var/lib/edge-broker/audit", or remove the key')
+        s.problem(
+            "dir", 'empty: write a directory, e.g. "/var/lib/edge-broker/audit", or remove the key'
+        )
         directory = None
     return AuditConfig(
         dir=directory,
@@ -724,7 +761,9 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
         section.finish()
     raw_listeners = data.get("listeners")
     if raw_listeners is not None:
-        if not isinstance(raw_listeners, list) or not all(isinstance(t, dict) for t in raw_listeners):
+        if not isinstance(raw_listeners, list) or not all(
+            isinstance(t, dict) for t in raw_listeners
+        ):
             problems.append(
                 ConfigError(file, "listeners", "expected an array of tables: write [[listeners]]")
             )
@@ -737,24 +776,36 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
             names = [lc.name for lc in listeners]
             for i, lname in enumerate(names):
                 if names.index(lname) != i:
-                    problems.append(ConfigError(
-                        file, f"listeners[{i}].name", f"{lname!r} is used twice: give each a unique name"
-                    ))
+                    problems.append(
+                        ConfigError(
+                            file,
+                            f"listeners[{i}].name",
+                            f"{lname!r} is used twice: give each a unique name",
+                        )
+                    )
             if not listeners:
-                problems.append(ConfigError(file, "listeners", "no listener: add a [[listeners]] table"))
+                problems.append(
+                    ConfigError(file, "listeners", "no listener: add a [[listeners]] table")
+                )
             values["listeners"] = tuple(listeners)
     tokens = values["tokens"]
     for i, lc in enumerate(values.get("listeners", ())):
         if "token" in lc.auth_methods and not tokens.keys and tokens.jwks is None:
-            problems.append(ConfigError(
-                file, f"listeners[{i}].auth_methods",
-                'the token method needs keys: add [[tokens.keys]] file = "/path/key.pem" '
-                'or [tokens] jwks = "/path/jwks.json"'))
+            problems.append(
+                ConfigError(
+                    file,
+                    f"listeners[{i}].auth_methods",
+                    'the token method needs keys: add [[tokens.keys]] file = "/path/key.pem" '
+                    'or [tokens] jwks = "/path/jwks.json"',
+                )
+            )
     separator = values["topics"].separator
     raw_permissions = data.get("permissions")
     if raw_permissions is not None:
         if not isinstance(raw_permissions, dict):
-            problems.append(ConfigError(file, "permissions", "expected a table: write [permissions]"))
+            problems.append(
+                ConfigError(file, "permissions", "expected a table: write [permissions]")
+            )
         else:
             try:
                 values["permissions"] = parse_permissions_config(raw_permissions, separator)
@@ -765,13 +816,20 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
     raw_authorizers = data.get("authorizers")
     if raw_authorizers is not None:
         if not isinstance(raw_authorizers, list):
-            problems.append(ConfigError(file, "authorizers", "expected an array of tables: write [[authorizers]]"))
+            problems.append(
+                ConfigError(
+                    file, "authorizers", "expected an array of tables: write [[authorizers]]"
+                )
+            )
         else:
             try:
                 specs = parse_authorizer_specs(raw_authorizers, file)
                 for i, spec in enumerate(specs):
-                    check_authorizer_class(load_class(spec.class_path, f"{file}: authorizers[{i}].class"),
-                                           spec, f"{file}: authorizers[{i}].class")
+                    check_authorizer_class(
+                        load_class(spec.class_path, f"{file}: authorizers[{i}].class"),
+                        spec,
+                        f"{file}: authorizers[{i}].class",
+                    )
                 values["authorizers"] = tuple(specs)
             except AuthorizerConfigError as exc:
                 where, _, message = str(exc).partition(": ")
@@ -779,14 +837,22 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
                 problems.append(ConfigError(file, key, message2 or message))
     for i, lc in enumerate(values.get("listeners", ())):
         if "password" in lc.auth_methods and values["passwords"].file is None:
-            problems.append(ConfigError(
-                file, f"listeners[{i}].auth_methods",
-                'the password method needs a password file: add [passwords] file = "/etc/edge-broker/passwd" '
-                "(create it with `edge-broker passwd add FILE USER`)"))
+            problems.append(
+                ConfigError(
+                    file,
+                    f"listeners[{i}].auth_methods",
+                    'the password method needs a password file: add [passwords] file = "/etc/edge-broker/passwd" '
+                    "(create it with `edge-broker passwd add FILE USER`)",
+                )
+            )
         if "certificate" in lc.auth_methods and not (lc.transport == "tls" or lc.websocket_tls):
-            problems.append(ConfigError(
-                file, f"listeners[{i}].auth_methods",
-                'the certificate method needs a TLS listener with tls_ca and require_client_cert = true'))
+            problems.append(
+                ConfigError(
+                    file,
+                    f"listeners[{i}].auth_methods",
+                    "the certificate method needs a TLS listener with tls_ca and require_client_cert = true",
+                )
+            )
     raw_acl = data.get("acl")
     if raw_acl is not None:
         if not isinstance(raw_acl, dict):
@@ -804,15 +870,22 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
         values["bridges"] = parse_bridges(data["bridges"], file, problems)
     from .ops.preflight import address_conflicts
 
-    problems.extend(ConfigError(file, key, message)
-                    for key, message in address_conflicts(values.get("listeners", _default_listeners()),
-                                                          values["metrics"]))
+    problems.extend(
+        ConfigError(file, key, message)
+        for key, message in address_conflicts(
+            values.get("listeners", _default_listeners()), values["metrics"]
+        )
+    )
     known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers", "acl", "bridges"}
     for name in data:
         if name not in known:
-            problems.append(ConfigError(
-                file, name, f"unknown section: remove it or use one of: {', '.join(sorted(known))}"
-            ))
+            problems.append(
+                ConfigError(
+                    file,
+                    name,
+                    f"unknown section: remove it or use one of: {', '.join(sorted(known))}",
+                )
+            )
     if problems:
         raise ConfigError(problems[0].file, problems[0].key, problems[0].message, problems[1:])
     return Config(file=file, **values)

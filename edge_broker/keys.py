@@ -51,7 +51,9 @@ def load_signing_key(path: str | os.PathLike[str]) -> nacl.signing.SigningKey:
         ) from exc
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyFileError(f"{path}: the key is {type(key).__name__}, not Ed25519")
-    raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
+    raw = key.private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+    )
     return nacl.signing.SigningKey(raw)
 
 
@@ -66,29 +68,41 @@ def load_verify_key(path: str | os.PathLike[str]) -> nacl.signing.VerifyKey:
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
-        raise KeyFileError(f"{path}: not an Ed25519 public key (expected PEM or 64 hex digits)") from exc
+        raise KeyFileError(
+            f"{path}: not an Ed25519 public key (expected PEM or 64 hex digits)"
+        ) from exc
     if not isinstance(key, Ed25519PublicKey):
         raise KeyFileError(f"{path}: the key is {type(key).__name__}, not Ed25519")
-    return nacl.signing.VerifyKey(key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
+    return nacl.signing.VerifyKey(
+        key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    )
 
 
 def signing_key_pem(key: nacl.signing.SigningKey) -> bytes:
     private = Ed25519PrivateKey.from_private_bytes(bytes(key))
-    return private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def verify_key_pem(key: nacl.signing.VerifyKey) -> bytes:
     public = Ed25519PublicKey.from_public_bytes(bytes(key))
-    return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return public.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
 
-def write_signing_key(path: str | os.PathLike[str], key: nacl.signing.SigningKey, *, overwrite: bool = False) -> None:
+def write_signing_key(
+    path: str | os.PathLike[str], key: nacl.signing.SigningKey, *, overwrite: bool = False
+) -> None:
     """Write a private key as PEM with mode 0600; refuses to overwrite unless asked."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
     try:
         fd = os.open(path, flags, 0o600)
     except FileExistsError as exc:
-        raise KeyFileError(f"{path}: exists; refusing to overwrite a key (remove it first)") from exc
+        raise KeyFileError(
+            f"{path}: exists; refusing to overwrite a key (remove it first)"
+        ) from exc
     with os.fdopen(fd, "wb") as handle:
         handle.write(signing_key_pem(key))
 

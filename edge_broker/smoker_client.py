@@ -252,7 +252,9 @@ class SmokerClient:
                 properties=Properties(response_topic=response),
             )
             if ack is not None and not ack.ok:
-                raise SmokerClientError(ack.reason_code, ack.reason_string or "claims request refused")
+                raise SmokerClientError(
+                    ack.reason_code, ack.reason_string or "claims request refused"
+                )
             while True:
                 message = await self.next_message(timeout)
                 if message.topic == response:

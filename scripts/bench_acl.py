@@ -148,8 +148,15 @@ def broker_acl(n_rules: int, flows: list[str], seed: int) -> dict[str, Any]:
     data = make_config(n_rules, random.Random(seed))
     for rule in data["rules"]:
         rule["flows"] = flows
-    data["rules"].append({"id": "bench", "messages": ["put", "declare_subscriber"], "flows": flows,
-                          "permission": "allow", "key_exprs": ["bench/*/*/data"]})
+    data["rules"].append(
+        {
+            "id": "bench",
+            "messages": ["put", "declare_subscriber"],
+            "flows": flows,
+            "permission": "allow",
+            "key_exprs": ["bench/*/*/data"],
+        }
+    )
     data["policies"].append({"rules": ["bench"], "subjects": ["all"]})
     data["default_permission"] = "deny" if "egress" in flows else "allow"
     return data
@@ -168,8 +175,10 @@ def bench_broker(rule_counts: list[int], scale: float, seed: int) -> None:
     from bench_brokers import ROOT, Broker, _wait_listening, free_port
     from bench_load import Scenario, run
 
-    scenarios = [Scenario("1→1 QoS 0", 1, 1, 1, 0, False, 100_000),
-                 Scenario("1→10 fan-out QoS 0", 1, 10, 2, 0, False, 20_000)]
+    scenarios = [
+        Scenario("1→1 QoS 0", 1, 1, 1, 0, False, 100_000),
+        Scenario("1→10 fan-out QoS 0", 1, 10, 2, 0, False, 20_000),
+    ]
     setups: list[tuple[str, dict[str, Any] | None]] = [("ACL off", None)]
     for n in rule_counts:
         setups.append((f"{n} rules, ingress only", broker_acl(n, ["ingress"], seed)))
@@ -179,25 +188,43 @@ def bench_broker(rule_counts: list[int], scale: float, seed: int) -> None:
     for label, acl in setups:
         workdir = Path(tempfile.mkdtemp(prefix="bench-acl-"))
         port = free_port()
-        text = (f'[[listeners]]\nname = "bench"\nport = {port}\n'
-                "[limits]\nmax_connections = 5000\nconnect_rate = 100000\nconnect_burst = 5000\n"
-                '[log]\nlevel = "warning"\n[sys]\ninterval = 0\n')
+        text = (
+            f'[[listeners]]\nname = "bench"\nport = {port}\n'
+            "[limits]\nmax_connections = 5000\nconnect_rate = 100000\nconnect_burst = 5000\n"
+            '[log]\nlevel = "warning"\n[sys]\ninterval = 0\n'
+        )
         if acl is not None:
             (workdir / "zenoh.json5").write_text(json.dumps({"access_control": acl}))
             text += f'[acl]\nfile = "{workdir / "zenoh.json5"}"\n'
         (workdir / "edge.toml").write_text(text)
         process = subprocess.Popen(
-            [sys.executable, "-m", "edge_broker.broker", "run", "--config", str(workdir / "edge.toml")],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "edge_broker.broker",
+                "run",
+                "--config",
+                str(workdir / "edge.toml"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             _wait_listening(port, process, "edge-broker")
             broker = Broker("edge-broker", process, port, workdir)
             for scenario in scenarios:
                 r = run(scenario, port, broker.cpu_seconds, scale)
                 ok = "" if r.delivered >= r.expected else f" (only {r.delivered}/{r.expected})"
-                per_in = r.broker_cpu / (r.delivered / scenario.subscribers) * 1e6 if r.delivered else float("nan")
-                print(f"| {label} | {scenario.name} | {r.rate:,.0f}{ok} | {r.us_per_msg:.2f} | {per_in:.2f} |",
-                      flush=True)
+                per_in = (
+                    r.broker_cpu / (r.delivered / scenario.subscribers) * 1e6
+                    if r.delivered
+                    else float("nan")
+                )
+                print(
+                    f"| {label} | {scenario.name} | {r.rate:,.0f}{ok} | {r.us_per_msg:.2f} | {per_in:.2f} |",
+                    flush=True,
+                )
         finally:
             process.terminate()
             process.wait(10)
@@ -210,7 +237,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--broker", action="store_true", help="measure the live broker (see above)")
-    parser.add_argument("--scale", type=float, default=1.0, help="--broker: multiply message counts")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="--broker: multiply message counts"
+    )
     args = parser.parse_args()
     if args.broker:
         bench_broker([int(x) for x in args.rules.split(",")], args.scale, args.seed)

@@ -38,8 +38,13 @@ def config(port: int, rules: int, overlap: bool) -> str:
         lines.append("[permissions.sets.bench]\nrules = [\n")
         if overlap:
             lines.append('  { id = "overlap", topic = "bench/+/never/data", type = "DENY" },\n')
-        lines.extend(f'  {{ id = "d{i}", topic = "zone/{i}/secret/#", type = "DENY" }},\n' for i in range(rules))
-        lines.append('  { id = "all", topic = "#" },\n]\n[[permissions.assign]]\nsets = ["bench"]\n')
+        lines.extend(
+            f'  {{ id = "d{i}", topic = "zone/{i}/secret/#", type = "DENY" }},\n'
+            for i in range(rules)
+        )
+        lines.append(
+            '  { id = "all", topic = "#" },\n]\n[[permissions.assign]]\nsets = ["bench"]\n'
+        )
     return "".join(lines)
 
 
@@ -48,19 +53,27 @@ def start(rules: int, overlap: bool) -> Broker:
     port = free_port()
     conf = workdir / "edge.toml"
     conf.write_text(config(port, rules, overlap))
-    p = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
-                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _wait_listening(port, p, "edge-broker")
     return Broker("edge-broker", p, port, workdir)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--scale", type=float, default=0.5)
     parser.add_argument("--sizes", default="0,1000,100000")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print("| permissions | scenario | msg/s | broker µs/msg | generator CPU s | delivered/expected |")
+    print(
+        "| permissions | scenario | msg/s | broker µs/msg | generator CPU s | delivered/expected |"
+    )
     print("|---:|---|---:|---:|---:|---:|")
     for size in sizes:
         for overlap in (False, True):
@@ -73,8 +86,11 @@ def main() -> int:
                         continue
                     result = run(scenario, broker.port, broker.cpu_seconds, args.scale)
                     label = f"{size}{' + recheck' if overlap else ''}"
-                    print(f"| {label} | {scenario.name} | {result.rate:,.0f} | {result.us_per_msg:.1f} | "
-                          f"{result.generator_cpu:.2f} | {result.delivered}/{result.expected} |", flush=True)
+                    print(
+                        f"| {label} | {scenario.name} | {result.rate:,.0f} | {result.us_per_msg:.1f} | "
+                        f"{result.generator_cpu:.2f} | {result.delivered}/{result.expected} |",
+                        flush=True,
+                    )
             finally:
                 broker.stop()
     return 0

@@ -70,15 +70,21 @@ def rss_mib(pid: int) -> float:
 def mosquitto(workdir: Path, name: str, port: int, extra: str = "") -> subprocess.Popen[bytes]:
     conf = workdir / f"{name}.conf"
     user = "user root\n" if os.geteuid() == 0 else ""
-    conf.write_text(f"{user}max_queued_messages 0\nlistener {port} 127.0.0.1\nallow_anonymous true\n{extra}\n")
-    proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conf.write_text(
+        f"{user}max_queued_messages 0\nlistener {port} 127.0.0.1\nallow_anonymous true\n{extra}\n"
+    )
+    proc = subprocess.Popen(
+        [MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     wait_port(port)
     return proc
 
 
 def edge_gateway(workdir: Path, port: int, cloud: int, durable: bool) -> subprocess.Popen[bytes]:
     conf = workdir / "gw.toml"
-    persistence = f'[persistence]\nstate_dir = "{workdir}/state"\ndurability = "sync"\n' if durable else ""
+    persistence = (
+        f'[persistence]\nstate_dir = "{workdir}/state"\ndurability = "sync"\n' if durable else ""
+    )
     conf.write_text(f"""[[listeners]]
 name = "tcp"
 port = {port}
@@ -106,9 +112,18 @@ remote_prefix = "site/"
 qos = 1
 """)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
-    proc = subprocess.Popen([sys.executable, *profile, "-m", "edge_broker", "run", "--config", str(conf)],
-                            stdout=open(workdir / "gw.log", "wb"), stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    profile = (
+        ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]]
+        if os.environ.get("BENCH_PROFILE")
+        else []
+    )
+    proc = subprocess.Popen(
+        [sys.executable, *profile, "-m", "edge_broker", "run", "--config", str(conf)],
+        stdout=open(workdir / "gw.log", "wb"),
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=ROOT,
+    )
     wait_port(port)
     return proc
 
@@ -165,7 +180,9 @@ async def counter(port: int, topic: str, count: int, ready: asyncio.Event) -> fl
     return time.monotonic()
 
 
-async def measure(gw_port: int, cloud_port: int, pid: int, count: int, payload: bytes) -> tuple[float, float]:
+async def measure(
+    gw_port: int, cloud_port: int, pid: int, count: int, payload: bytes
+) -> tuple[float, float]:
     ready = asyncio.Event()
     sink = asyncio.create_task(counter(cloud_port, "site/#", count, ready))
     await asyncio.wait_for(ready.wait(), 10)
@@ -199,21 +216,31 @@ def throughput(args: argparse.Namespace, work: Path) -> None:
             if name == "edge-broker":
                 gw = edge_gateway(work, gw_port, cloud_port, args.durable)
             else:
-                gw = mosquitto(work, "gateway", gw_port,
-                               f"connection cloud\naddress 127.0.0.1:{cloud_port}\n"
-                               "topic bench/# out 1 \"\" site/\ncleansession false\n"
-                               f"max_inflight_messages 200\n")
+                gw = mosquitto(
+                    work,
+                    "gateway",
+                    gw_port,
+                    f"connection cloud\naddress 127.0.0.1:{cloud_port}\n"
+                    'topic bench/# out 1 "" site/\ncleansession false\n'
+                    f"max_inflight_messages 200\n",
+                )
             try:
-                rate, cpu_us = asyncio.run(measure(gw_port, cloud_port, gw.pid, args.messages, payload))
+                rate, cpu_us = asyncio.run(
+                    measure(gw_port, cloud_port, gw.pid, args.messages, payload)
+                )
             finally:
                 stop(gw)
             results.append((name, rate, cpu_us))
     finally:
         stop(cloud)
-    print(f"bridged {args.messages} QoS 1 messages of {args.payload} bytes to Mosquitto over loopback "
-          f"({'durable queue, sync' if args.durable else 'memory queue'} for edge-broker):")
+    print(
+        f"bridged {args.messages} QoS 1 messages of {args.payload} bytes to Mosquitto over loopback "
+        f"({'durable queue, sync' if args.durable else 'memory queue'} for edge-broker):"
+    )
     for name, rate, cpu_us in results:
-        print(f"  {name:12} {rate:10.0f} msgs/s   {cpu_us:8.1f} us CPU per bridged message (gateway process)")
+        print(
+            f"  {name:12} {rate:10.0f} msgs/s   {cpu_us:8.1f} us CPU per bridged message (gateway process)"
+        )
 
 
 def backlog(args: argparse.Namespace, work: Path) -> None:
@@ -229,18 +256,24 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         after = rss_mib(gw.pid)
     finally:
         stop(gw)
-    print(f"backlog of {args.backlog} messages of {args.payload} bytes "
-          f"({'durable queue' if args.durable else 'memory queue'}), queued in {took:.1f} s: "
-          f"VmRSS {before:.1f} MiB before, {after:.1f} MiB after "
-          f"({(after - before) * 1024 * 1024 / args.backlog:.0f} bytes per queued message)")
+    print(
+        f"backlog of {args.backlog} messages of {args.payload} bytes "
+        f"({'durable queue' if args.durable else 'memory queue'}), queued in {took:.1f} s: "
+        f"VmRSS {before:.1f} MiB before, {after:.1f} MiB after "
+        f"({(after - before) * 1024 * 1024 / args.backlog:.0f} bytes per queued message)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=20000)
     parser.add_argument("--payload", type=int, default=64)
-    parser.add_argument("--backlog", type=int, default=0, help="measure RSS with this many queued messages")
-    parser.add_argument("--durable", action="store_true", help="edge-broker with [persistence] (sync)")
+    parser.add_argument(
+        "--backlog", type=int, default=0, help="measure RSS with this many queued messages"
+    )
+    parser.add_argument(
+        "--durable", action="store_true", help="edge-broker with [persistence] (sync)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-bridge-"))
     try:

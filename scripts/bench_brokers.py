@@ -79,8 +79,12 @@ def start_edge(workdir: Path) -> Broker:
         "[limits]\nmax_connections = 5000\nconnect_rate = 100000\nconnect_burst = 5000\n"
         '[log]\nlevel = "warning"\n'
     )
-    p = subprocess.Popen([sys.executable, "-m", "edge_broker.broker", "run", "--config", str(conf)],
-                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "edge_broker.broker", "run", "--config", str(conf)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _wait_listening(port, p, "edge-broker")
     return Broker("edge-broker", p, port, workdir)
 
@@ -88,10 +92,12 @@ def start_edge(workdir: Path) -> Broker:
 def start_mosquitto(workdir: Path) -> Broker:
     port = free_port()
     conf = workdir / "mosquitto.conf"
-    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nlog_type error\n"
-                    "persistence false\n")
-    p = subprocess.Popen([MOSQUITTO, "-c", str(conf)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conf.write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\nlog_type error\npersistence false\n"
+    )
+    p = subprocess.Popen(
+        [MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _wait_listening(port, p, "mosquitto")
     return Broker("mosquitto", p, port, workdir)
 
@@ -106,8 +112,9 @@ def start_amqtt(workdir: Path) -> Broker:
         "    allow_anonymous: true\n"
     )
     amqtt = Path(sys.executable).parent / "amqtt"
-    p = subprocess.Popen([str(amqtt), "-c", str(conf)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [str(amqtt), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _wait_listening(port, p, "amqtt")
     return Broker("amqtt", p, port, workdir)
 

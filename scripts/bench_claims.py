@@ -165,8 +165,10 @@ def bench_lazy_load(path: Path, n: int) -> None:
         report = await service.verify_pending(64)
         done = time.perf_counter()
         assert report.loaded == n and report.pending == 0
-        print(f"lazy load {n:>7,} claims: serving after {serving - start:.2f} s, "
-              f"all re-verified in the background after {done - start:.2f} s")
+        print(
+            f"lazy load {n:>7,} claims: serving after {serving - start:.2f} s, "
+            f"all re-verified in the background after {done - start:.2f} s"
+        )
 
     asyncio.run(run())
 
@@ -196,7 +198,7 @@ def start_broker(directory: Path, fsync: str) -> tuple[subprocess.Popen[bytes], 
     config.write_text(
         '[[listeners]]\nname = "b"\nbind = "127.0.0.1"\nport = 0\n'
         'auth_methods = ["smoker", "anonymous"]\n\n[sys]\ninterval = 0\n\n'
-        f'[limits]\nmax_queued_messages = 100000\nmax_queued_bytes = 100000000\n\n'
+        f"[limits]\nmax_queued_messages = 100000\nmax_queued_bytes = 100000000\n\n"
         f'[claims]\nstore_dir = "{directory}"\nfsync = "{fsync}"\nclient_rate = 1e6\n'
         "client_burst = 1e6\nstore_writes_per_second = 1e6\nstore_burst = 1e6\n"
         "max_claims_per_client = 10000000\nmax_claims_total = 100000000\n"
@@ -205,7 +207,8 @@ def start_broker(directory: Path, fsync: str) -> tuple[subprocess.Popen[bytes], 
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
-            stdout=out, stderr=subprocess.STDOUT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     for _ in range(400):
         found = LISTENING.search(log.read_text(errors="replace"))
@@ -228,10 +231,16 @@ async def claims_over_the_wire(port: int, clients: int, per_client: int, window:
     loads = []
     for k in keys:
         me = smoker_id(k.verify_key)
-        loads.append([
-            sign_restriction(k, Restriction(f"restricted/{me}/c/{i}", RestrictionType.WHITELIST))
-            .to_json().encode() for i in range(per_client)
-        ])
+        loads.append(
+            [
+                sign_restriction(
+                    k, Restriction(f"restricted/{me}/c/{i}", RestrictionType.WHITELIST)
+                )
+                .to_json()
+                .encode()
+                for i in range(per_client)
+            ]
+        )
     conns = [SmokerClient("127.0.0.1", port, k, timeout=60) for k in keys]
     for c in conns:
         await c.connect()
@@ -249,13 +258,17 @@ async def claims_over_the_wire(port: int, clients: int, per_client: int, window:
     await asyncio.gather(*(one(c, p) for c, p in zip(conns, loads, strict=True)))
     elapsed = time.perf_counter() - start
     n = clients * per_client
-    print(f"broker: durable claims over MQTT (fsync=always, {clients:>2} clients, {window} "
-          f"pipelined each): {rate(n, elapsed)}")
+    print(
+        f"broker: durable claims over MQTT (fsync=always, {clients:>2} clients, {window} "
+        f"pipelined each): {rate(n, elapsed)}"
+    )
     for c in conns:
         await c.disconnect()
 
 
-def subscriber(port: int, topic_filter: str, count: int, queue: multiprocessing.Queue[float]) -> None:
+def subscriber(
+    port: int, topic_filter: str, count: int, queue: multiprocessing.Queue[float]
+) -> None:
     from edge_broker.smoker_client import SmokerClient
 
     async def run() -> None:
@@ -297,12 +310,16 @@ def bench_restricted_publish(directory: Path, claims: int, count: int) -> None:
         time.sleep(0.5 + claims / 4000)  # let the background re-verification finish
         for label, topics, topic_filter in (
             ("open topics", [f"open/{i}/value" for i in range(1000)], "open/+/value"),
-            (f"restricted, {claims:,} claims", [restriction(i * 7 % claims).topic_name
-                                                 for i in range(1000)],
-             "restricted/+/sensors/+/value"),
+            (
+                f"restricted, {claims:,} claims",
+                [restriction(i * 7 % claims).topic_name for i in range(1000)],
+                "restricted/+/sensors/+/value",
+            ),
         ):
             queue: multiprocessing.Queue[float] = multiprocessing.Queue()
-            sub = multiprocessing.Process(target=subscriber, args=(port, topic_filter, count, queue))
+            sub = multiprocessing.Process(
+                target=subscriber, args=(port, topic_filter, count, queue)
+            )
             sub.start()
             queue.get(timeout=30)
             cpu = cpu_seconds(process.pid)
@@ -310,8 +327,10 @@ def bench_restricted_publish(directory: Path, claims: int, count: int) -> None:
             elapsed = queue.get(timeout=120)
             used = cpu_seconds(process.pid) - cpu
             sub.join(10)
-            print(f"broker: publish 1→1 QoS 0, {label}: {rate(count, elapsed)} delivered, "
-                  f"broker CPU {used * 1e6 / (count + 100):.1f} µs/message")
+            print(
+                f"broker: publish 1→1 QoS 0, {label}: {rate(count, elapsed)} delivered, "
+                f"broker CPU {used * 1e6 / (count + 100):.1f} µs/message"
+            )
     finally:
         process.terminate()
         process.wait(10)

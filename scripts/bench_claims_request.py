@@ -23,7 +23,9 @@ from pathlib import Path
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--claims", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--root", default=str(Path(__file__).resolve().parent.parent))
@@ -46,10 +48,19 @@ async def run(n: int, rounds: int, root: str) -> None:
     limits = ThrottleLimits()
     # no rate limit on requests either: this measures one request's cost (older checkouts
     # have no request_rate at all)
-    unlimited_requests = ({"request_rate": 1e9, "request_burst": 1e9}
-                          if "request_rate" in {f.name for f in fields(ThrottleLimits)} else {})
-    roomy = ThrottleLimits(max_claims_total=10**9, client_rate=1e9, client_burst=1e9,
-                           store_writes_per_second=1e9, store_burst=1e9, **unlimited_requests)
+    unlimited_requests = (
+        {"request_rate": 1e9, "request_burst": 1e9}
+        if "request_rate" in {f.name for f in fields(ThrottleLimits)}
+        else {}
+    )
+    roomy = ThrottleLimits(
+        max_claims_total=10**9,
+        client_rate=1e9,
+        client_burst=1e9,
+        store_writes_per_second=1e9,
+        store_burst=1e9,
+        **unlimited_requests,
+    )
     requester_key = SigningKey.generate()
     requester = smoker_id(requester_key.verify_key)
     filler = [smoker_id(SigningKey.generate().verify_key) for _ in range(200)]
@@ -58,8 +69,10 @@ async def run(n: int, rounds: int, root: str) -> None:
         perms = [Permission(requester, Activity.SUBSCRIBE)]
         for who in filler:  # as many permissions as fit in max_claim_bytes
             candidate = (*perms, Permission(who, Activity.PUBLISH))
-            text = sign_restriction(key, Restriction(f"restricted/{owner}/t{i:05d}",
-                                                     RestrictionType.WHITELIST, candidate)).to_json()
+            text = sign_restriction(
+                key,
+                Restriction(f"restricted/{owner}/t{i:05d}", RestrictionType.WHITELIST, candidate),
+            ).to_json()
             if len(text.encode()) > limits.max_claim_bytes:
                 break
             perms = list(candidate)
@@ -78,10 +91,14 @@ async def run(n: int, rounds: int, root: str) -> None:
             if payload is None:
                 payload = template[i // 250] = big_claim(key, owner, 0)
             # the same permissions for every claim of an owner: sign each topic once
-            r = Restriction(f"restricted/{owner}/t{i:05d}", RestrictionType.WHITELIST,
-                            _perms(payload))
-            outcome = await service.claim(Identity(client_id=owner, method="smoker", smoker_id=owner),
-                                          1, sign_restriction(key, r).to_json().encode())
+            r = Restriction(
+                f"restricted/{owner}/t{i:05d}", RestrictionType.WHITELIST, _perms(payload)
+            )
+            outcome = await service.claim(
+                Identity(client_id=owner, method="smoker", smoker_id=owner),
+                1,
+                sign_restriction(key, r).to_json().encode(),
+            )
             assert outcome.reason_code == 0, outcome
         size = len(payload)
         rows = []
@@ -97,8 +114,10 @@ async def run(n: int, rounds: int, root: str) -> None:
                 _outcome, answer_or_none = service.claims_request(me, request, response)
                 times.append(time.perf_counter() - started)
                 answer = answer_or_none or b""
-            rows.append(f"| {n} | {size} B | {label} | {statistics.median(times) * 1000:.1f} ms "
-                        f"| {len(answer):,} |")
+            rows.append(
+                f"| {n} | {size} B | {label} | {statistics.median(times) * 1000:.1f} ms "
+                f"| {len(answer):,} |"
+            )
         await store.aclose()
     print(f"broker: {root}")
     print(f"| claims | claim size | requester | request time (median of {rounds}) | answer bytes |")
@@ -112,8 +131,10 @@ def _perms(payload: bytes) -> tuple:  # type: ignore[type-arg]
     from edge_broker.claims.model import Activity, Permission
 
     body = json.loads(payload)
-    return tuple(Permission(p["clientId"], Activity(p["activity"]))
-                 for p in body["restriction"]["permissions"])
+    return tuple(
+        Permission(p["clientId"], Activity(p["activity"]))
+        for p in body["restriction"]["permissions"]
+    )
 
 
 if __name__ == "__main__":

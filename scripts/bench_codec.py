@@ -30,7 +30,9 @@ def best_ns(fn: Callable[[], object], per_call: int, number: int, repeat: int) -
 
 def reader_after_connect(level: int) -> PacketReader:
     reader = PacketReader(side="server")
-    reader.feed(encode(Connect(level, "bench", protocol_name="MQIsdp" if level == 3 else "MQTT"), level))
+    reader.feed(
+        encode(Connect(level, "bench", protocol_name="MQIsdp" if level == 3 else "MQTT"), level)
+    )
     return reader
 
 
@@ -49,9 +51,13 @@ def main() -> None:
         (
             "decode PUBLISH QoS 1, 5, alias + user property",
             5,
-            Publish(TOPIC, PAYLOAD, 1, packet_id=7, properties=Properties(
-                topic_alias=3, user_properties=(("unit", "C"),)
-            )),
+            Publish(
+                TOPIC,
+                PAYLOAD,
+                1,
+                packet_id=7,
+                properties=Properties(topic_alias=3, user_properties=(("unit", "C"),)),
+            ),
         ),
     ]
     for name, level, packet in cases:
@@ -61,57 +67,81 @@ def main() -> None:
 
     single_reader = reader_after_connect(4)
     single = encode(Publish(TOPIC, PAYLOAD), 4)
-    rows.append((
-        "decode PUBLISH QoS 0, one packet per feed call",
-        best_ns(lambda: single_reader.feed(single), 1, number * 20, repeat),
-    ))
+    rows.append(
+        (
+            "decode PUBLISH QoS 0, one packet per feed call",
+            best_ns(lambda: single_reader.feed(single), 1, number * 20, repeat),
+        )
+    )
     split_reader = reader_after_connect(4)
     one = encode(Publish(TOPIC, PAYLOAD), 4)
     halves = (one[:10], one[10:])
-    rows.append((
-        "decode PUBLISH QoS 0 arriving in two reads",
-        best_ns(lambda: [split_reader.feed(h) for h in halves], 1, number * 20, repeat),
-    ))
+    rows.append(
+        (
+            "decode PUBLISH QoS 0 arriving in two reads",
+            best_ns(lambda: [split_reader.feed(h) for h in halves], 1, number * 20, repeat),
+        )
+    )
 
     fanout = 50
     subscribers_pub = [Publish(TOPIC, PAYLOAD, 1, packet_id=i + 1) for i in range(fanout)]
-    rows.append((
-        "fan-out 50 x encode(Publish QoS 1), per subscriber",
-        best_ns(lambda: [encode(p, 4) for p in subscribers_pub], fanout, number // 4, repeat),
-    ))
+    rows.append(
+        (
+            "fan-out 50 x encode(Publish QoS 1), per subscriber",
+            best_ns(lambda: [encode(p, 4) for p in subscribers_pub], fanout, number // 4, repeat),
+        )
+    )
 
     def template_fanout() -> None:
         template = encode_publish_template(TOPIC, PAYLOAD, 1, False, False, NO_PROPERTIES, 4)
         for pid in range(1, fanout + 1):
             template.for_packet_id(pid)
 
-    rows.append((
-        "fan-out 50 x template.for_packet_id (incl. building it), per subscriber",
-        best_ns(template_fanout, fanout, number // 4, repeat),
-    ))
+    rows.append(
+        (
+            "fan-out 50 x template.for_packet_id (incl. building it), per subscriber",
+            best_ns(template_fanout, fanout, number // 4, repeat),
+        )
+    )
     template0 = encode_publish_template(TOPIC, PAYLOAD, 0, False, False, NO_PROPERTIES, 4)
     rows.append(("template.data (QoS 0)", best_ns(lambda: template0.data, 1, number * 50, repeat)))
     template1 = encode_publish_template(TOPIC, PAYLOAD, 1, False, False, NO_PROPERTIES, 4)
-    rows.append((
-        "template.for_packet_id (QoS 1)",
-        best_ns(lambda: template1.for_packet_id(4242), 1, number * 50, repeat),
-    ))
+    rows.append(
+        (
+            "template.for_packet_id (QoS 1)",
+            best_ns(lambda: template1.for_packet_id(4242), 1, number * 50, repeat),
+        )
+    )
     user_property = Properties(user_properties=(("unit", "C"),))
-    rows.append((
-        "encode_publish_template, 5, no properties",
-        best_ns(lambda: encode_publish_template(
-            TOPIC, PAYLOAD, 1, False, False, NO_PROPERTIES, 5
-        ), 1, number, repeat),
-    ))
-    rows.append((
-        "encode_publish_template, 5, one user property",
-        best_ns(lambda: encode_publish_template(
-            TOPIC, PAYLOAD, 1, False, False, user_property, 5
-        ), 1, number, repeat),
-    ))
+    rows.append(
+        (
+            "encode_publish_template, 5, no properties",
+            best_ns(
+                lambda: encode_publish_template(TOPIC, PAYLOAD, 1, False, False, NO_PROPERTIES, 5),
+                1,
+                number,
+                repeat,
+            ),
+        )
+    )
+    rows.append(
+        (
+            "encode_publish_template, 5, one user property",
+            best_ns(
+                lambda: encode_publish_template(TOPIC, PAYLOAD, 1, False, False, user_property, 5),
+                1,
+                number,
+                repeat,
+            ),
+        )
+    )
     ack = Puback(4242)
-    rows.append(("encode(Puback) (QoS 1 acknowledgement)", best_ns(lambda: encode(ack, 5), 1,
-                                                                  number * 20, repeat)))
+    rows.append(
+        (
+            "encode(Puback) (QoS 1 acknowledgement)",
+            best_ns(lambda: encode(ack, 5), 1, number * 20, repeat),
+        )
+    )
     ack_reader = reader_after_connect(5)
     acks = encode(ack, 5) * burst
     rows.append(("decode PUBACK, 5", best_ns(lambda: ack_reader.feed(acks), burst, number, repeat)))

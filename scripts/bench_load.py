@@ -58,8 +58,18 @@ def _subscribe(s: socket.socket, topic_filter: str, qos: int) -> None:
         raise ConnectionError(f"SUBACK refused: {suback!r}")
 
 
-def subscriber(port: int, conns: list[tuple[str, str]], qos: int, pkt_len: int, pid_off: int,
-               delivered: Synchronized[int], ready: Any, go: Any, stop: Any, out: Any) -> None:
+def subscriber(
+    port: int,
+    conns: list[tuple[str, str]],
+    qos: int,
+    pkt_len: int,
+    pid_off: int,
+    delivered: Synchronized[int],
+    ready: Any,
+    go: Any,
+    stop: Any,
+    out: Any,
+) -> None:
     socks = []
     for client_id, topic_filter in conns:
         s = _connect(port, client_id)
@@ -95,7 +105,7 @@ def subscriber(port: int, conns: list[tuple[str, str]], qos: int, pkt_len: int, 
                 buf += data
                 n = len(buf) // pkt_len
                 acks = b"".join(
-                    b"\x40\x02" + buf[i * pkt_len + pid_off: i * pkt_len + pid_off + 2]
+                    b"\x40\x02" + buf[i * pkt_len + pid_off : i * pkt_len + pid_off + 2]
                     for i in range(n)
                 )
                 del buf[: n * pkt_len]
@@ -109,18 +119,32 @@ def subscriber(port: int, conns: list[tuple[str, str]], qos: int, pkt_len: int, 
         s.close()
 
 
-def publisher(port: int, client_id: str, topic: str, qos: int, count: int, payload: bytes,
-              sent: Synchronized[int], all_sent: list[Synchronized[int]],
-              all_delivered: list[Synchronized[int]], fanout: int, window: int,
-              ready: Any, go: Any, out: Any) -> None:
+def publisher(
+    port: int,
+    client_id: str,
+    topic: str,
+    qos: int,
+    count: int,
+    payload: bytes,
+    sent: Synchronized[int],
+    all_sent: list[Synchronized[int]],
+    all_delivered: list[Synchronized[int]],
+    fanout: int,
+    window: int,
+    ready: Any,
+    go: Any,
+    out: Any,
+) -> None:
     s = _connect(port, client_id)
     s.settimeout(None)  # blocking: sendall waits, recv(MSG_DONTWAIT) polls
     if qos == 0:
         chunks = [encode(Publish(topic, payload, 0), 4) * BATCH]
     else:
         chunks = [
-            b"".join(encode(Publish(topic, payload, 1, packet_id=pid), 4)
-                     for pid in range(start, start + BATCH))
+            b"".join(
+                encode(Publish(topic, payload, 1, packet_id=pid), 4)
+                for pid in range(start, start + BATCH)
+            )
             for start in range(1, 65536 - BATCH, BATCH)
         ]
     ready.wait()
@@ -129,8 +153,9 @@ def publisher(port: int, client_id: str, topic: str, qos: int, count: int, paylo
     n = 0
     i = 0
     while n < count:
-        while sum(v.value for v in all_sent) * fanout - sum(
-                d.value for d in all_delivered) > window:
+        while (
+            sum(v.value for v in all_sent) * fanout - sum(d.value for d in all_delivered) > window
+        ):
             time.sleep(0.0002)
             if qos:
                 _drain(s)
@@ -195,8 +220,9 @@ def run(scenario: Scenario, port: int, broker_cpu: Any, scale: float) -> Result:
     payload = b"x" * scenario.payload
     topics = [f"bench/{tag}/{i}/data" for i in range(scenario.publishers)]
     sub_filter = f"bench/{tag}/+/data" if scenario.wildcard else topics[0]
-    sample = encode(Publish(topics[0], payload, scenario.qos,
-                            packet_id=1 if scenario.qos else None), 4)
+    sample = encode(
+        Publish(topics[0], payload, scenario.qos, packet_id=1 if scenario.qos else None), 4
+    )
     pkt_len = len(sample)
     pid_off = 2 + 2 + len(topics[0].encode())  # 1-byte remaining length below 128 bytes
     assert sample[1] < 128
@@ -214,12 +240,45 @@ def run(scenario: Scenario, port: int, broker_cpu: Any, scale: float) -> Result:
     per = scenario.subscribers // scenario.sub_processes
     for k in range(scenario.sub_processes):
         conns = [(f"{tag}-s{k}-{j}", sub_filter) for j in range(per)]
-        procs.append(CTX.Process(target=subscriber, args=(
-            port, conns, scenario.qos, pkt_len, pid_off, delivered[k], ready, go, stop, out)))
+        procs.append(
+            CTX.Process(
+                target=subscriber,
+                args=(
+                    port,
+                    conns,
+                    scenario.qos,
+                    pkt_len,
+                    pid_off,
+                    delivered[k],
+                    ready,
+                    go,
+                    stop,
+                    out,
+                ),
+            )
+        )
     for k in range(scenario.publishers):
-        procs.append(CTX.Process(target=publisher, args=(
-            port, f"{tag}-p{k}", topics[k], scenario.qos, count, payload, sent[k], sent,
-            delivered, fanout, window, ready, go, out)))
+        procs.append(
+            CTX.Process(
+                target=publisher,
+                args=(
+                    port,
+                    f"{tag}-p{k}",
+                    topics[k],
+                    scenario.qos,
+                    count,
+                    payload,
+                    sent[k],
+                    sent,
+                    delivered,
+                    fanout,
+                    window,
+                    ready,
+                    go,
+                    out,
+                ),
+            )
+        )
     for p in procs:
         p.start()
     ready.wait()
@@ -269,8 +328,10 @@ def idle_connections(port: int, n: int, rss: Any, processes: int = 4) -> tuple[i
     ready = CTX.Barrier(processes + 1)
     done = CTX.Event()
     per = n // processes
-    procs = [CTX.Process(target=idle_worker, args=(port, k * per, per, ready, done))
-             for k in range(processes)]
+    procs = [
+        CTX.Process(target=idle_worker, args=(port, k * per, per, ready, done))
+        for k in range(processes)
+    ]
     for p in procs:
         p.start()
     ready.wait()

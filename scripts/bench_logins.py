@@ -65,20 +65,27 @@ def password_file(n: int, old: bool) -> Path:
     return path
 
 
-def start_broker(root: Path, workdir: Path, passwd: Path, cache_entries: int | None,
-                 connect_timeout: float) -> tuple[subprocess.Popen[bytes], int, Path]:
+def start_broker(
+    root: Path, workdir: Path, passwd: Path, cache_entries: int | None, connect_timeout: float
+) -> tuple[subprocess.Popen[bytes], int, Path]:
     extra = f"cache_entries = {cache_entries}\n" if cache_entries is not None else ""
     config = workdir / "broker.toml"
     config.write_text(
         f'[passwords]\nfile = "{passwd}"\n{extra}\n'
         f"[broker]\nconnect_timeout = {connect_timeout}\n\n"
         "[limits]\nconnect_rate = 100000\nconnect_burst = 100000\nmax_connections = 5000\n\n"
-        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n')
+        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
+    )
     log = workdir / "broker.log"
     env = dict(os.environ, PYTHONPATH=str(root))
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=root, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=root,
+            env=env,
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = re.search(r"listening on 127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
@@ -122,11 +129,16 @@ class PeakRss:
         self._thread.join()
 
 
-async def one_login(port: int, i: int, started: float) -> tuple[int, float, asyncio.StreamWriter | None]:
+async def one_login(
+    port: int, i: int, started: float
+) -> tuple[int, float, asyncio.StreamWriter | None]:
     """(reason code or -1 for no CONNACK, seconds since the storm started, open writer)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(encode(Connect(5, f"dev-{i}", True, 600, username=f"dev-{i}",
-                                password=f"pw-{i}".encode()), 5))
+    writer.write(
+        encode(
+            Connect(5, f"dev-{i}", True, 600, username=f"dev-{i}", password=f"pw-{i}".encode()), 5
+        )
+    )
     packets = PacketReader(side="client", protocol_level=5)
     while True:
         data = await reader.read(4096)
@@ -138,7 +150,9 @@ async def one_login(port: int, i: int, started: float) -> tuple[int, float, asyn
                 return packet.reason_code, time.monotonic() - started, writer
 
 
-async def storm(port: int, who: range | list[int]) -> tuple[list[int], float, list[asyncio.StreamWriter]]:
+async def storm(
+    port: int, who: range | list[int]
+) -> tuple[list[int], float, list[asyncio.StreamWriter]]:
     started = time.monotonic()
     results = await asyncio.gather(*(one_login(port, i, started) for i in who))
     codes = [code for code, _, _ in results]
@@ -164,8 +178,9 @@ def run(args: argparse.Namespace, n: int) -> list[str]:
     passwd = password_file(n, args.old_hashes)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        proc, port, _log = start_broker(Path(args.root), Path(tmp), passwd, args.cache_entries,
-                                        args.connect_timeout)
+        proc, port, _log = start_broker(
+            Path(args.root), Path(tmp), passwd, args.cache_entries, args.connect_timeout
+        )
         try:
             time.sleep(0.5)
             base = rss_kib(proc.pid)
@@ -173,8 +188,10 @@ def run(args: argparse.Namespace, n: int) -> list[str]:
                 before = rss_kib(proc.pid)
                 with PeakRss(proc.pid) as peak:
                     codes, last = asyncio.run(_phase(port, range(n)))
-                rows.append(f"| {n} | {phase} | {last:.2f} | {summary(codes)} | "
-                            f"{before / 1024:.0f} | {peak.peak / 1024:.0f} | {base / 1024:.0f} |")
+                rows.append(
+                    f"| {n} | {phase} | {last:.2f} | {summary(codes)} | "
+                    f"{before / 1024:.0f} | {peak.peak / 1024:.0f} | {base / 1024:.0f} |"
+                )
                 print(rows[-1], flush=True)
                 if phase == "cold":
                     # The reconnect storm: every device was connected before the outage. Those
@@ -198,19 +215,32 @@ async def _phase(port: int, who: range | list[int]) -> tuple[list[int], float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--clients", type=int, nargs="+", default=[200, 1000])
-    parser.add_argument("--cache-entries", type=int, default=None,
-                        help="[passwords] cache_entries (default: the broker's default)")
-    parser.add_argument("--old-hashes", action="store_true",
-                        help="argon2id m=64 MiB t=2, the default before issue 16")
+    parser.add_argument(
+        "--cache-entries",
+        type=int,
+        default=None,
+        help="[passwords] cache_entries (default: the broker's default)",
+    )
+    parser.add_argument(
+        "--old-hashes",
+        action="store_true",
+        help="argon2id m=64 MiB t=2, the default before issue 16",
+    )
     parser.add_argument("--connect-timeout", type=float, default=10.0)
     parser.add_argument("--root", default=str(ROOT), help="checkout whose broker to run")
     args = parser.parse_args()
-    print(f"hashes: {'m=64MiB t=2 (old)' if args.old_hashes else 'm=7MiB t=5 (new)'}; "
-          f"cache_entries: {args.cache_entries if args.cache_entries is not None else 'default'}; "
-          f"broker: {args.root}")
-    print("| clients | cache | all answered (s) | CONNACKs | RSS before (MiB) | peak RSS (MiB) | idle RSS (MiB) |")
+    print(
+        f"hashes: {'m=64MiB t=2 (old)' if args.old_hashes else 'm=7MiB t=5 (new)'}; "
+        f"cache_entries: {args.cache_entries if args.cache_entries is not None else 'default'}; "
+        f"broker: {args.root}"
+    )
+    print(
+        "| clients | cache | all answered (s) | CONNACKs | RSS before (MiB) | peak RSS (MiB) | idle RSS (MiB) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for n in args.clients:
         run(args, n)

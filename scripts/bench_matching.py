@@ -56,7 +56,6 @@ PATTERN_SHAPES = (
     "tenant{t}.device{i}.*.status",
     "tenant{t}.device{i}.>",
     "tenant{t}.dev{i}-*.#",  # '-' ends the prefix: 'dev1-*' is not a prefix of 'dev12-…'
-
     "tenant{t}.device{i}.cmd.c#",
 )
 
@@ -191,9 +190,7 @@ def build(
     }
 
 
-def retained_rates(
-    n: int, seconds: float, rounds: int, rng: random.Random
-) -> dict[str, float]:
+def retained_rates(n: int, seconds: float, rounds: int, rng: random.Random) -> dict[str, float]:
     """Wildcard SUBSCRIBE against ``n`` retained topics, filters/s: TopicTree vs a scan, for
     filters whose wildcards come after the device level (``tenant0/device7/+/status``) and
     for filters with ``+`` right below the tenant (``tenant0/+/device7/telemetry``), which
@@ -294,45 +291,61 @@ def main(argv: Sequence[str] | None = None) -> int:
                 best[n, key] = max(best.get((n, key), 0.0), r)
 
     load = os.getloadavg()[0]
-    print(f"Python {platform.python_version()} on {platform.machine()} ({os.cpu_count()} CPUs, "
-          f"load {load:.1f}); calls per CPU second, best of {args.rounds} x {args.seconds}s; "
-          "higher is better\n")
+    print(
+        f"Python {platform.python_version()} on {platform.machine()} ({os.cpu_count()} CPUs, "
+        f"load {load:.1f}); calls per CPU second, best of {args.rounds} x {args.seconds}s; "
+        "higher is better\n"
+    )
     print("| rules / subs | " + " | ".join(label for _, label in COLUMNS) + " |")
     print("|---:|" + "---:|" * len(COLUMNS))
     for n in sizes:
         print(f"| {n:,} | " + " | ".join(fmt(best[n, key]) for key, _ in COLUMNS) + " |")
     print()
-    print("Matching filters / patterns per probe (the work a match must return): "
-          + ", ".join(f"{n:,}: {hits[n][0]:.2f} / {hits[n][1]:.2f}" for n in sizes))
+    print(
+        "Matching filters / patterns per probe (the work a match must return): "
+        + ", ".join(f"{n:,}: {hits[n][0]:.2f} / {hits[n][1]:.2f}" for n in sizes)
+    )
     print()
     ok = True
     lo, hi = sizes[0], sizes[-1]
-    for key, label in (("dec_index", "decision (FirstMatchIndex)"),
-                       ("sub_trie", "subscription match (SubscriptionTrie, no cache)"),
-                       ("pat_trie", "pattern match (PatternTrie, no cache)")):
+    for key, label in (
+        ("dec_index", "decision (FirstMatchIndex)"),
+        ("sub_trie", "subscription match (SubscriptionTrie, no cache)"),
+        ("pat_trie", "pattern match (PatternTrie, no cache)"),
+    ):
         ratio = best[lo, key] / best[hi, key]
         ok &= ratio < 2.0
-        print(f"- cost of a {label} at {hi:,} vs {lo:,}: {ratio:.2f}x "
-              f"({'meets' if ratio < 2.0 else 'MISSES'} the < 2x target)")
+        print(
+            f"- cost of a {label} at {hi:,} vs {lo:,}: {ratio:.2f}x "
+            f"({'meets' if ratio < 2.0 else 'MISSES'} the < 2x target)"
+        )
     print()
-    print("| retained topics | TopicTree: t/device7/+/status | scan: same | "
-          "TopicTree: t/+/device7/telemetry | scan: same |")
+    print(
+        "| retained topics | TopicTree: t/device7/+/status | scan: same | "
+        "TopicTree: t/+/device7/telemetry | scan: same |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for n in sizes:
         rr = retained_rates(n, args.seconds, args.rounds, rng)
-        print(f"| {n:,} | {fmt(rr['tree_deep'])} | {fmt(rr['scan_deep'])} | "
-              f"{fmt(rr['tree_shallow'])} | {fmt(rr['scan_shallow'])} |")
+        print(
+            f"| {n:,} | {fmt(rr['tree_deep'])} | {fmt(rr['scan_deep'])} | "
+            f"{fmt(rr['tree_shallow'])} | {fmt(rr['scan_shallow'])} |"
+        )
     print()
-    print("| rules | SUBSCRIBE checks/s (first containing + earlier overlapping) | "
-          "mean overlapping rules returned |")
+    print(
+        "| rules | SUBSCRIBE checks/s (first containing + earlier overlapping) | "
+        "mean overlapping rules returned |"
+    )
     print("|---:|---:|---:|")
     for n in sizes:
         checks, mean = subscribe_check_rates(n, args.seconds, args.rounds, rng)
         print(f"| {n:,} | {fmt(checks)} | {mean:.1f} |")
     print()
     mem = memory_per_entry(sizes[-1])
-    print(f"Memory at {sizes[-1]:,} entries (tracemalloc, bytes per entry incl. the filter "
-          "strings): " + ", ".join(f"{k} {v:.0f}" for k, v in mem.items()))
+    print(
+        f"Memory at {sizes[-1]:,} entries (tracemalloc, bytes per entry incl. the filter "
+        "strings): " + ", ".join(f"{k} {v:.0f}" for k, v in mem.items())
+    )
     sys.stdout.flush()
     return 0 if ok else 1
 

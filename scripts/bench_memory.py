@@ -41,11 +41,17 @@ def start() -> Broker:
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     port = free_port()
     conf = workdir / "edge.toml"
-    conf.write_text(f'[[listeners]]\nname = "bench"\nport = {port}\n'
-                    "[limits]\nconnect_rate = 100000\nconnect_burst = 100000\n"
-                    '[log]\nlevel = "warning"\n')
-    p = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
-                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conf.write_text(
+        f'[[listeners]]\nname = "bench"\nport = {port}\n'
+        "[limits]\nconnect_rate = 100000\nconnect_burst = 100000\n"
+        '[log]\nlevel = "warning"\n'
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _wait_listening(port, p, "edge-broker")
     return Broker("edge-broker", p, port, workdir)
 
@@ -110,13 +116,19 @@ def main() -> int:
         print("| measure | RSS growth | per item |")
         print("|---|---:|---:|")
         print(f"| broker at start | {base / 1024:.1f} MiB | |")
-        print(f"| {args.clients:,} idle clients | {(with_clients - base) / 1024:.1f} MiB | "
-              f"{(with_clients - base) * 1024 / args.clients / 1024:.1f} KiB per client |")
-        print(f"| {subs:,} subscriptions | {(with_subs - with_clients) / 1024:.1f} MiB | "
-              f"{(with_subs - with_clients) * 1024 / max(1, subs):.0f} B per subscription |")
-        print(f"| {args.retained:,} retained messages of {args.payload} B | "
-              f"{(with_retained - with_subs) / 1024:.1f} MiB | "
-              f"{(with_retained - with_subs) * 1024 / max(1, args.retained):.0f} B per message |")
+        print(
+            f"| {args.clients:,} idle clients | {(with_clients - base) / 1024:.1f} MiB | "
+            f"{(with_clients - base) * 1024 / args.clients / 1024:.1f} KiB per client |"
+        )
+        print(
+            f"| {subs:,} subscriptions | {(with_subs - with_clients) / 1024:.1f} MiB | "
+            f"{(with_subs - with_clients) * 1024 / max(1, subs):.0f} B per subscription |"
+        )
+        print(
+            f"| {args.retained:,} retained messages of {args.payload} B | "
+            f"{(with_retained - with_subs) / 1024:.1f} MiB | "
+            f"{(with_retained - with_subs) * 1024 / max(1, args.retained):.0f} B per message |"
+        )
         for c in clients:
             c.sock.close()
     finally:

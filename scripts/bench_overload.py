@@ -30,11 +30,17 @@ def start(policy: str) -> Broker:
     workdir = Path(tempfile.mkdtemp(prefix="bench-overload-"))
     port = free_port()
     conf = workdir / "edge.toml"
-    conf.write_text(f'[[listeners]]\nname = "bench"\nport = {port}\n'
-                    f'[limits]\nqueue_overflow = "{policy}"\n[sys]\ninterval = 1\n'
-                    '[log]\nlevel = "warning"\n')
-    p = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
-                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conf.write_text(
+        f'[[listeners]]\nname = "bench"\nport = {port}\n'
+        f'[limits]\nqueue_overflow = "{policy}"\n[sys]\ninterval = 1\n'
+        '[log]\nlevel = "warning"\n'
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _wait_listening(port, p, "edge-broker")
     return Broker("edge-broker", p, port, workdir)
 
@@ -97,8 +103,14 @@ def run(policy: str, messages: int) -> dict[str, float]:
     pub.disconnect()
     sub.disconnect()
     broker.stop()
-    return {"acked": acked[0], "delivered": len(received), "lost": acked[0] - len(received),
-            "dropped": dropped[0], "seconds": elapsed, "peak_rss_mib": peak / 1024}
+    return {
+        "acked": acked[0],
+        "delivered": len(received),
+        "lost": acked[0] - len(received),
+        "dropped": dropped[0],
+        "seconds": elapsed,
+        "peak_rss_mib": peak / 1024,
+    }
 
 
 def main() -> int:
@@ -106,12 +118,17 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=20_000)
     ap.add_argument("--policies", default="drop,backpressure")
     args = ap.parse_args()
-    print("| queue_overflow | PUBACKed | delivered | lost | $SYS dropped | seconds | peak RSS MiB |")
+    print(
+        "| queue_overflow | PUBACKed | delivered | lost | $SYS dropped | seconds | peak RSS MiB |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for policy in args.policies.split(","):
         r = run(policy, args.messages)
-        print(f"| {policy} | {r['acked']:,.0f} | {r['delivered']:,.0f} | {r['lost']:,.0f} | "
-              f"{r['dropped']:,.0f} | {r['seconds']:.1f} | {r['peak_rss_mib']:.1f} |", flush=True)
+        print(
+            f"| {policy} | {r['acked']:,.0f} | {r['delivered']:,.0f} | {r['lost']:,.0f} | "
+            f"{r['dropped']:,.0f} | {r['seconds']:.1f} | {r['peak_rss_mib']:.1f} |",
+            flush=True,
+        )
     return 0
 
 

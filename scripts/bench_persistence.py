@@ -72,8 +72,15 @@ def _subscribe(port: int, client_id: str) -> socket.socket:
     return s
 
 
-def subscriber(port: int, pkt_len: int, pid_off: int, expected: int, ready: Any,
-               out: Any, client_id: str = "bench-sub") -> None:
+def subscriber(
+    port: int,
+    pkt_len: int,
+    pid_off: int,
+    expected: int,
+    ready: Any,
+    out: Any,
+    client_id: str = "bench-sub",
+) -> None:
     """Acknowledge every delivery (fixed-size packets); report how many arrived."""
     s = _subscribe(port, client_id)
     ready.set()
@@ -89,9 +96,13 @@ def subscriber(port: int, pkt_len: int, pid_off: int, expected: int, ready: Any,
             break
         buf += data
         n = len(buf) // pkt_len
-        s.sendall(b"".join(b"\x40\x02" + buf[i * pkt_len + pid_off:i * pkt_len + pid_off + 2]
-                           for i in range(n)))
-        del buf[:n * pkt_len]
+        s.sendall(
+            b"".join(
+                b"\x40\x02" + buf[i * pkt_len + pid_off : i * pkt_len + pid_off + 2]
+                for i in range(n)
+            )
+        )
+        del buf[: n * pkt_len]
         total += n
     out.put(("sub", total))
     s.close()
@@ -101,8 +112,10 @@ def publisher(port: int, index: int, count: int, window: int, go: Any, out: Any)
     """Send ``count`` QoS 1 PUBLISH keeping ``window`` unacknowledged; time until all acked."""
     s = _connect(port, f"bench-pub-{index}", clean=True)
     # Topics of one width: the subscriber splits its input into packets of one size.
-    packets = [encode(Publish(f"bench/{index:03d}", PAYLOAD, 1, packet_id=pid), 4)
-               for pid in range(1, 65536)]
+    packets = [
+        encode(Publish(f"bench/{index:03d}", PAYLOAD, 1, packet_id=pid), 4)
+        for pid in range(1, 65536)
+    ]
     go.wait()
     started = time.perf_counter()
     sent = acked = 0
@@ -116,7 +129,7 @@ def publisher(port: int, index: int, count: int, window: int, go: Any, out: Any)
             raise ConnectionError("broker closed the connection")
         pending += data
         n = len(pending) // 4
-        pending = pending[n * 4:]
+        pending = pending[n * 4 :]
         acked += n
         more = min(n, count - sent)
         if more:
@@ -126,22 +139,39 @@ def publisher(port: int, index: int, count: int, window: int, go: Any, out: Any)
     s.close()
 
 
-def start_broker(workdir: Path, persistence: str, state: Path,
-                 extra: str = "") -> tuple[subprocess.Popen[bytes], int, Path]:
+def start_broker(
+    workdir: Path, persistence: str, state: Path, extra: str = ""
+) -> tuple[subprocess.Popen[bytes], int, Path]:
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "broker.toml"
-    lines = ['[[listeners]]', 'name = "tcp"', 'bind = "127.0.0.1"', 'port = 0',
-             '[log]', 'level = "info"', '[limits]', 'receive_maximum = 65535',
-             'max_queued_messages = 200000', 'max_queued_bytes = 268435456']
+    lines = [
+        "[[listeners]]",
+        'name = "tcp"',
+        'bind = "127.0.0.1"',
+        "port = 0",
+        "[log]",
+        'level = "info"',
+        "[limits]",
+        "receive_maximum = 65535",
+        "max_queued_messages = 200000",
+        "max_queued_bytes = 268435456",
+    ]
     if persistence != "off":
-        lines += ['[persistence]', 'enabled = true', f'state_dir = "{state}"',
-                  f'durability = "{persistence}"', 'interval_ms = 50']
+        lines += [
+            "[persistence]",
+            "enabled = true",
+            f'state_dir = "{state}"',
+            f'durability = "{persistence}"',
+            "interval_ms = 50",
+        ]
     config.write_text("\n".join(lines) + "\n" + extra)
     log_path = workdir / "broker.log.txt"
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
-            stdout=log_file, stderr=subprocess.STDOUT)
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         found = LISTEN_RE.search(log_path.read_text(errors="replace"))
@@ -157,8 +187,9 @@ def start_broker(workdir: Path, persistence: str, state: Path,
 MOSQUITTO = "/usr/sbin/mosquitto"
 
 
-def start_mosquitto(workdir: Path, state: Path,
-                    autosave: int = 1) -> tuple[subprocess.Popen[bytes], int, Path]:
+def start_mosquitto(
+    workdir: Path, state: Path, autosave: int = 1
+) -> tuple[subprocess.Popen[bytes], int, Path]:
     """Mosquitto 2 with ``persistence true``: its in-memory state is saved every ``autosave``
     seconds (``autosave_interval``, the counterpart of our ``interval`` mode)."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -167,14 +198,17 @@ def start_mosquitto(workdir: Path, state: Path,
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     config = workdir / "mosquitto.conf"
-    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nlog_type error\n"
-                      f"persistence true\npersistence_location {state}/\n"
-                      f"autosave_interval {autosave}\nmax_queued_messages 200000\n"
-                      "max_inflight_messages 32\n")
+    config.write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\nlog_type error\n"
+        f"persistence true\npersistence_location {state}/\n"
+        f"autosave_interval {autosave}\nmax_queued_messages 200000\n"
+        "max_inflight_messages 32\n"
+    )
     log_path = workdir / "mosquitto.log.txt"
     with open(log_path, "wb") as log_file:
-        process = subprocess.Popen([MOSQUITTO, "-c", str(config)], stdout=log_file,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [MOSQUITTO, "-c", str(config)], stdout=log_file, stderr=subprocess.STDOUT
+        )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -228,10 +262,13 @@ def kill_loss(base: Path, mode: str, count: int) -> tuple[int, int]:
                 break
             buf += data
             n = len(buf) // len(sample)
-            s.sendall(b"".join(b"\x40\x02" + buf[i * len(sample) + pid_off:
-                                                  i * len(sample) + pid_off + 2]
-                               for i in range(n)))
-            buf = buf[n * len(sample):]
+            s.sendall(
+                b"".join(
+                    b"\x40\x02" + buf[i * len(sample) + pid_off : i * len(sample) + pid_off + 2]
+                    for i in range(n)
+                )
+            )
+            buf = buf[n * len(sample) :]
             got += n
         s.close()
     finally:
@@ -257,8 +294,9 @@ def cpu_seconds(pid: int) -> float:
 STORE_STATS_RE = re.compile(r"broker store closed: (\d+) appends, (\d+) fsyncs")
 
 
-def throughput(base: Path, mode: str, messages: int, publishers: int, window: int,
-               subscribers: int = 1) -> tuple[float, float, float]:
+def throughput(
+    base: Path, mode: str, messages: int, publishers: int, window: int, subscribers: int = 1
+) -> tuple[float, float, float]:
     """(messages/s, broker CPU µs per published message, messages per fsync) for QoS 1 into
     ``subscribers`` persistent sessions."""
     name = f"{mode}-{subscribers}s-{publishers}p"
@@ -274,14 +312,17 @@ def throughput(base: Path, mode: str, messages: int, publishers: int, window: in
         subs = []
         for k in range(subscribers):
             ready = CTX.Event()
-            sub = CTX.Process(target=subscriber, args=(port, len(sample), pid_off,
-                                                       per * publishers, ready, out,
-                                                       f"bench-sub-{k}"))
+            sub = CTX.Process(
+                target=subscriber,
+                args=(port, len(sample), pid_off, per * publishers, ready, out, f"bench-sub-{k}"),
+            )
             sub.start()
             ready.wait(30)
             subs.append(sub)
-        pubs = [CTX.Process(target=publisher, args=(port, i, per, window, go, out))
-                for i in range(publishers)]
+        pubs = [
+            CTX.Process(target=publisher, args=(port, i, per, window, go, out))
+            for i in range(publishers)
+        ]
         for p in pubs:
             p.start()
         time.sleep(0.5)
@@ -313,8 +354,10 @@ def recovery(base: Path, queued: int) -> tuple[float, float, int]:
         _subscribe(port, "bench-sub").close()
         out: Any = CTX.Queue()
         go = CTX.Event()
-        pubs = [CTX.Process(target=publisher, args=(port, i, queued // 4, 256, go, out))
-                for i in range(4)]
+        pubs = [
+            CTX.Process(target=publisher, args=(port, i, queued // 4, 256, go, out))
+            for i in range(4)
+        ]
         for p in pubs:
             p.start()
         go.set()
@@ -338,18 +381,26 @@ def recovery(base: Path, queued: int) -> tuple[float, float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", help="directory for the stores (default: a temporary "
-                                      "directory under ./var)")
+    parser.add_argument(
+        "--dir", help="directory for the stores (default: a temporary directory under ./var)"
+    )
     parser.add_argument("--messages", type=int, default=20000)
     parser.add_argument("--publishers", type=int, default=4)
     parser.add_argument("--window", type=int, default=32)
     parser.add_argument("--queued", type=int, default=100000)
     parser.add_argument("--modes", default="off,none,interval,sync")
-    parser.add_argument("--sync-publishers", type=int, default=16,
-                        help="publishers of the group-commit run (0: skip it)")
-    parser.add_argument("--mosquitto", action="store_true",
-                        help=f"also run {MOSQUITTO} with persistence true (autosave_interval 1)"
-                             " and measure what each broker loses on kill -9")
+    parser.add_argument(
+        "--sync-publishers",
+        type=int,
+        default=16,
+        help="publishers of the group-commit run (0: skip it)",
+    )
+    parser.add_argument(
+        "--mosquitto",
+        action="store_true",
+        help=f"also run {MOSQUITTO} with persistence true (autosave_interval 1)"
+        " and measure what each broker loses on kill -9",
+    )
     parser.add_argument("--kill-messages", type=int, default=2000)
     args = parser.parse_args()
     if args.dir:
@@ -361,22 +412,29 @@ def main() -> None:
         base = Path(tempfile.mkdtemp(prefix="bench-persistence-", dir="var"))
         cleanup = True
     fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True)
-    print(f"store directory {base} ({fs.stdout.strip() or 'unknown'} filesystem), "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"store directory {base} ({fs.stdout.strip() or 'unknown'} filesystem), "
+        f"{os.cpu_count()} CPUs"
+    )
     try:
-        print("QoS 1, 64-byte payloads, into persistent sessions (clean session 0); CPU is the "
-              "broker process's user+system time per published message")
+        print(
+            "QoS 1, 64-byte payloads, into persistent sessions (clean session 0); CPU is the "
+            "broker process's user+system time per published message"
+        )
         cpu: dict[tuple[str, int], float] = {}
         for subscribers in (1, 10):
             for mode in args.modes.split(","):
-                rate, us, per_fsync = throughput(base, mode, args.messages, args.publishers,
-                                                 args.window, subscribers)
+                rate, us, per_fsync = throughput(
+                    base, mode, args.messages, args.publishers, args.window, subscribers
+                )
                 cpu[mode, subscribers] = us
                 label = "persistence off" if mode == "off" else f"durability = {mode!r}"
                 extra = f", {per_fsync:.1f} msg/fsync" if mode == "sync" else ""
-                print(f"  {subscribers:2} subscriber(s), {label:24}: {rate:8.0f} msg/s, "
-                      f"{us:7.1f} µs CPU/msg{extra} ({args.publishers} publishers, window "
-                      f"{args.window})")
+                print(
+                    f"  {subscribers:2} subscriber(s), {label:24}: {rate:8.0f} msg/s, "
+                    f"{us:7.1f} µs CPU/msg{extra} ({args.publishers} publishers, window "
+                    f"{args.window})"
+                )
         if ("off", 1) in cpu and ("none", 1) in cpu:
             one = cpu["none", 1] / cpu["off", 1]
             print(f"durability 'none' vs off, 1 subscriber: {one:.2f}x (target <= 2x)")
@@ -384,34 +442,49 @@ def main() -> None:
                 ten = cpu["none", 10] / cpu["off", 10]
                 extra1 = cpu["none", 1] - cpu["off", 1]
                 extra10 = cpu["none", 10] - cpu["off", 10]
-                print(f"durability 'none', 10 persistent subscribers vs 1: "
-                      f"{cpu['none', 10] / cpu['none', 1]:.2f}x per message (target <= 1.5x), "
-                      f"{cpu['none', 10] / 10 / cpu['none', 1]:.2f}x per delivery; vs off with "
-                      f"10 subscribers {ten:.2f}x; persistence's own cost {extra10:.1f} µs "
-                      f"vs {extra1:.1f} µs per message")
+                print(
+                    f"durability 'none', 10 persistent subscribers vs 1: "
+                    f"{cpu['none', 10] / cpu['none', 1]:.2f}x per message (target <= 1.5x), "
+                    f"{cpu['none', 10] / 10 / cpu['none', 1]:.2f}x per delivery; vs off with "
+                    f"10 subscribers {ten:.2f}x; persistence's own cost {extra10:.1f} µs "
+                    f"vs {extra1:.1f} µs per message"
+                )
         if args.mosquitto:
             for subscribers in (1, 10):
-                rate, us, _ = throughput(base, "mosquitto", args.messages, args.publishers,
-                                         args.window, subscribers)
-                print(f"  {subscribers:2} subscriber(s), Mosquitto persistence true      : "
-                      f"{rate:8.0f} msg/s, {us:7.1f} µs CPU/msg (autosave_interval 1)")
+                rate, us, _ = throughput(
+                    base, "mosquitto", args.messages, args.publishers, args.window, subscribers
+                )
+                print(
+                    f"  {subscribers:2} subscriber(s), Mosquitto persistence true      : "
+                    f"{rate:8.0f} msg/s, {us:7.1f} µs CPU/msg (autosave_interval 1)"
+                )
             modes = [m for m in args.modes.split(",") if m != "off"] + ["mosquitto"]
             for mode in modes:
                 acked, got = kill_loss(base, mode, args.kill_messages)
-                label = ("Mosquitto (autosave_interval 1)" if mode == "mosquitto"
-                         else f"edge-broker durability = {mode!r}")
-                print(f"kill -9 right after {acked} acknowledged QoS 1 messages for an offline "
-                      f"persistent subscriber, {label}: {got} delivered after the restart, "
-                      f"{max(0, acked - got)} lost")
+                label = (
+                    "Mosquitto (autosave_interval 1)"
+                    if mode == "mosquitto"
+                    else f"edge-broker durability = {mode!r}"
+                )
+                print(
+                    f"kill -9 right after {acked} acknowledged QoS 1 messages for an offline "
+                    f"persistent subscriber, {label}: {got} delivered after the restart, "
+                    f"{max(0, acked - got)} lost"
+                )
         if args.sync_publishers:
-            rate, us, per_fsync = throughput(base, "sync", args.messages,
-                                             args.sync_publishers, args.window)
-            print(f"durability = 'sync', {args.sync_publishers} publishers, 1 subscriber: "
-                  f"{rate:.0f} msg/s, {us:.1f} µs CPU/msg, {per_fsync:.1f} messages per fsync")
+            rate, us, per_fsync = throughput(
+                base, "sync", args.messages, args.sync_publishers, args.window
+            )
+            print(
+                f"durability = 'sync', {args.sync_publishers} publishers, 1 subscriber: "
+                f"{rate:.0f} msg/s, {us:.1f} µs CPU/msg, {per_fsync:.1f} messages per fsync"
+            )
         if args.queued:
             listening, loaded, size = recovery(base, args.queued)
-            print(f"restart with {args.queued} queued messages ({size / 1e6:.1f} MB store): "
-                  f"store loaded in {loaded:.2f} s, listening after {listening:.2f} s")
+            print(
+                f"restart with {args.queued} queued messages ({size / 1e6:.1f} MB store): "
+                f"store loaded in {loaded:.2f} s, listening after {listening:.2f} s"
+            )
     finally:
         if cleanup:
             shutil.rmtree(base, ignore_errors=True)

@@ -38,7 +38,7 @@ from edge_broker.pipeline.fleet import make_fleet  # noqa: E402
 
 
 def _cores(master: str) -> int:
-    inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+    inner = master[master.find("[") + 1 : master.find("]")] if "[" in master else "1"
     return os.cpu_count() or 1 if inner == "*" else int(inner)
 
 
@@ -46,10 +46,22 @@ def _run(args: list[str], master: str, events: Path) -> tuple[float, float]:
     """(wall seconds, task seconds) of one CLI run."""
     events.mkdir(parents=True, exist_ok=True)
     before = set(events.iterdir())
-    cmd = [sys.executable, "-m", "edge_broker.pipeline", "--master", master,
-           "--conf", "spark.eventLog.enabled=true", "--conf", "spark.eventLog.compress=false",
-           "--conf", f"spark.eventLog.dir={events.as_uri()}",
-           "--conf", "spark.ui.showConsoleProgress=false", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "edge_broker.pipeline",
+        "--master",
+        master,
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        "spark.eventLog.compress=false",
+        "--conf",
+        f"spark.eventLog.dir={events.as_uri()}",
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        *args,
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t = time.monotonic()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -58,7 +70,9 @@ def _run(args: list[str], master: str, events: Path) -> tuple[float, float]:
         raise SystemExit(f"{' '.join(args[:1])} failed ({done.returncode}): {done.stderr[-2000:]}")
     task = 0.0
     for entry in set(events.iterdir()) - before:
-        for log in sorted(entry.iterdir()) if entry.is_dir() else [entry]:  # Spark 4: a folder of event files
+        for log in (
+            sorted(entry.iterdir()) if entry.is_dir() else [entry]
+        ):  # Spark 4: a folder of event files
             task += _task_seconds(log)
     return wall, task
 
@@ -76,14 +90,18 @@ def _task_seconds(log: Path) -> float:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--devices", type=int, default=80_000)
     p.add_argument("--gateways", type=int, default=800)
     p.add_argument("--records", type=int, default=800_000)
     p.add_argument("--fractions", default="0.25,0.5,1.0")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--format", choices=("csv", "json", "parquet"), default="csv")
-    p.add_argument("--workdir", help="keep inputs and outputs here (default: a temporary directory, removed)")
+    p.add_argument(
+        "--workdir", help="keep inputs and outputs here (default: a temporary directory, removed)"
+    )
     p.add_argument("--json", help="append the result lines to this file")
     a = p.parse_args()
     work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-pipeline-"))
@@ -99,23 +117,60 @@ def main() -> int:
             records = round(a.records * fraction)
             d = work / f"f{fraction}"
             t = time.monotonic()
-            fleet = make_fleet(str(d / "in"), gateways=gateways, devices_per_gateway=per_gw,
-                               tenants=max(1, gateways // 20), audit_records=records, fmt=a.format, seed=1)
+            fleet = make_fleet(
+                str(d / "in"),
+                gateways=gateways,
+                devices_per_gateway=per_gw,
+                tenants=max(1, gateways // 20),
+                audit_records=records,
+                fmt=a.format,
+                seed=1,
+            )
             generate = time.monotonic() - t
-            c_wall, c_task = _run(["compile", "--input", fleet.directory, "--key", str(key_path), "-o", str(d / "out"),
-                                   "--issued-at", "1790000000"], a.master, work / "events")
-            a_wall, a_task = _run(["audit", str(Path(fleet.directory) / "audit"), "-o", str(d / "report")],
-                                  a.master, work / "events")
-            row = {"fraction": fraction, "master": a.master, "gateways": gateways, "devices": fleet.devices,
-                   "records": fleet.audit_records, "generate_s": round(generate, 1),
-                   "compile_s": round(c_wall, 1), "compile_busy": round(c_task / (c_wall * cores), 2),
-                   "audit_s": round(a_wall, 1), "audit_busy": round(a_task / (a_wall * cores), 2)}
+            c_wall, c_task = _run(
+                [
+                    "compile",
+                    "--input",
+                    fleet.directory,
+                    "--key",
+                    str(key_path),
+                    "-o",
+                    str(d / "out"),
+                    "--issued-at",
+                    "1790000000",
+                ],
+                a.master,
+                work / "events",
+            )
+            a_wall, a_task = _run(
+                ["audit", str(Path(fleet.directory) / "audit"), "-o", str(d / "report")],
+                a.master,
+                work / "events",
+            )
+            row = {
+                "fraction": fraction,
+                "master": a.master,
+                "gateways": gateways,
+                "devices": fleet.devices,
+                "records": fleet.audit_records,
+                "generate_s": round(generate, 1),
+                "compile_s": round(c_wall, 1),
+                "compile_busy": round(c_task / (c_wall * cores), 2),
+                "audit_s": round(a_wall, 1),
+                "audit_busy": round(a_task / (a_wall * cores), 2),
+            }
             if rows:
                 prev = rows[-1]
                 row["compile_s_per_1k_devices"] = round(
-                    (row["compile_s"] - prev["compile_s"]) / ((row["devices"] - prev["devices"]) / 1000), 3)
+                    (row["compile_s"] - prev["compile_s"])
+                    / ((row["devices"] - prev["devices"]) / 1000),
+                    3,
+                )
                 row["audit_s_per_100k_records"] = round(
-                    (row["audit_s"] - prev["audit_s"]) / ((row["records"] - prev["records"]) / 100_000), 3)
+                    (row["audit_s"] - prev["audit_s"])
+                    / ((row["records"] - prev["records"]) / 100_000),
+                    3,
+                )
             rows.append(row)
             print(json.dumps(row), flush=True)
             if a.json:
@@ -126,12 +181,16 @@ def main() -> int:
     finally:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"{'devices':>9} {'gateways':>8} {'records':>9} {'compile s':>9} {'busy':>5} {'s/1k dev':>8} "
-          f"{'audit s':>8} {'busy':>5} {'s/100k rec':>10}")
+    print(
+        f"{'devices':>9} {'gateways':>8} {'records':>9} {'compile s':>9} {'busy':>5} {'s/1k dev':>8} "
+        f"{'audit s':>8} {'busy':>5} {'s/100k rec':>10}"
+    )
     for r in rows:
-        print(f"{r['devices']:>9} {r['gateways']:>8} {r['records']:>9} {r['compile_s']:>9} {r['compile_busy']:>5} "
-              f"{r.get('compile_s_per_1k_devices', '-'):>8} {r['audit_s']:>8} {r['audit_busy']:>5} "
-              f"{r.get('audit_s_per_100k_records', '-'):>10}")
+        print(
+            f"{r['devices']:>9} {r['gateways']:>8} {r['records']:>9} {r['compile_s']:>9} {r['compile_busy']:>5} "
+            f"{r.get('compile_s_per_1k_devices', '-'):>8} {r['audit_s']:>8} {r['audit_busy']:>5} "
+            f"{r.get('audit_s_per_100k_records', '-'):>10}"
+        )
     return 0
 
 

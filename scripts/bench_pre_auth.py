@@ -41,9 +41,13 @@ def start(root: Path, workdir: Path, config: str) -> tuple[subprocess.Popen[byte
     path.write_text(config)
     log = workdir / "broker.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(path)],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=root,
-                                env=dict(os.environ, PYTHONPATH=str(root)))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "edge_broker", "run", "--config", str(path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=root,
+            env=dict(os.environ, PYTHONPATH=str(root)),
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = re.search(r"listening on 127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
@@ -93,20 +97,27 @@ def answer(sock: socket.socket) -> str:
 
 def bench_connects(root: Path, k: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        config = (f'[claims]\nstore_dir = "{tmp}/claims"\nfsync = "never"\n\n'
-                  "[broker]\nconnect_timeout = 30\n\n"
-                  '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
-                  'auth_methods = ["smoker", "anonymous"]\n')
+        config = (
+            f'[claims]\nstore_dir = "{tmp}/claims"\nfsync = "never"\n\n'
+            "[broker]\nconnect_timeout = 30\n\n"
+            '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
+            'auth_methods = ["smoker", "anonymous"]\n'
+        )
         proc, port = start(root, Path(tmp), config)
         try:
             time.sleep(1.0)
             before = rss_mib(proc.pid)
             socks = []
             for _ in range(k):
-                props = Properties(authentication_method="SMOKER",
-                                   user_properties=(("", ""),) * 200_000)
-                data = encode(Connect(5, smoker_id(SigningKey.generate().verify_key), True, 60,
-                                      properties=props), 5)
+                props = Properties(
+                    authentication_method="SMOKER", user_properties=(("", ""),) * 200_000
+                )
+                data = encode(
+                    Connect(
+                        5, smoker_id(SigningKey.generate().verify_key), True, 60, properties=props
+                    ),
+                    5,
+                )
                 s = socket.create_connection(("127.0.0.1", port))
                 try:
                     s.sendall(data)
@@ -117,8 +128,10 @@ def bench_connects(root: Path, k: int) -> None:
             after = rss_mib(proc.pid)
             answers = [answer(s) for s in socks]
             kinds = {a: answers.count(a) for a in sorted(set(answers))}
-            print(f"| {k} CONNECTs x 1 MB user properties (SMOKER) | RSS {before:.0f} -> {after:.0f} MiB "
-                  f"(+{after - before:.0f}) | {kinds} |")
+            print(
+                f"| {k} CONNECTs x 1 MB user properties (SMOKER) | RSS {before:.0f} -> {after:.0f} MiB "
+                f"(+{after - before:.0f}) | {kinds} |"
+            )
             for s in socks:
                 s.close()
         finally:
@@ -130,8 +143,10 @@ def bench_websockets(root: Path, w: int) -> None:
     from websockets.sync.client import connect as ws_connect
 
     with tempfile.TemporaryDirectory() as tmp:
-        config = ("[broker]\nconnect_timeout = 3\n\n[limits]\nmax_connections = 100\n\n"
-                  '[[listeners]]\nname = "ws"\nbind = "127.0.0.1"\nport = 0\ntransport = "websocket"\n')
+        config = (
+            "[broker]\nconnect_timeout = 3\n\n[limits]\nmax_connections = 100\n\n"
+            '[[listeners]]\nname = "ws"\nbind = "127.0.0.1"\nport = 0\ntransport = "websocket"\n'
+        )
         proc, port = start(root, Path(tmp), config)
         try:
             socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(w)]
@@ -142,15 +157,18 @@ def bench_websockets(root: Path, w: int) -> None:
             time.sleep(4.0)
             late = sum(closed(s) for s in socks)
             try:
-                with ws_connect(f"ws://127.0.0.1:{port}/mqtt", subprotocols=["mqtt"],
-                                open_timeout=5) as ws:
+                with ws_connect(
+                    f"ws://127.0.0.1:{port}/mqtt", subprotocols=["mqtt"], open_timeout=5
+                ) as ws:
                     ws.send(encode(Connect(5, "real-client"), 5))
                     packets = PacketReader(side="client", protocol_level=5).feed(ws.recv(timeout=5))
                     real = f"CONNACK 0x{packets[0].reason_code:02X}"  # type: ignore[attr-defined]
             except Exception as exc:  # noqa: BLE001 - reported, that is the measurement
                 real = f"failed: {type(exc).__name__}"
-            print(f"| {w} half-open WebSockets (max_connections 100, connect_timeout 3 s) | "
-                  f"closed after 1 s: {early}, after 5 s: {late} | real client: {real} |")
+            print(
+                f"| {w} half-open WebSockets (max_connections 100, connect_timeout 3 s) | "
+                f"closed after 1 s: {early}, after 5 s: {late} | real client: {real} |"
+            )
             for s in socks:
                 s.close()
         finally:
@@ -159,7 +177,9 @@ def bench_websockets(root: Path, w: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--connects", type=int, default=20)
     parser.add_argument("--websockets", type=int, default=300)
     parser.add_argument("--root", default=str(ROOT))

@@ -52,8 +52,9 @@ def session_with(broker: Broker, subs: int, queued: int) -> Session:
         session.subscriptions[f] = entry
         space.subscribe(entry, f, None)
     for i in range(queued):
-        message = make_message(f"site/{i % max(1, subs)}/t/{i}", b"x" * 32, 1, False,
-                               NO_PROPERTIES, "pub")
+        message = make_message(
+            f"site/{i % max(1, subs)}/t/{i}", b"x" * 32, 1, False, NO_PROPERTIES, "pub"
+        )
         session.queue.append(Outgoing(message, 1, False))
         session.queued_bytes += message.size
     return session

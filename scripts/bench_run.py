@@ -28,8 +28,10 @@ SCENARIOS = {
 }
 # amqtt is an order of magnitude slower: fewer messages keep its runs to seconds.
 BROKER_SCALE = {"edge-broker": 1.0, "mosquitto": 1.0, "amqtt": 0.1}
-TARGET_NOTE = ("Targets: CPU per delivered message within 3x of Mosquitto and at least 4x below "
-               "amqtt; < 40 MB RSS with 1,000 idle clients.")
+TARGET_NOTE = (
+    "Targets: CPU per delivered message within 3x of Mosquitto and at least 4x below "
+    "amqtt; < 40 MB RSS with 1,000 idle clients."
+)
 
 
 def main() -> int:
@@ -47,8 +49,7 @@ def main() -> int:
         for name in brokers:
             broker = start(name)
             try:
-                r = run(scenario, broker.port, broker.cpu_seconds,
-                        args.scale * BROKER_SCALE[name])
+                r = run(scenario, broker.port, broker.cpu_seconds, args.scale * BROKER_SCALE[name])
             finally:
                 broker.stop()
             per_msg[(key, name)] = r.us_per_msg
@@ -59,10 +60,14 @@ def main() -> int:
                 f" {r.delivered:,}{lost} |"
             )
             print(rows[-1], file=sys.stderr, flush=True)
-    print(f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(
+        f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
     print()
-    print("| scenario | broker | delivered msg/s | broker CPU µs/msg | broker CPU | "
-          "generator CPU | delivered |")
+    print(
+        "| scenario | broker | delivered msg/s | broker CPU µs/msg | broker CPU | "
+        "generator CPU | delivered |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
     if "edge-broker" in brokers:
@@ -86,8 +91,10 @@ def main() -> int:
                 before, after = idle_connections(broker.port, args.idle, broker.rss_kib)
             finally:
                 broker.stop()
-            print(f"| {name} | {before / 1024:.1f} MB | {after / 1024:.1f} MB | "
-                  f"{(after - before) / args.idle:.1f} KB |")
+            print(
+                f"| {name} | {before / 1024:.1f} MB | {after / 1024:.1f} MB | "
+                f"{(after - before) / args.idle:.1f} KB |"
+            )
     print()
     print(TARGET_NOTE)
     return 0

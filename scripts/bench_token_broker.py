@@ -68,8 +68,17 @@ class Raw:
         return self.pending.pop(0)
 
     def connect(self, client_id: str, password: bytes | None) -> int:
-        self.send(Connect(5, client_id, True, 60, username="u" if password else None,
-                          password=password, properties=NO_PROPERTIES))
+        self.send(
+            Connect(
+                5,
+                client_id,
+                True,
+                60,
+                username="u" if password else None,
+                password=password,
+                properties=NO_PROPERTIES,
+            )
+        )
         return int(self.recv().reason_code)  # type: ignore[attr-defined]
 
     def close(self) -> None:
@@ -95,8 +104,12 @@ subscription_patterns = "seed001"
 file = {json.dumps(str(key))}
 """)
     log = directory / "broker.log"
-    proc = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace")
@@ -155,15 +168,22 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20000)
     args = parser.parse_args()
     private = ed25519.Ed25519PrivateKey.generate()
-    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     key = TokenKey.from_pem(pem)
-    public = private.public_key().public_bytes(serialization.Encoding.PEM,
-                                               serialization.PublicFormat.SubjectPublicKeyInfo)
+    public = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
     def token(i: int) -> bytes:
-        grants = [{"tenant_ids": ["~"], "allow_channels_pub": ["bench/#", f"x{i}/#"],
-                   "allow_channels_sub": ["bench/#", f"x{i}/#"]}]
+        grants = [
+            {
+                "tenant_ids": ["~"],
+                "allow_channels_pub": ["bench/#", f"x{i}/#"],
+                "allow_channels_sub": ["bench/#", f"x{i}/#"],
+            }
+        ]
         return create_token(key, grants, ttl=3600).encode()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -178,12 +198,18 @@ def main() -> None:
                 ("CONNECT, anonymous", measured(pid, lambda: connects(port, [None] * n))),
                 ("CONNECT, one token reused", measured(pid, lambda: connects(port, [same] * n))),
                 ("CONNECT, a new token each", measured(pid, lambda: connects(port, fresh))),
-                ("QoS 0 message, anonymous, bench/#",
-                 measured(pid, lambda: messages(port, None, "bench/#", m))),
-                ("QoS 0 message, token, bench/#",
-                 measured(pid, lambda: messages(port, same, "bench/#", m))),
-                ("QoS 0 message, token, pattern bench/d*",
-                 measured(pid, lambda: messages(port, same, "bench/d*", m))),
+                (
+                    "QoS 0 message, anonymous, bench/#",
+                    measured(pid, lambda: messages(port, None, "bench/#", m)),
+                ),
+                (
+                    "QoS 0 message, token, bench/#",
+                    measured(pid, lambda: messages(port, same, "bench/#", m)),
+                ),
+                (
+                    "QoS 0 message, token, pattern bench/d*",
+                    measured(pid, lambda: messages(port, same, "bench/d*", m)),
+                ),
             ]
         finally:
             proc.terminate()

@@ -149,7 +149,10 @@ def start_broker(
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "edge_broker", "run", "--config", str(config_path), *args],
-            stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
         )
     expected = text.count("[[listeners]]") or 1
     deadline = time.monotonic() + timeout
@@ -179,7 +182,9 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
     """``broker_factory(config=None, args=())`` → RunningBroker; all stopped at teardown."""
     started: list[RunningBroker] = []
 
-    def factory(config: dict[str, Any] | str | None = None, args: tuple[str, ...] = ()) -> RunningBroker:
+    def factory(
+        config: dict[str, Any] | str | None = None, args: tuple[str, ...] = ()
+    ) -> RunningBroker:
         b = start_broker(tmp_path / f"b{len(started)}", config, args)
         started.append(b)
         return b
@@ -244,8 +249,10 @@ def inprocess_broker_factory() -> Iterator[Callable[..., InProcessBroker]]:
 
     started: list[InProcessBroker] = []
 
-    def factory(config: dict[str, Any] | str | None = None,
-                before_start: Callable[[Any], None] | None = None) -> InProcessBroker:
+    def factory(
+        config: dict[str, Any] | str | None = None,
+        before_start: Callable[[Any], None] | None = None,
+    ) -> InProcessBroker:
         if config is None or isinstance(config, dict):
             merged = dict(config or {})
             merged.setdefault("listeners", [{"name": "tcp", "port": 0}])

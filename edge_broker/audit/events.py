@@ -19,8 +19,12 @@ STAT_FIELDS = ("msgs_in", "msgs_out", "bytes_in", "bytes_out")
 
 def _who(conn: Any) -> dict[str, Any]:
     identity = conn.identity
-    return {"client": conn.client_id or None, "user": getattr(identity, "username", None),
-            "tenant": getattr(identity, "tenant", None), "method": getattr(identity, "method", None)}
+    return {
+        "client": conn.client_id or None,
+        "user": getattr(identity, "username", None),
+        "tenant": getattr(identity, "tenant", None),
+        "method": getattr(identity, "method", None),
+    }
 
 
 def connected(audit: Any, conn: Any) -> None:
@@ -31,8 +35,14 @@ def connected(audit: Any, conn: Any) -> None:
 def claim(audit: Any, conn: Any, topic: str, reason_code: int, reason: str | None) -> None:
     """A SMOKER claim or unclaim request answered with ``reason_code`` (0x97: rate limited)."""
     if audit is not None:
-        audit.event("unclaim" if topic.endswith("unclaim") else "claim", **_who(conn), topic=topic,
-                    rc=int(reason_code), outcome="allow" if reason_code < 0x80 else "deny", reason=reason or None)
+        audit.event(
+            "unclaim" if topic.endswith("unclaim") else "claim",
+            **_who(conn),
+            topic=topic,
+            rc=int(reason_code),
+            outcome="allow" if reason_code < 0x80 else "deny",
+            reason=reason or None,
+        )
 
 
 def _stats(audit: Any, conn: Any) -> None:
@@ -41,7 +51,11 @@ def _stats(audit: Any, conn: Any) -> None:
     if now == before or conn.identity is None:
         return
     conn.audit_reported = now
-    audit.event("client_stats", **_who(conn), **{f: n - b for f, n, b in zip(STAT_FIELDS, now, before, strict=True)})
+    audit.event(
+        "client_stats",
+        **_who(conn),
+        **{f: n - b for f, n, b in zip(STAT_FIELDS, now, before, strict=True)},
+    )
 
 
 def disconnected(audit: Any, conn: Any) -> None:
@@ -61,7 +75,9 @@ def client_stats(audit: Any, connections: Any, now: float) -> None:
         _stats(audit, conn)
 
 
-def decision(audit: Any, action: str, identity: Any, topic: str, decided: Any, origin: str | None = None) -> None:
+def decision(
+    audit: Any, action: str, identity: Any, topic: str, decided: Any, origin: str | None = None
+) -> None:
     """A gate decision (``authz.pipeline``): every denial; allowed ones only with ``[audit]
     log_allowed`` and never for ``deliver`` (one per receiver per message would dwarf the rest;
     what-if replays publishes and subscribes). A ``deliver`` record names the receiver in ``to``
@@ -70,9 +86,21 @@ def decision(audit: Any, action: str, identity: Any, topic: str, decided: Any, o
         return
     outcome = "allow" if decided.allowed else ("disconnect" if decided.disconnect else "deny")
     gate = decided.gate.value if decided.gate is not None else None
-    who: dict[str, Any] = {"client": identity.client_id, "user": identity.username, "tenant": identity.tenant,
-                           "method": identity.method}
+    who: dict[str, Any] = {
+        "client": identity.client_id,
+        "user": identity.username,
+        "tenant": identity.tenant,
+        "method": identity.method,
+    }
     if action == "deliver":
         who = {"client": origin, "to": identity.client_id, "tenant": identity.tenant}
-    audit.decision(action=action, **who, topic=topic, outcome=outcome, gate=gate, rule=decided.rule,
-                   rc=int(decided.reason_code), reason=None if decided.allowed else decided.reason)
+    audit.decision(
+        action=action,
+        **who,
+        topic=topic,
+        outcome=outcome,
+        gate=gate,
+        rule=decided.rule,
+        rc=int(decided.reason_code),
+        reason=None if decided.allowed else decided.reason,
+    )

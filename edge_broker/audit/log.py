@@ -78,8 +78,12 @@ class AuditLog:
         self.max_segment_bytes = max_segment_bytes
         self.max_segments = max_segments
         self.max_buffered = max_buffered
-        self.log_allowed = log_allowed  # [audit] log_allowed: the gates record allowed decisions too
-        self.stats_interval = stats_interval  # [audit] stats_interval: client_stats period (events.py)
+        self.log_allowed = (
+            log_allowed  # [audit] log_allowed: the gates record allowed decisions too
+        )
+        self.stats_interval = (
+            stats_interval  # [audit] stats_interval: client_stats period (events.py)
+        )
         self.next_stats_at = 0.0
         self._buffer: list[str] = []
         self._written = 0
@@ -119,7 +123,9 @@ class AuditLog:
         chunk_size = 0
         for line in pending:
             data = line.encode("utf-8")
-            if self._size + chunk_size + len(data) > self.max_segment_bytes and (self._size or chunk_size):
+            if self._size + chunk_size + len(data) > self.max_segment_bytes and (
+                self._size or chunk_size
+            ):
                 self._write(b"".join(chunk))
                 chunk, chunk_size = [], 0
                 self._rotate()

@@ -97,16 +97,24 @@ def decode_record(line: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise AuditRecordError("an audit record must be a JSON object")
     if record.get("v") != FORMAT_VERSION:
-        raise AuditRecordError(f"unsupported format version {record.get('v')!r}; expected {FORMAT_VERSION}")
+        raise AuditRecordError(
+            f"unsupported format version {record.get('v')!r}; expected {FORMAT_VERSION}"
+        )
     if record.get("type") not in RECORD_TYPES:
-        raise AuditRecordError(f"field 'type' must be one of {RECORD_TYPES}, not {record.get('type')!r}")
+        raise AuditRecordError(
+            f"field 'type' must be one of {RECORD_TYPES}, not {record.get('type')!r}"
+        )
     for key, value in record.items():
         expected = RECORD_FIELDS.get(key)
         if expected is None:
             continue  # fields added later within version 1 are tolerated by older readers
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) if expected is float else (
-            isinstance(value, expected) and not isinstance(value, bool)
+        ok = (
+            isinstance(value, (int, float)) and not isinstance(value, bool)
+            if expected is float
+            else (isinstance(value, expected) and not isinstance(value, bool))
         )
         if not ok:
-            raise AuditRecordError(f"field {key!r} must be {expected.__name__}, not {type(value).__name__}")
+            raise AuditRecordError(
+                f"field {key!r} must be {expected.__name__}, not {type(value).__name__}"
+            )
     return record

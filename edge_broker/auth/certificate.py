@@ -29,15 +29,25 @@ class CertificateAuthenticator:
         return None
 
     def applies(self, request: AuthRequest) -> bool:
-        return request.info.cert_cn is not None and request.connect.properties.authentication_method is None
+        return (
+            request.info.cert_cn is not None
+            and request.connect.properties.authentication_method is None
+        )
 
     async def authenticate(self, request: AuthRequest) -> AuthOutcome:
         info = request.info
-        return Accepted(Identity(
-            client_id=request.connect.client_id, method="certificate", tenant=request.tenant,
-            username=info.cert_cn, cert_cn=info.cert_cn, interface=info.interface,
-            local_address=info.local_address, remote_address=info.remote_address,
-        ))
+        return Accepted(
+            Identity(
+                client_id=request.connect.client_id,
+                method="certificate",
+                tenant=request.tenant,
+                username=info.cert_cn,
+                cert_cn=info.cert_cn,
+                interface=info.interface,
+                local_address=info.local_address,
+                remote_address=info.remote_address,
+            )
+        )
 
 
 def build(listener: ListenerConfig, config: Config) -> CertificateAuthenticator:

@@ -27,15 +27,21 @@ if TYPE_CHECKING:
     from ..config import Config
 
 PLACEHOLDER = "${clientid}"
-NEVER_BINDS = {"anonymous": "anonymous clients prove nothing",
-               "certificate": "a certificate proves its CN, not the client id"}
+NEVER_BINDS = {
+    "anonymous": "anonymous clients prove nothing",
+    "certificate": "a certificate proves its CN, not the client id",
+}
 MAX_NAMED = 5  # entries named in one finding; the rest are counted
 
 
 def _uses_client_id(permissions: PermissionsConfig, assignment: Assignment) -> list[str]:
     """Ids of the rules of the assignment's sets whose topic contains ``${clientid}``."""
-    return [p.id for name in assignment.sets for p in permissions.sets[name].permissions
-            if PLACEHOLDER in p.topic]
+    return [
+        p.id
+        for name in assignment.sets
+        for p in permissions.sets[name].permissions
+        if PLACEHOLDER in p.topic
+    ]
 
 
 def _selector(assignment: Assignment, key: str) -> str | None:
@@ -61,20 +67,25 @@ def lint_client_id_binding(config: Config) -> list[str]:
             if problem is not None:
                 findings.append(
                     f"{where}: {PLACEHOLDER} is chosen by the client for method {method!r}: "
-                    f"{problem}")
+                    f"{problem}"
+                )
     return findings
 
 
 def _unbound(config: Config, assignment: Assignment, method: str) -> str | None:
     """Why ``method`` does not bind the client id for ``assignment``, or None when it does."""
     if method in NEVER_BINDS:
-        return (f"{NEVER_BINDS[method]}; select another method for these sets "
-                f"(method = ...) or drop {PLACEHOLDER}")
+        return (
+            f"{NEVER_BINDS[method]}; select another method for these sets "
+            f"(method = ...) or drop {PLACEHOLDER}"
+        )
     if method == "token":
         if config.tokens.require_client_id_binding:
             return None
-        return ("tokens without a 'client_id' claim are accepted; set [tokens] "
-                "require_client_id_binding = true")
+        return (
+            "tokens without a 'client_id' claim are accepted; set [tokens] "
+            "require_client_id_binding = true"
+        )
     if method == "password":
         return _unbound_passwords(config, assignment)
     return None  # smoker: the id is the proven key
@@ -91,14 +102,18 @@ def _unbound_passwords(config: Config, assignment: Assignment) -> str | None:
     user = _selector(assignment, "username")
     role = _selector(assignment, "role")
     loose = sorted(
-        e.username for e in entries.values()
+        e.username
+        for e in entries.values()
         if not e.clientids
         and (user is None or fnmatchcase(e.username, user))
         and (role is None or any(fnmatchcase(r, role) for r in e.roles))
     )
     if not loose:
         return None
-    named = ", ".join(loose[:MAX_NAMED]) + (f" and {len(loose) - MAX_NAMED} more"
-                                             if len(loose) > MAX_NAMED else "")
-    return (f"password entries without clientids: {named}; give them the ids they may use "
-            "(edge-broker passwd add FILE USER --clientids 'sensor-*')")
+    named = ", ".join(loose[:MAX_NAMED]) + (
+        f" and {len(loose) - MAX_NAMED} more" if len(loose) > MAX_NAMED else ""
+    )
+    return (
+        f"password entries without clientids: {named}; give them the ids they may use "
+        "(edge-broker passwd add FILE USER --clientids 'sensor-*')"
+    )

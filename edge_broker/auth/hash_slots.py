@@ -31,8 +31,14 @@ class SlotsFull(Exception):
 
 
 class HashSlots:
-    __slots__ = ("max_concurrent", "max_memory_kib", "max_waiting", "_running", "_used_kib",
-                 "_waiters")
+    __slots__ = (
+        "max_concurrent",
+        "max_memory_kib",
+        "max_waiting",
+        "_running",
+        "_used_kib",
+        "_waiters",
+    )
 
     def __init__(self, max_concurrent: int, max_memory_kib: int, max_waiting: int) -> None:
         self.max_concurrent = max_concurrent
@@ -48,7 +54,8 @@ class HashSlots:
 
     def _fits(self, kib: int) -> bool:
         return self._running < self.max_concurrent and (
-            self._running == 0 or self._used_kib + kib <= self.max_memory_kib)
+            self._running == 0 or self._used_kib + kib <= self.max_memory_kib
+        )
 
     async def acquire(self, kib: int) -> int:
         """Wait for a slot for a check of ``kib``; returns the weight to :meth:`release`."""

@@ -40,14 +40,20 @@ def parse_mosquitto_hash(text: str) -> MosquittoHash | str:
     fields = text.split("$")
     try:
         if text.startswith("$6$") and len(fields) == 4:
-            return MosquittoHash(0, base64.b64decode(fields[2], validate=True),
-                                 base64.b64decode(fields[3], validate=True))
+            return MosquittoHash(
+                0,
+                base64.b64decode(fields[2], validate=True),
+                base64.b64decode(fields[3], validate=True),
+            )
         if text.startswith("$7$") and len(fields) == 5:
             iterations = int(fields[2])
             if not 1 <= iterations <= MAX_ITERATIONS:
                 return f"$7$ iteration count {iterations} is out of range 1..{MAX_ITERATIONS}"
-            return MosquittoHash(iterations, base64.b64decode(fields[3], validate=True),
-                                 base64.b64decode(fields[4], validate=True))
+            return MosquittoHash(
+                iterations,
+                base64.b64decode(fields[3], validate=True),
+                base64.b64decode(fields[4], validate=True),
+            )
     except (binascii.Error, ValueError):
         return "a Mosquitto hash with bad base64 or iteration count"
     return "not a Mosquitto hash ($6$salt$hash or $7$iterations$salt$hash)"
@@ -60,14 +66,18 @@ def verify_mosquitto(text: str, password: bytes) -> bool:
     if parsed.iterations == 0:
         computed = hashlib.sha512(password + parsed.salt).digest()
     else:
-        computed = hashlib.pbkdf2_hmac("sha512", password, parsed.salt, parsed.iterations, len(parsed.digest))
+        computed = hashlib.pbkdf2_hmac(
+            "sha512", password, parsed.salt, parsed.iterations, len(parsed.digest)
+        )
     return hmac.compare_digest(computed, parsed.digest)
 
 
 def hash_problem(text: str) -> str | None:
     """None for a usable Mosquitto hash; else what the password file line should hold."""
     if not is_mosquitto_hash(text):
-        return ("the hash is not an argon2id hash (it must start with '$argon2id$') nor a "
-                "mosquitto_passwd one ($6$ or $7$)")
+        return (
+            "the hash is not an argon2id hash (it must start with '$argon2id$') nor a "
+            "mosquitto_passwd one ($6$ or $7$)"
+        )
     parsed = parse_mosquitto_hash(text)
     return parsed if isinstance(parsed, str) else None

@@ -117,14 +117,20 @@ def parse_password_file(text: str, path: str = "<password file>") -> dict[str, P
 
             problem = hash_problem(hashed)
             if problem is not None:
-                raise PasswordFileError(f"{path}:{lineno}: user {username!r}: {problem}; "
-                                        "set the password again with `edge-broker passwd add`")
+                raise PasswordFileError(
+                    f"{path}:{lineno}: user {username!r}: {problem}; "
+                    "set the password again with `edge-broker passwd add`"
+                )
         if username in entries:
-            raise PasswordFileError(f"{path}:{lineno}: user {username!r} appears twice; keep one line")
+            raise PasswordFileError(
+                f"{path}:{lineno}: user {username!r} appears twice; keep one line"
+            )
         tenants = _split_list(fields[2]) if len(fields) > 2 else ()
         roles = _split_list(fields[3]) if len(fields) > 3 else ()
         clientids = _split_list(fields[4]) if len(fields) > 4 else ()
-        entries[username] = PasswordEntry(username, hashed.encode("ascii"), tenants, roles, clientids)
+        entries[username] = PasswordEntry(
+            username, hashed.encode("ascii"), tenants, roles, clientids
+        )
     return entries
 
 
@@ -132,7 +138,9 @@ def load_password_file(path: str | os.PathLike[str]) -> dict[str, PasswordEntry]
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as exc:
-        raise PasswordFileError(f"{path}: password file not found; create it with `edge-broker passwd add {path} USER`") from exc
+        raise PasswordFileError(
+            f"{path}: password file not found; create it with `edge-broker passwd add {path} USER`"
+        ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise PasswordFileError(f"{path}: cannot read the password file: {exc}") from exc
     return parse_password_file(text, str(path))
@@ -158,7 +166,9 @@ def write_password_file(path: str | os.PathLike[str], entries: dict[str, Passwor
     group and mode of the file it replaces (:func:`_file_access`)."""
     target = Path(path)
     header = "# edge-broker password file: username:argon2id-hash[:tenants[:roles[:clientids]]]\n"
-    body = "".join(entry.to_line() + "\n" for entry in sorted(entries.values(), key=lambda e: e.username))
+    body = "".join(
+        entry.to_line() + "\n" for entry in sorted(entries.values(), key=lambda e: e.username)
+    )
     directory = target.parent if str(target.parent) else Path(".")
     mode, uid, gid = _file_access(target, directory)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
@@ -172,7 +182,8 @@ def write_password_file(path: str | os.PathLike[str], entries: dict[str, Passwor
                 except PermissionError as exc:
                     raise PasswordFileError(
                         f"{target}: cannot keep its owner {uid}:{gid} ({exc.strerror}); nothing was "
-                        "changed: run the command as root or as the file's owner") from exc
+                        "changed: run the command as root or as the file's owner"
+                    ) from exc
             os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
         os.replace(tmp, target)
@@ -209,7 +220,8 @@ def set_user(
         if ":" in item or _LIST_SEPARATOR in item or not item or item != item.strip():
             raise PasswordFileError(
                 f"tenant, role or client id {item!r} must be non-empty and contain no ':' or ',' "
-                "and no leading or trailing space")
+                "and no leading or trailing space"
+            )
     result = dict(entries)
     result[username] = new
     return result

@@ -39,8 +39,9 @@ def _cmd_add(args: argparse.Namespace) -> int:
     path = Path(args.file)
     entries = load_password_file(path) if path.exists() else {}
     password = _read_password(args)
-    entries = set_user(entries, args.user, password, _csv(args.tenants), _csv(args.roles),
-                       _csv(args.clientids))
+    entries = set_user(
+        entries, args.user, password, _csv(args.tenants), _csv(args.roles), _csv(args.clientids)
+    )
     write_password_file(path, entries)
     print(f"{path}: user {args.user!r} saved")
     return 0
@@ -63,18 +64,27 @@ def _cmd_import(args: argparse.Namespace) -> int:
     entries = load_password_file(path) if path.exists() else {}
     clashes = sorted(set(source) & set(entries))
     if clashes and not args.replace:
-        raise PasswordFileError(f"{path} already has {', '.join(map(repr, clashes))}: nothing was imported; "
-                                "give --replace to take the Mosquitto passwords for them")
+        raise PasswordFileError(
+            f"{path} already has {', '.join(map(repr, clashes))}: nothing was imported; "
+            "give --replace to take the Mosquitto passwords for them"
+        )
     tenants, roles = _csv(args.tenants) or (), _csv(args.roles) or ()
     weak = 0
     for name, entry in source.items():  # load_password_file accepted every hash
         weak += entry.hash.startswith(b"$6$")
-        entries[name] = PasswordEntry(name, entry.hash, tenants or entry.tenants, roles or entry.roles)
+        entries[name] = PasswordEntry(
+            name, entry.hash, tenants or entry.tenants, roles or entry.roles
+        )
     write_password_file(path, entries)
-    print(f"{path}: {len(source)} user(s) imported from {args.mosquitto_file} with their hashes unchanged")
+    print(
+        f"{path}: {len(source)} user(s) imported from {args.mosquitto_file} with their hashes unchanged"
+    )
     if weak:
-        print(f"{weak} of them have Mosquitto 1.6 '$6$' hashes (one salted SHA-512): re-key them with "
-              f"`edge-broker passwd add {path} USER` when you can", file=sys.stderr)
+        print(
+            f"{weak} of them have Mosquitto 1.6 '$6$' hashes (one salted SHA-512): re-key them with "
+            f"`edge-broker passwd add {path} USER` when you can",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -117,11 +127,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add = sub.add_parser("add", help="add a user or change a password (creates the file)")
     add.add_argument("file")
     add.add_argument("user")
-    add.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    add.add_argument(
+        "--password-stdin", action="store_true", help="read the password from standard input"
+    )
     add.add_argument("--tenants", help="comma-separated tenants this user may connect to")
     add.add_argument("--roles", help="comma-separated roles that select default permissions")
-    add.add_argument("--clientids", help="comma-separated client ids (globs such as sensor-*) "
-                     "this user may connect with; ${clientid} in its permissions is then verified")
+    add.add_argument(
+        "--clientids",
+        help="comma-separated client ids (globs such as sensor-*) "
+        "this user may connect with; ${clientid} in its permissions is then verified",
+    )
     add.set_defaults(passwd_func=_cmd_add)
 
     rm = sub.add_parser("remove", help="remove a user")
@@ -129,9 +144,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rm.add_argument("user")
     rm.set_defaults(passwd_func=_cmd_remove)
 
-    imp = sub.add_parser("import", help="add the users of a mosquitto_passwd file ($6$/$7$ hashes kept as they are)")
+    imp = sub.add_parser(
+        "import", help="add the users of a mosquitto_passwd file ($6$/$7$ hashes kept as they are)"
+    )
     imp.add_argument("mosquitto_file")
-    imp.add_argument("file", help="the edge-broker password file to add them to (created if missing)")
+    imp.add_argument(
+        "file", help="the edge-broker password file to add them to (created if missing)"
+    )
     imp.add_argument("--tenants", help="comma-separated tenants for every imported user")
     imp.add_argument("--roles", help="comma-separated roles for every imported user")
     imp.add_argument("--replace", action="store_true", help="overwrite users FILE already has")

@@ -48,8 +48,13 @@ _BAD = "bad user name or password"
 class PasswordAuthenticator:
     __slots__ = ("entries", "slots", "cache", "_defer_jwt", "_dummy")
 
-    def __init__(self, entries: dict[str, PasswordEntry], slots: HashSlots, cache: CredentialCache,
-                 defer_jwt: bool) -> None:
+    def __init__(
+        self,
+        entries: dict[str, PasswordEntry],
+        slots: HashSlots,
+        cache: CredentialCache,
+        defer_jwt: bool,
+    ) -> None:
         self.entries = entries
         self.slots = slots
         self.cache = cache
@@ -88,36 +93,50 @@ class PasswordAuthenticator:
                     ReasonCode.SERVER_BUSY,
                     f"{self.slots.max_waiting} logins are already waiting for a password check "
                     "(passwords.max_waiting): connect again in a few seconds",
-                    limit="passwords.max_waiting")
+                    limit="passwords.max_waiting",
+                )
             if ok and entry is not None and password:
                 self.cache.remember(username, password, entry.hash)
         if entry is None or not ok or not password:
             return Refused(ReasonCode.BAD_USER_NAME_OR_PASSWORD, _BAD)
         if not entry.allows_client_id(connect.client_id):  # issue 15 item 8: bound client ids
-            return Refused(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-                           f"user {username!r} may not use client id {connect.client_id!r} "
-                           f"(its password entry allows: {', '.join(entry.clientids)})")
+            return Refused(
+                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+                f"user {username!r} may not use client id {connect.client_id!r} "
+                f"(its password entry allows: {', '.join(entry.clientids)})",
+            )
         asked = any(k == TENANT_PROPERTY for k, _ in connect.properties.user_properties)
         tenant = request.tenant
         if asked:
             if entry.tenants and tenant not in entry.tenants:
-                return Refused(ReasonCode.NOT_AUTHORIZED,
-                               f"user {username!r} may not use tenant {tenant!r}")
+                return Refused(
+                    ReasonCode.NOT_AUTHORIZED, f"user {username!r} may not use tenant {tenant!r}"
+                )
         elif len(entry.tenants) == 1:
             tenant = entry.tenants[0]
         elif entry.tenants:
             # the entry names several tenants and the client picked none: "~" is not one of them
-            return Refused(ReasonCode.NOT_AUTHORIZED,
-                           f"user {username!r} may use tenants {', '.join(entry.tenants)}: name one "
-                           f"in the CONNECT user property {TENANT_PROPERTY!r} (MQTT 5)")
+            return Refused(
+                ReasonCode.NOT_AUTHORIZED,
+                f"user {username!r} may use tenants {', '.join(entry.tenants)}: name one "
+                f"in the CONNECT user property {TENANT_PROPERTY!r} (MQTT 5)",
+            )
         info = request.info
-        return Accepted(Identity(
-            client_id=connect.client_id, method="password", tenant=tenant, username=username,
-            cert_cn=info.cert_cn, interface=info.interface, local_address=info.local_address,
-            remote_address=info.remote_address, roles=entry.roles,
-            tenant_verified=bool(entry.tenants), client_id_verified=bool(entry.clientids),
-        ))
-
+        return Accepted(
+            Identity(
+                client_id=connect.client_id,
+                method="password",
+                tenant=tenant,
+                username=username,
+                cert_cn=info.cert_cn,
+                interface=info.interface,
+                local_address=info.local_address,
+                remote_address=info.remote_address,
+                roles=entry.roles,
+                tenant_verified=bool(entry.tenants),
+                client_id_verified=bool(entry.clientids),
+            )
+        )
 
     async def _verify(self, entry: PasswordEntry, password: bytes, known: bool) -> bool:
         """The slow check in a worker thread, inside the slots; its slot and memory are
@@ -144,8 +163,12 @@ def build(listener: ListenerConfig, config: Config) -> PasswordAuthenticator:
     passwords = config.passwords
     if passwords.file is None:
         raise ValueError("the password method needs [passwords] file")
-    slots = HashSlots(passwords.max_concurrent, passwords.max_hash_memory // 1024,
-                      passwords.max_waiting)
-    return PasswordAuthenticator(load_password_file(passwords.file), slots,
-                                 CredentialCache(passwords.cache_entries),
-                                 "token" in listener.auth_methods)
+    slots = HashSlots(
+        passwords.max_concurrent, passwords.max_hash_memory // 1024, passwords.max_waiting
+    )
+    return PasswordAuthenticator(
+        load_password_file(passwords.file),
+        slots,
+        CredentialCache(passwords.cache_entries),
+        "token" in listener.auth_methods,
+    )

@@ -124,8 +124,10 @@ class SmokerAuthenticator:
 
     async def authenticate(self, request: AuthRequest) -> AuthOutcome:
         client_id = request.connect.client_id
-        restart = request.reauthenticating and request.auth is not None and (
-            request.auth.reason_code == ReasonCode.RE_AUTHENTICATE
+        restart = (
+            request.reauthenticating
+            and request.auth is not None
+            and (request.auth.reason_code == ReasonCode.RE_AUTHENTICATE)
         )  # AUTH 0x19 starts a new exchange, whatever the last one left behind
         if isinstance(request.state, SmokerChallenge) and not restart:
             if request.auth is None:

@@ -40,5 +40,5 @@ def tenant_refusal(identity: Identity, listener: ListenerConfig) -> Refused | No
         f"tenant {identity.tenant!r} is not named by the credentials of method "
         f"{identity.method!r}, and listener {listener.name!r} has tenant_choice = "
         f"\"{CREDENTIALS}\": such clients may only use the default tenant '~' "
-        f"(the operator may set tenant_choice = \"{OPEN}\")",
+        f'(the operator may set tenant_choice = "{OPEN}")',
     )

@@ -346,11 +346,15 @@ def _number(payload: Mapping[str, Any], name: str) -> float | None:
     except OverflowError:  # an int too large for a float
         number = math.inf
     if not math.isfinite(number):
-        raise _bad(f"token claim {name!r} is {value!r}: it must be a finite number of seconds "
-                   "since the epoch")
+        raise _bad(
+            f"token claim {name!r} is {value!r}: it must be a finite number of seconds "
+            "since the epoch"
+        )
     if not 0 <= number <= MAX_NUMERIC_DATE:
-        raise _bad(f"token claim {name!r} is {value!r}: it must be between 0 and "
-                   f"{MAX_NUMERIC_DATE} (1970 to the end of year 9999)")
+        raise _bad(
+            f"token claim {name!r} is {value!r}: it must be between 0 and "
+            f"{MAX_NUMERIC_DATE} (1970 to the end of year 9999)"
+        )
     return number
 
 

@@ -114,7 +114,7 @@ def _short(reason: str) -> str:
     if len(reason) <= MAX_REASON_CHARS:
         return reason
     head = MAX_REASON_CHARS // 3
-    return reason[:head] + " … " + reason[-(MAX_REASON_CHARS - head - 3):]
+    return reason[:head] + " … " + reason[-(MAX_REASON_CHARS - head - 3) :]
 
 
 def _named_tenant(request: AuthRequest) -> bool:
@@ -151,9 +151,10 @@ class TokenAuthenticator:
         if connect.properties.authentication_method == TOKEN_METHOD:
             raw = connect.properties.authentication_data
             if not raw:
-                return Refused(ReasonCode.BAD_USER_NAME_OR_PASSWORD,
-                               f"Authentication Method {TOKEN_METHOD!r} needs the JWT as "
-                               "Authentication Data")
+                return Refused(
+                    ReasonCode.BAD_USER_NAME_OR_PASSWORD,
+                    f"Authentication Method {TOKEN_METHOD!r} needs the JWT as Authentication Data",
+                )
         else:
             raw = connect.password
             assert raw is not None  # applies() checked it
@@ -165,22 +166,24 @@ class TokenAuthenticator:
         except TokenError as exc:
             return Refused(exc.reason_code, _short(exc.reason))
         info = request.info
-        return Accepted(Identity(
-            client_id=connect.client_id,
-            method="token",
-            tenant=tenant,
-            # never the CONNECT User Name: nothing verified it (issue 15 item 6)
-            username=verified.subject,
-            cert_cn=info.cert_cn,
-            interface=info.interface,
-            local_address=info.local_address,
-            remote_address=info.remote_address,
-            grants=grants,
-            token_expires_at=self._deadline(verified),
-            tenant_verified=True,  # for_tenant refused the token unless its grants name it
-            client_id_verified=verified.client_id is not None,  # verify() checked the binding
-            token_subject=verified.subject,
-        ))
+        return Accepted(
+            Identity(
+                client_id=connect.client_id,
+                method="token",
+                tenant=tenant,
+                # never the CONNECT User Name: nothing verified it (issue 15 item 6)
+                username=verified.subject,
+                cert_cn=info.cert_cn,
+                interface=info.interface,
+                local_address=info.local_address,
+                remote_address=info.remote_address,
+                grants=grants,
+                token_expires_at=self._deadline(verified),
+                tenant_verified=True,  # for_tenant refused the token unless its grants name it
+                client_id_verified=verified.client_id is not None,  # verify() checked the binding
+                token_subject=verified.subject,
+            )
+        )
 
     def _reauthenticate(self, request: AuthRequest) -> AuthOutcome:
         """AUTH 0x19 with a fresh JWT: same client and tenant, new grants and expiry."""
@@ -188,30 +191,45 @@ class TokenAuthenticator:
         auth = request.auth
         assert current is not None and auth is not None
         if auth.properties.authentication_method != TOKEN_METHOD:
-            return Refused(ReasonCode.BAD_AUTHENTICATION_METHOD,
-                           f"re-authentication must use method {TOKEN_METHOD!r}")
+            return Refused(
+                ReasonCode.BAD_AUTHENTICATION_METHOD,
+                f"re-authentication must use method {TOKEN_METHOD!r}",
+            )
         raw = auth.properties.authentication_data
         if not raw:
-            return Refused(ReasonCode.NOT_AUTHORIZED,
-                           "re-authentication needs a fresh JWT as Authentication Data")
+            return Refused(
+                ReasonCode.NOT_AUTHORIZED,
+                "re-authentication needs a fresh JWT as Authentication Data",
+            )
         try:
             verified = self.verifier.verify(raw, client_id=current.client_id)
             grants = verified.for_tenant(current.tenant)
             self._check_binding(verified)
         except TokenError as exc:
             # 0x86 is a CONNACK code only; a failed re-authentication is 0x87 (MQTT 5 §4.12.1)
-            return Refused(ReasonCode.NOT_AUTHORIZED,
-                           _short(f"re-authentication refused: {exc.reason}"))
+            return Refused(
+                ReasonCode.NOT_AUTHORIZED, _short(f"re-authentication refused: {exc.reason}")
+            )
         if verified.subject != current.token_subject:
             # the user name and the session's owner are the verified 'sub' (broker/ownership.py):
             # a token for someone else is a new principal, which takes a new connection, not a
             # swap on this one (issue 15 items 1 and 6)
-            return Refused(ReasonCode.NOT_AUTHORIZED, _short(
-                f"re-authentication refused: the token's subject {verified.subject!r} is not "
-                f"this connection's {current.token_subject!r}; reconnect to change identity"))
+            return Refused(
+                ReasonCode.NOT_AUTHORIZED,
+                _short(
+                    f"re-authentication refused: the token's subject {verified.subject!r} is not "
+                    f"this connection's {current.token_subject!r}; reconnect to change identity"
+                ),
+            )
         # the same client on the same connection: only what the new token decides changes
-        return Accepted(replace(current, grants=grants, token_expires_at=self._deadline(verified),
-                                client_id_verified=verified.client_id is not None))
+        return Accepted(
+            replace(
+                current,
+                grants=grants,
+                token_expires_at=self._deadline(verified),
+                client_id_verified=verified.client_id is not None,
+            )
+        )
 
     def _tenant(self, request: AuthRequest, verified: VerifiedToken) -> str:
         if _named_tenant(request):
@@ -227,9 +245,11 @@ class TokenAuthenticator:
 
     def _check_binding(self, verified: VerifiedToken) -> None:
         if self.require_client_id_binding and verified.client_id is None:
-            raise TokenError(ReasonCode.BAD_USER_NAME_OR_PASSWORD,
-                             "this broker needs tokens bound to the Client Identifier: issue "
-                             "the token with a 'client_id' claim")
+            raise TokenError(
+                ReasonCode.BAD_USER_NAME_OR_PASSWORD,
+                "this broker needs tokens bound to the Client Identifier: issue "
+                "the token with a 'client_id' claim",
+            )
 
     def _deadline(self, verified: VerifiedToken) -> float | None:
         """Wall-clock time at which the session must end: ``exp`` plus the same leeway that

@@ -68,15 +68,22 @@ def publish_message(retain: bool, payload: bytes, properties: Properties) -> Mes
     return _KINDS[_kind(retain, payload, properties)]
 
 
-_PATTERN_TAILS = {TokenKind.HASH: "**", TokenKind.GT: "*/**",
-                  TokenKind.PREFIX_HASH: "$*/**", TokenKind.PREFIX_GT: "$*/*/**"}
+_PATTERN_TAILS = {
+    TokenKind.HASH: "**",
+    TokenKind.GT: "*/**",
+    TokenKind.PREFIX_HASH: "$*/**",
+    TokenKind.PREFIX_GT: "$*/*/**",
+}
 
 
 def is_runtime_pattern(topic_filter: str, separator: str) -> bool:
     """A seed-001 pattern uses a wildcard MQTT lacks (``*``, ``>``, a prefix ``#``), as
     broker/pattern_subscriptions.py ``runtime_pattern`` decides."""
-    return "*" in topic_filter or ">" in topic_filter or any(
-        token.endswith("#") and token != "#" for token in topic_filter.split(separator))
+    return (
+        "*" in topic_filter
+        or ">" in topic_filter
+        or any(token.endswith("#") and token != "#" for token in topic_filter.split(separator))
+    )
 
 
 def pattern_to_keyexpr(text: str, separator: str, verbatims: frozenset[str]) -> KeyExpr:
@@ -120,7 +127,8 @@ def egress_can_deny(acl: Acl) -> bool:
     if acl.default_permission is Permission.DENY:
         return True
     return any(
-        rule.permission is Permission.DENY and Flow.EGRESS in rule.flows for rule in acl.config.rules
+        rule.permission is Permission.DENY and Flow.EGRESS in rule.flows
+        for rule in acl.config.rules
     )
 
 
@@ -134,8 +142,17 @@ def acl_decision(verdict: AclDecision, what: str) -> Decision:
 class AclGate:
     """The site ACL as a pipeline gate (module docstring). Build one per policy."""
 
-    __slots__ = ("acl", "separator", "_subjects", "_ingress", "_egress", "_cache_limit",
-                 "_cache_bytes", "_allowed", "checks_every_delivery")
+    __slots__ = (
+        "acl",
+        "separator",
+        "_subjects",
+        "_ingress",
+        "_egress",
+        "_cache_limit",
+        "_cache_bytes",
+        "_allowed",
+        "checks_every_delivery",
+    )
 
     def __init__(self, acl: Acl, separator: str = "/", cache_limit: int = _CACHE_LIMIT) -> None:
         self.acl = acl
@@ -174,25 +191,33 @@ class AclGate:
         """For ``explain``: the connection attributes, the ACL subjects they match and the
         default permission (AUTHZ.md §4)."""
         subjects = ", ".join(repr(s) for s in self.matching_subjects(identity)) or "none"
-        return (f"interface {identity.interface or '-'}, cert CN {identity.cert_cn or '-'}, "
-                f"username {identity.username or '-'} match subjects: {subjects}; "
-                f"default_permission {self.acl.default_permission.value}")
+        return (
+            f"interface {identity.interface or '-'}, cert CN {identity.cert_cn or '-'}, "
+            f"username {identity.username or '-'} match subjects: {subjects}; "
+            f"default_permission {self.acl.default_permission.value}"
+        )
 
     # -- decisions --------------------------------------------------------------------------
 
-    def _topic_verdict(self, subject: SubjectAcl, flow: Flow, message: Message, topic: str) -> AclDecision:
+    def _topic_verdict(
+        self, subject: SubjectAcl, flow: Flow, message: Message, topic: str
+    ) -> AclDecision:
         try:
             key = topic_to_keyexpr(topic, self.separator, subject.verbatims)
         except RuleError as exc:
             return AclDecision(False, None, f"topic not representable as a key expression: {exc}")
         return subject.decide(flow, message, key)
 
-    def decide_topic(self, identity: Identity, flow: Flow, message: Message, topic: str) -> Decision:
+    def decide_topic(
+        self, identity: Identity, flow: Flow, message: Message, topic: str
+    ) -> Decision:
         """``flow``/``message`` (put, delete, query or reply) on the concrete ``topic``, cached."""
         caches = self._ingress if flow is Flow.INGRESS else self._egress
         return self._decide(caches[_KINDS.index(message)], identity, flow, message, topic)
 
-    def _decide(self, cache: _Cache, identity: Identity, flow: Flow, message: Message, topic: str) -> Decision:
+    def _decide(
+        self, cache: _Cache, identity: Identity, flow: Flow, message: Message, topic: str
+    ) -> Decision:
         key = (identity.interface, identity.cert_cn, identity.username, topic)
         found = cache.get(key)
         if found is not None:
@@ -217,7 +242,10 @@ class AclGate:
         return decision
 
     def decide_filter(
-        self, identity: Identity, topic_filter: str, user_properties: tuple[tuple[str, str], ...] = ()
+        self,
+        identity: Identity,
+        topic_filter: str,
+        user_properties: tuple[tuple[str, str], ...] = (),
     ) -> Decision:
         """Ingress ``declare_subscriber`` (or ``declare_queryable``) for one filter."""
         message = mqtt_subscribe_message(Properties(user_properties=user_properties))
@@ -228,7 +256,9 @@ class AclGate:
             else:
                 key = filter_to_keyexpr(topic_filter, self.separator, subject.verbatims)
         except RuleError as exc:
-            verdict = AclDecision(False, None, f"filter not representable as a key expression: {exc}")
+            verdict = AclDecision(
+                False, None, f"filter not representable as a key expression: {exc}"
+            )
         else:
             verdict = subject.decide(Flow.INGRESS, message, key)
         return acl_decision(verdict, f"subscribe to {shown(topic_filter)} ({message.value})")
@@ -244,13 +274,21 @@ class AclGate:
         return self._decide(self._ingress[kind], identity, Flow.INGRESS, _KINDS[kind], will.topic)
 
     def check_subscribe(
-        self, identity: Identity, subscription: Subscription, topic_filter: str, share_group: str | None
+        self,
+        identity: Identity,
+        subscription: Subscription,
+        topic_filter: str,
+        share_group: str | None,
     ) -> Decision | None:
         return self.decide_filter(identity, topic_filter)
 
     def check_subscribe_with_properties(
-        self, identity: Identity, subscription: Subscription, topic_filter: str,
-        share_group: str | None, user_properties: tuple[tuple[str, str], ...],
+        self,
+        identity: Identity,
+        subscription: Subscription,
+        topic_filter: str,
+        share_group: str | None,
+        user_properties: tuple[tuple[str, str], ...],
     ) -> Decision | None:
         """As :meth:`check_subscribe`, with the SUBSCRIBE's user properties (``queryable``)."""
         return self.decide_filter(identity, topic_filter, user_properties)

@@ -38,7 +38,11 @@ class AclSettingsError(AuthzError):
 def _acl_path(value: str, config_file: str) -> Path:
     path = Path(value)
     if not path.is_absolute():
-        base = Path(config_file).parent if config_file and not config_file.startswith("<") else Path.cwd()
+        base = (
+            Path(config_file).parent
+            if config_file and not config_file.startswith("<")
+            else Path.cwd()
+        )
         path = base / path
     return path
 
@@ -62,23 +66,36 @@ def load_acl_section(raw: Mapping[str, Any], config_file: str) -> Acl:
         value = raw["file"]
         others = sorted(k for k in raw if k != "file")
         if others:
-            raise AclSettingsError([(
-                "acl", f"give either file = \"...\" or the access_control keys inline, not both "
-                f"(remove {', '.join(others)} or file)",
-            )])
+            raise AclSettingsError(
+                [
+                    (
+                        "acl",
+                        f'give either file = "..." or the access_control keys inline, not both '
+                        f"(remove {', '.join(others)} or file)",
+                    )
+                ]
+            )
         if not isinstance(value, str) or not value:
-            raise AclSettingsError([("acl.file", f"expected the path of a Zenoh config.json5, got {value!r}")])
+            raise AclSettingsError(
+                [("acl.file", f"expected the path of a Zenoh config.json5, got {value!r}")]
+            )
         path = _acl_path(value, config_file)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise AclSettingsError([("acl.file", f"cannot read {str(path)!r}: {exc.strerror}")]) from exc
+            raise AclSettingsError(
+                [("acl.file", f"cannot read {str(path)!r}: {exc.strerror}")]
+            ) from exc
         except UnicodeDecodeError as exc:
-            raise AclSettingsError([("acl.file", f"{str(path)!r} is not UTF-8: save it as UTF-8")]) from exc
+            raise AclSettingsError(
+                [("acl.file", f"{str(path)!r} is not UTF-8: save it as UTF-8")]
+            ) from exc
         try:
             return Acl.compile(_load_json5_section(text, str(path)))
         except AclError as exc:
-            raise AclSettingsError([("acl.file", f"{exc.source}: {p}") for p in exc.problems]) from exc
+            raise AclSettingsError(
+                [("acl.file", f"{exc.source}: {p}") for p in exc.problems]
+            ) from exc
     try:
         return Acl.load(dict(raw), "acl")
     except AclError as exc:

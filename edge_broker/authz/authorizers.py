@@ -45,8 +45,37 @@ log = logging.getLogger("edge_broker.authz.authorizers")
 PUBLISH_DENY_CODES = frozenset({0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99})
 SUBSCRIBE_DENY_CODES = frozenset({0x80, 0x83, 0x87, 0x8F, 0x91, 0x97, 0x9E, 0xA1, 0xA2})
 DISCONNECT_CODES = frozenset(
-    {0x00, 0x04, 0x80, 0x81, 0x82, 0x83, 0x87, 0x89, 0x8B, 0x8D, 0x8E, 0x8F, 0x90, 0x93, 0x94,
-     0x95, 0x96, 0x97, 0x98, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9E, 0x9F, 0xA0, 0xA1, 0xA2}
+    {
+        0x00,
+        0x04,
+        0x80,
+        0x81,
+        0x82,
+        0x83,
+        0x87,
+        0x89,
+        0x8B,
+        0x8D,
+        0x8E,
+        0x8F,
+        0x90,
+        0x93,
+        0x94,
+        0x95,
+        0x96,
+        0x97,
+        0x98,
+        0x99,
+        0x9A,
+        0x9B,
+        0x9C,
+        0x9D,
+        0x9E,
+        0x9F,
+        0xA0,
+        0xA1,
+        0xA2,
+    }
 )
 
 
@@ -67,7 +96,9 @@ class Outcome:
         return cls("allow", 0)
 
     @classmethod
-    def deny(cls, reason_code: int = ReasonCode.NOT_AUTHORIZED, reason_string: str | None = None) -> Outcome:
+    def deny(
+        cls, reason_code: int = ReasonCode.NOT_AUTHORIZED, reason_string: str | None = None
+    ) -> Outcome:
         return cls("deny", int(reason_code), reason_string)
 
     @classmethod
@@ -134,11 +165,15 @@ class LoadedAuthorizer:
 def load_class(class_path: str, where: str) -> type:
     module_name, _, attr = class_path.partition(":")
     if not module_name or not attr:
-        raise AuthorizerConfigError(f"{where}: class must be written 'package.module:ClassName', not {class_path!r}")
+        raise AuthorizerConfigError(
+            f"{where}: class must be written 'package.module:ClassName', not {class_path!r}"
+        )
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # an ImportError, or the plugin module's own error
-        raise AuthorizerConfigError(f"{where}: cannot import module {module_name!r}: {exc}") from exc
+        raise AuthorizerConfigError(
+            f"{where}: cannot import module {module_name!r}: {exc}"
+        ) from exc
     cls = getattr(module, attr, None)
     if not isinstance(cls, type):
         raise AuthorizerConfigError(f"{where}: module {module_name!r} has no class {attr!r}")
@@ -148,7 +183,10 @@ def load_class(class_path: str, where: str) -> type:
 def check_authorizer_class(cls: type, spec: AuthorizerSpec, where: str) -> None:
     """Raise unless ``cls`` has an ``async def authorize_publish`` or ``authorize_subscribe``
     (config validation runs this too, so ``edge-broker check`` refuses what a start would)."""
-    if not any(asyncio.iscoroutinefunction(getattr(cls, m, None)) for m in ("authorize_publish", "authorize_subscribe")):
+    if not any(
+        asyncio.iscoroutinefunction(getattr(cls, m, None))
+        for m in ("authorize_publish", "authorize_subscribe")
+    ):
         raise AuthorizerConfigError(
             f"{where}: {spec.class_path} is not an authorizer: it must define "
             "'async def authorize_publish(self, request)' and/or 'async def authorize_subscribe(self, request)'"
@@ -161,7 +199,9 @@ def instantiate(spec: AuthorizerSpec, where: str) -> LoadedAuthorizer:
     try:
         instance = cls(dict(spec.options))
     except Exception as exc:
-        raise AuthorizerConfigError(f"{where}: {spec.class_path}({dict(spec.options)!r}) failed: {exc}") from exc
+        raise AuthorizerConfigError(
+            f"{where}: {spec.class_path}({dict(spec.options)!r}) failed: {exc}"
+        ) from exc
     return LoadedAuthorizer(spec, instance)
 
 
@@ -173,10 +213,21 @@ def _to_decision(name: str, outcome: Outcome, allowed_codes: frozenset[int]) -> 
     codes = DISCONNECT_CODES if outcome.kind == "disconnect" else allowed_codes
     code = outcome.reason_code
     if code not in codes:
-        log.warning("authorizer %s answered reason code 0x%02X, which is not valid here; using 0x87", name, code)
+        log.warning(
+            "authorizer %s answered reason code 0x%02X, which is not valid here; using 0x87",
+            name,
+            code,
+        )
         code = int(ReasonCode.NOT_AUTHORIZED)
     reason = outcome.reason_string or f"denied by authorizer {name!r}"
-    return Decision(False, Gate.AUTHORIZER, name, ReasonCode(code), reason, disconnect=outcome.kind == "disconnect")
+    return Decision(
+        False,
+        Gate.AUTHORIZER,
+        name,
+        ReasonCode(code),
+        reason,
+        disconnect=outcome.kind == "disconnect",
+    )
 
 
 class AuthorizerChain:
@@ -185,7 +236,9 @@ class AuthorizerChain:
     def __init__(self, authorizers: Sequence[LoadedAuthorizer]) -> None:
         self.authorizers = tuple(authorizers)
         self.has_publish = any(hasattr(a.instance, "authorize_publish") for a in self.authorizers)
-        self.has_subscribe = any(hasattr(a.instance, "authorize_subscribe") for a in self.authorizers)
+        self.has_subscribe = any(
+            hasattr(a.instance, "authorize_subscribe") for a in self.authorizers
+        )
 
     async def _call(self, entry: LoadedAuthorizer, method: str, request: Any) -> Outcome:
         spec = entry.spec
@@ -197,39 +250,69 @@ class AuthorizerChain:
             result = await asyncio.wait_for(fn(request), timeout=spec.timeout)
         except TimeoutError:
             entry.failures += 1
-            log.warning("authorizer %s timed out after %.3fs in %s; fallback %s", spec.name, spec.timeout, method, spec.fallback)
+            log.warning(
+                "authorizer %s timed out after %.3fs in %s; fallback %s",
+                spec.name,
+                spec.timeout,
+                method,
+                spec.fallback,
+            )
             return self._fallback(spec, f"authorizer {spec.name!r} timed out")
         except Exception as exc:
             entry.failures += 1
-            log.error("authorizer %s raised %s: %s; fallback %s", spec.name, type(exc).__name__, exc, spec.fallback)
+            log.error(
+                "authorizer %s raised %s: %s; fallback %s",
+                spec.name,
+                type(exc).__name__,
+                exc,
+                spec.fallback,
+            )
             return self._fallback(spec, f"authorizer {spec.name!r} failed")
         if not isinstance(result, Outcome):
             entry.failures += 1
-            log.error("authorizer %s returned %r instead of an Outcome; treated as its fallback", spec.name, result)
+            log.error(
+                "authorizer %s returned %r instead of an Outcome; treated as its fallback",
+                spec.name,
+                result,
+            )
             return self._fallback(spec, f"authorizer {spec.name!r} decided nothing")
         return result
 
     @staticmethod
     def _fallback(spec: AuthorizerSpec, reason: str) -> Outcome:
-        return Outcome.next() if spec.fallback == "next" else Outcome.deny(ReasonCode.NOT_AUTHORIZED, reason)
+        return (
+            Outcome.next()
+            if spec.fallback == "next"
+            else Outcome.deny(ReasonCode.NOT_AUTHORIZED, reason)
+        )
 
     async def authorize_publish(self, request: PublishRequest) -> Decision | None:
         """The first authorizer's allow/deny/disconnect, or None when all said next."""
         for entry in self.authorizers:
-            decision = _to_decision(entry.spec.name, await self._call(entry, "authorize_publish", request), PUBLISH_DENY_CODES)
+            decision = _to_decision(
+                entry.spec.name,
+                await self._call(entry, "authorize_publish", request),
+                PUBLISH_DENY_CODES,
+            )
             if decision is not None:
                 return decision
         return None
 
     async def authorize_subscribe(self, request: SubscribeRequest) -> Decision | None:
         for entry in self.authorizers:
-            decision = _to_decision(entry.spec.name, await self._call(entry, "authorize_subscribe", request), SUBSCRIBE_DENY_CODES)
+            decision = _to_decision(
+                entry.spec.name,
+                await self._call(entry, "authorize_subscribe", request),
+                SUBSCRIBE_DENY_CODES,
+            )
             if decision is not None:
                 return decision
         return None
 
 
-def parse_authorizer_specs(entries: Sequence[Mapping[str, Any]], file: str = "<config>") -> list[AuthorizerSpec]:
+def parse_authorizer_specs(
+    entries: Sequence[Mapping[str, Any]], file: str = "<config>"
+) -> list[AuthorizerSpec]:
     """``[[authorizers]]`` tables → specs; errors name ``authorizers[i].key``."""
     specs = []
     names: set[str] = set()
@@ -239,20 +322,28 @@ def parse_authorizer_specs(entries: Sequence[Mapping[str, Any]], file: str = "<c
             raise AuthorizerConfigError(f"{where}: must be a table")
         unknown = sorted(set(entry) - {"name", "class", "timeout", "fallback", "options"})
         if unknown:
-            raise AuthorizerConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: name, class, timeout, fallback, options")
+            raise AuthorizerConfigError(
+                f"{where}: unknown key(s) {', '.join(unknown)}; allowed: name, class, timeout, fallback, options"
+            )
         class_path = entry.get("class")
         if not isinstance(class_path, str):
-            raise AuthorizerConfigError(f"{where}.class: write the plugin class as \"package.module:ClassName\"")
+            raise AuthorizerConfigError(
+                f'{where}.class: write the plugin class as "package.module:ClassName"'
+            )
         name = entry.get("name", class_path)
         if not isinstance(name, str) or name in names:
             raise AuthorizerConfigError(f"{where}.name: must be a unique string")
         names.add(name)
         timeout = entry.get("timeout", 1.0)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 60:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout <= 60
+        ):
             raise AuthorizerConfigError(f"{where}.timeout: seconds, greater than 0 and at most 60")
         fallback = entry.get("fallback", "deny")
         if fallback not in ("deny", "next"):
-            raise AuthorizerConfigError(f"{where}.fallback: \"deny\" or \"next\", not {fallback!r}")
+            raise AuthorizerConfigError(f'{where}.fallback: "deny" or "next", not {fallback!r}')
         options = entry.get("options", {})
         if not isinstance(options, Mapping):
             raise AuthorizerConfigError(f"{where}.options: must be a table")

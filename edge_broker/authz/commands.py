@@ -39,7 +39,8 @@ def _identity(args: argparse.Namespace, config: Config) -> Identity | str:
 
         try:
             verified = build_verifier(config.tokens, config.topics.separator).verify(
-                args.token, client_id=args.client_id, tenant=tenant or DEFAULT_TENANT)
+                args.token, client_id=args.client_id, tenant=tenant or DEFAULT_TENANT
+            )
         except TokenError as exc:
             return f"the token is refused: {exc}"
         grants = verified.for_tenant(tenant or DEFAULT_TENANT)
@@ -47,9 +48,14 @@ def _identity(args: argparse.Namespace, config: Config) -> Identity | str:
         username = verified.subject  # as the broker does: never a user name the token lacks
         roles = tuple(args.role or ())  # a password entry's roles are not a token client's
     return Identity(
-        client_id=args.client_id, method=method or ("certificate" if args.cert_cn else "anonymous"),
-        tenant=tenant or DEFAULT_TENANT, username=username, cert_cn=args.cert_cn,
-        interface=args.interface, roles=roles, grants=grants,
+        client_id=args.client_id,
+        method=method or ("certificate" if args.cert_cn else "anonymous"),
+        tenant=tenant or DEFAULT_TENANT,
+        username=username,
+        cert_cn=args.cert_cn,
+        interface=args.interface,
+        roles=roles,
+        grants=grants,
     )
 
 
@@ -103,14 +109,18 @@ def cmd_lint(args: argparse.Namespace) -> int:
         except (ImportError, TypeError, AttributeError) as exc:
             findings.append(f"acl: could not be linted ({exc})")
     for listener in config.listeners:
-        if "anonymous" in listener.auth_methods and listener.bind not in ("127.0.0.1", "::1", "localhost"):
+        if "anonymous" in listener.auth_methods and listener.bind not in (
+            "127.0.0.1",
+            "::1",
+            "localhost",
+        ):
             findings.append(
                 f"listeners.{listener.name}: anonymous clients are accepted on {listener.bind}; "
                 "limit anonymous access with permissions or remove the method"
             )
         if listener.tenant_choice == "open":
             findings.append(
-                f"listeners.{listener.name}: tenant_choice = \"open\": clients whose credentials "
+                f'listeners.{listener.name}: tenant_choice = "open": clients whose credentials '
                 "name no tenant may enter any tenant they name; remove it unless tenants are not "
                 "a security boundary here"
             )
@@ -121,21 +131,31 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    explain = subparsers.add_parser("explain", help="show every gate's verdict for one publish or subscribe")
+    explain = subparsers.add_parser(
+        "explain", help="show every gate's verdict for one publish or subscribe"
+    )
     explain.add_argument("--config", "-c", required=True, metavar="FILE")
     explain.add_argument("--client-id", required=True)
     explain.add_argument("--username")
     explain.add_argument("--tenant")
     explain.add_argument("--cert-cn")
-    explain.add_argument("--interface", help="the network interface the client connects on (site ACL)")
-    explain.add_argument("--role", action="append", help="a role (repeatable; default: from the password file)")
-    explain.add_argument("--method", help="authentication method (default: token/password/certificate/anonymous)")
+    explain.add_argument(
+        "--interface", help="the network interface the client connects on (site ACL)"
+    )
+    explain.add_argument(
+        "--role", action="append", help="a role (repeatable; default: from the password file)"
+    )
+    explain.add_argument(
+        "--method", help="authentication method (default: token/password/certificate/anonymous)"
+    )
     explain.add_argument("--token", help="a JWT: its grants decide as for a token client")
     explain.add_argument("--qos", type=int, default=0, choices=(0, 1, 2))
     explain.add_argument("--retain", action="store_true")
     explain.add_argument("action", choices=("publish", "subscribe"))
     explain.add_argument("topic")
     explain.set_defaults(func=cmd_explain)
-    lint = subparsers.add_parser("lint", help="report rules that never match, shadowed rules, broad grants")
+    lint = subparsers.add_parser(
+        "lint", help="report rules that never match, shadowed rules, broad grants"
+    )
     lint.add_argument("--config", "-c", required=True, metavar="FILE")
     lint.set_defaults(func=cmd_lint)

@@ -45,15 +45,18 @@ def _verdict(gate: str, decision: Decision | None) -> GateVerdict:
         extra = "deliveries re-checked per topic" if decision.recheck else None
         return GateVerdict(gate, "allow", decision.rule, extra)
     verdict = "disconnect" if decision.disconnect else "deny"
-    return GateVerdict(gate, verdict, decision.rule, f"0x{int(decision.reason_code):02X} {decision.reason}")
+    return GateVerdict(
+        gate, verdict, decision.rule, f"0x{int(decision.reason_code):02X} {decision.reason}"
+    )
 
 
 async def _resolve(value: Decision | Awaitable[Decision]) -> Decision:
     return value if isinstance(value, Decision) else await value
 
 
-async def explain(policy: object, identity: Identity, action: str, topic: str, qos: int = 0,
-                  retain: bool = False) -> tuple[list[GateVerdict], Decision]:
+async def explain(
+    policy: object, identity: Identity, action: str, topic: str, qos: int = 0, retain: bool = False
+) -> tuple[list[GateVerdict], Decision]:
     """Every gate's verdict for one request, and the policy's overall decision."""
     from ..broker.policy import Policy
 
@@ -74,7 +77,11 @@ async def explain(policy: object, identity: Identity, action: str, topic: str, q
     if pipeline is not None:
         inner = topic
         group = None
-        shared = parse_shared(topic, policy.separator) if action == "subscribe" and first.allowed else None
+        shared = (
+            parse_shared(topic, policy.separator)
+            if action == "subscribe" and first.allowed
+            else None
+        )
         if shared is not None:
             group, inner = shared.group, shared.filter
         if pipeline.authorizers is None:
@@ -82,32 +89,52 @@ async def explain(policy: object, identity: Identity, action: str, topic: str, q
         else:
             if action == "publish":
                 decided = await pipeline.authorizers.authorize_publish(
-                    PublishRequest(identity, topic, b"", qos, retain))
+                    PublishRequest(identity, topic, b"", qos, retain)
+                )
             else:
                 decided = await pipeline.authorizers.authorize_subscribe(
-                    SubscribeRequest(identity, inner, qos, group))
-            verdicts.append(_verdict("authorizers", decided) if decided else GateVerdict("authorizers", "next"))
+                    SubscribeRequest(identity, inner, qos, group)
+                )
+            verdicts.append(
+                _verdict("authorizers", decided) if decided else GateVerdict("authorizers", "next")
+            )
         if identity.grants is not None and pipeline.token_gate is not None:
             gate = pipeline.token_gate
-            answer = (gate.check_publish(identity, topic, Publish(topic, b"", qos, retain))
-                      if action == "publish" else gate.check_subscribe(identity, Subscription(topic, qos), inner, group))
+            answer = (
+                gate.check_publish(identity, topic, Publish(topic, b"", qos, retain))
+                if action == "publish"
+                else gate.check_subscribe(identity, Subscription(topic, qos), inner, group)
+            )
             verdicts.append(_verdict("token", answer))
         elif pipeline.permissions is not None:
             try:
                 _, label = pipeline.permissions.list_for(identity)
             except Exception as exc:  # a placeholder the identity cannot fill
                 label = f"cannot bind: {exc}"
-            answer = (pipeline.permissions.check_publish(identity, topic, qos, retain) if action == "publish"
-                      else pipeline.permissions.check_subscribe(identity, inner, qos, group))
+            answer = (
+                pipeline.permissions.check_publish(identity, topic, qos, retain)
+                if action == "publish"
+                else pipeline.permissions.check_subscribe(identity, inner, qos, group)
+            )
             v = _verdict("permissions", answer)
-            verdicts.append(GateVerdict(v.gate, v.verdict, v.rule, f"{v.detail + '; ' if v.detail else ''}set from {label}"))
+            verdicts.append(
+                GateVerdict(
+                    v.gate,
+                    v.verdict,
+                    v.rule,
+                    f"{v.detail + '; ' if v.detail else ''}set from {label}",
+                )
+            )
         else:
             verdicts.append(GateVerdict("permissions", "not configured"))
         for gate in pipeline.gates:
             name = getattr(gate, "gate", None)
             label = name.value if name is not None else type(gate).__name__
-            answer = (gate.check_publish(identity, topic, Publish(topic, b"", qos, retain))
-                      if action == "publish" else gate.check_subscribe(identity, Subscription(topic, qos), inner, group))
+            answer = (
+                gate.check_publish(identity, topic, Publish(topic, b"", qos, retain))
+                if action == "publish"
+                else gate.check_subscribe(identity, Subscription(topic, qos), inner, group)
+            )
             verdict = _verdict(label, answer)
             describe = getattr(gate, "describe_subject", None)  # the site ACL: who it sees
             if describe is not None:
@@ -115,7 +142,9 @@ async def explain(policy: object, identity: Identity, action: str, topic: str, q
                 verdict = GateVerdict(verdict.gate, verdict.verdict, verdict.rule, detail)
             verdicts.append(verdict)
     if action == "publish":
-        final = await _resolve(policy.check_publish(identity, topic, Publish(topic, b"", qos, retain)))
+        final = await _resolve(
+            policy.check_publish(identity, topic, Publish(topic, b"", qos, retain))
+        )
     else:
         final = await _resolve(policy.check_subscribe(identity, Subscription(topic, qos)))
     return verdicts, final
@@ -127,12 +156,15 @@ def _topic_name_problem(topic: str, separator: str) -> Decision | None:
     try:
         validate_topic_name(topic, separator)
     except RuleError as exc:
-        return Decision(False, Gate.SYNTAX, None, ReasonCode.TOPIC_NAME_INVALID, str(exc), disconnect=True)
+        return Decision(
+            False, Gate.SYNTAX, None, ReasonCode.TOPIC_NAME_INVALID, str(exc), disconnect=True
+        )
     return None
 
 
-def explain_sync(policy: object, identity: Identity, action: str, topic: str, qos: int = 0,
-                 retain: bool = False) -> tuple[list[GateVerdict], Decision]:
+def explain_sync(
+    policy: object, identity: Identity, action: str, topic: str, qos: int = 0, retain: bool = False
+) -> tuple[list[GateVerdict], Decision]:
     return asyncio.run(explain(policy, identity, action, topic, qos, retain))
 
 
@@ -149,7 +181,7 @@ def _pattern_covers(outer: str, inner: str) -> bool:
     if not _GLOB & set(inner):
         return fnmatchcase(inner, outer)
     if outer.endswith("*") and not _GLOB & set(outer[:-1]):
-        literal = inner[:min((inner.index(c) for c in _GLOB & set(inner)), default=len(inner))]
+        literal = inner[: min((inner.index(c) for c in _GLOB & set(inner)), default=len(inner))]
         return literal.startswith(outer[:-1])
     return False
 
@@ -158,7 +190,9 @@ def _shadows(earlier: Assignment, later: Assignment) -> bool:
     """``earlier`` selects every client ``later`` selects: assignments are tried in order and
     the first that matches decides, so ``later`` never applies."""
     mine = dict(later.selectors)
-    return all(key in mine and _pattern_covers(pattern, mine[key]) for key, pattern in earlier.selectors)
+    return all(
+        key in mine and _pattern_covers(pattern, mine[key]) for key, pattern in earlier.selectors
+    )
 
 
 def shadowed_assignments(config: PermissionsConfig) -> dict[int, int]:
@@ -183,12 +217,19 @@ def lint_permissions(config: PermissionsConfig) -> list[str]:
     used = {name for j, a in enumerate(config.assignments) if j not in shadowed for name in a.sets}
     for name, plist in config.sets.items():
         if name not in named:
-            findings.append(f"permissions.sets.{name}: no [[permissions.assign]] names this set: it never applies")
+            findings.append(
+                f"permissions.sets.{name}: no [[permissions.assign]] names this set: it never applies"
+            )
         elif name not in used:
-            via = ", ".join(f"{config.assignments[j].label} (shadowed by {config.assignments[i].label})"
-                            for j, i in shadowed.items() if name in config.assignments[j].sets)
-            findings.append(f"permissions.sets.{name}: nobody gets this set: only assignments that never "
-                            f"apply name it: {via}")
+            via = ", ".join(
+                f"{config.assignments[j].label} (shadowed by {config.assignments[i].label})"
+                for j, i in shadowed.items()
+                if name in config.assignments[j].sets
+            )
+            findings.append(
+                f"permissions.sets.{name}: nobody gets this set: only assignments that never "
+                f"apply name it: {via}"
+            )
         for later, earlier in shadowed_permissions(plist):
             findings.append(
                 f"permissions.sets.{name}: rule {later.id!r} ({later.topic}) can never match: "
@@ -213,8 +254,10 @@ def lint_permissions(config: PermissionsConfig) -> list[str]:
             )
     for j, i in shadowed.items():
         if config.assignments[i].selectors:  # a catch-all is reported once, above
-            findings.append(f"{config.assignments[j].label}: never applies: {config.assignments[i].label} "
-                            "comes first and selects every client it selects")
+            findings.append(
+                f"{config.assignments[j].label}: never applies: {config.assignments[i].label} "
+                "comes first and selects every client it selects"
+            )
     if config.sets and config.unassigned is None and all(a.selectors for a in config.assignments):
         findings.append(
             "permissions: clients that no assignment selects get no permissions, which seed 003 treats as "

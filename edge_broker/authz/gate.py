@@ -40,7 +40,11 @@ class PolicyGate(Protocol):
         ...
 
     def check_subscribe(
-        self, identity: Identity, subscription: Subscription, topic_filter: str, share_group: str | None
+        self,
+        identity: Identity,
+        subscription: Subscription,
+        topic_filter: str,
+        share_group: str | None,
     ) -> Decision | None:
         """One filter of a SUBSCRIBE; ``topic_filter`` is without ``$share/<group>/``.
 

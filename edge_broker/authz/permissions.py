@@ -131,7 +131,9 @@ class TopicPermission:
         return self.shared_group in ("#", share_group)
 
 
-def make_permission(fields: Mapping[str, object], rule_id: str, separator: str = "/") -> TopicPermission:
+def make_permission(
+    fields: Mapping[str, object], rule_id: str, separator: str = "/"
+) -> TopicPermission:
     """Build and validate a permission from config values; errors name ``rule_id`` and the field."""
 
     def enum_field(name: str, enum: type[Enum], default: Enum) -> Enum:
@@ -142,9 +144,20 @@ def make_permission(fields: Mapping[str, object], rule_id: str, separator: str =
             return enum(value.upper())
         except ValueError:
             choices = ", ".join(member.value for member in enum)
-            raise PermissionConfigError(f"permission {rule_id!r}: {name} {value!r} is not one of {choices}") from None
+            raise PermissionConfigError(
+                f"permission {rule_id!r}: {name} {value!r} is not one of {choices}"
+            ) from None
 
-    known = {"topic", "id", "qos", "activity", "retain", "shared_subscription", "shared_group", "type"}
+    known = {
+        "topic",
+        "id",
+        "qos",
+        "activity",
+        "retain",
+        "shared_subscription",
+        "shared_group",
+        "type",
+    }
     unknown = sorted(set(fields) - known)
     if unknown:
         raise PermissionConfigError(
@@ -152,7 +165,9 @@ def make_permission(fields: Mapping[str, object], rule_id: str, separator: str =
         )
     topic = fields.get("topic")
     if not isinstance(topic, str) or not topic:
-        raise PermissionConfigError(f"permission {rule_id!r}: topic must be a non-empty MQTT topic filter")
+        raise PermissionConfigError(
+            f"permission {rule_id!r}: topic must be a non-empty MQTT topic filter"
+        )
     for match in _PLACEHOLDER_RE.findall(topic):
         if match not in PLACEHOLDERS:
             raise PermissionConfigError(
@@ -164,10 +179,14 @@ def make_permission(fields: Mapping[str, object], rule_id: str, separator: str =
     try:
         validate_topic_filter(probe, separator)
     except RuleError as exc:
-        raise PermissionConfigError(f"permission {rule_id!r}: topic {topic!r}: {exc.reason}") from None
+        raise PermissionConfigError(
+            f"permission {rule_id!r}: topic {topic!r}: {exc.reason}"
+        ) from None
     qos = fields.get("qos", "ALL")
     if not isinstance(qos, str) or qos.upper() not in QOS_SETS:
-        raise PermissionConfigError(f"permission {rule_id!r}: qos {qos!r} is not one of {', '.join(QOS_SETS)}")
+        raise PermissionConfigError(
+            f"permission {rule_id!r}: qos {qos!r} is not one of {', '.join(QOS_SETS)}"
+        )
     group = fields.get("shared_group", "#")
     if not isinstance(group, str) or not group or (group != "#" and any(c in group for c in "+#/")):
         raise PermissionConfigError(
@@ -179,7 +198,9 @@ def make_permission(fields: Mapping[str, object], rule_id: str, separator: str =
         qos=qos.upper(),
         activity=enum_field("activity", Activity, Activity.ALL),  # type: ignore[arg-type]
         retain=enum_field("retain", Retain, Retain.ALL),  # type: ignore[arg-type]
-        shared_subscription=enum_field("shared_subscription", SharedSubscription, SharedSubscription.ALL),  # type: ignore[arg-type]
+        shared_subscription=enum_field(
+            "shared_subscription", SharedSubscription, SharedSubscription.ALL
+        ),  # type: ignore[arg-type]
         shared_group=group,
         type=enum_field("type", PermissionType, PermissionType.ALLOW),  # type: ignore[arg-type]
     )
@@ -246,7 +267,9 @@ class PermissionList:
             topic = perm.topic
             for placeholder, value in values.items():
                 if placeholder in topic:
-                    topic = topic.replace(placeholder, _bind_value(placeholder[2:-1], value, self.separator))
+                    topic = topic.replace(
+                        placeholder, _bind_value(placeholder[2:-1], value, self.separator)
+                    )
             bound.append(perm if topic == perm.topic else _replace_topic(perm, topic))
         return PermissionList(tuple(bound), self.default_allow, self.separator)
 
@@ -270,25 +293,38 @@ class PermissionList:
         index = self._index()
         first = index.first_match(topic)
         if first is not None and not self.permissions[first].applies_to_publish(qos, retain):
-            first = next((i for i in index.matches(topic)
-                          if self.permissions[i].applies_to_publish(qos, retain)), None)
+            first = next(
+                (
+                    i
+                    for i in index.matches(topic)
+                    if self.permissions[i].applies_to_publish(qos, retain)
+                ),
+                None,
+            )
         return self._verdict(first)
 
-    def _first_for_subscribe(self, found: int | None, more: list[int] | None, qos: int,
-                             share_group: str | None) -> int | None:
+    def _first_for_subscribe(
+        self, found: int | None, more: list[int] | None, qos: int, share_group: str | None
+    ) -> int | None:
         if found is None or self.permissions[found].applies_to_subscribe(qos, share_group):
             return found
         assert more is not None
-        return next((i for i in more if self.permissions[i].applies_to_subscribe(qos, share_group)), None)
+        return next(
+            (i for i in more if self.permissions[i].applies_to_subscribe(qos, share_group)), None
+        )
 
-    def check_subscribe(self, topic_filter: str, qos: int, share_group: str | None = None) -> PermissionVerdict:
+    def check_subscribe(
+        self, topic_filter: str, qos: int, share_group: str | None = None
+    ) -> PermissionVerdict:
         """True containment with the overlap rule of AUTHZ.md §2 gate 4 (module docstring)."""
         if not self.permissions:
             return PermissionVerdict(self.default_allows, None)
         index = self._index()
         found = index.first_containing(topic_filter)
         if found is not None and not self.permissions[found].applies_to_subscribe(qos, share_group):
-            found = self._first_for_subscribe(found, index.containing(topic_filter), qos, share_group)
+            found = self._first_for_subscribe(
+                found, index.containing(topic_filter), qos, share_group
+            )
         verdict = self._verdict(found)
         if not verdict.allowed:
             return verdict
@@ -300,7 +336,9 @@ class PermissionList:
                 return PermissionVerdict(True, verdict.permission, recheck=True)
         return verdict
 
-    def check_delivery(self, topic: str, qos: int, share_group: str | None = None) -> PermissionVerdict:
+    def check_delivery(
+        self, topic: str, qos: int, share_group: str | None = None
+    ) -> PermissionVerdict:
         """A message on ``topic`` delivered through a subscription marked for recheck: decided as
         if the client had subscribed to exactly ``topic`` (no wildcard can leak more)."""
         if not self.permissions:
@@ -308,14 +346,27 @@ class PermissionList:
         index = self._index()
         found = index.first_match(topic)
         if found is not None and not self.permissions[found].applies_to_subscribe(qos, share_group):
-            found = next((i for i in index.matches(topic)
-                          if self.permissions[i].applies_to_subscribe(qos, share_group)), None)
+            found = next(
+                (
+                    i
+                    for i in index.matches(topic)
+                    if self.permissions[i].applies_to_subscribe(qos, share_group)
+                ),
+                None,
+            )
         return self._verdict(found)
 
 
 def _replace_topic(perm: TopicPermission, topic: str) -> TopicPermission:
     return TopicPermission(
-        topic, perm.id, perm.qos, perm.activity, perm.retain, perm.shared_subscription, perm.shared_group, perm.type
+        topic,
+        perm.id,
+        perm.qos,
+        perm.activity,
+        perm.retain,
+        perm.shared_subscription,
+        perm.shared_group,
+        perm.type,
     )
 
 
@@ -353,7 +404,7 @@ def overlapping_pairs(plist: PermissionList) -> list[tuple[TopicPermission, Topi
     return [
         (a, b)
         for i, a in enumerate(perms)
-        for b in perms[i + 1:]
+        for b in perms[i + 1 :]
         if a.allow != b.allow and filters_overlap(a.topic, b.topic, plist.separator)
     ]
 
@@ -378,7 +429,7 @@ def parse_permission_list(
         except PermissionConfigError as exc:
             problems.extend(exc.problems)
     if default not in (None, "allow", "deny"):
-        problems.append(f"permission set {set_name!r}: default_behaviour must be \"allow\" or \"deny\"")
+        problems.append(f'permission set {set_name!r}: default_behaviour must be "allow" or "deny"')
     if problems:
         raise PermissionConfigError(problems[0], problems)
     return PermissionList(tuple(perms), None if default is None else default == "allow", separator)

@@ -78,8 +78,12 @@ class PermissionsConfig:
                 if len(lists) == 1:
                     return lists[0], assignment.label
                 merged = tuple(p for plist in lists for p in plist.permissions)
-                defaults = [plist.default_allow for plist in lists if plist.default_allow is not None]
-                return PermissionList(merged, defaults[0] if defaults else None, self.separator), assignment.label
+                defaults = [
+                    plist.default_allow for plist in lists if plist.default_allow is not None
+                ]
+                return PermissionList(
+                    merged, defaults[0] if defaults else None, self.separator
+                ), assignment.label
         default = None if self.unassigned is None else self.unassigned == "allow"
         return PermissionList((), default, self.separator), "unassigned"
 
@@ -95,7 +99,9 @@ def parse_permissions_config(table: Mapping[str, Any], separator: str = "/") -> 
         )
     unassigned = table.get("unassigned")
     if unassigned not in (None, "allow", "deny"):
-        problems.append(f'permissions.unassigned: {unassigned!r} is not valid: write "allow" or "deny"')
+        problems.append(
+            f'permissions.unassigned: {unassigned!r} is not valid: write "allow" or "deny"'
+        )
         unassigned = None
     raw_sets = table.get("sets", {})
     if not isinstance(raw_sets, Mapping):
@@ -153,7 +159,9 @@ def parse_permissions_config(table: Mapping[str, Any], separator: str = "/") -> 
             if key in entry:
                 value = entry[key]
                 if not isinstance(value, str) or not value:
-                    problems.append(f"{where}.{key}: must be a non-empty string (a name or a pattern)")
+                    problems.append(
+                        f"{where}.{key}: must be a non-empty string (a name or a pattern)"
+                    )
                     continue
                 selectors.append((key, value))
         label = ", ".join(f"{k}={v}" for k, v in selectors) or "everyone"

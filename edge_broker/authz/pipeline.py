@@ -72,9 +72,12 @@ class PermissionsGate:
         # Hot path: the last identity's list (bursts come from one client), and decisions per
         # (list, topic, qos, retain). The gate is rebuilt on every policy change, so neither
         # cache can outlive the policy it was computed from.
-        self._last: tuple[Identity | None, tuple[PermissionList, str] | PermissionBindError | None] = (None, None)
+        self._last: tuple[
+            Identity | None, tuple[PermissionList, str] | PermissionBindError | None
+        ] = (None, None)
         self._publish_cache: DecisionCache[tuple[int, str, int, bool], Decision] = DecisionCache(
-            _MAX_CACHED_DECISIONS)
+            _MAX_CACHED_DECISIONS
+        )
 
     @property
     def gate(self) -> Gate:
@@ -87,7 +90,14 @@ class PermissionsGate:
             if isinstance(found, PermissionBindError):
                 raise found
             return found
-        key = (identity.client_id, identity.username, identity.cert_cn, identity.roles, identity.method, identity.tenant)
+        key = (
+            identity.client_id,
+            identity.username,
+            identity.cert_cn,
+            identity.roles,
+            identity.method,
+            identity.tenant,
+        )
         found = self._bound.get(key)
         if found is None:
             plist, label = self.config.select(identity)
@@ -110,7 +120,11 @@ class PermissionsGate:
         if verdict.allowed:
             return Decision(True, Gate.PERMISSIONS, rule, recheck=verdict.recheck)
         if perm is None:
-            return deny(Gate.PERMISSIONS, None, f"{what}: no permission matches and the default behaviour is DENY")
+            return deny(
+                Gate.PERMISSIONS,
+                None,
+                f"{what}: no permission matches and the default behaviour is DENY",
+            )
         return deny(Gate.PERMISSIONS, rule, f'{what}: denied by permissions rule "{rule}"')
 
     def admit(self, identity: Identity) -> Decision | None:
@@ -128,18 +142,26 @@ class PermissionsGate:
         key = (id(plist), topic, qos, retain)
         cached = self._publish_cache.get(key)
         if cached is None:
-            cached = self._decision(plist.check_publish(topic, qos, retain), f"publish to {shown(topic)}")
+            cached = self._decision(
+                plist.check_publish(topic, qos, retain), f"publish to {shown(topic)}"
+            )
             self._publish_cache.put(key, cached)
         return cached
 
-    def check_subscribe(self, identity: Identity, topic_filter: str, qos: int, group: str | None) -> Decision:
+    def check_subscribe(
+        self, identity: Identity, topic_filter: str, qos: int, group: str | None
+    ) -> Decision:
         try:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
             return deny(Gate.PERMISSIONS, None, str(exc))
-        return self._decision(plist.check_subscribe(topic_filter, qos, group), f"subscribe to {shown(topic_filter)}")
+        return self._decision(
+            plist.check_subscribe(topic_filter, qos, group), f"subscribe to {shown(topic_filter)}"
+        )
 
-    def check_delivery(self, identity: Identity, topic: str, qos: int, group: str | None) -> Decision:
+    def check_delivery(
+        self, identity: Identity, topic: str, qos: int, group: str | None
+    ) -> Decision:
         try:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
@@ -160,7 +182,9 @@ class GatePipeline:
         audit: Any = None,
         separator: str = "/",
     ) -> None:
-        self.authorizers = authorizers if authorizers is not None and authorizers.authorizers else None
+        self.authorizers = (
+            authorizers if authorizers is not None and authorizers.authorizers else None
+        )
         self.permissions = permissions
         self.token_gate = token_gate
         self.gates: tuple[PolicyGate, ...] = tuple(gates)
@@ -174,8 +198,12 @@ class GatePipeline:
     def with_gates(self, gates: Sequence[PolicyGate]) -> GatePipeline:
         """The same pipeline with more gates appended (claims gate after start-up)."""
         pipeline = GatePipeline(
-            authorizers=self.authorizers, permissions=self.permissions, token_gate=self.token_gate,
-            gates=self.gates + tuple(gates), audit=self.audit, separator=self.separator,
+            authorizers=self.authorizers,
+            permissions=self.permissions,
+            token_gate=self.token_gate,
+            gates=self.gates + tuple(gates),
+            audit=self.audit,
+            separator=self.separator,
         )
         pipeline.hits, pipeline.denials = self.hits, self.denials
         return pipeline
@@ -185,8 +213,14 @@ class GatePipeline:
         """Gates that must see every delivery (egress ACL, claims)."""
         return any(getattr(g, "checks_every_delivery", False) for g in self.gates)
 
-    def _count(self, decision: Decision, action: str, identity: Identity, topic: str,
-               origin: str | None = None) -> Decision:
+    def _count(
+        self,
+        decision: Decision,
+        action: str,
+        identity: Identity,
+        topic: str,
+        origin: str | None = None,
+    ) -> Decision:
         gate = decision.gate.value if decision.gate is not None else "none"
         rule = decision.rule or "-"
         if decision.allowed:
@@ -198,9 +232,20 @@ class GatePipeline:
         if self.audit is not None:  # fields per action: edge_broker/audit/events.py
             audit_events.decision(self.audit, action, identity, topic, decision, origin)
         log.info(
-            "denied %s %r for %s: %s", action, topic, identity.client_id, decision.reason,
-            extra={"event": "denied", "action": action, "client_id": identity.client_id, "topic": topic,
-                   "gate": gate, "rule": decision.rule, "reason_code": int(decision.reason_code)},
+            "denied %s %r for %s: %s",
+            action,
+            topic,
+            identity.client_id,
+            decision.reason,
+            extra={
+                "event": "denied",
+                "action": action,
+                "client_id": identity.client_id,
+                "topic": topic,
+                "gate": gate,
+                "rule": decision.rule,
+                "reason_code": int(decision.reason_code),
+            },
         )
         return decision
 
@@ -215,7 +260,13 @@ class GatePipeline:
     # -- publish and will -----------------------------------------------------------------
 
     def _after_authorizers_publish(
-        self, identity: Identity, topic: str, qos: int, retain: bool, packet: Publish | None, will: Will | None,
+        self,
+        identity: Identity,
+        topic: str,
+        qos: int,
+        retain: bool,
+        packet: Publish | None,
+        will: Will | None,
         decided: Decision | None,
     ) -> Decision:
         decision = ALLOW if decided is None else decided
@@ -229,7 +280,9 @@ class GatePipeline:
                         answer = self.token_gate.check_publish(identity, topic, packet)
                     decision = _combine(decision, answer)
             elif self.permissions is not None:
-                decision = _combine(decision, self.permissions.check_publish(identity, topic, qos, retain))
+                decision = _combine(
+                    decision, self.permissions.check_publish(identity, topic, qos, retain)
+                )
             if decision.denied:
                 return decision
         for gate in self.gates:
@@ -246,13 +299,17 @@ class GatePipeline:
     def check_publish(self, identity: Identity, topic: str, packet: Publish) -> MaybeDecision:
         if self.authorizers is not None and self.authorizers.has_publish:
             return self._publish_async(identity, topic, packet, None)
-        decision = self._after_authorizers_publish(identity, topic, packet.qos, packet.retain, packet, None, None)
+        decision = self._after_authorizers_publish(
+            identity, topic, packet.qos, packet.retain, packet, None, None
+        )
         return self._count(decision, "publish", identity, topic)
 
     def check_will(self, identity: Identity, will: Will) -> MaybeDecision:
         if self.authorizers is not None and self.authorizers.has_publish:
             return self._publish_async(identity, will.topic, None, will)
-        decision = self._after_authorizers_publish(identity, will.topic, will.qos, will.retain, None, will, None)
+        decision = self._after_authorizers_publish(
+            identity, will.topic, will.qos, will.retain, None, will, None
+        )
         return self._count(decision, "will", identity, will.topic)
 
     async def _publish_async(
@@ -262,7 +319,13 @@ class GatePipeline:
         source = will if will is not None else packet
         assert source is not None
         request = PublishRequest(
-            identity, topic, source.payload, source.qos, source.retain, will is not None, source.properties
+            identity,
+            topic,
+            source.payload,
+            source.qos,
+            source.retain,
+            will is not None,
+            source.properties,
         )
         decided = await self.authorizers.authorize_publish(request)
         action = "will" if will is not None else "publish"
@@ -276,8 +339,13 @@ class GatePipeline:
     # -- subscribe ------------------------------------------------------------------------
 
     def _after_authorizers_subscribe(
-        self, identity: Identity, subscription: Subscription, topic_filter: str, group: str | None,
-        decided: Decision | None, covering: str | None = None,
+        self,
+        identity: Identity,
+        subscription: Subscription,
+        topic_filter: str,
+        group: str | None,
+        decided: Decision | None,
+        covering: str | None = None,
         user_properties: tuple[tuple[str, str], ...] = (),
     ) -> Decision:
         decision = ALLOW if decided is None else decided
@@ -285,9 +353,15 @@ class GatePipeline:
             if _token_client(identity):
                 if self.token_gate is not None:
                     decision = _combine(
-                        decision, self.token_gate.check_subscribe(identity, subscription, topic_filter, group))
+                        decision,
+                        self.token_gate.check_subscribe(
+                            identity, subscription, topic_filter, group
+                        ),
+                    )
             elif self.permissions is not None:
-                verdict = self.permissions.check_subscribe(identity, covering or topic_filter, subscription.qos, group)
+                verdict = self.permissions.check_subscribe(
+                    identity, covering or topic_filter, subscription.qos, group
+                )
                 if covering is not None and verdict.allowed and not verdict.recheck:
                     verdict = Decision(True, verdict.gate, verdict.rule, recheck=True)
                 decision = _combine(decision, verdict)
@@ -297,7 +371,9 @@ class GatePipeline:
             # a gate that reads the SUBSCRIBE's user properties (the ACL: queryable=true)
             with_properties = getattr(gate, "check_subscribe_with_properties", None)
             if with_properties is not None:
-                answer = with_properties(identity, subscription, topic_filter, group, user_properties)
+                answer = with_properties(
+                    identity, subscription, topic_filter, group, user_properties
+                )
             else:
                 answer = gate.check_subscribe(identity, subscription, topic_filter, group)
             decision = _combine(decision, answer)
@@ -306,37 +382,62 @@ class GatePipeline:
         return decision
 
     def check_subscribe(
-        self, identity: Identity, subscription: Subscription, topic_filter: str, group: str | None,
-        user_properties: tuple[tuple[str, str], ...] = (), covering: str | None = None,
+        self,
+        identity: Identity,
+        subscription: Subscription,
+        topic_filter: str,
+        group: str | None,
+        user_properties: tuple[tuple[str, str], ...] = (),
+        covering: str | None = None,
     ) -> MaybeDecision:
         """One filter (without ``$share/<group>/``). ``covering``: for a runtime pattern, the MQTT
         filter covering it, which the permissions decide on (deliveries then checked per topic)."""
         if self.authorizers is not None and self.authorizers.has_subscribe:
-            return self._subscribe_async(identity, subscription, topic_filter, group, user_properties, covering)
+            return self._subscribe_async(
+                identity, subscription, topic_filter, group, user_properties, covering
+            )
         decision = self._after_authorizers_subscribe(
-            identity, subscription, topic_filter, group, None, covering, user_properties)
+            identity, subscription, topic_filter, group, None, covering, user_properties
+        )
         return self._count(decision, "subscribe", identity, subscription.topic_filter)
 
     async def _subscribe_async(
-        self, identity: Identity, subscription: Subscription, topic_filter: str, group: str | None,
-        user_properties: tuple[tuple[str, str], ...], covering: str | None,
+        self,
+        identity: Identity,
+        subscription: Subscription,
+        topic_filter: str,
+        group: str | None,
+        user_properties: tuple[tuple[str, str], ...],
+        covering: str | None,
     ) -> Decision:
         assert self.authorizers is not None
         request = SubscribeRequest(
-            identity, topic_filter, subscription.qos, group, subscription.no_local,
-            subscription.retain_as_published, subscription.retain_handling, user_properties,
+            identity,
+            topic_filter,
+            subscription.qos,
+            group,
+            subscription.no_local,
+            subscription.retain_as_published,
+            subscription.retain_handling,
+            user_properties,
         )
         decided = await self.authorizers.authorize_subscribe(request)
         if decided is not None and decided.denied:
             return self._count(decided, "subscribe", identity, subscription.topic_filter)
         decision = self._after_authorizers_subscribe(
-            identity, subscription, topic_filter, group, decided, covering, user_properties)
+            identity, subscription, topic_filter, group, decided, covering, user_properties
+        )
         return self._count(decision, "subscribe", identity, subscription.topic_filter)
 
     # -- deliver (synchronous, hot path) ----------------------------------------------------
 
     def check_deliver(
-        self, identity: Identity, message: Any, qos: int = 0, group: str | None = None, recheck: bool = False
+        self,
+        identity: Identity,
+        message: Any,
+        qos: int = 0,
+        group: str | None = None,
+        recheck: bool = False,
     ) -> Decision:
         """A delivery to ``identity``. ``recheck``: the subscription was marked by gate 4, so the
         permissions decide the concrete topic as for an exact subscription at ``qos``/``group``."""
@@ -344,9 +445,13 @@ class GatePipeline:
         if recheck and not _token_client(identity) and self.permissions is not None:
             decision = self.permissions.check_delivery(identity, message.topic, qos, group)
             if decision.denied:
-                return self._count(decision, "deliver", identity, message.topic, getattr(message, "origin", None))
+                return self._count(
+                    decision, "deliver", identity, message.topic, getattr(message, "origin", None)
+                )
         for gate in self.gates:
             answer = gate.check_deliver(identity, message)
             if answer is not None and answer.denied:
-                return self._count(answer, "deliver", identity, message.topic, getattr(message, "origin", None))
+                return self._count(
+                    answer, "deliver", identity, message.topic, getattr(message, "origin", None)
+                )
         return decision

@@ -81,16 +81,26 @@ class TokenGate:
         try:
             rule = grants.can_publish(topic)
         except RuleError as exc:
-            return deny(Gate.TOKEN, None, f"{shown(topic)} is not a valid channel name: {exc}",
-                        ReasonCode.TOPIC_NAME_INVALID)
+            return deny(
+                Gate.TOKEN,
+                None,
+                f"{shown(topic)} is not a valid channel name: {exc}",
+                ReasonCode.TOPIC_NAME_INVALID,
+            )
         if rule is None:
-            return deny(Gate.TOKEN, None,
-                        f"no allow_channels_pub rule of the token for tenant "
-                        f"{identity.tenant!r} lets the client {what} {shown(topic)}")
+            return deny(
+                Gate.TOKEN,
+                None,
+                f"no allow_channels_pub rule of the token for tenant "
+                f"{identity.tenant!r} lets the client {what} {shown(topic)}",
+            )
         return self._allowed(rule)
 
     def check_subscribe(
-        self, identity: Identity, subscription: Subscription, topic_filter: str,
+        self,
+        identity: Identity,
+        subscription: Subscription,
+        topic_filter: str,
         share_group: str | None,
     ) -> Decision | None:
         grants = _grants(identity)
@@ -99,13 +109,19 @@ class TokenGate:
         try:
             rule = grants.can_subscribe(topic_filter)
         except RuleError as exc:
-            return deny(Gate.TOKEN, None,
-                        f"{shown(topic_filter)} is not a valid subscription pattern: {exc}",
-                        ReasonCode.TOPIC_FILTER_INVALID)
+            return deny(
+                Gate.TOKEN,
+                None,
+                f"{shown(topic_filter)} is not a valid subscription pattern: {exc}",
+                ReasonCode.TOPIC_FILTER_INVALID,
+            )
         if rule is None:
-            return deny(Gate.TOKEN, None,
-                        f"no allow_channels_sub rule of the token for tenant "
-                        f"{identity.tenant!r} accepts the subscription {shown(topic_filter)}")
+            return deny(
+                Gate.TOKEN,
+                None,
+                f"no allow_channels_sub rule of the token for tenant "
+                f"{identity.tenant!r} accepts the subscription {shown(topic_filter)}",
+            )
         return self._allowed(rule)
 
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:

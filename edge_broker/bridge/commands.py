@@ -10,7 +10,9 @@ import sys
 import urllib.error
 import urllib.request
 
-SAMPLE = re.compile(r'^edge_broker_bridge_(\w+)\{bridge="([^"]*)"(?:,error="((?:[^"\\]|\\.)*)")?\} (\S+)$')
+SAMPLE = re.compile(
+    r'^edge_broker_bridge_(\w+)\{bridge="([^"]*)"(?:,error="((?:[^"\\]|\\.)*)")?\} (\S+)$'
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.required = True
     status = sub.add_parser("status", help="connected state, queue depth and counters per bridge")
     status.add_argument("--config", help="the broker's config file ([metrics] bind and port)")
-    status.add_argument("--url", help="the metrics URL (default: from --config, else http://127.0.0.1:9883/metrics)")
+    status.add_argument(
+        "--url", help="the metrics URL (default: from --config, else http://127.0.0.1:9883/metrics)"
+    )
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status.set_defaults(func=_status)
 
@@ -34,7 +38,9 @@ def parse_status(text: str) -> dict[str, dict[str, object]]:
         metric, bridge, error, value = match.groups()
         entry = out.setdefault(bridge, {})
         if metric == "last_error_info":
-            entry["last_error"] = (error or "").replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+            entry["last_error"] = (
+                (error or "").replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+            )
         else:
             entry[metric.removesuffix("_total")] = int(float(value))
     return out
@@ -51,9 +57,13 @@ def _url(args: argparse.Namespace) -> str:
         except ConfigError as exc:
             raise SystemExit(f"edge-broker bridge status: {exc}") from exc
         if not config.metrics.enabled:
-            raise SystemExit(f"edge-broker bridge status: {args.config} has no [metrics] endpoint: "
-                             "add [metrics] enabled = true (or pass --url)")
-        host = config.metrics.bind if config.metrics.bind not in ("0.0.0.0", "::", "") else "127.0.0.1"
+            raise SystemExit(
+                f"edge-broker bridge status: {args.config} has no [metrics] endpoint: "
+                "add [metrics] enabled = true (or pass --url)"
+            )
+        host = (
+            config.metrics.bind if config.metrics.bind not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        )
         return f"http://{host}:{config.metrics.port}/metrics"
     return "http://127.0.0.1:9883/metrics"
 
@@ -64,8 +74,10 @@ def _status(args: argparse.Namespace) -> int:
         with urllib.request.urlopen(url, timeout=5) as response:
             text = response.read().decode()
     except (urllib.error.URLError, OSError) as exc:
-        print(f"edge-broker bridge status: cannot read {url}: {exc}; is the broker running with [metrics]?",
-              file=sys.stderr)
+        print(
+            f"edge-broker bridge status: cannot read {url}: {exc}; is the broker running with [metrics]?",
+            file=sys.stderr,
+        )
         return 1
     status = parse_status(text)
     if args.json:
@@ -76,10 +88,12 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     for name, s in sorted(status.items()):
         state = "connected" if s.get("connected") else "DISCONNECTED"
-        print(f"{name}: {state}  queue {s.get('queue_messages', 0)} msgs / {s.get('queue_bytes', 0)} B"
-              f" ({s.get('inflight', 0)} in flight)  sent {s.get('sent', 0)}  acked {s.get('acknowledged', 0)}"
-              f"  dropped {s.get('dropped', 0)}  denied out/in {s.get('denied_out', 0)}/{s.get('denied_in', 0)}"
-              f"  received {s.get('received', 0)}")
+        print(
+            f"{name}: {state}  queue {s.get('queue_messages', 0)} msgs / {s.get('queue_bytes', 0)} B"
+            f" ({s.get('inflight', 0)} in flight)  sent {s.get('sent', 0)}  acked {s.get('acknowledged', 0)}"
+            f"  dropped {s.get('dropped', 0)}  denied out/in {s.get('denied_out', 0)}/{s.get('denied_in', 0)}"
+            f"  received {s.get('received', 0)}"
+        )
         if s.get("last_error"):
             print(f"  last error: {s['last_error']}")
     return 0

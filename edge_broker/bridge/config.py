@@ -49,7 +49,7 @@ class TopicMapping:
     @property
     def remote(self) -> str:
         """The filter on the remote broker."""
-        return self.remote_prefix + self.local[len(self.local_prefix):]
+        return self.remote_prefix + self.local[len(self.local_prefix) :]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,9 @@ def parse_bridges(raw: Any, file: str, problems: list[ConfigError]) -> tuple[Bri
     from ..config import ConfigError, Section
 
     if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
-        problems.append(ConfigError(file, "bridges", "expected an array of tables: write [[bridges]]"))
+        problems.append(
+            ConfigError(file, "bridges", "expected an array of tables: write [[bridges]]")
+        )
         return ()
     bridges: list[BridgeConfig] = []
     for i, table in enumerate(raw):
@@ -103,8 +105,13 @@ def parse_bridges(raw: Any, file: str, problems: list[ConfigError]) -> tuple[Bri
         section.finish()
         if bridge is not None:
             if any(b.name == bridge.name for b in bridges):
-                problems.append(ConfigError(
-                    file, f"bridges[{i}].name", f"{bridge.name!r} is used twice: give each bridge a unique name"))
+                problems.append(
+                    ConfigError(
+                        file,
+                        f"bridges[{i}].name",
+                        f"{bridge.name!r} is used twice: give each bridge a unique name",
+                    )
+                )
             bridges.append(bridge)
     return tuple(bridges)
 
@@ -114,10 +121,15 @@ def _parse_bridge(s: Any, file: str, problems: list[ConfigError]) -> BridgeConfi
 
     name = s.string("name", "")
     if not NAME.match(name):
-        s.problem("name", f"{name!r}: write a name of 1-64 letters, digits, '-' or '_' (e.g. \"cloud\")")
+        s.problem(
+            "name", f"{name!r}: write a name of 1-64 letters, digits, '-' or '_' (e.g. \"cloud\")"
+        )
     address = s.string("address", "")
     if not address:
-        s.problem("address", 'missing: write the remote broker\'s host name or IP, e.g. "mqtt.example.com"')
+        s.problem(
+            "address",
+            'missing: write the remote broker\'s host name or IP, e.g. "mqtt.example.com"',
+        )
     transport = s.choice("transport", "tcp", TRANSPORTS)
     port = s.integer("port", DEFAULT_PORTS[transport], 1, 65535)
     protocol_text = s.get("protocol", "5", str, 'a string: "5" or "3.1.1"')
@@ -127,12 +139,17 @@ def _parse_bridge(s: Any, file: str, problems: list[ConfigError]) -> BridgeConfi
         protocol = 5
     client_id = s.string("client_id", f"{socket.gethostname()}.{name}")
     if not client_id:
-        s.problem("client_id", "empty: write the client id to use on the remote broker, or remove the key")
+        s.problem(
+            "client_id", "empty: write the client id to use on the remote broker, or remove the key"
+        )
     username = s.optional_string("username")
     password = s.optional_string("password")
     token_file = s.optional_string("token_file")
     if password is not None and token_file is not None:
-        s.problem("token_file", "give either password or token_file, not both (the token is sent as the password)")
+        s.problem(
+            "token_file",
+            "give either password or token_file, not both (the token is sent as the password)",
+        )
     keep_alive = s.integer("keep_alive", 60, 5, 65535)
     clean_start = s.boolean("clean_start", False)
     session_expiry = s.integer("session_expiry", 86400, 0, 0xFFFFFFFF)
@@ -143,21 +160,34 @@ def _parse_bridge(s: Any, file: str, problems: list[ConfigError]) -> BridgeConfi
     tls_verify_hostname = s.boolean("tls_verify_hostname", True)
     websocket_tls = s.boolean("websocket_tls", False)
     if (tls_cert is None) != (tls_key is None):
-        s.problem("tls_key" if tls_key is None else "tls_cert",
-                  "a client certificate needs both tls_cert and tls_key (PEM files)")
+        s.problem(
+            "tls_key" if tls_key is None else "tls_cert",
+            "a client certificate needs both tls_cert and tls_key (PEM files)",
+        )
     uses_tls = transport == "tls" or (transport == "websocket" and websocket_tls)
     if not uses_tls:
-        for key, value in (("tls_ca", tls_ca), ("tls_cert", tls_cert), ("tls_key", tls_key),
-                           ("tls_server_name", tls_server_name)):
+        for key, value in (
+            ("tls_ca", tls_ca),
+            ("tls_cert", tls_cert),
+            ("tls_key", tls_key),
+            ("tls_server_name", tls_server_name),
+        ):
             if value is not None:
-                s.problem(key, 'only used with transport = "tls" (or websocket_tls = true): remove it or set the transport')
+                s.problem(
+                    key,
+                    'only used with transport = "tls" (or websocket_tls = true): remove it or set the transport',
+                )
     websocket_path = s.string("websocket_path", "/mqtt")
     if not websocket_path.startswith("/"):
-        s.problem("websocket_path", f"{websocket_path!r}: write a path starting with '/', e.g. \"/mqtt\"")
+        s.problem(
+            "websocket_path", f"{websocket_path!r}: write a path starting with '/', e.g. \"/mqtt\""
+        )
     reconnect_min = s.number("reconnect_min", 1.0, 0.01, 3600)
     reconnect_max = s.number("reconnect_max", 60.0, 0.01, 86400)
     if reconnect_max < reconnect_min:
-        s.problem("reconnect_max", f"{reconnect_max:g} is below reconnect_min {reconnect_min:g}: raise it")
+        s.problem(
+            "reconnect_max", f"{reconnect_max:g} is below reconnect_min {reconnect_min:g}: raise it"
+        )
     connect_timeout = s.number("connect_timeout", 10.0, 0.1, 600)
     max_inflight = s.integer("max_inflight", 32, 1, 65535)
     queue_max_messages = s.integer("queue_max_messages", 100_000, 1, 100_000_000)
@@ -177,18 +207,38 @@ def _parse_bridge(s: Any, file: str, problems: list[ConfigError]) -> BridgeConfi
         if mapping is not None:
             topics.append(mapping)
     if not raw_topics:
-        s.problem("topics", 'no mapping: add [[bridges.topics]] direction = "out" local = "sensors/#"')
+        s.problem(
+            "topics", 'no mapping: add [[bridges.topics]] direction = "out" local = "sensors/#"'
+        )
     if transport == "websocket" and websocket_tls:
         transport = "websockets"  # WebSocket over TLS
     return BridgeConfig(
-        name=name, address=address, port=port, topics=tuple(topics), transport=transport,
-        protocol=protocol, client_id=client_id, username=username, password=password,
-        token_file=token_file, keep_alive=keep_alive, clean_start=clean_start,
-        session_expiry=session_expiry, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
-        tls_server_name=tls_server_name, tls_verify_hostname=tls_verify_hostname,
-        websocket_path=websocket_path, reconnect_min=reconnect_min, reconnect_max=reconnect_max,
-        connect_timeout=connect_timeout, max_inflight=max_inflight,
-        queue_max_messages=queue_max_messages, queue_max_bytes=queue_max_bytes, overflow=overflow,
+        name=name,
+        address=address,
+        port=port,
+        topics=tuple(topics),
+        transport=transport,
+        protocol=protocol,
+        client_id=client_id,
+        username=username,
+        password=password,
+        token_file=token_file,
+        keep_alive=keep_alive,
+        clean_start=clean_start,
+        session_expiry=session_expiry,
+        tls_ca=tls_ca,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_server_name=tls_server_name,
+        tls_verify_hostname=tls_verify_hostname,
+        websocket_path=websocket_path,
+        reconnect_min=reconnect_min,
+        reconnect_max=reconnect_max,
+        connect_timeout=connect_timeout,
+        max_inflight=max_inflight,
+        queue_max_messages=queue_max_messages,
+        queue_max_bytes=queue_max_bytes,
+        overflow=overflow,
         drain_rate=drain_rate,
     )
 
@@ -196,23 +246,33 @@ def _parse_bridge(s: Any, file: str, problems: list[ConfigError]) -> BridgeConfi
 def _parse_mapping(t: Any) -> TopicMapping | None:
     direction = t.get("direction", "", str, 'one of "out", "in", "both"')
     if direction not in DIRECTIONS:
-        t.problem("direction", f'{direction!r}: write "out" (to the remote), "in" (from it) or "both"')
+        t.problem(
+            "direction", f'{direction!r}: write "out" (to the remote), "in" (from it) or "both"'
+        )
     local = t.string("local", "")
     try:
         validate_topic_filter(local)
     except RuleError as exc:
-        t.problem("local", f"{local!r} is not a valid MQTT topic filter ({exc}): write e.g. \"sensors/#\"")
+        t.problem(
+            "local", f'{local!r} is not a valid MQTT topic filter ({exc}): write e.g. "sensors/#"'
+        )
         return None
     if local.startswith("$share/") or local.startswith("$"):
-        t.problem("local", f"{local!r}: bridge a plain filter; '$' topics ($SYS, $share) are never bridged")
+        t.problem(
+            "local",
+            f"{local!r}: bridge a plain filter; '$' topics ($SYS, $share) are never bridged",
+        )
     local_prefix = t.string("local_prefix", "")
     remote_prefix = t.string("remote_prefix", "")
     for key, prefix in (("local_prefix", local_prefix), ("remote_prefix", remote_prefix)):
         if "+" in prefix or "#" in prefix or "\x00" in prefix:
             t.problem(key, f"{prefix!r}: a prefix is literal text without '+', '#' or NUL")
     if not local.startswith(local_prefix):
-        t.problem("local_prefix", f"{local_prefix!r} is not a prefix of local = {local!r}: "
-                  "write the part of the filter that remote_prefix replaces")
+        t.problem(
+            "local_prefix",
+            f"{local_prefix!r} is not a prefix of local = {local!r}: "
+            "write the part of the filter that remote_prefix replaces",
+        )
     qos = t.integer("qos", 1, 0, 2)
     tenant = t.string("tenant", "~") or "~"
     if direction not in DIRECTIONS:

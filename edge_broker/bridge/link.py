@@ -86,14 +86,21 @@ class LinkStats:
     last_error: str = ""
 
 
-def backoff_delay(attempt: int, low: float, high: float, rand: Callable[[], float] = random.random) -> float:
+def backoff_delay(
+    attempt: int, low: float, high: float, rand: Callable[[], float] = random.random
+) -> float:
     """Full-jitter exponential backoff: uniform in [low, min(high, low * 2**attempt)]."""
     ceiling = min(high, low * float(2 ** min(attempt, 30)))
     return float(low + (ceiling - low) * rand())
 
 
-CONNACK_3 = {1: "unacceptable protocol version", 2: "identifier rejected", 3: "server unavailable",
-             4: "bad user name or password", 5: "not authorized"}  # MQTT 3.1.1 §3.2.2.3
+CONNACK_3 = {
+    1: "unacceptable protocol version",
+    2: "identifier rejected",
+    3: "server unavailable",
+    4: "bad user name or password",
+    5: "not authorized",
+}  # MQTT 3.1.1 §3.2.2.3
 
 
 def connack_meaning(code: int, level: int) -> str:
@@ -121,8 +128,15 @@ def describe(exc: BaseException, config: BridgeConfig) -> str:
 class BridgeLink:
     """The MQTT client side of one bridge (module docstring)."""
 
-    def __init__(self, config: BridgeConfig, queue: OutboundQueue, store: Any,
-                 inbound: Inbound, topics: TopicMap, max_packet_size: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        config: BridgeConfig,
+        queue: OutboundQueue,
+        store: Any,
+        inbound: Inbound,
+        topics: TopicMap,
+        max_packet_size: int = 1 << 20,
+    ) -> None:
         self.config = config
         self.max_packet_size = max_packet_size  # what we accept from the remote (bounded memory)
         self.queue = queue
@@ -152,9 +166,14 @@ class BridgeLink:
         self._held: deque[int] = deque()  # in flight, not yet resent on this connection
         # the PUBLISH properties field of a message without properties of its own: the origin
         # path (topics.py) for MQTT 5, nothing for 3.1.1
-        self._plain_properties = encode_properties(
-            Properties(user_properties=((ORIGIN_PROPERTY, config.client_id),)), PacketType.PUBLISH,
-        ) if self.level == 5 else b""
+        self._plain_properties = (
+            encode_properties(
+                Properties(user_properties=((ORIGIN_PROPERTY, config.client_id),)),
+                PacketType.PUBLISH,
+            )
+            if self.level == 5
+            else b""
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -202,11 +221,18 @@ class BridgeLink:
                 error = describe(exc, cfg)
                 self.stats.last_error = error
                 if self.stats.state == "connected":
-                    self._state("disconnected", f"bridge {cfg.name} disconnected: {error}; reconnecting",
-                                error=error)
+                    self._state(
+                        "disconnected",
+                        f"bridge {cfg.name} disconnected: {error}; reconnecting",
+                        error=error,
+                    )
                 elif error != self._logged_error and self.stats.state != "disconnected":
-                    self._state("disconnected", f"bridge {cfg.name} cannot connect to "
-                                f"{cfg.address}:{cfg.port}: {error}; retrying with backoff", error=error)
+                    self._state(
+                        "disconnected",
+                        f"bridge {cfg.name} cannot connect to "
+                        f"{cfg.address}:{cfg.port}: {error}; retrying with backoff",
+                        error=error,
+                    )
                 self._logged_error = error
                 log.debug("bridge %s attempt failed: %s", cfg.name, error)
             except Exception as exc:  # a bug must not end the bridge for good
@@ -243,12 +269,22 @@ class BridgeLink:
                 raise LinkError(f"cannot read token_file {cfg.token_file}: {exc.strerror}") from exc
         props = NO_PROPERTIES
         if self.level == 5:
-            props = Properties(session_expiry_interval=0 if cfg.clean_start else cfg.session_expiry,
-                               receive_maximum=min(cfg.max_inflight * 2, 65535),
-                               maximum_packet_size=self.max_packet_size,
-                               request_problem_information=1)
-        return Connect(self.level, cfg.client_id, cfg.clean_start, cfg.keep_alive, None,
-                       cfg.username, password, props)
+            props = Properties(
+                session_expiry_interval=0 if cfg.clean_start else cfg.session_expiry,
+                receive_maximum=min(cfg.max_inflight * 2, 65535),
+                maximum_packet_size=self.max_packet_size,
+                request_problem_information=1,
+            )
+        return Connect(
+            self.level,
+            cfg.client_id,
+            cfg.clean_start,
+            cfg.keep_alive,
+            None,
+            cfg.username,
+            password,
+            props,
+        )
 
     def _send(self, packet: Any) -> None:
         """Buffer ``packet``; :meth:`_flush` writes the buffer with one system call."""
@@ -268,8 +304,9 @@ class BridgeLink:
         if self.stats.state != "disconnected":
             self._state("connecting", f"bridge {cfg.name} connecting to {cfg.address}:{cfg.port}")
         self._stream = stream = await open_stream(cfg)
-        reader = PacketReader(side="client", protocol_level=self.level,
-                              max_packet_size=self.max_packet_size)
+        reader = PacketReader(
+            side="client", protocol_level=self.level, max_packet_size=self.max_packet_size
+        )
         self._out.clear()
         self._send(self._connect_packet())
         self._flush()
@@ -278,17 +315,24 @@ class BridgeLink:
         if not isinstance(connack, Connack):
             raise LinkError(f"expected CONNACK, got {type(connack).__name__}")
         if connack.reason_code != 0:
-            why = connack.properties.reason_string or connack_meaning(connack.reason_code, self.level)
-            raise LinkError(f"the remote refused the connection (reason code 0x{connack.reason_code:02X}"
-                            + (f": {why})" if why else ")"))
+            why = connack.properties.reason_string or connack_meaning(
+                connack.reason_code, self.level
+            )
+            raise LinkError(
+                f"the remote refused the connection (reason code 0x{connack.reason_code:02X}"
+                + (f": {why})" if why else ")")
+            )
         self._session_limits(connack)
         self.stats.connects += 1
         self.stats.last_error = ""
         self._logged_error = ""
         self._last_rx = time.monotonic()
-        self._state("connected", f"bridge {cfg.name} connected to {cfg.address}:{cfg.port}"
-                    f" (session present: {int(connack.session_present)}, queued: {len(self.queue)})",
-                    session_present=connack.session_present)
+        self._state(
+            "connected",
+            f"bridge {cfg.name} connected to {cfg.address}:{cfg.port}"
+            f" (session present: {int(connack.session_present)}, queued: {len(self.queue)})",
+            session_present=connack.session_present,
+        )
         self._subscribe()
         self._resend_inflight()
         self._flush()
@@ -329,8 +373,7 @@ class BridgeLink:
 
     def _subscribe(self) -> None:
         subs = tuple(
-            Subscription(m.remote, m.qos, no_local=self.level == 5)
-            for m in self.topics.inbound
+            Subscription(m.remote, m.qos, no_local=self.level == 5) for m in self.topics.inbound
         )
         if subs:
             self._send(Subscribe(self._pid(), subs))
@@ -388,12 +431,18 @@ class BridgeLink:
                 user = tuple((k, v) for k, v in upl)
             # the origin path: one property per bridge crossed (topics.py "Loops")
             user += ((ORIGIN_PROPERTY, self.config.client_id),)
-            props = Properties(payload_format_indicator=payload_format, content_type=content_type,
-                               response_topic=response_topic, correlation_data=correlation,
-                               user_properties=user)
+            props = Properties(
+                payload_format_indicator=payload_format,
+                content_type=content_type,
+                response_topic=response_topic,
+                correlation_data=correlation,
+                user_properties=user,
+            )
         elif self.echo is not None and self.topics.inbound:
             self.echo.sent(entry.topic, entry.payload)
-        self._send(Publish(entry.topic, entry.payload, qos, entry.retain, dup, pid if qos else None, props))
+        self._send(
+            Publish(entry.topic, entry.payload, qos, entry.retain, dup, pid if qos else None, props)
+        )
         self.stats.sent += 1
 
     def _take_token(self) -> float:
@@ -426,7 +475,10 @@ class BridgeLink:
                     break
                 entry = queue.take()
                 assert entry is not None
-                if self._max_packet and len(entry.topic) + len(entry.payload) + 64 > self._max_packet:
+                if (
+                    self._max_packet
+                    and len(entry.topic) + len(entry.payload) + 64 > self._max_packet
+                ):
                     self._drop_too_large(entry)
                     continue
                 if entry.qos == 0 or self._max_qos == 0:
@@ -458,20 +510,25 @@ class BridgeLink:
             # PINGREQ when we were silent, and also when the remote was (QoS 0 traffic has no
             # acknowledgements: without a ping we could not tell a dead remote from a quiet one)
             if now - self._last_tx >= keep_alive or (
-                    now - self._last_rx >= keep_alive and now - self._last_ping >= keep_alive / 2):
+                now - self._last_rx >= keep_alive and now - self._last_ping >= keep_alive / 2
+            ):
                 self._send(Pingreq())
                 self._last_ping = now
                 self._flush()
                 await stream.drain()
             if now - self._last_rx > keep_alive * 1.5:
-                raise LinkError(f"no packet from the remote for {keep_alive * 1.5:g} s (keep alive)")
+                raise LinkError(
+                    f"no packet from the remote for {keep_alive * 1.5:g} s (keep alive)"
+                )
 
     def _drop_too_large(self, entry: Entry) -> None:
         self.stats.dropped += 1
         if entry.qos:
             self.queue.bytes -= entry.size
         self.store.done(entry)
-        self.stats.last_error = f"message on {entry.topic!r} exceeds the remote's maximum packet size"
+        self.stats.last_error = (
+            f"message on {entry.topic!r} exceeds the remote's maximum packet size"
+        )
 
     async def _receiver(self, reader: PacketReader, sender: asyncio.Task[None]) -> None:
         stream = self._stream
@@ -520,13 +577,21 @@ class BridgeLink:
         elif kind is Suback:
             for mapping, code in zip(self.topics.inbound, packet.reason_codes, strict=False):
                 if code >= 0x80:
-                    self.stats.last_error = (f"the remote refused the subscription to {mapping.remote!r} "
-                                             f"(0x{code:02X})")
-                    log.warning("bridge %s: %s", self.config.name, self.stats.last_error,
-                                extra={"event": "bridge_subscribe_refused", "bridge": self.config.name})
+                    self.stats.last_error = (
+                        f"the remote refused the subscription to {mapping.remote!r} (0x{code:02X})"
+                    )
+                    log.warning(
+                        "bridge %s: %s",
+                        self.config.name,
+                        self.stats.last_error,
+                        extra={"event": "bridge_subscribe_refused", "bridge": self.config.name},
+                    )
         elif kind is Disconnect:
             why = packet.properties.reason_string
-            raise LinkError(f"the remote sent DISCONNECT 0x{packet.reason_code:02X}" + (f": {why}" if why else ""))
+            raise LinkError(
+                f"the remote sent DISCONNECT 0x{packet.reason_code:02X}"
+                + (f": {why}" if why else "")
+            )
         elif kind is Pingresp:
             pass
 
@@ -537,8 +602,9 @@ class BridgeLink:
         if code >= 0x80:
             self.stats.rejected += 1
             why = props.reason_string
-            self.stats.last_error = (f"the remote refused {entry.topic!r} (0x{code:02X}"
-                                     + (f": {why})" if why else ")"))
+            self.stats.last_error = f"the remote refused {entry.topic!r} (0x{code:02X}" + (
+                f": {why})" if why else ")"
+            )
         else:
             self.stats.acknowledged += 1
         self.store.done(entry)

@@ -25,14 +25,25 @@ class Entry:
 
     __slots__ = ("seq", "topic", "payload", "qos", "retain", "props", "pid", "released")
 
-    def __init__(self, seq: int, topic: str, payload: bytes, qos: int, retain: bool,
-                 props: Any = None, pid: int | None = None, released: bool = False) -> None:
+    def __init__(
+        self,
+        seq: int,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        props: Any = None,
+        pid: int | None = None,
+        released: bool = False,
+    ) -> None:
         self.seq = seq
         self.topic = topic
         self.payload = payload
         self.qos = qos
         self.retain = retain
-        self.props = props  # None or [user_properties, content_type, format, response_topic, correlation]
+        self.props = (
+            props  # None or [user_properties, content_type, format, response_topic, correlation]
+        )
         self.pid = pid
         self.released = released
 

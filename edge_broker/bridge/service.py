@@ -48,13 +48,21 @@ class BridgeStoreError(RuntimeError):
 class Bridge:
     """One configured bridge: its queue, store, link and principal."""
 
-    def __init__(self, config: BridgeConfig, store: Any, separator: str,
-                 inbound: Any, max_packet_size: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        config: BridgeConfig,
+        store: Any,
+        separator: str,
+        inbound: Any,
+        max_packet_size: int = 1 << 20,
+    ) -> None:
         self.config = config
         self.name = config.name
         self.origin = origin_marker(config.name)
         self.topics = TopicMap(config.topics, separator)
-        self.queue = OutboundQueue(config.queue_max_messages, config.queue_max_bytes, config.overflow)
+        self.queue = OutboundQueue(
+            config.queue_max_messages, config.queue_max_bytes, config.overflow
+        )
         self.store = store
         entries, self.next_seq = store.recovered()
         for entry in entries:
@@ -71,22 +79,40 @@ class Bridge:
         found = self._identities.get(tenant)
         if found is None:
             found = self._identities[tenant] = Identity(
-                client_id=self.name, method="bridge", tenant=tenant, username=self.name,
-                interface=self.config.principal)
+                client_id=self.name,
+                method="bridge",
+                tenant=tenant,
+                username=self.name,
+                interface=self.config.principal,
+            )
         return found
 
     def enqueue(self, mapping: TopicMapping, message: Message) -> None:
         props = message.properties
         extra = None
-        if props is not NO_PROPERTIES and (props.user_properties or props.content_type is not None
-                                           or props.payload_format_indicator is not None
-                                           or props.response_topic is not None
-                                           or props.correlation_data is not None):
-            extra = [[list(p) for p in props.user_properties], props.content_type,
-                     props.payload_format_indicator, props.response_topic, props.correlation_data]
+        if props is not NO_PROPERTIES and (
+            props.user_properties
+            or props.content_type is not None
+            or props.payload_format_indicator is not None
+            or props.response_topic is not None
+            or props.correlation_data is not None
+        ):
+            extra = [
+                [list(p) for p in props.user_properties],
+                props.content_type,
+                props.payload_format_indicator,
+                props.response_topic,
+                props.correlation_data,
+            ]
         qos = mapping.qos if mapping.qos < message.qos else message.qos
-        entry = Entry(self.next_seq, TopicMap.to_remote(mapping, message.topic), message.payload,
-                      qos, message.retain, extra)
+        entry = Entry(
+            self.next_seq,
+            TopicMap.to_remote(mapping, message.topic),
+            message.payload,
+            qos,
+            message.retain,
+            extra,
+        )
         self.next_seq += 1
         dropped = self.queue.push(entry)
         stats = self.link.stats
@@ -110,8 +136,12 @@ class Bridge:
             log.warning(
                 f"bridge {self.name}: outbound queue full ({len(self.queue)} messages, "
                 f"{self.queue.bytes} bytes): dropped {what}; {self.link.stats.dropped} dropped so far",
-                extra={"event": "bridge_queue_overflow", "bridge": self.name,
-                       "dropped": self.link.stats.dropped})
+                extra={
+                    "event": "bridge_queue_overflow",
+                    "bridge": self.name,
+                    "dropped": self.link.stats.dropped,
+                },
+            )
 
 
 class Bridges:
@@ -144,14 +174,22 @@ class Bridges:
                     raise BridgeStoreError(
                         f"bridge {bc.name}: cannot open its queue log {str(path)!r}: {exc}; check that "
                         "no other broker uses the state directory and that it is writable, or set "
-                        "[persistence] state_dir") from exc
+                        "[persistence] state_dir"
+                    ) from exc
             else:
                 store = MemoryStore()
-            bridge = Bridge(bc, store, broker.separator, instance._inbound,
-                            config.limits.max_packet_size)
+            bridge = Bridge(
+                bc, store, broker.separator, instance._inbound, config.limits.max_packet_size
+            )
             if len(bridge.queue):
-                log.info(f"bridge {bc.name}: {len(bridge.queue)} queued messages recovered",
-                         extra={"event": "bridge_recovered", "bridge": bc.name, "queued": len(bridge.queue)})
+                log.info(
+                    f"bridge {bc.name}: {len(bridge.queue)} queued messages recovered",
+                    extra={
+                        "event": "bridge_recovered",
+                        "bridge": bc.name,
+                        "queued": len(bridge.queue),
+                    },
+                )
             bridges.append(bridge)
         instance.own_ids = frozenset(b.config.client_id for b in bridges)
         return instance
@@ -186,13 +224,19 @@ class Bridges:
                 continue
             props = message.properties
             if props.user_properties and self._left_before(props.user_properties):
-                bridge.stats.echoes += 1  # left over one of our bridges before, came back another way
+                bridge.stats.echoes += (
+                    1  # left over one of our bridges before, came back another way
+                )
                 continue
             if message.expires_at is not None and message.expired(time.monotonic()):
                 continue
             pipeline = policy.pipeline
-            if pipeline is not None and not pipeline.check_deliver(
-                    bridge.identity(tenant), message, mapping.qos, None, True).allowed:
+            if (
+                pipeline is not None
+                and not pipeline.check_deliver(
+                    bridge.identity(tenant), message, mapping.qos, None, True
+                ).allowed
+            ):
                 bridge.stats.denied_out += 1
                 continue
             bridge.enqueue(mapping, message)
@@ -207,7 +251,8 @@ class Bridges:
         """handle_publish: the bridge queues' write of the message just published, which the
         publisher's PUBACK waits for too (durability ``sync``: on disk); None if none is owed."""
         owed: list[Awaitable[None]] = [
-            f for f in (b.store.take_pending() for b in self.bridges) if f is not None]
+            f for f in (b.store.take_pending() for b in self.bridges) if f is not None
+        ]
         if not owed:
             return None
         return owed[0] if len(owed) == 1 else all_of(*owed)
@@ -235,22 +280,41 @@ class Bridges:
         if found is None:
             return True  # the remote sent what no mapping asked for: acknowledged, not routed
         mapping, local = found
-        local_packet = Publish(local, packet.payload, packet.qos, packet.retain, False, packet.packet_id,
-                               _inbound_properties(props))
+        local_packet = Publish(
+            local,
+            packet.payload,
+            packet.qos,
+            packet.retain,
+            False,
+            packet.packet_id,
+            _inbound_properties(props),
+        )
         identity = bridge.identity(mapping.tenant)
         verdict = self.broker.policy.check_publish(identity, local, local_packet)
         if isinstance(verdict, Decision):
             return self._decided(bridge, mapping, local_packet, identity, verdict)
         return self._await(bridge, mapping, local_packet, identity, verdict)
 
-    async def _await(self, bridge: Bridge, mapping: TopicMapping, packet: Publish, identity: Identity,
-                     verdict: Any) -> bool:
+    async def _await(
+        self,
+        bridge: Bridge,
+        mapping: TopicMapping,
+        packet: Publish,
+        identity: Identity,
+        verdict: Any,
+    ) -> bool:
         decision = await verdict
         result = self._decided(bridge, mapping, packet, identity, decision)
         return result if isinstance(result, bool) else await result
 
-    def _decided(self, bridge: Bridge, mapping: TopicMapping, packet: Publish, identity: Identity,
-                 decision: Decision) -> Awaitable[bool] | bool:
+    def _decided(
+        self,
+        bridge: Bridge,
+        mapping: TopicMapping,
+        packet: Publish,
+        identity: Identity,
+        decision: Decision,
+    ) -> Awaitable[bool] | bool:
         broker = self.broker
         if decision.denied:
             bridge.stats.denied_in += 1
@@ -258,20 +322,47 @@ class Bridges:
                 # gates 1-2 are decided before the pipeline, which audits the others
                 if broker.audit is not None:
                     broker.audit.decision(
-                        action="publish", client=identity.client_id, user=identity.username,
-                        tenant=identity.tenant, method=identity.method, topic=packet.topic,
-                        outcome="deny", gate=decision.gate.value, rule=decision.rule,
-                        rc=int(decision.reason_code), reason=decision.reason)
-                log.info("denied bridged publish %r from bridge %s: %s", packet.topic, bridge.name,
-                         decision.reason, extra={"event": "denied", "action": "publish",
-                                                 "client_id": identity.client_id, "topic": packet.topic})
+                        action="publish",
+                        client=identity.client_id,
+                        user=identity.username,
+                        tenant=identity.tenant,
+                        method=identity.method,
+                        topic=packet.topic,
+                        outcome="deny",
+                        gate=decision.gate.value,
+                        rule=decision.rule,
+                        rc=int(decision.reason_code),
+                        reason=decision.reason,
+                    )
+                log.info(
+                    "denied bridged publish %r from bridge %s: %s",
+                    packet.topic,
+                    bridge.name,
+                    decision.reason,
+                    extra={
+                        "event": "denied",
+                        "action": "publish",
+                        "client_id": identity.client_id,
+                        "topic": packet.topic,
+                    },
+                )
             return True  # acknowledged to the remote (MQTT 3.x style), never routed
-        message = make_message(packet.topic, packet.payload, packet.qos, packet.retain,
-                               packet.properties, bridge.origin)
+        message = make_message(
+            packet.topic,
+            packet.payload,
+            packet.qos,
+            packet.retain,
+            packet.properties,
+            bridge.origin,
+        )
         space = broker.topic_space(mapping.tenant)
         if packet.retain:  # within the retained limits, as any client's (delivered either way)
-            broker.retain(space, message, identity.client_id,
-                          f"bridged PUBLISH to {shown(packet.topic)} from bridge {bridge.name}")
+            broker.retain(
+                space,
+                message,
+                identity.client_id,
+                f"bridged PUBLISH to {shown(packet.topic)} from bridge {bridge.name}",
+            )
         broker.delivery.route(space, message)
         persistence = broker.persistence
         if not packet.qos or persistence is None:
@@ -279,8 +370,9 @@ class Bridges:
         # acknowledged to the remote once what it changed is stored, as a device's PUBACK is
         # (issue 17 write-ahead; durability "sync": after the fsync)
         stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        waiting = persistence.acknowledge(bridge.link, partial(_acknowledged, stored),
-                                          broker.config.limits.receive_maximum)
+        waiting = persistence.acknowledge(
+            bridge.link, partial(_acknowledged, stored), broker.config.limits.receive_maximum
+        )
         if stored.done() and waiting is None:
             return stored.result()
         return _wait_stored(stored, waiting)
@@ -293,23 +385,25 @@ class Bridges:
         for bridge in self.bridges:
             s = bridge.stats
             base = f"bridge/{bridge.name}/"
-            out.update({
-                base + "connected": "1" if s.connected else "0",
-                base + "state": s.state,
-                base + "queue/messages": str(len(bridge.queue)),
-                base + "queue/bytes": str(bridge.queue.bytes),
-                base + "queue/inflight": str(len(bridge.queue.inflight)),
-                base + "messages/queued": str(s.queued),
-                base + "messages/sent": str(s.sent),
-                base + "messages/acknowledged": str(s.acknowledged),
-                base + "messages/dropped": str(s.dropped),
-                base + "messages/rejected": str(s.rejected),
-                base + "messages/received": str(s.received),
-                base + "denied/out": str(s.denied_out),
-                base + "denied/in": str(s.denied_in),
-                base + "echoes": str(s.echoes),
-                base + "last_error": s.last_error or (bridge.store.last_error or ""),
-            })
+            out.update(
+                {
+                    base + "connected": "1" if s.connected else "0",
+                    base + "state": s.state,
+                    base + "queue/messages": str(len(bridge.queue)),
+                    base + "queue/bytes": str(bridge.queue.bytes),
+                    base + "queue/inflight": str(len(bridge.queue.inflight)),
+                    base + "messages/queued": str(s.queued),
+                    base + "messages/sent": str(s.sent),
+                    base + "messages/acknowledged": str(s.acknowledged),
+                    base + "messages/dropped": str(s.dropped),
+                    base + "messages/rejected": str(s.rejected),
+                    base + "messages/received": str(s.received),
+                    base + "denied/out": str(s.denied_out),
+                    base + "denied/in": str(s.denied_in),
+                    base + "echoes": str(s.echoes),
+                    base + "last_error": s.last_error or (bridge.store.last_error or ""),
+                }
+            )
         return out
 
 
@@ -332,5 +426,3 @@ async def _wait_stored(stored: asyncio.Future[bool], waiting: Awaitable[None] | 
     if waiting is not None:
         await waiting
     return await stored
-
-

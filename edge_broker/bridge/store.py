@@ -126,8 +126,12 @@ class BridgeStore:
         self._live = _Live(self._registry)
         self.log = Log.open(path, self._live, fsync=fsync)
         if not self.log.report.clean:
-            log.warning("bridge queue %s recovered: %s", path, self.log.report,
-                        extra={"event": "bridge_store_recovered", "path": str(path)})
+            log.warning(
+                "bridge queue %s recovered: %s",
+                path,
+                self.log.report,
+                extra={"event": "bridge_store_recovered", "path": str(path)},
+            )
         self.last_error: str | None = None
         self._batch: list[Any] = []
         self._batch_bytes = 0
@@ -155,8 +159,11 @@ class BridgeStore:
 
     def queued(self, entry: Entry) -> None:
         self._registry[entry.seq] = entry
-        self._add(["m", entry.seq, entry.topic, entry.payload, entry.qos, entry.retain, entry.props],
-                  entry.qos > 0, entry.size)
+        self._add(
+            ["m", entry.seq, entry.topic, entry.payload, entry.qos, entry.retain, entry.props],
+            entry.qos > 0,
+            entry.size,
+        )
 
     def flying(self, entry: Entry) -> None:
         self._add(["p", entry.seq, entry.pid], False, 16)
@@ -191,7 +198,9 @@ class BridgeStore:
                 if item[0] == "m":
                     self._registry.pop(item[1], None)
             if self.last_error is None:
-                log.error("bridge queue write failed: %s", exc, extra={"event": "bridge_store_error"})
+                log.error(
+                    "bridge queue write failed: %s", exc, extra={"event": "bridge_store_error"}
+                )
             self.last_error = str(exc)
             if not future.done():
                 future.set_exception(exc)

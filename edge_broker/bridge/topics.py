@@ -57,13 +57,13 @@ class TopicMap:
 
     @staticmethod
     def to_remote(mapping: TopicMapping, topic: str) -> str:
-        return mapping.remote_prefix + topic[len(mapping.local_prefix):]
+        return mapping.remote_prefix + topic[len(mapping.local_prefix) :]
 
     def inbound_for(self, remote_topic: str) -> tuple[TopicMapping, str] | None:
         """The mapping and the local topic of a message from the remote, or None."""
         for mapping in self.inbound:
             if topic_matches(mapping.remote, remote_topic):
-                return mapping, mapping.local_prefix + remote_topic[len(mapping.remote_prefix):]
+                return mapping, mapping.local_prefix + remote_topic[len(mapping.remote_prefix) :]
         return None
 
 

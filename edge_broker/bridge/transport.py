@@ -93,17 +93,26 @@ async def open_stream(config: BridgeConfig) -> Stream:
     server_name = config.tls_server_name or config.address
     if config.transport in ("tcp", "tls"):
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(config.address, config.port, ssl=context,
-                                    server_hostname=server_name if secure else None,
-                                    limit=READ_SIZE * 4),
-            config.connect_timeout)
+            asyncio.open_connection(
+                config.address,
+                config.port,
+                ssl=context,
+                server_hostname=server_name if secure else None,
+                limit=READ_SIZE * 4,
+            ),
+            config.connect_timeout,
+        )
         return _TcpStream(reader, writer)
     from websockets.asyncio.client import connect
 
     scheme = "wss" if secure else "ws"
     uri = f"{scheme}://{config.address}:{config.port}{config.websocket_path}"
-    kwargs: dict[str, Any] = {"subprotocols": ["mqtt"], "open_timeout": config.connect_timeout,
-                              "max_size": None, "compression": None}
+    kwargs: dict[str, Any] = {
+        "subprotocols": ["mqtt"],
+        "open_timeout": config.connect_timeout,
+        "max_size": None,
+        "compression": None,
+    }
     if context is not None:
         kwargs["ssl"] = context
         kwargs["server_hostname"] = server_name

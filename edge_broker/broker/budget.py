@@ -34,39 +34,55 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
     lim = config.limits
     conns = lim.max_connections
     filter_bytes = SUBSCRIPTION_BYTES + lim.max_topic_length
-    queue = min(lim.max_queued_bytes + lim.max_queued_messages * QUEUED_OVERHEAD,
-                lim.max_queued_messages * (QUEUED_OVERHEAD + lim.max_packet_size))
+    queue = min(
+        lim.max_queued_bytes + lim.max_queued_messages * QUEUED_OVERHEAD,
+        lim.max_queued_messages * (QUEUED_OVERHEAD + lim.max_packet_size),
+    )
     if lim.queue_overflow == "backpressure":
         queue *= 2  # an online session's queue may hold twice its limits while publishers wait
     queues = min(conns * queue, lim.max_queued_bytes_total)
-    retained = min(lim.max_retained_bytes + lim.max_retained_messages * RETAINED_OVERHEAD,
-                   lim.max_retained_messages * (RETAINED_OVERHEAD + lim.max_retained_payload
-                                                + lim.max_topic_length))
+    retained = min(
+        lim.max_retained_bytes + lim.max_retained_messages * RETAINED_OVERHEAD,
+        lim.max_retained_messages
+        * (RETAINED_OVERHEAD + lim.max_retained_payload + lim.max_topic_length),
+    )
     return [
         BudgetTerm("broker at start", BASE_BYTES, "measured"),
         BudgetTerm("connections", conns * CLIENT_BYTES, "max_connections × 6 KiB"),
-        BudgetTerm("packets being read", conns * lim.max_packet_size,
-                   "max_connections × max_packet_size"),
-        BudgetTerm("write buffers", conns * lim.write_buffer_high,
-                   "max_connections × write_buffer_high"),
-        BudgetTerm("subscriptions", min(conns * lim.max_subscriptions_per_client,
-                                         lim.max_subscriptions_total) * filter_bytes,
-                   "max_subscriptions_total (or max_connections × max_subscriptions_per_client "
-                   "if smaller) × (700 B + max_topic_length)"),
-        BudgetTerm("session queues", queues,
-                   "max_queued_bytes_total (or max_connections × (max_queued_bytes + "
-                   "max_queued_messages × 200 B)" + (" × 2" if lim.queue_overflow ==
-                                                     "backpressure" else "") + " if smaller)"),
-        BudgetTerm("retained messages", retained,
-                   "max_retained_bytes + max_retained_messages × 700 B"),
+        BudgetTerm(
+            "packets being read", conns * lim.max_packet_size, "max_connections × max_packet_size"
+        ),
+        BudgetTerm(
+            "write buffers", conns * lim.write_buffer_high, "max_connections × write_buffer_high"
+        ),
+        BudgetTerm(
+            "subscriptions",
+            min(conns * lim.max_subscriptions_per_client, lim.max_subscriptions_total)
+            * filter_bytes,
+            "max_subscriptions_total (or max_connections × max_subscriptions_per_client "
+            "if smaller) × (700 B + max_topic_length)",
+        ),
+        BudgetTerm(
+            "session queues",
+            queues,
+            "max_queued_bytes_total (or max_connections × (max_queued_bytes + "
+            "max_queued_messages × 200 B)"
+            + (" × 2" if lim.queue_overflow == "backpressure" else "")
+            + " if smaller)",
+        ),
+        BudgetTerm(
+            "retained messages", retained, "max_retained_bytes + max_retained_messages × 700 B"
+        ),
         BudgetTerm("caches", CACHE_BYTES, "decision 8 MiB + ACL 4 MiB + routing 2 MiB (fixed)"),
     ]
 
 
 PER_CONNECTION = frozenset({"connections", "packets being read", "write buffers"})
 
-UNIT_FILES = (Path("/etc/systemd/system/edge-broker.service"),
-              Path(__file__).resolve().parents[2] / "systemd" / "edge-broker.service")
+UNIT_FILES = (
+    Path("/etc/systemd/system/edge-broker.service"),
+    Path(__file__).resolve().parents[2] / "systemd" / "edge-broker.service",
+)
 _SIZE = re.compile(r"^\s*MemoryMax\s*=\s*(\d+)([KMGT]?)\s*$", re.MULTILINE)
 
 
@@ -105,17 +121,22 @@ def budget_report(config: Config, unit: Path | None = None) -> tuple[list[str], 
         return lines, False
     memory_max, source = limit
     per_client = sum(t.bytes for t in terms if t.name in PER_CONNECTION) // max(
-        1, config.limits.max_connections)
+        1, config.limits.max_connections
+    )
     shared = total - per_client * config.limits.max_connections
     room = max(0, memory_max - shared) // max(1, per_client)
-    lines.append(f"  one client at its worst case: {mib(per_client)}; shared (start, "
-                 f"subscriptions, queues, retained, caches): {mib(shared)}; MemoryMax={mib(memory_max)} holds {room:,} such "
-                 f"clients of max_connections={config.limits.max_connections:,}")
+    lines.append(
+        f"  one client at its worst case: {mib(per_client)}; shared (start, "
+        f"subscriptions, queues, retained, caches): {mib(shared)}; MemoryMax={mib(memory_max)} holds {room:,} such "
+        f"clients of max_connections={config.limits.max_connections:,}"
+    )
     if total <= memory_max:
         lines.append(f"  fits MemoryMax={mib(memory_max)} ({source})")
         return lines, False
     biggest = max(terms, key=lambda t: t.bytes)
-    lines.append(f"WARNING: the budget {mib(total)} exceeds MemoryMax={mib(memory_max)} "
-                 f"({source}); the largest term is {biggest.name} ({biggest.how}): lower those "
-                 f"limits or raise MemoryMax")
+    lines.append(
+        f"WARNING: the budget {mib(total)} exceeds MemoryMax={mib(memory_max)} "
+        f"({source}); the largest term is {biggest.name} ({biggest.how}): lower those "
+        f"limits or raise MemoryMax"
+    )
     return lines, True

@@ -12,25 +12,35 @@ from ..config import Config, ConfigError, load_config
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = subparsers.add_parser(
-        "run", help="run the broker (no --config: 127.0.0.1:1883, anonymous on loopback)")
+        "run", help="run the broker (no --config: 127.0.0.1:1883, anonymous on loopback)"
+    )
     run.add_argument("--config", "-c", metavar="FILE", help="TOML configuration file")
     run.add_argument("--log-format", choices=("text", "json"), help="overrides [log] format")
-    run.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                     help="overrides [log] level")
-    run.add_argument("--pid-file", metavar="FILE",
-                     help="write the process id here (for `edge-broker reload --pid-file`)")
+    run.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), help="overrides [log] level"
+    )
+    run.add_argument(
+        "--pid-file",
+        metavar="FILE",
+        help="write the process id here (for `edge-broker reload --pid-file`)",
+    )
     run.set_defaults(func=cmd_run)
     reload = subparsers.add_parser(
-        "reload", help="ask a running broker to reload its config (SIGHUP); a bad file keeps the old policy")
+        "reload",
+        help="ask a running broker to reload its config (SIGHUP); a bad file keeps the old policy",
+    )
     target = reload.add_mutually_exclusive_group(required=True)
     target.add_argument("--pid-file", metavar="FILE", help="the file `run --pid-file` wrote")
     target.add_argument("--pid", type=int, help="the broker's process id")
     reload.set_defaults(func=cmd_reload)
     check = subparsers.add_parser("check", help="validate a configuration file, print every error")
     check.add_argument("--config", "-c", metavar="FILE", required=True)
-    check.add_argument("--unit", metavar="FILE",
-                       help="systemd unit whose MemoryMax the memory budget is compared with "
-                            "(default: the installed edge-broker.service)")
+    check.add_argument(
+        "--unit",
+        metavar="FILE",
+        help="systemd unit whose MemoryMax the memory budget is compared with "
+        "(default: the installed edge-broker.service)",
+    )
     check.set_defaults(func=cmd_check)
 
 
@@ -65,11 +75,15 @@ def _directory_problems(config: Config) -> list[str]:
         while not path.exists() and path != path.parent:
             path = path.parent
         if not path.is_dir():
-            problems.append(f"{config.file}: {key}: {value!r} cannot be created: {str(path)!r} is not a "
-                            "directory; write the path of a directory")
+            problems.append(
+                f"{config.file}: {key}: {value!r} cannot be created: {str(path)!r} is not a "
+                "directory; write the path of a directory"
+            )
         elif not os.access(path, os.W_OK | os.X_OK):
-            problems.append(f"{config.file}: {key}: {str(path)!r} is not writable by this user: give the "
-                            "service user the directory (chown edge-broker) or choose another path")
+            problems.append(
+                f"{config.file}: {key}: {str(path)!r} is not writable by this user: give the "
+                "service user the directory (chown edge-broker) or choose another path"
+            )
     return problems
 
 
@@ -90,9 +104,12 @@ def _state_problems(config: Config) -> list[str]:
         from ..claims.runtime import store_path
 
         paths.append(store_path(config))
-    return [f"{config.file}: persistence.on_damage: {c.detail}: the broker will not start on it; run "
-            f"`edge-broker state set-aside --config {config.file}` or write on_damage = \"set-aside\""
-            for c in map(inspect_log, paths) if c.refused]
+    return [
+        f"{config.file}: persistence.on_damage: {c.detail}: the broker will not start on it; run "
+        f'`edge-broker state set-aside --config {config.file}` or write on_damage = "set-aside"'
+        for c in map(inspect_log, paths)
+        if c.refused
+    ]
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -109,9 +126,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(text, file=sys.stderr)
         print(f"{len(problems)} error(s)", file=sys.stderr)
         return 1
-    print(f"{config.file}: OK ({len(config.listeners)} listener(s): "
-          + ", ".join(f"{lc.name} {lc.transport} {lc.bind}:{lc.port}" for lc in config.listeners)
-          + ")")
+    print(
+        f"{config.file}: OK ({len(config.listeners)} listener(s): "
+        + ", ".join(f"{lc.name} {lc.transport} {lc.bind}:{lc.port}" for lc in config.listeners)
+        + ")"
+    )
     from pathlib import Path
 
     from .budget import budget_report
@@ -146,7 +165,10 @@ def cmd_reload(args: argparse.Namespace) -> int:
         try:
             pid = int(open(args.pid_file).read().strip())
         except (OSError, ValueError) as exc:
-            print(f"edge-broker reload: cannot read a pid from {args.pid_file}: {exc}", file=sys.stderr)
+            print(
+                f"edge-broker reload: cannot read a pid from {args.pid_file}: {exc}",
+                file=sys.stderr,
+            )
             return 2
     try:
         os.kill(pid, signal.SIGHUP)
@@ -182,8 +204,11 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
 
     def on_hup() -> None:
         if path is None:
-            print("edge-broker: SIGHUP ignored: running on the embedded default config, "
-                  "there is no file to reload (start with --config FILE)", file=sys.stderr)
+            print(
+                "edge-broker: SIGHUP ignored: running on the embedded default config, "
+                "there is no file to reload (start with --config FILE)",
+                file=sys.stderr,
+            )
             return
         reload_tls(broker.tls_contexts, broker.config.listeners)
         task: asyncio.Task[object] = loop.create_task(broker.reload(path))

@@ -72,7 +72,8 @@ class Connection(asyncio.Protocol):
         self.pre_auth_bytes = 0
         self.reader = PacketReader(
             side="server",
-            max_packet_size=min(limits.max_connect_packet_size, limits.max_packet_size))
+            max_packet_size=min(limits.max_connect_packet_size, limits.max_packet_size),
+        )
         self.state = AWAIT_CONNECT
         self.handlers: dict[type, Handler] = broker.handlers_before_connect
         self.level = 4
@@ -156,17 +157,21 @@ class Connection(asyncio.Protocol):
         if self.closing:
             return
         limit = self.broker.config.limits.max_connect_packet_size
-        reason = (f"more than {2 * limit} bytes sent before the CONNACK "
-                  f"(limits.max_connect_packet_size = {limit})")
+        reason = (
+            f"more than {2 * limit} bytes sent before the CONNACK "
+            f"(limits.max_connect_packet_size = {limit})"
+        )
         first = packets[0] if packets else None
         if self.state == AWAIT_CONNECT and isinstance(first, Connect):
             self.level = first.protocol_level
             self.v5 = self.level == 5
             self.client_id = first.client_id
             self.state = CONNECTING
-        self.broker.limit_hits.hit("limits.max_connect_packet_size",
-                                   f"connection refused before authentication: {reason}",
-                                   self.client_id)
+        self.broker.limit_hits.hit(
+            "limits.max_connect_packet_size",
+            f"connection refused before authentication: {reason}",
+            self.client_id,
+        )
         if self.state == AWAIT_CONNECT:
             self.close(None, reason)  # no CONNECT decoded: no protocol level to answer in
         else:
@@ -265,7 +270,8 @@ class Connection(asyncio.Protocol):
         """Encode (cached per variant) and queue a PUBLISH; False if it could not be sent
         (expired, or larger than the client's Maximum Packet Size: dropped and counted)."""
         return self.send_message(
-            outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids, packet_id, dup)
+            outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids, packet_id, dup
+        )
 
     def send_message(
         self,
@@ -313,9 +319,14 @@ class Connection(asyncio.Protocol):
             self.send_packet(Connack(False, code))
         log.info(
             "connect refused",
-            extra={"event": "connect_refused", "client_id": self.client_id,
-                   "reason_code": f"0x{reason_code:02X}", "reason": reason,
-                   "remote": _addr(self.info.remote_address), "listener": self.listener.name},
+            extra={
+                "event": "connect_refused",
+                "client_id": self.client_id,
+                "reason_code": f"0x{reason_code:02X}",
+                "reason": reason,
+                "remote": _addr(self.info.remote_address),
+                "listener": self.listener.name,
+            },
         )
         self.broker.stats.connections_refused += 1
         self.disconnect_reason = reason
@@ -345,16 +356,25 @@ class Connection(asyncio.Protocol):
         code = int(exc.reason_code)
         if code == ReasonCode.PACKET_TOO_LARGE and self.state != CONNECTED:
             limit = self.broker.config.limits.max_connect_packet_size
-            exc = ProtocolError(code, f"{exc.message}: limits.max_connect_packet_size is {limit} "
-                                f"bytes before authentication",
-                                protocol_level=exc.protocol_level)
-            self.broker.limit_hits.hit("limits.max_connect_packet_size",
-                                       f"connection refused before authentication: {exc.message}")
+            exc = ProtocolError(
+                code,
+                f"{exc.message}: limits.max_connect_packet_size is {limit} "
+                f"bytes before authentication",
+                protocol_level=exc.protocol_level,
+            )
+            self.broker.limit_hits.hit(
+                "limits.max_connect_packet_size",
+                f"connection refused before authentication: {exc.message}",
+            )
         log.warning(
             "protocol error",
-            extra={"event": "protocol_error", "client_id": self.client_id,
-                   "reason_code": f"0x{code:02X}", "reason": exc.message,
-                   "remote": _addr(self.info.remote_address)},
+            extra={
+                "event": "protocol_error",
+                "client_id": self.client_id,
+                "reason_code": f"0x{code:02X}",
+                "reason": exc.message,
+                "remote": _addr(self.info.remote_address),
+            },
         )
         self.broker.stats.protocol_errors += 1
         if code == ReasonCode.PACKET_TOO_LARGE and self.state in (CONNECTING, AUTHENTICATING):
@@ -405,4 +425,3 @@ class Connection(asyncio.Protocol):
 
 def _addr(address: tuple[str, int] | None) -> str | None:
     return f"{address[0]}:{address[1]}" if address else None
-

@@ -40,9 +40,19 @@ QUEUE_ENTRY_BYTES = 120  # an Outgoing and its deque slot, besides the message's
 
 
 class Delivery:
-    __slots__ = ("broker", "stats", "max_queued", "max_queued_bytes", "backpressure",
-                 "backpressure_timeout", "congested", "_waiting", "_overflowing",
-                 "max_queued_total", "queued_total")
+    __slots__ = (
+        "broker",
+        "stats",
+        "max_queued",
+        "max_queued_bytes",
+        "backpressure",
+        "backpressure_timeout",
+        "congested",
+        "_waiting",
+        "_overflowing",
+        "max_queued_total",
+        "queued_total",
+    )
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -122,7 +132,8 @@ class Delivery:
     def _deliver(self, entry: SubscriptionEntry, message: Message, check: bool) -> bool:
         session = entry.session
         if (check or entry.recheck) and not self.broker.policy.check_deliver(
-                session, message, entry).allowed:
+            session, message, entry
+        ).allowed:
             return False
         qos = entry.qos if entry.qos < message.qos else message.qos
         retain = message.retain if entry.retain_as_published else False
@@ -165,12 +176,7 @@ class Delivery:
                 self.stats.dropped += 1
                 return False
             return conn.send_publish(outgoing)
-        if (
-            conn is None
-            or conn.paused
-            or session.queue
-            or len(session.inflight) >= conn.send_quota
-        ):
+        if conn is None or conn.paused or session.queue or len(session.inflight) >= conn.send_quota:
             return self.enqueue(session, outgoing)
         conn.register_inflight(outgoing)
         return True
@@ -196,33 +202,42 @@ class Delivery:
 
     def recount(self, sessions: Iterable[Session]) -> None:
         """The total of every queue, counted afresh (every few seconds, from the broker's tick)."""
-        self.queued_total = sum(s.queued_bytes + len(s.queue) * QUEUE_ENTRY_BYTES
-                                for s in sessions if s.queue)
+        self.queued_total = sum(
+            s.queued_bytes + len(s.queue) * QUEUE_ENTRY_BYTES for s in sessions if s.queue
+        )
 
     def forget_queue(self, session: Session) -> None:
         """A session's queue is about to be emptied (the session ends)."""
         self.queued_total = max(
-            0, self.queued_total - session.queued_bytes - len(session.queue) * QUEUE_ENTRY_BYTES)
+            0, self.queued_total - session.queued_bytes - len(session.queue) * QUEUE_ENTRY_BYTES
+        )
 
     def _drop_overflow(self, session: Session, size: int, limit: str = "") -> None:
         """A full queue drops the message: counted, and logged with the client id."""
         self.stats.dropped += 1
         if not limit:
-            limit = ("max_queued_messages" if len(session.queue) >= self.max_queued
-                     else "max_queued_bytes")
+            limit = (
+                "max_queued_messages"
+                if len(session.queue) >= self.max_queued
+                else "max_queued_bytes"
+            )
         state = "online" if session.connection is not None else "offline"
         self.broker.limit_hits.limits_key(
-            limit, session.client_id,
+            limit,
+            session.client_id,
             f"queue of {session.client_id!r} ({state}) full with {len(session.queue)} messages, "
-            f"{session.queued_bytes} bytes: a message of {size} bytes dropped")
+            f"{session.queued_bytes} bytes: a message of {size} bytes dropped",
+        )
 
     def _hold_beyond_limit(self, session: Session, outgoing: Outgoing, size: int) -> bool:
         """``backpressure``: keep the message (up to twice the limits) for an online session
         that has not been held too long, and note the session for :meth:`congestion`."""
         if session.connection is None or session in self._overflowing:
             return False
-        if (len(session.queue) >= 2 * self.max_queued
-                or session.queued_bytes + size > 2 * self.max_queued_bytes):
+        if (
+            len(session.queue) >= 2 * self.max_queued
+            or session.queued_bytes + size > 2 * self.max_queued_bytes
+        ):
             return False
         session.queue.append(outgoing)
         session.queued_bytes += size
@@ -258,10 +273,12 @@ class Delivery:
                 if session.connection is not None and len(session.queue) >= self.max_queued:
                     self._overflowing.add(session)
                     self.broker.limit_hits.limits_key(
-                        "backpressure_timeout", session.client_id,
+                        "backpressure_timeout",
+                        session.client_id,
                         f"{session.client_id!r} did not drain its queue in "
                         f"{self.backpressure_timeout:g} s: its publishers go on, its full "
-                        f"queue drops until it has drained")
+                        f"queue drops until it has drained",
+                    )
 
     def _release(self, session: Session) -> None:
         """The session's queue has drained to half: its held publishers read again."""
@@ -291,6 +308,9 @@ class Delivery:
                 conn.send_publish(outgoing)
             else:
                 conn.register_inflight(outgoing)
-        if (self._waiting or self._overflowing) and len(queue) <= self.max_queued // 2 and (
-                session.queued_bytes <= self.max_queued_bytes // 2):
+        if (
+            (self._waiting or self._overflowing)
+            and len(queue) <= self.max_queued // 2
+            and (session.queued_bytes <= self.max_queued_bytes // 2)
+        ):
             self._release(session)

@@ -46,7 +46,8 @@ def raise_soft_limit(max_connections: int) -> int:
             f"the file descriptor limit ({soft}) allows about {soft - FD_RESERVE} connections, "
             f"fewer than limits.max_connections ({max_connections}) + {BEFORE_CONNECT_SLACK}: "
             "raise LimitNOFILE in the systemd unit (or ulimit -n) or lower max_connections",
-            extra={"event": "fd_limit_low", "limit": soft})
+            extra={"event": "fd_limit_low", "limit": soft},
+        )
     return int(soft)
 
 
@@ -59,15 +60,20 @@ def connection_cap(max_connections: int) -> int:
     return max(1, min(cap, int(soft) - FD_RESERVE))
 
 
-def accept_error_handler(hits: LimitHits) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+def accept_error_handler(
+    hits: LimitHits,
+) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
     """A loop exception handler that turns asyncio's accept errors into counted, rate-limited
     warnings and passes everything else to the default handler."""
 
     def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if str(context.get("message", "")).startswith("socket.accept() out of system resource"):
             exc = context.get("exception")
-            hits.hit(LIMIT_KEY, f"accept failed ({exc}): the process is out of file descriptors; "
-                     "connections are capped below the limit, raise LimitNOFILE")
+            hits.hit(
+                LIMIT_KEY,
+                f"accept failed ({exc}): the process is out of file descriptors; "
+                "connections are capped below the limit, raise LimitNOFILE",
+            )
             return
         loop.default_exception_handler(context)
 

@@ -39,9 +39,11 @@ def handle_claim_publish(
 ) -> Awaitable[None] | None:
     """Start handling a SMOKER system-topic PUBLISH; the awaitable sends the answer."""
     if packet.qos == 0 and not topic.startswith(CLAIMS_REQUEST_PREFIX):
-        log.warning(f"QoS 0 publish to {topic!r} by {conn.client_id!r} not processed: "
-                    "claims need QoS 1 (the PUBACK carries the answer)",
-                    extra={"event": "claim_qos0", "client_id": conn.client_id, "topic": topic})
+        log.warning(
+            f"QoS 0 publish to {topic!r} by {conn.client_id!r} not processed: "
+            "claims need QoS 1 (the PUBACK carries the answer)",
+            extra={"event": "claim_qos0", "client_id": conn.client_id, "topic": topic},
+        )
         return None
     return _answer(conn, claims, packet, topic, props)
 
@@ -53,26 +55,43 @@ async def _answer(
     assert identity is not None
     session = conn.session
     outcome = await handle_system_publish(
-        claims.service, identity, topic, packet.qos, packet.payload, props.response_topic,
+        claims.service,
+        identity,
+        topic,
+        packet.qos,
+        packet.payload,
+        props.response_topic,
         may_receive=lambda t: session is not None and t in session.subscriptions,
     )
     code = ReasonCode.SUCCESS if outcome.reason_code is None else outcome.reason_code
     if outcome.limit is not None:
-        conn.broker.limit_hits.hit(outcome.limit,
-                                   f"claims request by {conn.client_id} refused: "
-                                   f"{outcome.reason_string}", conn.client_id)
+        conn.broker.limit_hits.hit(
+            outcome.limit,
+            f"claims request by {conn.client_id} refused: {outcome.reason_string}",
+            conn.client_id,
+        )
     audit_events.claim(conn.broker.audit, conn, topic, int(code), outcome.reason_string)
-    log.info(f"{topic} by {conn.client_id}: 0x{code:02X} {outcome.reason_string or ''}".rstrip(),
-             extra={"event": "claim", "client_id": conn.client_id, "tenant": identity.tenant,
-                    "topic": topic, "reason_code": int(code), "reason": outcome.reason_string})
+    log.info(
+        f"{topic} by {conn.client_id}: 0x{code:02X} {outcome.reason_string or ''}".rstrip(),
+        extra={
+            "event": "claim",
+            "client_id": conn.client_id,
+            "tenant": identity.tenant,
+            "topic": topic,
+            "reason_code": int(code),
+            "reason": outcome.reason_string,
+        },
+    )
     if conn.closing:
         return  # durable or not, nobody is left to answer
     pid = packet.packet_id
     if pid is not None and outcome.reason_code is not None:
         reason = outcome.reason_string
-        ack_props = (Properties(reason_string=reason)
-                     if reason and conn.problem_information and code != ReasonCode.SUCCESS
-                     else NO_PROPERTIES)
+        ack_props = (
+            Properties(reason_string=reason)
+            if reason and conn.problem_information and code != ReasonCode.SUCCESS
+            else NO_PROPERTIES
+        )
         if packet.qos == 1:
             conn.send_packet(Puback(pid, code, ack_props))
         else:
@@ -94,7 +113,8 @@ def _respond(conn: Connection, topic: str, payload: bytes) -> None:
     entry = session.subscriptions.get(topic)
     if entry is None:
         return
-    message = make_message(topic, payload, 1, False, Properties(payload_format_indicator=1),
-                           conn.client_id)
+    message = make_message(
+        topic, payload, 1, False, Properties(payload_format_indicator=1), conn.client_id
+    )
     sub_ids = (entry.subscription_id,) if entry.subscription_id else ()
     conn.broker.delivery.send(session, Outgoing(message, min(1, entry.qos), False, sub_ids))

@@ -58,8 +58,9 @@ def handle_connect(conn: Connection, packet: Connect) -> Awaitable[None] | None:
     too_many = user_properties_refusal(packet, conn.broker.config.limits)
     if too_many is not None:  # refused before anything keeps the decoded properties
         conn.connect_packet = None
-        conn.broker.limit_hits.hit("limits.max_connect_user_properties",
-                                   f"CONNECT refused: {too_many}", packet.client_id)
+        conn.broker.limit_hits.hit(
+            "limits.max_connect_user_properties", f"CONNECT refused: {too_many}", packet.client_id
+        )
         conn.refuse_connect(ReasonCode.QUOTA_EXCEEDED, too_many)
         return None
     return _connect(conn, packet)
@@ -75,16 +76,21 @@ async def _connect(conn: Connection, packet: Connect) -> None:
     client_id = packet.client_id
     if client_id == "":
         if conn.level == 3:
-            conn.refuse_connect(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-                                "MQTT 3.1 needs a client identifier of 1 to 23 characters")
+            conn.refuse_connect(
+                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+                "MQTT 3.1 needs a client identifier of 1 to 23 characters",
+            )
             return
         if conn.level == 4 and not packet.clean_start:
-            conn.refuse_connect(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-                                "an empty client identifier needs clean session = 1 (MQTT 3.1.1 §3.1.3.1)")
+            conn.refuse_connect(
+                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+                "an empty client identifier needs clean session = 1 (MQTT 3.1.1 §3.1.3.1)",
+            )
             return
         if not cfg.allow_zero_length_client_id:
-            conn.refuse_connect(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-                                "this broker needs a client identifier")
+            conn.refuse_connect(
+                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID, "this broker needs a client identifier"
+            )
             return
         client_id = cfg.assigned_client_id_prefix + secrets.token_hex(8)
         conn.assigned_client_id = client_id
@@ -106,21 +112,30 @@ async def _after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutco
         return
     if isinstance(outcome, Refused):
         if outcome.limit is not None:
-            conn.broker.limit_hits.hit(outcome.limit, f"CONNECT refused: {outcome.reason}",
-                                       conn.client_id)
+            conn.broker.limit_hits.hit(
+                outcome.limit, f"CONNECT refused: {outcome.reason}", conn.client_id
+            )
         conn.refuse_connect(outcome.reason_code, outcome.reason)
         return
     method = request.connect.properties.authentication_method
     if isinstance(outcome, Continue):
         if not conn.v5 or method is None:
-            conn.refuse_connect(ReasonCode.BAD_AUTHENTICATION_METHOD,
-                                "enhanced authentication needs MQTT 5 and an Authentication Method")
+            conn.refuse_connect(
+                ReasonCode.BAD_AUTHENTICATION_METHOD,
+                "enhanced authentication needs MQTT 5 and an Authentication Method",
+            )
             return
         conn.state = AUTHENTICATING
         conn.auth_state = outcome.state
         conn.handlers = conn.broker.handlers_authenticating
-        conn.send_packet(Auth(ReasonCode.CONTINUE_AUTHENTICATION, Properties(
-            authentication_method=method, authentication_data=outcome.authentication_data)))
+        conn.send_packet(
+            Auth(
+                ReasonCode.CONTINUE_AUTHENTICATION,
+                Properties(
+                    authentication_method=method, authentication_data=outcome.authentication_data
+                ),
+            )
+        )
         return
     impostor = refuse_smoker_impostor(outcome.identity)  # SMOKER.md rule 6, every listener
     if impostor is not None:
@@ -141,8 +156,9 @@ def handle_auth_continue(conn: Connection, packet: Auth) -> Awaitable[None] | No
     if packet.reason_code != ReasonCode.CONTINUE_AUTHENTICATION or (
         packet.properties.authentication_method != method
     ):
-        conn.refuse_connect(ReasonCode.PROTOCOL_ERROR,
-                            "expected AUTH 0x18 with the CONNECT's authentication method")
+        conn.refuse_connect(
+            ReasonCode.PROTOCOL_ERROR, "expected AUTH 0x18 with the CONNECT's authentication method"
+        )
         return None
     return _continue_auth(conn, connect, packet)
 
@@ -152,8 +168,9 @@ async def _continue_auth(conn: Connection, connect: Connect, packet: Auth) -> No
     assert authenticator is not None
     tenant = requested_tenant(connect)
     assert isinstance(tenant, str)
-    request = AuthRequest(connect=connect, info=conn.info, tenant=tenant, auth=packet,
-                          state=conn.auth_state)
+    request = AuthRequest(
+        connect=connect, info=conn.info, tenant=tenant, auth=packet, state=conn.auth_state
+    )
     await _after_auth(conn, request, await authenticator.authenticate(request))
 
 
@@ -164,8 +181,9 @@ def handle_reauth(conn: Connection, packet: Auth) -> Awaitable[None] | None:
     assert connect is not None and conn.identity is not None
     method = connect.properties.authentication_method
     if method is None or packet.properties.authentication_method != method:
-        conn.violation(ReasonCode.PROTOCOL_ERROR,
-                       "AUTH needs the authentication method the CONNECT used")
+        conn.violation(
+            ReasonCode.PROTOCOL_ERROR, "AUTH needs the authentication method the CONNECT used"
+        )
         return None
     if packet.reason_code not in (ReasonCode.RE_AUTHENTICATE, ReasonCode.CONTINUE_AUTHENTICATION):
         conn.violation(ReasonCode.PROTOCOL_ERROR, "a client sends AUTH with 0x18 or 0x19 only")
@@ -176,16 +194,28 @@ def handle_reauth(conn: Connection, packet: Auth) -> Awaitable[None] | None:
 async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str) -> None:
     authenticator = conn.authenticator
     assert authenticator is not None and conn.identity is not None
-    request = AuthRequest(connect=connect, info=conn.info, tenant=conn.identity.tenant,
-                          auth=packet, state=conn.auth_state, reauthenticating=True,
-                          identity=conn.identity)
+    request = AuthRequest(
+        connect=connect,
+        info=conn.info,
+        tenant=conn.identity.tenant,
+        auth=packet,
+        state=conn.auth_state,
+        reauthenticating=True,
+        identity=conn.identity,
+    )
     outcome = await authenticator.authenticate(request)
     if isinstance(outcome, Refused):
         conn.close(outcome.reason_code, outcome.reason)
     elif isinstance(outcome, Continue):
         conn.auth_state = outcome.state
-        conn.send_packet(Auth(ReasonCode.CONTINUE_AUTHENTICATION, Properties(
-            authentication_method=method, authentication_data=outcome.authentication_data)))
+        conn.send_packet(
+            Auth(
+                ReasonCode.CONTINUE_AUTHENTICATION,
+                Properties(
+                    authentication_method=method, authentication_data=outcome.authentication_data
+                ),
+            )
+        )
     else:
         conn.auth_state = None
         identity = listener_identity(outcome.identity, conn.listener)
@@ -194,8 +224,14 @@ async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str)
             conn.token_credential = packet.properties.authentication_data
         if conn.session is not None:
             conn.session.identity = identity
-        conn.send_packet(Auth(ReasonCode.SUCCESS, Properties(
-            authentication_method=method, authentication_data=outcome.authentication_data)))
+        conn.send_packet(
+            Auth(
+                ReasonCode.SUCCESS,
+                Properties(
+                    authentication_method=method, authentication_data=outcome.authentication_data
+                ),
+            )
+        )
         schedule_token_expiry(conn)
         if conn.session is not None:  # the new grants decide from now on (broker/rejudge.py)
             await rejudge_session(conn.broker, conn.session, "re-authentication")
@@ -212,8 +248,10 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     will = connect.will
     if will is not None:
         if will.qos > cfg.maximum_qos:
-            conn.refuse_connect(ReasonCode.QOS_NOT_SUPPORTED,
-                                f"the will QoS {will.qos} exceeds this broker's maximum QoS {cfg.maximum_qos}")
+            conn.refuse_connect(
+                ReasonCode.QOS_NOT_SUPPORTED,
+                f"the will QoS {will.qos} exceeds this broker's maximum QoS {cfg.maximum_qos}",
+            )
             return
         if will.retain and not cfg.retain_available:
             conn.refuse_connect(ReasonCode.RETAIN_NOT_SUPPORTED, "retained wills are not supported")
@@ -221,7 +259,9 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
         crossed = topic_limit(will.topic, broker.config.limits, broker.separator)  # issue 16
         if crossed is not None:
             reason = topic_limit_reason(will.topic, crossed, broker.config.limits, broker.separator)
-            broker.limit_hits.limits_key(crossed, conn.client_id, f"will of {conn.client_id!r}: {reason}")
+            broker.limit_hits.limits_key(
+                crossed, conn.client_id, f"will of {conn.client_id!r}: {reason}"
+            )
             conn.refuse_connect(ReasonCode.TOPIC_NAME_INVALID, f"will {reason}")
             return
         verdict = broker.policy.check_will(identity, will)
@@ -267,8 +307,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
         conn.send_quota = min(p.receive_maximum or 65535, broker.config.limits.max_inflight)
         conn.client_max_packet = p.maximum_packet_size or conn.client_max_packet
         conn.alias_out_max = min(p.topic_alias_maximum or 0, 65535)
-        props = broker.connack_properties(connect, expiry, asked, accepted,
-                                           conn.assigned_client_id)
+        props = broker.connack_properties(connect, expiry, asked, accepted, conn.assigned_client_id)
     else:
         conn.send_quota = broker.config.limits.max_inflight
     keep_alive = connect.keep_alive
@@ -287,11 +326,20 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     audit_events.connected(broker.audit, conn)
     log.info(
         "client connected",
-        extra={"event": "connect", "client_id": conn.client_id, "tenant": identity.tenant,
-               "method": identity.method, "protocol": conn.level, "clean_start": connect.clean_start,
-               "session_present": present, "listener": conn.listener.name,
-               "cert_cn": identity.cert_cn, "interface": identity.interface,
-               "remote": conn.info.remote_address and f"{conn.info.remote_address[0]}:{conn.info.remote_address[1]}"},
+        extra={
+            "event": "connect",
+            "client_id": conn.client_id,
+            "tenant": identity.tenant,
+            "method": identity.method,
+            "protocol": conn.level,
+            "clean_start": connect.clean_start,
+            "session_present": present,
+            "listener": conn.listener.name,
+            "cert_cn": identity.cert_cn,
+            "interface": identity.interface,
+            "remote": conn.info.remote_address
+            and f"{conn.info.remote_address[0]}:{conn.info.remote_address[1]}",
+        },
     )
     if present:
         conn.resend_inflight()
@@ -312,15 +360,30 @@ def _foreign_session(conn: Connection, identity: Identity, principal: Principal)
         reason = foreign_session_reason(existing, principal)
         if broker.audit is not None:
             broker.audit.decision(
-                action="connect", client=conn.client_id, tenant=identity.tenant,
-                user=identity.username, method=identity.method, topic="", outcome="deny",
-                gate=None, rule="session-ownership", rc=int(ReasonCode.NOT_AUTHORIZED),
-                reason=reason)
+                action="connect",
+                client=conn.client_id,
+                tenant=identity.tenant,
+                user=identity.username,
+                method=identity.method,
+                topic="",
+                outcome="deny",
+                gate=None,
+                rule="session-ownership",
+                rc=int(ReasonCode.NOT_AUTHORIZED),
+                reason=reason,
+            )
         conn.refuse_connect(ReasonCode.NOT_AUTHORIZED, reason)
         return None
-    log.info("session of another principal ended for a fresh one",
-             extra={"event": "foreign_session_ended", "client_id": conn.client_id,
-                    "tenant": identity.tenant, "owner": str(owner), "principal": str(principal)})
+    log.info(
+        "session of another principal ended for a fresh one",
+        extra={
+            "event": "foreign_session_ended",
+            "client_id": conn.client_id,
+            "tenant": identity.tenant,
+            "owner": str(owner),
+            "principal": str(principal),
+        },
+    )
     return True
 
 
@@ -349,13 +412,18 @@ def handle_disconnect(conn: Connection, packet: Disconnect) -> None:
     new_expiry = packet.properties.session_expiry_interval
     if conn.v5 and new_expiry is not None and session is not None:
         if session.expiry_interval == 0 and new_expiry != 0:
-            conn.violation(ReasonCode.PROTOCOL_ERROR,
-                           "a DISCONNECT must not set a session expiry when the CONNECT set none")
+            conn.violation(
+                ReasonCode.PROTOCOL_ERROR,
+                "a DISCONNECT must not set a session expiry when the CONNECT set none",
+            )
             return
         session.expiry_interval = min(new_expiry, conn.broker.config.broker.max_session_expiry)
     keep_will = conn.v5 and packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
-    reason = "client disconnected" if packet.reason_code == 0 else (
-        f"client disconnected with reason 0x{packet.reason_code:02X}")
+    reason = (
+        "client disconnected"
+        if packet.reason_code == 0
+        else (f"client disconnected with reason 0x{packet.reason_code:02X}")
+    )
     conn.close(None, reason, will=keep_will)
 
 
@@ -370,8 +438,10 @@ def handle_second_connect(conn: Connection, packet: Connect) -> None:
 
 def handle_before_connect(conn: Connection, packet: object) -> None:
     """The first packet must be CONNECT (MQTT 3.1.1 §3.1.0-1, MQTT 5 §4.1)."""
-    conn.violation(ReasonCode.PROTOCOL_ERROR,
-                   f"the first packet must be CONNECT, got {type(packet).__name__.upper()}")
+    conn.violation(
+        ReasonCode.PROTOCOL_ERROR,
+        f"the first packet must be CONNECT, got {type(packet).__name__.upper()}",
+    )
 
 
 def handle_during_auth(conn: Connection, packet: object) -> None:
@@ -379,6 +449,7 @@ def handle_during_auth(conn: Connection, packet: object) -> None:
     if isinstance(packet, Disconnect):
         conn.close(None, "client gave up authentication", will=False)
         return
-    conn.refuse_connect(ReasonCode.PROTOCOL_ERROR,
-                        f"{type(packet).__name__.upper()} before authentication completed")
-
+    conn.refuse_connect(
+        ReasonCode.PROTOCOL_ERROR,
+        f"{type(packet).__name__.upper()} before authentication completed",
+    )

@@ -47,16 +47,20 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
     qos = packet.qos
     cfg = broker.config.broker
     if qos > cfg.maximum_qos:
-        conn.violation(ReasonCode.QOS_NOT_SUPPORTED,
-                       f"QoS {qos} exceeds this broker's maximum QoS {cfg.maximum_qos}")
+        conn.violation(
+            ReasonCode.QOS_NOT_SUPPORTED,
+            f"QoS {qos} exceeds this broker's maximum QoS {cfg.maximum_qos}",
+        )
         return None
     if packet.retain and not cfg.retain_available:
         conn.violation(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are not supported")
         return None
     topic = packet.topic
     limits = broker.config.limits
-    if topic and (len(topic) * 4 > limits.max_topic_length
-                  or topic.count(broker.separator) >= limits.max_topic_levels):
+    if topic and (
+        len(topic) * 4 > limits.max_topic_length
+        or topic.count(broker.separator) >= limits.max_topic_levels
+    ):
         limit = topic_limit(topic, limits, broker.separator)
         if limit is not None:
             _refuse_topic(conn, packet, limit)
@@ -72,8 +76,10 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         alias = props.topic_alias
         if alias is not None:
             if alias > cfg.topic_alias_maximum:
-                conn.violation(ReasonCode.TOPIC_ALIAS_INVALID,
-                               f"topic alias {alias} exceeds the maximum {cfg.topic_alias_maximum}")
+                conn.violation(
+                    ReasonCode.TOPIC_ALIAS_INVALID,
+                    f"topic alias {alias} exceeds the maximum {cfg.topic_alias_maximum}",
+                )
                 return None
             if topic:
                 conn.aliases_in[alias] = topic
@@ -85,13 +91,17 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
                 topic = known
             props = replace(props, topic_alias=None)
         if props.subscription_identifiers:
-            conn.violation(ReasonCode.PROTOCOL_ERROR,
-                           "a client must not send Subscription Identifiers (MQTT 5 §3.3.4)")
+            conn.violation(
+                ReasonCode.PROTOCOL_ERROR,
+                "a client must not send Subscription Identifiers (MQTT 5 §3.3.4)",
+            )
             return None
         if props.payload_format_indicator == 1 and not payload_is_valid_utf8(packet.payload):
             if qos == 0:
-                conn.violation(ReasonCode.PAYLOAD_FORMAT_INVALID,
-                               "payload format indicator says UTF-8 but the payload is not")
+                conn.violation(
+                    ReasonCode.PAYLOAD_FORMAT_INVALID,
+                    "payload format indicator says UTF-8 but the payload is not",
+                )
             else:
                 ack = Puback if qos == 1 else Pubrec
                 conn.send_packet(ack(packet.packet_id or 0, ReasonCode.PAYLOAD_FORMAT_INVALID))
@@ -104,21 +114,27 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         if pid in session.qos2_incoming:  # a resent QoS 2 PUBLISH: acknowledge, do not route
             persistence = broker.persistence
             if persistence is not None:  # after the first PUBREC, once it is stored
-                return persistence.acknowledge(conn, partial(_pubrec_again, conn, pid),
-                                               broker.config.limits.receive_maximum)
+                return persistence.acknowledge(
+                    conn, partial(_pubrec_again, conn, pid), broker.config.limits.receive_maximum
+                )
             conn.send(PUBREC_HEAD + pid.to_bytes(2, "big"))
             return None
         if len(session.qos2_incoming) >= broker.config.limits.receive_maximum:
-            conn.violation(ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
-                           "more unacknowledged QoS 2 messages than the Receive Maximum")
+            conn.violation(
+                ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
+                "more unacknowledged QoS 2 messages than the Receive Maximum",
+            )
             return None
     identity = conn.identity
     assert identity is not None
     if identity.smoker_id is not None and broker.policy.reserved_topics.claim_service(topic):
         if broker.claims is not None:  # SMOKER.md: the claim service answers, never routed
             return handle_claim_publish(conn, broker.claims, packet, topic, props)
-        publish_denied(conn, packet, deny(Gate.RESERVED, None,
-                                          "SMOKER claims are disabled on this broker ([claims])"))
+        publish_denied(
+            conn,
+            packet,
+            deny(Gate.RESERVED, None, "SMOKER claims are disabled on this broker ([claims])"),
+        )
         return None
     verdict = broker.policy.check_publish(identity, topic, packet)
     if isinstance(verdict, Decision):
@@ -131,7 +147,10 @@ def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
     broker = conn.broker
     reason = topic_limit_reason(packet.topic, limit, broker.config.limits, broker.separator)
     broker.limit_hits.limits_key(
-        limit, conn.client_id, f"PUBLISH to {shown(packet.topic)} by {conn.client_id!r} refused: {reason}")
+        limit,
+        conn.client_id,
+        f"PUBLISH to {shown(packet.topic)} by {conn.client_id!r} refused: {reason}",
+    )
     _refuse(conn, packet, ReasonCode.TOPIC_NAME_INVALID, ReasonCode.TOPIC_NAME_INVALID, reason)
 
 
@@ -140,12 +159,15 @@ def _refuse_rate(conn: Connection, packet: Publish, limit: str) -> None:
     the acknowledgement (MQTT 5 §3.4.2.1 has no 0x96 there), else DISCONNECT 0x96."""
     broker = conn.broker
     reason = quota_reason(limit, broker.config.limits)
-    broker.limit_hits.limits_key(limit, conn.client_id, f"PUBLISH by {conn.client_id!r} refused: {reason}")
+    broker.limit_hits.limits_key(
+        limit, conn.client_id, f"PUBLISH by {conn.client_id!r} refused: {reason}"
+    )
     _refuse(conn, packet, ReasonCode.QUOTA_EXCEEDED, ReasonCode.MESSAGE_RATE_TOO_HIGH, reason)
 
 
-def _refuse(conn: Connection, packet: Publish, ack_code: ReasonCode, close_code: ReasonCode,
-            reason: str) -> None:
+def _refuse(
+    conn: Connection, packet: Publish, ack_code: ReasonCode, close_code: ReasonCode, reason: str
+) -> None:
     """A PUBLISH refused by a limit: MQTT 5 QoS 1/2 get PUBACK/PUBREC ``ack_code`` and keep the
     connection; QoS 0 and 3.x are disconnected with ``close_code`` (nothing else tells them)."""
     if conn.v5 and packet.qos:
@@ -160,8 +182,9 @@ def _refused_ack(conn: Connection, packet: Publish, code: ReasonCode, reason: st
     conn.send_packet(ack(packet.packet_id or 0, code, props))
 
 
-async def _await_decision(conn: Connection, packet: Publish, topic: str, props: Properties,
-                          verdict: object) -> None:
+async def _await_decision(
+    conn: Connection, packet: Publish, topic: str, props: Properties, verdict: object
+) -> None:
     decision = await verdict  # type: ignore[misc]
     if not conn.closing:
         stored = _decided(conn, packet, topic, props, decision)
@@ -169,8 +192,9 @@ async def _await_decision(conn: Connection, packet: Publish, topic: str, props: 
             await stored
 
 
-def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
-             decision: Decision) -> Awaitable[None] | None:
+def _decided(
+    conn: Connection, packet: Publish, topic: str, props: Properties, decision: Decision
+) -> Awaitable[None] | None:
     if decision.denied:
         publish_denied(conn, packet, decision)
         return None
@@ -200,8 +224,12 @@ def _decided(conn: Connection, packet: Publish, topic: str, props: Properties,
         # retained, queued for persistent sessions (issue 8), before the ack (issue 17), and
         # with durable bridges the bridge queue logs' write too (issue 19)
         bridged = broker.bridges.take_pending() if broker.bridges is not None else None
-        acked = persistence.acknowledge(conn, partial(_ack_stored, conn, pid, qos, routed),
-                                        broker.config.limits.receive_maximum, bridged)
+        acked = persistence.acknowledge(
+            conn,
+            partial(_ack_stored, conn, pid, qos, routed),
+            broker.config.limits.receive_maximum,
+            bridged,
+        )
         if held is not None and acked is not None:
             return all_of(acked, held)
         return acked if acked is not None else held
@@ -213,16 +241,21 @@ def _retain(conn: Connection, packet: Publish, space: TopicSpace, message: Messa
     """Store (or clear) the retained message within the retained limits (``Broker.retain``).
     False when the PUBLISH was refused with 0x97 (MQTT 5 QoS 1/2): not routed either; QoS 0
     and 3.x are delivered, not retained (docs/limits-memory.md)."""
-    refusal = conn.broker.retain(space, message, conn.client_id,
-                                 f"retained PUBLISH to {shown(message.topic)} by {conn.client_id!r}")
+    refusal = conn.broker.retain(
+        space,
+        message,
+        conn.client_id,
+        f"retained PUBLISH to {shown(message.topic)} by {conn.client_id!r}",
+    )
     if refusal is None or not (conn.v5 and packet.qos > 0):
         return True
     _refused_ack(conn, packet, ReasonCode.QUOTA_EXCEEDED, refusal[1])
     return False
 
 
-def _ack_stored(conn: Connection, pid: int, qos: int, routed: int,
-                error: StoreError | None) -> None:
+def _ack_stored(
+    conn: Connection, pid: int, qos: int, routed: int, error: StoreError | None
+) -> None:
     """PUBACK/PUBREC once the log stored what this message changed; when it could not
     (disk full, read-only), MQTT 5 gets 0x97/0x80 with a Reason String and 3.x no
     acknowledgement, so the publisher does not count on it (issue 8)."""
@@ -267,8 +300,9 @@ def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
         session.journal.qos2_released(pid)
         persistence = conn.broker.persistence
         if persistence is not None:
-            return persistence.acknowledge(conn, partial(_pubcomp, conn, pid),
-                                           conn.broker.config.limits.receive_maximum)
+            return persistence.acknowledge(
+                conn, partial(_pubcomp, conn, pid), conn.broker.config.limits.receive_maximum
+            )
         conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
     elif conn.v5:
         conn.send_packet(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
@@ -316,8 +350,9 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
     if persistence is not None and persistence.tracks(session):
         # PUBREL only once "released" is stored: a restart must resend PUBREL, never the
         # PUBLISH the client may already have completed (exactly once, issue 8).
-        return persistence.acknowledge(conn, partial(_pubrel, conn, pid),
-                                       conn.broker.config.limits.receive_maximum)
+        return persistence.acknowledge(
+            conn, partial(_pubrel, conn, pid), conn.broker.config.limits.receive_maximum
+        )
     conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
     return None
 
@@ -337,4 +372,3 @@ def handle_pubcomp(conn: Connection, packet: Pubcomp) -> None:
         session.journal.completed(packet.packet_id)
         if session.queue:
             conn.broker.delivery.drain(session)
-

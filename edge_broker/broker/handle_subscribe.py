@@ -37,16 +37,22 @@ if TYPE_CHECKING:
 
 def handle_subscribe(conn: Connection, packet: Subscribe) -> Awaitable[None] | None:
     cfg = conn.broker.config.broker
-    sub_id = packet.properties.subscription_identifiers[0] if (
-        packet.properties.subscription_identifiers) else None
+    sub_id = (
+        packet.properties.subscription_identifiers[0]
+        if (packet.properties.subscription_identifiers)
+        else None
+    )
     if sub_id is not None and not cfg.subscription_identifiers:
-        conn.violation(ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,
-                       "subscription identifiers are not supported")
+        conn.violation(
+            ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,
+            "subscription identifiers are not supported",
+        )
         return None
     for sub in packet.subscriptions:
         if sub.no_local and sub.topic_filter.startswith("$share/") and conn.v5:
-            conn.violation(ReasonCode.PROTOCOL_ERROR,
-                           "No Local on a shared subscription (MQTT 5 §3.8.3.1)")
+            conn.violation(
+                ReasonCode.PROTOCOL_ERROR, "No Local on a shared subscription (MQTT 5 §3.8.3.1)"
+            )
             return None
     user_properties = packet.properties.user_properties
     verdicts = [_check(conn, sub, user_properties) for sub in packet.subscriptions]
@@ -56,8 +62,9 @@ def handle_subscribe(conn: Connection, packet: Subscribe) -> Awaitable[None] | N
     return _await_verdicts(conn, packet, sub_id, verdicts)
 
 
-async def _await_verdicts(conn: Connection, packet: Subscribe, sub_id: int | None,
-                          verdicts: list[object]) -> None:
+async def _await_verdicts(
+    conn: Connection, packet: Subscribe, sub_id: int | None, verdicts: list[object]
+) -> None:
     resolved: list[Decision | int] = []
     for v in verdicts:
         resolved.append(v if isinstance(v, (Decision, int)) else await v)  # type: ignore[misc]
@@ -65,8 +72,9 @@ async def _await_verdicts(conn: Connection, packet: Subscribe, sub_id: int | Non
         _subscribe(conn, packet, sub_id, resolved)
 
 
-def _check(conn: Connection, sub: Subscription,
-           user_properties: tuple[tuple[str, str], ...] = ()) -> object:
+def _check(
+    conn: Connection, sub: Subscription, user_properties: tuple[tuple[str, str], ...] = ()
+) -> object:
     """A reason code the broker decides itself, or the policy's (maybe awaitable) Decision."""
     broker = conn.broker
     cfg = broker.config.broker
@@ -74,14 +82,18 @@ def _check(conn: Connection, sub: Subscription,
     limit = topic_limit(topic_filter, broker.config.limits, broker.separator)
     if limit is not None:
         reason = topic_limit_reason(topic_filter, limit, broker.config.limits, broker.separator)
-        broker.limit_hits.limits_key(limit, conn.client_id, f"SUBSCRIBE to {shown(topic_filter)} by "
-                                f"{conn.client_id!r} refused: {reason}")
+        broker.limit_hits.limits_key(
+            limit,
+            conn.client_id,
+            f"SUBSCRIBE to {shown(topic_filter)} by {conn.client_id!r} refused: {reason}",
+        )
         return int(ReasonCode.TOPIC_FILTER_INVALID)
     identity = conn.identity
     assert identity is not None
     try:
         shared, inner, pattern = subscription_pattern(
-            topic_filter, broker.separator, identity.subscription_patterns)
+            topic_filter, broker.separator, identity.subscription_patterns
+        )
     except RuleError:
         shared, inner, pattern = None, topic_filter, None  # the policy's syntax gate reports it
     if shared is not None and not cfg.shared_subscriptions:
@@ -91,8 +103,9 @@ def _check(conn: Connection, sub: Subscription,
     return broker.policy.check_subscribe(identity, sub, user_properties)
 
 
-def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
-               verdicts: list[Decision | int]) -> None:
+def _subscribe(
+    conn: Connection, packet: Subscribe, sub_id: int | None, verdicts: list[Decision | int]
+) -> None:
     broker = conn.broker
     session = conn.session
     assert session is not None
@@ -104,8 +117,10 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
     retained_for: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]] = []
     patterns = conn.identity is not None and conn.identity.subscription_patterns
     # kept so that re-checks after a reload ask the site ACL the same question (declare_queryable)
-    queryable = any(name == "queryable" and value.strip().lower() == "true"
-                    for name, value in packet.properties.user_properties)
+    queryable = any(
+        name == "queryable" and value.strip().lower() == "true"
+        for name, value in packet.properties.user_properties
+    )
     for sub, verdict in zip(packet.subscriptions, verdicts, strict=True):
         if isinstance(verdict, Decision):
             if verdict.denied:
@@ -144,19 +159,30 @@ def _subscribe(conn: Connection, packet: Subscribe, sub_id: int | None,
         shared, inner, pattern = subscription_pattern(sub.topic_filter, broker.separator, patterns)
         qos = min(sub.qos, max_qos)
         entry = SubscriptionEntry(
-            session, sub.topic_filter, qos, sub.no_local, sub.retain_as_published,
-            sub.retain_handling, sub_id, shared.group if shared is not None else None, recheck,
+            session,
+            sub.topic_filter,
+            qos,
+            sub.no_local,
+            sub.retain_as_published,
+            sub.retain_handling,
+            sub_id,
+            shared.group if shared is not None else None,
+            recheck,
             queryable,
         )
         session.subscriptions[sub.topic_filter] = entry
         session.journal.changed()
         space.subscribe(entry, inner, pattern)
         codes.append(qos)
-        if shared is None and (sub.retain_handling == 0 or (
-                sub.retain_handling == 1 and existing is None)):
+        if shared is None and (
+            sub.retain_handling == 0 or (sub.retain_handling == 1 and existing is None)
+        ):
             retained_for.append((entry, inner, pattern))
-    props = Properties(reason_string="; ".join(reasons)) if (
-        reasons and conn.v5 and conn.problem_information) else NO_PROPERTIES
+    props = (
+        Properties(reason_string="; ".join(reasons))
+        if (reasons and conn.v5 and conn.problem_information)
+        else NO_PROPERTIES
+    )
     conn.send_packet(Suback(packet.packet_id, tuple(codes), props))
     if retained_for:
         _send_retained(conn, retained_for)
@@ -167,15 +193,20 @@ def _subscription_quota(conn: Connection, held: int, total: int) -> str | None:
     (``held`` by this session) or ``max_subscriptions_total`` (``total`` in the broker)."""
     limits = conn.broker.config.limits
     if held >= limits.max_subscriptions_per_client:
-        limit, reason = "max_subscriptions_per_client", (
-            f"this client has {held} subscriptions (limits.max_subscriptions_per_client)")
+        limit, reason = (
+            "max_subscriptions_per_client",
+            (f"this client has {held} subscriptions (limits.max_subscriptions_per_client)"),
+        )
     elif total >= limits.max_subscriptions_total:
-        limit, reason = "max_subscriptions_total", (
-            f"the broker has {total} subscriptions (limits.max_subscriptions_total)")
+        limit, reason = (
+            "max_subscriptions_total",
+            (f"the broker has {total} subscriptions (limits.max_subscriptions_total)"),
+        )
     else:
         return None
-    conn.broker.limit_hits.limits_key(limit, conn.client_id,
-                                 f"SUBSCRIBE by {conn.client_id!r} refused: {reason}")
+    conn.broker.limit_hits.limits_key(
+        limit, conn.client_id, f"SUBSCRIBE by {conn.client_id!r} refused: {reason}"
+    )
     return reason
 
 
@@ -184,8 +215,9 @@ def _named(topic_filter: str) -> str:
     return topic_filter if len(topic_filter) <= SHOWN_CHARS else shown(topic_filter)
 
 
-def _send_retained(conn: Connection,
-                   wanted: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]]) -> None:
+def _send_retained(
+    conn: Connection, wanted: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]]
+) -> None:
     """Retained messages for new subscriptions, RETAIN set (MQTT 5 §3.3.1.3)."""
     broker = conn.broker
     session = conn.session
@@ -199,7 +231,8 @@ def _send_retained(conn: Connection,
             if not policy.routable(message.topic):
                 continue
             if (policy.has_delivery_gates or entry.recheck) and not policy.check_deliver(
-                    session, message, entry).allowed:
+                session, message, entry
+            ).allowed:
                 continue
             qos = min(entry.qos, message.qos)
             broker.delivery.send(session, Outgoing(message, qos, True, sub_ids))
@@ -220,5 +253,4 @@ def handle_unsubscribe(conn: Connection, packet: Unsubscribe) -> None:
         shared = split_shared(topic_filter, broker.separator, True)
         space.unsubscribe(entry, shared.filter if shared is not None else topic_filter)
         codes.append(ReasonCode.SUCCESS)
-    conn.send_packet(Unsuback(packet.packet_id, tuple(codes) if conn.v5 else (),
-                              Properties()))
+    conn.send_packet(Unsuback(packet.packet_id, tuple(codes) if conn.v5 else (), Properties()))

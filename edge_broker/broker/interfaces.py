@@ -126,7 +126,9 @@ def _fallback_addresses() -> list[InterfaceAddress]:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for _, name in socket.if_nameindex():
             try:
-                packed = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+                packed = fcntl.ioctl(
+                    s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15])
+                )
             except OSError:
                 continue
             address = socket.inet_ntoa(packed[20:24])
@@ -167,8 +169,17 @@ def normalize_address(address: str) -> tuple[str, str | None]:
 class InterfaceMap:
     """Local address -> interface name (module docstring). One per broker."""
 
-    __slots__ = ("_by_address", "_loopbacks", "_built_at", "_tried_at", "max_age",
-                 "refresh_interval", "_source", "_clock", "refreshes")
+    __slots__ = (
+        "_by_address",
+        "_loopbacks",
+        "_built_at",
+        "_tried_at",
+        "max_age",
+        "refresh_interval",
+        "_source",
+        "_clock",
+        "refreshes",
+    )
 
     def __init__(
         self,

@@ -40,9 +40,15 @@ class LimitHits:
         self._logged_at[limit] = now
         skipped = self._unlogged.pop(limit, 0)
         suffix = f" ({skipped} more hit(s) since the last line about it)" if skipped else ""
-        log.warning(f"{message}{suffix}",
-                    extra={"event": "limit_hit", "limit": limit, "client_id": client_id or None,
-                           "hits": self.counts[limit]})
+        log.warning(
+            f"{message}{suffix}",
+            extra={
+                "event": "limit_hit",
+                "limit": limit,
+                "client_id": client_id or None,
+                "hits": self.counts[limit],
+            },
+        )
 
     def limits_key(self, key: str, client_id: str, what: str, now: float | None = None) -> None:
         """:meth:`hit` for the ``[limits]`` key ``key``: counted as ``limits.<key>``, and the log

@@ -20,7 +20,9 @@ log = logging.getLogger("edge_broker.broker")
 
 def _no_password() -> bytes:
     # an encrypted key would make OpenSSL prompt on a terminal a service does not have
-    raise ValueError("the TLS key is encrypted: store it decrypted, readable by root and group edge-broker")
+    raise ValueError(
+        "the TLS key is encrypted: store it decrypted, readable by root and group edge-broker"
+    )
 
 
 def _load_files(ctx: ssl.SSLContext, listener: ListenerConfig) -> None:
@@ -57,12 +59,20 @@ def reload_tls(contexts: Mapping[str, ssl.SSLContext], listeners: Sequence[Liste
             tls_context(listener)
             _load_files(ctx, listener)
         except (OSError, ValueError) as exc:
-            log.error("listener %s: TLS files not reloaded (%s); the running certificate stays",
-                      listener.name, exc, extra={"event": "tls_reload_refused", "listener": listener.name})
+            log.error(
+                "listener %s: TLS files not reloaded (%s); the running certificate stays",
+                listener.name,
+                exc,
+                extra={"event": "tls_reload_refused", "listener": listener.name},
+            )
             continue
         reloaded += 1
-        log.info("listener %s: TLS certificate and key reloaded from %s", listener.name, listener.tls_cert,
-                 extra={"event": "tls_reloaded", "listener": listener.name})
+        log.info(
+            "listener %s: TLS certificate and key reloaded from %s",
+            listener.name,
+            listener.tls_cert,
+            extra={"event": "tls_reloaded", "listener": listener.name},
+        )
     return reloaded
 
 
@@ -102,18 +112,24 @@ def connection_info(
 
 
 async def start_listener(
-    listener: ListenerConfig, factory: Callable[[], asyncio.Protocol],
+    listener: ListenerConfig,
+    factory: Callable[[], asyncio.Protocol],
     contexts: dict[str, ssl.SSLContext] | None = None,
 ) -> asyncio.Server:
     """Bind one listener. An OSError (address in use, permission, a TLS file) says which
     listener and where, for ``run``'s one-line message (issue 20)."""
     loop = asyncio.get_running_loop()
-    where = f"listener {listener.name!r} ({listener.transport} {listener.bind or '*'}:{listener.port})"
+    where = (
+        f"listener {listener.name!r} ({listener.transport} {listener.bind or '*'}:{listener.port})"
+    )
     try:
         ssl_ctx = tls_context(listener) if listener.uses_tls else None
     except OSError as exc:
-        raise OSError(exc.errno, f"{where}: cannot load tls_cert / tls_key: {exc.strerror or exc}; "
-                                 "`edge-broker check` says what is wrong with them") from exc
+        raise OSError(
+            exc.errno,
+            f"{where}: cannot load tls_cert / tls_key: {exc.strerror or exc}; "
+            "`edge-broker check` says what is wrong with them",
+        ) from exc
     if ssl_ctx is not None and contexts is not None:
         contexts[listener.name] = ssl_ctx
     host = listener.bind or None
@@ -122,9 +138,16 @@ async def start_listener(
             factory, host=host, port=listener.port, ssl=ssl_ctx, reuse_address=True, backlog=1024
         )
     except OSError as exc:
-        hint = {98: "another process (or listener) holds that port: stop it or change the port",
-                13: "ports below 1024 need CAP_NET_BIND_SERVICE (the unit grants it) or root",
-                99: "that address is not on this machine: write one of its addresses or 0.0.0.0"}
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio's text repeats the address
-        raise OSError(exc.errno, f"{where}: cannot listen: {reason}"
-                                 + (f"; {hint[exc.errno]}" if exc.errno in hint else "")) from exc
+        hint = {
+            98: "another process (or listener) holds that port: stop it or change the port",
+            13: "ports below 1024 need CAP_NET_BIND_SERVICE (the unit grants it) or root",
+            99: "that address is not on this machine: write one of its addresses or 0.0.0.0",
+        }
+        reason = (
+            os.strerror(exc.errno) if exc.errno else str(exc)
+        )  # asyncio's text repeats the address
+        raise OSError(
+            exc.errno,
+            f"{where}: cannot listen: {reason}"
+            + (f"; {hint[exc.errno]}" if exc.errno in hint else ""),
+        ) from exc

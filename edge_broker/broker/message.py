@@ -86,8 +86,10 @@ class Message:
                 5 if v5 else level,
             )
             encoded = self.encoded
-            if encoded and (len(encoded) > 16 or tpl.size + sum(
-                    t.size for t in encoded.values()) > 2 * self.size + 512):
+            if encoded and (
+                len(encoded) > 16
+                or tpl.size + sum(t.size for t in encoded.values()) > 2 * self.size + 512
+            ):
                 # Issue 16: at most about two copies of the message (a 3.x and a 5 variant);
                 # variants per subscription identifier made a retained message hold 17.
                 encoded.clear()

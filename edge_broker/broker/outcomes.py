@@ -26,7 +26,11 @@ def denial_reason(decision: Decision) -> str:
 
 
 def _props(conn: Connection, decision: Decision) -> Properties:
-    return Properties(reason_string=denial_reason(decision)) if conn.problem_information else Properties()
+    return (
+        Properties(reason_string=denial_reason(decision))
+        if conn.problem_information
+        else Properties()
+    )
 
 
 def publish_denied(conn: Connection, packet: Publish, decision: Decision) -> None:

@@ -72,8 +72,12 @@ def principal_of(identity: Identity, listener: str) -> Principal:
 
 def principal_from_record(raw: object) -> Principal | None:
     """The owner stored with a session (:meth:`Principal.to_record`), or None when absent."""
-    if (isinstance(raw, list) and len(raw) == 2
-            and isinstance(raw[0], str) and isinstance(raw[1], str)):
+    if (
+        isinstance(raw, list)
+        and len(raw) == 2
+        and isinstance(raw[0], str)
+        and isinstance(raw[1], str)
+    ):
         return Principal(raw[0], raw[1])
     return None
 
@@ -101,6 +105,8 @@ def may_resume(session: Session, principal: Principal) -> bool:
 
 def foreign_session_reason(session: Session, principal: Principal) -> str:
     """The Reason String of the refusal (names the rule and the option)."""
-    return (f"client id {session.client_id!r} belongs to a session of another principal; "
-            f"{principal} may not resume or take it over (session ownership, "
-            "[broker] foreign_session = \"refuse\")")
+    return (
+        f"client id {session.client_id!r} belongs to a session of another principal; "
+        f"{principal} may not resume or take it over (session ownership, "
+        '[broker] foreign_session = "refuse")'
+    )

@@ -38,8 +38,10 @@ def runtime_pattern(topic_filter: str, separator: str) -> SubscriptionPattern | 
     """The compiled pattern when ``topic_filter`` (without ``$share/<group>/``) uses a wildcard
     that MQTT lacks; ``None`` for a filter that means the same in MQTT. :class:`RuleError`
     when it is meant as a pattern (it contains ``*``, ``>`` or a prefix ``#``) but is invalid."""
-    if "*" not in topic_filter and ">" not in topic_filter and not any(
-        token.endswith("#") and token != "#" for token in topic_filter.split(separator)
+    if (
+        "*" not in topic_filter
+        and ">" not in topic_filter
+        and not any(token.endswith("#") and token != "#" for token in topic_filter.split(separator))
     ):
         return None
     return parse_pattern(topic_filter, separator)
@@ -60,7 +62,7 @@ def split_shared(topic_filter: str, separator: str, patterns: bool) -> SharedFil
     head = SHARE_PREFIX + separator
     if not patterns or not topic_filter.startswith(head):
         return parse_shared(topic_filter, separator)
-    group, _, inner = topic_filter[len(head):].partition(separator)
+    group, _, inner = topic_filter[len(head) :].partition(separator)
     if not inner or runtime_pattern(inner, separator) is None:
         return parse_shared(topic_filter, separator)  # the MQTT rules and their messages
     if not group or "+" in group or "#" in group:
@@ -68,9 +70,9 @@ def split_shared(topic_filter: str, separator: str, patterns: bool) -> SharedFil
     return SharedFilter(group, inner)
 
 
-def subscription_pattern(topic_filter: str, separator: str,
-                         patterns: bool) -> tuple[SharedFilter | None, str,
-                                                  SubscriptionPattern | None]:
+def subscription_pattern(
+    topic_filter: str, separator: str, patterns: bool
+) -> tuple[SharedFilter | None, str, SubscriptionPattern | None]:
     """A SUBSCRIBE filter as (shared part, filter without ``$share/<group>/``, runtime pattern
     or ``None``); :class:`RuleError` when it is invalid for the listener's grammar."""
     shared = split_shared(topic_filter, separator, patterns)

@@ -87,31 +87,47 @@ def decode_message(raw: Any, what: str, now_mono: float, now_wall: float) -> Mes
     try:
         topic, payload, qos, retain, props, expires, origin = raw
     except (TypeError, ValueError):
-        raise RecordError(f"{what}: a message is [topic, payload, qos, retain, properties, "
-                          f"expires, origin], got {raw!r:.120}") from None
+        raise RecordError(
+            f"{what}: a message is [topic, payload, qos, retain, properties, "
+            f"expires, origin], got {raw!r:.120}"
+        ) from None
     if not isinstance(topic, str) or not isinstance(payload, bytes) or qos not in (0, 1, 2):
         raise RecordError(f"{what}: message topic/payload/qos have the wrong types")
     if expires is not None and not isinstance(expires, int | float):
         raise RecordError(f"{what}: message expiry {expires!r} is not a number")
     if origin is not None and not isinstance(origin, str):
         raise RecordError(f"{what}: message origin {origin!r} is not a string")
-    return Message(topic, payload, qos, bool(retain), decode_properties(props, what),
-                   to_mono(expires, now_mono, now_wall), origin)
+    return Message(
+        topic,
+        payload,
+        qos,
+        bool(retain),
+        decode_properties(props, what),
+        to_mono(expires, now_mono, now_wall),
+        origin,
+    )
 
 
-def encode_outgoing(client_id: str, outgoing: Outgoing, now_mono: float,
-                    now_wall: float) -> list[Any]:
-    return [client_id, encode_message(outgoing.message, now_mono, now_wall), outgoing.qos,
-            outgoing.retain, list(outgoing.sub_ids)]
+def encode_outgoing(
+    client_id: str, outgoing: Outgoing, now_mono: float, now_wall: float
+) -> list[Any]:
+    return [
+        client_id,
+        encode_message(outgoing.message, now_mono, now_wall),
+        outgoing.qos,
+        outgoing.retain,
+        list(outgoing.sub_ids),
+    ]
 
 
-def decode_outgoing(raw: Any, what: str, now_mono: float,
-                    now_wall: float) -> tuple[str, Outgoing]:
+def decode_outgoing(raw: Any, what: str, now_mono: float, now_wall: float) -> tuple[str, Outgoing]:
     try:
         client_id, message, qos, retain, sub_ids = raw
     except (TypeError, ValueError):
-        raise RecordError(f"{what}: a queued message is [client_id, message, qos, retain, "
-                          f"sub_ids], got {raw!r:.120}") from None
+        raise RecordError(
+            f"{what}: a queued message is [client_id, message, qos, retain, "
+            f"sub_ids], got {raw!r:.120}"
+        ) from None
     if not isinstance(client_id, str) or qos not in (1, 2) or not isinstance(sub_ids, list):
         raise RecordError(f"{what}: queued message client id/qos/sub_ids have the wrong types")
     decoded = decode_message(message, what, now_mono, now_wall)
@@ -134,8 +150,18 @@ def decode_will(raw: Any, what: str) -> Will:
     return Will(topic, payload, qos, bool(retain), decode_properties(props, what))
 
 
-_IDENTITY_FIELDS = ("client_id", "method", "tenant", "username", "cert_cn", "interface",
-                    "smoker_id", "subscription_patterns", "tenant_verified", "client_id_verified")
+_IDENTITY_FIELDS = (
+    "client_id",
+    "method",
+    "tenant",
+    "username",
+    "cert_cn",
+    "interface",
+    "smoker_id",
+    "subscription_patterns",
+    "tenant_verified",
+    "client_id_verified",
+)
 _IDENTITY_FLAGS = ("subscription_patterns", "tenant_verified", "client_id_verified")
 
 
@@ -148,8 +174,11 @@ def encode_identity(identity: Identity) -> dict[str, Any]:
 
 
 def decode_identity(raw: Any, what: str) -> Identity:
-    if not isinstance(raw, dict) or not isinstance(raw.get("client_id"), str) or not isinstance(
-            raw.get("method"), str):
+    if (
+        not isinstance(raw, dict)
+        or not isinstance(raw.get("client_id"), str)
+        or not isinstance(raw.get("method"), str)
+    ):
         raise RecordError(f"{what}: identity {raw!r:.120} lacks client_id/method")
     values: dict[str, Any] = {name: raw.get(name) for name in _IDENTITY_FIELDS if name in raw}
     for flag in _IDENTITY_FLAGS:  # absent in records written before the flag existed: False

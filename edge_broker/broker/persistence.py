@@ -136,10 +136,15 @@ class Persistence:
                 f"cannot create the state directory {str(path.parent)!r}: {exc.strerror}; set "
                 "[persistence] state_dir or $EDGE_BROKER_STATE_DIR to a writable directory"
             ) from exc
+
         def opener() -> KeyedLog:
-            return KeyedLog.open(path, fsync=fsync, encoded_values=False,
-                                 compact_ratio=COMPACT_RATIO,
-                                 compact_min_bytes=settings.compact_min_bytes)
+            return KeyedLog.open(
+                path,
+                fsync=fsync,
+                encoded_values=False,
+                compact_ratio=COMPACT_RATIO,
+                compact_min_bytes=settings.compact_min_bytes,
+            )
 
         try:
             keyed = open_or_set_aside(path, opener, settings.on_damage, log)
@@ -172,22 +177,45 @@ class Persistence:
             self._seq = seq + 2
             entry = self._messages[id(message)] = [seq + 1, 0, message]
             now_mono, now_wall = now_pair()
-            self._add([RAW_PUT, MESSAGES, seq + 1, encode_message(message, now_mono, now_wall)],
-                      message.size)
+            self._add(
+                [RAW_PUT, MESSAGES, seq + 1, encode_message(message, now_mono, now_wall)],
+                message.size,
+            )
         else:
             self._seq = seq + 1
         entry[1] += 1
         self._refs[seq] = id(message)
-        self._add([RAW_PUT, REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
-                                        list(outgoing.sub_ids), pid, False]])
+        self._add(
+            [
+                RAW_PUT,
+                REFS,
+                seq,
+                [cid, entry[0], outgoing.qos, outgoing.retain, list(outgoing.sub_ids), pid, False],
+            ]
+        )
         return seq
 
-    def update_ref(self, seq: int, cid: str, outgoing: Outgoing, pid: int | None,
-                   released: bool) -> int:
+    def update_ref(
+        self, seq: int, cid: str, outgoing: Outgoing, pid: int | None, released: bool
+    ) -> int:
         """The reference ``seq`` went into flight under ``pid`` (or was released)."""
         entry = self._messages[id(outgoing.message)]
-        self._add([RAW_PUT, REFS, seq, [cid, entry[0], outgoing.qos, outgoing.retain,
-                                        list(outgoing.sub_ids), pid, released]])
+        self._add(
+            [
+                RAW_PUT,
+                REFS,
+                seq,
+                [
+                    cid,
+                    entry[0],
+                    outgoing.qos,
+                    outgoing.retain,
+                    list(outgoing.sub_ids),
+                    pid,
+                    released,
+                ],
+            ]
+        )
         return seq
 
     def delete_ref(self, seq: int) -> None:
@@ -224,8 +252,15 @@ class Persistence:
 
     def retained_set(self, tenant: str, message: Message) -> None:
         now_mono, now_wall = now_pair()
-        self._add([RAW_PUT, RETAINED, f"{tenant}\x00{message.topic}",
-                   encode_message(message, now_mono, now_wall)], message.size)
+        self._add(
+            [
+                RAW_PUT,
+                RETAINED,
+                f"{tenant}\x00{message.topic}",
+                encode_message(message, now_mono, now_wall),
+            ],
+            message.size,
+        )
 
     def retained_delete(self, tenant: str, topic: str) -> None:
         self._add([RAW_DELETE, RETAINED, f"{tenant}\x00{topic}"])
@@ -273,9 +308,19 @@ class Persistence:
     def _session_record(self, session: Session, now_mono: float, now_wall: float) -> list[Any]:
         conn = session.connection
         live_will = conn.will if conn is not None else None
-        subs = [[e.topic_filter, e.qos, e.no_local, e.retain_as_published, e.retain_handling,
-                 e.subscription_id, e.share_group, e.recheck]
-                for e in session.subscriptions.values()]
+        subs = [
+            [
+                e.topic_filter,
+                e.qos,
+                e.no_local,
+                e.retain_as_published,
+                e.retain_handling,
+                e.subscription_id,
+                e.share_group,
+                e.recheck,
+            ]
+            for e in session.subscriptions.values()
+        ]
         return [
             session.tenant,
             encode_identity(session.identity),
@@ -296,8 +341,9 @@ class Persistence:
         if self._dirty:
             now_mono, now_wall = now_pair()
             for cid, session in self._dirty.items():
-                self._ops.append([RAW_PUT, SESSIONS, cid,
-                                  self._session_record(session, now_mono, now_wall)])
+                self._ops.append(
+                    [RAW_PUT, SESSIONS, cid, self._session_record(session, now_mono, now_wall)]
+                )
             self._dirty.clear()
         ops, self._ops = self._ops, []
         self._ops_bytes = 0
@@ -324,8 +370,13 @@ class Persistence:
                 raise
         return self._ticket
 
-    def acknowledge(self, conn: object, done: Callable[[StoreError | None], None],
-                    limit: int, also: Awaitable[None] | None = None) -> Awaitable[None] | None:
+    def acknowledge(
+        self,
+        conn: object,
+        done: Callable[[StoreError | None], None],
+        limit: int,
+        also: Awaitable[None] | None = None,
+    ) -> Awaitable[None] | None:
         """Call ``done(error)`` once every change collected so far is stored as the
         durability mode promises (``error``: it could not be), in the order ``conn``'s packets
         came. With ``none``/``interval`` the changes of one event-loop turn are written as one
@@ -400,10 +451,11 @@ class Persistence:
     def _failed(self, exc: StoreError, size: int = 0) -> None:
         self._probe_bytes = max(self._probe_bytes, min(size, CHUNK_BYTES))
         if self.healthy:
-            log.error(f"broker store write failed: {exc}; QoS 1/2 publishes that need storing "
-                      "are refused until it can write again",
-                      extra={"event": "store_unhealthy", "path": self.keyed.path,
-                             "errno": exc.errno})
+            log.error(
+                f"broker store write failed: {exc}; QoS 1/2 publishes that need storing "
+                "are refused until it can write again",
+                extra={"event": "store_unhealthy", "path": self.keyed.path, "errno": exc.errno},
+            )
         self.healthy = False
         self.last_error = str(exc)
 
@@ -413,8 +465,10 @@ class Persistence:
         self.last_error = None
         for session in self._tracked.values():  # records that failed to save are written again
             self.session_changed(session)
-        log.warning("broker store writes again; sessions re-saved",
-                    extra={"event": "store_healthy", "path": self.keyed.path})
+        log.warning(
+            "broker store writes again; sessions re-saved",
+            extra={"event": "store_healthy", "path": self.keyed.path},
+        )
 
     def tick(self) -> None:
         """Broker tick: while unhealthy, try a small durable write; re-save sessions after."""
@@ -436,8 +490,13 @@ class Persistence:
         self._probe = None
         self._recovered()
 
-    def in_order(self, conn: object, stored: Awaitable[None] | None,
-                 done: Callable[[StoreError | None], None], limit: int) -> Awaitable[None] | None:
+    def in_order(
+        self,
+        conn: object,
+        stored: Awaitable[None] | None,
+        done: Callable[[StoreError | None], None],
+        limit: int,
+    ) -> Awaitable[None] | None:
         """Call ``done(error)`` once ``stored`` finished and every earlier ``done`` of ``conn``
         ran, so acknowledgements leave in the order the packets came (MQTT 5 §4.6) while the
         connection keeps reading: one group commit then covers many of its publishes. Returns
@@ -446,14 +505,17 @@ class Persistence:
         if stored is None and previous is None:
             done(None)
             return None
-        task = asyncio.get_running_loop().create_task(
-            self._in_order(conn, previous, stored, done))
+        task = asyncio.get_running_loop().create_task(self._in_order(conn, previous, stored, done))
         self._chains[conn] = (task, waiting + 1)
         return task if waiting + 1 >= limit else None
 
-    async def _in_order(self, conn: object, previous: asyncio.Task[None] | None,
-                        stored: Awaitable[None] | None,
-                        done: Callable[[StoreError | None], None]) -> None:
+    async def _in_order(
+        self,
+        conn: object,
+        previous: asyncio.Task[None] | None,
+        stored: Awaitable[None] | None,
+        done: Callable[[StoreError | None], None],
+    ) -> None:
         error: StoreError | None = None
         if stored is not None:
             try:
@@ -487,11 +549,17 @@ class Persistence:
         self._background()
         await self.keyed.aclose()
         stats = self.keyed.stats()
-        log.info(f"broker store closed: {stats.appends} appends, {stats.fsyncs} fsyncs, "
-                 f"{stats.compactions} compactions",
-                 extra={"event": "store_closed", "path": self.keyed.path,
-                        "appends": stats.appends, "fsyncs": stats.fsyncs,
-                        "compactions": stats.compactions})
+        log.info(
+            f"broker store closed: {stats.appends} appends, {stats.fsyncs} fsyncs, "
+            f"{stats.compactions} compactions",
+            extra={
+                "event": "store_closed",
+                "path": self.keyed.path,
+                "appends": stats.appends,
+                "fsyncs": stats.fsyncs,
+                "compactions": stats.compactions,
+            },
+        )
 
     # -- recovery ---------------------------------------------------------------------------
 
@@ -500,10 +568,15 @@ class Persistence:
         started = time.monotonic()
         report = self.keyed.report
         if not report.clean:
-            log.warning(f"broker store recovery: {report}",
-                        extra={"event": "store_recovery", "path": self.keyed.path,
-                               "bytes_dropped": report.bytes_dropped,
-                               "tail_bytes_dropped": report.tail_bytes_dropped})
+            log.warning(
+                f"broker store recovery: {report}",
+                extra={
+                    "event": "store_recovery",
+                    "path": self.keyed.path,
+                    "bytes_dropped": report.bytes_dropped,
+                    "tail_bytes_dropped": report.tail_bytes_dropped,
+                },
+            )
         now_mono, now_wall = now_pair()
         drop: list[Op] = []
         retained = self._recover_retained(broker, now_mono, now_wall, drop)
@@ -524,16 +597,24 @@ class Persistence:
             except StoreError as exc:
                 self._failed(exc)
         self._recording = True
-        log.info(f"broker store {self.keyed.path}: {len(sessions)} sessions, {messages} queued "
-                 f"messages, {retained} retained messages restored in "
-                 f"{time.monotonic() - started:.3f} s ({len(drop)} expired or unusable records "
-                 "dropped)",
-                 extra={"event": "store_loaded", "path": self.keyed.path,
-                        "sessions": len(sessions), "messages": messages, "retained": retained,
-                        "dropped": len(drop)})
+        log.info(
+            f"broker store {self.keyed.path}: {len(sessions)} sessions, {messages} queued "
+            f"messages, {retained} retained messages restored in "
+            f"{time.monotonic() - started:.3f} s ({len(drop)} expired or unusable records "
+            "dropped)",
+            extra={
+                "event": "store_loaded",
+                "path": self.keyed.path,
+                "sessions": len(sessions),
+                "messages": messages,
+                "retained": retained,
+                "dropped": len(drop),
+            },
+        )
 
-    def _recover_retained(self, broker: Broker, now_mono: float, now_wall: float,
-                          drop: list[Op]) -> int:
+    def _recover_retained(
+        self, broker: Broker, now_mono: float, now_wall: float, drop: list[Op]
+    ) -> int:
         count = 0
         for key, raw in self.keyed.iter_items(RETAINED):
             tenant, _, topic = str(key).partition("\x00")
@@ -550,8 +631,9 @@ class Persistence:
             count += 1
         return count
 
-    def _recover_sessions(self, broker: Broker, now_mono: float, now_wall: float,
-                          drop: list[Op]) -> dict[str, Session]:
+    def _recover_sessions(
+        self, broker: Broker, now_mono: float, now_wall: float, drop: list[Op]
+    ) -> dict[str, Session]:
         from .pattern_subscriptions import subscription_pattern
 
         sessions: dict[str, Session] = {}
@@ -560,8 +642,10 @@ class Persistence:
             try:
                 session, live_will = _decode_session(cid, raw, now_mono, now_wall)
             except (RecordError, TypeError, ValueError) as exc:
-                log.warning(f"broker store: session {cid!r}: {exc}; dropped",
-                            extra={"event": "store_record"})
+                log.warning(
+                    f"broker store: session {cid!r}: {exc}; dropped",
+                    extra={"event": "store_record"},
+                )
                 drop.append(Delete(SESSIONS, key))
                 continue
             if session.expires_at is None and session.expiry_interval != NEVER_EXPIRES:
@@ -579,10 +663,13 @@ class Persistence:
             for topic_filter, entry in list(session.subscriptions.items()):
                 try:
                     _, inner, pattern = subscription_pattern(
-                        topic_filter, broker.separator, session.identity.subscription_patterns)
+                        topic_filter, broker.separator, session.identity.subscription_patterns
+                    )
                 except Exception as exc:  # a rule the running config no longer accepts
-                    log.warning(f"broker store: subscription {topic_filter!r} of {cid!r} "
-                                f"dropped: {exc}", extra={"event": "store_record"})
+                    log.warning(
+                        f"broker store: subscription {topic_filter!r} of {cid!r} dropped: {exc}",
+                        extra={"event": "store_record"},
+                    )
                     del session.subscriptions[topic_filter]
                     continue
                 space.subscribe(entry, inner, pattern)
@@ -591,8 +678,9 @@ class Persistence:
             sessions[cid] = session
         return sessions
 
-    def _recover_messages(self, sessions: dict[str, Session], now_mono: float,
-                          now_wall: float, drop: list[Op]) -> int:
+    def _recover_messages(
+        self, sessions: dict[str, Session], now_mono: float, now_wall: float, drop: list[Op]
+    ) -> int:
         messages: dict[int, Message] = {}
         highest = 0
         for key, raw in self.keyed.iter_items(MESSAGES):
@@ -607,23 +695,27 @@ class Persistence:
                 drop.append(Delete(MESSAGES, key))
         count = 0
         refs = [(key, raw) for key, raw in self.keyed.iter_items(REFS) if isinstance(key, int)]
-        drop.extend(Delete(REFS, key) for key, _ in self.keyed.iter_items(REFS)
-                    if not isinstance(key, int))
+        drop.extend(
+            Delete(REFS, key) for key, _ in self.keyed.iter_items(REFS) if not isinstance(key, int)
+        )
         for key, raw in sorted(refs, key=lambda item: item[0]):
             highest = max(highest, key)
             ref = _decode_ref(raw)
             session = None if ref is None else sessions.get(ref[0])
             message = None if ref is None else messages.get(ref[1])
             if ref is None:
-                log.warning(f"broker store: reference {key} {raw!r:.80} does not decode; "
-                            "dropped", extra={"event": "store_record"})
+                log.warning(
+                    f"broker store: reference {key} {raw!r:.80} does not decode; dropped",
+                    extra={"event": "store_record"},
+                )
             if session is None or message is None or message.expired(now_mono):
                 drop.append(Delete(REFS, key))
                 continue
             assert ref is not None
             cid, message_id, qos, retain, sub_ids, pid, released = ref
-            self._restore(session, key, Outgoing(message, qos, retain, sub_ids), pid, released,
-                          message_id)
+            self._restore(
+                session, key, Outgoing(message, qos, retain, sub_ids), pid, released, message_id
+            )
             count += 1
         for message_id, message in messages.items():  # no reference left (all expired)
             if id(message) not in self._messages:
@@ -631,8 +723,15 @@ class Persistence:
         self._seq = highest + 1
         return count + self._migrate(sessions, now_mono, now_wall, drop)
 
-    def _restore(self, session: Session, seq: int, outgoing: Outgoing, pid: int | None,
-                 released: bool, message_id: int) -> int | None:
+    def _restore(
+        self,
+        session: Session,
+        seq: int,
+        outgoing: Outgoing,
+        pid: int | None,
+        released: bool,
+        message_id: int,
+    ) -> int | None:
         """Recovery: reference ``seq`` back in flight under ``pid`` (the packet id the client
         saw) or in the queue; returns the packet id it is in flight under."""
         journal = session.journal
@@ -652,8 +751,9 @@ class Persistence:
         journal.waiting[id(outgoing)] = (outgoing, seq)
         return None
 
-    def _migrate(self, sessions: dict[str, Session], now_mono: float, now_wall: float,
-                 drop: list[Op]) -> int:
+    def _migrate(
+        self, sessions: dict[str, Session], now_mono: float, now_wall: float, drop: list[Op]
+    ) -> int:
         """A store of the previous format (tables ``m``: a whole message per session and
         ``f``: its packet id) becomes references to messages stored once; each message's
         conversion is one atomic record, so a crash midway resumes at the next start."""
@@ -680,16 +780,30 @@ class Persistence:
                 groups.append(old)
                 continue
             pid, released = None, False
-            if (isinstance(flight, list) and len(flight) == 2 and isinstance(flight[0], int)):
+            if isinstance(flight, list) and len(flight) == 2 and isinstance(flight[0], int):
                 pid, released = flight[0], bool(flight[1])
             seq, message_id = self._seq, self._seq + 1
             self._seq += 2
             pid = self._restore(session, seq, outgoing, pid, released, message_id)
-            groups.append([
-                Put(MESSAGES, message_id, encode_message(outgoing.message, now_mono, now_wall)),
-                Put(REFS, seq, [cid, message_id, outgoing.qos, outgoing.retain,
-                                list(outgoing.sub_ids), pid, released and pid is not None]),
-                *old])
+            groups.append(
+                [
+                    Put(MESSAGES, message_id, encode_message(outgoing.message, now_mono, now_wall)),
+                    Put(
+                        REFS,
+                        seq,
+                        [
+                            cid,
+                            message_id,
+                            outgoing.qos,
+                            outgoing.retain,
+                            list(outgoing.sub_ids),
+                            pid,
+                            released and pid is not None,
+                        ],
+                    ),
+                    *old,
+                ]
+            )
             count += 1
         groups.extend([Delete(OLD_FLIGHT, key)] for key in flights)
         groups.append([Put(META, "format", FORMAT)])
@@ -704,35 +818,56 @@ class Persistence:
                 self.keyed.commit_sync(record)
         except StoreError as exc:
             self._failed(exc)
-            log.error(f"broker store: migrating the previous format failed: {exc}; it is "
-                      "retried at the next start", extra={"event": "store_migration"})
+            log.error(
+                f"broker store: migrating the previous format failed: {exc}; it is "
+                "retried at the next start",
+                extra={"event": "store_migration"},
+            )
             return count
-        log.warning(f"broker store {self.keyed.path}: migrated {count} queued messages from "
-                    "the previous format (one record per session) to messages stored once",
-                    extra={"event": "store_migration", "messages": count})
+        log.warning(
+            f"broker store {self.keyed.path}: migrated {count} queued messages from "
+            "the previous format (one record per session) to messages stored once",
+            extra={"event": "store_migration", "messages": count},
+        )
         return count
 
 
-def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | None,
-                                   bool] | None:
+def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | None, bool] | None:
     """``[session key, message id, qos, retain, sub ids, packet id or None, released]``."""
     if not isinstance(raw, list) or len(raw) != 7:
         return None
     cid, message_id, qos, retain, sub_ids, pid, released = raw
-    if (not isinstance(cid, str) or not isinstance(message_id, int) or qos not in (1, 2)
-            or not isinstance(sub_ids, list) or not all(type(i) is int for i in sub_ids)
-            or not (pid is None or isinstance(pid, int))):
+    if (
+        not isinstance(cid, str)
+        or not isinstance(message_id, int)
+        or qos not in (1, 2)
+        or not isinstance(sub_ids, list)
+        or not all(type(i) is int for i in sub_ids)
+        or not (pid is None or isinstance(pid, int))
+    ):
         return None
     return cid, message_id, qos, bool(retain), tuple(sub_ids), pid, bool(released)
 
 
-def _decode_session(cid: str, raw: Any, now_mono: float,
-                    now_wall: float) -> tuple[Session, Will | None]:
+def _decode_session(
+    cid: str, raw: Any, now_mono: float, now_wall: float
+) -> tuple[Session, Will | None]:
     what = f"session {cid!r}"
     if isinstance(raw, list | tuple) and len(raw) == 10:
         raw = [*raw, None]  # written before sessions recorded their owner (issue 15)
-    (tenant, identity_raw, level, expiry, expires, will_raw, will_at, live_raw, subs,
-     next_pid, owner_raw) = raw
+    (
+        tenant,
+        identity_raw,
+        level,
+        expiry,
+        expires,
+        will_raw,
+        will_at,
+        live_raw,
+        subs,
+        next_pid,
+        owner_raw,
+    ) = raw
     identity = decode_identity(identity_raw, what)
     if not isinstance(tenant, str) or level not in (3, 4, 5) or not isinstance(expiry, int):
         raise RecordError(f"{what}: tenant/protocol level/expiry have the wrong types")
@@ -750,9 +885,16 @@ def _decode_session(cid: str, raw: Any, now_mono: float,
         if not isinstance(topic_filter, str) or qos not in (0, 1, 2):
             raise RecordError(f"{what}: subscription {sub!r:.80} has the wrong types")
         session.subscriptions[topic_filter] = SubscriptionEntry(
-            session, topic_filter, qos, bool(no_local), bool(rap), int(rh),
+            session,
+            topic_filter,
+            qos,
+            bool(no_local),
+            bool(rap),
+            int(rh),
             sub_id if isinstance(sub_id, int) else None,
-            share_group if isinstance(share_group, str) else None, bool(recheck))
+            share_group if isinstance(share_group, str) else None,
+            bool(recheck),
+        )
     live_will = None if live_raw is None else decode_will(live_raw, what)
     return session, live_will
 
@@ -808,4 +950,3 @@ class PersistentRetainedStore(MemoryRetainedStore):
         super().delete(topic)
         if len(self) != before and topic[:1] != "$":
             self._store.retained_delete(self._tenant, topic)
-

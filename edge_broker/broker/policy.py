@@ -80,7 +80,8 @@ class Policy:
             if reserved.smoker_may_publish(topic) and identity.smoker_authenticated:
                 return ALLOW
             return deny(
-                Gate.RESERVED, None,
+                Gate.RESERVED,
+                None,
                 f"{topic!r} is reserved for SMOKER claims (SMOKER-authenticated clients only)",
             )
         if self.pipeline is not None:
@@ -104,28 +105,35 @@ class Policy:
         return ALLOW
 
     def check_subscribe(
-        self, identity: Identity, subscription: Subscription,
+        self,
+        identity: Identity,
+        subscription: Subscription,
         user_properties: tuple[tuple[str, str], ...] = (),
     ) -> MaybeDecision:
         topic_filter = subscription.topic_filter
         try:
             # PATTERNS.md §2: a listener may also accept runtime subscription patterns
             shared, inner, pattern = subscription_pattern(
-                topic_filter, self.separator, identity.subscription_patterns)
+                topic_filter, self.separator, identity.subscription_patterns
+            )
             if pattern is None:
                 validate_topic_filter(inner, self.separator)
         except RuleError as exc:
             return deny(Gate.SYNTAX, None, str(exc), ReasonCode.TOPIC_FILTER_INVALID)
         if self.reserved_topics.is_smoker_system(inner):
-            return deny(Gate.RESERVED, None,
-                        f"nobody may subscribe to {inner!r}: it is a SMOKER system topic")
+            return deny(
+                Gate.RESERVED,
+                None,
+                f"nobody may subscribe to {inner!r}: it is a SMOKER system topic",
+            )
         if self.pipeline is not None:
             group = shared.group if shared is not None else None
             # Permissions speak MQTT filters: a runtime pattern is checked as the MQTT filter
             # that covers it, and its deliveries per topic (PATTERNS.md §2 vs §4).
             covering = None if pattern is None else covering_mqtt_filter(inner, self.separator)
             return self.pipeline.check_subscribe(
-                identity, subscription, inner, group, user_properties, covering)
+                identity, subscription, inner, group, user_properties, covering
+            )
         return ALLOW
 
     def check_deliver(
@@ -136,7 +144,9 @@ class Policy:
         if self.pipeline is None or session.identity is None:
             return ALLOW
         if entry is not None and entry.recheck:
-            return self.pipeline.check_deliver(session.identity, message, entry.qos, entry.share_group, True)
+            return self.pipeline.check_deliver(
+                session.identity, message, entry.qos, entry.share_group, True
+            )
         return self.pipeline.check_deliver(session.identity, message)
 
 
@@ -148,21 +158,29 @@ def open_audit_log(config: AuditConfig, sync_gateway_id: str = "") -> AuditLog |
     from ..audit.log import AuditLog
 
     return AuditLog(
-        config.dir, config.gateway_id or sync_gateway_id or socket.gethostname(),
-        max_segment_bytes=config.max_segment_bytes, max_segments=config.max_segments,
-        log_allowed=config.log_allowed, stats_interval=config.stats_interval,
+        config.dir,
+        config.gateway_id or sync_gateway_id or socket.gethostname(),
+        max_segment_bytes=config.max_segment_bytes,
+        max_segments=config.max_segments,
+        log_allowed=config.log_allowed,
+        stats_interval=config.stats_interval,
     )
 
 
-def build_pipeline(config: Config, claims: ClaimsRuntime | None, audit: AuditLog | None) -> GatePipeline | None:
+def build_pipeline(
+    config: Config, claims: ClaimsRuntime | None, audit: AuditLog | None
+) -> GatePipeline | None:
     """Gates 3–6 as configured, or None when nothing beyond gates 1–2 applies."""
     authorizers = None
     if config.authorizers:
         from ..authz.authorizers import AuthorizerChain, instantiate
 
-        authorizers = AuthorizerChain([
-            instantiate(spec, f"{config.file}: authorizers[{i}]") for i, spec in enumerate(config.authorizers)
-        ])
+        authorizers = AuthorizerChain(
+            [
+                instantiate(spec, f"{config.file}: authorizers[{i}]")
+                for i, spec in enumerate(config.authorizers)
+            ]
+        )
     permissions = None
     if config.permissions is not None and config.permissions.enabled:
         from ..authz.pipeline import PermissionsGate
@@ -183,6 +201,10 @@ def build_pipeline(config: Config, claims: ClaimsRuntime | None, audit: AuditLog
     if authorizers is None and permissions is None and token_gate is None and not gates:
         return None
     return GatePipeline(
-        authorizers=authorizers, permissions=permissions, token_gate=token_gate,
-        gates=gates, audit=audit, separator=config.topics.separator,
+        authorizers=authorizers,
+        permissions=permissions,
+        token_gate=token_gate,
+        gates=gates,
+        audit=audit,
+        separator=config.topics.separator,
     )

@@ -24,8 +24,10 @@ def user_properties_refusal(connect: Connect, limits: LimitsConfig) -> str | Non
     limit = limits.max_connect_user_properties
     if count <= limit:
         return None
-    return (f"the CONNECT carries {count} user properties (will included); "
-            f"limits.max_connect_user_properties allows {limit}")
+    return (
+        f"the CONNECT carries {count} user properties (will included); "
+        f"limits.max_connect_user_properties allows {limit}"
+    )
 
 
 def connect_timed_out(conn: Connection, timeout: float) -> None:
@@ -45,12 +47,16 @@ def connect_timed_out(conn: Connection, timeout: float) -> None:
         hits.hit(limit, f"connection closed: {reason}")
         conn.close(None, reason)
     elif conn.state == CONNECTING:
-        reason = (f"authentication did not finish within broker.connect_timeout ({timeout:g} s): "
-                  "the broker is busy, connect again later")
+        reason = (
+            f"authentication did not finish within broker.connect_timeout ({timeout:g} s): "
+            "the broker is busy, connect again later"
+        )
         hits.hit(limit, f"CONNECT refused: {reason}", conn.client_id)
         conn.refuse_connect(ReasonCode.SERVER_BUSY, reason)
     else:
-        reason = (f"the enhanced-authentication exchange did not finish within "
-                  f"broker.connect_timeout ({timeout:g} s)")
+        reason = (
+            f"the enhanced-authentication exchange did not finish within "
+            f"broker.connect_timeout ({timeout:g} s)"
+        )
         hits.hit(limit, f"connection closed: {reason}", conn.client_id)
         conn.close(None, reason)

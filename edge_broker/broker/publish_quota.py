@@ -62,7 +62,11 @@ class PublishQuota:
 
 def quota_reason(limit: str, limits: LimitsConfig) -> str:
     if limit == "publish_rate":
-        return (f"more than limits.publish_rate ({limits.publish_rate:g} messages/s, "
-                f"burst {limits.publish_burst})")
-    return (f"more than limits.publish_byte_rate ({limits.publish_byte_rate:g} bytes/s, "
-            f"burst {limits.publish_byte_burst})")
+        return (
+            f"more than limits.publish_rate ({limits.publish_rate:g} messages/s, "
+            f"burst {limits.publish_burst})"
+        )
+    return (
+        f"more than limits.publish_byte_rate ({limits.publish_byte_rate:g} bytes/s, "
+        f"burst {limits.publish_byte_burst})"
+    )

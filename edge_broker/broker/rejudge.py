@@ -61,8 +61,9 @@ def judged_later(identity: Identity | None) -> bool:
     return identity is None or (identity.method == "token" and identity.grants is None)
 
 
-async def judge_subscriptions(broker: Broker, session: Session,
-                              identity: Identity) -> tuple[int, list[Verdict]]:
+async def judge_subscriptions(
+    broker: Broker, session: Session, identity: Identity
+) -> tuple[int, list[Verdict]]:
     """(subscriptions checked, verdicts that change something) for ``session`` as ``identity``
     under ``broker.policy``. Without asynchronous authorizers nothing here suspends, so a caller
     that awaits this and then applies it sees no delivery in between."""
@@ -74,8 +75,13 @@ async def judge_subscriptions(broker: Broker, session: Session,
     checked = 0
     for topic_filter, entry in list(session.subscriptions.items()):
         checked += 1
-        subscription = Subscription(topic_filter, entry.qos, entry.no_local,
-                                    entry.retain_as_published, entry.retain_handling)
+        subscription = Subscription(
+            topic_filter,
+            entry.qos,
+            entry.no_local,
+            entry.retain_as_published,
+            entry.retain_handling,
+        )
         user_properties = (("queryable", "true"),) if entry.queryable else ()
         verdict = broker.policy.check_subscribe(identity, subscription, user_properties)
         decision = verdict if isinstance(verdict, Decision) else await verdict
@@ -136,8 +142,9 @@ def _split(broker: Broker, session: Session, topic_filter: str) -> tuple[str, ob
     return inner, pattern
 
 
-def remove_subscription(broker: Broker, session: Session, topic_filter: str, why: str,
-                        decision: Decision) -> None:
+def remove_subscription(
+    broker: Broker, session: Session, topic_filter: str, why: str, decision: Decision
+) -> None:
     """Remove a subscription a policy change no longer allows: unrouted, logged, counted and
     audited. Every such removal (reload, bundle, re-authentication, resumed session, restart)
     goes here."""
@@ -148,16 +155,29 @@ def remove_subscription(broker: Broker, session: Session, topic_filter: str, why
     broker.topic_space(session.tenant).unsubscribe(entry, entry.routed_filter(broker.separator))
     broker.stats.subscriptions_removed += 1
     identity = session.identity
-    log.info("subscription removed after %s", why,
-             extra={"event": "subscription_removed", "client_id": session.client_id,
-                    "tenant": session.tenant, "topic_filter": topic_filter,
-                    "reason": decision.reason})
+    log.info(
+        "subscription removed after %s",
+        why,
+        extra={
+            "event": "subscription_removed",
+            "client_id": session.client_id,
+            "tenant": session.tenant,
+            "topic_filter": topic_filter,
+            "reason": decision.reason,
+        },
+    )
     if broker.audit is not None:
         broker.audit.decision(
-            action="subscribe", client=session.client_id, tenant=session.tenant,
-            user=identity.username if identity is not None else None, topic=topic_filter,
-            outcome="deny", gate=decision.gate.value if decision.gate else None, rule=decision.rule,
-            rc=int(decision.reason_code), reason=f"removed after {why}: {decision.reason}",
+            action="subscribe",
+            client=session.client_id,
+            tenant=session.tenant,
+            user=identity.username if identity is not None else None,
+            topic=topic_filter,
+            outcome="deny",
+            gate=decision.gate.value if decision.gate else None,
+            rule=decision.rule,
+            rc=int(decision.reason_code),
+            reason=f"removed after {why}: {decision.reason}",
         )
 
 
@@ -200,15 +220,21 @@ class SessionFilters:
         return found
 
 
-def delivery_right(broker: Broker, session: Session, message: Message,
-                   filters: SessionFilters) -> Decision:
+def delivery_right(
+    broker: Broker, session: Session, message: Message, filters: SessionFilters
+) -> Decision:
     """May ``session`` receive ``message`` now: through a subscription it still holds
     (``filters``), and past the delivery gates of the policy in force (``Policy.check_deliver``,
     which counts and audits its own denials)."""
     matching = filters.matching(message.topic)
     if not matching:
-        return Decision(False, None, None, ReasonCode.NOT_AUTHORIZED,
-                        "no subscription of the session admits this topic any more")
+        return Decision(
+            False,
+            None,
+            None,
+            ReasonCode.NOT_AUTHORIZED,
+            "no subscription of the session admits this topic any more",
+        )
     # as live routing does (delivery.py _deliver_merged): an unmarked subscription admits the
     # topic already; when all are marked, the widest one is checked per topic
     through = None if any(not e.recheck for e in matching) else max(matching, key=lambda e: e.qos)
@@ -262,18 +288,33 @@ def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int
     return dropped
 
 
-def _revoked(broker: Broker, session: Session, message: Message, why: str,
-             decision: Decision) -> None:
+def _revoked(
+    broker: Broker, session: Session, message: Message, why: str, decision: Decision
+) -> None:
     broker.stats.deliveries_revoked += 1
-    log.info("queued message dropped after %s", why,
-             extra={"event": "delivery_revoked", "client_id": session.client_id,
-                    "tenant": session.tenant, "topic": message.topic, "reason": decision.reason})
+    log.info(
+        "queued message dropped after %s",
+        why,
+        extra={
+            "event": "delivery_revoked",
+            "client_id": session.client_id,
+            "tenant": session.tenant,
+            "topic": message.topic,
+            "reason": decision.reason,
+        },
+    )
     if broker.audit is not None and decision.gate is None:  # gates audit their own denials
         identity = session.identity
         broker.audit.decision(
-            action="deliver", client=session.client_id, tenant=session.tenant,
-            user=identity.username if identity is not None else None, topic=message.topic,
-            outcome="deny", gate=None, rule=None, rc=int(decision.reason_code),
+            action="deliver",
+            client=session.client_id,
+            tenant=session.tenant,
+            user=identity.username if identity is not None else None,
+            topic=message.topic,
+            outcome="deny",
+            gate=None,
+            rule=None,
+            rc=int(decision.reason_code),
             reason=f"dropped after {why}: {decision.reason}",
         )
 
@@ -290,8 +331,12 @@ def judge_will(broker: Broker, session: Session, will: Will) -> Decision | Await
     if identity is None:
         return ALLOW
     if judged_later(identity):
-        return deny(Gate.TOKEN, TOKEN_NOT_KEPT, "the token grants of the will's client were not "
-                    "kept across the restart; its will cannot be judged")
+        return deny(
+            Gate.TOKEN,
+            TOKEN_NOT_KEPT,
+            "the token grants of the will's client were not "
+            "kept across the restart; its will cannot be judged",
+        )
     expires = identity.token_expires_at
     if expires is not None and time.time() >= expires:
         return deny(Gate.TOKEN, TOKEN_EXPIRED, "the token of the will's client has expired")
@@ -300,18 +345,33 @@ def judge_will(broker: Broker, session: Session, will: Will) -> Decision | Await
 
 def will_refused(broker: Broker, session: Session, will: Will, decision: Decision) -> None:
     broker.stats.wills_denied += 1
-    log.info("will not published: %s", decision.reason,
-             extra={"event": "will_denied", "client_id": session.client_id,
-                    "tenant": session.tenant, "topic": will.topic, "reason": decision.reason})
+    log.info(
+        "will not published: %s",
+        decision.reason,
+        extra={
+            "event": "will_denied",
+            "client_id": session.client_id,
+            "tenant": session.tenant,
+            "topic": will.topic,
+            "reason": decision.reason,
+        },
+    )
     # the pipeline audits its gates' denials itself; gates 1-2 and an expired token are ours
-    if broker.audit is not None and (decision.gate in (Gate.RESERVED, Gate.SYNTAX)
-                                     or decision.rule in (TOKEN_EXPIRED, TOKEN_NOT_KEPT)):
+    if broker.audit is not None and (
+        decision.gate in (Gate.RESERVED, Gate.SYNTAX)
+        or decision.rule in (TOKEN_EXPIRED, TOKEN_NOT_KEPT)
+    ):
         identity = session.identity
         broker.audit.decision(
-            action="will", client=session.client_id, tenant=session.tenant,
-            user=identity.username if identity is not None else None, topic=will.topic,
-            outcome="deny", gate=decision.gate.value if decision.gate else None,
-            rule=decision.rule, rc=int(decision.reason_code),
+            action="will",
+            client=session.client_id,
+            tenant=session.tenant,
+            user=identity.username if identity is not None else None,
+            topic=will.topic,
+            outcome="deny",
+            gate=decision.gate.value if decision.gate else None,
+            rule=decision.rule,
+            rc=int(decision.reason_code),
             reason=f"will not published: {decision.reason}",
         )
 
@@ -327,8 +387,11 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
     audience or issuer, client-id binding now required: ended). Returns how many ended.
     Runs before the subscriptions are judged again, so those see the new roles."""
     ended = _recheck_tokens(broker, new, why)
-    live = [c for c in broker.connections
-            if c.state == CONNECTED and c.identity is not None and c.identity.method == "password"]
+    live = [
+        c
+        for c in broker.connections
+        if c.state == CONNECTED and c.identity is not None and c.identity.method == "password"
+    ]
     if not live:
         return ended
     entries = _password_entries(new, why)
@@ -344,11 +407,13 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
         elif admitted is not None and entry.hash != admitted.hash:
             reason = f"the password of user {identity.username!r} was changed ({why})"
         elif entry.tenants and identity.tenant not in entry.tenants:
-            reason = (f"user {identity.username!r} may no longer use tenant "
-                      f"{identity.tenant!r} ({why})")
+            reason = (
+                f"user {identity.username!r} may no longer use tenant {identity.tenant!r} ({why})"
+            )
         elif not entry.allows_client_id(conn.client_id):
-            reason = (f"user {identity.username!r} may no longer connect as "
-                      f"{conn.client_id!r} ({why})")
+            reason = (
+                f"user {identity.username!r} may no longer connect as {conn.client_id!r} ({why})"
+            )
         if reason is not None:
             _revoke_connection(broker, conn, reason)
             ended += 1
@@ -366,9 +431,15 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
 def _revoke_connection(broker: Broker, conn: Connection, reason: str) -> None:
     identity = conn.identity
     broker.stats.connections_revoked += 1
-    log.info("connection ended: %s", reason,
-             extra={"event": "credentials_revoked", "client_id": conn.client_id,
-                    "tenant": identity.tenant if identity is not None else None})
+    log.info(
+        "connection ended: %s",
+        reason,
+        extra={
+            "event": "credentials_revoked",
+            "client_id": conn.client_id,
+            "tenant": identity.tenant if identity is not None else None,
+        },
+    )
     if broker.audit is not None:
         broker.audit.event("credentials_revoked", detail=f"{conn.client_id}: {reason}")
     conn.close(ReasonCode.NOT_AUTHORIZED, reason)
@@ -381,9 +452,14 @@ def _recheck_tokens(broker: Broker, new: Config, why: str) -> int:
     from ..auth.token import TokenError
     from ..auth.token_method import build_verifier
 
-    live = [c for c in broker.connections
-            if c.state == CONNECTED and c.identity is not None and c.identity.method == "token"
-            and c.token_credential is not None]
+    live = [
+        c
+        for c in broker.connections
+        if c.state == CONNECTED
+        and c.identity is not None
+        and c.identity.method == "token"
+        and c.token_credential is not None
+    ]
     if not live:
         return 0
     verifier = build_verifier(new.tokens, new.topics.separator)
@@ -415,6 +491,10 @@ def _password_entries(new: Config, why: str) -> dict[str, PasswordEntry] | None:
         return dict(load_password_file(new.passwords.file))
     except (OSError, PasswordFileError) as exc:
         # validated by load_config moments ago; gone since: nobody's entry can be confirmed
-        log.error("%s: the password file cannot be read (%s); password connections end", why, exc,
-                  extra={"event": "reload_passwords_unreadable"})
+        log.error(
+            "%s: the password file cannot be read (%s); password connections end",
+            why,
+            exc,
+            extra={"event": "reload_passwords_unreadable"},
+        )
         return {}

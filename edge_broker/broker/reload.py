@@ -45,15 +45,23 @@ async def apply_config(broker: Broker, new: Config, source: str) -> ReloadResult
     """Compile ``new``'s policy, swap it in, re-check subscriptions (module docstring)."""
     old = broker.config
     if new.listeners != old.listeners:
-        log.warning("%s: listener changes take effect after a restart; applying the rest", source,
-                    extra={"event": "reload_listeners_kept"})
+        log.warning(
+            "%s: listener changes take effect after a restart; applying the rest",
+            source,
+            extra={"event": "reload_listeners_kept"},
+        )
         new = replace(new, listeners=old.listeners)
     if new.bridges != old.bridges:  # issue 19: the running bridges keep their queues and links
-        log.warning("%s: bridge changes take effect after a restart; applying the rest", source,
-                    extra={"event": "reload_bridges_kept"})
+        log.warning(
+            "%s: bridge changes take effect after a restart; applying the rest",
+            source,
+            extra={"event": "reload_bridges_kept"},
+        )
         new = replace(new, bridges=old.bridges)
     if new.topics.separator != old.topics.separator:
-        message = f"{source}: topics.separator cannot change at run time; restart the broker to change it"
+        message = (
+            f"{source}: topics.separator cannot change at run time; restart the broker to change it"
+        )
         log.error(message, extra={"event": "reload_refused"})
         _audit(broker, "policy_rejected", message)
         return ReloadResult(False, message)
@@ -74,12 +82,20 @@ async def apply_config(broker: Broker, new: Config, source: str) -> ReloadResult
     broker.generation += 1
     ended = recheck_credentials(broker, new, source)  # first: the survivors' new roles count
     checked, removed = await recheck_subscriptions(broker, source)
-    message = (f"{source}: policy applied (generation {broker.generation}); "
-               f"{checked} subscription(s) checked, {removed} removed")
+    message = (
+        f"{source}: policy applied (generation {broker.generation}); "
+        f"{checked} subscription(s) checked, {removed} removed"
+    )
     if ended:
         message += f"; {ended} connection(s) ended (password entry removed or changed)"
-    log.info(message, extra={"event": "policy_applied", "generation": broker.generation,
-                             "subscriptions_removed": removed})
+    log.info(
+        message,
+        extra={
+            "event": "policy_applied",
+            "generation": broker.generation,
+            "subscriptions_removed": removed,
+        },
+    )
     _audit(broker, "policy_applied", message)
     return ReloadResult(True, message, checked, removed)
 

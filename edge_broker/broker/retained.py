@@ -136,8 +136,7 @@ class MemoryRetainedStore:
             self._collect(exact, levels, i + 1, False, found)
 
     def _subtree(self, node: _Level, root: bool, found: list[Message]) -> None:
-        stack = [child for name, child in node.children.items()
-                 if not (root and name[:1] == "$")]
+        stack = [child for name, child in node.children.items() if not (root and name[:1] == "$")]
         while stack:
             current = stack.pop()
             if current.message is not None:

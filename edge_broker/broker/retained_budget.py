@@ -52,25 +52,37 @@ class RetainedBudget:
         else:
             self.per_client.pop(key, None)
 
-    def refusal(self, limits: LimitsConfig, tenant: str, message: Message,
-                old: Message | None) -> tuple[str, str] | None:
+    def refusal(
+        self, limits: LimitsConfig, tenant: str, message: Message, old: Message | None
+    ) -> tuple[str, str] | None:
         """``(limit key, reason)`` when storing ``message`` in place of ``old`` (the retained
         message of that topic, if any) would pass a limit (the running config's ``limits``: a
         reload may change them); ``None`` when it fits."""
         payload = len(message.payload)
         if payload > limits.max_retained_payload:
-            return ("max_retained_payload", f"retained payload of {payload} bytes exceeds "
-                    f"limits.max_retained_payload ({limits.max_retained_payload} bytes)")
+            return (
+                "max_retained_payload",
+                f"retained payload of {payload} bytes exceeds "
+                f"limits.max_retained_payload ({limits.max_retained_payload} bytes)",
+            )
         if old is None and self.count >= limits.max_retained_messages:
-            return ("max_retained_messages", f"the broker holds {self.count} retained messages "
-                    f"(limits.max_retained_messages)")
+            return (
+                "max_retained_messages",
+                f"the broker holds {self.count} retained messages (limits.max_retained_messages)",
+            )
         size = message.size - (old.size if old is not None else 0)
         if self.bytes + size > limits.max_retained_bytes:
-            return ("max_retained_bytes", f"retained messages would hold more than "
-                    f"limits.max_retained_bytes ({limits.max_retained_bytes} bytes)")
+            return (
+                "max_retained_bytes",
+                f"retained messages would hold more than "
+                f"limits.max_retained_bytes ({limits.max_retained_bytes} bytes)",
+            )
         if old is None or old.origin != message.origin:
             held = self.per_client.get((tenant, message.origin), 0)
             if held >= limits.max_retained_per_client:
-                return ("max_retained_per_client", f"this client already holds {held} retained "
-                        f"messages (limits.max_retained_per_client)")
+                return (
+                    "max_retained_per_client",
+                    f"this client already holds {held} retained "
+                    f"messages (limits.max_retained_per_client)",
+                )
         return None

@@ -86,8 +86,19 @@ log = logging.getLogger("edge_broker.broker")
 
 TICK = 0.5  # seconds between keep-alive / will / expiry / $SYS checks
 SPACE_SWEEP_INTERVAL = 5.0  # seconds between two looks for empty tenant topic spaces
-CLIENT_PACKETS = (Connect, Publish, Puback, Pubrec, Pubrel, Pubcomp, Subscribe, Unsubscribe,
-                  Pingreq, Disconnect, Auth)
+CLIENT_PACKETS = (
+    Connect,
+    Publish,
+    Puback,
+    Pubrec,
+    Pubrel,
+    Pubcomp,
+    Subscribe,
+    Unsubscribe,
+    Pingreq,
+    Disconnect,
+    Auth,
+)
 
 
 class Broker:
@@ -118,7 +129,9 @@ class Broker:
         self.connections: set[Connection] = set()
         self.servers: list[asyncio.Server] = []
         self.bound: list[tuple[str, str, str, int]] = []  # (name, transport, host, port)
-        self.tls_contexts: dict[str, Any] = {}  # listener name → its live ssl.SSLContext (SIGHUP reloads it)
+        self.tls_contexts: dict[
+            str, Any
+        ] = {}  # listener name → its live ssl.SSLContext (SIGHUP reloads it)
         self._chains: dict[str, AuthChain] = {}
         self._interfaces = InterfaceMap()
         self._dirty: list[Connection] = []
@@ -133,10 +146,12 @@ class Broker:
         self._next_sys = 0.0
         self._next_space_sweep = 0.0
         self.handlers_before_connect: dict[type, Handler] = {
-            t: handle_before_connect for t in CLIENT_PACKETS}
+            t: handle_before_connect for t in CLIENT_PACKETS
+        }
         self.handlers_before_connect[Connect] = handle_connect
         self.handlers_authenticating: dict[type, Handler] = {
-            t: handle_during_auth for t in CLIENT_PACKETS}
+            t: handle_during_auth for t in CLIENT_PACKETS
+        }
         self.handlers_authenticating[Auth] = handle_auth_continue
         self.handlers_connected: dict[type, Handler] = {
             Connect: handle_second_connect,
@@ -168,9 +183,11 @@ class Broker:
             self._open_persistence()
             if len(self.sessions):
                 checked, removed = await recheck_subscriptions(self, "restart")
-                log.info(f"restored sessions judged under the current policy: {checked} "
-                         f"subscription(s) checked, {removed} removed",
-                         extra={"event": "restored_judged", "subscriptions_removed": removed})
+                log.info(
+                    f"restored sessions judged under the current policy: {checked} "
+                    f"subscription(s) checked, {removed} removed",
+                    extra={"event": "restored_judged", "subscriptions_removed": removed},
+                )
         if self.persistence is not None or self.claims is not None:
             # What the stores loaded lives as long as the broker: move it out of the cyclic GC's
             # generations so later collections do not walk it (a full collection over a 100k-record
@@ -192,8 +209,13 @@ class Broker:
                 self.bound.append((listener.name, listener.transport, host, port))
                 log.info(
                     f"listener {listener.name} ({listener.transport}) listening on {host}:{port}",
-                    extra={"event": "listening", "listener": listener.name,
-                           "transport": listener.transport, "host": host, "port": port},
+                    extra={
+                        "event": "listening",
+                        "listener": listener.name,
+                        "transport": listener.transport,
+                        "host": host,
+                        "port": port,
+                    },
                 )
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
@@ -264,8 +286,9 @@ class Broker:
 
     async def shutdown(self) -> None:
         """Stop accepting, DISCONNECT 0x8B to MQTT 5 clients, flush, close."""
-        log.info("shutting down", extra={"event": "shutdown",
-                                         "clients": self.stats.clients_connected})
+        log.info(
+            "shutting down", extra={"event": "shutdown", "clients": self.stats.clients_connected}
+        )
         for server in self.servers:
             server.close()
         for conn in list(self.connections):
@@ -308,9 +331,11 @@ class Broker:
         if len(self.connections) > self._connection_cap:
             # Far over the limit: do not even read a CONNECT (half-open floods), and never let
             # connections use up the file descriptors (broker/fd_budget.py).
-            reason = (f"{len(self.connections)} connections open, limits.max_connections is "
-                      f"{self.config.limits.max_connections} (+64 before CONNECT, and at most "
-                      f"{self._connection_cap} within RLIMIT_NOFILE)")
+            reason = (
+                f"{len(self.connections)} connections open, limits.max_connections is "
+                f"{self.config.limits.max_connections} (+64 before CONNECT, and at most "
+                f"{self._connection_cap} within RLIMIT_NOFILE)"
+            )
             self.limit_hits.hit("limits.max_connections", f"connection closed at accept: {reason}")
             conn.close(None, reason)
 
@@ -318,12 +343,18 @@ class Broker:
         """Connection limit and connect rate (token bucket), checked at CONNECT."""
         limits = self.config.limits
         if self.stats.clients_connected >= limits.max_connections:
-            reason = f"the broker already has {limits.max_connections} clients (limits.max_connections)"
-            self.limit_hits.hit("limits.max_connections", f"CONNECT refused: {reason}", conn.client_id)
+            reason = (
+                f"the broker already has {limits.max_connections} clients (limits.max_connections)"
+            )
+            self.limit_hits.hit(
+                "limits.max_connections", f"CONNECT refused: {reason}", conn.client_id
+            )
             return (ReasonCode.QUOTA_EXCEEDED, reason)
         now = time.monotonic()
-        self._rate_tokens = min(float(limits.connect_burst),
-                                self._rate_tokens + (now - self._rate_at) * limits.connect_rate)
+        self._rate_tokens = min(
+            float(limits.connect_burst),
+            self._rate_tokens + (now - self._rate_at) * limits.connect_rate,
+        )
         self._rate_at = now
         if self._rate_tokens < 1.0:
             reason = "too many connections per second (limits.connect_rate)"
@@ -353,8 +384,11 @@ class Broker:
         if len(self.topic_spaces) <= 1:
             return 0
         in_use = {session.tenant for session in self.sessions}
-        empty = [tenant for tenant, space in self.topic_spaces.items()
-                 if tenant != "~" and tenant not in in_use and space.is_empty()]
+        empty = [
+            tenant
+            for tenant, space in self.topic_spaces.items()
+            if tenant != "~" and tenant not in in_use and space.is_empty()
+        ]
         for tenant in empty:
             del self.topic_spaces[tenant]
         return len(empty)
@@ -366,8 +400,9 @@ class Broker:
             store.budget = self.retained_budget
             store.budget_tenant = space.tenant
 
-    def retain(self, space: TopicSpace, message: Message, client_id: str,
-               what: str) -> tuple[str, str] | None:
+    def retain(
+        self, space: TopicSpace, message: Message, client_id: str, what: str
+    ) -> tuple[str, str] | None:
         """Store ``message`` as the retained message of its topic in ``space`` (an empty payload
         clears it), within the retained limits (retained_budget.py). Every retained PUBLISH, will
         and bridged message goes here. Over a limit nothing changes; the refusal is counted and
@@ -376,8 +411,9 @@ class Broker:
         if not message.payload:
             space.retained.delete(message.topic)
             return None
-        refusal = self.retained_budget.refusal(self.config.limits, space.tenant, message,
-                                               space.retained.get(message.topic))
+        refusal = self.retained_budget.refusal(
+            self.config.limits, space.tenant, message, space.retained.get(message.topic)
+        )
         if refusal is None:
             space.retained.set(message)
             return None
@@ -404,14 +440,22 @@ class Broker:
     def live_session(self, tenant: str, client_id: str) -> Session | None:
         """The session of (``tenant``, ``client_id``) unless it has expired."""
         existing = self.sessions.get(session_key(tenant, client_id))
-        if existing is not None and existing.connection is None and (
-                existing.expires_at is not None and existing.expires_at <= time.monotonic()):
+        if (
+            existing is not None
+            and existing.connection is None
+            and (existing.expires_at is not None and existing.expires_at <= time.monotonic())
+        ):
             return None
         return existing
 
     def attach_session(
-        self, conn: Connection, connect: Connect, identity: Identity, expiry: int,
-        principal: Principal, fresh: bool = False,
+        self,
+        conn: Connection,
+        connect: Connect,
+        identity: Identity,
+        expiry: int,
+        principal: Principal,
+        fresh: bool = False,
     ) -> tuple[Session, bool]:
         """Take over a live session (DISCONNECT 0x8E), resume or start a session.
 
@@ -423,8 +467,11 @@ class Broker:
         existing = self.sessions.get(session_key(identity.tenant, client_id))
         now = time.monotonic()
         resume = existing is not None and not (
-            connect.clean_start or fresh or existing.tenant != identity.tenant
-            or (existing.expires_at is not None and existing.expires_at <= now))
+            connect.clean_start
+            or fresh
+            or existing.tenant != identity.tenant
+            or (existing.expires_at is not None and existing.expires_at <= now)
+        )
         if existing is not None and existing.connection is not None:
             old = existing.connection
             old.close(ReasonCode.SESSION_TAKEN_OVER, "session taken over by a new connection")
@@ -487,9 +534,14 @@ class Broker:
             self._detach(conn)
         if conn.client_id and conn.identity is not None:
             audit_events.disconnected(self.audit, conn)
-            log.info("client disconnected",
-                     extra={"event": "disconnect", "client_id": conn.client_id,
-                            "reason": conn.disconnect_reason})
+            log.info(
+                "client disconnected",
+                extra={
+                    "event": "disconnect",
+                    "client_id": conn.client_id,
+                    "reason": conn.disconnect_reason,
+                },
+            )
 
     def _detach(self, conn: Connection, keep_session: bool = False) -> None:
         """The connection of a session is gone: will (maybe delayed) and session expiry.
@@ -555,8 +607,9 @@ class Broker:
         self._will_tasks.add(task)
         task.add_done_callback(self._will_tasks.discard)
 
-    async def _publish_judged(self, session: Session, will: Will,
-                              verdict: Awaitable[Decision]) -> None:
+    async def _publish_judged(
+        self, session: Session, will: Will, verdict: Awaitable[Decision]
+    ) -> None:
         try:
             decision = await verdict
         except Exception:
@@ -571,14 +624,17 @@ class Broker:
         props = will.properties
         if props.will_delay_interval is not None:
             props = replace(props, will_delay_interval=None)
-        message = make_message(will.topic, will.payload, will.qos, will.retain, props,
-                               session.client_id)
+        message = make_message(
+            will.topic, will.payload, will.qos, will.retain, props, session.client_id
+        )
         space = self.topic_space(session.tenant)
         if will.retain:
             self.retain(space, message, session.client_id, f"will of {session.client_id!r}")
         self.delivery.route(space, message)
-        log.info("will published", extra={"event": "will", "client_id": session.client_id,
-                                          "topic": will.topic})
+        log.info(
+            "will published",
+            extra={"event": "will", "client_id": session.client_id, "topic": will.topic},
+        )
 
     # -- timers -----------------------------------------------------------------------------
 
@@ -598,7 +654,8 @@ class Broker:
                 if conn.keep_alive and now - conn.last_rx > conn.keep_alive * 1.5:
                     conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
             elif conn.state in (AWAIT_CONNECT, CONNECTING, AUTHENTICATING) and (
-                    now - conn.created > timeout):
+                now - conn.created > timeout
+            ):
                 connect_timed_out(conn, timeout)
         for session in list(self._wills):
             if session.will_at is not None and session.will_at <= now and session.will:

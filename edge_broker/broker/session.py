@@ -86,9 +86,24 @@ class Session:
     """Mutable per-client state; see the module docstring."""
 
     __slots__ = (
-        "key", "client_id", "tenant", "identity", "protocol_level", "subscriptions", "inflight",
-        "queue", "queued_bytes", "qos2_incoming", "expiry_interval", "expires_at",
-        "will", "will_at", "connection", "next_packet_id", "owner", "journal",
+        "key",
+        "client_id",
+        "tenant",
+        "identity",
+        "protocol_level",
+        "subscriptions",
+        "inflight",
+        "queue",
+        "queued_bytes",
+        "qos2_incoming",
+        "expiry_interval",
+        "expires_at",
+        "will",
+        "will_at",
+        "connection",
+        "next_packet_id",
+        "owner",
+        "journal",
     )
 
     def __init__(self, client_id: str, tenant: str, identity: Identity, protocol_level: int):

@@ -9,11 +9,25 @@ class BrokerStats:
     """Plain integer counters, bumped on the hot path (no locks: one event loop)."""
 
     __slots__ = (
-        "started", "clients_connected", "clients_maximum", "connections_total",
-        "messages_received", "messages_sent", "bytes_received", "bytes_sent", "dropped",
-        "dropped_oversize", "protocol_errors", "connections_refused", "publish_denied",
-        "subscribe_denied", "subscriptions_removed", "deliveries_revoked", "wills_denied",
-        "sessions_refused", "connections_revoked",
+        "started",
+        "clients_connected",
+        "clients_maximum",
+        "connections_total",
+        "messages_received",
+        "messages_sent",
+        "bytes_received",
+        "bytes_sent",
+        "dropped",
+        "dropped_oversize",
+        "protocol_errors",
+        "connections_refused",
+        "publish_denied",
+        "subscribe_denied",
+        "subscriptions_removed",
+        "deliveries_revoked",
+        "wills_denied",
+        "sessions_refused",
+        "connections_revoked",
     )
 
     def __init__(self) -> None:

@@ -38,8 +38,10 @@ def sys_values(broker: Broker) -> dict[str, str]:
         "retained messages/count": str(retained),
         **store_values(broker),
         # "limits.max_waiting" → one level "limits_max_waiting" whatever the topic separator
-        **{f"limits/{key.replace('.', '_')}/hits": str(n)
-           for key, n in broker.limit_hits.counts.items()},
+        **{
+            f"limits/{key.replace('.', '_')}/hits": str(n)
+            for key, n in broker.limit_hits.counts.items()
+        },
         **limit_values(broker),
     }
 
@@ -61,8 +63,10 @@ def store_values(broker: Broker) -> dict[str, str]:
     persistence = broker.persistence
     if persistence is None:
         return {}
-    return {"store/healthy": "1" if persistence.healthy else "0",
-            "store/refused": str(persistence.refused)}
+    return {
+        "store/healthy": "1" if persistence.healthy else "0",
+        "store/refused": str(persistence.refused),
+    }
 
 
 def authz_values(broker: Broker) -> dict[str, str]:

@@ -51,9 +51,13 @@ def _expired(conn: Connection, deadline: float) -> None:
     if conn.closing or identity is None or identity.token_expires_at != deadline:
         return  # closed meanwhile, or re-authenticated with another token
     when = datetime.fromtimestamp(deadline, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    reason = (f"the token expired ({when} including leeway); re-authenticate with a fresh "
-              "token (AUTH 0x19, method TOKEN) before it expires")
-    log.info("token expired", extra={"event": "token_expired", "client_id": conn.client_id,
-                                     "tenant": identity.tenant})
+    reason = (
+        f"the token expired ({when} including leeway); re-authenticate with a fresh "
+        "token (AUTH 0x19, method TOKEN) before it expires"
+    )
+    log.info(
+        "token expired",
+        extra={"event": "token_expired", "client_id": conn.client_id, "tenant": identity.tenant},
+    )
     # the will goes too: a will whose client's token expired is not published (issue 15)
     conn.close(ReasonCode.MAXIMUM_CONNECT_TIME, reason, will=False)

@@ -31,7 +31,11 @@ def topic_limit(topic: str, limits: LimitsConfig, separator: str) -> str | None:
 def topic_limit_reason(topic: str, limit: str, limits: LimitsConfig, separator: str) -> str:
     """The Reason String / log text for a :func:`topic_limit` refusal."""
     if limit == "max_topic_length":
-        return (f"topic of {len(topic.encode())} bytes exceeds limits.max_topic_length "
-                f"({limits.max_topic_length} bytes)")
-    return (f"topic of {topic.count(separator) + 1} levels exceeds limits.max_topic_levels "
-            f"({limits.max_topic_levels})")
+        return (
+            f"topic of {len(topic.encode())} bytes exceeds limits.max_topic_length "
+            f"({limits.max_topic_length} bytes)"
+        )
+    return (
+        f"topic of {topic.count(separator) + 1} levels exceeds limits.max_topic_levels "
+        f"({limits.max_topic_levels})"
+    )

@@ -70,13 +70,18 @@ class TopicSpace:
         self.trie: SubscriptionTrie[SubscriptionKey, object] = SubscriptionTrie(separator)
         self.patterns: PatternTrie[SubscriptionKey, object] | None = None
         self.retained: RetainedStore = (
-            retained if retained is not None else MemoryRetainedStore(separator))
+            retained if retained is not None else MemoryRetainedStore(separator)
+        )
         self.shared: dict[tuple[str, str], SharedGroup] = {}
         # (key, pattern's body and tail) -> {text: value} for every text naming that pattern
         self._pattern_texts: dict[tuple[SubscriptionKey, object], dict[str, object]] = {}
 
-    def subscribe(self, entry: SubscriptionEntry, topic_filter: str,
-                  pattern: SubscriptionPattern | None = None) -> None:
+    def subscribe(
+        self,
+        entry: SubscriptionEntry,
+        topic_filter: str,
+        pattern: SubscriptionPattern | None = None,
+    ) -> None:
         """Add or replace the session's subscription on the (inner) ``topic_filter``; with
         ``pattern`` (its compiled runtime pattern) in the pattern index."""
         client_id = entry.session.client_id
@@ -101,8 +106,9 @@ class TopicSpace:
             self.patterns = PatternTrie(self.trie.separator)
         return self.patterns
 
-    def _add_pattern(self, pattern: SubscriptionPattern, key: SubscriptionKey,
-                     value: object) -> None:
+    def _add_pattern(
+        self, pattern: SubscriptionPattern, key: SubscriptionKey, value: object
+    ) -> None:
         texts = self._pattern_texts.setdefault((key, (pattern.steps, pattern.tail)), {})
         texts.pop(pattern.text, None)
         texts[pattern.text] = value  # the latest last
@@ -150,8 +156,9 @@ class TopicSpace:
         more = patterns.match(topic)
         return hits + more if more else hits
 
-    def retained_matching(self, topic_filter: str, pattern: SubscriptionPattern | None,
-                          now: float) -> Iterator[Message]:
+    def retained_matching(
+        self, topic_filter: str, pattern: SubscriptionPattern | None, now: float
+    ) -> Iterator[Message]:
         """Retained messages selected by a new subscription (MQTT filter or runtime pattern)."""
         if pattern is None:
             yield from self.retained.matching(topic_filter, now)
@@ -163,8 +170,12 @@ class TopicSpace:
     def is_empty(self) -> bool:
         """No subscription and no retained message but the broker's own ``$SYS`` ones: nothing
         a new space would not hold as well (issue 16: empty tenant spaces are freed)."""
-        return (not len(self.trie) and (self.patterns is None or not len(self.patterns))
-                and not self.shared and self.retained.only_dollar_topics())
+        return (
+            not len(self.trie)
+            and (self.patterns is None or not len(self.patterns))
+            and not self.shared
+            and self.retained.only_dollar_topics()
+        )
 
     def subscription_count(self) -> int:
         indexed = len(self.trie) + (len(self.patterns) if self.patterns is not None else 0)

@@ -107,7 +107,8 @@ class WebSocketProtocol(asyncio.Protocol):
                 self.broker.limit_hits.hit(
                     "limits.max_connect_packet_size",
                     f"WebSocket upgrade request longer than {2 * limit} bytes refused "
-                    f"(limits.max_connect_packet_size = {limit})")
+                    f"(limits.max_connect_packet_size = {limit})",
+                )
                 self.mqtt.close(None, "WebSocket upgrade request too large")
                 return
         self.ws.receive_data(data)
@@ -170,4 +171,3 @@ class WebSocketProtocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.mqtt.resume_writing()
-

@@ -58,8 +58,9 @@ class ClaimsGate:
     def __init__(self, service: ClaimService, cache_entries: int = 16384) -> None:
         self.service = service
         # (tenant, SMOKER id, topic, activity) -> Decision, valid while the claims are unchanged
-        self._cache: DecisionCache[tuple[str, str | None, str, Activity], Decision] = (
-            DecisionCache(cache_entries))
+        self._cache: DecisionCache[tuple[str, str | None, str, Activity], Decision] = DecisionCache(
+            cache_entries
+        )
         self._seen = service.generation
 
     @property
@@ -94,8 +95,11 @@ class ClaimsGate:
         share_group: str | None,
     ) -> Decision | None:
         if is_smoker_system_topic(topic_filter):
-            return deny(Gate.CLAIMS, _RULE,
-                        f"{shown(topic_filter)} is a SMOKER system topic: no one subscribes")
+            return deny(
+                Gate.CLAIMS,
+                _RULE,
+                f"{shown(topic_filter)} is a SMOKER system topic: no one subscribes",
+            )
         if not reaches_restricted(topic_filter):
             return None
         if not any(c in topic_filter for c in "+#*>"):
@@ -103,11 +107,16 @@ class ClaimsGate:
             assert decision is not None  # reaches_restricted: the topic is restricted
             if decision.denied:
                 return decision
-            return Decision(True, Gate.CLAIMS, None, decision.reason_code, decision.reason,
-                            recheck=True)
-        return Decision(True, Gate.CLAIMS, None,
-                        reason="reaches into restricted/: every delivery is checked",
-                        recheck=True)
+            return Decision(
+                True, Gate.CLAIMS, None, decision.reason_code, decision.reason, recheck=True
+            )
+        return Decision(
+            True,
+            Gate.CLAIMS,
+            None,
+            reason="reaches into restricted/: every delivery is checked",
+            recheck=True,
+        )
 
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
         return reaches_restricted(topic_filter)

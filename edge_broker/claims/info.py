@@ -142,8 +142,10 @@ def claims_info_page(
         if more:
             break
     head = json.dumps(client_id, ensure_ascii=False)
-    body = (f'{{"clientId":{head},"ownedClaims":[{",".join(parts[OWNED])}],'
-            f'"involvedClaims":[{",".join(parts[INVOLVED])}]')
+    body = (
+        f'{{"clientId":{head},"ownedClaims":[{",".join(parts[OWNED])}],'
+        f'"involvedClaims":[{",".join(parts[INVOLVED])}]'
+    )
     next_page = last if more else None
     if next_page is not None:
         body += f',"nextPage":{json.dumps(next_page.to_text(), ensure_ascii=False)}'

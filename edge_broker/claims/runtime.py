@@ -97,8 +97,9 @@ class ClaimsRuntime:
 
     __slots__ = ("service", "store", "gate", "path", "verify_batch", "_verifier")
 
-    def __init__(self, service: ClaimService, store: KeyedClaimStore, path: Path,
-                 verify_batch: int = 64) -> None:
+    def __init__(
+        self, service: ClaimService, store: KeyedClaimStore, path: Path, verify_batch: int = 64
+    ) -> None:
         self.service = service
         self.store = store
         self.gate = ClaimsGate(service)
@@ -119,8 +120,12 @@ class ClaimsRuntime:
             ) from exc
         fsync = "always" if config.claims.fsync == "always" else "never"
         try:
-            store = open_or_set_aside(path, lambda: KeyedClaimStore.open(str(path), fsync=fsync),
-                                      config.persistence.on_damage, log)
+            store = open_or_set_aside(
+                path,
+                lambda: KeyedClaimStore.open(str(path), fsync=fsync),
+                config.persistence.on_damage,
+                log,
+            )
         except (StoreError, OSError) as exc:
             raise ClaimsStartError(
                 f"cannot open the claim store {str(path)!r}: {exc}; check that no other broker "
@@ -129,15 +134,25 @@ class ClaimsRuntime:
             ) from exc
         report = store.keyed.report
         if not report.clean:
-            log.warning(f"claim store recovery: {report}",
-                        extra={"event": "claims_recovery", "path": str(path),
-                               "bytes_dropped": report.bytes_dropped,
-                               "tail_bytes_dropped": report.tail_bytes_dropped})
+            log.warning(
+                f"claim store recovery: {report}",
+                extra={
+                    "event": "claims_recovery",
+                    "path": str(path),
+                    "bytes_dropped": report.bytes_dropped,
+                    "tail_bytes_dropped": report.tail_bytes_dropped,
+                },
+            )
         service = ClaimService(store, throttle_limits(config.claims), lazy=True)
-        log.info(f"claim store {path}: {service.load_report.pending} claims read, verifying",
-                 extra={"event": "claims_loaded", "path": str(path),
-                        "claims": service.load_report.pending,
-                        "seconds": round(service.load_report.seconds, 3)})
+        log.info(
+            f"claim store {path}: {service.load_report.pending} claims read, verifying",
+            extra={
+                "event": "claims_loaded",
+                "path": str(path),
+                "claims": service.load_report.pending,
+                "seconds": round(service.load_report.seconds, 3),
+            },
+        )
         return cls(service, store, path, config.claims.verify_batch)
 
     def start(self) -> None:
@@ -147,14 +162,25 @@ class ClaimsRuntime:
     async def _verify(self) -> LoadReport:
         report = await self.service.verify_pending(self.verify_batch)
         for tenant, topic, why in report.quarantined:
-            log.warning(f"claim on {topic!r} (tenant {tenant!r}) quarantined: {why}",
-                        extra={"event": "claim_quarantined", "tenant": tenant, "topic": topic,
-                               "reason": why})
-        log.info(f"claims verified: {report.loaded} in service, {len(report.quarantined)} "
-                 f"quarantined, {report.seconds:.3f} s",
-                 extra={"event": "claims_verified", "claims": report.loaded,
-                        "quarantined": len(report.quarantined),
-                        "seconds": round(report.seconds, 3)})
+            log.warning(
+                f"claim on {topic!r} (tenant {tenant!r}) quarantined: {why}",
+                extra={
+                    "event": "claim_quarantined",
+                    "tenant": tenant,
+                    "topic": topic,
+                    "reason": why,
+                },
+            )
+        log.info(
+            f"claims verified: {report.loaded} in service, {len(report.quarantined)} "
+            f"quarantined, {report.seconds:.3f} s",
+            extra={
+                "event": "claims_verified",
+                "claims": report.loaded,
+                "quarantined": len(report.quarantined),
+                "seconds": round(report.seconds, 3),
+            },
+        )
         return report
 
     async def verified(self) -> LoadReport:

@@ -255,7 +255,9 @@ class ClaimService:
     def quarantined_count(self) -> int:
         """Quarantined records found so far (pending ones are not verified for this)."""
         return sum(
-            1 for table in self._index.values() for r in table.values()
+            1
+            for table in self._index.values()
+            for r in table.values()
             if isinstance(r, Quarantined)
         )
 
@@ -325,14 +327,17 @@ class ClaimService:
             return InfoRequestOutcome(
                 ReasonCode.NO_MATCHING_SUBSCRIBERS,
                 f"not subscribed to {outcome.response_topic}: subscribe to it first, the answer "
-                "is published there"), None
+                "is published there",
+            ), None
         wait = self.requests.take(identity.smoker_id, self._clock())
         if wait is not None:
             limits = self.guard.limits
             return InfoRequestOutcome(
                 ReasonCode.QUOTA_EXCEEDED,
                 f"claims requests over {limits.request_rate:g}/s (burst {limits.request_burst:g}, "
-                f"claims.request_rate); retry in {wait:.1f} s", limit="claims.request_rate"), None
+                f"claims.request_rate); retry in {wait:.1f} s",
+                limit="claims.request_rate",
+            ), None
         cursor = parse_page_request(payload)
         if isinstance(cursor, str):
             return InfoRequestOutcome(ReasonCode.PAYLOAD_FORMAT_INVALID, cursor), None
@@ -344,21 +349,33 @@ class ClaimService:
                 ReasonCode.QUOTA_EXCEEDED,
                 f"the broker is answering too many claims requests "
                 f"(claims.request_scan_rate); retry in {wait:.1f} s",
-                limit="claims.request_scan_rate"), None
+                limit="claims.request_scan_rate",
+            ), None
         self.verify_all()
         after_owned = cursor.topic if cursor is not None and cursor.section == OWNED else None
         skip_owned = cursor is not None and cursor.section == INVOLVED
-        owned_topics = () if skip_owned else sorted(
-            t for t in self._owned.get((tenant, me), ()) if after_owned is None or t > after_owned)
+        owned_topics = (
+            ()
+            if skip_owned
+            else sorted(
+                t
+                for t in self._owned.get((tenant, me), ())
+                if after_owned is None or t > after_owned
+            )
+        )
         owned = (r for r in (table.get(t) for t in owned_topics) if isinstance(r, Claim))
         after_involved = cursor.topic if cursor is not None and cursor.section == INVOLVED else None
         involved = (
-            r for t, r in sorted(table.items(), key=_first)
+            r
+            for t, r in sorted(table.items(), key=_first)
             if (after_involved is None or t > after_involved)
-            and isinstance(r, Claim) and is_involved(r, me))
+            and isinstance(r, Claim)
+            and is_involved(r, me)
+        )
         limits = self.guard.limits
-        page = claims_info_page(me, owned, involved, limits.request_page_claims,
-                                limits.request_page_bytes)
+        page = claims_info_page(
+            me, owned, involved, limits.request_page_claims, limits.request_page_bytes
+        )
         return outcome, page.payload
 
     # -- internals --------------------------------------------------------------------------------

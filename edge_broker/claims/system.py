@@ -67,13 +67,15 @@ async def handle_system_publish(
         unclaimed = await service.unclaim(identity, qos, payload)
         return SystemPublishOutcome(unclaimed.reason_code, unclaimed.reason_string)
     if topic.startswith(CLAIMS_REQUEST_PREFIX):
-        outcome, answer = service.claims_request(identity, topic, response_topic, payload,
-                                                 may_receive)
+        outcome, answer = service.claims_request(
+            identity, topic, response_topic, payload, may_receive
+        )
         response = None
         if answer is not None and outcome.response_topic is not None:
             response = (outcome.response_topic, answer)
-        return SystemPublishOutcome(outcome.reason_code, outcome.reason_string, response,
-                                    outcome.limit)
+        return SystemPublishOutcome(
+            outcome.reason_code, outcome.reason_string, response, outcome.limit
+        )
     raise ValueError(f"{shown(topic)} is not a SMOKER system topic")
 
 

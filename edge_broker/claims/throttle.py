@@ -228,15 +228,19 @@ class ClientBuckets:
         """``None`` and ``cost`` tokens taken (at most ``burst``), or the seconds until there
         are enough."""
         cost = min(cost, self.burst)
-        bucket = refill(self._buckets.get(client) or full_bucket(self.burst, now),
-                        self.rate, self.burst, now)
+        bucket = refill(
+            self._buckets.get(client) or full_bucket(self.burst, now), self.rate, self.burst, now
+        )
         if bucket.tokens < cost:
             self._buckets[client] = bucket
             return (cost - bucket.tokens) / self.rate
         self._buckets[client] = Bucket(bucket.tokens - cost, bucket.stamp)
         if len(self._buckets) >= self._prune_at:
-            self._buckets = {c: b for c, b in self._buckets.items()
-                             if refill(b, self.rate, self.burst, now).tokens < self.burst}
+            self._buckets = {
+                c: b
+                for c, b in self._buckets.items()
+                if refill(b, self.rate, self.burst, now).tokens < self.burst
+            }
             self._prune_at = max(_PRUNE_FLOOR, 2 * len(self._buckets))
         return None
 

@@ -53,8 +53,9 @@ class DecisionCache(Generic[K, V]):
 
     __slots__ = ("_entries", "_max", "_max_bytes", "_bytes", "_generation", "hits", "misses")
 
-    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, max_entries: int = DEFAULT_MAX_ENTRIES, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         if max_entries < 0:
             raise ValueError(f"max_entries must be >= 0, got {max_entries}")
         if max_bytes < 0:
@@ -110,7 +111,8 @@ class DecisionCache(Generic[K, V]):
         if cost > self._max_bytes:
             return  # larger than the whole budget: never cached
         if (len(entries) >= self._max and key not in entries) or (
-                self._bytes + cost > self._max_bytes):
+            self._bytes + cost > self._max_bytes
+        ):
             entries.clear()
             self._bytes = 0
         self._bytes += cost

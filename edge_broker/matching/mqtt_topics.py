@@ -138,9 +138,7 @@ def parse_shared(topic_filter: str, separator: str = "/") -> SharedFilter | None
             topic_filter, group, "a share group name must not contain the wildcards '+' or '#'"
         )
     if not inner:
-        raise RuleError(
-            topic_filter, group, "the topic filter after the share group name is empty"
-        )
+        raise RuleError(topic_filter, group, "the topic filter after the share group name is empty")
     try:
         validate_topic_filter(inner, separator)
     except RuleError as exc:

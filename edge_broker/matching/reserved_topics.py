@@ -52,7 +52,12 @@ class ReservedTopics:
     def __post_init__(self) -> None:
         sep = self.separator
         object.__setattr__(self, "_sys_prefixes", tuple(sorted({SYS_ROOT + "/", SYS_ROOT + sep})))
-        exact = {CLAIM_TOPIC, UNCLAIM_TOPIC, _spelled(CLAIM_TOPIC, sep), _spelled(UNCLAIM_TOPIC, sep)}
+        exact = {
+            CLAIM_TOPIC,
+            UNCLAIM_TOPIC,
+            _spelled(CLAIM_TOPIC, sep),
+            _spelled(UNCLAIM_TOPIC, sep),
+        }
         object.__setattr__(self, "_exact", frozenset(exact))
         prefixes = {CLAIMS_REQUEST_PREFIX, _spelled(CLAIMS_REQUEST_PREFIX, sep)}
         object.__setattr__(self, "_prefixes", tuple(sorted(prefixes)))

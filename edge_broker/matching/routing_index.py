@@ -34,11 +34,20 @@ class RoutingIndex(ABC, Generic[SK, SV]):
     :meth:`_subscribe` and :meth:`_unsubscribe` on the dict at the end of a filter's path.
     """
 
-    __slots__ = ("_sep", "_count", "_mappings", "_generation", "_cache", "_cache_size",
-                 "_cache_bytes", "_cache_max_bytes")
+    __slots__ = (
+        "_sep",
+        "_count",
+        "_mappings",
+        "_generation",
+        "_cache",
+        "_cache_size",
+        "_cache_bytes",
+        "_cache_max_bytes",
+    )
 
-    def __init__(self, separator: str, cache_size: int,
-                 cache_bytes: int = DEFAULT_RESULT_CACHE_BYTES) -> None:
+    def __init__(
+        self, separator: str, cache_size: int, cache_bytes: int = DEFAULT_RESULT_CACHE_BYTES
+    ) -> None:
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
         self._sep = separator
@@ -77,7 +86,8 @@ class RoutingIndex(ABC, Generic[SK, SV]):
         if self._cache_size:
             cost = 150 + len(topic) + 8 * len(result)
             if len(self._cache) >= self._cache_size or (
-                    self._cache_bytes + cost > self._cache_max_bytes):
+                self._cache_bytes + cost > self._cache_max_bytes
+            ):
                 self._cache.clear()
                 self._cache_bytes = 0
             self._cache_bytes += cost

@@ -34,9 +34,7 @@ _NO_CHILDREN: Mapping[str, _Node] = MappingProxyType({})
 
 
 class _Node:
-    __slots__ = (
-        "children", "plus", "end", "hash", "end_first", "hash_first", "min", "order"
-    )
+    __slots__ = ("children", "plus", "end", "hash", "end_first", "hash_first", "min", "order")
 
     def __init__(self) -> None:
         self.children: Mapping[str, _Node] = {}

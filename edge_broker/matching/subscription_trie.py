@@ -46,10 +46,7 @@ class _Node(Generic[K, V]):
 
     def is_empty(self) -> bool:
         return (
-            not self.children
-            and self.plus is None
-            and self.subs is None
-            and self.hash_subs is None
+            not self.children and self.plus is None and self.subs is None and self.hash_subs is None
         )
 
 

@@ -126,9 +126,7 @@ def _connect_after_level(name: str, level: int, buf: bytes, pos: int, end: int) 
     has_password = connect_flags & 0x40
     has_username = connect_flags & 0x80
     if not will_flag and (will_qos or will_retain):
-        raise ProtocolError(
-            MALFORMED, "CONNECT sets will QoS or will retain without the will flag"
-        )
+        raise ProtocolError(MALFORMED, "CONNECT sets will QoS or will retain without the will flag")
     if will_qos == 3:
         raise ProtocolError(MALFORMED, "CONNECT will QoS is 3; it must be 0, 1 or 2")
     if level < 5 and has_password and not has_username:
@@ -190,7 +188,12 @@ small; a large block is decoded each time and freed with its message."""
 
 
 def decode_publish(
-    flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool,
+    flags: int,
+    buf: bytes,
+    pos: int,
+    end: int,
+    level: int,
+    from_client: bool,
     cache: dict[bytes, Properties] | None = None,
 ) -> Publish:
     """PUBLISH (MQTT 5 §3.3, 3.1.1 §3.3): the hot path, so the common case is kept flat.
@@ -206,11 +209,11 @@ def decode_publish(
     if stop > end:
         raise ProtocolError(MALFORMED, "PUBLISH topic name runs past the end of the packet")
     try:
-        topic = buf[pos + 2:stop].decode()
+        topic = buf[pos + 2 : stop].decode()
     except UnicodeDecodeError:
-        topic = decode_utf8(buf[pos + 2:stop], "topic name")  # raises with the details
+        topic = decode_utf8(buf[pos + 2 : stop], "topic name")  # raises with the details
     if "\x00" in topic:
-        decode_utf8(buf[pos + 2:stop], "topic name")  # raises: U+0000 is forbidden
+        decode_utf8(buf[pos + 2 : stop], "topic name")  # raises: U+0000 is forbidden
     pos = stop
     if "+" in topic or "#" in topic:
         raise ProtocolError(
@@ -260,8 +263,6 @@ def _publish_properties(
     if len(cache) < PROPERTY_CACHE_ENTRIES:
         cache[raw] = properties
     return properties, after
-
-
 
 
 def _decode_ack(
@@ -455,9 +456,7 @@ def decode_disconnect(
     return Disconnect(code, properties)
 
 
-def decode_auth(
-    flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool
-) -> Auth:
+def decode_auth(flags: int, buf: bytes, pos: int, end: int, level: int, from_client: bool) -> Auth:
     """AUTH (MQTT 5 §3.15); a client never sends Success (0x00), a server never 0x19."""
     allowed = AUTH_REASON_CODES_FROM_CLIENT if from_client else AUTH_REASON_CODES_FROM_SERVER
     code, properties = _reason_and_properties("AUTH", allowed, PacketType.AUTH, buf, pos, end)

@@ -118,7 +118,9 @@ def encode_publish(p: Publish, level: int) -> bytes:
     return frame(first, body)
 
 
-def _ack(first: int, context: int, packet_id: int, code: int, props: Properties, level: int) -> bytes:
+def _ack(
+    first: int, context: int, packet_id: int, code: int, props: Properties, level: int
+) -> bytes:
     """PUBACK/PUBREC/PUBREL/PUBCOMP with the MQTT 5 short forms (§3.4.2.1).
 
     The broker sends one per QoS 1/2 message, so the plain form is built directly.
@@ -152,7 +154,10 @@ def encode_pubcomp(p: Pubcomp, level: int) -> bytes:
 
 
 def encode_subscribe(p: Subscribe, level: int) -> bytes:
-    parts = [_packet_id(p.packet_id, "SUBSCRIBE"), _props(p.properties, PacketType.SUBSCRIBE, level)]
+    parts = [
+        _packet_id(p.packet_id, "SUBSCRIBE"),
+        _props(p.properties, PacketType.SUBSCRIBE, level),
+    ]
     for sub in p.subscriptions:
         if not (0 <= sub.qos <= 2 and 0 <= sub.retain_handling <= 2):
             raise ProtocolError(
@@ -223,23 +228,25 @@ def encode_auth(p: Auth, level: int) -> bytes:
     return _reason_and_props(0xF0, PacketType.AUTH, p.reason_code, p.properties)
 
 
-_ENCODERS: MappingProxyType[type, Callable[[Any, int], bytes]] = MappingProxyType({
-    Connect: encode_connect,
-    Connack: encode_connack,
-    Publish: encode_publish,
-    Puback: encode_puback,
-    Pubrec: encode_pubrec,
-    Pubrel: encode_pubrel,
-    Pubcomp: encode_pubcomp,
-    Subscribe: encode_subscribe,
-    Suback: encode_suback,
-    Unsubscribe: encode_unsubscribe,
-    Unsuback: encode_unsuback,
-    Pingreq: encode_pingreq,
-    Pingresp: encode_pingresp,
-    Disconnect: encode_disconnect,
-    Auth: encode_auth,
-})
+_ENCODERS: MappingProxyType[type, Callable[[Any, int], bytes]] = MappingProxyType(
+    {
+        Connect: encode_connect,
+        Connack: encode_connack,
+        Publish: encode_publish,
+        Puback: encode_puback,
+        Pubrec: encode_pubrec,
+        Pubrel: encode_pubrel,
+        Pubcomp: encode_pubcomp,
+        Subscribe: encode_subscribe,
+        Suback: encode_suback,
+        Unsubscribe: encode_unsubscribe,
+        Unsuback: encode_unsuback,
+        Pingreq: encode_pingreq,
+        Pingresp: encode_pingresp,
+        Disconnect: encode_disconnect,
+        Auth: encode_auth,
+    }
+)
 
 
 def encode(packet: Packet, protocol_level: int) -> bytes:

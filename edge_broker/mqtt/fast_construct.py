@@ -28,7 +28,12 @@ def _publish_constructor() -> Callable[
     )
 
     def make(
-        topic: str, payload: bytes, qos: int, retain: bool, dup: bool, packet_id: int | None,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        dup: bool,
+        packet_id: int | None,
         properties: Properties,
     ) -> Publish:
         publish: Publish = new(Publish)

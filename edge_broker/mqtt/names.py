@@ -41,7 +41,7 @@ def validate_topic_filter(topic_filter: str) -> str | None:
         return "topic filter is longer than 65535 bytes of UTF-8"
     shared = topic_filter.startswith(SHARE_PREFIX)
     if shared:
-        rest = topic_filter[len(SHARE_PREFIX):]
+        rest = topic_filter[len(SHARE_PREFIX) :]
         group, slash, inner = rest.partition("/")
         if not group:
             return f"shared subscription {topic_filter!r} has an empty share name"
@@ -76,7 +76,7 @@ def parse_shared_filter(topic_filter: str) -> tuple[str, str] | None:
     """``(group, filter)`` for a valid ``$share/<group>/<filter>``, else ``None`` (MQTT 5 §4.8.2)."""
     if not topic_filter.startswith(SHARE_PREFIX):
         return None
-    group, slash, inner = topic_filter[len(SHARE_PREFIX):].partition("/")
+    group, slash, inner = topic_filter[len(SHARE_PREFIX) :].partition("/")
     if not group or not slash or not inner:
         return None
     return group, inner

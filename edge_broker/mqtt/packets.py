@@ -215,8 +215,21 @@ class Auth:
 
 
 Packet = (
-    Connect | Connack | Publish | Puback | Pubrec | Pubrel | Pubcomp | Subscribe | Suback
-    | Unsubscribe | Unsuback | Pingreq | Pingresp | Disconnect | Auth
+    Connect
+    | Connack
+    | Publish
+    | Puback
+    | Pubrec
+    | Pubrel
+    | Pubcomp
+    | Subscribe
+    | Suback
+    | Unsubscribe
+    | Unsuback
+    | Pingreq
+    | Pingresp
+    | Disconnect
+    | Auth
 )
 
 PACKET_TYPE_OF: dict[type, PacketType] = {

@@ -61,12 +61,25 @@ class PropertySpec:
 
 _T = PacketType
 _PUB_WILL = frozenset({_T.PUBLISH, WILL})
-_ACKS_WITH_REASON = frozenset({
-    _T.CONNACK, _T.PUBACK, _T.PUBREC, _T.PUBREL, _T.PUBCOMP, _T.SUBACK, _T.UNSUBACK,
-    _T.DISCONNECT, _T.AUTH,
-})
+_ACKS_WITH_REASON = frozenset(
+    {
+        _T.CONNACK,
+        _T.PUBACK,
+        _T.PUBREC,
+        _T.PUBREL,
+        _T.PUBCOMP,
+        _T.SUBACK,
+        _T.UNSUBACK,
+        _T.DISCONNECT,
+        _T.AUTH,
+    }
+)
 _ALL_WITH_PROPERTIES = _ACKS_WITH_REASON | {
-    _T.CONNECT, _T.PUBLISH, WILL, _T.SUBSCRIBE, _T.UNSUBSCRIBE,
+    _T.CONNECT,
+    _T.PUBLISH,
+    WILL,
+    _T.SUBSCRIBE,
+    _T.UNSUBSCRIBE,
 }
 _B, _U16, _U32, _V = ValueKind.BYTE, ValueKind.TWO_BYTE, ValueKind.FOUR_BYTE, ValueKind.VARINT
 _S, _BIN, _PAIR = ValueKind.STRING, ValueKind.BINARY, ValueKind.STRING_PAIR
@@ -79,17 +92,15 @@ PROPERTY_SPECS: tuple[PropertySpec, ...] = (
     PropertySpec(0x09, "correlation_data", _BIN, _PUB_WILL),
     PropertySpec(0x0B, "subscription_identifiers", _V, frozenset({_T.PUBLISH, _T.SUBSCRIBE})),
     PropertySpec(
-        0x11, "session_expiry_interval", _U32,
+        0x11,
+        "session_expiry_interval",
+        _U32,
         frozenset({_T.CONNECT, _T.CONNACK, _T.DISCONNECT}),
     ),
     PropertySpec(0x12, "assigned_client_identifier", _S, frozenset({_T.CONNACK})),
     PropertySpec(0x13, "server_keep_alive", _U16, frozenset({_T.CONNACK})),
-    PropertySpec(
-        0x15, "authentication_method", _S, frozenset({_T.CONNECT, _T.CONNACK, _T.AUTH})
-    ),
-    PropertySpec(
-        0x16, "authentication_data", _BIN, frozenset({_T.CONNECT, _T.CONNACK, _T.AUTH})
-    ),
+    PropertySpec(0x15, "authentication_method", _S, frozenset({_T.CONNECT, _T.CONNACK, _T.AUTH})),
+    PropertySpec(0x16, "authentication_data", _BIN, frozenset({_T.CONNECT, _T.CONNACK, _T.AUTH})),
     PropertySpec(0x17, "request_problem_information", _B, frozenset({_T.CONNECT})),
     PropertySpec(0x18, "will_delay_interval", _U32, frozenset({WILL})),
     PropertySpec(0x19, "request_response_information", _B, frozenset({_T.CONNECT})),

@@ -26,7 +26,22 @@ MAX_PACKET_SIZE = MAX_VARINT
 # Required fixed-header flags by packet type; None for PUBLISH, whose flags carry DUP/QoS/RETAIN
 # (MQTT 5 §2.1.3, Table 2-2; 3.1.1 §2.2.2).
 _REQUIRED_FLAGS: tuple[int | None, ...] = (
-    None, 0, 0, None, 0, 0, 0b0010, 0, 0b0010, 0, 0b0010, 0, 0, 0, 0, 0,
+    None,
+    0,
+    0,
+    None,
+    0,
+    0,
+    0b0010,
+    0,
+    0b0010,
+    0,
+    0b0010,
+    0,
+    0,
+    0,
+    0,
+    0,
 )
 _FROM_CLIENT = frozenset({1, 3, 4, 5, 6, 7, 8, 10, 12, 14, 15})
 _FROM_SERVER = frozenset({2, 3, 4, 5, 6, 7, 9, 11, 13, 14, 15})
@@ -43,11 +58,13 @@ def _accepted(from_client: bool, level: int | None) -> tuple[bool, ...]:
     return tuple(ptype in types and (level == 5 or ptype not in v5_only) for ptype in range(16))
 
 
-_ACCEPTED: MappingProxyType[tuple[bool, int | None], tuple[bool, ...]] = MappingProxyType({
-    (from_client, level): _accepted(from_client, level)
-    for from_client in (True, False)
-    for level in (None, 3, 4, 5)
-})
+_ACCEPTED: MappingProxyType[tuple[bool, int | None], tuple[bool, ...]] = MappingProxyType(
+    {
+        (from_client, level): _accepted(from_client, level)
+        for from_client in (True, False)
+        for level in (None, 3, 4, 5)
+    }
+)
 
 
 _CONNECT_LEVEL_AT = 9  # a CONNECT's level byte is within 9 bytes of its variable header ("MQIsdp")
@@ -56,8 +73,8 @@ _CONNECT_LEVEL_AT = 9  # a CONNECT's level byte is within 9 bytes of its variabl
 def _connect_level(buf: bytes, start: int) -> int | None:
     """The protocol level byte of a CONNECT whose variable header starts at ``start``, when the
     protocol name is one of MQTT's (3.1.1/5 §3.1.2.1, 3.1 "MQIsdp"); else None."""
-    name_length = int.from_bytes(buf[start:start + 2], "big")
-    if buf[start + 2:start + 2 + name_length] not in (b"MQTT", b"MQIsdp"):
+    name_length = int.from_bytes(buf[start : start + 2], "big")
+    if buf[start + 2 : start + 2 + name_length] not in (b"MQTT", b"MQIsdp"):
         return None
     level = buf[start + 2 + name_length]
     return level if level in (3, 4, 5) else None
@@ -74,7 +91,13 @@ class PacketReader:
     """
 
     __slots__ = (
-        "side", "max_packet_size", "protocol_level", "_from_client", "_buffer", "_need", "_error",
+        "side",
+        "max_packet_size",
+        "protocol_level",
+        "_from_client",
+        "_buffer",
+        "_need",
+        "_error",
         "_publish_properties",
     )
 
@@ -230,6 +253,4 @@ class PacketReader:
                 raise ProtocolError(PROTOCOL, f"a server must not send {name}")
             if level is None:
                 raise ValueError("a client-side PacketReader needs protocol_level set first")
-        raise ProtocolError(
-            MALFORMED, f"packet type {ptype} ({name}) does not exist before MQTT 5"
-        )
+        raise ProtocolError(MALFORMED, f"packet type {ptype} ({name}) does not exist before MQTT 5")

@@ -29,7 +29,7 @@ def read_u16(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
 def read_u32(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
     if pos + 4 > end:
         raise ProtocolError(MALFORMED, f"packet ends inside its {what} (four-byte integer)")
-    return int.from_bytes(buf[pos:pos + 4], "big"), pos + 4
+    return int.from_bytes(buf[pos : pos + 4], "big"), pos + 4
 
 
 def read_varint(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
@@ -55,7 +55,7 @@ def read_binary(buf: bytes, pos: int, end: int, what: str) -> tuple[bytes, int]:
     stop = pos + 2 + ((buf[pos] << 8) | buf[pos + 1])
     if stop > end:
         raise ProtocolError(MALFORMED, f"the {what} runs past the end of the packet")
-    return buf[pos + 2:stop], stop
+    return buf[pos + 2 : stop], stop
 
 
 def read_string(buf: bytes, pos: int, end: int, what: str) -> tuple[str, int]:
@@ -65,7 +65,7 @@ def read_string(buf: bytes, pos: int, end: int, what: str) -> tuple[str, int]:
     stop = pos + 2 + ((buf[pos] << 8) | buf[pos + 1])
     if stop > end:
         raise ProtocolError(MALFORMED, f"the {what} runs past the end of the packet")
-    return decode_utf8(buf[pos + 2:stop], what), stop
+    return decode_utf8(buf[pos + 2 : stop], what), stop
 
 
 def decode_utf8(raw: bytes, what: str) -> str:
@@ -111,9 +111,7 @@ def encode_string(text: str, what: str) -> bytes:
 
 def encode_binary(raw: bytes, what: str) -> bytes:
     if len(raw) > 0xFFFF:
-        raise ProtocolError(
-            MALFORMED, f"the {what} is {len(raw)} bytes; MQTT allows at most 65535"
-        )
+        raise ProtocolError(MALFORMED, f"the {what} is {len(raw)} bytes; MQTT allows at most 65535")
     return len(raw).to_bytes(2, "big") + raw
 
 

@@ -35,8 +35,9 @@ class _Writer:
     def __init__(self) -> None:
         self.lines: list[str] = []
 
-    def family(self, name: str, kind: str, help_text: str,
-               samples: Iterable[tuple[dict[str, str], float]]) -> None:
+    def family(
+        self, name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]
+    ) -> None:
         self.lines.append(f"# HELP {name} {help_text}")
         self.lines.append(f"# TYPE {name} {kind}")
         for labels, value in samples:
@@ -51,45 +52,104 @@ class _Writer:
         return "\n".join(self.lines) + "\n"
 
 
-def render_metrics(broker: Broker, sync: SyncStatus | None = None,
-                   upload: UploadStatus | None = None) -> str:
+def render_metrics(
+    broker: Broker, sync: SyncStatus | None = None, upload: UploadStatus | None = None
+) -> str:
     """The exposition text for ``broker`` (and the sync / upload status when they run)."""
     w = _Writer()
     st = broker.stats
     w.one("edge_broker_up", "gauge", "1 while the broker serves", 1)
     w.one("edge_broker_uptime_seconds", "gauge", "seconds since the broker started", st.uptime())
     w.one("edge_broker_clients_connected", "gauge", "connected MQTT clients", st.clients_connected)
-    w.one("edge_broker_clients_maximum", "gauge", "most clients connected at once", st.clients_maximum)
-    w.one("edge_broker_connections_open", "gauge", "network connections open (also before CONNECT)",
-          len(broker.connections))
-    w.one("edge_broker_connections_refused_total", "counter", "CONNECTs refused", st.connections_refused)
-    w.family("edge_broker_messages_total", "counter", "PUBLISH packets by direction",
-             [({"direction": "received"}, st.messages_received), ({"direction": "sent"}, st.messages_sent)])
-    w.family("edge_broker_bytes_total", "counter", "bytes on the wire by direction",
-             [({"direction": "received"}, st.bytes_received), ({"direction": "sent"}, st.bytes_sent)])
-    w.family("edge_broker_dropped_total", "counter", "messages dropped, by reason",
-             [({"reason": "queue"}, st.dropped), ({"reason": "oversize"}, st.dropped_oversize)])
-    w.one("edge_broker_protocol_errors_total", "counter", "connections closed for protocol errors",
-          st.protocol_errors)
-    w.family("edge_broker_denied_total", "counter", "requests denied, by action",
-             [({"action": "publish"}, st.publish_denied), ({"action": "subscribe"}, st.subscribe_denied)])
-    w.one("edge_broker_subscriptions_removed_total", "counter",
-          "subscriptions removed by a policy change", st.subscriptions_removed)
-    w.family("edge_broker_revoked_total", "counter",
-             "what a state change took away (docs/sessions-and-authorization.md), by kind",
-             [({"kind": "delivery"}, st.deliveries_revoked), ({"kind": "will"}, st.wills_denied),
-              ({"kind": "foreign_session"}, st.sessions_refused),
-              ({"kind": "connection"}, st.connections_revoked)])
-    w.family("edge_broker_limit_hits_total", "counter",
-             "requests refused by a configured bound, by config key (broker/limit_hits.py)",
-             [({"limit": k}, v) for k, v in sorted(broker.limit_hits.counts.items())])
+    w.one(
+        "edge_broker_clients_maximum", "gauge", "most clients connected at once", st.clients_maximum
+    )
+    w.one(
+        "edge_broker_connections_open",
+        "gauge",
+        "network connections open (also before CONNECT)",
+        len(broker.connections),
+    )
+    w.one(
+        "edge_broker_connections_refused_total",
+        "counter",
+        "CONNECTs refused",
+        st.connections_refused,
+    )
+    w.family(
+        "edge_broker_messages_total",
+        "counter",
+        "PUBLISH packets by direction",
+        [
+            ({"direction": "received"}, st.messages_received),
+            ({"direction": "sent"}, st.messages_sent),
+        ],
+    )
+    w.family(
+        "edge_broker_bytes_total",
+        "counter",
+        "bytes on the wire by direction",
+        [({"direction": "received"}, st.bytes_received), ({"direction": "sent"}, st.bytes_sent)],
+    )
+    w.family(
+        "edge_broker_dropped_total",
+        "counter",
+        "messages dropped, by reason",
+        [({"reason": "queue"}, st.dropped), ({"reason": "oversize"}, st.dropped_oversize)],
+    )
+    w.one(
+        "edge_broker_protocol_errors_total",
+        "counter",
+        "connections closed for protocol errors",
+        st.protocol_errors,
+    )
+    w.family(
+        "edge_broker_denied_total",
+        "counter",
+        "requests denied, by action",
+        [
+            ({"action": "publish"}, st.publish_denied),
+            ({"action": "subscribe"}, st.subscribe_denied),
+        ],
+    )
+    w.one(
+        "edge_broker_subscriptions_removed_total",
+        "counter",
+        "subscriptions removed by a policy change",
+        st.subscriptions_removed,
+    )
+    w.family(
+        "edge_broker_revoked_total",
+        "counter",
+        "what a state change took away (docs/sessions-and-authorization.md), by kind",
+        [
+            ({"kind": "delivery"}, st.deliveries_revoked),
+            ({"kind": "will"}, st.wills_denied),
+            ({"kind": "foreign_session"}, st.sessions_refused),
+            ({"kind": "connection"}, st.connections_revoked),
+        ],
+    )
+    w.family(
+        "edge_broker_limit_hits_total",
+        "counter",
+        "requests refused by a configured bound, by config key (broker/limit_hits.py)",
+        [({"limit": k}, v) for k, v in sorted(broker.limit_hits.counts.items())],
+    )
     # as the [limits] totals count them (queues: max_queued_bytes_total, with a per-entry
     # overhead; edge_broker_queued_bytes below is the messages alone)
-    w.one("edge_broker_queued_bytes_budget", "gauge",
-          "bytes in every session's queue, as max_queued_bytes_total counts them",
-          broker.delivery.queued_total)
+    w.one(
+        "edge_broker_queued_bytes_budget",
+        "gauge",
+        "bytes in every session's queue, as max_queued_bytes_total counts them",
+        broker.delivery.queued_total,
+    )
     w.one("edge_broker_topic_spaces", "gauge", "tenant topic spaces held", len(broker.topic_spaces))
-    w.one("edge_broker_policy_generation", "gauge", "policy changes applied since start", broker.generation)
+    w.one(
+        "edge_broker_policy_generation",
+        "gauge",
+        "policy changes applied since start",
+        broker.generation,
+    )
     pipeline = broker.policy.pipeline
     samples: list[tuple[dict[str, str], float]] = []
     if pipeline is not None:
@@ -97,45 +157,102 @@ def render_metrics(broker: Broker, sync: SyncStatus | None = None,
             samples.append(({"gate": gate, "rule": rule, "outcome": "allow"}, count))
         for (gate, rule), count in sorted(pipeline.denials.items()):
             samples.append(({"gate": gate, "rule": rule, "outcome": "deny"}, count))
-    w.family("edge_broker_authz_decisions_total", "counter",
-             "authorization decisions of gates 3-6 by gate, rule and outcome", samples)
+    w.family(
+        "edge_broker_authz_decisions_total",
+        "counter",
+        "authorization decisions of gates 3-6 by gate, rule and outcome",
+        samples,
+    )
     _state_metrics(w, broker)
     if broker.claims is not None:
         cs = broker.claims.stats()
-        w.family("edge_broker_claims", "gauge", "claims in the store, by state",
-                 [({"state": "indexed"}, cs.claims), ({"state": "pending"}, cs.pending),
-                  ({"state": "quarantined"}, cs.quarantined)])
-        w.one("edge_broker_claims_throttled_clients", "gauge", "clients the claim flood guard tracks",
-              cs.throttled_clients)
-        w.one("edge_broker_claims_store_healthy", "gauge", "1 when the claim store accepts writes",
-              int(cs.store_healthy))
+        w.family(
+            "edge_broker_claims",
+            "gauge",
+            "claims in the store, by state",
+            [
+                ({"state": "indexed"}, cs.claims),
+                ({"state": "pending"}, cs.pending),
+                ({"state": "quarantined"}, cs.quarantined),
+            ],
+        )
+        w.one(
+            "edge_broker_claims_throttled_clients",
+            "gauge",
+            "clients the claim flood guard tracks",
+            cs.throttled_clients,
+        )
+        w.one(
+            "edge_broker_claims_store_healthy",
+            "gauge",
+            "1 when the claim store accepts writes",
+            int(cs.store_healthy),
+        )
     if broker.audit is not None:
         au = broker.audit.stats()
-        w.one("edge_broker_audit_records_written_total", "counter", "audit records written",
-              au.records_written)
-        w.one("edge_broker_audit_records_dropped_total", "counter",
-              "audit records deleted by rotation", au.records_dropped)
-        w.one("edge_broker_audit_bytes", "gauge", "bytes of audit segments on disk", au.bytes_on_disk)
+        w.one(
+            "edge_broker_audit_records_written_total",
+            "counter",
+            "audit records written",
+            au.records_written,
+        )
+        w.one(
+            "edge_broker_audit_records_dropped_total",
+            "counter",
+            "audit records deleted by rotation",
+            au.records_dropped,
+        )
+        w.one(
+            "edge_broker_audit_bytes", "gauge", "bytes of audit segments on disk", au.bytes_on_disk
+        )
     if broker.bridges is not None:  # issue 19
         from ..bridge.metrics import write_bridge_metrics
 
         write_bridge_metrics(w, broker.bridges)
     if sync is not None:
-        w.one("edge_broker_sync_policy_version", "gauge", "version of the applied policy bundle (0: none)",
-              sync.version or 0)
-        w.one("edge_broker_sync_last_success_timestamp_seconds", "gauge",
-              "Unix time the last bundle was applied (0: never)", sync.last_success or 0.0)
-        w.family("edge_broker_sync_bundles_total", "counter", "bundles received, by outcome",
-                 [({"outcome": "applied"}, sync.applied), ({"outcome": "refused"}, sync.refused)])
-        w.one("edge_broker_sync_connected", "gauge", "1 while the cloud uplink is connected",
-              int(sync.connected))
+        w.one(
+            "edge_broker_sync_policy_version",
+            "gauge",
+            "version of the applied policy bundle (0: none)",
+            sync.version or 0,
+        )
+        w.one(
+            "edge_broker_sync_last_success_timestamp_seconds",
+            "gauge",
+            "Unix time the last bundle was applied (0: never)",
+            sync.last_success or 0.0,
+        )
+        w.family(
+            "edge_broker_sync_bundles_total",
+            "counter",
+            "bundles received, by outcome",
+            [({"outcome": "applied"}, sync.applied), ({"outcome": "refused"}, sync.refused)],
+        )
+        w.one(
+            "edge_broker_sync_connected",
+            "gauge",
+            "1 while the cloud uplink is connected",
+            int(sync.connected),
+        )
     if upload is not None:
-        w.one("edge_broker_audit_upload_batches_total", "counter", "audit batches acknowledged by the cloud",
-              upload.batches_acked)
-        w.one("edge_broker_audit_upload_records_total", "counter", "audit records acknowledged by the cloud",
-              upload.records_acked)
-        w.one("edge_broker_audit_upload_segments_lost_total", "counter",
-              "audit segments rotated away before they were uploaded", upload.segments_lost)
+        w.one(
+            "edge_broker_audit_upload_batches_total",
+            "counter",
+            "audit batches acknowledged by the cloud",
+            upload.batches_acked,
+        )
+        w.one(
+            "edge_broker_audit_upload_records_total",
+            "counter",
+            "audit records acknowledged by the cloud",
+            upload.records_acked,
+        )
+        w.one(
+            "edge_broker_audit_upload_segments_lost_total",
+            "counter",
+            "audit segments rotated away before they were uploaded",
+            upload.segments_lost,
+        )
     return w.text()
 
 
@@ -154,31 +271,62 @@ def _state_metrics(w: _Writer, broker: Broker) -> None:
     """What ``$SYS`` shows and Prometheus lacked (issue 20): sessions, queues, subscriptions,
     retained messages, the broker store's health, the process's memory."""
     spaces = broker.topic_spaces.values()
-    w.one("edge_broker_sessions", "gauge", "sessions held (connected and offline persistent ones)",
-          len(broker.sessions))
+    w.one(
+        "edge_broker_sessions",
+        "gauge",
+        "sessions held (connected and offline persistent ones)",
+        len(broker.sessions),
+    )
     queued = queued_bytes = 0
     for session in broker.sessions:
         queued += len(session.queue)
         queued_bytes += session.queued_bytes
     w.one("edge_broker_queued_messages", "gauge", "QoS 1/2 messages queued for sessions", queued)
-    w.one("edge_broker_queued_bytes", "gauge", "bytes of the messages queued for sessions", queued_bytes)
-    w.one("edge_broker_subscriptions", "gauge", "subscriptions in every topic space",
-          sum(space.subscription_count() for space in spaces))
+    w.one(
+        "edge_broker_queued_bytes",
+        "gauge",
+        "bytes of the messages queued for sessions",
+        queued_bytes,
+    )
+    w.one(
+        "edge_broker_subscriptions",
+        "gauge",
+        "subscriptions in every topic space",
+        sum(space.subscription_count() for space in spaces),
+    )
     # kept up to date by every retained set/delete (broker/retained_budget.py): nothing to walk
     budget = broker.retained_budget
-    w.one("edge_broker_retained_messages", "gauge",
-          "retained messages outside $ topics, as max_retained_messages counts them", budget.count)
-    w.one("edge_broker_retained_bytes", "gauge",
-          "topic + payload + properties of those, as max_retained_bytes counts them", budget.bytes)
+    w.one(
+        "edge_broker_retained_messages",
+        "gauge",
+        "retained messages outside $ topics, as max_retained_messages counts them",
+        budget.count,
+    )
+    w.one(
+        "edge_broker_retained_bytes",
+        "gauge",
+        "topic + payload + properties of those, as max_retained_bytes counts them",
+        budget.bytes,
+    )
     persistence = broker.persistence
     if persistence is not None:
-        w.one("edge_broker_store_healthy", "gauge", "1 when the broker store accepts writes",
-              int(persistence.healthy))
-        w.one("edge_broker_store_refused_total", "counter",
-              "QoS 1/2 publishes refused because they could not be stored", persistence.refused)
+        w.one(
+            "edge_broker_store_healthy",
+            "gauge",
+            "1 when the broker store accepts writes",
+            int(persistence.healthy),
+        )
+        w.one(
+            "edge_broker_store_refused_total",
+            "counter",
+            "QoS 1/2 publishes refused because they could not be stored",
+            persistence.refused,
+        )
     rss = _resident_bytes()
     if rss is not None:
-        w.one("process_resident_memory_bytes", "gauge", "resident memory of the broker process", rss)
+        w.one(
+            "process_resident_memory_bytes", "gauge", "resident memory of the broker process", rss
+        )
 
 
 def readiness(broker: Broker) -> list[str]:
@@ -197,8 +345,13 @@ def readiness(broker: Broker) -> list[str]:
 class MetricsServer:
     """``GET /metrics`` over HTTP/1.1 (one request per connection is enough for a scraper)."""
 
-    def __init__(self, render: Callable[[], str], bind: str, port: int,
-                 ready: Callable[[], list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        render: Callable[[], str],
+        bind: str,
+        port: int,
+        ready: Callable[[], list[str]] | None = None,
+    ) -> None:
         self._render = render
         self._ready = ready
         self._bind = bind
@@ -213,11 +366,18 @@ class MetricsServer:
             import os
 
             reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise OSError(exc.errno, f"[metrics] ({self._bind}:{self._port}): cannot listen: {reason}; "
-                                     "change [metrics] port or stop what holds it") from exc
+            raise OSError(
+                exc.errno,
+                f"[metrics] ({self._bind}:{self._port}): cannot listen: {reason}; "
+                "change [metrics] port or stop what holds it",
+            ) from exc
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("metrics on http://%s:%d/metrics", self._bind, self.port,
-                 extra={"event": "metrics_listening", "host": self._bind, "port": self.port})
+        log.info(
+            "metrics on http://%s:%d/metrics",
+            self._bind,
+            self.port,
+            extra={"event": "metrics_listening", "host": self._bind, "port": self.port},
+        )
 
     async def close(self) -> None:
         if self._server is not None:
@@ -236,7 +396,9 @@ class MetricsServer:
             method, target = (parts[0], parts[1]) if len(parts) == 3 else ("", "")
             if method not in ("GET", "HEAD"):
                 status, body, ctype = "405 Method Not Allowed", b"use GET /metrics\n", "text/plain"
-            elif (path := target.split("?", 1)[0]) == "/healthz":  # answered by the event loop: alive
+            elif (
+                path := target.split("?", 1)[0]
+            ) == "/healthz":  # answered by the event loop: alive
                 status, body, ctype = "200 OK", b"ok\n", "text/plain"
             elif path == "/readyz":
                 problems = self._ready() if self._ready is not None else []
@@ -244,17 +406,26 @@ class MetricsServer:
                 body = ("".join(p + "\n" for p in problems) or "ready\n").encode()
                 ctype = "text/plain"
             elif path != "/metrics":
-                status, body, ctype = ("404 Not Found", b"the metrics are at /metrics, health at /healthz "
-                                       b"and /readyz\n", "text/plain")
+                status, body, ctype = (
+                    "404 Not Found",
+                    b"the metrics are at /metrics, health at /healthz and /readyz\n",
+                    "text/plain",
+                )
             else:
                 status, body, ctype = "200 OK", self._render().encode(), CONTENT_TYPE
             writer.write(
                 f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
                 "Connection: close\r\n\r\n".encode()
-                + (body if method != "HEAD" else b""))
+                + (body if method != "HEAD" else b"")
+            )
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError,
-                ConnectionError):
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+            ValueError,
+            ConnectionError,
+        ):
             pass
         finally:
             writer.close()

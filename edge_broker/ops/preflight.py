@@ -39,10 +39,14 @@ def _overlap(a: Sequence[Address], b: Sequence[Address]) -> bool:
     return any(va == vb and (xa == xb or wildcard[va] in (xa, xb)) for va, xa in a for vb, xb in b)
 
 
-def address_conflicts(listeners: Sequence[ListenerConfig], metrics: MetricsConfig) -> list[tuple[str, str]]:
+def address_conflicts(
+    listeners: Sequence[ListenerConfig], metrics: MetricsConfig
+) -> list[tuple[str, str]]:
     """(key, message) for every socket that another one before it would already hold."""
-    sockets = [(f"listeners[{i}].port", f"listener {lc.name!r}", lc.bind, lc.port)
-               for i, lc in enumerate(listeners)]
+    sockets = [
+        (f"listeners[{i}].port", f"listener {lc.name!r}", lc.bind, lc.port)
+        for i, lc in enumerate(listeners)
+    ]
     if metrics.enabled:
         sockets.append(("metrics.port", "[metrics]", metrics.bind, metrics.port))
     problems: list[tuple[str, str]] = []
@@ -51,8 +55,13 @@ def address_conflicts(listeners: Sequence[ListenerConfig], metrics: MetricsConfi
             continue
         for _, other, other_bind, other_port in sockets[:i]:
             if other_port == port and _overlap(_addresses(bind), _addresses(other_bind)):
-                problems.append((key, f"{what} on {bind or '*'}:{port} collides with {other} on "
-                                      f"{other_bind or '*'}:{other_port}: give it another port or address"))
+                problems.append(
+                    (
+                        key,
+                        f"{what} on {bind or '*'}:{port} collides with {other} on "
+                        f"{other_bind or '*'}:{other_port}: give it another port or address",
+                    )
+                )
                 break
     return problems
 
@@ -69,40 +78,64 @@ def tls_problem(cert: str, key: str, ca: str | None) -> tuple[str, str] | None:
         with open(key, "rb") as handle:
             key_text = handle.read()
     except PermissionError:
-        return ("tls_key", f"cannot read {key!r} (permission denied) as this user: make it readable "
-                           "by the service's group: chgrp edge-broker FILE; chmod 0640 FILE")
+        return (
+            "tls_key",
+            f"cannot read {key!r} (permission denied) as this user: make it readable "
+            "by the service's group: chgrp edge-broker FILE; chmod 0640 FILE",
+        )
     except OSError as exc:
         return ("tls_key", f"cannot read {key!r}: {exc.strerror}")
     try:
         with open(cert, "rb") as handle:
             handle.read(1)
     except OSError as exc:
-        return ("tls_cert", f"cannot read {cert!r}: {exc.strerror}: make it readable by the service user")
+        return (
+            "tls_cert",
+            f"cannot read {cert!r}: {exc.strerror}: make it readable by the service user",
+        )
     if b"PRIVATE KEY-----" not in key_text:
         what = "a certificate" if b"BEGIN CERTIFICATE" in key_text else "not a PEM private key"
-        return ("tls_key", f"{key!r} is {what}: write the path of the certificate's private key "
-                           "(a PEM file with BEGIN PRIVATE KEY)")
+        return (
+            "tls_key",
+            f"{key!r} is {what}: write the path of the certificate's private key "
+            "(a PEM file with BEGIN PRIVATE KEY)",
+        )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         ctx.load_cert_chain(cert, key, password=_no_password)
     except ValueError:
-        return ("tls_key", f"{key!r} is encrypted: the broker starts unattended, so store it "
-                           "decrypted and readable only by root and the group edge-broker "
-                           "(openssl pkey -in KEY -out PLAIN.key)")
+        return (
+            "tls_key",
+            f"{key!r} is encrypted: the broker starts unattended, so store it "
+            "decrypted and readable only by root and the group edge-broker "
+            "(openssl pkey -in KEY -out PLAIN.key)",
+        )
     except ssl.SSLError as exc:
         if "KEY_VALUES_MISMATCH" in str(exc):
-            return ("tls_key", f"{key!r} is not the key of the certificate {cert!r}: give the key the "
-                               "certificate was issued for (compare `openssl x509 -noout -pubkey -in CERT` "
-                               "with `openssl pkey -pubout -in KEY`)")
+            return (
+                "tls_key",
+                f"{key!r} is not the key of the certificate {cert!r}: give the key the "
+                "certificate was issued for (compare `openssl x509 -noout -pubkey -in CERT` "
+                "with `openssl pkey -pubout -in KEY`)",
+            )
         if b"BEGIN CERTIFICATE" not in open(cert, "rb").read():
-            return ("tls_cert", f"{cert!r} is not a PEM certificate: write the path of the server's "
-                                "certificate (BEGIN CERTIFICATE)")
-        return ("tls_key", f"the certificate {cert!r} and key {key!r} cannot be loaded ({exc.reason or exc}): "
-                           "check that both are PEM and belong together")
+            return (
+                "tls_cert",
+                f"{cert!r} is not a PEM certificate: write the path of the server's "
+                "certificate (BEGIN CERTIFICATE)",
+            )
+        return (
+            "tls_key",
+            f"the certificate {cert!r} and key {key!r} cannot be loaded ({exc.reason or exc}): "
+            "check that both are PEM and belong together",
+        )
     if ca is not None:
         try:
             ctx.load_verify_locations(ca)
         except (ssl.SSLError, OSError) as exc:
-            return ("tls_ca", f"{ca!r} is not a readable PEM CA bundle ({exc}): write the path of the "
-                              "CA certificates that sign client certificates")
+            return (
+                "tls_ca",
+                f"{ca!r} is not a readable PEM CA bundle ({exc}): write the path of the "
+                "CA certificates that sign client certificates",
+            )
     return None

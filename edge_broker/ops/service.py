@@ -73,12 +73,16 @@ def _route_sighup(loop: asyncio.AbstractEventLoop, sync: SyncService) -> None:
 
     try:
         loop.add_signal_handler(signal.SIGHUP, on_hup)
-    except (NotImplementedError, RuntimeError):  # not the main thread (tests): SIGHUP stays as it was
+    except (
+        NotImplementedError,
+        RuntimeError,
+    ):  # not the main thread (tests): SIGHUP stays as it was
         pass
 
 
-async def run_service(broker: Broker, stop: asyncio.Event,
-                      notifier: SystemdNotifier | None = None) -> None:
+async def run_service(
+    broker: Broker, stop: asyncio.Event, notifier: SystemdNotifier | None = None
+) -> None:
     """Start everything, wait for ``stop``, shut everything down (module docstring)."""
     notifier = notifier if notifier is not None else SystemdNotifier()
     config = broker.config
@@ -97,11 +101,13 @@ async def run_service(broker: Broker, stop: asyncio.Event,
             from .metrics import MetricsServer, readiness, render_metrics
 
             def render() -> str:
-                return render_metrics(broker, sync.status if sync else None,
-                                      sync.upload if sync else None)
+                return render_metrics(
+                    broker, sync.status if sync else None, sync.upload if sync else None
+                )
 
-            metrics = MetricsServer(render, config.metrics.bind, config.metrics.port,
-                                    lambda: readiness(broker))
+            metrics = MetricsServer(
+                render, config.metrics.bind, config.metrics.port, lambda: readiness(broker)
+            )
             await metrics.start()
         if sync is not None:
             await sync.start()

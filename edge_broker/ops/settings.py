@@ -97,8 +97,11 @@ def parse_sync(s: Section) -> SyncConfig:
         if isinstance(item, str):
             item = s.resolve(item)
         if not isinstance(item, str) or not Path(item).is_file():
-            s.problem(f"trusted_keys[{i}]", f"{item!r} is not a readable file: write the path of "
-                      "the cloud's Ed25519 public key (`edge-broker bundle keygen` writes one)")
+            s.problem(
+                f"trusted_keys[{i}]",
+                f"{item!r} is not a readable file: write the path of "
+                "the cloud's Ed25519 public key (`edge-broker bundle keygen` writes one)",
+            )
         else:
             keys.append(item)
     config = SyncConfig(
@@ -124,13 +127,27 @@ def parse_sync(s: Section) -> SyncConfig:
     )
     if source != "none":
         if not gateway_id:
-            s.problem("gateway_id", 'missing: write the gateway id bundles are addressed to, e.g. "gw-0042"')
+            s.problem(
+                "gateway_id",
+                'missing: write the gateway id bundles are addressed to, e.g. "gw-0042"',
+            )
         elif any(c in gateway_id for c in "/+#\0"):
-            s.problem("gateway_id", f"{gateway_id!r} must not contain '/', '+', '#': it is a topic level")
+            s.problem(
+                "gateway_id", f"{gateway_id!r} must not contain '/', '+', '#': it is a topic level"
+            )
         if not raw_keys:
-            s.problem("trusted_keys", 'missing: write the cloud public key files, e.g. ["/etc/edge-broker/cloud.pub"]')
+            s.problem(
+                "trusted_keys",
+                'missing: write the cloud public key files, e.g. ["/etc/edge-broker/cloud.pub"]',
+            )
     if source == "directory" and not config.directory:
-        s.problem("directory", 'source = "directory" needs a directory: write directory = "/path/to/bundles"')
+        s.problem(
+            "directory",
+            'source = "directory" needs a directory: write directory = "/path/to/bundles"',
+        )
     if (config.cert is None) != (config.key is None):
-        s.problem("cert" if config.cert is None else "key", "cert and key go together: write both or neither")
+        s.problem(
+            "cert" if config.cert is None else "key",
+            "cert and key go together: write both or neither",
+        )
     return config

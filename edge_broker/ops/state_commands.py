@@ -62,9 +62,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"{path} ({what}): {condition.state}: {condition.detail}")
         bad += condition.state in ("refused", "unreadable")
     if bad:
-        print(f"{bad} state file(s) would stop the broker: `edge-broker state set-aside --config "
-              f"{args.config}` moves the damaged ones aside (an unreadable one needs its permissions fixed)",
-              file=sys.stderr)
+        print(
+            f"{bad} state file(s) would stop the broker: `edge-broker state set-aside --config "
+            f"{args.config}` moves the damaged ones aside (an unreadable one needs its permissions fixed)",
+            file=sys.stderr,
+        )
     return 1 if bad else 0
 
 
@@ -81,24 +83,38 @@ def cmd_set_aside(args: argparse.Namespace) -> int:
             print(f"{path} ({what}): {condition.state}: kept")
             continue
         if _held(path):
-            print(f"{path}: a running broker holds it: stop the broker first (systemctl stop edge-broker)",
-                  file=sys.stderr)
+            print(
+                f"{path}: a running broker holds it: stop the broker first (systemctl stop edge-broker)",
+                file=sys.stderr,
+            )
             return 1
         target = set_aside(path)
         moved += 1
-        print(f"{path} ({what}): {condition.state}: moved to {target}; the broker starts with it empty")
+        print(
+            f"{path} ({what}): {condition.state}: moved to {target}; the broker starts with it empty"
+        )
     print(f"{moved} file(s) set aside")
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("state", help="check the state directory, or set damaged state files aside")
+    parser = subparsers.add_parser(
+        "state", help="check the state directory, or set damaged state files aside"
+    )
     sub = parser.add_subparsers(dest="state_command", metavar="ACTION")
     sub.required = True
-    check = sub.add_parser("check", help="say whether each state log is intact, salvageable or refused")
-    check.add_argument("--config", "-c", metavar="FILE", help="the broker's config (its state directory)")
+    check = sub.add_parser(
+        "check", help="say whether each state log is intact, salvageable or refused"
+    )
+    check.add_argument(
+        "--config", "-c", metavar="FILE", help="the broker's config (its state directory)"
+    )
     check.set_defaults(func=cmd_check)
-    aside = sub.add_parser("set-aside", help="move refused (damaged) state logs aside so the broker starts empty")
-    aside.add_argument("--config", "-c", metavar="FILE", help="the broker's config (its state directory)")
+    aside = sub.add_parser(
+        "set-aside", help="move refused (damaged) state logs aside so the broker starts empty"
+    )
+    aside.add_argument(
+        "--config", "-c", metavar="FILE", help="the broker's config (its state directory)"
+    )
     aside.add_argument("--all", action="store_true", help="move every state log, intact ones too")
     aside.set_defaults(func=cmd_set_aside)

@@ -27,8 +27,18 @@ from .storage import Storage, join
 
 QUOTA_EXCEEDED = 0x97
 CLAIM_TOPICS = (CLAIM_TOPIC, UNCLAIM_TOPIC)  # defined once, in matching.reserved_topics
-OUTPUTS = ("denials_by_tenant", "denials_by_client", "denials_by_topic", "denials_by_rule", "denials_by_gateway",
-           "denials_by_day", "claim_flood", "egress_filtered", "egress_by_rule", "top_talkers")
+OUTPUTS = (
+    "denials_by_tenant",
+    "denials_by_client",
+    "denials_by_topic",
+    "denials_by_rule",
+    "denials_by_gateway",
+    "denials_by_day",
+    "claim_flood",
+    "egress_filtered",
+    "egress_by_rule",
+    "top_talkers",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +56,10 @@ def record_schema() -> Any:
     kinds = {int: T.LongType(), float: T.DoubleType(), str: T.StringType()}
     fields = [T.StructField(name, kinds[kind]) for name, kind in RECORD_FIELDS.items()]
     # "batch": the header line of an uploaded batch (edge_broker/sync/upload.py), not a record
-    return T.StructType(fields + [T.StructField("batch", T.StringType()), T.StructField("_corrupt_record", T.StringType())])
+    return T.StructType(
+        fields
+        + [T.StructField("batch", T.StringType()), T.StructField("_corrupt_record", T.StringType())]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +79,12 @@ def read_records(spark: Any, inputs: list[str], gateway: str | None = None) -> R
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
-    reader = (spark.read.schema(record_schema()).option("mode", "PERMISSIVE")
-              .option("recursiveFileLookup", "true").option("pathGlobFilter", "*.jsonl"))
+    reader = (
+        spark.read.schema(record_schema())
+        .option("mode", "PERMISSIVE")
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", "*.jsonl")
+    )
     try:
         df = reader.json(list(inputs))
         files = df.inputFiles()
@@ -79,20 +96,33 @@ def read_records(spark: Any, inputs: list[str], gateway: str | None = None) -> R
     header = F.col("batch").isNotNull() & F.col("v").isNull() & F.col("_corrupt_record").isNull()
     headers = df.where(header).select("_file", "gw", "batch")
     firsts = headers.groupBy("gw", "batch").agg(F.min("_file").alias("_first"))
-    repeated = headers.join(firsts, ["gw", "batch"]).where(F.col("_file") != F.col("_first")).select("_file").distinct()
-    repeated_files = [r["_file"] for r in repeated.collect()]  # at most one row per stored batch file
+    repeated = (
+        headers.join(firsts, ["gw", "batch"])
+        .where(F.col("_file") != F.col("_first"))
+        .select("_file")
+        .distinct()
+    )
+    repeated_files = [
+        r["_file"] for r in repeated.collect()
+    ]  # at most one row per stored batch file
     if repeated_files:
         progress(f"dropping {len(repeated_files)} batch file(s) whose batch id was already read")
         df = df.where(~F.col("_file").isin(repeated_files))
     df = df.where(~header)
     if gateway is not None:
         df = df.where((F.col("gw") == gateway) | F.col("gw").isNull())
-    problem = (F.when(F.col("_corrupt_record").isNotNull(), F.lit("not a JSON object of v1 fields"))
-               .when(F.col("v").isNull() | (F.col("v") != FORMAT_VERSION), F.lit(f"not format version {FORMAT_VERSION}"))
-               .when(~F.col("type").isin("decision", "event"), F.lit("type must be decision or event")))
+    problem = (
+        F.when(F.col("_corrupt_record").isNotNull(), F.lit("not a JSON object of v1 fields"))
+        .when(
+            F.col("v").isNull() | (F.col("v") != FORMAT_VERSION),
+            F.lit(f"not format version {FORMAT_VERSION}"),
+        )
+        .when(~F.col("type").isin("decision", "event"), F.lit("type must be decision or event"))
+    )
     df = df.withColumn("_problem", problem).cache()
     bad = df.where(F.col("_problem").isNotNull()).select(
-        "_file", F.col("_problem").alias("reason"), F.col("_corrupt_record").alias("text"))
+        "_file", F.col("_problem").alias("reason"), F.col("_corrupt_record").alias("text")
+    )
     good = df.where(F.col("_problem").isNull()).drop("_problem", "_corrupt_record", "batch")
     return Records(good, bad, len(files), len(repeated_files))
 
@@ -106,8 +136,15 @@ def bad_line_sample(spark: Any, bad: Any, limit: int = 50) -> list[dict[str, Any
     files = [r["_file"] for r in bad.select("_file").distinct().limit(limit).collect()]
     if not files:
         return []
-    result = T.ArrayType(T.StructType([T.StructField("line", T.LongType()), T.StructField("reason", T.StringType()),
-                                       T.StructField("text", T.StringType())]))
+    result = T.ArrayType(
+        T.StructType(
+            [
+                T.StructField("line", T.LongType()),
+                T.StructField("reason", T.StringType()),
+                T.StructField("text", T.StringType()),
+            ]
+        )
+    )
 
     def scan(text: str) -> list[tuple[int, str, str]]:
         from ..audit.record import AuditRecordError, decode_record
@@ -131,8 +168,13 @@ def bad_line_sample(spark: Any, bad: Any, limit: int = 50) -> list[dict[str, Any
 
     scan.__annotations__ = {}  # a plain (not pandas) UDF: Spark must not guess a kind from the hints
     whole = spark.read.text(files, wholetext=True).withColumn("_file", F.input_file_name())
-    rows = whole.select("_file", F.explode(F.udf(scan, result)("value")).alias("b")).select(
-        "_file", "b.line", "b.reason", "b.text").orderBy("_file", "line").limit(limit).collect()
+    rows = (
+        whole.select("_file", F.explode(F.udf(scan, result)("value")).alias("b"))
+        .select("_file", "b.line", "b.reason", "b.text")
+        .orderBy("_file", "line")
+        .limit(limit)
+        .collect()
+    )
     return [r.asDict() for r in rows]
 
 
@@ -145,34 +187,71 @@ def audit_tables(records: Any, top: int = 20) -> dict[str, Any]:
     count = F.count(F.lit(1)).alias("denials")
     tenant = F.coalesce(F.col("tenant"), F.lit("~")).alias("tenant")
     out = {
-        "denials_by_tenant": denials.groupBy(tenant).agg(count).orderBy(F.desc("denials"), "tenant"),
-        "denials_by_client": denials.groupBy("gw", tenant, "client").agg(count).orderBy(F.desc("denials"), "gw", "client"),
-        "denials_by_topic": denials.groupBy(tenant, "action", "topic").agg(count).orderBy(F.desc("denials"), "topic"),
-        "denials_by_rule": denials.groupBy("gate", F.coalesce(F.col("rule"), F.lit("(no rule)")).alias("rule"), "rc")
-        .agg(count).orderBy(F.desc("denials"), "gate", "rule"),
+        "denials_by_tenant": denials.groupBy(tenant)
+        .agg(count)
+        .orderBy(F.desc("denials"), "tenant"),
+        "denials_by_client": denials.groupBy("gw", tenant, "client")
+        .agg(count)
+        .orderBy(F.desc("denials"), "gw", "client"),
+        "denials_by_topic": denials.groupBy(tenant, "action", "topic")
+        .agg(count)
+        .orderBy(F.desc("denials"), "topic"),
+        "denials_by_rule": denials.groupBy(
+            "gate", F.coalesce(F.col("rule"), F.lit("(no rule)")).alias("rule"), "rc"
+        )
+        .agg(count)
+        .orderBy(F.desc("denials"), "gate", "rule"),
     }
-    flood = records.where((F.col("rc") == QUOTA_EXCEEDED) & (F.col("topic").isin(*CLAIM_TOPICS) | (F.col("gate") == "claims"))
-                          & ((F.col("type") == "decision") | F.col("event").isin("claim", "unclaim")))
-    out["claim_flood"] = flood.groupBy("gw", tenant, "client").agg(
-        F.count(F.lit(1)).alias("refused_claims"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
-    ).orderBy(F.desc("refused_claims"), "gw", "client")
+    flood = records.where(
+        (F.col("rc") == QUOTA_EXCEEDED)
+        & (F.col("topic").isin(*CLAIM_TOPICS) | (F.col("gate") == "claims"))
+        & ((F.col("type") == "decision") | F.col("event").isin("claim", "unclaim"))
+    )
+    out["claim_flood"] = (
+        flood.groupBy("gw", tenant, "client")
+        .agg(
+            F.count(F.lit(1)).alias("refused_claims"),
+            F.min("ts").alias("first_ts"),
+            F.max("ts").alias("last_ts"),
+        )
+        .orderBy(F.desc("refused_claims"), "gw", "client")
+    )
     egress = decisions.where((F.col("action") == "deliver") & (F.col("outcome") == "deny"))
-    out["egress_filtered"] = egress.groupBy("gw", tenant, "to", "topic", "gate", "rule").agg(
-        F.count(F.lit(1)).alias("filtered")).orderBy(F.desc("filtered"), "gw", "to", "topic")
-    out["egress_by_rule"] = egress.groupBy("gate", F.coalesce(F.col("rule"), F.lit("(no rule)")).alias("rule")).agg(
-        F.count(F.lit(1)).alias("filtered")).orderBy(F.desc("filtered"), "gate", "rule")
+    out["egress_filtered"] = (
+        egress.groupBy("gw", tenant, "to", "topic", "gate", "rule")
+        .agg(F.count(F.lit(1)).alias("filtered"))
+        .orderBy(F.desc("filtered"), "gw", "to", "topic")
+    )
+    out["egress_by_rule"] = (
+        egress.groupBy("gate", F.coalesce(F.col("rule"), F.lit("(no rule)")).alias("rule"))
+        .agg(F.count(F.lit(1)).alias("filtered"))
+        .orderBy(F.desc("filtered"), "gate", "rule")
+    )
     out["denials_by_gateway"] = denials.groupBy("gw").agg(count).orderBy(F.desc("denials"), "gw")
-    out["denials_by_day"] = denials.groupBy(F.date_format(F.from_unixtime(F.col("ts")), "yyyy-MM-dd").alias("day")).agg(
-        count).orderBy("day")
+    out["denials_by_day"] = (
+        denials.groupBy(F.date_format(F.from_unixtime(F.col("ts")), "yyyy-MM-dd").alias("day"))
+        .agg(count)
+        .orderBy("day")
+    )
     stats = records.where((F.col("type") == "event") & (F.col("event") == "client_stats"))
-    out["top_talkers"] = stats.groupBy("gw", tenant, "client").agg(
-        F.sum(F.coalesce("msgs_in", F.lit(0))).alias("msgs_in"), F.sum(F.coalesce("msgs_out", F.lit(0))).alias("msgs_out"),
-        F.sum(F.coalesce("bytes_in", F.lit(0))).alias("bytes_in"), F.sum(F.coalesce("bytes_out", F.lit(0))).alias("bytes_out"),
-    ).withColumn("msgs", F.col("msgs_in") + F.col("msgs_out")).orderBy(F.desc("msgs"), "gw", "client").limit(top)
+    out["top_talkers"] = (
+        stats.groupBy("gw", tenant, "client")
+        .agg(
+            F.sum(F.coalesce("msgs_in", F.lit(0))).alias("msgs_in"),
+            F.sum(F.coalesce("msgs_out", F.lit(0))).alias("msgs_out"),
+            F.sum(F.coalesce("bytes_in", F.lit(0))).alias("bytes_in"),
+            F.sum(F.coalesce("bytes_out", F.lit(0))).alias("bytes_out"),
+        )
+        .withColumn("msgs", F.col("msgs_in") + F.col("msgs_out"))
+        .orderBy(F.desc("msgs"), "gw", "client")
+        .limit(top)
+    )
     return out
 
 
-def run_audit(spark: Any, inputs: list[str], out: str, *, top: int = 20, strict: bool = False) -> AuditResult:
+def run_audit(
+    spark: Any, inputs: list[str], out: str, *, top: int = 20, strict: bool = False
+) -> AuditResult:
     from pyspark.sql import functions as F
 
     storage = Storage(spark)
@@ -185,10 +264,16 @@ def run_audit(spark: Any, inputs: list[str], out: str, *, top: int = 20, strict:
     bad_rows = bad_line_sample(spark, read.bad) if bad_count else []
     if bad_count and strict:
         first = bad_rows[0] if bad_rows else {"_file": "?", "line": "?", "reason": "?", "text": ""}
-        raise PipelineError(f"{first['_file']} line {first['line']}: {first['reason']}: {first['text'][:200]!r} "
-                            f"({bad_count} bad audit line(s) in all)")
-    overview = records.agg(F.count(F.lit(1)).alias("n"), F.min("ts").alias("first"), F.max("ts").alias("last"),
-                           F.countDistinct("gw").alias("gateways")).first()
+        raise PipelineError(
+            f"{first['_file']} line {first['line']}: {first['reason']}: {first['text'][:200]!r} "
+            f"({bad_count} bad audit line(s) in all)"
+        )
+    overview = records.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.min("ts").alias("first"),
+        F.max("ts").alias("last"),
+        F.countDistinct("gw").alias("gateways"),
+    ).first()
     total = int(overview["n"])
     progress(f"{total} records; computing denials, claim floods, egress filtering, top talkers")
     tables: dict[str, list[dict[str, Any]]] = {}
@@ -202,56 +287,146 @@ def run_audit(spark: Any, inputs: list[str], out: str, *, top: int = 20, strict:
         tables[name] = [r.asDict() for r in frame.limit(top).collect()]
         frame.unpersist()
         progress(f"wrote {target}")
-    denials = sum(int(r["denials"]) for r in spark.read.parquet(join(out, "denials_by_tenant")).collect())
-    summary = {"records": total, "denials": denials, "bad_lines": bad_count, "files": read.files,
-               "gateways": int(overview["gateways"]), "first_ts": overview["first"], "last_ts": overview["last"],
-               "duplicate_batches": read.duplicate_batches, "rows": sizes}
-    storage.write_text(join(out, "report.html"), _report_html(summary, bad_rows, tables, sizes, top))
+    denials = sum(
+        int(r["denials"]) for r in spark.read.parquet(join(out, "denials_by_tenant")).collect()
+    )
+    summary = {
+        "records": total,
+        "denials": denials,
+        "bad_lines": bad_count,
+        "files": read.files,
+        "gateways": int(overview["gateways"]),
+        "first_ts": overview["first"],
+        "last_ts": overview["last"],
+        "duplicate_batches": read.duplicate_batches,
+        "rows": sizes,
+    }
+    storage.write_text(
+        join(out, "report.html"), _report_html(summary, bad_rows, tables, sizes, top)
+    )
     storage.write_text(join(out, "summary.json"), json.dumps(summary) + "\n")
     records.unpersist()
     return AuditResult(total, denials, bad_count, out, tables)
 
 
-def _report_html(summary: dict[str, Any], bad_rows: list[dict[str, Any]], tables: dict[str, list[dict[str, Any]]],
-                 sizes: dict[str, int], top: int) -> str:
+def _report_html(
+    summary: dict[str, Any],
+    bad_rows: list[dict[str, Any]],
+    tables: dict[str, list[dict[str, Any]]],
+    sizes: dict[str, int],
+    top: int,
+) -> str:
     def chart(name: str, title: str, label: Any, value: str) -> str:
         rows = tables[name]
         return bar_chart(title, [label(r) for r in rows], [float(r[value] or 0) for r in rows])
 
     def cut(name: str) -> str:
-        return (f"<p><em>top {top} of {sizes[name]} rows; all in {name}/ (Parquet)</em></p>"
-                if sizes.get(name, 0) > top else "")
+        return (
+            f"<p><em>top {top} of {sizes[name]} rows; all in {name}/ (Parquet)</em></p>"
+            if sizes.get(name, 0) > top
+            else ""
+        )
 
     def when(ts: Any) -> str:
         return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
     for r in tables["denials_by_rule"]:
         r["rc_hex"] = None if r.get("rc") is None else f"0x{int(r['rc']):02X}"
-    head = [{"records": summary["records"], "denials": summary["denials"], "bad lines": summary["bad_lines"],
-             "gateways": summary["gateways"], "files": summary["files"], "from": when(summary["first_ts"]),
-             "to": when(summary["last_ts"]), "duplicate batches dropped": summary["duplicate_batches"]}]
+    head = [
+        {
+            "records": summary["records"],
+            "denials": summary["denials"],
+            "bad lines": summary["bad_lines"],
+            "gateways": summary["gateways"],
+            "files": summary["files"],
+            "from": when(summary["first_ts"]),
+            "to": when(summary["last_ts"]),
+            "duplicate batches dropped": summary["duplicate_batches"],
+        }
+    ]
     sections = [
         ("Summary", table(head, list(head[0]))),
-        ("Denials over time (per day, UTC)", chart("denials_by_day", "denials per day", lambda r: r["day"], "denials")
-         + cut("denials_by_day") + table(tables["denials_by_day"], ["day", "denials"])),
-        ("Denials by gateway", chart("denials_by_gateway", "denials per gateway", lambda r: r["gw"], "denials")
-         + cut("denials_by_gateway") + table(tables["denials_by_gateway"], ["gw", "denials"])),
-        ("Denials by tenant", chart("denials_by_tenant", "denials per tenant", lambda r: r["tenant"], "denials")
-         + cut("denials_by_tenant") + table(tables["denials_by_tenant"], ["tenant", "denials"])),
-        ("Denials by rule", chart("denials_by_rule", "denials per gate/rule", lambda r: f"{r['gate']}/{r['rule']}", "denials")
-         + cut("denials_by_rule") + table(tables["denials_by_rule"], ["gate", "rule", "rc_hex", "denials"])),
-        ("Denials by client", cut("denials_by_client") + table(tables["denials_by_client"], ["gw", "tenant", "client", "denials"])),
-        ("Denials by topic", cut("denials_by_topic") + table(tables["denials_by_topic"], ["tenant", "action", "topic", "denials"])),
-        ("Claim-flood offenders (0x97 on claims)", chart("claim_flood", "refused claims per client",
-         lambda r: f"{r['gw']}/{r['client']}", "refused_claims") + cut("claim_flood")
-         + table(tables["claim_flood"], ["gw", "tenant", "client", "refused_claims"])),
-        ("Egress-filtered deliveries by rule", cut("egress_by_rule") + table(tables["egress_by_rule"], ["gate", "rule", "filtered"])),
-        ("Egress-filtered deliveries (to = receiver)", cut("egress_filtered")
-         + table(tables["egress_filtered"], ["gw", "tenant", "to", "topic", "gate", "rule", "filtered"])),
-        ("Top talkers", chart("top_talkers", "messages in+out per client", lambda r: f"{r['gw']}/{r['client']}", "msgs")
-         + table(tables["top_talkers"], ["gw", "tenant", "client", "msgs_in", "msgs_out", "bytes_in", "bytes_out"])),
+        (
+            "Denials over time (per day, UTC)",
+            chart("denials_by_day", "denials per day", lambda r: r["day"], "denials")
+            + cut("denials_by_day")
+            + table(tables["denials_by_day"], ["day", "denials"]),
+        ),
+        (
+            "Denials by gateway",
+            chart("denials_by_gateway", "denials per gateway", lambda r: r["gw"], "denials")
+            + cut("denials_by_gateway")
+            + table(tables["denials_by_gateway"], ["gw", "denials"]),
+        ),
+        (
+            "Denials by tenant",
+            chart("denials_by_tenant", "denials per tenant", lambda r: r["tenant"], "denials")
+            + cut("denials_by_tenant")
+            + table(tables["denials_by_tenant"], ["tenant", "denials"]),
+        ),
+        (
+            "Denials by rule",
+            chart(
+                "denials_by_rule",
+                "denials per gate/rule",
+                lambda r: f"{r['gate']}/{r['rule']}",
+                "denials",
+            )
+            + cut("denials_by_rule")
+            + table(tables["denials_by_rule"], ["gate", "rule", "rc_hex", "denials"]),
+        ),
+        (
+            "Denials by client",
+            cut("denials_by_client")
+            + table(tables["denials_by_client"], ["gw", "tenant", "client", "denials"]),
+        ),
+        (
+            "Denials by topic",
+            cut("denials_by_topic")
+            + table(tables["denials_by_topic"], ["tenant", "action", "topic", "denials"]),
+        ),
+        (
+            "Claim-flood offenders (0x97 on claims)",
+            chart(
+                "claim_flood",
+                "refused claims per client",
+                lambda r: f"{r['gw']}/{r['client']}",
+                "refused_claims",
+            )
+            + cut("claim_flood")
+            + table(tables["claim_flood"], ["gw", "tenant", "client", "refused_claims"]),
+        ),
+        (
+            "Egress-filtered deliveries by rule",
+            cut("egress_by_rule") + table(tables["egress_by_rule"], ["gate", "rule", "filtered"]),
+        ),
+        (
+            "Egress-filtered deliveries (to = receiver)",
+            cut("egress_filtered")
+            + table(
+                tables["egress_filtered"],
+                ["gw", "tenant", "to", "topic", "gate", "rule", "filtered"],
+            ),
+        ),
+        (
+            "Top talkers",
+            chart(
+                "top_talkers",
+                "messages in+out per client",
+                lambda r: f"{r['gw']}/{r['client']}",
+                "msgs",
+            )
+            + table(
+                tables["top_talkers"],
+                ["gw", "tenant", "client", "msgs_in", "msgs_out", "bytes_in", "bytes_out"],
+            ),
+        ),
     ]
     if bad_rows:
-        sections.append((f"Bad lines (first {len(bad_rows)} of {summary['bad_lines']})",
-                         table(bad_rows, ["_file", "line", "reason", "text"])))
+        sections.append(
+            (
+                f"Bad lines (first {len(bad_rows)} of {summary['bad_lines']})",
+                table(bad_rows, ["_file", "line", "reason", "text"]),
+            )
+        )
     return page("edge-broker audit report", sections)

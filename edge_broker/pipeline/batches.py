@@ -40,7 +40,9 @@ def store_batch(payload: bytes, directory: str | Path) -> Path:
     match = BATCH_ID.match(str(header.get("batch", "")))
     gateway = str(header.get("gw", ""))
     if match is None or not GATEWAY.match(gateway):
-        raise ValueError(f"batch header {first[:200]!r}: needs batch SEGMENT:FIRST-LAST and a gateway id gw")
+        raise ValueError(
+            f"batch header {first[:200]!r}: needs batch SEGMENT:FIRST-LAST and a gateway id gw"
+        )
     target = Path(directory) / gateway / f"{match.group(1)}-{match.group(2)}-{match.group(3)}.jsonl"
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".part")
@@ -49,8 +51,14 @@ def store_batch(payload: bytes, directory: str | Path) -> Path:
     return target
 
 
-def collect(broker: str, directory: str, *, count: int | None = None, idle: float | None = None,
-            client_id: str = "edge-broker-pipeline-collect") -> int:
+def collect(
+    broker: str,
+    directory: str,
+    *,
+    count: int | None = None,
+    idle: float | None = None,
+    client_id: str = "edge-broker-pipeline-collect",
+) -> int:
     """Store batches from ``edge/+/audit`` until ``count`` were stored or nothing came for
     ``idle`` seconds (both None: until interrupted). Returns the number stored."""
     import paho.mqtt.client as mqtt
@@ -72,8 +80,12 @@ def collect(broker: str, directory: str, *, count: int | None = None, idle: floa
         stored[0] += 1
         progress(f"stored {path}")
 
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311,
-                         clean_session=False)
+    client = mqtt.Client(
+        CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        protocol=mqtt.MQTTv311,
+        clean_session=False,
+    )
     client.on_message = on_message
     client.on_connect = lambda c, u, f, rc, p: c.subscribe("edge/+/audit", qos=1)
     try:

@@ -38,20 +38,41 @@ from .storage import Storage, join
 GATEWAY_ID = re.compile(r"[A-Za-z0-9_.@~-]{1,128}")
 
 TABLES: dict[str, tuple[Column, ...]] = {
-    "gateways": (Column("gateway", required=True), Column("version", "long", True), Column("acl_default")),
+    "gateways": (
+        Column("gateway", required=True),
+        Column("version", "long", True),
+        Column("acl_default"),
+    ),
     "devices": (
-        Column("gateway", required=True), Column("client_id", required=True), Column("sets", required=True),
-        Column("username"), Column("tenant"), Column("smoker_id"),
+        Column("gateway", required=True),
+        Column("client_id", required=True),
+        Column("sets", required=True),
+        Column("username"),
+        Column("tenant"),
+        Column("smoker_id"),
     ),
     "permissions": (
-        Column("set", required=True), Column("topic", required=True), Column("seq", "long"), Column("id"),
-        Column("activity"), Column("type"), Column("qos"), Column("retain"),
-        Column("shared_subscription"), Column("shared_group"),
+        Column("set", required=True),
+        Column("topic", required=True),
+        Column("seq", "long"),
+        Column("id"),
+        Column("activity"),
+        Column("type"),
+        Column("qos"),
+        Column("retain"),
+        Column("shared_subscription"),
+        Column("shared_group"),
     ),
     "acl": (
-        Column("id", required=True), Column("permission", required=True), Column("messages", required=True),
-        Column("key_exprs", required=True), Column("flows"), Column("interfaces"),
-        Column("cert_common_names"), Column("usernames"), Column("gateway"),
+        Column("id", required=True),
+        Column("permission", required=True),
+        Column("messages", required=True),
+        Column("key_exprs", required=True),
+        Column("flows"),
+        Column("interfaces"),
+        Column("cert_common_names"),
+        Column("usernames"),
+        Column("gateway"),
     ),
     "grants": (Column("tenant"), Column("direction", required=True), Column("rule", required=True)),
 }
@@ -64,7 +85,9 @@ class CompileResult:
     bundles: int
     invalid: int
     out: str
-    withheld: int = 0  # gateways not compiled because a row they depend on is invalid (--skip-invalid)
+    withheld: int = (
+        0  # gateways not compiled because a row they depend on is invalid (--skip-invalid)
+    )
 
 
 def _clean(value: Any) -> Any:
@@ -89,17 +112,23 @@ def _checker(check: Any, names: list[str], separator: str | None) -> Any:
     return F.pandas_udf(run, "string")  # type: ignore[attr-defined,call-overload,unused-ignore]
 
 
-def _validate(df: Any, table: str, check: Any, names: list[str], separator: str | None,
-              scope: Any = None) -> tuple[Any, Any]:
+def _validate(
+    df: Any, table: str, check: Any, names: list[str], separator: str | None, scope: Any = None
+) -> tuple[Any, Any]:
     """(valid rows, invalid rows); ``scope``: the column (expression) naming what an invalid
     row taints (its permission set, its gateway)."""
     from pyspark.sql import functions as F
 
     udf = _checker(check, names, separator)
-    checked = df.withColumn("_reason", udf(F.struct(*[F.col(n) for n in names]))).cache()  # each row checked once
+    checked = df.withColumn(
+        "_reason", udf(F.struct(*[F.col(n) for n in names]))
+    ).cache()  # each row checked once
     invalid = checked.where(F.col("_reason").isNotNull()).select(
-        F.lit(table).alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"),
-        F.regexp_extract(F.col("_reason"), r"^([A-Za-z_.\[\]0-9]+):", 1).alias("key"), F.col("_reason").alias("reason"),
+        F.lit(table).alias("table"),
+        F.col("_file").alias("file"),
+        F.col("_row").alias("row"),
+        F.regexp_extract(F.col("_reason"), r"^([A-Za-z_.\[\]0-9]+):", 1).alias("key"),
+        F.col("_reason").alias("reason"),
         (scope if scope is not None else F.lit(None).cast("string")).alias("_scope"),
     )
     return checked.where(F.col("_reason").isNull()).drop("_reason"), invalid
@@ -112,16 +141,27 @@ def _duplicates(df: Any, table: str, keys: list[str], what: str) -> tuple[Any, A
     from pyspark.sql import functions as F
 
     window = Window.partitionBy(*keys).orderBy("_row")
-    ranked = df.withColumn("_n", F.row_number().over(window)).withColumn("_first", F.first("_row").over(window))
+    ranked = df.withColumn("_n", F.row_number().over(window)).withColumn(
+        "_first", F.first("_row").over(window)
+    )
     invalid = ranked.where(F.col("_n") > 1).select(
-        F.lit(table).alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"), F.lit(keys[-1]).alias("key"),
-        F.concat(F.lit(f"{keys[-1]}: duplicate {what}; row "), F.col("_first").cast("string"), F.lit(" has it first")).alias("reason"),
+        F.lit(table).alias("table"),
+        F.col("_file").alias("file"),
+        F.col("_row").alias("row"),
+        F.lit(keys[-1]).alias("key"),
+        F.concat(
+            F.lit(f"{keys[-1]}: duplicate {what}; row "),
+            F.col("_first").cast("string"),
+            F.lit(" has it first"),
+        ).alias("reason"),
         F.col(keys[0]).alias("_scope"),
     )
     return ranked.where(F.col("_n") == 1).drop("_n", "_first"), invalid
 
 
-def _build_sets(rows: list[Any], separator: str, invalid: list[dict[str, Any]], file: str) -> dict[str, list[dict[str, Any]]]:
+def _build_sets(
+    rows: list[Any], separator: str, invalid: list[dict[str, Any]], file: str
+) -> dict[str, list[dict[str, Any]]]:
     """Valid permission rows -> sets in order; each whole set is loaded once more (duplicate ids,
     shadowing are the loader's to judge) and a set it refuses is reported and left out."""
     from ..authz.permissions import PermissionConfigError
@@ -137,18 +177,32 @@ def _build_sets(rows: list[Any], separator: str, invalid: list[dict[str, Any]], 
         try:
             parse_permissions_config({"sets": {name: {"rules": rules}}}, separator)
         except PermissionConfigError as exc:
-            invalid.append({"table": "permissions", "file": file, "row": members[0]["_row"], "key": "set",
-                            "reason": str(exc), "_scope": name})
+            invalid.append(
+                {
+                    "table": "permissions",
+                    "file": file,
+                    "row": members[0]["_row"],
+                    "key": "set",
+                    "reason": str(exc),
+                    "_scope": name,
+                }
+            )
             continue
         sets[name] = rules
     return sets
 
 
-ALL = "*"  # the _scope of an invalid row that taints every set or gateway (not a valid id of either)
-INVALID_SAMPLE = 10_000  # invalid rows kept in invalid.jsonl and on the driver; the rest only counted
+ALL = (
+    "*"  # the _scope of an invalid row that taints every set or gateway (not a valid id of either)
+)
+INVALID_SAMPLE = (
+    10_000  # invalid rows kept in invalid.jsonl and on the driver; the rest only counted
+)
 
 
-def body_builder(sets: dict[str, list[dict[str, Any]]], separator: str, issued_at: int, emit_policies: bool) -> Any:
+def body_builder(
+    sets: dict[str, list[dict[str, Any]]], separator: str, issued_at: int, emit_policies: bool
+) -> Any:
     """The function the executors run per gateway (a cogroup of its device rows and its ACL rows):
     it assembles the policy, checks it with ``sync.apply.check_policy`` (the path ``bundle create``
     and a gateway applying the bundle take) and returns the canonical
@@ -166,26 +220,56 @@ def body_builder(sets: dict[str, list[dict[str, Any]]], separator: str, issued_a
         gw = frame["gateway"].iloc[0]
         version = int(frame["version"].iloc[0])
         acl_default = _clean(frame["acl_default"].iloc[0])
-        members = [{"client_id": c, "sets": s} for c, s in zip(frame["client_id"], frame["sets"], strict=True)
-                   if _clean(c) is not None]
-        acl_rows = [] if acl.empty else [
-            {k: _clean(v) for k, v in r.items()} for r in acl.sort_values(["_specific", "_row"]).to_dict("records")]
+        members = [
+            {"client_id": c, "sets": s}
+            for c, s in zip(frame["client_id"], frame["sets"], strict=True)
+            if _clean(c) is not None
+        ]
+        acl_rows = (
+            []
+            if acl.empty
+            else [
+                {k: _clean(v) for k, v in r.items()}
+                for r in acl.sort_values(["_specific", "_row"]).to_dict("records")
+            ]
+        )
         policy = gateway_policy(members, sets, acl_rows, acl_default)
         try:
-            check_policy(policy, f"gateway {gw}", separator, version)  # as the gateway will apply it
-            body, problem = bundle_body(version=version, gateway=gw, issued_at=issued_at, policy=policy), None
+            check_policy(
+                policy, f"gateway {gw}", separator, version
+            )  # as the gateway will apply it
+            body, problem = (
+                bundle_body(version=version, gateway=gw, issued_at=issued_at, policy=policy),
+                None,
+            )
         except BundleError as exc:
             body, problem = None, f"the assembled policy is refused by the broker: {exc}"
-        return pd.DataFrame({"gateway": [gw], "version": [version], "devices": [len(members)], "body": [body],
-                             "policy": [json.dumps(policy, sort_keys=True) if emit_policies else None],
-                             "problem": [problem], "_row": [int(frame["_row"].iloc[0])]})
+        return pd.DataFrame(
+            {
+                "gateway": [gw],
+                "version": [version],
+                "devices": [len(members)],
+                "body": [body],
+                "policy": [json.dumps(policy, sort_keys=True) if emit_policies else None],
+                "problem": [problem],
+                "_row": [int(frame["_row"].iloc[0])],
+            }
+        )
 
     return build
 
 
 def run_compile(
-    spark: Any, input_dir: str, out: str, *, key: Any, issued_at: int, separator: str = "/",
-    skip_invalid: bool = False, emit_policies: bool = False, publish: str | None = None,
+    spark: Any,
+    input_dir: str,
+    out: str,
+    *,
+    key: Any,
+    issued_at: int,
+    separator: str = "/",
+    skip_invalid: bool = False,
+    emit_policies: bool = False,
+    publish: str | None = None,
 ) -> CompileResult:
     """The compile job (fails closed).
 
@@ -204,12 +288,20 @@ def run_compile(
     invalid_frames: list[Any] = []
     files: dict[str, str] = {}
     read_bad: dict[str, Any] = {}
-    scopes = {"gateways": "gateway", "devices": "gateway", "permissions": "set", "acl": "gateway", "grants": "tenant"}
+    scopes = {
+        "gateways": "gateway",
+        "devices": "gateway",
+        "permissions": "set",
+        "acl": "gateway",
+        "grants": "tenant",
+    }
     for table, columns in TABLES.items():
         path = find_table(storage, input_dir, table)
         if path is None:
             if table in REQUIRED_TABLES:
-                raise PipelineError(f"{input_dir}: no {table} table; add {table}.parquet, {table}.csv or {table}.json")
+                raise PipelineError(
+                    f"{input_dir}: no {table} table; add {table}.parquet, {table}.csv or {table}.json"
+                )
             continue
         progress(f"reading {table} from {path}")
         files[table] = path
@@ -218,14 +310,26 @@ def run_compile(
 
     partitions = tune_partitions(spark, sum(storage.size(path) for path in files.values()))
     progress(f"validating rules with the broker's parsers ({partitions} shuffle partitions)")
-    gateways, bad = _validate(frames["gateways"], "gateways", _check_gateway_row, ["gateway", "version", "acl_default"],
-                              None, F.col("gateway"))
+    gateways, bad = _validate(
+        frames["gateways"],
+        "gateways",
+        _check_gateway_row,
+        ["gateway", "version", "acl_default"],
+        None,
+        F.col("gateway"),
+    )
     invalid_frames.append(bad)
     gateways, bad = _duplicates(gateways, "gateways", ["gateway"], "gateway id")
     invalid_frames.append(bad)
 
-    devices, bad = _validate(frames["devices"], "devices", check_device,
-                             ["client_id", "username", "tenant", "smoker_id", "sets"], None, F.col("gateway"))
+    devices, bad = _validate(
+        frames["devices"],
+        "devices",
+        check_device,
+        ["client_id", "username", "tenant", "smoker_id", "sets"],
+        None,
+        F.col("gateway"),
+    )
     invalid_frames.append(bad)
 
     sets: dict[str, list[dict[str, Any]]] = {}
@@ -233,14 +337,23 @@ def run_compile(
     tainted_sets: set[str] = set()
     if "permissions" in frames:
         names = [c.name for c in TABLES["permissions"]]
-        perms, bad = _validate(frames["permissions"], "permissions", check_permission, names, separator,
-                               F.coalesce(F.col("set"), F.lit(ALL)))
+        perms, bad = _validate(
+            frames["permissions"],
+            "permissions",
+            check_permission,
+            names,
+            separator,
+            F.coalesce(F.col("set"), F.lit(ALL)),
+        )
         invalid_frames.append(bad)
         sets = _build_sets(perms.collect(), separator, driver_invalid, files["permissions"])
         # a set with any invalid row is never compiled: first-match order makes a dropped deny
         # row an allow (operator = [admin/# DENY, # allow] must not become [# allow])
-        tainted_sets = {r["_scope"] or ALL for f in (bad, read_bad["permissions"])
-                        for r in f.select("_scope").distinct().collect()}
+        tainted_sets = {
+            r["_scope"] or ALL
+            for f in (bad, read_bad["permissions"])
+            for r in f.select("_scope").distinct().collect()
+        }
         tainted_sets |= {r["_scope"] for r in driver_invalid}
         if ALL in tainted_sets:
             tainted_sets |= set(sets)
@@ -249,94 +362,201 @@ def run_compile(
     acl = None
     if "acl" in frames:
         names = [c.name for c in TABLES["acl"]]
-        acl, bad = _validate(frames["acl"], "acl", check_acl, names, None, F.coalesce(F.col("gateway"), F.lit(ALL)))
+        acl, bad = _validate(
+            frames["acl"], "acl", check_acl, names, None, F.coalesce(F.col("gateway"), F.lit(ALL))
+        )
         invalid_frames.append(bad)
 
     grants: dict[str, dict[str, list[str]]] = {}
     tainted_tenants: set[str] = set()
     if "grants" in frames:
-        g, bad = _validate(frames["grants"], "grants", check_grant, ["tenant", "direction", "rule"], separator,
-                           F.coalesce(F.col("tenant"), F.lit("~")))
+        g, bad = _validate(
+            frames["grants"],
+            "grants",
+            check_grant,
+            ["tenant", "direction", "rule"],
+            separator,
+            F.coalesce(F.col("tenant"), F.lit("~")),
+        )
         invalid_frames.append(bad)
-        tainted_tenants = {r["_scope"] or "~" for f in (bad, read_bad["grants"]) for r in f.select("_scope").distinct().collect()}
+        tainted_tenants = {
+            r["_scope"] or "~"
+            for f in (bad, read_bad["grants"])
+            for r in f.select("_scope").distinct().collect()
+        }
         for r in g.orderBy("_row").collect():
             tenant = r["tenant"] or "~"
-            entry = grants.setdefault(tenant, {"tenant_ids": [tenant], "allow_channels_pub": [], "allow_channels_sub": []})
-            entry["allow_channels_pub" if r["direction"] == "pub" else "allow_channels_sub"].append(r["rule"])
+            entry = grants.setdefault(
+                tenant, {"tenant_ids": [tenant], "allow_channels_pub": [], "allow_channels_sub": []}
+            )
+            entry["allow_channels_pub" if r["direction"] == "pub" else "allow_channels_sub"].append(
+                r["rule"]
+            )
 
     # devices: known gateway, known sets, unique client id per gateway
     known_sets = spark.createDataFrame([(s,) for s in sets] or [("\x00",)], "name string")
-    withheld_sets = spark.createDataFrame([(s,) for s in sorted(tainted_sets)] or [("\x00",)], "name string")
-    exploded = devices.select("gateway", "_file", "_row", F.explode(F.split(F.trim(F.col("sets")), r"\s+")).alias("name"))
-    uses_withheld = exploded.join(withheld_sets, "name").groupBy("gateway").agg(
-        F.concat(F.lit("uses permission set(s) "), F.concat_ws(", ", F.sort_array(F.collect_set("name"))),
-                 F.lit(" with invalid rows")).alias("reason"))
-    missing = exploded.join(known_sets, "name", "left_anti").join(withheld_sets, "name", "left_anti").groupBy(
-        "gateway", "_file", "_row").agg(F.concat_ws(", ", F.sort_array(F.collect_set("name"))).alias("names"))
-    invalid_frames.append(missing.select(
-        F.lit("devices").alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"), F.lit("sets").alias("key"),
-        F.concat(F.lit("sets: no permission set named "), F.col("names")).alias("reason"), F.col("gateway").alias("_scope")))
+    withheld_sets = spark.createDataFrame(
+        [(s,) for s in sorted(tainted_sets)] or [("\x00",)], "name string"
+    )
+    exploded = devices.select(
+        "gateway", "_file", "_row", F.explode(F.split(F.trim(F.col("sets")), r"\s+")).alias("name")
+    )
+    uses_withheld = (
+        exploded.join(withheld_sets, "name")
+        .groupBy("gateway")
+        .agg(
+            F.concat(
+                F.lit("uses permission set(s) "),
+                F.concat_ws(", ", F.sort_array(F.collect_set("name"))),
+                F.lit(" with invalid rows"),
+            ).alias("reason")
+        )
+    )
+    missing = (
+        exploded.join(known_sets, "name", "left_anti")
+        .join(withheld_sets, "name", "left_anti")
+        .groupBy("gateway", "_file", "_row")
+        .agg(F.concat_ws(", ", F.sort_array(F.collect_set("name"))).alias("names"))
+    )
+    invalid_frames.append(
+        missing.select(
+            F.lit("devices").alias("table"),
+            F.col("_file").alias("file"),
+            F.col("_row").alias("row"),
+            F.lit("sets").alias("key"),
+            F.concat(F.lit("sets: no permission set named "), F.col("names")).alias("reason"),
+            F.col("gateway").alias("_scope"),
+        )
+    )
     devices = devices.join(missing.select("_row"), "_row", "left_anti")
     unknown_gw = devices.join(gateways.select("gateway"), "gateway", "left_anti")
-    invalid_frames.append(unknown_gw.select(
-        F.lit("devices").alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"), F.lit("gateway").alias("key"),
-        F.concat(F.lit("gateway: no valid gateway "), F.col("gateway"), F.lit(" in the gateways table")).alias("reason"),
-        F.col("gateway").alias("_scope")))
-    devices, bad = _duplicates(devices, "devices", ["gateway", "client_id"], "client id on this gateway")
+    invalid_frames.append(
+        unknown_gw.select(
+            F.lit("devices").alias("table"),
+            F.col("_file").alias("file"),
+            F.col("_row").alias("row"),
+            F.lit("gateway").alias("key"),
+            F.concat(
+                F.lit("gateway: no valid gateway "),
+                F.col("gateway"),
+                F.lit(" in the gateways table"),
+            ).alias("reason"),
+            F.col("gateway").alias("_scope"),
+        )
+    )
+    devices, bad = _duplicates(
+        devices, "devices", ["gateway", "client_id"], "client id on this gateway"
+    )
     invalid_frames.append(bad)
 
     invalid = functools.reduce(lambda a, b: a.unionByName(b), invalid_frames)
     if driver_invalid:
-        invalid = invalid.unionByName(spark.createDataFrame(
-            driver_invalid, "table string, file string, row long, key string, reason string, _scope string"))
+        invalid = invalid.unionByName(
+            spark.createDataFrame(
+                driver_invalid,
+                "table string, file string, row long, key string, reason string, _scope string",
+            )
+        )
     invalid = invalid.cache()
     n_invalid = invalid.count()
     if devices.limit(1).count() == 0:
-        progress(f"warning: {files['devices']} has no valid device rows: every bundle would deny every client")
+        progress(
+            f"warning: {files['devices']} has no valid device rows: every bundle would deny every client"
+        )
     if n_invalid and not skip_invalid:
         _write_invalid(storage, out, invalid, n_invalid)
         invalid.unpersist()
-        raise PipelineError(_invalid_message(invalid, n_invalid, out) + "\nnothing was signed; fix them, or pass "
-                            "--skip-invalid to compile the gateways none of whose rows are invalid")
+        raise PipelineError(
+            _invalid_message(invalid, n_invalid, out) + "\nnothing was signed; fix them, or pass "
+            "--skip-invalid to compile the gateways none of whose rows are invalid"
+        )
 
     # which gateways lost a row (their bundle is withheld; the gateway keeps its previous one)
     gw_tables = invalid.where(F.col("table").isin("gateways", "devices", "acl"))
     every = gw_tables.where(F.col("_scope") == ALL).limit(1).count() > 0
-    withheld = gw_tables.where(F.col("_scope").isNotNull() & (F.col("_scope") != ALL)).groupBy(F.col("_scope").alias("gateway")).agg(
-        F.concat(F.lit("invalid row(s) in "), F.concat_ws(", ", F.sort_array(F.collect_set("table")))).alias("reason"),
-    ).unionByName(uses_withheld)
+    withheld = (
+        gw_tables.where(F.col("_scope").isNotNull() & (F.col("_scope") != ALL))
+        .groupBy(F.col("_scope").alias("gateway"))
+        .agg(
+            F.concat(
+                F.lit("invalid row(s) in "), F.concat_ws(", ", F.sort_array(F.collect_set("table")))
+            ).alias("reason"),
+        )
+        .unionByName(uses_withheld)
+    )
     if every:
-        withheld = withheld.unionByName(gateways.select("gateway", F.lit("an invalid ACL row for every gateway").alias("reason")))
-    withheld = withheld.groupBy("gateway").agg(F.concat_ws("; ", F.sort_array(F.collect_set("reason"))).alias("reason"))
+        withheld = withheld.unionByName(
+            gateways.select(
+                "gateway", F.lit("an invalid ACL row for every gateway").alias("reason")
+            )
+        )
+    withheld = withheld.groupBy("gateway").agg(
+        F.concat_ws("; ", F.sort_array(F.collect_set("reason"))).alias("reason")
+    )
     gateways = gateways.join(withheld.select("gateway"), "gateway", "left_anti")
 
     progress("assembling one bundle body per gateway on the executors")
     gw_dev = gateways.select("gateway", "version", "acl_default", "_row").join(
-        devices.select("gateway", "client_id", "sets"), "gateway", "left")
+        devices.select("gateway", "client_id", "sets"), "gateway", "left"
+    )
     acl_cols = [c.name for c in TABLES["acl"] if c.name != "gateway"] + ["_row"]
     if acl is not None:
         ids = gateways.select("gateway")
-        acl_per_gw = acl.where(F.col("gateway").isNotNull()).select("gateway", *acl_cols, F.lit(1).alias("_specific")) \
-            .join(ids, "gateway").unionByName(
-            acl.where(F.col("gateway").isNull()).select(*acl_cols, F.lit(0).alias("_specific")).crossJoin(ids))
+        acl_per_gw = (
+            acl.where(F.col("gateway").isNotNull())
+            .select("gateway", *acl_cols, F.lit(1).alias("_specific"))
+            .join(ids, "gateway")
+            .unionByName(
+                acl.where(F.col("gateway").isNull())
+                .select(*acl_cols, F.lit(0).alias("_specific"))
+                .crossJoin(ids)
+            )
+        )
     else:
-        acl_per_gw = spark.createDataFrame([], ", ".join(f"{c} {'long' if c == '_row' else 'string'}" for c in
-                                                           ["gateway", *acl_cols]) + ", _specific int")
-    schema = T.StructType([
-        T.StructField("gateway", T.StringType()), T.StructField("version", T.LongType()),
-        T.StructField("devices", T.LongType()), T.StructField("body", T.BinaryType()),
-        T.StructField("policy", T.StringType()), T.StructField("problem", T.StringType()),
-        T.StructField("_row", T.LongType()),
-    ])
+        acl_per_gw = spark.createDataFrame(
+            [],
+            ", ".join(f"{c} {'long' if c == '_row' else 'string'}" for c in ["gateway", *acl_cols])
+            + ", _specific int",
+        )
+    schema = T.StructType(
+        [
+            T.StructField("gateway", T.StringType()),
+            T.StructField("version", T.LongType()),
+            T.StructField("devices", T.LongType()),
+            T.StructField("body", T.BinaryType()),
+            T.StructField("policy", T.StringType()),
+            T.StructField("problem", T.StringType()),
+            T.StructField("_row", T.LongType()),
+        ]
+    )
     build = body_builder(sets, separator, issued_at, emit_policies)
-    bodies = gw_dev.groupBy("gateway").cogroup(acl_per_gw.groupBy("gateway")).applyInPandas(build, schema).cache()
-    stats = bodies.agg(F.count(F.lit(1)).alias("n"), F.count("problem").alias("problems")).first()  # all cores
-    problems = [{"table": "gateways", "file": files["gateways"], "row": r["_row"], "key": "gateway",
-                 "reason": f"gateway {r['gateway']}: {r['problem']}", "_scope": r["gateway"]}
-                for r in bodies.where(F.col("problem").isNotNull()).limit(INVALID_SAMPLE).collect()]
+    bodies = (
+        gw_dev.groupBy("gateway")
+        .cogroup(acl_per_gw.groupBy("gateway"))
+        .applyInPandas(build, schema)
+        .cache()
+    )
+    stats = bodies.agg(
+        F.count(F.lit(1)).alias("n"), F.count("problem").alias("problems")
+    ).first()  # all cores
+    problems = [
+        {
+            "table": "gateways",
+            "file": files["gateways"],
+            "row": r["_row"],
+            "key": "gateway",
+            "reason": f"gateway {r['gateway']}: {r['problem']}",
+            "_scope": r["gateway"],
+        }
+        for r in bodies.where(F.col("problem").isNotNull()).limit(INVALID_SAMPLE).collect()
+    ]
     if stats["problems"]:
-        invalid = invalid.unionByName(spark.createDataFrame(
-            problems, "table string, file string, row long, key string, reason string, _scope string"))
+        invalid = invalid.unionByName(
+            spark.createDataFrame(
+                problems,
+                "table string, file string, row long, key string, reason string, _scope string",
+            )
+        )
         n_invalid += stats["problems"]
         if not skip_invalid:
             _write_invalid(storage, out, invalid, n_invalid)
@@ -347,11 +567,17 @@ def run_compile(
     storage.mkdirs(bundles_dir)
     written = 0
     pending: list[tuple[str, bytes]] = []
-    for row in bodies.where(F.col("problem").isNull()).select("gateway", "body", "policy").toLocalIterator(True):
+    for row in (
+        bodies.where(F.col("problem").isNull())
+        .select("gateway", "body", "policy")
+        .toLocalIterator(True)
+    ):
         data = sign_body(key, row["body"])
         storage.write_bytes(join(bundles_dir, f"{row['gateway']}.cbor"), data)
         if emit_policies:
-            storage.write_text(join(out, "policies", f"{row['gateway']}.json"), row["policy"] + "\n")
+            storage.write_text(
+                join(out, "policies", f"{row['gateway']}.json"), row["policy"] + "\n"
+            )
         if publish is not None:
             pending.append((row["gateway"], data))
             if len(pending) >= 500:
@@ -365,25 +591,45 @@ def run_compile(
     bodies.unpersist()
     for tenant, grant in grants.items():
         if tenant not in tainted_tenants:
-            storage.write_text(join(out, "grants", f"{tenant}.json"), json.dumps(grant, sort_keys=True) + "\n")
+            storage.write_text(
+                join(out, "grants", f"{tenant}.json"), json.dumps(grant, sort_keys=True) + "\n"
+            )
 
-    withheld_rows = [r.asDict() for r in withheld.orderBy("gateway").limit(INVALID_SAMPLE).collect()]
+    withheld_rows = [
+        r.asDict() for r in withheld.orderBy("gateway").limit(INVALID_SAMPLE).collect()
+    ]
     n_withheld = withheld.count() if withheld_rows else 0
-    storage.write_text(join(out, "withheld.jsonl"), "".join(json.dumps(r, sort_keys=True) + "\n" for r in withheld_rows))
+    storage.write_text(
+        join(out, "withheld.jsonl"),
+        "".join(json.dumps(r, sort_keys=True) + "\n" for r in withheld_rows),
+    )
     _write_invalid(storage, out, invalid, n_invalid)
-    progress(f"{written} bundles in {bundles_dir}; {n_withheld} gateway(s) withheld (withheld.jsonl); "
-             f"{n_invalid} invalid rows (invalid.jsonl)")
+    progress(
+        f"{written} bundles in {bundles_dir}; {n_withheld} gateway(s) withheld (withheld.jsonl); "
+        f"{n_invalid} invalid rows (invalid.jsonl)"
+    )
     invalid.unpersist()
-    return CompileResult(gateways=written + stats["problems"] + n_withheld, bundles=written, invalid=n_invalid,
-                         out=out, withheld=n_withheld)
+    return CompileResult(
+        gateways=written + stats["problems"] + n_withheld,
+        bundles=written,
+        invalid=n_invalid,
+        out=out,
+        withheld=n_withheld,
+    )
 
 
 def _write_invalid(storage: Storage, out: str, invalid: Any, count: int) -> None:
     """``invalid.jsonl``: the first INVALID_SAMPLE invalid rows (by table, file, row); with more,
     every one of them in the ``invalid/`` JSON folder written by the executors."""
-    rows = [r.asDict() for r in invalid.orderBy("table", "file", "row").limit(INVALID_SAMPLE).collect()]
-    storage.write_text(join(out, "invalid.jsonl"),
-                       "".join(json.dumps({k: r.get(k) for k in INVALID_COLUMNS}, sort_keys=True) + "\n" for r in rows))
+    rows = [
+        r.asDict() for r in invalid.orderBy("table", "file", "row").limit(INVALID_SAMPLE).collect()
+    ]
+    storage.write_text(
+        join(out, "invalid.jsonl"),
+        "".join(
+            json.dumps({k: r.get(k) for k in INVALID_COLUMNS}, sort_keys=True) + "\n" for r in rows
+        ),
+    )
     if count > INVALID_SAMPLE:
         invalid.drop("_scope").write.mode("overwrite").json(join(out, "invalid"))
         storage.check_landed(join(out, "invalid"), "invalid-row")
@@ -416,6 +662,11 @@ def _publish(target: str, bundles: list[tuple[str, bytes]]) -> None:
     if not host or not port.isdigit():
         raise PipelineError(f"--publish {target!r}: write HOST:PORT")
     progress(f"publishing {len(bundles)} bundles to {target}")
-    msgs: list[Any] = [{"topic": f"edge/{gw}/policy", "payload": data, "qos": 1, "retain": True} for gw, data in bundles]
+    msgs: list[Any] = [
+        {"topic": f"edge/{gw}/policy", "payload": data, "qos": 1, "retain": True}
+        for gw, data in bundles
+    ]
     for i in range(0, len(msgs), 500):
-        publish.multiple(msgs[i:i + 500], hostname=host, port=int(port), client_id="edge-broker-pipeline")
+        publish.multiple(
+            msgs[i : i + 500], hostname=host, port=int(port), client_id="edge-broker-pipeline"
+        )

@@ -29,7 +29,12 @@ SETS: dict[str, list[dict[str, Any]]] = {
     ],
     "actuator": [
         {"id": "no-admin", "topic": "admin/#", "type": "DENY"},
-        {"id": "act-state", "topic": "actuators/${clientid}/state", "activity": "PUBLISH", "qos": "ZERO_ONE"},
+        {
+            "id": "act-state",
+            "topic": "actuators/${clientid}/state",
+            "activity": "PUBLISH",
+            "qos": "ZERO_ONE",
+        },
         {"id": "act-cmd", "topic": "actuators/${clientid}/set", "activity": "SUBSCRIBE"},
     ],
     "operator": [
@@ -38,18 +43,60 @@ SETS: dict[str, list[dict[str, Any]]] = {
 }
 ROLE_WEIGHTS = (("sensor", 0.7), ("actuator", 0.25), ("operator", 0.05))
 ACL_ROWS = [
-    {"id": "no-firmware-from-field", "permission": "deny", "flows": "ingress", "messages": "put",
-     "key_exprs": "firmware/**", "interfaces": "wlan0"},
-    {"id": "no-admin-from-field", "permission": "deny", "flows": "ingress", "messages": "put declare_subscriber",
-     "key_exprs": "admin/**", "interfaces": "wlan0"},
+    {
+        "id": "no-firmware-from-field",
+        "permission": "deny",
+        "flows": "ingress",
+        "messages": "put",
+        "key_exprs": "firmware/**",
+        "interfaces": "wlan0",
+    },
+    {
+        "id": "no-admin-from-field",
+        "permission": "deny",
+        "flows": "ingress",
+        "messages": "put declare_subscriber",
+        "key_exprs": "admin/**",
+        "interfaces": "wlan0",
+    },
 ]
 INVALID_KINDS = (
-    ("permissions", {"set": "sensor", "seq": "99", "id": "bad-hash", "topic": "sensors/#/x", "activity": "PUBLISH"}),
-    ("permissions", {"set": "sensor", "seq": "98", "id": "bad-activity", "topic": "x/y", "activity": "WRITE"}),
-    ("acl", {"id": "bad-keyexpr", "permission": "deny", "flows": "ingress", "messages": "put",
-             "key_exprs": "a/**/**/b$", "interfaces": "eth0"}),
-    ("acl", {"id": "bad-message", "permission": "allow", "flows": "ingress", "messages": "shout",
-             "key_exprs": "a/**", "interfaces": "eth0"}),
+    (
+        "permissions",
+        {
+            "set": "sensor",
+            "seq": "99",
+            "id": "bad-hash",
+            "topic": "sensors/#/x",
+            "activity": "PUBLISH",
+        },
+    ),
+    (
+        "permissions",
+        {"set": "sensor", "seq": "98", "id": "bad-activity", "topic": "x/y", "activity": "WRITE"},
+    ),
+    (
+        "acl",
+        {
+            "id": "bad-keyexpr",
+            "permission": "deny",
+            "flows": "ingress",
+            "messages": "put",
+            "key_exprs": "a/**/**/b$",
+            "interfaces": "eth0",
+        },
+    ),
+    (
+        "acl",
+        {
+            "id": "bad-message",
+            "permission": "allow",
+            "flows": "ingress",
+            "messages": "shout",
+            "key_exprs": "a/**",
+            "interfaces": "eth0",
+        },
+    ),
     ("grants", {"tenant": "t000", "direction": "pub", "rule": "store/>/x"}),
     ("grants", {"tenant": "bad tenant!", "direction": "sub", "rule": "a/b"}),
     ("devices", {"client_id": "dev*glob", "sets": "sensor"}),
@@ -59,8 +106,29 @@ INVALID_KINDS = (
 COLUMNS = {
     "gateways": ["gateway", "version", "acl_default"],
     "devices": ["gateway", "client_id", "username", "tenant", "sets", "smoker_id"],
-    "permissions": ["set", "seq", "id", "topic", "activity", "type", "qos", "retain", "shared_subscription", "shared_group"],
-    "acl": ["gateway", "id", "permission", "flows", "messages", "key_exprs", "interfaces", "cert_common_names", "usernames"],
+    "permissions": [
+        "set",
+        "seq",
+        "id",
+        "topic",
+        "activity",
+        "type",
+        "qos",
+        "retain",
+        "shared_subscription",
+        "shared_group",
+    ],
+    "acl": [
+        "gateway",
+        "id",
+        "permission",
+        "flows",
+        "messages",
+        "key_exprs",
+        "interfaces",
+        "cert_common_names",
+        "usernames",
+    ],
     "grants": ["tenant", "direction", "rule"],
 }
 
@@ -106,8 +174,15 @@ def _write(path: Path, fmt: str, columns: Sequence[str], rows: list[dict[str, An
 
 
 def make_fleet(
-    directory: str, *, gateways: int = 10, devices_per_gateway: int = 20, tenants: int = 3,
-    audit_records: int = 0, invalid: int = 0, fmt: str = "csv", seed: int = 1,
+    directory: str,
+    *,
+    gateways: int = 10,
+    devices_per_gateway: int = 20,
+    tenants: int = 3,
+    audit_records: int = 0,
+    invalid: int = 0,
+    fmt: str = "csv",
+    seed: int = 1,
 ) -> Fleet:
     """Write the fleet (and audit logs when ``audit_records`` > 0) under ``directory``."""
     rng = random.Random(seed)
@@ -119,35 +194,72 @@ def make_fleet(
     for g_index, g in enumerate(gw_ids):
         tenant = tenant_ids[g_index % len(tenant_ids)]
         for d in range(devices_per_gateway):
-            smoker = base64.b32encode(rng.randbytes(32)).decode("ascii") if rng.random() < 0.1 else None
+            smoker = (
+                base64.b32encode(rng.randbytes(32)).decode("ascii") if rng.random() < 0.1 else None
+            )
             cid = smoker or f"{g}-d{d:05d}"
-            dev_rows.append({"gateway": g, "client_id": cid, "username": f"u-{g}-{d:05d}", "tenant": tenant,
-                             "sets": _role(rng), "smoker_id": smoker})
-    perm_rows = [{"set": name, "seq": i, **rule} for name, rules in SETS.items() for i, rule in enumerate(rules)]
+            dev_rows.append(
+                {
+                    "gateway": g,
+                    "client_id": cid,
+                    "username": f"u-{g}-{d:05d}",
+                    "tenant": tenant,
+                    "sets": _role(rng),
+                    "smoker_id": smoker,
+                }
+            )
+    perm_rows = [
+        {"set": name, "seq": i, **rule}
+        for name, rules in SETS.items()
+        for i, rule in enumerate(rules)
+    ]
     acl_rows = [{"gateway": None, **r} for r in ACL_ROWS]
     grant_rows = []
     for t in tenant_ids:
-        grant_rows += [{"tenant": t, "direction": "pub", "rule": "sensors/>"},
-                       {"tenant": t, "direction": "sub", "rule": "commands/*"}]
+        grant_rows += [
+            {"tenant": t, "direction": "pub", "rule": "sensors/>"},
+            {"tenant": t, "direction": "sub", "rule": "commands/*"},
+        ]
     valid_devices = list(dev_rows)
-    tables = {"gateways": gw_rows, "devices": dev_rows, "permissions": perm_rows, "acl": acl_rows, "grants": grant_rows}
+    tables = {
+        "gateways": gw_rows,
+        "devices": dev_rows,
+        "permissions": perm_rows,
+        "acl": acl_rows,
+        "grants": grant_rows,
+    }
     bad: list[tuple[str, int]] = []
     for i in range(invalid):
         table, row = INVALID_KINDS[i % len(INVALID_KINDS)]
         row = dict(row)
         if table == "devices":
-            row.update(gateway=gw_ids[i % len(gw_ids)], client_id=f"{row['client_id']}-{i}" if "*" not in row["client_id"] else row["client_id"] + str(i))
+            row.update(
+                gateway=gw_ids[i % len(gw_ids)],
+                client_id=f"{row['client_id']}-{i}"
+                if "*" not in row["client_id"]
+                else row["client_id"] + str(i),
+            )
         elif "id" in row:
             row["id"] = f"{row['id']}-{i}"
         tables[table].append(row)
         bad.append((table, len(tables[table])))
     for name, rows in tables.items():
         _write(out / name, fmt, COLUMNS[name], rows)
-    records = _write_audit(out / "audit", rng, gw_ids, valid_devices, audit_records) if audit_records else 0
+    records = (
+        _write_audit(out / "audit", rng, gw_ids, valid_devices, audit_records)
+        if audit_records
+        else 0
+    )
     return Fleet(str(out), gateways, len(valid_devices), records, bad)
 
 
-def _write_audit(directory: Path, rng: random.Random, gw_ids: list[str], devices: list[dict[str, Any]], total: int) -> int:
+def _write_audit(
+    directory: Path,
+    rng: random.Random,
+    gw_ids: list[str],
+    devices: list[dict[str, Any]],
+    total: int,
+) -> int:
     """Roughly: 60% publish decisions, 15% subscribes, 10% egress denials, 5% claim floods,
     10% client_stats events; denials name the gate and rule the fleet's policy would use."""
     by_gw: dict[str, list[dict[str, Any]]] = {}
@@ -167,29 +279,81 @@ def _write_audit(directory: Path, rng: random.Random, gw_ids: list[str], devices
             lines = []
             for k in range(n):
                 d = members[rng.randrange(len(members))]
-                base = {"v": 1, "ts": round(BASE_TS + written + k * 0.001, 3), "gw": g, "client": d["client_id"],
-                        "user": d["username"], "tenant": d["tenant"], "method": "password"}
+                base = {
+                    "v": 1,
+                    "ts": round(BASE_TS + written + k * 0.001, 3),
+                    "gw": g,
+                    "client": d["client_id"],
+                    "user": d["username"],
+                    "tenant": d["tenant"],
+                    "method": "password",
+                }
                 x = rng.random()
                 if x < 0.6:
                     ok = rng.random() < 0.8
                     topic = f"sensors/{d['client_id']}/temp" if ok else "admin/reboot"
-                    rec = {**base, "type": "decision", "action": "publish", "topic": topic, "qos": 1,
-                           "outcome": "allow" if ok else "deny"}
+                    rec = {
+                        **base,
+                        "type": "decision",
+                        "action": "publish",
+                        "topic": topic,
+                        "qos": 1,
+                        "outcome": "allow" if ok else "deny",
+                    }
                     if not ok:
-                        rec.update(gate="permissions", rule="no-admin", rc=0x87, reason="denied by rule no-admin")
+                        rec.update(
+                            gate="permissions",
+                            rule="no-admin",
+                            rc=0x87,
+                            reason="denied by rule no-admin",
+                        )
                 elif x < 0.75:
-                    rec = {**base, "type": "decision", "action": "subscribe", "topic": "admin/#", "qos": 0,
-                           "outcome": "deny", "gate": "permissions", "rule": "no-admin", "rc": 0x87}
+                    rec = {
+                        **base,
+                        "type": "decision",
+                        "action": "subscribe",
+                        "topic": "admin/#",
+                        "qos": 0,
+                        "outcome": "deny",
+                        "gate": "permissions",
+                        "rule": "no-admin",
+                        "rc": 0x87,
+                    }
                 elif x < 0.85:
-                    rec = {**base, "type": "decision", "action": "deliver", "topic": "firmware/v2", "qos": 0,
-                           "outcome": "deny", "gate": "acl", "rule": "no-firmware-from-field", "rc": 0x87,
-                           "to": members[rng.randrange(len(members))]["client_id"]}
+                    rec = {
+                        **base,
+                        "type": "decision",
+                        "action": "deliver",
+                        "topic": "firmware/v2",
+                        "qos": 0,
+                        "outcome": "deny",
+                        "gate": "acl",
+                        "rule": "no-firmware-from-field",
+                        "rc": 0x87,
+                        "to": members[rng.randrange(len(members))]["client_id"],
+                    }
                 elif x < 0.9:
-                    rec = {**base, "type": "decision", "action": "publish", "topic": "access/claim", "qos": 1,
-                           "outcome": "deny", "gate": "claims", "rc": 0x97, "reason": "claim rate exceeded"}
+                    rec = {
+                        **base,
+                        "type": "decision",
+                        "action": "publish",
+                        "topic": "access/claim",
+                        "qos": 1,
+                        "outcome": "deny",
+                        "gate": "claims",
+                        "rc": 0x97,
+                        "reason": "claim rate exceeded",
+                    }
                 else:
-                    rec = {**base, "type": "event", "event": "client_stats", "msgs_in": rng.randrange(1000),
-                           "msgs_out": rng.randrange(1000), "bytes_in": rng.randrange(100000), "bytes_out": rng.randrange(100000)}
+                    rec = {
+                        **base,
+                        "type": "event",
+                        "event": "client_stats",
+                        "msgs_in": rng.randrange(1000),
+                        "msgs_out": rng.randrange(1000),
+                        "bytes_in": rng.randrange(100000),
+                        "bytes_out": rng.randrange(100000),
+                    }
                 lines.append(json.dumps(rec, separators=(",", ":")))
             fh.write("\n".join(lines) + "\n")
             written += n

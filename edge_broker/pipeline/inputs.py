@@ -36,8 +36,9 @@ def find_table(storage: Storage, directory: str, table: str) -> str | None:
     return None
 
 
-def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...],
-               scope: str | None = None) -> tuple[Any, Any]:
+def read_table(
+    spark: Any, path: str, table: str, columns: tuple[Column, ...], scope: str | None = None
+) -> tuple[Any, Any]:
     """(rows, invalid): rows with the declared columns (typed), ``_file`` and ``_row``; invalid
     rows as (table, file, row, key, reason, _scope), ``_scope`` being the value of column
     ``scope`` (what an invalid row taints: its permission set, its gateway)."""
@@ -47,15 +48,23 @@ def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...],
     ext = "." + path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     fmt = FORMATS.get(ext)
     if fmt is None:
-        raise PipelineError(f"{path}: unknown format; name the file .parquet, .csv or .json (JSON lines)")
+        raise PipelineError(
+            f"{path}: unknown format; name the file .parquet, .csv or .json (JSON lines)"
+        )
     names = [c.name for c in columns]
     if fmt == "csv":
         # multiLine: a quoted field with a line break is one value of one row, as in every CSV tool
-        df = (spark.read.option("header", "true").option("inferSchema", "false").option("mode", "PERMISSIVE")
-              .option("multiLine", "true").csv(path))
+        df = (
+            spark.read.option("header", "true")
+            .option("inferSchema", "false")
+            .option("mode", "PERMISSIVE")
+            .option("multiLine", "true")
+            .csv(path)
+        )
     elif fmt == "json":
         schema = T.StructType(
-            [T.StructField(n, T.StringType()) for n in names] + [T.StructField("_corrupt_record", T.StringType())]
+            [T.StructField(n, T.StringType()) for n in names]
+            + [T.StructField("_corrupt_record", T.StringType())]
         )
         df = spark.read.schema(schema).option("mode", "PERMISSIVE").json(path)
     else:
@@ -65,12 +74,16 @@ def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...],
     if fmt == "json":
         # with an explicit schema every column is "present": a required one that is null in every
         # row is a missing column (checked on a sample-free aggregate, one pass)
-        counts = df.agg(*[F.count(F.col(n)).alias(n) for n in names], F.count(F.lit(1)).alias("_n")).first()
+        counts = df.agg(
+            *[F.count(F.col(n)).alias(n) for n in names], F.count(F.lit(1)).alias("_n")
+        ).first()
         if counts["_n"] > 0:
             missing = [c.name for c in columns if c.required and counts[c.name] == 0]
     if missing:
         have = ", ".join(sorted(c for c in present if not c.startswith("_"))) or "none"
-        raise PipelineError(f"{path}: table {table!r} lacks required column(s) {', '.join(missing)} (it has: {have})")
+        raise PipelineError(
+            f"{path}: table {table!r} lacks required column(s) {', '.join(missing)} (it has: {have})"
+        )
     for c in columns:
         if c.name not in present:
             df = df.withColumn(c.name, F.lit(None).cast("string"))
@@ -81,23 +94,43 @@ def read_table(spark: Any, path: str, table: str, columns: tuple[Column, ...],
     rows = _numbered(df.select(*keep)).withColumn("_file", F.lit(path))
     problems = []
     if corrupt:
-        problems.append(F.when(F.col("_corrupt_record").isNotNull(), F.lit("(line)|not a JSON object")))
+        problems.append(
+            F.when(F.col("_corrupt_record").isNotNull(), F.lit("(line)|not a JSON object"))
+        )
     for c in columns:
         if c.required:
-            problems.append(F.when(F.col(c.name).isNull() | (F.trim(F.col(c.name)) == ""), F.lit(f"{c.name}|missing value")))
+            problems.append(
+                F.when(
+                    F.col(c.name).isNull() | (F.trim(F.col(c.name)) == ""),
+                    F.lit(f"{c.name}|missing value"),
+                )
+            )
         if c.kind == "long":
-            problems.append(F.when(
-                F.col(c.name).isNotNull() & ~F.col(c.name).rlike(r"^\s*-?[0-9]{1,18}\s*$"),
-                F.concat(F.lit(f"{c.name}|not an integer: "), F.col(c.name)),
-            ))
+            problems.append(
+                F.when(
+                    F.col(c.name).isNotNull() & ~F.col(c.name).rlike(r"^\s*-?[0-9]{1,18}\s*$"),
+                    F.concat(F.lit(f"{c.name}|not an integer: "), F.col(c.name)),
+                )
+            )
     problem = F.coalesce(*problems) if problems else F.lit(None).cast("string")
     rows = rows.withColumn("_problem", problem).cache()  # read and numbered once
     invalid = rows.where(F.col("_problem").isNotNull()).select(
-        F.lit(table).alias("table"), F.col("_file").alias("file"), F.col("_row").alias("row"),
+        F.lit(table).alias("table"),
+        F.col("_file").alias("file"),
+        F.col("_row").alias("row"),
         F.split(F.col("_problem"), r"\|", 2)[0].alias("key"),
         # the reason names its column, as the broker's own messages do ("version: not an integer")
-        F.when(F.split(F.col("_problem"), r"\|", 2)[0] == "(line)", F.split(F.col("_problem"), r"\|", 2)[1])
-        .otherwise(F.concat_ws(": ", F.split(F.col("_problem"), r"\|", 2)[0], F.split(F.col("_problem"), r"\|", 2)[1]))
+        F.when(
+            F.split(F.col("_problem"), r"\|", 2)[0] == "(line)",
+            F.split(F.col("_problem"), r"\|", 2)[1],
+        )
+        .otherwise(
+            F.concat_ws(
+                ": ",
+                F.split(F.col("_problem"), r"\|", 2)[0],
+                F.split(F.col("_problem"), r"\|", 2)[1],
+            )
+        )
         .alias("reason"),
         (F.col(scope) if scope else F.lit(None).cast("string")).alias("_scope"),
     )
@@ -116,7 +149,9 @@ def _numbered(df: Any) -> Any:
     plus the record's index within it (the low 33 bits of ``monotonically_increasing_id``)."""
     from pyspark.sql import functions as F
 
-    tagged = df.withColumn("_pid", F.spark_partition_id()).withColumn("_mid", F.monotonically_increasing_id())
+    tagged = df.withColumn("_pid", F.spark_partition_id()).withColumn(
+        "_mid", F.monotonically_increasing_id()
+    )
     counts = sorted((r["_pid"], r["count"]) for r in tagged.groupBy("_pid").count().collect())
     offsets: list[Any] = []
     total = 0

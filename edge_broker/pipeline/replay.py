@@ -62,9 +62,11 @@ def cached_policy(sections_json: str, separator: str = "/") -> Any:
 
 def _resolve(value: Any) -> Decision:
     if inspect.isawaitable(value):
+
         async def wait() -> Decision:
             result: Decision = await value
             return result
+
         return asyncio.run(wait())
     assert isinstance(value, Decision)
     return value
@@ -99,4 +101,6 @@ def decide(policy: Any, record: Mapping[str, Any]) -> Verdict:
         return verdict_of(_resolve(policy.check_publish(identity, topic, packet)))
     if record.get("action") == "subscribe":
         return verdict_of(_resolve(policy.check_subscribe(identity, Subscription(topic, qos))))
-    raise ValueError(f"cannot replay action {record.get('action')!r}; only {', '.join(REPLAYED_ACTIONS)}")
+    raise ValueError(
+        f"cannot replay action {record.get('action')!r}; only {', '.join(REPLAYED_ACTIONS)}"
+    )

@@ -27,7 +27,16 @@ def split_list(value: str | None) -> list[str]:
 def permission_rule(row: dict[str, Any]) -> dict[str, Any]:
     """The ``[permissions.sets.X] rules`` entry of a permissions row (absent columns left out)."""
     rule: dict[str, Any] = {}
-    for key in ("id", "topic", "activity", "type", "qos", "retain", "shared_subscription", "shared_group"):
+    for key in (
+        "id",
+        "topic",
+        "activity",
+        "type",
+        "qos",
+        "retain",
+        "shared_subscription",
+        "shared_group",
+    ):
         value = row.get(key)
         if value is not None:
             rule[key] = value

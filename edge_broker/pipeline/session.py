@@ -81,19 +81,27 @@ def parse_conf(items: Sequence[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise PipelineError(f"--conf {item!r}: write KEY=VALUE, e.g. --conf spark.sql.shuffle.partitions=8")
+            raise PipelineError(
+                f"--conf {item!r}: write KEY=VALUE, e.g. --conf spark.sql.shuffle.partitions=8"
+            )
         conf[key.strip()] = value.strip()
     return conf
 
 
-def get_session(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "edge-broker-pipeline",
-                ship_code: bool = False) -> Any:
+def get_session(
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    app: str = "edge-broker-pipeline",
+    ship_code: bool = False,
+) -> Any:
     """A SparkSession (the active one when there is one: tests share theirs). ``ship_code``:
     send this edge_broker package to the executors as a zip (:func:`pack_package`)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise PipelineError("pyspark is not installed: pip install 'edge-broker[pipeline]'") from exc
+        raise PipelineError(
+            "pyspark is not installed: pip install 'edge-broker[pipeline]'"
+        ) from exc
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -104,7 +112,9 @@ def get_session(master: str = "local[*]", conf: dict[str, str] | None = None, ap
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     if "spark.log.level" not in (conf or {}):
-        session.sparkContext.setLogLevel("ERROR")  # the job prints its steps; Spark's WARNs are noise
+        session.sparkContext.setLogLevel(
+            "ERROR"
+        )  # the job prints its steps; Spark's WARNs are noise
     if ship_code:
         import tempfile
 
@@ -114,4 +124,8 @@ def get_session(master: str = "local[*]", conf: dict[str, str] | None = None, ap
 
 def progress(message: str) -> None:
     """One line per job step on stderr (Spark's own progress bar shows the stages)."""
-    print(f"edge-broker-pipeline [{time.strftime('%H:%M:%S')}]: {message}", file=sys.stderr, flush=True)
+    print(
+        f"edge-broker-pipeline [{time.strftime('%H:%M:%S')}]: {message}",
+        file=sys.stderr,
+        flush=True,
+    )

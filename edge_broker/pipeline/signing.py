@@ -20,19 +20,30 @@ def bundle_body(*, version: int, gateway: str, issued_at: int, policy: Mapping[s
     from ..sync.bundle import BODY_FORMAT, _check_header, _check_policy
 
     _check_header(version, gateway, issued_at)
-    return bytes(cbor2.dumps(
-        {"format": BODY_FORMAT, "version": version, "gateway": gateway, "issued_at": issued_at,
-         "policy": _check_policy(policy)},
-        canonical=True,
-    ))
+    return bytes(
+        cbor2.dumps(
+            {
+                "format": BODY_FORMAT,
+                "version": version,
+                "gateway": gateway,
+                "issued_at": issued_at,
+                "policy": _check_policy(policy),
+            },
+            canonical=True,
+        )
+    )
 
 
 def sign_body(signing_key: Any, body: bytes) -> bytes:
     """The signed envelope around ``body`` (``create_bundle``'s second half)."""
     from ..sync.bundle import ENVELOPE_FORMAT, MAX_BUNDLE_BYTES, BundleError, key_id
 
-    envelope = {"format": ENVELOPE_FORMAT, "kid": key_id(signing_key.verify_key), "body": bytes(body),
-                "sig": signing_key.sign(bytes(body)).signature}
+    envelope = {
+        "format": ENVELOPE_FORMAT,
+        "kid": key_id(signing_key.verify_key),
+        "body": bytes(body),
+        "sig": signing_key.sign(bytes(body)).signature,
+    }
     data = bytes(cbor2.dumps(envelope, canonical=True))
     if len(data) > MAX_BUNDLE_BYTES:
         raise BundleError(f"bundle is {len(data)} bytes; the limit is {MAX_BUNDLE_BYTES}")

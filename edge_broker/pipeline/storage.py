@@ -40,7 +40,9 @@ class Storage:
         try:
             fs = path.getFileSystem(self._conf)
         except Exception as exc:  # py4j wraps the JVM's IOException (e.g. no FileSystem for scheme)
-            raise PipelineError(f"{uri}: cannot open this file system: {_java_message(exc)}") from exc
+            raise PipelineError(
+                f"{uri}: cannot open this file system: {_java_message(exc)}"
+            ) from exc
         if fs.getScheme() == "file" and hasattr(fs, "setWriteChecksum"):  # a ChecksumFileSystem
             # no ".gw-1.cbor.crc" next to each bundle: a [sync] directory holds bundles only
             fs.setWriteChecksum(False)
@@ -114,7 +116,8 @@ class Storage:
             raise PipelineError(
                 f"{uri}: the executors' {what} files are not there (only "
                 f"{', '.join(f.rsplit('/', 1)[-1] for f in self.list_files(uri)) or 'nothing'}); "
-                "write to storage that the driver and every executor share (HDFS, S3 via s3a://, NFS)")
+                "write to storage that the driver and every executor share (HDFS, S3 via s3a://, NFS)"
+            )
 
 
 def _java_message(exc: Exception) -> str:

@@ -76,8 +76,9 @@ def set_aside(path: str | os.PathLike[str], now: float | None = None) -> Path:
     return target
 
 
-def open_or_set_aside(path: str | os.PathLike[str], opener: Callable[[], T], on_damage: str,
-                      log: logging.Logger) -> T:
+def open_or_set_aside(
+    path: str | os.PathLike[str], opener: Callable[[], T], on_damage: str, log: logging.Logger
+) -> T:
     """``opener()``; when it fails because the log is damaged (:func:`inspect_log` says
     ``refused``) and ``on_damage`` is ``"set-aside"``, move the log aside, say so at error
     level, and open an empty one. Any other failure is raised as it is."""
@@ -87,10 +88,14 @@ def open_or_set_aside(path: str | os.PathLike[str], opener: Callable[[], T], on_
         if on_damage != "set-aside" or not inspect_log(path).refused:
             raise
     moved = set_aside(path)
-    log.error("the state file %s was damaged beyond repair: moved to %s, starting with an EMPTY "
-              "store (sessions, retained messages or claims in it are not restored); inspect it with "
-              "`edge-broker state check`", path, moved,
-              extra={"event": "store_set_aside", "path": str(path), "moved_to": str(moved)})
+    log.error(
+        "the state file %s was damaged beyond repair: moved to %s, starting with an EMPTY "
+        "store (sessions, retained messages or claims in it are not restored); inspect it with "
+        "`edge-broker state check`",
+        path,
+        moved,
+        extra={"event": "store_set_aside", "path": str(path), "moved_to": str(moved)},
+    )
     return opener()
 
 
@@ -98,6 +103,8 @@ def damage_hint(path: str | os.PathLike[str]) -> str:
     """The way out, appended to a refusal when the log is damaged (not busy, not unreadable)."""
     if not inspect_log(path).refused:
         return ""
-    return ("; the file is damaged: `edge-broker state set-aside --config FILE` moves it aside "
-            "(or set [persistence] on_damage = \"set-aside\" to do so at start), then the broker "
-            "starts empty")
+    return (
+        "; the file is damaged: `edge-broker state set-aside --config FILE` moves it aside "
+        '(or set [persistence] on_damage = "set-aside" to do so at start), then the broker '
+        "starts empty"
+    )

@@ -45,7 +45,10 @@ from .logfile import RecoveryReport
 Key = str | int | bytes
 
 _PUT, _DELETE, _CREATE, _DROP, _BATCH, _PUT_ENCODED = 1, 2, 3, 4, 5, 6
-RAW_PUT, RAW_DELETE = _PUT, _DELETE  # ``[RAW_PUT, table, key, value]``, ``[RAW_DELETE, table, key]``
+RAW_PUT, RAW_DELETE = (
+    _PUT,
+    _DELETE,
+)  # ``[RAW_PUT, table, key, value]``, ``[RAW_DELETE, table, key]``
 
 # An index entry: (value, frame bytes it accounts for, whether value is still CBOR-encoded).
 _Entry = tuple[Any, int, bool]
@@ -228,9 +231,16 @@ class KeyedLog:
         index takes their values as they are (so the caller must not mutate them later)."""
         if self._encoded_values or not ops:
             return self.log.write(self._record(ops))
-        return self.write_raw([[_PUT, op.table, op.key, op.value] if type(op) is Put
-                               else [_DELETE, op.table, op.key] if type(op) is Delete
-                               else _encode_op(op, False) for op in ops])
+        return self.write_raw(
+            [
+                [_PUT, op.table, op.key, op.value]
+                if type(op) is Put
+                else [_DELETE, op.table, op.key]
+                if type(op) is Delete
+                else _encode_op(op, False)
+                for op in ops
+            ]
+        )
 
     def write_raw(self, raw: list[list[Any]]) -> int:
         """:meth:`write` of ops already in record form: ``[RAW_PUT, table, key, value]`` and

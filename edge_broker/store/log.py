@@ -386,8 +386,9 @@ class Log:
                 if ticket > target:
                     waiting.append((ticket, future))
                 elif error is not None:
-                    future.set_exception(StoreError(error.message, path=error.path,
-                                                    errno=error.errno))
+                    future.set_exception(
+                        StoreError(error.message, path=error.path, errno=error.errno)
+                    )
                 else:
                     future.set_result(None)
             self._sync_waiters = waiting

@@ -149,15 +149,21 @@ def verify_bundle(
 
     ``trusted_keys`` maps key ids to keys (or is a list, ids computed). Raises BundleError.
     """
-    keys = trusted_keys if isinstance(trusted_keys, Mapping) else {key_id(k): k for k in trusted_keys}
+    keys = (
+        trusted_keys if isinstance(trusted_keys, Mapping) else {key_id(k): k for k in trusted_keys}
+    )
     envelope = read_envelope(data)
     key = keys.get(envelope["kid"])
     if key is None:
-        raise BundleError(f"bundle is signed by key {envelope['kid']}, which this gateway does not trust")
+        raise BundleError(
+            f"bundle is signed by key {envelope['kid']}, which this gateway does not trust"
+        )
     try:
         key.verify(envelope["body"], envelope["sig"])
     except (nacl.exceptions.BadSignatureError, ValueError) as exc:
-        raise BundleError("bundle signature does not verify: the bundle was altered or signed by another key") from exc
+        raise BundleError(
+            "bundle signature does not verify: the bundle was altered or signed by another key"
+        ) from exc
     body = _decode(envelope["body"], "bundle body")
     if not isinstance(body, dict) or body.get("format") != BODY_FORMAT:
         raise BundleError(f"bundle body must have format {BODY_FORMAT!r}")
@@ -166,13 +172,17 @@ def verify_bundle(
         raise BundleError(f"bundle body has unknown field(s) {extra}")
     _check_header(body.get("version"), body.get("gateway"), body.get("issued_at"))
     policy = _check_policy(body.get("policy"))
-    return PolicyBundle(body["version"], body["gateway"], body["issued_at"], policy, envelope["kid"], data)
+    return PolicyBundle(
+        body["version"], body["gateway"], body["issued_at"], policy, envelope["kid"], data
+    )
 
 
 def check_acceptable(bundle: PolicyBundle, gateway_id: str, current_version: int | None) -> None:
     """Anti-rollback and targeting: refuse bundles for other gateways and non-newer versions."""
     if not bundle.applies_to(gateway_id):
-        raise BundleError(f"bundle v{bundle.version} is for gateway {bundle.gateway!r}, not {gateway_id!r}")
+        raise BundleError(
+            f"bundle v{bundle.version} is for gateway {bundle.gateway!r}, not {gateway_id!r}"
+        )
     if current_version is not None and bundle.version <= current_version:
         raise BundleError(
             f"bundle v{bundle.version} is not newer than the applied v{current_version}; refused (anti-rollback)"

@@ -54,27 +54,40 @@ def embed_files(policy: dict[str, Any], folder: Path) -> dict[str, Any]:
     passwords = out.get("passwords")
     if isinstance(passwords, dict):
         if set(passwords) != {"file"} or not isinstance(passwords["file"], str):
-            raise BundleError('policy [passwords] takes only file = "PATH" (the users and hashes are '
-                              "embedded; max_concurrent is the gateway's own setting)")
+            raise BundleError(
+                'policy [passwords] takes only file = "PATH" (the users and hashes are '
+                "embedded; max_concurrent is the gateway's own setting)"
+            )
         try:
             entries = load_password_file(folder / passwords["file"])
         except PasswordFileError as exc:
             raise BundleError(f"policy passwords.file: {exc}") from exc
-        out["passwords"] = [{"username": e.username, "hash": e.hash.decode("ascii"), "tenants": list(e.tenants),
-                             "roles": list(e.roles)} for e in sorted(entries.values(), key=lambda e: e.username)]
+        out["passwords"] = [
+            {
+                "username": e.username,
+                "hash": e.hash.decode("ascii"),
+                "tenants": list(e.tenants),
+                "roles": list(e.roles),
+            }
+            for e in sorted(entries.values(), key=lambda e: e.username)
+        ]
     acl = out.get("acl")
     if isinstance(acl, dict) and "file" in acl:
         from ..authz.json5_text import loads_json5
 
         others = sorted(k for k in acl if k != "file")
         if others:
-            raise BundleError(f"policy [acl]: give either file or the access_control keys, not both "
-                              f"(remove {', '.join(others)})")
+            raise BundleError(
+                f"policy [acl]: give either file or the access_control keys, not both "
+                f"(remove {', '.join(others)})"
+            )
         path = folder / str(acl["file"])
         try:
             data = loads_json5(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise BundleError(f"policy acl.file: cannot read {str(path)!r} as JSON5: {exc}") from exc
+            raise BundleError(
+                f"policy acl.file: cannot read {str(path)!r} as JSON5: {exc}"
+            ) from exc
         if isinstance(data, dict) and isinstance(data.get("access_control"), dict):
             data = data["access_control"]  # a whole Zenoh config.json5, as [acl] file accepts
         if not isinstance(data, dict):
@@ -90,9 +103,13 @@ def _cmd_create(args: argparse.Namespace) -> int:
     policy = embed_files(load_policy_file(args.policy), Path(args.policy).resolve().parent)
     check_policy(policy, args.policy, args.separator, args.version)
     issued_at = int(args.issued_at) if args.issued_at is not None else int(time.time())
-    data = create_bundle(key, version=args.version, gateway=args.gateway, issued_at=issued_at, policy=policy)
+    data = create_bundle(
+        key, version=args.version, gateway=args.gateway, issued_at=issued_at, policy=policy
+    )
     Path(args.output).write_bytes(data)
-    print(f"{args.output}: bundle v{args.version} for {args.gateway!r}, {len(data)} bytes, key {key_id(key.verify_key)}")
+    print(
+        f"{args.output}: bundle v{args.version} for {args.gateway!r}, {len(data)} bytes, key {key_id(key.verify_key)}"
+    )
     return 0
 
 
@@ -107,7 +124,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if args.gateway is not None:
         check_acceptable(bundle, args.gateway, args.current_version)
     check_policy(bundle.policy, f"{args.bundle} (policy)", args.separator, bundle.version)
-    print(f"{args.bundle}: OK: v{bundle.version} for {bundle.gateway!r}, issued {bundle.issued_at}, key {bundle.kid}")
+    print(
+        f"{args.bundle}: OK: v{bundle.version} for {bundle.gateway!r}, issued {bundle.issued_at}, key {bundle.kid}"
+    )
     return 0
 
 
@@ -116,15 +135,23 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.trust:
         bundle = verify_bundle(data, _trusted(args.trust))
         shown: dict[str, Any] = {
-            "verified": True, "kid": bundle.kid, "version": bundle.version, "gateway": bundle.gateway,
-            "issued_at": bundle.issued_at, "policy": bundle.policy,
+            "verified": True,
+            "kid": bundle.kid,
+            "version": bundle.version,
+            "gateway": bundle.gateway,
+            "issued_at": bundle.issued_at,
+            "policy": bundle.policy,
         }
     else:
         import cbor2
 
         envelope = read_envelope(data)
         body = cbor2.loads(envelope["body"])
-        shown = {"verified": False, "kid": envelope["kid"], **{k: v for k, v in body.items() if k != "format"}}
+        shown = {
+            "verified": False,
+            "kid": envelope["kid"],
+            **{k: v for k, v in body.items() if k != "format"},
+        }
     print(json.dumps(shown, indent=2, sort_keys=True, default=repr))
     return 0
 
@@ -133,7 +160,9 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     key = nacl.signing.SigningKey.generate()
     write_signing_key(args.out, key)
     write_verify_key(args.out + ".pub", key.verify_key)
-    print(f"{args.out}: private key; {args.out}.pub: public key to trust on gateways; key id {key_id(key.verify_key)}")
+    print(
+        f"{args.out}: private key; {args.out}.pub: public key to trust on gateways; key id {key_id(key.verify_key)}"
+    )
     return 0
 
 
@@ -155,28 +184,50 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.required = True
 
     create = sub.add_parser("create", help="sign a policy file into a bundle")
-    create.add_argument("--key", required=True, help="the cloud's Ed25519 private key (PEM or hex seed)")
-    create.add_argument("--version", required=True, type=int, help="bundle version, higher than any before")
-    create.add_argument("--gateway", required=True, help="target gateway id, or '*' for every gateway")
+    create.add_argument(
+        "--key", required=True, help="the cloud's Ed25519 private key (PEM or hex seed)"
+    )
+    create.add_argument(
+        "--version", required=True, type=int, help="bundle version, higher than any before"
+    )
+    create.add_argument(
+        "--gateway", required=True, help="target gateway id, or '*' for every gateway"
+    )
     create.add_argument("--policy", required=True, help="policy sections as TOML (.toml) or JSON")
-    create.add_argument("--issued-at", type=int, help="Unix seconds (default: now); fix it for reproducible bundles")
+    create.add_argument(
+        "--issued-at", type=int, help="Unix seconds (default: now); fix it for reproducible bundles"
+    )
     create.add_argument("-o", "--output", required=True)
-    create.add_argument("--separator", default="/", choices=("/", "."),
-                        help="the gateways' [topics] separator, for compiling the policy as they will")
+    create.add_argument(
+        "--separator",
+        default="/",
+        choices=("/", "."),
+        help="the gateways' [topics] separator, for compiling the policy as they will",
+    )
     create.set_defaults(bundle_func=_cmd_create)
 
-    verify = sub.add_parser("verify", help="check a bundle's signature (and its target and version)")
+    verify = sub.add_parser(
+        "verify", help="check a bundle's signature (and its target and version)"
+    )
     verify.add_argument("bundle")
-    verify.add_argument("--trust", action="append", required=True, help="a trusted public key file (repeatable)")
+    verify.add_argument(
+        "--trust", action="append", required=True, help="a trusted public key file (repeatable)"
+    )
     verify.add_argument("--gateway", help="check that the bundle applies to this gateway")
     verify.add_argument("--current-version", type=int, help="refuse versions not newer than this")
-    verify.add_argument("--separator", default="/", choices=("/", "."),
-                        help="the gateways' [topics] separator, for compiling the policy as they will")
+    verify.add_argument(
+        "--separator",
+        default="/",
+        choices=("/", "."),
+        help="the gateways' [topics] separator, for compiling the policy as they will",
+    )
     verify.set_defaults(bundle_func=_cmd_verify)
 
     show = sub.add_parser("show", help="print a bundle's header and policy as JSON")
     show.add_argument("bundle")
-    show.add_argument("--trust", action="append", default=[], help="verify with these public keys first")
+    show.add_argument(
+        "--trust", action="append", default=[], help="verify with these public keys first"
+    )
     show.set_defaults(bundle_func=_cmd_show)
 
     keygen = sub.add_parser("keygen", help="make a cloud signing key pair (OUT and OUT.pub)")

@@ -57,7 +57,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("edge_broker.sync")
 
 STATUS_FILE = "status.json"
-RESEND_AFTER = 60.0  # seconds without PUBACK (and no reconnect that resends it) before sending again
+RESEND_AFTER = (
+    60.0  # seconds without PUBACK (and no reconnect that resends it) before sending again
+)
 UPLOAD_IDLE = 0.5  # seconds between looks at the audit log when nothing is pending
 
 
@@ -132,27 +134,38 @@ class SyncService:
             return
         ok, reason, _ = await self.handle(data, persist=False, report=False)
         if ok:
-            log.info("policy bundle restored from %s: %s", self.state.path, reason,
-                     extra={"event": "bundle_restored", "version": self.status.version})
+            log.info(
+                "policy bundle restored from %s: %s",
+                self.state.path,
+                reason,
+                extra={"event": "bundle_restored", "version": self.status.version},
+            )
             return
         saved = self.state.path / BUNDLE_FILE
-        log.error("the persisted policy bundle %s cannot be applied: %s", saved, reason,
-                  extra={"event": "bundle_restore_failed"})
+        log.error(
+            "the persisted policy bundle %s cannot be applied: %s",
+            saved,
+            reason,
+            extra={"event": "bundle_restore_failed"},
+        )
         raise SyncError(
             f"the saved policy bundle {saved} cannot be applied ({reason}); this gateway had a "
             "cloud policy, so it does not start with the base config alone, which may allow "
             "more. Either add the public key that signed it to [sync] trusted_keys again (keep "
             "old and new keys trusted while rotating), or fix what changed ([sync] gateway_id, "
             f"the base config), or delete {saved} to start deliberately from the base config "
-            "until the cloud sends a new bundle")
+            "until the cloud sends a new bundle"
+        )
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         if self.settings.source == "mqtt":
             self._start_client()
             if self.settings.audit_upload and self.broker.audit is None:
-                log.warning("[sync] audit_upload: there is no audit log to upload; set [audit] dir",
-                            extra={"event": "audit_upload_off"})
+                log.warning(
+                    "[sync] audit_upload: there is no audit log to upload; set [audit] dir",
+                    extra={"event": "audit_upload_off"},
+                )
             if self.settings.audit_upload and self.broker.audit is not None:
                 try:
                     self._cursor = self.state.load_cursor()
@@ -184,8 +197,9 @@ class SyncService:
 
     # -- bundles ------------------------------------------------------------------------------
 
-    async def handle(self, data: bytes, *, persist: bool = True,
-                     report: bool = True) -> tuple[bool, str, int | None]:
+    async def handle(
+        self, data: bytes, *, persist: bool = True, report: bool = True
+    ) -> tuple[bool, str, int | None]:
         """Verify, check, compile, swap, persist, report; (ok, reason, bundle version)."""
         async with self._lock:
             version: int | None = None
@@ -205,8 +219,11 @@ class SyncService:
                 self.status.success(version)
             else:
                 self.status.failure(reason)
-                log.error("policy bundle refused: %s", reason,
-                          extra={"event": "bundle_refused", "version": version})
+                log.error(
+                    "policy bundle refused: %s",
+                    reason,
+                    extra={"event": "bundle_refused", "version": version},
+                )
                 if self.broker.audit is not None:
                     self.broker.audit.event("policy_rejected", detail=f"bundle: {reason}")
             if report:
@@ -238,10 +255,15 @@ class SyncService:
             try:
                 new = await asyncio.to_thread(load_config, path)
             except ConfigError:
-                return await self.broker.reload(path)  # logs and audits every problem, keeps the policy
+                return await self.broker.reload(
+                    path
+                )  # logs and audits every problem, keeps the policy
             if new.sync != self.base.sync:
-                log.warning("reload of %s: [sync] changes take effect after a restart", path,
-                            extra={"event": "reload_sync_kept"})
+                log.warning(
+                    "reload of %s: [sync] changes take effect after a restart",
+                    path,
+                    extra={"event": "reload_sync_kept"},
+                )
                 new = replace(new, sync=self.base.sync)
             merged = new
             if bundle is not None:
@@ -251,15 +273,23 @@ class SyncService:
                     message = f"reload of {path} refused: {exc}; the running policy is kept"
                     log.error(message, extra={"event": "reload_refused"})
                     return ReloadResult(False, message)
-            source = f"reload of {path}" + (f" with policy bundle v{bundle.version}" if bundle else "")
+            source = f"reload of {path}" + (
+                f" with policy bundle v{bundle.version}" if bundle else ""
+            )
             result = await apply_config(self.broker, merged, source)
             if result.ok:
                 self.base = new
             return result
 
     def _report(self, ok: bool, reason: str, version: int | None) -> None:
-        status = {"gateway": self.gateway, "version": version, "applied_version": self.status.version,
-                  "ok": ok, "reason": reason, "at": round(time.time(), 3)}
+        status = {
+            "gateway": self.gateway,
+            "version": version,
+            "applied_version": self.status.version,
+            "ok": ok,
+            "reason": reason,
+            "at": round(time.time(), 3),
+        }
         payload = json.dumps(status, separators=(",", ":")).encode()
         if self._client is not None:
             self._client.publish(status_topic(self.gateway), payload, qos=1, retain=True)
@@ -279,8 +309,11 @@ class SyncService:
         while True:
             if not directory.is_dir() and not warned:
                 warned = True
-                log.warning("[sync] directory %s does not exist (yet): no bundles to read", directory,
-                            extra={"event": "sync_directory_missing"})
+                log.warning(
+                    "[sync] directory %s does not exist (yet): no bundles to read",
+                    directory,
+                    extra={"event": "sync_directory_missing"},
+                )
             try:
                 entries = sorted(directory.glob("*.cbor"))
             except OSError as exc:
@@ -306,9 +339,12 @@ class SyncService:
         from paho.mqtt.enums import CallbackAPIVersion
 
         s = self.settings
-        client = paho.Client(CallbackAPIVersion.VERSION2,
-                             client_id=s.client_id or f"edge-broker-{self.gateway}",
-                             protocol=paho.MQTTv311, clean_session=True)
+        client = paho.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=s.client_id or f"edge-broker-{self.gateway}",
+            protocol=paho.MQTTv311,
+            clean_session=True,
+        )
         if s.username is not None:
             client.username_pw_set(s.username, s.password)
         if s.tls:
@@ -330,31 +366,38 @@ class SyncService:
         if loop is not None and not self._closing and not loop.is_closed():
             loop.call_soon_threadsafe(callback, *args)
 
-    def _on_connect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any,
-                    properties: Any) -> None:
+    def _on_connect(
+        self, client: paho.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
         if reason.is_failure:
-            log.warning("cloud broker refused the connection: %s", reason,
-                        extra={"event": "uplink_refused"})
+            log.warning(
+                "cloud broker refused the connection: %s", reason, extra={"event": "uplink_refused"}
+            )
             return
         client.subscribe(policy_topic(self.gateway), qos=1)
         self._threadsafe(self._set_connected, True)
 
-    def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any,
-                       properties: Any) -> None:
+    def _on_disconnect(
+        self, client: paho.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
         self._threadsafe(self._set_connected, False)
 
     def _set_connected(self, connected: bool) -> None:
         if connected != self.status.connected:
-            log.info("cloud uplink %s", "connected" if connected else "lost",
-                     extra={"event": "uplink_up" if connected else "uplink_down"})
+            log.info(
+                "cloud uplink %s",
+                "connected" if connected else "lost",
+                extra={"event": "uplink_up" if connected else "uplink_down"},
+            )
         self.status.connected = connected
 
     def _on_message(self, client: paho.Client, userdata: Any, message: Any) -> None:
         if message.topic == policy_topic(self.gateway) and message.payload:
             self._threadsafe(self._spawn, self.handle(bytes(message.payload)))
 
-    def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason: Any,
-                    properties: Any) -> None:
+    def _on_publish(
+        self, client: paho.Client, userdata: Any, mid: int, reason: Any, properties: Any
+    ) -> None:
         self._threadsafe(self._acked, mid)
 
     # -- audit upload -------------------------------------------------------------------------
@@ -384,8 +427,9 @@ class SyncService:
             if not self.status.connected:
                 await asyncio.sleep(UPLOAD_IDLE)
                 continue
-            batch = await asyncio.to_thread(next_batch, audit.directory, self.gateway, self._cursor,
-                                            self.settings.audit_batch)
+            batch = await asyncio.to_thread(
+                next_batch, audit.directory, self.gateway, self._cursor, self.settings.audit_batch
+            )
             if batch is None:
                 await asyncio.sleep(UPLOAD_IDLE)
                 continue
@@ -397,5 +441,9 @@ class SyncService:
         info = self._client.publish(audit_topic(self.gateway), batch.payload, qos=1)
         self._pending_mid = info.mid
         self._pending_since = time.monotonic()
-        log.debug("audit batch %s sent (%d records)", batch.batch_id, batch.count,
-                  extra={"event": "audit_batch_sent", "batch": batch.batch_id})
+        log.debug(
+            "audit batch %s sent (%d records)",
+            batch.batch_id,
+            batch.count,
+            extra={"event": "audit_batch_sent", "batch": batch.batch_id},
+        )

@@ -64,11 +64,15 @@ class SyncStateDir:
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o750)
         except OSError as exc:
-            raise SyncStateError(f"cannot create the sync state directory {directory}: {exc.strerror}; "
-                                 "set [sync] state_dir to a writable directory") from exc
+            raise SyncStateError(
+                f"cannot create the sync state directory {directory}: {exc.strerror}; "
+                "set [sync] state_dir to a writable directory"
+            ) from exc
         if not os.access(directory, os.W_OK):
-            raise SyncStateError(f"the sync state directory {directory} is not writable; "
-                                 "set [sync] state_dir to a writable directory")
+            raise SyncStateError(
+                f"the sync state directory {directory} is not writable; "
+                "set [sync] state_dir to a writable directory"
+            )
         return cls(directory)
 
     def load_bundle(self) -> bytes | None:
@@ -95,8 +99,10 @@ class SyncStateDir:
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as exc:
-            raise SyncStateError(f"{self.path / CURSOR_FILE} is damaged ({exc}); delete it to upload "
-                                 "the whole audit log again") from exc
+            raise SyncStateError(
+                f"{self.path / CURSOR_FILE} is damaged ({exc}); delete it to upload "
+                "the whole audit log again"
+            ) from exc
 
     def save_cursor(self, seq: int, line: int) -> None:
         atomic_write(self.path / CURSOR_FILE, json.dumps({"seq": seq, "line": line}).encode())

@@ -54,8 +54,12 @@ class UploadStatus:
         self.pending: AuditBatch | None = None
 
 
-def next_batch(directory: str | os.PathLike[str], gateway: str, cursor: tuple[int, int] | None,
-               max_records: int) -> AuditBatch | None:
+def next_batch(
+    directory: str | os.PathLike[str],
+    gateway: str,
+    cursor: tuple[int, int] | None,
+    max_records: int,
+) -> AuditBatch | None:
     """The batch after ``cursor`` (records of one segment), or None when everything is sent."""
     segments = [seq for seq, _ in list_segments(directory)]
     lost = 0
@@ -74,7 +78,14 @@ def next_batch(directory: str | os.PathLike[str], gateway: str, cursor: tuple[in
             break
     if not records:
         return None
-    header = {"batch": f"{segment:08d}:{first}-{last}", "gw": gateway, "segment": segment,
-              "first": first, "last": last, "count": len(records), "lost_segments": lost}
+    header = {
+        "batch": f"{segment:08d}:{first}-{last}",
+        "gw": gateway,
+        "segment": segment,
+        "first": first,
+        "last": last,
+        "count": len(records),
+        "lost_segments": lost,
+    }
     lines = [json.dumps(header, separators=(",", ":"))] + [r.rstrip("\n") for r in records]
     return AuditBatch(segment, first, last, len(records), lost, ("\n".join(lines) + "\n").encode())

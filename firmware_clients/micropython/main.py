@@ -18,7 +18,8 @@ def join_wifi(settings: dict, timeout_ms: int = 20000) -> None:
     if not wlan.isconnected():
         if not settings.get("ssid"):
             raise provision.ProvisionError(
-                "%s/config.json: key 'wifi' needs {\"ssid\": ..., \"password\": ...}" % DEVICE_DIR)
+                '%s/config.json: key \'wifi\' needs {"ssid": ..., "password": ...}' % DEVICE_DIR
+            )
         wlan.connect(settings["ssid"], settings.get("password", ""))
         start = time.ticks_ms()
         while not wlan.isconnected():

@@ -59,15 +59,18 @@ def load_config(path: str) -> "dict[str, Any]":
             with open(token_path) as f:
                 cfg["password"] = f.read().strip()
         except OSError:
-            raise ConfigError("%s: key 'token_file' names %s, which cannot be read"
-                              % (path, token_path)) from None
+            raise ConfigError(
+                "%s: key 'token_file' names %s, which cannot be read" % (path, token_path)
+            ) from None
         cfg.setdefault("username", cfg["client_id"])
     if cfg.get("password") is not None and cfg.get("username") is None:
-        raise ConfigError("%s: key 'username' is needed with a password (MQTT 3.1.1 §3.1.2.9)"
-                          % path)
+        raise ConfigError(
+            "%s: key 'username' is needed with a password (MQTT 3.1.1 §3.1.2.9)" % path
+        )
     if cfg.get("username") is not None and cfg.get("password") is None:
-        raise ConfigError("%s: key 'username' is set, so give 'password' or 'token_file' too"
-                          % path)
+        raise ConfigError(
+            "%s: key 'username' is set, so give 'password' or 'token_file' too" % path
+        )
     return cfg
 
 
@@ -77,17 +80,26 @@ def backoff_ms(attempt: int, base_ms: int = 1000, max_ms: int = 60000) -> int:
     return cap // 2 + (cap // 2) * random.getrandbits(16) // 65536
 
 
-def make_client(cfg: "dict[str, Any]",
-                callback: "Callable[[bytes, bytes], None]") -> MQTTClient:
-    client = MQTTClient(cfg["client_id"], cfg["host"], port=cfg["port"],
-                        user=cfg.get("username"), password=cfg.get("password"),
-                        keepalive=cfg["keepalive"])
+def make_client(cfg: "dict[str, Any]", callback: "Callable[[bytes, bytes], None]") -> MQTTClient:
+    client = MQTTClient(
+        cfg["client_id"],
+        cfg["host"],
+        port=cfg["port"],
+        user=cfg.get("username"),
+        password=cfg.get("password"),
+        keepalive=cfg["keepalive"],
+    )
     client.set_callback(callback)
     return client
 
 
-def connect(client: MQTTClient, cfg: "dict[str, Any]", attempts: int = 0,
-            base_ms: int = 1000, max_ms: int = 60000) -> None:
+def connect(
+    client: MQTTClient,
+    cfg: "dict[str, Any]",
+    attempts: int = 0,
+    base_ms: int = 1000,
+    max_ms: int = 60000,
+) -> None:
     """connect() and subscribe to the command topic, retried with backoff."""
     attempt = 0
     while True:
@@ -96,8 +108,10 @@ def connect(client: MQTTClient, cfg: "dict[str, Any]", attempts: int = 0,
             commands = "%s/%s/cmd" % (cfg["topic_prefix"], cfg["client_id"])
             client.subscribe(commands, qos=1)
             # a device on a serial console should say it is up, not stay silent
-            print("connected to %s:%d as %s; commands on %s"
-                  % (cfg["host"], cfg["port"], cfg["client_id"], commands))
+            print(
+                "connected to %s:%d as %s; commands on %s"
+                % (cfg["host"], cfg["port"], cfg["client_id"], commands)
+            )
             return
         except FAILURES as exc:
             if client.sock is not None:
@@ -112,9 +126,12 @@ def connect(client: MQTTClient, cfg: "dict[str, Any]", attempts: int = 0,
             time.sleep_ms(backoff_ms(attempt - 1, base_ms, max_ms))
 
 
-def run(config_path: str, cycles: int = 0,
-        on_command: "Callable[[bytes, bytes], None] | None" = None,
-        base_ms: int = 1000) -> MQTTClient:
+def run(
+    config_path: str,
+    cycles: int = 0,
+    on_command: "Callable[[bytes, bytes], None] | None" = None,
+    base_ms: int = 1000,
+) -> MQTTClient:
     """Publish readings every publish_interval_ms; ``cycles`` > 0 stops after that many."""
     cfg = load_config(config_path)
     telemetry = "%s/%s/telemetry" % (cfg["topic_prefix"], cfg["client_id"])
@@ -132,8 +149,7 @@ def run(config_path: str, cycles: int = 0,
     while not cycles or seq < cycles:
         seq += 1
         try:
-            client.publish(telemetry, json.dumps({"seq": seq, "uptime_ms": time.ticks_ms()}),
-                           qos=1)
+            client.publish(telemetry, json.dumps({"seq": seq, "uptime_ms": time.ticks_ms()}), qos=1)
             print("published reading %d to %s" % (seq, telemetry))
             end = time.ticks_add(time.ticks_ms(), cfg["publish_interval_ms"])
             while time.ticks_diff(end, time.ticks_ms()) > 0:

@@ -22,6 +22,6 @@ def join_wifi(settings: dict, timeout_ms: int = 20000) -> None:
 
 cfg = basic_app.load_config(CONFIG)
 if "wifi" not in cfg:
-    raise basic_app.ConfigError("%s: key 'wifi' needs {\"ssid\": ..., \"password\": ...}" % CONFIG)
+    raise basic_app.ConfigError('%s: key \'wifi\' needs {"ssid": ..., "password": ...}' % CONFIG)
 join_wifi(cfg["wifi"])
 basic_app.run(CONFIG)

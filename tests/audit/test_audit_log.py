@@ -13,8 +13,18 @@ from edge_broker.audit.record import AuditRecordError, decode_record, encode_rec
 
 def test_records_roundtrip_and_drop_none(tmp_path: Path) -> None:
     log = AuditLog(tmp_path, "gw-1")
-    log.decision(action="publish", client="c1", tenant="~", topic="a/b", outcome="deny",
-                 gate="permissions", rule="perm-1", rc=0x87, reason="denied", user=None)
+    log.decision(
+        action="publish",
+        client="c1",
+        tenant="~",
+        topic="a/b",
+        outcome="deny",
+        gate="permissions",
+        rule="perm-1",
+        rc=0x87,
+        reason="denied",
+        user=None,
+    )
     log.event("connect", client="c1", method="anonymous")
     log.close()
     records = [rec for _, _, rec in read_records(tmp_path)]
@@ -63,7 +73,7 @@ def test_reader_skips_torn_tail_and_garbage_and_resumes(tmp_path: Path) -> None:
     for i in range(5):
         log.event("connect", client=f"c{i}")
     log.close()
-    (_, path), = list_segments(tmp_path)
+    ((_, path),) = list_segments(tmp_path)
     with path.open("a") as handle:
         handle.write("not json\n")
         handle.write('{"v":1,"type":"event","ts":1.0,"gw":"gw","event":"conn')  # torn, no newline

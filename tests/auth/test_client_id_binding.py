@@ -44,7 +44,9 @@ def bound_broker(broker_factory, tmp_path: Path):
     entries = set_user(entries, "legacy", "pw", roles=("sensor",))  # binds no id
     passwd = tmp_path / "passwd"
     write_password_file(passwd, entries)
-    listener = '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
+    listener = (
+        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
+    )
     return broker_factory(f'{listener}\n[passwords]\nfile = "{passwd}"\n{PERMISSIONS}')
 
 

@@ -104,8 +104,10 @@ def test_add_and_remove_keep_the_files_owner_group_and_mode(tmp_path: Path) -> N
     assert run_cli("add", str(path), "alice", "--password-stdin", stdin="pw1\n").returncode == 0
     os.chown(path, 0, 4242)
     os.chmod(path, 0o640)
-    for args, stdin in ((("add", str(path), "bob", "--password-stdin"), "pw2\n"),
-                        (("remove", str(path), "alice"), "")):
+    for args, stdin in (
+        (("add", str(path), "bob", "--password-stdin"), "pw2\n"),
+        (("remove", str(path), "alice"), ""),
+    ):
         result = run_cli(*args, stdin=stdin)
         assert result.returncode == 0, result.stderr
         st = os.stat(path)
@@ -115,6 +117,11 @@ def test_add_and_remove_keep_the_files_owner_group_and_mode(tmp_path: Path) -> N
     folder = tmp_path / "etc"
     folder.mkdir()
     os.chown(folder, 0, 4243)
-    assert run_cli("add", str(folder / "passwd"), "carol", "--password-stdin", stdin="pw3\n").returncode == 0
+    assert (
+        run_cli(
+            "add", str(folder / "passwd"), "carol", "--password-stdin", stdin="pw3\n"
+        ).returncode
+        == 0
+    )
     st = os.stat(folder / "passwd")
     assert (st.st_gid, st.st_mode & 0o777) == (4243, 0o640)

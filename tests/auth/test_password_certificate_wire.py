@@ -29,8 +29,13 @@ from tests.conftest import start_broker  # noqa: E402
 
 
 def run(*args: str, stdin: str = "") -> None:
-    result = subprocess.run([sys.executable, "-m", "edge_broker", *args], input=stdin,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "edge_broker", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -42,16 +47,81 @@ def openssl(*args: str, cwd: Path) -> None:
 def setup(tmp_path_factory: pytest.TempPathFactory):
     d = tmp_path_factory.mktemp("pwcert")
     pw = d / "passwd"
-    run("passwd", "add", str(pw), "alice", "--password-stdin", "--tenants", "acme", "--roles", "sensor", stdin="wonder\n")
-    run("passwd", "add", str(pw), "bob", "--password-stdin", "--tenants", "acme,globex", stdin="builder\n")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test-ca", cwd=d)
+    run(
+        "passwd",
+        "add",
+        str(pw),
+        "alice",
+        "--password-stdin",
+        "--tenants",
+        "acme",
+        "--roles",
+        "sensor",
+        stdin="wonder\n",
+    )
+    run(
+        "passwd",
+        "add",
+        str(pw),
+        "bob",
+        "--password-stdin",
+        "--tenants",
+        "acme,globex",
+        stdin="builder\n",
+    )
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        cwd=d,
+    )
     for name, cn in (("server", "localhost"), ("gw", "gateway-7"), ("other", "intruder")):
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
+        openssl(
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={cn}",
+            cwd=d,
+        )
         (d / f"{name}.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
+            cwd=d,
+        )
     config = f"""
 [sys]
 interval = 2
@@ -65,9 +135,9 @@ auth_methods = ["password"]
 name = "tls"
 port = 0
 transport = "tls"
-tls_cert = "{d / 'server.pem'}"
-tls_key = "{d / 'server.key'}"
-tls_ca = "{d / 'ca.pem'}"
+tls_cert = "{d / "server.pem"}"
+tls_key = "{d / "server.key"}"
+tls_ca = "{d / "ca.pem"}"
 require_client_cert = true
 auth_methods = ["certificate"]
 [permissions]
@@ -88,11 +158,16 @@ sets = ["gateway"]
     b.stop()
 
 
-def raw_connect(b, username: str | None, password: bytes | None, level: int = 5,
-                props: Properties | None = None) -> Connack:
+def raw_connect(
+    b, username: str | None, password: bytes | None, level: int = 5, props: Properties | None = None
+) -> Connack:
     with RawClient(b.host, b.ports["pw"], level=level) as c:
-        return c.connect(f"c-{username}-{level}", username=username, password=password,
-                         properties=props or Properties())
+        return c.connect(
+            f"c-{username}-{level}",
+            username=username,
+            password=password,
+            properties=props or Properties(),
+        )
 
 
 @pytest.mark.parametrize("level", [3, 4, 5])
@@ -115,10 +190,19 @@ def test_good_password_tenant_and_role_permissions(setup) -> None:
         c.send(Publish("sensors/bob/t", b"1", 1, packet_id=2))
         assert c.expect(Puback).reason_code == 0x87
     # bob lists two tenants and has no role: must name a tenant he has, gets no permissions
-    assert raw_connect(b, "bob", b"builder", props=Properties(user_properties=(("tenant", "initech"),))).reason_code == 0x87
+    assert (
+        raw_connect(
+            b, "bob", b"builder", props=Properties(user_properties=(("tenant", "initech"),))
+        ).reason_code
+        == 0x87
+    )
     with RawClient(b.host, b.ports["pw"]) as c:
-        c.connect("bob-dev", username="bob", password=b"builder",
-                  properties=Properties(user_properties=(("tenant", "globex"),)))
+        c.connect(
+            "bob-dev",
+            username="bob",
+            password=b"builder",
+            properties=Properties(user_properties=(("tenant", "globex"),)),
+        )
         c.send(Publish("anything", b"1", 1, packet_id=1))
         assert c.expect(Puback).reason_code == 0x87  # unassigned = deny
 

@@ -28,8 +28,10 @@ def connect(b, token: str, client_id: str = "cfg") -> tuple[int, str | None]:
 
 def jwks_file(directory: Path) -> Path:
     keys = []
-    for alg, kid, to_jwk in (("ES256", "es", jwt.algorithms.ECAlgorithm.to_jwk),
-                             ("RS256", "rs", jwt.algorithms.RSAAlgorithm.to_jwk)):
+    for alg, kid, to_jwk in (
+        ("ES256", "es", jwt.algorithms.ECAlgorithm.to_jwk),
+        ("RS256", "rs", jwt.algorithms.RSAAlgorithm.to_jwk),
+    ):
         jwk = json.loads(to_jwk(private_keys()[alg].public_key()))
         keys.append({**jwk, "kid": kid, "alg": alg, "use": "sig"})
     path = directory / "jwks.json"
@@ -70,22 +72,49 @@ def test_a_token_from_the_cli_is_accepted(broker_factory, tmp_path):
     key = tmp_path / "issuer.pem"
     key.write_bytes(private_pem(private_keys()["EdDSA"]))
     made = subprocess.run(
-        [sys.executable, "-m", "edge_broker", "token", "create", "--key", str(key),
-         "--kid", ED_KID, "--grant", json.dumps(GRANTS), "--ttl", "5m"],
-        capture_output=True, text=True, timeout=60, check=True)
+        [
+            sys.executable,
+            "-m",
+            "edge_broker",
+            "token",
+            "create",
+            "--key",
+            str(key),
+            "--kid",
+            ED_KID,
+            "--grant",
+            json.dumps(GRANTS),
+            "--ttl",
+            "5m",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     token = made.stdout.strip()
     assert connect(b, token) == (0, None)
 
 
-@pytest.mark.parametrize(("toml", "key", "words"), [
-    ('[[tokens.keys]]\nfile = "x.pem"\nsecret = "y"\n', "tokens.keys[0].file", "either"),
-    ('[[tokens.keys]]\nsecret = "0123456789abcdef0123456789abcdef!!"\nalg = "RS256"\n',
-     "tokens.keys[0].secret", "HS256"),
-    ('[tokens]\njwks = "/nonexistent/jwks.json"\n', "tokens.jwks", "cannot read"),
-    ('[tokens]\nleeway = -1\n', "tokens.leeway", "out of range"),
-    ('[tokens]\nkeys = "k.pem"\n', "tokens.keys", "[[tokens.keys]]"),
-    ('[[tokens.keys]]\nfile = "k.pem"\ncolour = "blue"\n', "tokens.keys[0].colour", "unknown key"),
-])
+@pytest.mark.parametrize(
+    ("toml", "key", "words"),
+    [
+        ('[[tokens.keys]]\nfile = "x.pem"\nsecret = "y"\n', "tokens.keys[0].file", "either"),
+        (
+            '[[tokens.keys]]\nsecret = "0123456789abcdef0123456789abcdef!!"\nalg = "RS256"\n',
+            "tokens.keys[0].secret",
+            "HS256",
+        ),
+        ('[tokens]\njwks = "/nonexistent/jwks.json"\n', "tokens.jwks", "cannot read"),
+        ("[tokens]\nleeway = -1\n", "tokens.leeway", "out of range"),
+        ('[tokens]\nkeys = "k.pem"\n', "tokens.keys", "[[tokens.keys]]"),
+        (
+            '[[tokens.keys]]\nfile = "k.pem"\ncolour = "blue"\n',
+            "tokens.keys[0].colour",
+            "unknown key",
+        ),
+    ],
+)
 def test_config_errors_name_the_key(toml, key, words):
     from edge_broker.config import ConfigError, loads_config
 
@@ -102,13 +131,32 @@ def test_cli_and_broker_refuse_an_invalid_rule_with_the_same_message(broker_fact
     key.write_bytes(private_pem(private_keys()["EdDSA"]))
     bad = [grant(["acme"], pub=["store/?/status"])]
     made = subprocess.run(
-        [sys.executable, "-m", "edge_broker", "token", "create", "--key", str(key),
-         "--grant", json.dumps(bad)], capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "edge_broker",
+            "token",
+            "create",
+            "--key",
+            str(key),
+            "--grant",
+            json.dumps(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert made.returncode != 0
-    problem = "tenant_grants[0].allow_channels_pub[0]: store/?/status: '?' is not allowed in " \
-              "publish rules"
+    problem = (
+        "tenant_grants[0].allow_channels_pub[0]: store/?/status: '?' is not allowed in "
+        "publish rules"
+    )
     assert problem in made.stderr
-    forged = jwt.encode({"exp": 4_000_000_000, "tenant_grants": bad}, private_keys()["EdDSA"],
-                        algorithm="EdDSA", headers={"kid": ED_KID})
+    forged = jwt.encode(
+        {"exp": 4_000_000_000, "tenant_grants": bad},
+        private_keys()["EdDSA"],
+        algorithm="EdDSA",
+        headers={"kid": ED_KID},
+    )
     code, reason = connect(b, forged)
     assert code == 0x86 and problem in (reason or "")

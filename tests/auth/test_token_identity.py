@@ -74,7 +74,10 @@ def test_connect_user_name_does_not_override_the_token_subject(acl_token_broker)
 
 def test_token_subject_is_the_verified_user_name(acl_token_broker):
     """The issuer's ``sub`` claim is what the identity carries, whatever CONNECT said."""
-    assert _publish(acl_token_broker, make_token(GRANTS, subject="admin"), "mallory") in (0x00, 0x10)
+    assert _publish(acl_token_broker, make_token(GRANTS, subject="admin"), "mallory") in (
+        0x00,
+        0x10,
+    )
     assert _publish(acl_token_broker, make_token(GRANTS, subject="admin"), None) in (0x00, 0x10)
 
 

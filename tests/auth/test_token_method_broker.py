@@ -35,8 +35,13 @@ def token_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBr
     b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
 
 
-def connect(b: RunningBroker, token: str | bytes, level: int = 5, client_id: str = "dev",
-            properties: Properties = NO_PROPERTIES) -> tuple[int, str | None]:
+def connect(
+    b: RunningBroker,
+    token: str | bytes,
+    level: int = 5,
+    client_id: str = "dev",
+    properties: Properties = NO_PROPERTIES,
+) -> tuple[int, str | None]:
     password = token.encode() if isinstance(token, str) else token
     with RawClient(b.host, b.port, level=level) as c:
         ack = c.connect(client_id, username="device", password=password, properties=properties)
@@ -45,8 +50,12 @@ def connect(b: RunningBroker, token: str | bytes, level: int = 5, client_id: str
 
 def ed_forged(payload: dict[str, object], headers: dict[str, object] | None = None) -> str:
     """Signed with the broker's Ed25519 key but built without create_token's validation."""
-    return jwt.encode(payload, private_keys()["EdDSA"], algorithm="EdDSA",
-                      headers={"kid": ED_KID, **(headers or {})})
+    return jwt.encode(
+        payload,
+        private_keys()["EdDSA"],
+        algorithm="EdDSA",
+        headers={"kid": ED_KID, **(headers or {})},
+    )
 
 
 def claims(**extra: object) -> dict[str, object]:
@@ -81,25 +90,32 @@ BAD_TOKENS = {
     "expired": (lambda: make_token(GRANTS, now=time.time() - 1000, ttl=60), "expired"),
     "not yet valid": (lambda: ed_forged(claims(nbf=int(time.time()) + 3600)), "not valid before"),
     "unknown key": (lambda: ed_forged(claims(), {"kid": "nobody"}), "unknown key id 'nobody'"),
-    "alg none": (lambda: forge({"alg": "none", "typ": "JWT"}, claims(), None) + "AAAA",
-                 "alg 'none'"),
+    "alg none": (
+        lambda: forge({"alg": "none", "typ": "JWT"}, claims(), None) + "AAAA",
+        "alg 'none'",
+    ),
     "HS256 with the public key": (
-        lambda: forge({"alg": "HS256", "kid": ED_KID}, claims(),
-                      public_pem(private_keys()["EdDSA"])),
-        "algorithm confusion"),
+        lambda: forge(
+            {"alg": "HS256", "kid": ED_KID}, claims(), public_pem(private_keys()["EdDSA"])
+        ),
+        "algorithm confusion",
+    ),
     "malformed": (lambda: "eyJub3QiOiJqc29u.YWJj.ZGVm", "malformed"),
     "bad signature": (lambda: make_token(GRANTS)[:-6] + "AAAAAA", "signature"),
     "33-segment rule": (
-        lambda: ed_forged(claims(tenant_grants=[
-            grant(["acme"], pub=["/".join(["s"] * 33)])])),
-        "allow_channels_pub[0]"),
+        lambda: ed_forged(claims(tenant_grants=[grant(["acme"], pub=["/".join(["s"] * 33)])])),
+        "allow_channels_pub[0]",
+    ),
     "invalid rule": (
         lambda: ed_forged(claims(tenant_grants=[grant(["acme"], pub=["store/?/status"])])),
-        "store/?/status"),
+        "store/?/status",
+    ),
     "no exp": (lambda: ed_forged({"tenant_grants": GRANTS}), "no 'exp'"),
     "audience without a configured audience": (lambda: ed_forged(claims(aud="other")), "audience"),
-    "bound to another client id": (lambda: ed_forged(claims(client_id="someone-else")),
-                                   "bound to client id"),
+    "bound to another client id": (
+        lambda: ed_forged(claims(client_id="someone-else")),
+        "bound to client id",
+    ),
     # issue 15 item 10: a NaN exp never expired; numeric claims must be finite and in range
     "exp NaN": (lambda: ed_forged(claims(exp=float("nan"))), "'exp' is nan"),
     "exp Infinity": (lambda: ed_forged(claims(exp=float("inf"))), "'exp' is inf"),
@@ -177,7 +193,16 @@ def test_looks_like_jwt():
     from edge_broker.auth.token_method import looks_like_jwt
 
     assert looks_like_jwt(make_token(GRANTS).encode())
-    for not_jwt in (None, b"", b"secret", b"a.b", b"a..c", b"a.b.c.d", b"a b.c.d", "é.b.c".encode()):
+    for not_jwt in (
+        None,
+        b"",
+        b"secret",
+        b"a.b",
+        b"a..c",
+        b"a.b.c.d",
+        b"a b.c.d",
+        "é.b.c".encode(),
+    ):
         assert not looks_like_jwt(not_jwt), not_jwt
 
 
@@ -194,8 +219,9 @@ SEED_INVALID = [  # seed 000: "Invalid publish rules" and "Invalid syntax" of su
 
 
 @pytest.mark.parametrize(("kind", "rule", "words"), SEED_INVALID)
-def test_seed_invalid_rules_refuse_the_token_naming_rule_and_problem(token_broker, kind, rule,
-                                                                      words):
+def test_seed_invalid_rules_refuse_the_token_naming_rule_and_problem(
+    token_broker, kind, rule, words
+):
     rule = rule.replace(".", "/")
     token = ed_forged(claims(tenant_grants=[{"tenant_ids": ["acme"], kind: [rule]}]))
     for level in (5, 4):
@@ -206,11 +232,16 @@ def test_seed_invalid_rules_refuse_the_token_naming_rule_and_problem(token_broke
     assert words.replace(".", "/") in reason, reason
 
 
-b64part = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
-                  min_size=1, max_size=60)
+b64part = st.text(
+    alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+    min_size=1,
+    max_size=60,
+)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.tuples(b64part, b64part, b64part), st.sampled_from([5, 4]))
 def test_garbage_jwts_are_refused_and_the_broker_carries_on(token_broker, parts, level):
     code, reason = connect(token_broker, ".".join(parts), level, client_id="garbage")

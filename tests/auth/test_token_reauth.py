@@ -81,8 +81,10 @@ def test_expiry_closes_a_v311_connection(token_broker):
 
 
 def test_reauthentication_in_time_keeps_the_session(token_broker):
-    with RawClient(token_broker.host, token_broker.port) as c, \
-            RawClient(token_broker.host, token_broker.port) as pub:
+    with (
+        RawClient(token_broker.host, token_broker.port) as c,
+        RawClient(token_broker.host, token_broker.port) as pub,
+    ):
         assert c.connect("reauth-ok", properties=token_props(expiring(2))).reason_code == 0
         assert pub.connect("reauth-pub", properties=token_props(make_token(ALL))).reason_code == 0
         c.send(Subscribe(1, (Subscription("data/#", 1),)))
@@ -118,8 +120,10 @@ def test_reauthentication_for_another_tenant_is_refused(token_broker):
 
 
 def test_narrower_grants_remove_subscriptions_they_no_longer_accept(token_broker):
-    with RawClient(token_broker.host, token_broker.port) as c, \
-            RawClient(token_broker.host, token_broker.port) as pub:
+    with (
+        RawClient(token_broker.host, token_broker.port) as c,
+        RawClient(token_broker.host, token_broker.port) as pub,
+    ):
         assert c.connect("reauth-narrow", properties=token_props(make_token(ALL))).reason_code == 0
         pub_token = make_token([grant([TENANT], pub=["#"])])
         assert pub.connect("narrow-pub", properties=token_props(pub_token)).reason_code == 0
@@ -148,19 +152,33 @@ def test_a_password_token_client_cannot_reauthenticate(token_broker):
 def test_a_resumed_session_keeps_only_what_the_new_token_accepts(token_broker):
     persistent = Properties(session_expiry_interval=300)
     with RawClient(token_broker.host, token_broker.port) as c:
-        ack = c.connect("resume-narrow", clean=False, properties=Properties(
-            session_expiry_interval=300, authentication_method="TOKEN",
-            authentication_data=make_token(ALL).encode()))
+        ack = c.connect(
+            "resume-narrow",
+            clean=False,
+            properties=Properties(
+                session_expiry_interval=300,
+                authentication_method="TOKEN",
+                authentication_data=make_token(ALL).encode(),
+            ),
+        )
         assert ack.reason_code == 0 and not ack.session_present
         c.send(Subscribe(1, (Subscription("data/#", 0), Subscription("other/#", 0))))
         assert c.expect(Suback).reason_codes == (0, 0)
         c.send(Disconnect(0, persistent))
     narrower = make_token([grant([TENANT], sub=["data/#"])])
-    with RawClient(token_broker.host, token_broker.port) as c, \
-            RawClient(token_broker.host, token_broker.port) as pub:
-        ack = c.connect("resume-narrow", clean=False, properties=Properties(
-            session_expiry_interval=300, authentication_method="TOKEN",
-            authentication_data=narrower.encode()))
+    with (
+        RawClient(token_broker.host, token_broker.port) as c,
+        RawClient(token_broker.host, token_broker.port) as pub,
+    ):
+        ack = c.connect(
+            "resume-narrow",
+            clean=False,
+            properties=Properties(
+                session_expiry_interval=300,
+                authentication_method="TOKEN",
+                authentication_data=narrower.encode(),
+            ),
+        )
         assert ack.reason_code == 0 and ack.session_present
         pub_token = make_token([grant([TENANT], pub=["#"])])
         assert pub.connect("resume-pub", properties=token_props(pub_token)).reason_code == 0

@@ -81,10 +81,19 @@ def make_token(
     now: float | None = None,
     **claims: Any,
 ) -> str:
-    return create_token(key or ed_signing_key(), grants, ttl=ttl, separator=separator,
-                        now=time.time() if now is None else now, **claims)
+    return create_token(
+        key or ed_signing_key(),
+        grants,
+        ttl=ttl,
+        separator=separator,
+        now=time.time() if now is None else now,
+        **claims,
+    )
 
 
 def grant(tenants: list[str], pub: list[str] = (), sub: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
-    return {"tenant_ids": list(tenants), "allow_channels_pub": list(pub),
-            "allow_channels_sub": list(sub)}
+    return {
+        "tenant_ids": list(tenants),
+        "allow_channels_pub": list(pub),
+        "allow_channels_sub": list(sub),
+    }

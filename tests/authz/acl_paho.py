@@ -34,8 +34,11 @@ def toml_with_acl(acl_toml: str, listeners: str | None = None, extra: str = "") 
 
 def acl_json_file(path: Path, access_control: dict[str, Any]) -> Path:
     """A Zenoh-style config.json5 holding ``access_control`` (plus an unrelated section)."""
-    path.write_text("// Zenoh config (JSON5)\n{\n  mode: 'router',\n  access_control: "
-                    + json.dumps(access_control, indent=2) + ",\n}\n")
+    path.write_text(
+        "// Zenoh config (JSON5)\n{\n  mode: 'router',\n  access_control: "
+        + json.dumps(access_control, indent=2)
+        + ",\n}\n"
+    )
     return path
 
 
@@ -53,16 +56,24 @@ class AclClient(SyncPahoClient):
 
     QUIET = 0.3
 
-    def __init__(self, host: str, port: int, *, username: str | None = None,
-                 password: str | None = None, tls: tuple[Path, Path, Path] | None = None,
-                 client_id: str | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        tls: tuple[Path, Path, Path] | None = None,
+        client_id: str | None = None,
+    ) -> None:
         super().__init__(client_id or f"acl-{uuid.uuid4().hex[:12]}", V5)
         if username is not None:
             self.c.username_pw_set(username, password)
         if tls is not None:
             ca, cert, key = tls
-            self.c.tls_set(ca_certs=str(ca), certfile=str(cert), keyfile=str(key),
-                           cert_reqs=ssl.CERT_REQUIRED)
+            self.c.tls_set(
+                ca_certs=str(ca), certfile=str(cert), keyfile=str(key), cert_reqs=ssl.CERT_REQUIRED
+            )
         self.start(host, port)
         assert reason_value(self.reason) == 0, f"CONNECT refused: {self.reason}"
 
@@ -74,8 +85,15 @@ class AclClient(SyncPahoClient):
             props.UserProperty = ("queryable", "true")
         return self.suback_codes(lambda: self.c.subscribe(topic_filter, qos, properties=props))[0]
 
-    def publish(self, topic: str, payload: bytes = b"x", *, retain: bool = False,
-                response_topic: str | None = None, correlation: bytes | None = None) -> tuple[int, str]:
+    def publish(
+        self,
+        topic: str,
+        payload: bytes = b"x",
+        *,
+        retain: bool = False,
+        response_topic: str | None = None,
+        correlation: bytes | None = None,
+    ) -> tuple[int, str]:
         """QoS 1: the PUBACK reason code and Reason String ('' when absent)."""
         done = threading.Event()
         result: list[tuple[int, str]] = []

@@ -18,8 +18,9 @@ from token_broker import token_config  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["/", "."], ids=["slash", "dot"])
-def seed001_broker(request: pytest.FixtureRequest,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBroker, str]]:
+def seed001_broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[RunningBroker, str]]:
     """A token broker whose listener takes seed 001's runtime subscription patterns, once with
     the '/' and once with the '.' separator: ``(broker, separator)``. One per test module."""
     sep = str(request.param)

@@ -26,8 +26,9 @@ class SyncPahoClient:
 
     def __init__(self, client_id: str, protocol: int) -> None:
         self.client_id = client_id
-        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id,
-                             protocol=protocol)
+        self.c = paho.Client(
+            paho.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol
+        )
         self.messages: queue.Queue[paho.MQTTMessage] = queue.Queue()
         self.connected = threading.Event()
         self.reason: Any = None

@@ -18,7 +18,9 @@ _HASHES: dict[str, bytes] = {}
 # alice and carol: "user" (everything but admin/#); bob: "admin" (everything). Anonymous clients
 # (loopback) are unassigned: "deny".
 RULES_WIDE = '{ id = "all", topic = "#" }'
-RULES_NO_ADMIN = '{ id = "no-admin", topic = "admin/#", type = "DENY" }, { id = "all", topic = "#" }'
+RULES_NO_ADMIN = (
+    '{ id = "no-admin", topic = "admin/#", type = "DENY" }, { id = "all", topic = "#" }'
+)
 
 
 def hashed(user: str, password: str | None = None) -> bytes:
@@ -29,19 +31,31 @@ def hashed(user: str, password: str | None = None) -> bytes:
     return _HASHES[key]
 
 
-def write_passwd(path: Path, roles: dict[str, str], passwords: dict[str, str] | None = None) -> None:
+def write_passwd(
+    path: Path, roles: dict[str, str], passwords: dict[str, str] | None = None
+) -> None:
     """``roles``: user → role; users not named are absent from the file."""
     passwords = passwords or {}
-    write_password_file(path, {
-        user: PasswordEntry(user, hashed(user, passwords.get(user)), (), (role,))
-        for user, role in roles.items()
-    })
+    write_password_file(
+        path,
+        {
+            user: PasswordEntry(user, hashed(user, passwords.get(user)), (), (role,))
+            for user, role in roles.items()
+        },
+    )
 
 
-def gateway_config(directory: Path, *, admin_rules: str = RULES_WIDE,
-                   user_rules: str = RULES_NO_ADMIN, broker_extra: str = "",
-                   persistence: bool = False, methods: str = '["password", "anonymous"]',
-                   sys_interval: float = 0, audit: bool = False) -> str:
+def gateway_config(
+    directory: Path,
+    *,
+    admin_rules: str = RULES_WIDE,
+    user_rules: str = RULES_NO_ADMIN,
+    broker_extra: str = "",
+    persistence: bool = False,
+    methods: str = '["password", "anonymous"]',
+    sys_interval: float = 0,
+    audit: bool = False,
+) -> str:
     """Password users with roles, ``unassigned = "deny"``, anonymous on loopback; with
     ``audit`` the audit log in ``directory/audit``."""
     state = directory / "state"
@@ -55,7 +69,7 @@ interval = {sys_interval}
 {broker_extra}
 {persist}
 [passwords]
-file = "{directory / 'passwd'}"
+file = "{directory / "passwd"}"
 [[listeners]]
 name = "tcp"
 port = 0

@@ -22,8 +22,15 @@ from tests.conftest import ROOT, start_broker
 SECTION = {
     "enabled": True,
     "default_permission": "allow",
-    "rules": [{"id": "no-admin", "messages": ["put"], "flows": ["ingress"], "permission": "deny",
-               "key_exprs": ["admin/**"]}],
+    "rules": [
+        {
+            "id": "no-admin",
+            "messages": ["put"],
+            "flows": ["ingress"],
+            "permission": "deny",
+            "key_exprs": ["admin/**"],
+        }
+    ],
     "subjects": [{"id": "all"}],
     "policies": [{"rules": ["no-admin"], "subjects": ["all"]}],
 }
@@ -74,8 +81,10 @@ def test_no_section_no_gate_and_disabled_no_gate() -> None:
     assert pipeline is not None and [type(g) for g in pipeline.gates] == [AclGate]
     # default allow and only ingress rules: no delivery can be denied, none is checked
     assert not pipeline.has_delivery_gates
-    for variant in (INLINE.replace('flows = ["ingress"]', 'flows = ["egress"]'),
-                    INLINE.replace('default_permission = "allow"', 'default_permission = "deny"')):
+    for variant in (
+        INLINE.replace('flows = ["ingress"]', 'flows = ["egress"]'),
+        INLINE.replace('default_permission = "allow"', 'default_permission = "deny"'),
+    ):
         pipeline = build_pipeline(loads_config(variant), None, None)
         assert pipeline is not None and pipeline.has_delivery_gates
 
@@ -87,9 +96,14 @@ def problems(text: str, file: str = "broker.toml") -> list[str]:
 
 
 def test_inline_errors_name_the_entry() -> None:
-    found = problems(INLINE.replace('rules = ["no-admin"]', 'rules = ["no-such-rule"]')
-                     .replace('key_exprs = ["admin/**"]', 'key_exprs = ["admin/**/**"]'))
-    assert any("broker.toml: acl: policies[0]" in p and "'no-such-rule' does not exist" in p for p in found)
+    found = problems(
+        INLINE.replace('rules = ["no-admin"]', 'rules = ["no-such-rule"]').replace(
+            'key_exprs = ["admin/**"]', 'key_exprs = ["admin/**/**"]'
+        )
+    )
+    assert any(
+        "broker.toml: acl: policies[0]" in p and "'no-such-rule' does not exist" in p for p in found
+    )
     assert any("broker.toml: acl: rules[0]" in p and "admin/**/**" in p for p in found)
 
 
@@ -105,11 +119,14 @@ def test_file_errors_name_the_file_and_the_entry(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ('[acl]\nfile = "/nonexistent/zenoh.json5"\n', "acl.file: cannot read '/nonexistent/zenoh.json5'"),
+        (
+            '[acl]\nfile = "/nonexistent/zenoh.json5"\n',
+            "acl.file: cannot read '/nonexistent/zenoh.json5'",
+        ),
         ('[acl]\nfile = ""\n', "acl.file: expected the path of a Zenoh config.json5"),
         ('[acl]\nfile = "x.json5"\nenabled = true\n', "not both (remove enabled or file)"),
-        ('acl = 3\n', "acl: expected a table"),
-        ("[acl]\ndefault_permission = \"deny\"\n", "acl: enabled: is required"),
+        ("acl = 3\n", "acl: expected a table"),
+        ('[acl]\ndefault_permission = "deny"\n', "acl: enabled: is required"),
     ],
 )
 def test_section_errors(text: str, expected: str) -> None:
@@ -126,15 +143,25 @@ def test_invalid_json5_names_the_file(tmp_path: Path) -> None:
 def test_check_command_reports_acl_errors(tmp_path: Path) -> None:
     toml = tmp_path / "broker.toml"
     toml.write_text(INLINE.replace('subjects = ["all"]', 'subjects = ["nobody"]'))
-    done = subprocess.run([sys.executable, "-m", "edge_broker", "check", "--config", str(toml)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "check", "--config", str(toml)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.returncode != 0
-    assert "acl: policies[0]" in done.stdout + done.stderr and "'nobody' does not exist" in done.stdout + done.stderr
+    assert (
+        "acl: policies[0]" in done.stdout + done.stderr
+        and "'nobody' does not exist" in done.stdout + done.stderr
+    )
 
 
 def test_broker_refuses_to_start_on_a_bad_acl(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="does not exist in rules list"):
-        start_broker(tmp_path, toml_with_acl(INLINE.replace('rules = ["no-admin"]', 'rules = ["x"]')))
+        start_broker(
+            tmp_path, toml_with_acl(INLINE.replace('rules = ["no-admin"]', 'rules = ["x"]'))
+        )
 
 
 def _wait_log(b: object, needle: str, count: int, timeout: float = 10.0) -> None:
@@ -160,9 +187,19 @@ def test_reload_never_fails_open_and_applies_a_good_acl(tmp_path: Path) -> None:
             assert "refused" in b.log()
             assert c.publish_code("admin/x") == NOT_AUTHORIZED
             # 2. a good new ACL: admin/ allowed, ops/ denied for puts and subscriptions
-            acl_json_file(path, dict(SECTION, rules=[dict(SECTION["rules"][0],  # type: ignore[index]
-                                                          messages=["put", "declare_subscriber"],
-                                                          key_exprs=["ops/**"])]))
+            acl_json_file(
+                path,
+                dict(
+                    SECTION,
+                    rules=[
+                        dict(
+                            SECTION["rules"][0],  # type: ignore[index]
+                            messages=["put", "declare_subscriber"],
+                            key_exprs=["ops/**"],
+                        )
+                    ],
+                ),
+            )
             b.process.send_signal(signal.SIGHUP)
             _wait_log(b, "policy applied", 1)
             assert c.publish_code("admin/x") != NOT_AUTHORIZED
@@ -178,11 +215,13 @@ def test_readme_example_loads_and_decides_as_documented() -> None:
     from edge_broker.authz.acl_settings import _load_json5_section
 
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Site ACL"):]
-    block = section[section.index("```json5") + len("```json5"):]
-    acl = Acl.compile(_load_json5_section(block[:block.index("```")], "README.md"))
+    section = readme[readme.index("### Site ACL") :]
+    block = section[section.index("```json5") + len("```json5") :]
+    acl = Acl.compile(_load_json5_section(block[: block.index("```")], "README.md"))
 
-    def decide(subject: tuple[str | None, str | None, str | None], key: str) -> tuple[bool, str | None]:
+    def decide(
+        subject: tuple[str | None, str | None, str | None], key: str
+    ) -> tuple[bool, str | None]:
         d = acl.decide(subject, Flow.INGRESS, Message.PUT, key)
         return d.allowed, d.rule_id
 
@@ -194,13 +233,26 @@ def test_readme_example_loads_and_decides_as_documented() -> None:
 
 def test_reload_rechecks_a_queryable_subscription_as_declare_queryable(tmp_path: Path) -> None:
     def section(queryable: str) -> dict[str, object]:
-        return {"enabled": True, "default_permission": "deny",
-                "rules": [{"id": "subscribe", "messages": ["declare_subscriber"], "permission": "allow",
-                           "key_exprs": ["q/**"]},
-                          {"id": "queryable", "messages": ["declare_queryable"], "permission": queryable,
-                           "key_exprs": ["q/**"]}],
-                "subjects": [{"id": "all"}],
-                "policies": [{"rules": ["subscribe", "queryable"], "subjects": ["all"]}]}
+        return {
+            "enabled": True,
+            "default_permission": "deny",
+            "rules": [
+                {
+                    "id": "subscribe",
+                    "messages": ["declare_subscriber"],
+                    "permission": "allow",
+                    "key_exprs": ["q/**"],
+                },
+                {
+                    "id": "queryable",
+                    "messages": ["declare_queryable"],
+                    "permission": queryable,
+                    "key_exprs": ["q/**"],
+                },
+            ],
+            "subjects": [{"id": "all"}],
+            "policies": [{"rules": ["subscribe", "queryable"], "subjects": ["all"]}],
+        }
 
     path = acl_json_file(tmp_path / "zenoh.json5", section("allow"))
     b = start_broker(tmp_path, toml_with_acl(f'[acl]\nfile = "{path}"\n'))

@@ -52,7 +52,9 @@ subjects = ["guests"]
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     d = tmp_path_factory.mktemp("egress")
     passwd = password_file(d / "passwd", USERS)
-    listeners = '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
+    listeners = (
+        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
+    )
     b = start_broker(d, toml_with_acl(ACL, listeners, extra=f'[passwords]\nfile = "{passwd}"\n'))
     yield b
     b.stop()
@@ -63,8 +65,11 @@ def client(b: RunningBroker, user: str, **kw: object) -> AclClient:
 
 
 def test_egress_deny_filters_one_subscriber_only(broker: RunningBroker) -> None:
-    with client(broker, "guest") as guest, client(broker, "staff") as staff, \
-            client(broker, "writer") as pub:
+    with (
+        client(broker, "guest") as guest,
+        client(broker, "staff") as staff,
+        client(broker, "writer") as pub,
+    ):
         assert guest.subscribe("plant/#") == 1  # ingress has no deny: the SUBSCRIBE is granted
         assert staff.subscribe("plant/#") == 1
         for i in range(10):
@@ -83,7 +88,10 @@ def test_retained_messages_are_filtered_too(broker: RunningBroker) -> None:
     with client(broker, "guest") as guest, client(broker, "staff") as staff:
         guest.subscribe("plant/+/retained")
         staff.subscribe("plant/+/retained")
-        assert sorted(t for t, _ in staff.received(2)) == ["plant/public/retained", "plant/secret/retained"]
+        assert sorted(t for t, _ in staff.received(2)) == [
+            "plant/public/retained",
+            "plant/secret/retained",
+        ]
         assert [t for t, _ in guest.received(1)] == ["plant/public/retained"]
     with client(broker, "writer") as pub:  # leave no retained messages for the other tests
         pub.publish("plant/secret/retained", b"", retain=True)
@@ -93,7 +101,9 @@ def test_retained_messages_are_filtered_too(broker: RunningBroker) -> None:
 def _session_client(b: RunningBroker, clean_start: bool) -> tuple[paho.Client, queue.Queue[str]]:
     props = Properties(PacketTypes.CONNECT)
     props.SessionExpiryInterval = 300
-    c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="guest-queued", protocol=paho.MQTTv5)
+    c = paho.Client(
+        paho.CallbackAPIVersion.VERSION2, client_id="guest-queued", protocol=paho.MQTTv5
+    )
     c.username_pw_set("guest", USERS["guest"])
     got: queue.Queue[str] = queue.Queue()
     connected = threading.Event()
@@ -129,8 +139,11 @@ def test_queued_messages_of_an_offline_session_are_filtered(broker: RunningBroke
 def test_query_egress_deny(broker: RunningBroker) -> None:
     """A request (PUBLISH with a Response Topic) is a `query`: guests do not receive it, while a
     plain `put` on the same topic reaches them."""
-    with client(broker, "guest") as guest, client(broker, "staff") as staff, \
-            client(broker, "writer") as pub:
+    with (
+        client(broker, "guest") as guest,
+        client(broker, "staff") as staff,
+        client(broker, "writer") as pub,
+    ):
         guest.subscribe("rpc/#")
         staff.subscribe("rpc/#")
         pub.publish("rpc/reboot", b"query", response_topic="replies/1")
@@ -140,11 +153,16 @@ def test_query_egress_deny(broker: RunningBroker) -> None:
 
 
 def test_shared_group_message_goes_to_a_member_allowed_to_receive_it(broker: RunningBroker) -> None:
-    with client(broker, "guest") as guest, client(broker, "staff") as staff, \
-            client(broker, "writer") as pub:
+    with (
+        client(broker, "guest") as guest,
+        client(broker, "staff") as staff,
+        client(broker, "writer") as pub,
+    ):
         assert guest.subscribe("$share/g/plant/#") == 1
         assert staff.subscribe("$share/g/plant/#") == 1
         for i in range(6):
             pub.publish(f"plant/secret/shared{i}", b"s")
-        assert sorted(t for t, _ in staff.received(6)) == [f"plant/secret/shared{i}" for i in range(6)]
+        assert sorted(t for t, _ in staff.received(6)) == [
+            f"plant/secret/shared{i}" for i in range(6)
+        ]
         assert guest.received() == []

@@ -41,8 +41,13 @@ subjects = ["field"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_broker", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "edge_broker", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
 
 
 @pytest.fixture
@@ -53,7 +58,17 @@ def config(tmp_path: Path) -> str:
 
 
 def test_explain_denied_names_rule_and_subjects(config: str) -> None:
-    done = cli("explain", "-c", config, "--client-id", "d1", "--interface", "wlan0", "publish", "admin/reset")
+    done = cli(
+        "explain",
+        "-c",
+        config,
+        "--client-id",
+        "d1",
+        "--interface",
+        "wlan0",
+        "publish",
+        "admin/reset",
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     acl_line = next(line for line in done.stdout.splitlines() if line.strip().startswith("acl"))
     assert 'deny rule "no-admin-from-field"' in acl_line
@@ -62,7 +77,9 @@ def test_explain_denied_names_rule_and_subjects(config: str) -> None:
 
 
 def test_explain_allowed_on_another_interface(config: str) -> None:
-    done = cli("explain", "-c", config, "--client-id", "d1", "--interface", "eth0", "subscribe", "admin/#")
+    done = cli(
+        "explain", "-c", config, "--client-id", "d1", "--interface", "eth0", "subscribe", "admin/#"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     acl_line = next(line for line in done.stdout.splitlines() if line.strip().startswith("acl"))
     assert "allow" in acl_line and "match subjects: none" in acl_line

@@ -49,12 +49,17 @@ def veth() -> Iterator[Veth]:
     name, peer = f"ebacl{os.getpid() % 100000}", f"ebacp{os.getpid() % 100000}"
     made = _ip("link", "add", name, "type", "veth", "peer", "name", peer)
     if made.returncode != 0:
-        pytest.skip(f"cannot create a veth pair (needs root / CAP_NET_ADMIN): {made.stderr.strip()}")
+        pytest.skip(
+            f"cannot create a veth pair (needs root / CAP_NET_ADMIN): {made.stderr.strip()}"
+        )
     try:
         v4, v6 = _free_addresses()
-        for args in (("addr", "add", f"{v4}/32", "dev", name),
-                     ("addr", "add", f"{v6}/128", "dev", name, "nodad"),
-                     ("link", "set", name, "up"), ("link", "set", peer, "up")):
+        for args in (
+            ("addr", "add", f"{v4}/32", "dev", name),
+            ("addr", "add", f"{v6}/128", "dev", name, "nodad"),
+            ("link", "set", name, "up"),
+            ("link", "set", peer, "up"),
+        ):
             done = _ip(*args)
             assert done.returncode == 0, f"ip {' '.join(args)}: {done.stderr}"
         yield Veth(name, v4, v6)
@@ -77,17 +82,33 @@ def _broker(tmp: Path, access_control: dict[str, object]) -> RunningBroker:
 def field_denied(veth: Veth, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     """default allow; clients arriving on the veth ("field Wi-Fi") may not send commands nor
     receive secrets."""
-    b = _broker(tmp_path_factory.mktemp("iface-deny"), {
-        "enabled": True, "default_permission": "allow",
-        "rules": [
-            {"id": "no-commands-from-field", "messages": ["put", "delete"], "flows": ["ingress"],
-             "permission": "deny", "key_exprs": ["cmd/**"]},
-            {"id": "no-secrets-to-field", "messages": ["put"], "flows": ["egress"],
-             "permission": "deny", "key_exprs": ["secret/**"]},
-        ],
-        "subjects": [{"id": "field", "interfaces": [veth.name]}],
-        "policies": [{"rules": ["no-commands-from-field", "no-secrets-to-field"], "subjects": ["field"]}],
-    })
+    b = _broker(
+        tmp_path_factory.mktemp("iface-deny"),
+        {
+            "enabled": True,
+            "default_permission": "allow",
+            "rules": [
+                {
+                    "id": "no-commands-from-field",
+                    "messages": ["put", "delete"],
+                    "flows": ["ingress"],
+                    "permission": "deny",
+                    "key_exprs": ["cmd/**"],
+                },
+                {
+                    "id": "no-secrets-to-field",
+                    "messages": ["put"],
+                    "flows": ["egress"],
+                    "permission": "deny",
+                    "key_exprs": ["secret/**"],
+                },
+            ],
+            "subjects": [{"id": "field", "interfaces": [veth.name]}],
+            "policies": [
+                {"rules": ["no-commands-from-field", "no-secrets-to-field"], "subjects": ["field"]}
+            ],
+        },
+    )
     yield b
     b.stop()
 
@@ -131,7 +152,9 @@ def _link_local(name: str, timeout: float = 5.0) -> str | None:
     return None
 
 
-def test_ipv6_link_local_address_names_its_interface(field_denied: RunningBroker, veth: Veth) -> None:
+def test_ipv6_link_local_address_names_its_interface(
+    field_denied: RunningBroker, veth: Veth
+) -> None:
     """getsockname gives fe80::...%<interface>: the scope is the interface."""
     address = _link_local(veth.name)
     if address is None:
@@ -143,8 +166,11 @@ def test_ipv6_link_local_address_names_its_interface(field_denied: RunningBroker
 
 def test_egress_deny_by_interface(field_denied: RunningBroker, veth: Veth) -> None:
     port = field_denied.ports["v4"]
-    with AclClient(veth.ipv4, port) as field_sub, AclClient("127.0.0.1", port) as lo_sub, \
-            AclClient("127.0.0.1", port) as pub:
+    with (
+        AclClient(veth.ipv4, port) as field_sub,
+        AclClient("127.0.0.1", port) as lo_sub,
+        AclClient("127.0.0.1", port) as pub,
+    ):
         assert field_sub.subscribe("secret/#") == 1  # subscribing is allowed (ingress)
         assert lo_sub.subscribe("secret/#") == 1
         for i in range(5):
@@ -157,13 +183,23 @@ def test_allow_only_on_the_uplink_under_default_deny(
     veth: Veth, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The other way round: default deny, only the veth (uplink) may publish."""
-    b = _broker(tmp_path_factory.mktemp("iface-allow"), {
-        "enabled": True,
-        "rules": [{"id": "uplink-publish", "messages": ["put"], "flows": ["ingress"],
-                   "permission": "allow", "key_exprs": ["**"]}],
-        "subjects": [{"id": "uplink", "interfaces": [veth.name]}],
-        "policies": [{"rules": ["uplink-publish"], "subjects": ["uplink"]}],
-    })
+    b = _broker(
+        tmp_path_factory.mktemp("iface-allow"),
+        {
+            "enabled": True,
+            "rules": [
+                {
+                    "id": "uplink-publish",
+                    "messages": ["put"],
+                    "flows": ["ingress"],
+                    "permission": "allow",
+                    "key_exprs": ["**"],
+                }
+            ],
+            "subjects": [{"id": "uplink", "interfaces": [veth.name]}],
+            "policies": [{"rules": ["uplink-publish"], "subjects": ["uplink"]}],
+        },
+    )
     try:
         port = b.ports["v4"]
         with AclClient(veth.ipv4, port, client_id="same") as c:

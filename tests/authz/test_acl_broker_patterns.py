@@ -12,16 +12,27 @@ import pytest
 from tests.authz.acl_paho import NOT_AUTHORIZED, AclClient, acl_json_file, toml_with_acl
 from tests.conftest import RunningBroker, start_broker
 
-LISTENER = ('[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
-            'subscription_patterns = "seed001"\n')
+LISTENER = (
+    '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nsubscription_patterns = "seed001"\n'
+)
 
 SECTION = {
-    "enabled": True, "default_permission": "deny",
+    "enabled": True,
+    "default_permission": "deny",
     "rules": [
-        {"id": "sensors", "messages": ["put", "declare_subscriber"], "permission": "allow",
-         "key_exprs": ["sensors/**"]},
-        {"id": "no-secrets-out", "messages": ["put"], "flows": ["egress"], "permission": "deny",
-         "key_exprs": ["sensors/secret$*/**"]},
+        {
+            "id": "sensors",
+            "messages": ["put", "declare_subscriber"],
+            "permission": "allow",
+            "key_exprs": ["sensors/**"],
+        },
+        {
+            "id": "no-secrets-out",
+            "messages": ["put"],
+            "flows": ["egress"],
+            "permission": "deny",
+            "key_exprs": ["sensors/secret$*/**"],
+        },
     ],
     "subjects": [{"id": "all"}],
     "policies": [{"rules": ["sensors", "no-secrets-out"], "subjects": ["all"]}],

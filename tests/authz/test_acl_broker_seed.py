@@ -29,15 +29,22 @@ RULE = "allow pub/sub on test/demo"
 SEED_SAMPLE: dict[str, Any] = {
     "enabled": True,
     "default_permission": "deny",
-    "rules": [{
-        "id": RULE, "messages": ["put", "delete", "declare_subscriber"],
-        "flows": ["egress", "ingress"], "permission": "allow", "key_exprs": ["test/demo"],
-    }],
+    "rules": [
+        {
+            "id": RULE,
+            "messages": ["put", "delete", "declare_subscriber"],
+            "flows": ["egress", "ingress"],
+            "permission": "allow",
+            "key_exprs": ["test/demo"],
+        }
+    ],
     "subjects": [
         {"id": "loopback interface", "interfaces": ["lo0", "lo"]},
         {"id": "usernames on any interface", "usernames": ["zenoh_instance_1", "zenoh_instance_2"]},
     ],
-    "policies": [{"rules": [RULE], "subjects": ["loopback interface", "usernames on any interface"]}],
+    "policies": [
+        {"rules": [RULE], "subjects": ["loopback interface", "usernames on any interface"]}
+    ],
 }
 
 
@@ -55,7 +62,9 @@ def sample_deny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBro
 
 @pytest.fixture(scope="module")
 def sample_allow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    b = _broker(tmp_path_factory.mktemp("seed-allow"), {**SEED_SAMPLE, "default_permission": "allow"})
+    b = _broker(
+        tmp_path_factory.mktemp("seed-allow"), {**SEED_SAMPLE, "default_permission": "allow"}
+    )
     yield b
     b.stop()
 
@@ -64,8 +73,10 @@ def sample_allow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBr
 
 
 def test_loopback_client_may_put_and_subscribe_test_demo(sample_deny: RunningBroker) -> None:
-    with AclClient(sample_deny.host, sample_deny.port) as sub, \
-            AclClient(sample_deny.host, sample_deny.port) as pub:
+    with (
+        AclClient(sample_deny.host, sample_deny.port) as sub,
+        AclClient(sample_deny.host, sample_deny.port) as pub,
+    ):
         assert sub.subscribe("test/demo") == 1  # declare_subscriber, ingress
         assert pub.publish_code("test/demo", b"hello") == 0  # put, ingress
         assert sub.received(1) == [("test/demo", b"hello")]  # put, egress
@@ -84,10 +95,14 @@ def test_delete_is_allowed_and_clears_the_retained_message(sample_deny: RunningB
     ("kind", "kw"),
     [("query", {"response_topic": "test/demo"}), ("reply", {"correlation": b"c1"})],
 )
-def test_other_messages_are_denied_by_default(sample_deny: RunningBroker, kind: str, kw: Any) -> None:
+def test_other_messages_are_denied_by_default(
+    sample_deny: RunningBroker, kind: str, kw: Any
+) -> None:
     """'if a node tries to send another message type (eg: query), it will be denied'."""
-    with AclClient(sample_deny.host, sample_deny.port) as sub, \
-            AclClient(sample_deny.host, sample_deny.port) as pub:
+    with (
+        AclClient(sample_deny.host, sample_deny.port) as sub,
+        AclClient(sample_deny.host, sample_deny.port) as pub,
+    ):
         sub.subscribe("test/demo")
         code, reason = pub.publish("test/demo", b"q", **kw)
         assert code == NOT_AUTHORIZED
@@ -120,8 +135,10 @@ def test_wider_subscriptions_are_denied(sample_deny: RunningBroker, topic_filter
 
 @pytest.mark.parametrize("topic", ["test/demo", "test/demo/a", "anything"])
 def test_default_allow_lets_everything_through(sample_allow: RunningBroker, topic: str) -> None:
-    with AclClient(sample_allow.host, sample_allow.port) as sub, \
-            AclClient(sample_allow.host, sample_allow.port) as pub:
+    with (
+        AclClient(sample_allow.host, sample_allow.port) as sub,
+        AclClient(sample_allow.host, sample_allow.port) as pub,
+    ):
         assert sub.subscribe("#") == 1
         assert pub.publish_code(topic, b"p") == 0
         assert pub.publish_code(topic, b"q", response_topic="r") == 0  # query: no rule, allowed
@@ -140,10 +157,18 @@ def worked_example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
     One rule per deny expression, each under its own prefix (p0/, p1/, p2/)."""
     denies = ["test/demo/a", "test/demo/*", "test/demo/**"]
     config = {
-        "enabled": True, "default_permission": "allow",
-        "rules": [{"id": f"deny-{i}", "messages": ["put", "declare_subscriber"],
-                   "flows": ["ingress", "egress"], "permission": "deny", "key_exprs": [f"p{i}/{ke}"]}
-                  for i, ke in enumerate(denies)],
+        "enabled": True,
+        "default_permission": "allow",
+        "rules": [
+            {
+                "id": f"deny-{i}",
+                "messages": ["put", "declare_subscriber"],
+                "flows": ["ingress", "egress"],
+                "permission": "deny",
+                "key_exprs": [f"p{i}/{ke}"],
+            }
+            for i, ke in enumerate(denies)
+        ],
         "subjects": [{"id": "everyone"}],
         "policies": [{"rules": [f"deny-{i}" for i in range(3)], "subjects": ["everyone"]}],
     }
@@ -177,17 +202,29 @@ def _table_config(default: str) -> dict[str, Any]:
     """Row n's rule is under prefix rN/ (a common literal first chunk keeps inclusion as it
     is); allow rules under default deny, deny rules under default allow."""
     permission = "allow" if default == "deny" else "deny"
-    rules = [{"id": f"row-{n}", "messages": ["put", "declare_subscriber"], "flows": ["ingress"],
-              "permission": permission, "key_exprs": [f"r{n}/{rule}"]}
-             for n, (_, rule, _) in enumerate(TABLE)]
-    return {"enabled": True, "default_permission": default, "rules": rules,
-            "subjects": [{"id": "all"}],
-            "policies": [{"rules": [r["id"] for r in rules], "subjects": ["all"]}]}
+    rules = [
+        {
+            "id": f"row-{n}",
+            "messages": ["put", "declare_subscriber"],
+            "flows": ["ingress"],
+            "permission": permission,
+            "key_exprs": [f"r{n}/{rule}"],
+        }
+        for n, (_, rule, _) in enumerate(TABLE)
+    ]
+    return {
+        "enabled": True,
+        "default_permission": default,
+        "rules": rules,
+        "subjects": [{"id": "all"}],
+        "policies": [{"rules": [r["id"] for r in rules], "subjects": ["all"]}],
+    }
 
 
 @pytest.fixture(scope="module", params=["deny", "allow"])
-def table_broker(request: pytest.FixtureRequest,
-                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RunningBroker]]:
+def table_broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, RunningBroker]]:
     default = str(request.param)
     b = _broker(tmp_path_factory.mktemp(f"table-{default}"), _table_config(default))
     yield default, b
@@ -202,9 +239,12 @@ def _mqtt(request: str) -> tuple[str, bool]:
     return request, False
 
 
-@pytest.mark.parametrize(("n", "row"), list(enumerate(TABLE)), ids=[f"{r[0]} vs {r[1]}" for r in TABLE])
-def test_matching_table_row(table_broker: tuple[str, RunningBroker], n: int,
-                            row: tuple[str, str, bool]) -> None:
+@pytest.mark.parametrize(
+    ("n", "row"), list(enumerate(TABLE)), ids=[f"{r[0]} vs {r[1]}" for r in TABLE]
+)
+def test_matching_table_row(
+    table_broker: tuple[str, RunningBroker], n: int, row: tuple[str, str, bool]
+) -> None:
     default, b = table_broker
     request, _, match = row
     name, is_filter = _mqtt(f"r{n}/{request}")
@@ -230,8 +270,11 @@ def test_will_is_checked_at_connect(sample_deny: RunningBroker, topic: str, acce
 
     import paho.mqtt.client as paho
 
-    c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"will-{topic.replace('/', '-')}",
-                    protocol=paho.MQTTv5)
+    c = paho.Client(
+        paho.CallbackAPIVersion.VERSION2,
+        client_id=f"will-{topic.replace('/', '-')}",
+        protocol=paho.MQTTv5,
+    )
     c.will_set(topic, b"gone", 1)
     answered = threading.Event()
     codes: list[int] = []

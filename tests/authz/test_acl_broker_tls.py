@@ -38,16 +38,29 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def _write(directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> tuple[Path, Path]:
+def _write(
+    directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey
+) -> tuple[Path, Path]:
     cert_path, key_path = directory / f"{stem}.pem", directory / f"{stem}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return cert_path, key_path
 
 
-def _issue(cn: str, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, *, server: bool = False,
-           is_ca: bool = False) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def _issue(
+    cn: str,
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_name: x509.Name,
+    *,
+    server: bool = False,
+    is_ca: bool = False,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
     builder = (
@@ -62,9 +75,14 @@ def _issue(cn: str, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, *, s
     )
     if server:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                         x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]),
-            critical=False)
+            x509.SubjectAlternativeName(
+                [
+                    x509.DNSName("localhost"),
+                    x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1")),
+                ]
+            ),
+            critical=False,
+        )
     signer = key if is_ca else ca_key
     return builder.sign(signer, hashes.SHA256()), key
 
@@ -81,9 +99,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 def _tls_listener(pki: Pki, methods: str) -> str:
     cert, key = pki.server
-    return (f'[[listeners]]\nname = "tls"\ntransport = "tls"\nbind = "127.0.0.1"\nport = 0\n'
-            f'tls_cert = "{cert}"\ntls_key = "{key}"\ntls_ca = "{pki.ca}"\nrequire_client_cert = true\n'
-            f"auth_methods = {methods}\n")
+    return (
+        f'[[listeners]]\nname = "tls"\ntransport = "tls"\nbind = "127.0.0.1"\nport = 0\n'
+        f'tls_cert = "{cert}"\ntls_key = "{key}"\ntls_ca = "{pki.ca}"\nrequire_client_cert = true\n'
+        f"auth_methods = {methods}\n"
+    )
 
 
 ACL = """
@@ -144,8 +164,11 @@ def tls_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[R
     d = tmp_path_factory.mktemp("tls-broker")
     passwd = password_file(d / "passwd", {"operator": "op-secret"})
     # anonymous keeps the certificate CN (cert_cn) with no username; password adds the username
-    text = toml_with_acl(ACL, _tls_listener(pki, '["password", "anonymous"]'),
-                         extra=f'[passwords]\nfile = "{passwd}"\n')
+    text = toml_with_acl(
+        ACL,
+        _tls_listener(pki, '["password", "anonymous"]'),
+        extra=f'[passwords]\nfile = "{passwd}"\n',
+    )
     b = start_broker(d, text)
     yield b
     b.stop()
@@ -175,9 +198,19 @@ def test_gateway_certificate_alone_gets_nothing(tls_broker: RunningBroker, pki: 
 
 def test_certificate_and_username_together(tls_broker: RunningBroker, pki: Pki) -> None:
     """cert CN AND username: the gateway's certificate with the operator's password."""
-    with AclClient("127.0.0.1", tls_broker.port, tls=pki.client("gateway-1"),
-                   username="operator", password="op-secret") as c:
+    with AclClient(
+        "127.0.0.1",
+        tls_broker.port,
+        tls=pki.client("gateway-1"),
+        username="operator",
+        password="op-secret",
+    ) as c:
         assert c.publish_code("cmd/open") != NOT_AUTHORIZED
-    with AclClient("127.0.0.1", tls_broker.port, tls=pki.client("sensor-1"),
-                   username="operator", password="op-secret") as c:
+    with AclClient(
+        "127.0.0.1",
+        tls_broker.port,
+        tls=pki.client("sensor-1"),
+        username="operator",
+        password="op-secret",
+    ) as c:
         assert c.publish_code("cmd/open") == NOT_AUTHORIZED

@@ -22,14 +22,27 @@ from edge_broker.matching.subscription_patterns import parse_pattern
 from edge_broker.mqtt.packets import Properties, Publish, Subscription, Will
 
 
-def section(default: str = "deny", flows: tuple[str, ...] = ("ingress", "egress")) -> dict[str, Any]:
+def section(
+    default: str = "deny", flows: tuple[str, ...] = ("ingress", "egress")
+) -> dict[str, Any]:
     return {
-        "enabled": True, "default_permission": default,
+        "enabled": True,
+        "default_permission": default,
         "rules": [
-            {"id": "no-admin", "messages": ["put", "declare_subscriber"], "flows": list(flows),
-             "permission": "deny", "key_exprs": ["admin/**"]},
-            {"id": "sensors", "messages": ["put", "delete", "declare_subscriber"], "flows": list(flows),
-             "permission": "allow", "key_exprs": ["sensors/**", "admin/**"]},
+            {
+                "id": "no-admin",
+                "messages": ["put", "declare_subscriber"],
+                "flows": list(flows),
+                "permission": "deny",
+                "key_exprs": ["admin/**"],
+            },
+            {
+                "id": "sensors",
+                "messages": ["put", "delete", "declare_subscriber"],
+                "flows": list(flows),
+                "permission": "allow",
+                "key_exprs": ["sensors/**", "admin/**"],
+            },
         ],
         "subjects": [{"id": "all"}],
         "policies": [{"rules": ["no-admin", "sensors"], "subjects": ["all"]}],
@@ -40,25 +53,42 @@ def ident(**kw: Any) -> Identity:
     return Identity(client_id="c", method="anonymous", **kw)
 
 
-@pytest.mark.parametrize(("retain", "payload", "props"), [
-    (False, b"x", Properties()), (True, b"", Properties()), (True, b"x", Properties()),
-    (False, b"", Properties()), (False, b"x", Properties(response_topic="r")),
-    (False, b"x", Properties(correlation_data=b"c")),
-    (False, b"x", Properties(response_topic="r", correlation_data=b"c")),
-    (True, b"", Properties(response_topic="r")),
-])
-def test_message_kind_matches_the_engine_mapping(retain: bool, payload: bytes, props: Properties) -> None:
+@pytest.mark.parametrize(
+    ("retain", "payload", "props"),
+    [
+        (False, b"x", Properties()),
+        (True, b"", Properties()),
+        (True, b"x", Properties()),
+        (False, b"", Properties()),
+        (False, b"x", Properties(response_topic="r")),
+        (False, b"x", Properties(correlation_data=b"c")),
+        (False, b"x", Properties(response_topic="r", correlation_data=b"c")),
+        (True, b"", Properties(response_topic="r")),
+    ],
+)
+def test_message_kind_matches_the_engine_mapping(
+    retain: bool, payload: bytes, props: Properties
+) -> None:
     assert publish_message(retain, payload, props) is mqtt_publish_message(
-        Publish("t", payload, 0, retain, properties=props))
+        Publish("t", payload, 0, retain, properties=props)
+    )
 
 
 def test_reason_strings_name_rule_or_default() -> None:
     gate = AclGate(Acl.load(section()))
     denied = gate.check_publish(ident(), "admin/x", Publish("admin/x", b"1"))
-    assert denied is not None and denied.denied and denied.gate is Gate.ACL and denied.rule == "no-admin"
+    assert (
+        denied is not None
+        and denied.denied
+        and denied.gate is Gate.ACL
+        and denied.rule == "no-admin"
+    )
     assert denied.reason == "publish to 'admin/x' (put): denied by acl rule \"no-admin\""
     default = gate.check_publish(ident(), "other", Publish("other", b"1"))
-    assert default is not None and default.reason == "publish to 'other' (put): denied by acl default_permission"
+    assert (
+        default is not None
+        and default.reason == "publish to 'other' (put): denied by acl default_permission"
+    )
     allowed = gate.check_publish(ident(), "sensors/t", Publish("sensors/t", b"1"))
     assert allowed is not None and allowed.allowed and allowed.rule == "sensors"
     odd = gate.check_publish(ident(), "a//b", Publish("a//b", b"1"))
@@ -72,8 +102,13 @@ def test_will_subscribe_queryable_and_delivery() -> None:
     sub = gate.check_subscribe(ident(), Subscription("sensors/#"), "sensors/#", None)
     assert sub is not None and sub.allowed
     queryable = gate.check_subscribe_with_properties(
-        ident(), Subscription("sensors/#"), "sensors/#", None, (("queryable", "true"),))
-    assert queryable is not None and queryable.denied and "(declare_queryable)" in (queryable.reason or "")
+        ident(), Subscription("sensors/#"), "sensors/#", None, (("queryable", "true"),)
+    )
+    assert (
+        queryable is not None
+        and queryable.denied
+        and "(declare_queryable)" in (queryable.reason or "")
+    )
     delivered = gate.check_deliver(ident(), BrokerMessage("admin/x", b"1", 0, False))
     assert delivered is not None and delivered.denied and delivered.reason is not None
     assert delivered.reason.startswith("deliver 'admin/x' (put)")
@@ -82,12 +117,14 @@ def test_will_subscribe_queryable_and_delivery() -> None:
 
 
 def test_subjects_are_resolved_per_attribute_triple() -> None:
-    acl = Acl.load({
-        "enabled": True,
-        "rules": [{"id": "r", "messages": ["put"], "permission": "allow", "key_exprs": ["x"]}],
-        "subjects": [{"id": "wifi", "interfaces": ["wlan0"]}],
-        "policies": [{"rules": ["r"], "subjects": ["wifi"]}],
-    })
+    acl = Acl.load(
+        {
+            "enabled": True,
+            "rules": [{"id": "r", "messages": ["put"], "permission": "allow", "key_exprs": ["x"]}],
+            "subjects": [{"id": "wifi", "interfaces": ["wlan0"]}],
+            "policies": [{"rules": ["r"], "subjects": ["wifi"]}],
+        }
+    )
     gate = AclGate(acl)
     on_wifi, on_eth = ident(interface="wlan0"), ident(interface="eth0")
     assert gate.check_publish(on_wifi, "x", Publish("x", b"1")).allowed  # type: ignore[union-attr]
@@ -104,14 +141,18 @@ def test_decision_cache_is_bounded() -> None:
         assert len(gate._ingress[0]) <= 10
 
 
-@pytest.mark.parametrize(("default", "flows", "expected"), [
-    ("deny", ("ingress",), True),  # every delivery needs an egress allow
-    ("allow", ("ingress",), False),  # nothing can deny a delivery
-    ("allow", ("egress",), True),
-    ("allow", ("ingress", "egress"), True),
-])
-def test_egress_checked_only_when_a_delivery_can_be_denied(default: str, flows: tuple[str, ...],
-                                                           expected: bool) -> None:
+@pytest.mark.parametrize(
+    ("default", "flows", "expected"),
+    [
+        ("deny", ("ingress",), True),  # every delivery needs an egress allow
+        ("allow", ("ingress",), False),  # nothing can deny a delivery
+        ("allow", ("egress",), True),
+        ("allow", ("ingress", "egress"), True),
+    ],
+)
+def test_egress_checked_only_when_a_delivery_can_be_denied(
+    default: str, flows: tuple[str, ...], expected: bool
+) -> None:
     acl = Acl.load(section(default, flows))
     assert egress_can_deny(acl) is expected
     assert AclGate(acl).checks_every_delivery is expected
@@ -125,27 +166,47 @@ PREFIXES = ["a", "ab", "b"]
 
 @st.composite
 def patterns(draw: st.DrawFn) -> str:
-    body = draw(st.lists(st.one_of(st.sampled_from(LEVELS), st.just("*"),
-                                   st.sampled_from([p + "*" for p in PREFIXES])), max_size=3))
-    tail = draw(st.one_of(st.none(), st.sampled_from(["#", ">"]),
-                          st.sampled_from([p + t for p in PREFIXES for t in "#>"])))
+    body = draw(
+        st.lists(
+            st.one_of(
+                st.sampled_from(LEVELS), st.just("*"), st.sampled_from([p + "*" for p in PREFIXES])
+            ),
+            max_size=3,
+        )
+    )
+    tail = draw(
+        st.one_of(
+            st.none(),
+            st.sampled_from(["#", ">"]),
+            st.sampled_from([p + t for p in PREFIXES for t in "#>"]),
+        )
+    )
     tokens = body + ([tail] if tail else [])
     return "/".join(tokens) if tokens else "a"
 
 
 @settings(max_examples=400, deadline=None)
 @given(patterns(), st.lists(st.sampled_from(LEVELS), min_size=1, max_size=5))
-def test_pattern_key_expression_includes_exactly_the_matching_channels(pattern: str,
-                                                                        levels: list[str]) -> None:
+def test_pattern_key_expression_includes_exactly_the_matching_channels(
+    pattern: str, levels: list[str]
+) -> None:
     channel = "/".join(levels)
     key = pattern_to_keyexpr(pattern, "/", frozenset())
     assert key.includes(KeyExpr.parse(channel)) is parse_pattern(pattern).matches(channel)
 
 
-@pytest.mark.parametrize(("pattern", "expected"), [
-    ("a/*", "a/*"), ("a/b*", "a/b$*"), ("a/>", "a/*/**"), ("a/b#", "a/b$*/**"),
-    ("a/b>", "a/b$*/*/**"), (">", "*/**"), ("#", "**"),
-])
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("a/*", "a/*"),
+        ("a/b*", "a/b$*"),
+        ("a/>", "a/*/**"),
+        ("a/b#", "a/b$*/**"),
+        ("a/b>", "a/b$*/*/**"),
+        (">", "*/**"),
+        ("#", "**"),
+    ],
+)
 def test_pattern_forms(pattern: str, expected: str) -> None:
     assert pattern_to_keyexpr(pattern, "/", frozenset()).text == expected
 
@@ -174,27 +235,56 @@ USERS = [None, "ops", "guest"]
 TOPIC_LEVELS = ["a", "b", "admin", "@cal", "", "x$y"]
 
 MIXED = {
-    "enabled": True, "default_permission": "deny",
+    "enabled": True,
+    "default_permission": "deny",
     "rules": [
-        {"id": "a-all", "messages": ["put", "delete", "query", "reply"], "permission": "allow",
-         "key_exprs": ["a/**", "b/*"]},
-        {"id": "no-admin", "messages": ["put", "query"], "permission": "deny", "key_exprs": ["**/admin/**"]},
-        {"id": "cal", "messages": ["put"], "flows": ["egress"], "permission": "allow",
-         "key_exprs": ["a/@cal"]},
-        {"id": "guest-no-b", "messages": ["put", "reply"], "flows": ["egress"], "permission": "deny",
-         "key_exprs": ["b/**"]},
+        {
+            "id": "a-all",
+            "messages": ["put", "delete", "query", "reply"],
+            "permission": "allow",
+            "key_exprs": ["a/**", "b/*"],
+        },
+        {
+            "id": "no-admin",
+            "messages": ["put", "query"],
+            "permission": "deny",
+            "key_exprs": ["**/admin/**"],
+        },
+        {
+            "id": "cal",
+            "messages": ["put"],
+            "flows": ["egress"],
+            "permission": "allow",
+            "key_exprs": ["a/@cal"],
+        },
+        {
+            "id": "guest-no-b",
+            "messages": ["put", "reply"],
+            "flows": ["egress"],
+            "permission": "deny",
+            "key_exprs": ["b/**"],
+        },
     ],
-    "subjects": [{"id": "wifi", "interfaces": ["wlan0"]}, {"id": "ops", "usernames": ["ops"]},
-                 {"id": "guest", "usernames": ["guest"]}],
-    "policies": [{"rules": ["a-all", "no-admin"], "subjects": ["wifi", "ops"]},
-                 {"rules": ["cal", "guest-no-b"], "subjects": ["guest", "ops"]}],
+    "subjects": [
+        {"id": "wifi", "interfaces": ["wlan0"]},
+        {"id": "ops", "usernames": ["ops"]},
+        {"id": "guest", "usernames": ["guest"]},
+    ],
+    "policies": [
+        {"rules": ["a-all", "no-admin"], "subjects": ["wifi", "ops"]},
+        {"rules": ["cal", "guest-no-b"], "subjects": ["guest", "ops"]},
+    ],
 }
 
 REQUEST = st.tuples(
-    st.sampled_from(IFACES), st.sampled_from(USERS),
+    st.sampled_from(IFACES),
+    st.sampled_from(USERS),
     st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=3).map("/".join),
-    st.booleans(), st.sampled_from([b"", b"p"]),
-    st.sampled_from([Properties(), Properties(response_topic="r"), Properties(correlation_data=b"c")]),
+    st.booleans(),
+    st.sampled_from([b"", b"p"]),
+    st.sampled_from(
+        [Properties(), Properties(response_topic="r"), Properties(correlation_data=b"c")]
+    ),
     st.booleans(),
 )
 

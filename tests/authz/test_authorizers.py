@@ -97,8 +97,15 @@ def test_disconnect_outcome(brokers) -> None:
     b = brokers["deny"]
     with RawClient(b.host, b.port) as c:
         c.connect("a4")
-        c.send(Publish("open/x", b"x", 1, packet_id=1,
-                       properties=Properties(user_properties=(("notallowed", "1"),))))
+        c.send(
+            Publish(
+                "open/x",
+                b"x",
+                1,
+                packet_id=1,
+                properties=Properties(user_properties=(("notallowed", "1"),)),
+            )
+        )
         got = c.closed()
         assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x98
 
@@ -110,7 +117,9 @@ def test_timeout_uses_the_fallback(brokers, fallback: str, expected: int) -> Non
 
 
 @pytest.mark.parametrize(("fallback", "expected"), [("deny", 0x87), ("next", 0x10)])
-def test_exception_uses_the_fallback_and_broker_survives(brokers, fallback: str, expected: int) -> None:
+def test_exception_uses_the_fallback_and_broker_survives(
+    brokers, fallback: str, expected: int
+) -> None:
     b = brokers[fallback]
     assert publish_code(b, "boom/x", f"e-{fallback}")[0] == expected
     assert b.alive()
@@ -122,8 +131,16 @@ def test_subscribe_authorizer_per_filter(brokers) -> None:
     b = brokers["deny"]
     with RawClient(b.host, b.port) as c:
         c.connect("s1")
-        c.send(Subscribe(1, (Subscription("open/#", 1), Subscription("forbidden/#", 1),
-                             Subscription("secret/#", 1))))
+        c.send(
+            Subscribe(
+                1,
+                (
+                    Subscription("open/#", 1),
+                    Subscription("forbidden/#", 1),
+                    Subscription("secret/#", 1),
+                ),
+            )
+        )
         assert c.expect(Suback).reason_codes == (1, 0x87, 0x87)
 
 

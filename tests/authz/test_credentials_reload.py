@@ -28,8 +28,12 @@ def gateway(tmp_path: Path):
 
 def login(b: RunningBroker, user: str, level: int = 5) -> RawClient:
     c = RawClient(b.host, b.port, level)
-    assert c.connect(unique_id(user + "-"), username=user,
-                     password=PASSWORDS[user].encode()).reason_code == 0
+    assert (
+        c.connect(
+            unique_id(user + "-"), username=user, password=PASSWORDS[user].encode()
+        ).reason_code
+        == 0
+    )
     return c
 
 
@@ -37,8 +41,11 @@ def test_removed_user_is_disconnected_with_0x87(gateway) -> None:
     b, directory = gateway
     bob = login(b, "bob")
     alice = login(b, "alice")
-    result = subprocess.run([sys.executable, "-m", "edge_broker", "passwd", "remove",
-                             str(directory / "passwd"), "bob"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "passwd", "remove", str(directory / "passwd"), "bob"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     reload(b)
     packets = bob.closed()
@@ -52,8 +59,11 @@ def test_removed_user_is_disconnected_with_0x87(gateway) -> None:
 def test_changed_password_closes_a_311_connection(gateway) -> None:
     b, directory = gateway
     carol = login(b, "carol", level=4)
-    write_passwd(directory / "passwd", {"alice": "user", "bob": "admin", "carol": "user"},
-                 passwords={"carol": "new-song"})
+    write_passwd(
+        directory / "passwd",
+        {"alice": "user", "bob": "admin", "carol": "user"},
+        passwords={"carol": "new-song"},
+    )
     reload(b)
     assert carol.closed() == []  # 3.1.1 has no DISCONNECT from the server: closed
     assert "password of user 'carol' was changed" in b.log()
@@ -73,14 +83,20 @@ def test_a_changed_role_takes_effect_on_the_open_connection(gateway) -> None:
 
 # -- token connections: the JWT is verified again under the reloaded [tokens] -----------------
 
-TOKEN_SECRETS = {"old": "old-secret-0123456789abcdef012345", "new": "new-secret-0123456789abcdef012345"}
+TOKEN_SECRETS = {
+    "old": "old-secret-0123456789abcdef012345",
+    "new": "new-secret-0123456789abcdef012345",
+}
 
 
 def _token_config(kids: list[str], binding: bool = False) -> str:
-    keys = "".join(f'[[tokens.keys]]\nkid = "{kid}"\nsecret = "{TOKEN_SECRETS[kid]}"\n\n'
-                   for kid in kids)
-    return ('[[listeners]]\nname = "t"\nport = 0\nauth_methods = ["token"]\n\n'
-            f"[tokens]\nrequire_client_id_binding = {'true' if binding else 'false'}\n\n" + keys)
+    keys = "".join(
+        f'[[tokens.keys]]\nkid = "{kid}"\nsecret = "{TOKEN_SECRETS[kid]}"\n\n' for kid in kids
+    )
+    return (
+        '[[listeners]]\nname = "t"\nport = 0\nauth_methods = ["token"]\n\n'
+        f"[tokens]\nrequire_client_id_binding = {'true' if binding else 'false'}\n\n" + keys
+    )
 
 
 def _token(kid: str, client_id: str | None = None) -> bytes:
@@ -121,8 +137,12 @@ def test_requiring_client_id_binding_ends_unbound_token_connections(tmp_path: Pa
         unbound = RawClient(b.host, b.port, 4)
         assert unbound.connect("free-1", username="x", password=_token("new")).reason_code == 0
         bound = RawClient(b.host, b.port, 5)
-        assert bound.connect("bound-1", username="x",
-                             password=_token("new", client_id="bound-1")).reason_code == 0
+        assert (
+            bound.connect(
+                "bound-1", username="x", password=_token("new", client_id="bound-1")
+            ).reason_code
+            == 0
+        )
         reload(b, _token_config(["new"], binding=True))
         assert unbound.closed() == []  # 3.1.1: closed without a DISCONNECT
         bound.send(Publish("t/y", b"y", 1, packet_id=1))
@@ -140,10 +160,16 @@ def test_a_client_id_no_longer_listed_ends_the_password_connection(gateway) -> N
 
     b, directory = gateway
     alice = login(b, "alice")  # client id "alice-…"
-    write_password_file(directory / "passwd", {
-        "alice": PasswordEntry("alice", hashed("alice"), (), ("user",), ("sensor-*",)),
-        **{u: PasswordEntry(u, hashed(u), (), (r,)) for u, r in (("bob", "admin"), ("carol", "user"))},
-    })
+    write_password_file(
+        directory / "passwd",
+        {
+            "alice": PasswordEntry("alice", hashed("alice"), (), ("user",), ("sensor-*",)),
+            **{
+                u: PasswordEntry(u, hashed(u), (), (r,))
+                for u, r in (("bob", "admin"), ("carol", "user"))
+            },
+        },
+    )
     reload(b)
     packets = alice.closed()
     assert isinstance(packets[-1], Disconnect) and packets[-1].reason_code == 0x87

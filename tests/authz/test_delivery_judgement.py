@@ -39,14 +39,21 @@ from token_broker import grant, make_token, token_config  # noqa: E402
 
 PERSISTENT = Properties(session_expiry_interval=300)
 # activity-scoped: the publisher may still publish admin/#, the "user" role may not receive it
-USER_NO_ADMIN_SUB = ('{ id = "no-admin-sub", topic = "admin/#", type = "DENY", activity = "SUBSCRIBE" }, '
-                     '{ id = "all", topic = "#" }')
+USER_NO_ADMIN_SUB = (
+    '{ id = "no-admin-sub", topic = "admin/#", type = "DENY", activity = "SUBSCRIBE" }, '
+    '{ id = "all", topic = "#" }'
+)
 
 
 def login(b: RunningBroker, user: str, cid: str, clean: bool = False, **props: int) -> RawClient:
     c = RawClient(b.host, b.port)
-    ack = c.connect(cid, clean=clean, username=user, password=PASSWORDS[user].encode(),
-                    properties=Properties(session_expiry_interval=300, **props))
+    ack = c.connect(
+        cid,
+        clean=clean,
+        username=user,
+        password=PASSWORDS[user].encode(),
+        properties=Properties(session_expiry_interval=300, **props),
+    )
     assert ack.reason_code == 0, ack
     return c
 
@@ -116,8 +123,9 @@ def test_in_flight_messages_are_not_resent_after_the_right_is_gone(gateway) -> N
 
 def test_a_restart_judges_restored_subscriptions_and_queues(tmp_path: Path) -> None:
     write_passwd(tmp_path / "passwd", {"alice": "user", "bob": "admin"})
-    b = start_broker(tmp_path / "run1", gateway_config(tmp_path, user_rules=RULES_WIDE,
-                                                       persistence=True))
+    b = start_broker(
+        tmp_path / "run1", gateway_config(tmp_path, user_rules=RULES_WIDE, persistence=True)
+    )
     cid = unique_id("alice-")
     try:
         alice = login(b, "alice", cid)
@@ -127,8 +135,9 @@ def test_a_restart_judges_restored_subscriptions_and_queues(tmp_path: Path) -> N
         publish(b, "admin/queued", "open/queued")
     finally:
         assert b.stop() == 0
-    b = start_broker(tmp_path / "run2", gateway_config(tmp_path, user_rules=USER_NO_ADMIN_SUB,
-                                                       persistence=True))
+    b = start_broker(
+        tmp_path / "run2", gateway_config(tmp_path, user_rules=USER_NO_ADMIN_SUB, persistence=True)
+    )
     try:
         alice = login(b, "alice", cid)
         assert [p.topic for p in alice.publishes(0.8)] == ["open/queued"]
@@ -146,22 +155,38 @@ def test_reauthentication_with_a_narrower_token_drops_what_was_queued(tmp_path: 
     narrow = [grant(["~"], pub=["#"], sub=["data/#"])]
     try:
         c = RawClient(b.host, b.port)
-        ack = c.connect(unique_id("dev-"), properties=Properties(
-            receive_maximum=1, authentication_method="TOKEN",
-            authentication_data=make_token(wide, subject="dev").encode()))
+        ack = c.connect(
+            unique_id("dev-"),
+            properties=Properties(
+                receive_maximum=1,
+                authentication_method="TOKEN",
+                authentication_data=make_token(wide, subject="dev").encode(),
+            ),
+        )
         assert ack.reason_code == 0
         c.send(Subscribe(1, (Subscription("data/#", 1), Subscription("other/#", 1))))
         assert c.expect(Suback).reason_codes == (1, 1)
         pub = RawClient(b.host, b.port)
-        pub.connect(unique_id("pub-"), properties=Properties(
-            authentication_method="TOKEN", authentication_data=make_token(wide).encode()))
+        pub.connect(
+            unique_id("pub-"),
+            properties=Properties(
+                authentication_method="TOKEN", authentication_data=make_token(wide).encode()
+            ),
+        )
         for i, topic in enumerate(("other/1", "other/2", "data/3"), 1):
             pub.send(Publish(topic, b"x", 1, packet_id=i))
             assert pub.expect(Puback).reason_code == 0
         first = c.expect(Publish)  # Receive Maximum 1: the rest waits in the session queue
         assert first.topic == "other/1"
-        c.send(Auth(0x19, Properties(authentication_method="TOKEN",
-                                     authentication_data=make_token(narrow, subject="dev").encode())))
+        c.send(
+            Auth(
+                0x19,
+                Properties(
+                    authentication_method="TOKEN",
+                    authentication_data=make_token(narrow, subject="dev").encode(),
+                ),
+            )
+        )
         assert isinstance(c.recv(), Auth)
         c.send(Puback(first.packet_id))
         assert [p.topic for p in c.publishes(0.8)] == ["data/3"]
@@ -196,8 +221,12 @@ def test_revocations_are_counted_and_audited(tmp_path: Path) -> None:
 
     write_passwd(tmp_path / "passwd", {"alice": "user", "bob": "admin"})
     admin = RULES_WIDE + ', { id = "sys", topic = "$SYS/#" }'
-    b = start_broker(tmp_path / "run", gateway_config(
-        tmp_path, admin_rules=admin, user_rules=RULES_WIDE, sys_interval=1, audit=True))
+    b = start_broker(
+        tmp_path / "run",
+        gateway_config(
+            tmp_path, admin_rules=admin, user_rules=RULES_WIDE, sys_interval=1, audit=True
+        ),
+    )
     try:
         cid = unique_id("alice-")
         alice = login(b, "alice", cid)
@@ -206,11 +235,19 @@ def test_revocations_are_counted_and_audited(tmp_path: Path) -> None:
         alice.close()
         publish(b, "admin/counted")
         intruder = RawClient(b.host, b.port)  # another principal for alice's session
-        assert intruder.connect(cid, clean=False, username="bob",
-                                password=PASSWORDS["bob"].encode()).reason_code == 0x87
+        assert (
+            intruder.connect(
+                cid, clean=False, username="bob", password=PASSWORDS["bob"].encode()
+            ).reason_code
+            == 0x87
+        )
         intruder.close()
-        reload(b, gateway_config(tmp_path, admin_rules=admin, user_rules=RULES_NO_ADMIN,
-                                 sys_interval=1, audit=True))
+        reload(
+            b,
+            gateway_config(
+                tmp_path, admin_rules=admin, user_rules=RULES_NO_ADMIN, sys_interval=1, audit=True
+            ),
+        )
         sys_counter(b, "deliveries_revoked", "1")
         sys_counter(b, "sessions_refused", "1")
         sys_counter(b, "subscriptions_removed", "1")
@@ -222,7 +259,8 @@ def test_revocations_are_counted_and_audited(tmp_path: Path) -> None:
 
 
 def test_a_narrower_token_resuming_gets_none_of_what_was_queued_for_the_wider(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     b = start_broker(tmp_path / "run", token_config(tmp_path))
     wide = [grant(["~"], pub=["#"], sub=["data/#", "other/#"])]
     narrow = [grant(["~"], pub=["#"], sub=["data/#"])]
@@ -230,9 +268,18 @@ def test_a_narrower_token_resuming_gets_none_of_what_was_queued_for_the_wider(
 
     def token_login(grants: list[dict[str, object]]) -> RawClient:
         c = RawClient(b.host, b.port)
-        assert c.connect(cid, clean=False, properties=Properties(
-            session_expiry_interval=300, authentication_method="TOKEN",
-            authentication_data=make_token(grants, subject="dev").encode())).reason_code == 0
+        assert (
+            c.connect(
+                cid,
+                clean=False,
+                properties=Properties(
+                    session_expiry_interval=300,
+                    authentication_method="TOKEN",
+                    authentication_data=make_token(grants, subject="dev").encode(),
+                ),
+            ).reason_code
+            == 0
+        )
         return c
 
     try:
@@ -242,8 +289,12 @@ def test_a_narrower_token_resuming_gets_none_of_what_was_queued_for_the_wider(
         c.send(Disconnect(0))
         c.close()
         pub = RawClient(b.host, b.port)
-        pub.connect(unique_id("pub-"), properties=Properties(
-            authentication_method="TOKEN", authentication_data=make_token(wide).encode()))
+        pub.connect(
+            unique_id("pub-"),
+            properties=Properties(
+                authentication_method="TOKEN", authentication_data=make_token(wide).encode()
+            ),
+        )
         for i, topic in enumerate(("other/q", "data/q"), 1):
             pub.send(Publish(topic, b"x", 1, packet_id=i))
             assert pub.expect(Puback).reason_code == 0

@@ -34,16 +34,32 @@ sets = ["main"]
 
 
 def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_broker", *args], input=stdin,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "edge_broker", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> str:
     base = tmp_path_factory.mktemp("explain")
     pw = base / "passwd"
-    assert run("passwd", "add", str(pw), "olga", "--password-stdin", "--roles", "operator",
-               stdin="s3cret\n").returncode == 0
+    assert (
+        run(
+            "passwd",
+            "add",
+            str(pw),
+            "olga",
+            "--password-stdin",
+            "--roles",
+            "operator",
+            stdin="s3cret\n",
+        ).returncode
+        == 0
+    )
     path = base / "edge-broker.toml"
     path.write_text(CONFIG.replace("{pw}", str(pw)))
     return str(path)
@@ -61,19 +77,35 @@ def test_explain_allow_with_placeholder_and_recheck(config: str) -> None:
     own = run("explain", "--config", config, "--client-id", "dev7", "subscribe", "devices/dev7/#")
     assert own.returncode == 0 and 'allow rule "own"' in own.stdout and "=> ALLOWED" in own.stdout
     other = run("explain", "--config", config, "--client-id", "dev7", "subscribe", "devices/dev8/#")
-    assert other.returncode == 1 and "no permission matches and the default behaviour is DENY" in other.stdout
+    assert (
+        other.returncode == 1
+        and "no permission matches and the default behaviour is DENY" in other.stdout
+    )
 
 
 def test_explain_roles_come_from_the_password_file(config: str) -> None:
-    result = run("explain", "--config", config, "--client-id", "console", "--username", "olga",
-                 "subscribe", "#")
+    result = run(
+        "explain",
+        "--config",
+        config,
+        "--client-id",
+        "console",
+        "--username",
+        "olga",
+        "subscribe",
+        "#",
+    )
     assert result.returncode == 0
     assert "roles operator" in result.stdout and 'allow rule "everything"' in result.stdout
 
 
 def test_explain_syntax_gate(config: str) -> None:
     result = run("explain", "--config", config, "--client-id", "dev7", "subscribe", "a/#/b")
-    assert result.returncode == 1 and "syntax+reserved deny" in result.stdout and "0x8F" in result.stdout
+    assert (
+        result.returncode == 1
+        and "syntax+reserved deny" in result.stdout
+        and "0x8F" in result.stdout
+    )
 
 
 def test_lint_known_findings(config: str) -> None:
@@ -81,12 +113,17 @@ def test_lint_known_findings(config: str) -> None:
     assert result.returncode == 1
     out = result.stdout
     assert "permissions.sets.orphan: no [[permissions.assign]] names this set" in out
-    assert "rule 'narrow' (telemetry/room1) can never match: rule 'wide' (telemetry/#) comes first" in out
+    assert (
+        "rule 'narrow' (telemetry/room1) can never match: rule 'wide' (telemetry/#) comes first"
+        in out
+    )
     assert "rule 'everything' allows everything" in out
     assert "clients that no assignment selects get no permissions" in out
     # issue 15 item 8: "own" uses ${clientid} and the default listener is anonymous
-    assert ("permissions.assign[1] (client_id=dev*) (rules own): ${clientid} is chosen by the "
-            "client for method 'anonymous'") in out
+    assert (
+        "permissions.assign[1] (client_id=dev*) (rules own): ${clientid} is chosen by the "
+        "client for method 'anonymous'"
+    ) in out
     assert out.strip().endswith("5 finding(s) in " + config)
 
 
@@ -123,8 +160,12 @@ def _lint_binding(tmp_path: Path, binding: str, clientids: str | None) -> str:
     if clientids is not None:
         args += ["--clientids", clientids]
     assert run(*args, stdin="pw\n").returncode == 0
-    assert run("passwd", "add", str(pw), "ops", "--password-stdin", "--roles", "admin",
-               stdin="pw\n").returncode == 0  # not selected by role = "sensor"
+    assert (
+        run(
+            "passwd", "add", str(pw), "ops", "--password-stdin", "--roles", "admin", stdin="pw\n"
+        ).returncode
+        == 0
+    )  # not selected by role = "sensor"
     path = tmp_path / "edge-broker.toml"
     path.write_text(LISTENERS.replace("{pw}", str(pw)).replace("{binding}", binding))
     return run("lint", "--config", str(path)).stdout
@@ -153,8 +194,10 @@ def test_lint_is_quiet_when_every_method_binds_the_client_id(tmp_path: Path) -> 
 
 def test_lint_clean_config(tmp_path: Path) -> None:
     path = tmp_path / "clean.toml"
-    path.write_text('[permissions]\nunassigned = "deny"\n[permissions.sets.s]\n'
-                    'rules = [{ id = "a", topic = "a/#" }]\n[[permissions.assign]]\nsets = ["s"]\n')
+    path.write_text(
+        '[permissions]\nunassigned = "deny"\n[permissions.sets.s]\n'
+        'rules = [{ id = "a", topic = "a/#" }]\n[[permissions.assign]]\nsets = ["s"]\n'
+    )
     result = run("lint", "--config", str(path))
     assert result.returncode == 0 and "0 finding(s)" in result.stdout
 
@@ -166,7 +209,9 @@ def test_bad_config_is_reported(tmp_path: Path) -> None:
     assert result.returncode == 2 and "'#' must be the last segment" in result.stderr
 
 
-def test_explain_token_client_has_the_tokens_subject_not_the_given_user_name(tmp_path: Path) -> None:
+def test_explain_token_client_has_the_tokens_subject_not_the_given_user_name(
+    tmp_path: Path,
+) -> None:
     """issue 15 item 6: explain decides as the broker does for a token client."""
     from edge_broker.auth.token import create_token
     from edge_broker.auth.token_keys import TokenKey
@@ -246,11 +291,15 @@ sets = ["devices"]
     result = run("lint", "--config", str(path))
     out = result.stdout
     assert result.returncode == 1
-    assert ("permissions.sets.special: nobody gets this set: only assignments that never apply name it: "
-            "permissions.assign[1] (client_id=dev-special-*, tenant=site1) (shadowed by "
-            "permissions.assign[0] (client_id=dev-*))") in out
-    assert ("permissions.assign[1] (client_id=dev-special-*, tenant=site1): never applies: "
-            "permissions.assign[0] (client_id=dev-*) comes first") in out
+    assert (
+        "permissions.sets.special: nobody gets this set: only assignments that never apply name it: "
+        "permissions.assign[1] (client_id=dev-special-*, tenant=site1) (shadowed by "
+        "permissions.assign[0] (client_id=dev-*))"
+    ) in out
+    assert (
+        "permissions.assign[1] (client_id=dev-special-*, tenant=site1): never applies: "
+        "permissions.assign[0] (client_id=dev-*) comes first"
+    ) in out
     assert "permissions.sets.ops" not in out and "permissions.assign[2]" not in out
     assert "permissions.assign[3]" not in out  # "de*" also takes "deb-1", which "dev-*" does not
     assert out.strip().endswith("2 finding(s) in " + str(path))

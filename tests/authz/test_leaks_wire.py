@@ -13,7 +13,16 @@ from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscri
 from tests.broker.broker_raw import RawClient
 from tests.conftest import start_broker
 
-TOPICS = ["admin/x", "admin/y/z", "a/secret", "b/secret", "open/t", "a/public", "a", "open/secret/deep"]
+TOPICS = [
+    "admin/x",
+    "admin/y/z",
+    "a/secret",
+    "b/secret",
+    "open/t",
+    "a/public",
+    "a",
+    "open/secret/deep",
+]
 
 CONFIG = """
 [sys]
@@ -70,7 +79,9 @@ def leak_broker(tmp_path_factory: pytest.TempPathFactory):
     b.stop()
 
 
-@pytest.mark.parametrize("subscription", ["#", "+/secret", "+/+", "admin/+", "open/#", "$share/g/#", "+/#"])
+@pytest.mark.parametrize(
+    "subscription", ["#", "+/secret", "+/+", "admin/+", "open/#", "$share/g/#", "+/#"]
+)
 @pytest.mark.parametrize("qos", [1, 2])
 def test_wildcards_never_leak_live_or_retained(leak_broker, subscription: str, qos: int) -> None:
     b = leak_broker
@@ -104,12 +115,19 @@ def test_denials_are_audited_and_counted(leak_broker) -> None:
     deadline = time.monotonic() + 5
     found = []
     while time.monotonic() < deadline and not found:
-        found = [r for _, _, r in read_records(b.audit_dir)
-                 if r.get("topic") == "admin/audit-me" and r["type"] == "decision"]
+        found = [
+            r
+            for _, _, r in read_records(b.audit_dir)
+            if r.get("topic") == "admin/audit-me" and r["type"] == "decision"
+        ]
         time.sleep(0.1)
     assert found, "the denial did not reach the audit log"
     record = found[0]
-    assert record["gw"] == "gw-test" and record["client"] == "dev-audited" and record["action"] == "publish"
+    assert (
+        record["gw"] == "gw-test"
+        and record["client"] == "dev-audited"
+        and record["action"] == "publish"
+    )
     assert record["gate"] == "permissions" and record["rule"] == "no-admin" and record["rc"] == 0x87
     assert record["outcome"] == "deny" and record["tenant"] == "~"
     with RawClient(b.host, b.port) as ops:

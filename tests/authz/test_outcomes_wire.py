@@ -157,7 +157,10 @@ def test_publish_denied_reason_mode_keeps_the_connection(denying_broker, level: 
 
 
 def test_denied_messages_never_reach_a_wildcard_subscriber(denying_broker) -> None:
-    with client(denying_broker, "reason", 5, "sub") as sub, client(denying_broker, "reason", 5, "pub") as pub:
+    with (
+        client(denying_broker, "reason", 5, "sub") as sub,
+        client(denying_broker, "reason", 5, "pub") as pub,
+    ):
         sub.send(Subscribe(1, (Subscription("#", 1),)))
         assert sub.expect(Suback).reason_codes == (1,)
         pub.send(Publish("admin/secret", b"x", 1, packet_id=1))

@@ -32,9 +32,13 @@ def test_empty_list_allows_and_nonempty_denies_by_default() -> None:
 
 
 def test_first_match_wins_and_names_the_rule() -> None:
-    perms = plist({"id": "no-admin", "topic": "admin/#", "type": "DENY"}, {"id": "all", "topic": "#"})
+    perms = plist(
+        {"id": "no-admin", "topic": "admin/#", "type": "DENY"}, {"id": "all", "topic": "#"}
+    )
     denied = perms.check_publish("admin/x", 0, False)
-    assert not denied.allowed and denied.permission is not None and denied.permission.id == "no-admin"
+    assert (
+        not denied.allowed and denied.permission is not None and denied.permission.id == "no-admin"
+    )
     assert perms.check_publish("user/x", 0, False).permission.id == "all"  # type: ignore[union-attr]
 
 
@@ -127,9 +131,15 @@ def test_placeholders_never_widen() -> None:
 
 
 def test_lint_helpers() -> None:
-    perms = plist({"id": "wide", "topic": "a/#"}, {"id": "narrow", "topic": "a/b", "qos": "ONE"},
-                  {"id": "deny", "topic": "a/+/c", "type": "DENY"})
-    assert [(s.id, by.id) for s, by in shadowed_permissions(perms)] == [("narrow", "wide"), ("deny", "wide")]
+    perms = plist(
+        {"id": "wide", "topic": "a/#"},
+        {"id": "narrow", "topic": "a/b", "qos": "ONE"},
+        {"id": "deny", "topic": "a/+/c", "type": "DENY"},
+    )
+    assert [(s.id, by.id) for s, by in shadowed_permissions(perms)] == [
+        ("narrow", "wide"),
+        ("deny", "wide"),
+    ]
     assert [(a.id, b.id) for a, b in overlapping_pairs(perms)] == [("wide", "deny")]
 
 
@@ -151,9 +161,12 @@ def filters(draw: st.DrawFn) -> str:
 @st.composite
 def permission_lists(draw: st.DrawFn) -> PermissionList:
     rules = [
-        {"topic": draw(filters()), "type": draw(st.sampled_from(["ALLOW", "DENY"])),
-         "qos": draw(st.sampled_from(["ALL", "ZERO", "ONE_TWO", "TWO"])),
-         "activity": draw(st.sampled_from(["ALL", "SUBSCRIBE", "PUBLISH"]))}
+        {
+            "topic": draw(filters()),
+            "type": draw(st.sampled_from(["ALLOW", "DENY"])),
+            "qos": draw(st.sampled_from(["ALL", "ZERO", "ONE_TWO", "TWO"])),
+            "activity": draw(st.sampled_from(["ALL", "SUBSCRIBE", "PUBLISH"])),
+        }
         for _ in range(draw(st.integers(0, 6)))
     ]
     return plist(*rules, default=draw(st.sampled_from([None, "allow", "deny"])))
@@ -184,8 +197,11 @@ def _first_applicable(perms: PermissionList, pred) -> bool | None:  # type: igno
 
 @settings(max_examples=500, deadline=None)
 @given(permission_lists(), st.sampled_from(TOPICS), st.integers(0, 2), st.booleans())
-def test_publish_equals_a_linear_first_match(perms: PermissionList, topic: str, qos: int, retain: bool) -> None:
+def test_publish_equals_a_linear_first_match(
+    perms: PermissionList, topic: str, qos: int, retain: bool
+) -> None:
     expected = _first_applicable(
-        perms, lambda p: topic_matches(p.topic, topic) and p.applies_to_publish(qos, retain))
+        perms, lambda p: topic_matches(p.topic, topic) and p.applies_to_publish(qos, retain)
+    )
     got = perms.check_publish(topic, qos, retain)
     assert got.allowed == (perms.default_allows if expected is None else expected)

@@ -71,8 +71,12 @@ def test_narrowing_reload_removes_and_rechecks_subscriptions(wide_broker) -> Non
         assert sub.expect(Suback).reason_codes == (1, 1)
         topics_received(sub)  # the retained message, through both subscriptions
         b.config_path.write_text(NARROW)
-        result = subprocess.run([sys.executable, "-m", "edge_broker", "reload", "--pid-file", str(pid_file)],
-                                capture_output=True, text=True, timeout=30)
+        result = subprocess.run(
+            [sys.executable, "-m", "edge_broker", "reload", "--pid-file", str(pid_file)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert result.returncode == 0, result.stderr
         wait_for_log(b, "policy applied")
         assert "1 removed" in b.log()

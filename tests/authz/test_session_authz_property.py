@@ -77,12 +77,20 @@ policies = []
 
 SLOTS = [0, 1]  # two client ids both principals try (takeover and resume across principals)
 # connect: (principal, slot, clean start, grants, filter subscribed right after, or None)
-connect = st.tuples(st.just("connect"), st.sampled_from(["p1", "p2"]), st.sampled_from(SLOTS),
-                    st.sampled_from([False, False, True]), st.sampled_from(sorted(GRANTS)),
-                    st.sampled_from([None, "a/#", "b/#", "#"]))
+connect = st.tuples(
+    st.just("connect"),
+    st.sampled_from(["p1", "p2"]),
+    st.sampled_from(SLOTS),
+    st.sampled_from([False, False, True]),
+    st.sampled_from(sorted(GRANTS)),
+    st.sampled_from([None, "a/#", "b/#", "#"]),
+)
 publish = st.tuples(st.just("publish"))  # a/x and b/x, QoS 1
 actions = st.one_of(
-    connect, connect, publish, publish,
+    connect,
+    connect,
+    publish,
+    publish,
     st.tuples(st.just("reauth"), st.sampled_from(SLOTS), st.sampled_from(sorted(GRANTS))),
     st.tuples(st.just("close"), st.sampled_from(SLOTS)),
     st.tuples(st.just("reload"), st.booleans()),
@@ -125,7 +133,8 @@ def judge(world: World, slot: int, receiver: Receiver, packet: object, step: str
         if not may_receive(world, receiver, packet.topic):
             world.violations.append(
                 f"{step}: slot {slot} ({receiver.principal}, grants {receiver.grants}, "
-                f"acl deny b={world.deny_b}) got {packet.topic}")
+                f"acl deny b={world.deny_b}) got {packet.topic}"
+            )
 
 
 def barrier(world: World, step: str) -> None:
@@ -146,9 +155,19 @@ def run(world: World, ib, action: tuple, step: str) -> None:  # type: ignore[no-
     if kind == "connect":
         _, principal, slot, clean, grants, topic_filter = action
         c = RawClient(ib.host, ib.port)
-        c.send(Connect(5, f"{world.prefix}-{slot}", clean, 60, properties=Properties(
-            session_expiry_interval=300, authentication_method="TOKEN",
-            authentication_data=token(principal, grants))))
+        c.send(
+            Connect(
+                5,
+                f"{world.prefix}-{slot}",
+                clean,
+                60,
+                properties=Properties(
+                    session_expiry_interval=300,
+                    authentication_method="TOKEN",
+                    authentication_data=token(principal, grants),
+                ),
+            )
+        )
         ack = c.expect(Connack)
         if ack.reason_code != 0:
             c.close()
@@ -164,9 +183,15 @@ def run(world: World, ib, action: tuple, step: str) -> None:  # type: ignore[no-
     elif kind == "reauth":
         receiver = world.slots.get(action[1])
         if receiver is not None:
-            receiver.client.send(Auth(0x19, Properties(
-                authentication_method="TOKEN",
-                authentication_data=token(receiver.principal, action[2]))))
+            receiver.client.send(
+                Auth(
+                    0x19,
+                    Properties(
+                        authentication_method="TOKEN",
+                        authentication_data=token(receiver.principal, action[2]),
+                    ),
+                )
+            )
             receiver.grants = action[2]
     elif kind == "close":
         receiver = world.slots.pop(action[1], None)
@@ -176,7 +201,8 @@ def run(world: World, ib, action: tuple, step: str) -> None:  # type: ignore[no-
     elif kind == "reload":
         world.deny_b = action[1]
         future = asyncio.run_coroutine_threadsafe(
-            apply_config(ib.broker, world.configs[action[1]], "property reload"), ib.loop)
+            apply_config(ib.broker, world.configs[action[1]], "property reload"), ib.loop
+        )
         assert future.result(10).ok
     elif kind == "publish":
         pub = RawClient(ib.host, ib.port)
@@ -190,19 +216,26 @@ def run(world: World, ib, action: tuple, step: str) -> None:  # type: ignore[no-
 @pytest.fixture
 def world_broker(tmp_path: Path, inprocess_broker_factory):
     base = token_config(tmp_path)
-    configs = {False: loads_config(base + ACL_OPEN, "<open>"),
-               True: loads_config(base + ACL_DENY_B, "<deny b>")}
+    configs = {
+        False: loads_config(base + ACL_OPEN, "<open>"),
+        True: loads_config(base + ACL_DENY_B, "<deny b>"),
+    }
     return inprocess_broker_factory(base + ACL_OPEN), configs
 
 
-@settings(max_examples=120, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(steps=st.lists(actions, min_size=5, max_size=20))
 def test_nothing_leaves_that_the_receivers_policy_denies_now(world_broker, steps) -> None:
     ib, configs = world_broker
     world = World(ib.broker, configs, unique_id("w"))
     future = asyncio.run_coroutine_threadsafe(
-        apply_config(ib.broker, configs[False], "reset"), ib.loop)
+        apply_config(ib.broker, configs[False], "reset"), ib.loop
+    )
     assert future.result(10).ok
     try:
         for i, action in enumerate(steps):

@@ -32,8 +32,15 @@ from token_broker import grant, make_token, token_config  # noqa: E402
 PERSISTENT = Properties(session_expiry_interval=300)
 
 
-def login(b: RunningBroker, user: str | None, cid: str, *, level: int = 5, clean: bool = False,
-          expiry: int = 300) -> tuple[RawClient, Connack]:
+def login(
+    b: RunningBroker,
+    user: str | None,
+    cid: str,
+    *,
+    level: int = 5,
+    clean: bool = False,
+    expiry: int = 300,
+) -> tuple[RawClient, Connack]:
     c = RawClient(b.host, b.port, level=level)
     kw = {} if user is None else {"username": user, "password": PASSWORDS[user].encode()}
     props = Properties(session_expiry_interval=expiry) if level == 5 else Properties()
@@ -43,6 +50,7 @@ def login(b: RunningBroker, user: str | None, cid: str, *, level: int = 5, clean
 @pytest.fixture
 def gateway(tmp_path: Path):
     """bob is admin (admin/#), alice and carol users; anonymous allowed on loopback."""
+
     def make(**kw: object) -> RunningBroker:
         write_passwd(tmp_path / "passwd", {"alice": "user", "bob": "admin", "carol": "user"})
         b = start_broker(tmp_path / f"run{len(started)}", gateway_config(tmp_path, **kw))  # type: ignore[arg-type]
@@ -175,9 +183,15 @@ def test_token_subjects_are_principals(tmp_path: Path) -> None:
 
     def token_login(token: str) -> tuple[RawClient, Connack]:
         c = RawClient(b.host, b.port)
-        return c, c.connect(cid, clean=False, properties=Properties(
-            session_expiry_interval=300, authentication_method="TOKEN",
-            authentication_data=token.encode()))
+        return c, c.connect(
+            cid,
+            clean=False,
+            properties=Properties(
+                session_expiry_interval=300,
+                authentication_method="TOKEN",
+                authentication_data=token.encode(),
+            ),
+        )
 
     try:
         owner, ack = token_login(make_token(wide, subject="device-1"))
@@ -206,21 +220,24 @@ def test_a_session_from_an_older_state_gets_a_safe_owner() -> None:
     def old_record(identity: dict[str, object]) -> list[object]:
         return ["~", identity, 5, 300, None, None, None, None, [], 1]
 
-    pw, _ = _decode_session("c1", old_record({"client_id": "c1", "method": "password",
-                                              "username": "bob"}), 0.0, 0.0)
+    pw, _ = _decode_session(
+        "c1", old_record({"client_id": "c1", "method": "password", "username": "bob"}), 0.0, 0.0
+    )
     assert pw.owner == Principal("password", "bob")
     assert may_resume(pw, Principal("password", "bob"))
     assert not may_resume(pw, Principal("password", "alice"))
-    tok, _ = _decode_session("c2", old_record({"client_id": "c2", "method": "token",
-                                               "username": "admin"}), 0.0, 0.0)
+    tok, _ = _decode_session(
+        "c2", old_record({"client_id": "c2", "method": "token", "username": "admin"}), 0.0, 0.0
+    )
     assert tok.owner is not None and not tok.owner.named
     assert not may_resume(tok, Principal("token", "(no subject)"))
     assert not may_resume(tok, Principal("token", "sub admin"))
 
 
 def test_anonymous_clients_of_another_listener_are_another_principal(broker_factory) -> None:
-    b = broker_factory({"listeners": [{"name": "one", "bind": "127.0.0.1"},
-                                      {"name": "two", "bind": "127.0.0.1"}]})
+    b = broker_factory(
+        {"listeners": [{"name": "one", "bind": "127.0.0.1"}, {"name": "two", "bind": "127.0.0.1"}]}
+    )
     cid = unique_id("anon-")
     owner = RawClient(b.host, b.ports["one"])
     assert owner.connect(cid, clean=False, properties=PERSISTENT).reason_code == 0

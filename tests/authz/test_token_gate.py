@@ -13,18 +13,27 @@ from edge_broker.mqtt.packets import Publish, Subscription, Will
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 GRANTS = [
-    {"tenant_ids": ["shop"], "allow_channels_pub": ["store.sell.#", "orders.(eu|us|a*).#"],
-     "allow_channels_sub": ["store.?.status.#", "store.*.status"]},
+    {
+        "tenant_ids": ["shop"],
+        "allow_channels_pub": ["store.sell.#", "orders.(eu|us|a*).#"],
+        "allow_channels_sub": ["store.?.status.#", "store.*.status"],
+    },
     {"tenant_ids": ["depot"], "allow_channels_pub": ["events.>"], "allow_channels_sub": ["#"]},
 ]
 
 
 def identity(tenant: str, sep: str = ".") -> Identity:
-    grants = Grants.parse([{**g, "allow_channels_pub": [r.replace(".", sep) for r in
-                                                         g["allow_channels_pub"]],
-                            "allow_channels_sub": [r.replace(".", sep) for r in
-                                                   g["allow_channels_sub"]]}
-                           for g in GRANTS], sep)
+    grants = Grants.parse(
+        [
+            {
+                **g,
+                "allow_channels_pub": [r.replace(".", sep) for r in g["allow_channels_pub"]],
+                "allow_channels_sub": [r.replace(".", sep) for r in g["allow_channels_sub"]],
+            }
+            for g in GRANTS
+        ],
+        sep,
+    )
     return Identity("c", "token", tenant, grants=grants.for_tenant(tenant))
 
 
@@ -37,16 +46,19 @@ def subscribe(gate: TokenGate, who: Identity, pattern: str):
 
 
 @pytest.mark.parametrize("sep", [".", "/"])
-@pytest.mark.parametrize(("tenant", "channel", "rule"), [
-    ("shop", "store.sell", "store.sell.#"),
-    ("shop", "store.sell.status.v2", "store.sell.#"),
-    ("shop", "orders.asia.east", "orders.(eu|us|a*).#"),
-    ("shop", "orders.ru", None),
-    ("shop", "events.click", None),
-    ("depot", "events.click", "events.>"),
-    ("depot", "events", None),
-    ("depot", "store.sell", None),
-])
+@pytest.mark.parametrize(
+    ("tenant", "channel", "rule"),
+    [
+        ("shop", "store.sell", "store.sell.#"),
+        ("shop", "store.sell.status.v2", "store.sell.#"),
+        ("shop", "orders.asia.east", "orders.(eu|us|a*).#"),
+        ("shop", "orders.ru", None),
+        ("shop", "events.click", None),
+        ("depot", "events.click", "events.>"),
+        ("depot", "events", None),
+        ("depot", "store.sell", None),
+    ],
+)
 def test_publish_decisions_name_the_rule(sep, tenant, channel, rule):
     gate = TokenGate()
     d = publish(gate, identity(tenant, sep), channel.replace(".", sep))
@@ -59,14 +71,17 @@ def test_publish_decisions_name_the_rule(sep, tenant, channel, rule):
 
 
 @pytest.mark.parametrize("sep", [".", "/"])
-@pytest.mark.parametrize(("tenant", "pattern", "rule"), [
-    ("shop", "store.fi.status", "store.?.status.#"),
-    ("shop", "store.*.status", "store.*.status"),
-    ("shop", "store.*.status.v2", None),
-    ("shop", "store.fi.status.v2", "store.?.status.#"),
-    ("shop", "store.#", None),
-    ("depot", "anything.at.all.>", "#"),
-])
+@pytest.mark.parametrize(
+    ("tenant", "pattern", "rule"),
+    [
+        ("shop", "store.fi.status", "store.?.status.#"),
+        ("shop", "store.*.status", "store.*.status"),
+        ("shop", "store.*.status.v2", None),
+        ("shop", "store.fi.status.v2", "store.?.status.#"),
+        ("shop", "store.#", None),
+        ("depot", "anything.at.all.>", "#"),
+    ],
+)
 def test_subscribe_decisions_name_the_rule(sep, tenant, pattern, rule):
     gate = TokenGate()
     d = subscribe(gate, identity(tenant, sep), pattern.replace(".", sep))

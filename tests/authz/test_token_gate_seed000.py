@@ -47,8 +47,10 @@ def test_seed_publish_examples_over_mqtt(seed001_broker, version, rule, cases):
     rule = rule.replace(".", sep)
     publisher_token = make_token([grant([tenant], pub=[rule])], separator=sep)
     observer_token = make_token([grant([tenant], sub=["#"])], separator=sep)
-    with TokenClient(b.host, b.port, observer_token) as observer, \
-            TokenClient(b.host, b.port, publisher_token, version) as publisher:
+    with (
+        TokenClient(b.host, b.port, observer_token) as observer,
+        TokenClient(b.host, b.port, publisher_token, version) as publisher,
+    ):
         assert observer.subscribe("#") == [1]
         expected = []
         for channel, allowed in cases:

@@ -25,8 +25,10 @@ INVALID = ["a.>.b", "a.#.b", "a.b.c>.x", "a.ab*c", "a.*a", "a.**", "a.*>", "a..b
 
 def tenant_tokens(sep: str) -> tuple[str, str]:
     tenant = f"seed001-{next(_tenants)}"
-    return (make_token([grant([tenant], pub=["#"])], separator=sep),
-            make_token([grant([tenant], sub=["#"])], separator=sep))
+    return (
+        make_token([grant([tenant], pub=["#"])], separator=sep),
+        make_token([grant([tenant], sub=["#"])], separator=sep),
+    )
 
 
 def by_pattern() -> list[tuple[str, list[tuple[str, bool]]]]:
@@ -42,8 +44,10 @@ def test_patterns_route_exactly_the_channels_they_match(seed001_broker, version,
     b, sep = seed001_broker
     pub_token, sub_token = tenant_tokens(sep)
     pattern = pattern.replace(".", sep)
-    with TokenClient(b.host, b.port, pub_token) as pub, \
-            TokenClient(b.host, b.port, sub_token, version) as sub:
+    with (
+        TokenClient(b.host, b.port, pub_token) as pub,
+        TokenClient(b.host, b.port, sub_token, version) as sub,
+    ):
         assert sub.subscribe(pattern) == [1]
         expected = []
         for channel, matches in cases:
@@ -79,9 +83,11 @@ def test_retained_messages_are_selected_by_patterns(seed001_broker):
 def test_a_shared_subscription_with_a_pattern_delivers_once(seed001_broker):
     b, sep = seed001_broker
     pub_token, sub_token = tenant_tokens(sep)
-    with TokenClient(b.host, b.port, pub_token) as pub, \
-            TokenClient(b.host, b.port, sub_token) as s1, \
-            TokenClient(b.host, b.port, sub_token) as s2:
+    with (
+        TokenClient(b.host, b.port, pub_token) as pub,
+        TokenClient(b.host, b.port, sub_token) as s1,
+        TokenClient(b.host, b.port, sub_token) as s2,
+    ):
         for s in (s1, s2):
             assert s.subscribe(f"$share{sep}g{sep}sensors{sep}t*") == [1]
         for i in range(6):
@@ -96,8 +102,10 @@ def test_on_an_mqtt_listener_star_is_a_literal(tmp_path):
     b = start_broker(directory, token_config(directory, patterns="mqtt"))
     try:
         pub_token, sub_token = tenant_tokens("/")
-        with TokenClient(b.host, b.port, pub_token) as pub, \
-                TokenClient(b.host, b.port, sub_token) as sub:
+        with (
+            TokenClient(b.host, b.port, pub_token) as pub,
+            TokenClient(b.host, b.port, sub_token) as sub,
+        ):
             assert sub.subscribe("a/b#") == [0x8F]  # not an MQTT filter
             assert sub.subscribe("a/*") == [1]
             pub.publish("a/x", b"wild")
@@ -107,14 +115,17 @@ def test_on_an_mqtt_listener_star_is_a_literal(tmp_path):
         b.stop()
 
 
-@pytest.mark.parametrize(("asked", "granted", "ok"), [
-    ("", "~", True),  # D14: empty becomes '~'
-    ("acme.eu@site_1-~", "acme.eu@site_1-~", True),
-    ("x" * 128, "x" * 128, True),
-    ("x" * 129, "x" * 129, False),
-    ("no spaces", "no spaces", False),
-    ("slash/not/allowed", "slash", False),
-])
+@pytest.mark.parametrize(
+    ("asked", "granted", "ok"),
+    [
+        ("", "~", True),  # D14: empty becomes '~'
+        ("acme.eu@site_1-~", "acme.eu@site_1-~", True),
+        ("x" * 128, "x" * 128, True),
+        ("x" * 129, "x" * 129, False),
+        ("no spaces", "no spaces", False),
+        ("slash/not/allowed", "slash", False),
+    ],
+)
 def test_tenant_names(seed001_broker, asked, granted, ok):
     b, sep = seed001_broker
     if not ok:
@@ -131,8 +142,10 @@ def test_unsubscribing_a_pattern_stops_its_deliveries(seed001_broker):
     b, sep = seed001_broker
     pub_token, sub_token = tenant_tokens(sep)
     pattern, channel = f"a{sep}b{sep}c>", f"a{sep}b{sep}c1{sep}x"
-    with TokenClient(b.host, b.port, pub_token) as pub, \
-            TokenClient(b.host, b.port, sub_token) as sub:
+    with (
+        TokenClient(b.host, b.port, pub_token) as pub,
+        TokenClient(b.host, b.port, sub_token) as sub,
+    ):
         assert sub.subscribe(pattern, f"$share{sep}g{sep}{pattern}") == [1, 1]
         pub.publish(channel, b"before")
         # one copy through the plain subscription, one through the shared group (MQTT 5 §4.8.2)
@@ -147,7 +160,9 @@ def test_unsubscribing_a_pattern_stops_its_deliveries(seed001_broker):
 
 def test_patterns_are_wildcards_for_the_wildcard_capability(tmp_path):
     directory = tmp_path / "nowild"
-    text = token_config(directory, patterns="seed001") + "\n[broker]\nwildcard_subscriptions = false\n"
+    text = (
+        token_config(directory, patterns="seed001") + "\n[broker]\nwildcard_subscriptions = false\n"
+    )
     b = start_broker(directory, text)
     try:
         _, sub_token = tenant_tokens("/")

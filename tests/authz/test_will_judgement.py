@@ -27,8 +27,10 @@ from tests.conftest import RunningBroker, start_broker
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 from token_broker import grant, make_token, token_config  # noqa: E402
 
-NO_WILLS = ('{ id = "no-wills", topic = "wills/#", type = "DENY", activity = "PUBLISH" }, '
-            '{ id = "all", topic = "#" }')
+NO_WILLS = (
+    '{ id = "no-wills", topic = "wills/#", type = "DENY", activity = "PUBLISH" }, '
+    '{ id = "all", topic = "#" }'
+)
 
 
 def will(topic: str, delay: int | None = None) -> Will:
@@ -52,8 +54,13 @@ def gateway(tmp_path: Path):
 
 def alice_with_will(b: RunningBroker, topic: str, delay: int | None = None) -> RawClient:
     c = RawClient(b.host, b.port)
-    ack = c.connect(unique_id("alice-"), username="alice", password=PASSWORDS["alice"].encode(),
-                    will=will(topic, delay), properties=Properties(session_expiry_interval=30))
+    ack = c.connect(
+        unique_id("alice-"),
+        username="alice",
+        password=PASSWORDS["alice"].encode(),
+        will=will(topic, delay),
+        properties=Properties(session_expiry_interval=30),
+    )
     assert ack.reason_code == 0
     return c
 
@@ -99,9 +106,15 @@ def token_gateway(tmp_path: Path):
 
 def token_client(b: RunningBroker, token: str, topic: str, delay: int | None) -> RawClient:
     c = RawClient(b.host, b.port)
-    ack = c.connect(unique_id("dev-"), will=will(topic, delay), properties=Properties(
-        session_expiry_interval=30, authentication_method="TOKEN",
-        authentication_data=token.encode()))
+    ack = c.connect(
+        unique_id("dev-"),
+        will=will(topic, delay),
+        properties=Properties(
+            session_expiry_interval=30,
+            authentication_method="TOKEN",
+            authentication_data=token.encode(),
+        ),
+    )
     assert ack.reason_code == 0
     return c
 
@@ -129,8 +142,9 @@ def test_a_will_after_reauthentication_is_judged_under_the_new_token(token_gatew
     w = watcher(b, topic)
     c = token_client(b, make_token([grant(["~"], pub=["wills/#"])], subject="d"), topic, None)
     narrower = make_token([grant(["~"], pub=["data/#"])], subject="d")
-    c.send(Auth(0x19, Properties(authentication_method="TOKEN",
-                                 authentication_data=narrower.encode())))
+    c.send(
+        Auth(0x19, Properties(authentication_method="TOKEN", authentication_data=narrower.encode()))
+    )
     assert isinstance(c.recv(), Auth)
     c.close()
     assert w.publishes(0.8) == []
@@ -152,14 +166,23 @@ def test_the_broker_ending_an_expired_token_publishes_no_will(token_gateway) -> 
 def test_a_token_clients_will_is_not_published_after_a_restart(tmp_path: Path) -> None:
     """The token's grants are not stored: after a restart nothing can judge the will, so it is
     not published (fail closed); an anonymous client's restored will still is."""
-    config = token_config(tmp_path, leeway=0) + f'\n[persistence]\nenabled = true\nstate_dir = "{tmp_path / "state"}"\n'
+    config = (
+        token_config(tmp_path, leeway=0)
+        + f'\n[persistence]\nenabled = true\nstate_dir = "{tmp_path / "state"}"\n'
+    )
     b = start_broker(tmp_path / "run1", config)
     topic = "wills/" + unique_id()
     try:
         token_client(b, make_token([grant(["~"], pub=["wills/#"])]), topic + "/token", delay=2)
         anonymous = RawClient(b.host, b.port)
-        assert anonymous.connect(unique_id("anon-"), will=will(topic + "/anon", 2),
-                                 properties=Properties(session_expiry_interval=30)).reason_code == 0
+        assert (
+            anonymous.connect(
+                unique_id("anon-"),
+                will=will(topic + "/anon", 2),
+                properties=Properties(session_expiry_interval=30),
+            ).reason_code
+            == 0
+        )
     finally:
         assert b.stop() == 0  # DISCONNECT 0x8B: the wills wait for their delay
     b = start_broker(tmp_path / "run2", config)

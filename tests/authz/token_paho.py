@@ -23,8 +23,9 @@ class TokenClient(SyncPahoClient):
 
     QUIET = 0.2
 
-    def __init__(self, host: str, port: int, token: str, version: int = V5,
-                 tenant: str | None = None) -> None:
+    def __init__(
+        self, host: str, port: int, token: str, version: int = V5, tenant: str | None = None
+    ) -> None:
         super().__init__(f"tok-{uuid.uuid4().hex[:12]}", version)
         self.version = version
         self.c.username_pw_set("device", token)
@@ -50,8 +51,7 @@ class TokenClient(SyncPahoClient):
         """SUBACK codes, one per pattern (0..2 granted; 0x80+ refused)."""
         return self.suback_codes(lambda: self.c.subscribe([(p, qos) for p in patterns]))
 
-    def publish(self, topic: str, payload: bytes = b"x", qos: int = 1,
-                retain: bool = False) -> int:
+    def publish(self, topic: str, payload: bytes = b"x", qos: int = 1, retain: bool = False) -> int:
         """QoS 1: the PUBACK reason code (MQTT 3.1.1: always 0); QoS 0: 0."""
         done = threading.Event()
         result: list[int] = []

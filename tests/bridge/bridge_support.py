@@ -54,8 +54,10 @@ class Mosquitto:
         user = "user root\n" if os.geteuid() == 0 else ""
         # a cloud that drops queued messages for a slow subscriber would hide what the bridge did
         anonymous = "false" if "password_file" in self.extra else "true"
-        conf.write_text(f"{user}max_queued_messages 0\nlistener {self.port} 127.0.0.1\n"
-                        f"allow_anonymous {anonymous}\n{self.extra}\n")
+        conf.write_text(
+            f"{user}max_queued_messages 0\nlistener {self.port} 127.0.0.1\n"
+            f"allow_anonymous {anonymous}\n{self.extra}\n"
+        )
         log = open(self.workdir / "mosquitto.log", "ab")
         self.process = subprocess.Popen([MOSQUITTO, "-c", str(conf), "-v"], stdout=log, stderr=log)
         wait_port(self.port)
@@ -104,15 +106,19 @@ def toml_value(value: Any) -> str:
     raise TypeError(value)
 
 
-def gateway_toml(bridges: list[dict[str, Any]], extra: str = "", sys_interval: int = 1,
-                 tenant_choice: str | None = None) -> str:
+def gateway_toml(
+    bridges: list[dict[str, Any]],
+    extra: str = "",
+    sys_interval: int = 1,
+    tenant_choice: str | None = None,
+) -> str:
     """A gateway config: one TCP listener on a free port, ``[sys]``, then every bridge with its
     ``topics`` list as ``[[bridges.topics]]``. ``extra`` is appended TOML (other sections);
     ``tenant_choice = "open"`` lets the anonymous test clients name their tenant."""
-    listener = ['[[listeners]]', 'name = "tcp"', 'port = 0']
+    listener = ["[[listeners]]", 'name = "tcp"', "port = 0"]
     if tenant_choice is not None:
         listener.append(f"tenant_choice = {toml_value(tenant_choice)}")
-    lines = [*listener, '', '[sys]', f'interval = {sys_interval}', '']
+    lines = [*listener, "", "[sys]", f"interval = {sys_interval}", ""]
     for bridge in bridges:
         lines.append("[[bridges]]")
         body = {"reconnect_min": 0.1, "reconnect_max": 1.0, "drain_rate": 0, **bridge}
@@ -129,8 +135,15 @@ def gateway_toml(bridges: list[dict[str, Any]], extra: str = "", sys_interval: i
 class Collector:
     """A paho client that records (topic, payload, qos, retain) of every message."""
 
-    def __init__(self, port: int, topics: list[tuple[str, int]], protocol: int = paho.MQTTv5,
-                 client_id: str = "", clean: bool = True, tenant: str | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        topics: list[tuple[str, int]],
+        protocol: int = paho.MQTTv5,
+        client_id: str = "",
+        clean: bool = True,
+        tenant: str | None = None,
+    ) -> None:
         self.messages: list[tuple[str, bytes, int, bool]] = []
         self.cond = threading.Condition()
         kwargs: dict[str, Any] = {"protocol": protocol}
@@ -181,8 +194,13 @@ def tenant_properties(tenant: str | None) -> Any:
     return props
 
 
-def publish(port: int, messages: list[tuple[str, bytes, int]], protocol: int = paho.MQTTv5,
-            retain: bool = False, tenant: str | None = None) -> None:
+def publish(
+    port: int,
+    messages: list[tuple[str, bytes, int]],
+    protocol: int = paho.MQTTv5,
+    retain: bool = False,
+    tenant: str | None = None,
+) -> None:
     """Publish and wait until every QoS 1/2 message was acknowledged."""
     client = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=protocol)
     client.max_inflight_messages_set(100)
@@ -235,7 +253,9 @@ def metrics_url(b: Any) -> str:
     return found[-1]
 
 
-def bridge_status(b: Any, name: str = "cloud", until: Any = None, timeout: float = 10.0) -> dict[str, Any]:
+def bridge_status(
+    b: Any, name: str = "cloud", until: Any = None, timeout: float = 10.0
+) -> dict[str, Any]:
     """``edge-broker bridge status`` as data (through the metrics endpoint)."""
     import urllib.request
 
@@ -256,7 +276,9 @@ def stopped_cloud_with_sink(mosquitto_factory: Any, workdir: Path, topic: str) -
     (``sink_of``) to ``topic``, then stopped: started again, it queues what the bridge sends
     for that subscriber even before the subscriber reconnects (no race with the bridge)."""
     cloud = mosquitto_factory(f"persistence true\npersistence_location {workdir}/\n")
-    Collector(cloud.port, [(topic, 1)], protocol=paho.MQTTv311, client_id="cloud-sink", clean=False).close()
+    Collector(
+        cloud.port, [(topic, 1)], protocol=paho.MQTTv311, client_id="cloud-sink", clean=False
+    ).close()
     cloud.stop()
     return cloud
 

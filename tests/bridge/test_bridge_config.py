@@ -36,13 +36,28 @@ def problems(text: str) -> dict[str, str]:
 def test_defaults_and_mappings():
     config = loads_config(GOOD)
     (b,) = config.bridges
-    assert (b.name, b.address, b.port, b.transport, b.protocol) == ("cloud", "mqtt.example.com", 1883, "tcp", 5)
+    assert (b.name, b.address, b.port, b.transport, b.protocol) == (
+        "cloud",
+        "mqtt.example.com",
+        1883,
+        "tcp",
+        5,
+    )
     assert (b.keep_alive, b.clean_start, b.session_expiry) == (60, False, 86400)
     assert (b.queue_max_messages, b.queue_max_bytes, b.overflow, b.drain_rate) == (
-        100_000, 32 * 1024 * 1024, "drop-oldest", 1000.0)
+        100_000,
+        32 * 1024 * 1024,
+        "drop-oldest",
+        1000.0,
+    )
     assert b.client_id.endswith(".cloud")
     out, inbound = b.topics
-    assert (out.direction, out.remote, out.qos, out.tenant) == ("out", "site/gw-0042/sensors/#", 1, "~")
+    assert (out.direction, out.remote, out.qos, out.tenant) == (
+        "out",
+        "site/gw-0042/sensors/#",
+        1,
+        "~",
+    )
     assert (inbound.remote, inbound.qos, inbound.tenant) == ("site/gw-0042/cmd/#", 2, "acme")
     assert b.principal == "bridge/cloud"
 
@@ -66,33 +81,67 @@ remote_prefix = "factory/9/"
     assert b.topics[0].remote == "factory/9/a/#"
 
 
-@pytest.mark.parametrize("body, key, words", [
-    ('name = "bad name"\naddress = "h"', "bridges[0].name", "letters, digits"),
-    ('name = "c"', "bridges[0].address", "host name"),
-    ('name = "c"\naddress = "h"\nprotocol = "4"', "bridges[0].protocol", '"5" or "3.1.1"'),
-    ('name = "c"\naddress = "h"\ntransport = "quic"', "bridges[0].transport", "'tcp'"),
-    ('name = "c"\naddress = "h"\ntls_ca = "/ca.pem"', "bridges[0].tls_ca", 'transport = "tls"'),
-    ('name = "c"\naddress = "h"\ntransport = "tls"\ntls_cert = "/c.pem"', "bridges[0].tls_key", "both tls_cert and tls_key"),
-    ('name = "c"\naddress = "h"\npassword = "p"\ntoken_file = "/t"', "bridges[0].token_file", "not both"),
-    ('name = "c"\naddress = "h"\noverflow = "block"', "bridges[0].overflow", "drop-oldest"),
-    ('name = "c"\naddress = "h"\nreconnect_min = 10\nreconnect_max = 1', "bridges[0].reconnect_max", "below reconnect_min"),
-    ('name = "c"\naddress = "h"\nqueue_max_messages = 0', "bridges[0].queue_max_messages", "out of range"),
-    ('name = "c"\naddress = "h"\ntypo = 1', "bridges[0].typo", "unknown key"),
-])
+@pytest.mark.parametrize(
+    "body, key, words",
+    [
+        ('name = "bad name"\naddress = "h"', "bridges[0].name", "letters, digits"),
+        ('name = "c"', "bridges[0].address", "host name"),
+        ('name = "c"\naddress = "h"\nprotocol = "4"', "bridges[0].protocol", '"5" or "3.1.1"'),
+        ('name = "c"\naddress = "h"\ntransport = "quic"', "bridges[0].transport", "'tcp'"),
+        ('name = "c"\naddress = "h"\ntls_ca = "/ca.pem"', "bridges[0].tls_ca", 'transport = "tls"'),
+        (
+            'name = "c"\naddress = "h"\ntransport = "tls"\ntls_cert = "/c.pem"',
+            "bridges[0].tls_key",
+            "both tls_cert and tls_key",
+        ),
+        (
+            'name = "c"\naddress = "h"\npassword = "p"\ntoken_file = "/t"',
+            "bridges[0].token_file",
+            "not both",
+        ),
+        ('name = "c"\naddress = "h"\noverflow = "block"', "bridges[0].overflow", "drop-oldest"),
+        (
+            'name = "c"\naddress = "h"\nreconnect_min = 10\nreconnect_max = 1',
+            "bridges[0].reconnect_max",
+            "below reconnect_min",
+        ),
+        (
+            'name = "c"\naddress = "h"\nqueue_max_messages = 0',
+            "bridges[0].queue_max_messages",
+            "out of range",
+        ),
+        ('name = "c"\naddress = "h"\ntypo = 1', "bridges[0].typo", "unknown key"),
+    ],
+)
 def test_bridge_problems(body, key, words):
     found = problems(f'[[bridges]]\n{body}\n[[bridges.topics]]\ndirection = "out"\nlocal = "a/#"\n')
     assert key in found, found
     assert words in found[key]
 
 
-@pytest.mark.parametrize("mapping, key, words", [
-    ('direction = "up"\nlocal = "a/#"', "bridges[0].topics[0].direction", '"out"'),
-    ('direction = "out"\nlocal = "a/#/b"', "bridges[0].topics[0].local", "not a valid MQTT topic filter"),
-    ('direction = "out"\nlocal = "$SYS/#"', "bridges[0].topics[0].local", "never bridged"),
-    ('direction = "out"\nlocal = "a/#"\nremote_prefix = "x/+/"', "bridges[0].topics[0].remote_prefix", "literal"),
-    ('direction = "out"\nlocal = "a/#"\nlocal_prefix = "b/"', "bridges[0].topics[0].local_prefix", "not a prefix"),
-    ('direction = "out"\nlocal = "a/#"\nqos = 3', "bridges[0].topics[0].qos", "0 to 2"),
-])
+@pytest.mark.parametrize(
+    "mapping, key, words",
+    [
+        ('direction = "up"\nlocal = "a/#"', "bridges[0].topics[0].direction", '"out"'),
+        (
+            'direction = "out"\nlocal = "a/#/b"',
+            "bridges[0].topics[0].local",
+            "not a valid MQTT topic filter",
+        ),
+        ('direction = "out"\nlocal = "$SYS/#"', "bridges[0].topics[0].local", "never bridged"),
+        (
+            'direction = "out"\nlocal = "a/#"\nremote_prefix = "x/+/"',
+            "bridges[0].topics[0].remote_prefix",
+            "literal",
+        ),
+        (
+            'direction = "out"\nlocal = "a/#"\nlocal_prefix = "b/"',
+            "bridges[0].topics[0].local_prefix",
+            "not a prefix",
+        ),
+        ('direction = "out"\nlocal = "a/#"\nqos = 3', "bridges[0].topics[0].qos", "0 to 2"),
+    ],
+)
 def test_mapping_problems(mapping, key, words):
     found = problems(f'[[bridges]]\nname = "c"\naddress = "h"\n[[bridges.topics]]\n{mapping}\n')
     assert key in found, found
@@ -105,7 +154,7 @@ def test_no_mapping_and_duplicate_names():
     twice = '[[bridges]]\nname = "c"\naddress = "h"\n[[bridges.topics]]\ndirection = "out"\nlocal = "a"\n'
     found = problems(twice + twice)
     assert "used twice" in found["bridges[1].name"]
-    assert "array of tables" in problems('bridges = 1\n')["bridges"]
+    assert "array of tables" in problems("bridges = 1\n")["bridges"]
 
 
 def test_check_command_names_the_bridge_key(tmp_path):
@@ -116,10 +165,17 @@ def test_check_command_names_the_bridge_key(tmp_path):
 
     root = Path(__file__).resolve().parents[2]
     bad = tmp_path / "gw.toml"
-    bad.write_text('[[bridges]]\nname = "cloud"\naddress = "h"\n[[bridges.topics]]\ndirection = "sideways"\nlocal = "a/#"\n')
-    out = subprocess.run([sys.executable, "-m", "edge_broker", "check", "--config", str(bad)],
-                         capture_output=True, text=True, cwd=root, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=str(root)))
+    bad.write_text(
+        '[[bridges]]\nname = "cloud"\naddress = "h"\n[[bridges.topics]]\ndirection = "sideways"\nlocal = "a/#"\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "check", "--config", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+    )
     assert out.returncode == 1
     assert f"{bad}: bridges[0].topics[0].direction:" in out.stdout + out.stderr
     assert "Traceback" not in out.stderr

@@ -21,10 +21,17 @@ DELAY = 0.5
 
 
 def config(state: Path, durability: str = "sync") -> str:
-    return gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": free_port(),  # the cloud is down
-        "topics": [{"direction": "out", "local": "up/#", "qos": 1}]}],
-        extra=f'[persistence]\nstate_dir = "{state}"\ndurability = "{durability}"\n')
+    return gateway_toml(
+        [
+            {
+                "name": "cloud",
+                "address": "127.0.0.1",
+                "port": free_port(),  # the cloud is down
+                "topics": [{"direction": "out", "local": "up/#", "qos": 1}],
+            }
+        ],
+        extra=f'[persistence]\nstate_dir = "{state}"\ndurability = "{durability}"\n',
+    )
 
 
 def test_puback_waits_for_the_bridge_log_fsync(inprocess_broker_factory, tmp_path, monkeypatch):
@@ -93,9 +100,14 @@ def test_an_unusable_queue_log_stops_the_start_with_a_reason(tmp_path):
     (state / "bridge-cloud.log").mkdir(parents=True)  # a directory where the log file goes
     conf = tmp_path / "gw.toml"
     conf.write_text(config(state))
-    out = subprocess.run([sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
-                         capture_output=True, text=True, cwd=root, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=str(root)))
+    out = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+    )
     assert out.returncode == 1
     assert "bridge cloud: cannot open its queue log" in out.stderr
     assert "Traceback" not in out.stderr + out.stdout

@@ -26,8 +26,20 @@ def settle(*collectors: Collector, quiet: float = 1.5) -> None:
 
 def test_both_mapping_to_a_second_edge_broker_mqtt5(broker_factory):
     cloud = broker_factory()
-    gw = broker_factory(gateway_toml([{"name": "cloud", "address": "127.0.0.1", "port": cloud.port,
-                                       "protocol": "5", "topics": BOTH}], extra=METRICS))
+    gw = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "cloud",
+                    "address": "127.0.0.1",
+                    "port": cloud.port,
+                    "protocol": "5",
+                    "topics": BOTH,
+                }
+            ],
+            extra=METRICS,
+        )
+    )
     wait_log(gw, "bridge cloud connected")
     on_gw = Collector(gw.port, [("x/#", 1)])
     on_cloud = Collector(cloud.port, [("x/#", 1)])
@@ -46,8 +58,20 @@ def test_both_mapping_to_a_second_edge_broker_mqtt5(broker_factory):
 
 def test_both_mapping_to_mosquitto_mqtt311_drops_the_echo(broker_factory, mosquitto_factory):
     cloud = mosquitto_factory()
-    gw = broker_factory(gateway_toml([{"name": "cloud", "address": "127.0.0.1", "port": cloud.port,
-                                       "protocol": "3.1.1", "topics": BOTH}], extra=METRICS))
+    gw = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "cloud",
+                    "address": "127.0.0.1",
+                    "port": cloud.port,
+                    "protocol": "3.1.1",
+                    "topics": BOTH,
+                }
+            ],
+            extra=METRICS,
+        )
+    )
     wait_log(gw, "bridge cloud connected")
     on_gw = Collector(gw.port, [("x/#", 1)])
     on_cloud = Collector(cloud.port, [("x/#", 1)], protocol=paho.MQTTv311)
@@ -70,14 +94,43 @@ def test_a_ring_of_three_brokers_stops_after_one_turn(broker_factory):
     broker never gets its message back and the others get at most one copy per path."""
     protocol = "5"
     a = broker_factory()
-    b = broker_factory(gateway_toml([{"name": "to-a", "address": "127.0.0.1", "port": a.port,
-                                      "protocol": protocol, "client_id": "b-to-a", "topics": BOTH}]))
-    c = broker_factory(gateway_toml([
-        {"name": "to-b", "address": "127.0.0.1", "port": b.port, "protocol": protocol,
-         "client_id": "c-to-b", "topics": BOTH},
-        {"name": "to-a", "address": "127.0.0.1", "port": a.port, "protocol": protocol,
-         "client_id": "c-to-a", "topics": BOTH},
-    ], extra=METRICS))
+    b = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "to-a",
+                    "address": "127.0.0.1",
+                    "port": a.port,
+                    "protocol": protocol,
+                    "client_id": "b-to-a",
+                    "topics": BOTH,
+                }
+            ]
+        )
+    )
+    c = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "to-b",
+                    "address": "127.0.0.1",
+                    "port": b.port,
+                    "protocol": protocol,
+                    "client_id": "c-to-b",
+                    "topics": BOTH,
+                },
+                {
+                    "name": "to-a",
+                    "address": "127.0.0.1",
+                    "port": a.port,
+                    "protocol": protocol,
+                    "client_id": "c-to-a",
+                    "topics": BOTH,
+                },
+            ],
+            extra=METRICS,
+        )
+    )
     wait_log(b, "bridge to-a connected")
     wait_log(c, "bridge to-b connected")
     wait_log(c, "bridge to-a connected")

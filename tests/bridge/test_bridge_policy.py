@@ -59,25 +59,48 @@ subjects = ["uplink"]
 
 
 def bridge(port: int) -> dict:
-    return {"name": "cloud", "address": "127.0.0.1", "port": port,
-            "topics": [{"direction": "out", "local": "#", "remote_prefix": "gw/", "qos": 1},
-                       {"direction": "in", "local": "cmd/#", "remote_prefix": "gw/", "qos": 1}]}
+    return {
+        "name": "cloud",
+        "address": "127.0.0.1",
+        "port": port,
+        "topics": [
+            {"direction": "out", "local": "#", "remote_prefix": "gw/", "qos": 1},
+            {"direction": "in", "local": "cmd/#", "remote_prefix": "gw/", "qos": 1},
+        ],
+    }
 
 
-def test_default_permissions_and_site_acl_judge_the_bridge(broker_factory, mosquitto_factory, tmp_path: Path):
+def test_default_permissions_and_site_acl_judge_the_bridge(
+    broker_factory, mosquitto_factory, tmp_path: Path
+):
     cloud = mosquitto_factory()
     audit = tmp_path / "audit"
-    gw = broker_factory(gateway_toml([bridge(cloud.port)],
-                                     extra=PERMISSIONS + ACL + METRICS + f'\n[audit]\ndir = "{audit}"\n'))
+    gw = broker_factory(
+        gateway_toml(
+            [bridge(cloud.port)],
+            extra=PERMISSIONS + ACL + METRICS + f'\n[audit]\ndir = "{audit}"\n',
+        )
+    )
     wait_log(gw, "bridge cloud connected")
     up = Collector(cloud.port, [("gw/#", 1)])
     down = Collector(gw.port, [("cmd/#", 1), ("sensors/#", 1), ("other/#", 1)])
     try:
-        publish(gw.port, [("other/x", b"not granted", 1), ("sensors/secret/key", b"acl egress deny", 1),
-                          ("sensors/t", b"granted", 1)])
-        publish(cloud.port, [("gw/cmd/forbidden/x", b"not granted", 1),
-                             ("gw/cmd/allowed/admin/reboot", b"acl ingress deny", 1),
-                             ("gw/cmd/allowed/led", b"granted", 1)])
+        publish(
+            gw.port,
+            [
+                ("other/x", b"not granted", 1),
+                ("sensors/secret/key", b"acl egress deny", 1),
+                ("sensors/t", b"granted", 1),
+            ],
+        )
+        publish(
+            cloud.port,
+            [
+                ("gw/cmd/forbidden/x", b"not granted", 1),
+                ("gw/cmd/allowed/admin/reboot", b"acl ingress deny", 1),
+                ("gw/cmd/allowed/led", b"granted", 1),
+            ],
+        )
         got_up = up.wait_for(10, 3)
         got_down = down.wait_for(10, 3)
     finally:
@@ -93,17 +116,29 @@ def test_default_permissions_and_site_acl_judge_the_bridge(broker_factory, mosqu
     # audited like any client's denial, under the bridge principal
     deadline = time.monotonic() + 5
     records: list[dict] = []
+
     # the audit contract (README "Audit log"): a delivery denial names its receiver in "to"
     # (the publisher, if known, in "client"); every other decision names it in "client"
     def bridge_denials(records: list[dict]) -> set[tuple[str, str, str]]:
-        return {(r["action"], r["topic"], r["gate"]) for r in records
-                if r.get("type") == "decision" and r.get("outcome") == "deny"
-                and ((r["action"] == "deliver" and r.get("to") == "cloud")
-                     or (r.get("method") == "bridge" and r.get("client") == "cloud"))}
+        return {
+            (r["action"], r["topic"], r["gate"])
+            for r in records
+            if r.get("type") == "decision"
+            and r.get("outcome") == "deny"
+            and (
+                (r["action"] == "deliver" and r.get("to") == "cloud")
+                or (r.get("method") == "bridge" and r.get("client") == "cloud")
+            )
+        }
 
     while time.monotonic() < deadline:
-        records = [json.loads(line) for f in sorted(audit.glob("*")) if f.is_file()
-                   for line in f.read_text().splitlines() if line.startswith("{")]
+        records = [
+            json.loads(line)
+            for f in sorted(audit.glob("*"))
+            if f.is_file()
+            for line in f.read_text().splitlines()
+            if line.startswith("{")
+        ]
         if len(bridge_denials(records)) >= 4:
             break
         time.sleep(0.2)
@@ -118,13 +153,26 @@ def test_default_permissions_and_site_acl_judge_the_bridge(broker_factory, mosqu
 
 def test_reserved_topics_never_come_in(broker_factory, mosquitto_factory):
     cloud = mosquitto_factory()
-    gw = broker_factory(gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud.port,
-        "topics": [{"direction": "in", "local": "access/#", "remote_prefix": "gw/", "qos": 1}]}]))
+    gw = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "cloud",
+                    "address": "127.0.0.1",
+                    "port": cloud.port,
+                    "topics": [
+                        {"direction": "in", "local": "access/#", "remote_prefix": "gw/", "qos": 1}
+                    ],
+                }
+            ]
+        )
+    )
     wait_log(gw, "bridge cloud connected")
     down = Collector(gw.port, [("access/#", 1)])
     try:
-        publish(cloud.port, [("gw/access/claims/x", b"forged claim", 1), ("gw/access/other", b"ok", 1)])
+        publish(
+            cloud.port, [("gw/access/claims/x", b"forged claim", 1), ("gw/access/other", b"ok", 1)]
+        )
         got = down.wait_for(2, 3)
     finally:
         down.close()
@@ -144,8 +192,12 @@ def test_restricted_smoker_topics_never_leave(broker_factory, mosquitto_factory,
     key = SigningKey(bytes(range(1, 33)))
     owner = smoker_id(key.verify_key)
     cloud = mosquitto_factory()
-    text = gateway_toml([bridge(cloud.port)], extra=METRICS + f'\n[claims]\nstore_dir = "{tmp_path}/claims"\n')
-    text = text.replace('name = "tcp"\n', 'name = "tcp"\nauth_methods = ["smoker", "anonymous"]\n', 1)
+    text = gateway_toml(
+        [bridge(cloud.port)], extra=METRICS + f'\n[claims]\nstore_dir = "{tmp_path}/claims"\n'
+    )
+    text = text.replace(
+        'name = "tcp"\n', 'name = "tcp"\nauth_methods = ["smoker", "anonymous"]\n', 1
+    )
     gw = broker_factory(text)
     wait_log(gw, "bridge cloud connected")
     up = Collector(cloud.port, [("gw/#", 1)])

@@ -83,7 +83,11 @@ def test_store_recovers_order_packet_ids_and_releases(tmp_path: Path):
     store = BridgeStore(path, "always")
     entries, next_seq = store.recovered()
     assert [(e.seq, e.pid, e.released) for e in entries] == [
-        (1, 11, False), (2, 12, True), (4, None, False), (5, None, False)]
+        (1, 11, False),
+        (2, 12, True),
+        (4, None, False),
+        (5, None, False),
+    ]
     assert next_seq == 6
     q = OutboundQueue(100, 1 << 20)
     for e in entries:

@@ -39,8 +39,12 @@ class ScriptedRemote:
         self.reader: PacketReader | None = None
         self.pending: list = []
 
-    def accept(self, session_present: bool = False, timeout: float = 15.0,
-               properties: Properties = NO_PROPERTIES) -> Connect:
+    def accept(
+        self,
+        session_present: bool = False,
+        timeout: float = 15.0,
+        properties: Properties = NO_PROPERTIES,
+    ) -> Connect:
         self.server.settimeout(timeout)
         self.conn, _ = self.server.accept()
         self.conn.settimeout(timeout)
@@ -108,10 +112,21 @@ class ScriptedRemote:
 
 def config(port: int, protocol: str = "5", state: Path | None = None) -> str:
     extra = f'[persistence]\nstate_dir = "{state}"\ndurability = "sync"\n' if state else ""
-    return gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": port, "protocol": protocol,
-        "client_id": "gw-resend", "reconnect_min": 0.05, "reconnect_max": 0.2,
-        "topics": [{"direction": "out", "local": "r/#", "qos": 2}]}], extra=extra)
+    return gateway_toml(
+        [
+            {
+                "name": "cloud",
+                "address": "127.0.0.1",
+                "port": port,
+                "protocol": protocol,
+                "client_id": "gw-resend",
+                "reconnect_min": 0.05,
+                "reconnect_max": 0.2,
+                "topics": [{"direction": "out", "local": "r/#", "qos": 2}],
+            }
+        ],
+        extra=extra,
+    )
 
 
 def test_resend_with_dup_and_the_same_packet_ids_after_a_reconnect(broker_factory):
@@ -122,8 +137,14 @@ def test_resend_with_dup_and_the_same_packet_ids_after_a_reconnect(broker_factor
         assert (connect.clean_start, connect.protocol_level) == (False, 4)
         publish(gw.port, [("r/1", b"one", 1), ("r/2", b"two", 2), ("r/3", b"three", 2)])
         first = remote.publishes(3)
-        assert [(p.topic, p.qos, p.dup) for p in first] == [("r/1", 1, False), ("r/2", 2, False), ("r/3", 2, False)]
-        remote.send(Pubrec(first[1].packet_id))  # r/2 reached the remote; r/1 and r/3 not acknowledged
+        assert [(p.topic, p.qos, p.dup) for p in first] == [
+            ("r/1", 1, False),
+            ("r/2", 2, False),
+            ("r/3", 2, False),
+        ]
+        remote.send(
+            Pubrec(first[1].packet_id)
+        )  # r/2 reached the remote; r/1 and r/3 not acknowledged
         assert remote.recv() == Pubrel(first[1].packet_id)
         remote.drop()
         remote.accept(session_present=True)
@@ -158,12 +179,20 @@ def test_packet_ids_survive_a_kill_9_of_the_gateway(broker_factory, tmp_path):
         # r/a: PUBREL when its PUBREC was logged before the kill, else its PUBLISH again with
         # DUP and the same id (the remote recognises the id: still exactly once)
         if isinstance(again[0], Publish):
-            assert (again[0].topic, again[0].dup, again[0].packet_id) == ("r/a", True, first[0].packet_id)
+            assert (again[0].topic, again[0].dup, again[0].packet_id) == (
+                "r/a",
+                True,
+                first[0].packet_id,
+            )
             remote.send(Pubrec(first[0].packet_id))
             assert remote.recv() == Pubrel(first[0].packet_id)
         else:
             assert again[0] == Pubrel(first[0].packet_id)
-        assert (again[1].topic, again[1].dup, again[1].packet_id) == ("r/b", True, first[1].packet_id)
+        assert (again[1].topic, again[1].dup, again[1].packet_id) == (
+            "r/b",
+            True,
+            first[1].packet_id,
+        )
         remote.send(Pubcomp(first[0].packet_id))
         remote.send(Pubrec(first[1].packet_id))
         assert remote.recv() == Pubrel(first[1].packet_id)
@@ -176,11 +205,17 @@ def test_packet_ids_survive_a_kill_9_of_the_gateway(broker_factory, tmp_path):
 def test_a_silent_remote_is_detected_by_keep_alive(broker_factory):
     remote = ScriptedRemote()
     try:
-        text = config(remote.port).replace('client_id = "gw-resend"', 'client_id = "gw-resend"\nkeep_alive = 5')
+        text = config(remote.port).replace(
+            'client_id = "gw-resend"', 'client_id = "gw-resend"\nkeep_alive = 5'
+        )
         gw = broker_factory(text)
         remote.accept()
-        assert isinstance(remote.recv(), Pingreq)  # after keep_alive seconds of silence; never answered
-        text = wait_log(gw, r"bridge cloud disconnected: no packet from the remote for 7.5 s", timeout=15)
+        assert isinstance(
+            remote.recv(), Pingreq
+        )  # after keep_alive seconds of silence; never answered
+        text = wait_log(
+            gw, r"bridge cloud disconnected: no packet from the remote for 7.5 s", timeout=15
+        )
         remote.drop()
         remote.accept()  # and it reconnects
     finally:
@@ -192,12 +227,24 @@ def test_inbound_qos2_resend_is_routed_once(broker_factory):
 
     remote = ScriptedRemote()
     try:
-        gw = broker_factory(gateway_toml([{
-            "name": "cloud", "address": "127.0.0.1", "port": remote.port, "protocol": "5",
-            "topics": [{"direction": "in", "local": "cmd/#", "qos": 2}]}]))
+        gw = broker_factory(
+            gateway_toml(
+                [
+                    {
+                        "name": "cloud",
+                        "address": "127.0.0.1",
+                        "port": remote.port,
+                        "protocol": "5",
+                        "topics": [{"direction": "in", "local": "cmd/#", "qos": 2}],
+                    }
+                ]
+            )
+        )
         remote.accept()
         subscribe = remote.recv()
-        assert [(s.topic_filter, s.qos, s.no_local) for s in subscribe.subscriptions] == [("cmd/#", 2, True)]
+        assert [(s.topic_filter, s.qos, s.no_local) for s in subscribe.subscriptions] == [
+            ("cmd/#", 2, True)
+        ]
         device = Collector(gw.port, [("cmd/#", 2)])
         try:
             remote.send(Publish("cmd/reboot", b"now", 2, False, False, 5))
@@ -217,12 +264,17 @@ def test_inbound_qos2_resend_is_routed_once(broker_factory):
 def test_an_oversized_packet_from_the_remote_ends_the_connection(broker_factory):
     remote = ScriptedRemote()
     try:
-        text = config(remote.port).replace("[[bridges]]", "[limits]\nmax_packet_size = 4096\n\n[[bridges]]")
+        text = config(remote.port).replace(
+            "[[bridges]]", "[limits]\nmax_packet_size = 4096\n\n[[bridges]]"
+        )
         gw = broker_factory(text)
         connect = remote.accept()
         assert connect.properties.maximum_packet_size == 4096  # announced to the remote
         remote.send(Publish("r/x", bytes(10_000), 0))
-        wait_log(gw, r"bridge cloud (disconnected|cannot connect).*exceeds the maximum packet size of 4096")
+        wait_log(
+            gw,
+            r"bridge cloud (disconnected|cannot connect).*exceeds the maximum packet size of 4096",
+        )
         remote.drop()
         remote.accept()  # reconnects; the gateway is fine
         assert gw.alive()
@@ -241,7 +293,8 @@ def test_resends_respect_the_remotes_receive_maximum(broker_factory):
         remote.accept(session_present=True, properties=Properties(receive_maximum=2))
         again = [remote.recv() for _ in range(2)]
         assert [(p.topic, p.dup, p.packet_id) for p in again] == [
-            (p.topic, True, p.packet_id) for p in first[:2]]
+            (p.topic, True, p.packet_id) for p in first[:2]
+        ]
         assert remote.quiet(0.5)  # no more than Receive Maximum unacknowledged
         remote.send(Puback(first[0].packet_id))
         nxt = remote.recv()

@@ -27,13 +27,27 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_queue_bound_status_and_cli(broker_factory, mosquitto_factory, tmp_path: Path):
     cloud = stopped_cloud_with_sink(mosquitto_factory, tmp_path, "s/#")  # the cloud is down
-    gw = broker_factory(gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "queue_max_messages": 5,
-        "overflow": "drop-oldest",
-        "topics": [{"direction": "out", "local": "s/#", "qos": 1}]}], extra=METRICS))
+    gw = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "cloud",
+                    "address": "127.0.0.1",
+                    "port": cloud.port,
+                    "queue_max_messages": 5,
+                    "overflow": "drop-oldest",
+                    "topics": [{"direction": "out", "local": "s/#", "qos": 1}],
+                }
+            ],
+            extra=METRICS,
+        )
+    )
     wait_log(gw, "bridge cloud cannot connect")
     publish(gw.port, [("s/x", str(i).encode(), 1) for i in range(8)])
-    assert sys_value(gw.port, "$SYS/broker/bridge/cloud/messages/dropped", until=lambda v: v == "3") == "3"
+    assert (
+        sys_value(gw.port, "$SYS/broker/bridge/cloud/messages/dropped", until=lambda v: v == "3")
+        == "3"
+    )
     assert sys_value(gw.port, "$SYS/broker/bridge/cloud/queue/messages") == "5"
     assert sys_value(gw.port, "$SYS/broker/bridge/cloud/connected") == "0"
     assert "Connection refused" in sys_value(gw.port, "$SYS/broker/bridge/cloud/last_error")
@@ -60,13 +74,26 @@ def test_queue_bound_status_and_cli(broker_factory, mosquitto_factory, tmp_path:
     finally:
         sink.close()
     assert [p for _, p, *_ in got] == [b"3", b"4", b"5", b"6", b"7"]
-    status = bridge_status(gw, until=lambda s: s.get("queue_messages") == 0 and s.get("connected") == 1)
-    assert (status["connected"], status["queue_messages"], status["acknowledged"], status["sent"]) == (1, 0, 5, 5)
+    status = bridge_status(
+        gw, until=lambda s: s.get("queue_messages") == 0 and s.get("connected") == 1
+    )
+    assert (
+        status["connected"],
+        status["queue_messages"],
+        status["acknowledged"],
+        status["sent"],
+    ) == (1, 0, 5, 5)
     assert status.get("last_error", "") == ""
 
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-m", "edge_broker", "bridge", "status", "--url", metrics_url(gw)],
-                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "bridge", "status", "--url", metrics_url(gw)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("cloud: connected  queue 0 msgs")
     assert "dropped 3" in out.stdout
@@ -74,9 +101,22 @@ def test_queue_bound_status_and_cli(broker_factory, mosquitto_factory, tmp_path:
 
 def test_status_cli_without_a_running_broker():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-m", "edge_broker", "bridge", "status", "--url",
-                          f"http://127.0.0.1:{free_port()}/metrics"],
-                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=30)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edge_broker",
+            "bridge",
+            "status",
+            "--url",
+            f"http://127.0.0.1:{free_port()}/metrics",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=30,
+    )
     assert out.returncode == 1
     assert "is the broker running with [metrics]?" in out.stderr
     assert "Traceback" not in out.stderr
@@ -86,9 +126,20 @@ def test_reload_keeps_the_running_bridges(broker_factory, mosquitto_factory):
     import signal
 
     cloud = mosquitto_factory()
-    gw = broker_factory(gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud.port,
-        "topics": [{"direction": "out", "local": "s/#", "remote_prefix": "old/", "qos": 1}]}]))
+    gw = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "cloud",
+                    "address": "127.0.0.1",
+                    "port": cloud.port,
+                    "topics": [
+                        {"direction": "out", "local": "s/#", "remote_prefix": "old/", "qos": 1}
+                    ],
+                }
+            ]
+        )
+    )
     wait_log(gw, "bridge cloud connected")
     text = gw.config_path.read_text()
     gw.config_path.write_text(text.replace('remote_prefix = "old/"', 'remote_prefix = "new/"'))

@@ -21,7 +21,9 @@ from bridge_support import (
 )
 
 
-def in_order_and_complete(got: list[tuple[str, bytes, int, bool]], topics: list[str], count: int) -> None:
+def in_order_and_complete(
+    got: list[tuple[str, bytes, int, bool]], topics: list[str], count: int
+) -> None:
     """Every message 0..count-1 of every topic arrived, first copies in order (QoS 1 may
     repeat a message after a reconnect: at least once)."""
     for topic in topics:
@@ -36,16 +38,31 @@ def in_order_and_complete(got: list[tuple[str, bytes, int, bool]], topics: list[
 
 
 @pytest.mark.parametrize("protocol", ["3.1.1", "5"])
-def test_cloud_outage_under_steady_traffic(protocol, broker_factory, mosquitto_factory, tmp_path: Path):
+def test_cloud_outage_under_steady_traffic(
+    protocol, broker_factory, mosquitto_factory, tmp_path: Path
+):
     # The cloud keeps the subscriber's session across its own restart (persistence), so what the
     # bridge delivers while the subscriber reconnects is queued for it there.
     cloud = mosquitto_factory(f"persistence true\npersistence_location {tmp_path}/\n")
-    gw = broker_factory(gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "protocol": protocol,
-        "topics": [{"direction": "out", "local": "tele/#", "remote_prefix": "gw/", "qos": 1}],
-    }]))
+    gw = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "cloud",
+                    "address": "127.0.0.1",
+                    "port": cloud.port,
+                    "protocol": protocol,
+                    "topics": [
+                        {"direction": "out", "local": "tele/#", "remote_prefix": "gw/", "qos": 1}
+                    ],
+                }
+            ]
+        )
+    )
     wait_log(gw, "bridge cloud connected")
-    sink = Collector(cloud.port, [("gw/#", 1)], protocol=paho.MQTTv311, client_id="cloud-sink", clean=False)
+    sink = Collector(
+        cloud.port, [("gw/#", 1)], protocol=paho.MQTTv311, client_id="cloud-sink", clean=False
+    )
     sink.client.reconnect_delay_set(0.1, 0.5)
     topics = [f"tele/{i}" for i in range(3)]
     count = 300
@@ -78,19 +95,32 @@ def test_cloud_outage_under_steady_traffic(protocol, broker_factory, mosquitto_f
 
 
 def test_kill_9_with_10000_queued_messages_loses_nothing_acknowledged(
-        broker_factory, mosquitto_factory, tmp_path: Path):
+    broker_factory, mosquitto_factory, tmp_path: Path
+):
     cloud_port = free_port()  # nothing listens yet: the cloud is down
-    config = gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud_port, "protocol": "5",
-        "client_id": "gw-kill9", "topics": [{"direction": "out", "local": "q/#", "qos": 1}],
-    }], extra=f'[persistence]\nstate_dir = "{tmp_path}/state"\ndurability = "sync"\n')
+    config = gateway_toml(
+        [
+            {
+                "name": "cloud",
+                "address": "127.0.0.1",
+                "port": cloud_port,
+                "protocol": "5",
+                "client_id": "gw-kill9",
+                "topics": [{"direction": "out", "local": "q/#", "qos": 1}],
+            }
+        ],
+        extra=f'[persistence]\nstate_dir = "{tmp_path}/state"\ndurability = "sync"\n',
+    )
     gw = broker_factory(config)
     wait_log(gw, "bridge cloud cannot connect")
     topics = ["q/a", "q/b"]
     count = 5000
     publish(gw.port, [(t, str(n).encode(), 1) for n in range(count) for t in topics])
-    assert sys_value(gw.port, "$SYS/broker/bridge/cloud/queue/messages",
-                     until=lambda v: v == str(count * len(topics))) == str(count * len(topics))
+    assert sys_value(
+        gw.port,
+        "$SYS/broker/bridge/cloud/queue/messages",
+        until=lambda v: v == str(count * len(topics)),
+    ) == str(count * len(topics))
     gw.process.send_signal(signal.SIGKILL)
     gw.process.wait(10)
 
@@ -103,14 +133,28 @@ def test_kill_9_with_10000_queued_messages_loses_nothing_acknowledged(
     finally:
         sink.close()
     in_order_and_complete(got, topics, count)
-    assert sys_value(gw2.port, "$SYS/broker/bridge/cloud/queue/messages", until=lambda v: v == "0") == "0"
+    assert (
+        sys_value(gw2.port, "$SYS/broker/bridge/cloud/queue/messages", until=lambda v: v == "0")
+        == "0"
+    )
 
 
 def test_backlog_drain_is_rate_limited(broker_factory, mosquitto_factory, tmp_path: Path):
     cloud = stopped_cloud_with_sink(mosquitto_factory, tmp_path, "slow/#")
-    gw = broker_factory(gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "drain_rate": 50, "max_inflight": 10,
-        "topics": [{"direction": "out", "local": "slow/#", "qos": 1}]}]))
+    gw = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "cloud",
+                    "address": "127.0.0.1",
+                    "port": cloud.port,
+                    "drain_rate": 50,
+                    "max_inflight": 10,
+                    "topics": [{"direction": "out", "local": "slow/#", "qos": 1}],
+                }
+            ]
+        )
+    )
     wait_log(gw, "bridge cloud cannot connect")
     publish(gw.port, [("slow/t", str(n).encode(), 1) for n in range(100)])
     cloud.start()

@@ -17,35 +17,97 @@ def openssl(*args: str, cwd: Path) -> None:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("pki")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test-ca", cwd=d)
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        cwd=d,
+    )
     for name, cn in (("server", "localhost"), ("client", "gw-0042")):
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
+        openssl(
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={cn}",
+            cwd=d,
+        )
         (d / f"{name}.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
+            cwd=d,
+        )
     return d
 
 
 def mosquitto_tls(pki: Path) -> str:
-    return (f"cafile {pki / 'ca.pem'}\ncertfile {pki / 'server.pem'}\nkeyfile {pki / 'server.key'}\n"
-            "require_certificate true\nuse_identity_as_username true\n")
+    return (
+        f"cafile {pki / 'ca.pem'}\ncertfile {pki / 'server.pem'}\nkeyfile {pki / 'server.key'}\n"
+        "require_certificate true\nuse_identity_as_username true\n"
+    )
 
 
 def tls_bridge(port: int, pki: Path, **extra: object) -> dict:
     return {
-        "name": "cloud", "address": "127.0.0.1", "port": port, "transport": "tls",
-        "tls_ca": str(pki / "ca.pem"), "tls_cert": str(pki / "client.pem"),
-        "tls_key": str(pki / "client.key"), "tls_server_name": "localhost", "client_id": "gw-tls",
-        "topics": [{"direction": "both", "local": "tls/#", "local_prefix": "tls/", "remote_prefix": "site/",
-                    "qos": 1}],
+        "name": "cloud",
+        "address": "127.0.0.1",
+        "port": port,
+        "transport": "tls",
+        "tls_ca": str(pki / "ca.pem"),
+        "tls_cert": str(pki / "client.pem"),
+        "tls_key": str(pki / "client.key"),
+        "tls_server_name": "localhost",
+        "client_id": "gw-tls",
+        "topics": [
+            {
+                "direction": "both",
+                "local": "tls/#",
+                "local_prefix": "tls/",
+                "remote_prefix": "site/",
+                "qos": 1,
+            }
+        ],
         **extra,
     }
 
 
 @pytest.mark.parametrize("protocol", ["5", "3.1.1"])
-def test_tls_mutual_authentication_round_trip(protocol, pki, broker_factory, mosquitto_factory, tmp_path):
+def test_tls_mutual_authentication_round_trip(
+    protocol, pki, broker_factory, mosquitto_factory, tmp_path
+):
     cloud = mosquitto_factory(mosquitto_tls(pki))
     gw = broker_factory(gateway_toml([tls_bridge(cloud.port, pki, protocol=protocol)]))
     wait_log(gw, "bridge cloud connected")
@@ -59,8 +121,11 @@ def test_tls_mutual_authentication_round_trip(protocol, pki, broker_factory, mos
     arrived = threading.Event()
     subscribed = threading.Event()
     cloud_client = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
-    cloud_client.tls_set(ca_certs=str(pki / "ca.pem"), certfile=str(pki / "client.pem"),
-                         keyfile=str(pki / "client.key"))
+    cloud_client.tls_set(
+        ca_certs=str(pki / "ca.pem"),
+        certfile=str(pki / "client.pem"),
+        keyfile=str(pki / "client.key"),
+    )
     cloud_client.on_message = lambda cl, u, m: (seen.append((m.topic, m.payload)), arrived.set())
     cloud_client.on_subscribe = lambda *a: subscribed.set()
     cloud_client.connect("localhost", cloud.port)
@@ -79,12 +144,21 @@ def test_tls_mutual_authentication_round_trip(protocol, pki, broker_factory, mos
         cloud_client.loop_stop()
         cloud_client.disconnect()
     assert seen[0] == ("site/up", b"over tls")
-    assert sorted(got) == [("tls/down", b"from the cloud", 1, False), ("tls/up", b"over tls", 1, False)]
-    assert sys_value(gw.port, "$SYS/broker/bridge/cloud/messages/acknowledged",
-                     until=lambda v: v == "1") == "1"
+    assert sorted(got) == [
+        ("tls/down", b"from the cloud", 1, False),
+        ("tls/up", b"over tls", 1, False),
+    ]
+    assert (
+        sys_value(
+            gw.port, "$SYS/broker/bridge/cloud/messages/acknowledged", until=lambda v: v == "1"
+        )
+        == "1"
+    )
 
 
-def test_tls_without_client_certificate_is_refused_and_reported(pki, broker_factory, mosquitto_factory):
+def test_tls_without_client_certificate_is_refused_and_reported(
+    pki, broker_factory, mosquitto_factory
+):
     cloud = mosquitto_factory(mosquitto_tls(pki))
     b = tls_bridge(cloud.port, pki)
     del b["tls_cert"], b["tls_key"]
@@ -97,18 +171,33 @@ def test_tls_without_client_certificate_is_refused_and_reported(pki, broker_fact
 
 def test_tls_server_name_is_checked(pki, broker_factory, mosquitto_factory):
     cloud = mosquitto_factory(mosquitto_tls(pki))
-    gw = broker_factory(gateway_toml([tls_bridge(cloud.port, pki, tls_server_name="cloud.example.com")]))
+    gw = broker_factory(
+        gateway_toml([tls_bridge(cloud.port, pki, tls_server_name="cloud.example.com")])
+    )
     text = wait_log(gw, "bridge cloud cannot connect")
     assert "certificate" in text.lower() or "hostname" in text.lower()
 
 
 def test_websocket_transport_to_a_second_edge_broker(broker_factory):
-    cloud = broker_factory({"listeners": [{"name": "ws", "transport": "websocket", "bind": "127.0.0.1"}]})
-    gw = broker_factory(gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "transport": "websocket",
-        "websocket_path": "/mqtt",
-        "topics": [{"direction": "out", "local": "ws/#", "remote_prefix": "site/", "qos": 1}],
-    }]))
+    cloud = broker_factory(
+        {"listeners": [{"name": "ws", "transport": "websocket", "bind": "127.0.0.1"}]}
+    )
+    gw = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "cloud",
+                    "address": "127.0.0.1",
+                    "port": cloud.port,
+                    "transport": "websocket",
+                    "websocket_path": "/mqtt",
+                    "topics": [
+                        {"direction": "out", "local": "ws/#", "remote_prefix": "site/", "qos": 1}
+                    ],
+                }
+            ]
+        )
+    )
     wait_log(gw, "bridge cloud connected")
     import paho.mqtt.client as paho
 
@@ -135,12 +224,23 @@ def test_websocket_transport_to_a_second_edge_broker(broker_factory):
 
 
 def test_websocket_handshake_refused_is_reported(broker_factory):
-    cloud = broker_factory({"listeners": [{"name": "ws", "transport": "websocket", "bind": "127.0.0.1"}]})
-    gw = broker_factory(gateway_toml([{
-        "name": "cloud", "address": "127.0.0.1", "port": cloud.port, "transport": "websocket",
-        "websocket_path": "/wrong",
-        "topics": [{"direction": "out", "local": "ws/#", "qos": 1}],
-    }]))
+    cloud = broker_factory(
+        {"listeners": [{"name": "ws", "transport": "websocket", "bind": "127.0.0.1"}]}
+    )
+    gw = broker_factory(
+        gateway_toml(
+            [
+                {
+                    "name": "cloud",
+                    "address": "127.0.0.1",
+                    "port": cloud.port,
+                    "transport": "websocket",
+                    "websocket_path": "/wrong",
+                    "topics": [{"direction": "out", "local": "ws/#", "qos": 1}],
+                }
+            ]
+        )
+    )
     text = wait_log(gw, "bridge cloud cannot connect")
     assert "WebSocket handshake" in text
     assert "Traceback" not in gw.log()

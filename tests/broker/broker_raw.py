@@ -106,11 +106,26 @@ class RawClient:
             except TimeoutError:
                 raise AssertionError(f"broker did not close; got {got!r}") from None
 
-    def connect(self, client_id: str = "", clean: bool = True, keep_alive: int = 60,
-                properties: Properties = NO_PROPERTIES, **kw: Any) -> Connack:
+    def connect(
+        self,
+        client_id: str = "",
+        clean: bool = True,
+        keep_alive: int = 60,
+        properties: Properties = NO_PROPERTIES,
+        **kw: Any,
+    ) -> Connack:
         name = "MQIsdp" if self.level == 3 else "MQTT"
-        self.send(Connect(self.level, client_id, clean, keep_alive, properties=properties,
-                          protocol_name=name, **kw))
+        self.send(
+            Connect(
+                self.level,
+                client_id,
+                clean,
+                keep_alive,
+                properties=properties,
+                protocol_name=name,
+                **kw,
+            )
+        )
         return self.expect(Connack)
 
     def subscribe(self, topic_filter: str, qos: int = 0, packet_id: int = 1) -> Suback:

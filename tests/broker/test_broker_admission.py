@@ -15,18 +15,23 @@ from edge_broker.mqtt.packets import Auth, Connack, Connect, Properties
 
 
 def smoker_broker(broker_factory, tmp_path, **limits):
-    return broker_factory({
-        "listeners": [{"name": "tcp", "bind": "127.0.0.1", "auth_methods": ["smoker", "anonymous"]}],
-        "claims": {"store_dir": str(tmp_path / "claims"), "fsync": "never"},
-        "broker": {"connect_timeout": 30},
-        **({"limits": limits} if limits else {}),
-    })
+    return broker_factory(
+        {
+            "listeners": [
+                {"name": "tcp", "bind": "127.0.0.1", "auth_methods": ["smoker", "anonymous"]}
+            ],
+            "claims": {"store_dir": str(tmp_path / "claims"), "fsync": "never"},
+            "broker": {"connect_timeout": 30},
+            **({"limits": limits} if limits else {}),
+        }
+    )
 
 
 def smoker_connect(user_properties: int) -> bytes:
     cid = smoker_id(SigningKey.generate().verify_key)
-    props = Properties(authentication_method="SMOKER",
-                       user_properties=(("", ""),) * user_properties)
+    props = Properties(
+        authentication_method="SMOKER", user_properties=(("", ""),) * user_properties
+    )
     return encode(Connect(5, cid, True, 60, properties=props), 5)
 
 
@@ -121,9 +126,13 @@ def test_half_open_websockets_are_counted_and_timed_out(broker_factory):
 
     from edge_broker.mqtt.codec import PacketReader
 
-    b = broker_factory({"listeners": [{"name": "ws", "transport": "websocket"}],
-                        "limits": {"max_connections": 20},
-                        "broker": {"connect_timeout": 2.0}})
+    b = broker_factory(
+        {
+            "listeners": [{"name": "ws", "transport": "websocket"}],
+            "limits": {"max_connections": 20},
+            "broker": {"connect_timeout": 2.0},
+        }
+    )
     started = time.monotonic()
     socks = [socket.create_connection((b.host, b.port)) for _ in range(300)]
     try:
@@ -166,6 +175,7 @@ def test_oversized_websocket_upgrade_request_refused(broker_factory):
 
 # -- login storms and the password method (issue 16) -----------------------------------------
 
+
 def password_file(path, **users: bytes) -> str:
     from edge_broker.auth.password import PasswordEntry, write_password_file
 
@@ -180,12 +190,14 @@ def argon2id(password: bytes, ops: int, mib: int) -> bytes:
 
 
 def password_broker(broker_factory, pw: str, connect_timeout: float = 10.0, **passwords):
-    return broker_factory({
-        "listeners": [{"name": "tcp", "bind": "127.0.0.1", "auth_methods": ["password"]}],
-        "passwords": {"file": pw, **passwords},
-        "limits": {"connect_rate": 10_000, "connect_burst": 10_000},
-        "broker": {"connect_timeout": connect_timeout},
-    })
+    return broker_factory(
+        {
+            "listeners": [{"name": "tcp", "bind": "127.0.0.1", "auth_methods": ["password"]}],
+            "passwords": {"file": pw, **passwords},
+            "limits": {"connect_rate": 10_000, "connect_burst": 10_000},
+            "broker": {"connect_timeout": connect_timeout},
+        }
+    )
 
 
 def test_login_storm_every_client_gets_a_connack(broker_factory, tmp_path):
@@ -194,14 +206,18 @@ def test_login_storm_every_client_gets_a_connack(broker_factory, tmp_path):
     busy at once when the waiting line is full, or 0x89 when its authentication could not
     finish within the connect timeout (3.1.1: return code 0x03), and the log says why."""
     pw = password_file(tmp_path / "pw", dev=argon2id(b"pw", 2, 64))  # the old, slow default
-    b = password_broker(broker_factory, pw, connect_timeout=2.0,
-                        max_concurrent=1, max_waiting=50, cache_entries=0)
+    b = password_broker(
+        broker_factory, pw, connect_timeout=2.0, max_concurrent=1, max_waiting=50, cache_entries=0
+    )
     clients = []
     for i in range(200):
         c = RawClient(b.host, b.port, level=4 if i % 10 == 0 else 5, timeout=15)
         name = "MQTT"
-        c.send(Connect(c.level, f"storm-{i}", True, 60, username="dev", password=b"pw",
-                       protocol_name=name))
+        c.send(
+            Connect(
+                c.level, f"storm-{i}", True, 60, username="dev", password=b"pw", protocol_name=name
+            )
+        )
         clients.append(c)
     answers = []
     for c in clients:
@@ -232,14 +248,19 @@ def test_verified_credentials_skip_the_slow_check_until_reload(broker_factory, t
     verifies."""
     import signal
 
-    pw = password_file(tmp_path / "pw", alice=argon2id(b"a-pw", 5, 7),
-                       carol=argon2id(b"c-pw", 5, 7), bob=argon2id(b"b-pw", 16, 64))
+    pw = password_file(
+        tmp_path / "pw",
+        alice=argon2id(b"a-pw", 5, 7),
+        carol=argon2id(b"c-pw", 5, 7),
+        bob=argon2id(b"b-pw", 16, 64),
+    )
     b = password_broker(broker_factory, pw, max_concurrent=1, max_waiting=0)
 
     def login(user: str, password: bytes) -> RawClient:
         c = RawClient(b.host, b.port, timeout=30)
-        c.send(Connect(5, f"{user}-{time.monotonic_ns()}", True, 60, username=user,
-                       password=password))
+        c.send(
+            Connect(5, f"{user}-{time.monotonic_ns()}", True, 60, username=user, password=password)
+        )
         return c
 
     def busy_slot_then(*who: tuple[str, bytes]) -> list[int]:
@@ -256,7 +277,10 @@ def test_verified_credentials_skip_the_slow_check_until_reload(broker_factory, t
     with login("alice", b"a-pw") as c:
         assert c.expect(Connack).reason_code == 0
     assert busy_slot_then(("alice", b"a-pw"), ("carol", b"c-pw"), ("alice", b"wrong")) == [
-        0, 0x89, 0x89]
+        0,
+        0x89,
+        0x89,
+    ]
     b.process.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + 10
     while "policy applied" not in b.log() and time.monotonic() < deadline:
@@ -275,8 +299,12 @@ def test_half_open_websockets_at_the_fd_limit_do_not_lock_clients_out(broker_fac
 
     from edge_broker.mqtt.codec import PacketReader
 
-    b = broker_factory({"listeners": [{"name": "ws", "transport": "websocket"}],
-                        "broker": {"connect_timeout": 2.0}})
+    b = broker_factory(
+        {
+            "listeners": [{"name": "ws", "transport": "websocket"}],
+            "broker": {"connect_timeout": 2.0},
+        }
+    )
     resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (256, 256))
     time.sleep(1.0)  # the broker reads its limit every tick
     socks = []
@@ -288,8 +316,9 @@ def test_half_open_websockets_at_the_fd_limit_do_not_lock_clients_out(broker_fac
         deadline = time.monotonic() + 30  # generous: the claim is "gets in", not how fast
         while ack is None and time.monotonic() < deadline:
             try:
-                with ws_connect(f"ws://{b.host}:{b.port}/mqtt", subprotocols=["mqtt"],
-                                open_timeout=3) as ws:
+                with ws_connect(
+                    f"ws://{b.host}:{b.port}/mqtt", subprotocols=["mqtt"], open_timeout=3
+                ) as ws:
                     ws.send(encode(Connect(5, "real-at-fd-limit"), 5))
                     [ack] = PacketReader(side="client", protocol_level=5).feed(ws.recv(timeout=3))
             except (OSError, TimeoutError, EOFError) as exc:  # still draining the backlog

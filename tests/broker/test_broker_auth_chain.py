@@ -53,14 +53,20 @@ class ChallengeAuthenticator:
         if request.auth.properties.authentication_data != request.state[::-1]:
             return Refused(ReasonCode.NOT_AUTHORIZED, "wrong answer to the challenge")
         await asyncio.sleep(0)
-        return Accepted(Identity(request.connect.client_id, "challenge", request.tenant,
-                                 cert_cn=request.info.cert_cn), b"welcome")
+        return Accepted(
+            Identity(
+                request.connect.client_id, "challenge", request.tenant, cert_cn=request.info.cert_cn
+            ),
+            b"welcome",
+        )
 
 
 def with_chain(authenticator):
     def before_start(broker) -> None:
         from edge_broker.auth.anonymous import AnonymousAuthenticator
+
         broker._chains["tcp"] = AuthChain([authenticator, AnonymousAuthenticator()])
+
     return before_start
 
 
@@ -69,13 +75,17 @@ def test_enhanced_authentication_and_reauthentication(inprocess_broker_factory):
     b = inprocess_broker_factory(before_start=with_chain(authenticator))
     with RawClient(b.host, b.port) as c:
         from edge_broker.mqtt.packets import Connack, Connect
+
         c.send(Connect(5, "enh", properties=Properties(authentication_method="CHALLENGE")))
         challenge = c.expect(Auth)
         assert challenge.reason_code == 0x18
         assert challenge.properties.authentication_method == "CHALLENGE"
         nonce = challenge.properties.authentication_data
-        c.send(Auth(0x18, Properties(authentication_method="CHALLENGE",
-                                     authentication_data=nonce[::-1])))
+        c.send(
+            Auth(
+                0x18, Properties(authentication_method="CHALLENGE", authentication_data=nonce[::-1])
+            )
+        )
         ack = c.expect(Connack)
         assert ack.reason_code == 0
         assert ack.properties.authentication_method == "CHALLENGE"
@@ -84,8 +94,15 @@ def test_enhanced_authentication_and_reauthentication(inprocess_broker_factory):
         c.send(Auth(0x19, Properties(authentication_method="CHALLENGE")))
         again = c.expect(Auth)
         assert again.reason_code == 0x18
-        c.send(Auth(0x18, Properties(authentication_method="CHALLENGE",
-                                     authentication_data=again.properties.authentication_data[::-1])))
+        c.send(
+            Auth(
+                0x18,
+                Properties(
+                    authentication_method="CHALLENGE",
+                    authentication_data=again.properties.authentication_data[::-1],
+                ),
+            )
+        )
         done = c.expect(Auth)
         assert done.reason_code == 0 and done.properties.authentication_data == b"welcome"
         assert authenticator.requests[-1].reauthenticating
@@ -101,6 +118,7 @@ def test_enhanced_authentication_refused(inprocess_broker_factory):
     b = inprocess_broker_factory(before_start=with_chain(ChallengeAuthenticator()))
     with RawClient(b.host, b.port) as c:
         from edge_broker.mqtt.packets import Connack, Connect
+
         c.send(Connect(5, "enh2", properties=Properties(authentication_method="CHALLENGE")))
         c.expect(Auth)
         c.send(Auth(0x18, Properties(authentication_method="CHALLENGE", authentication_data=b"x")))
@@ -161,7 +179,8 @@ def test_async_policy_keeps_order_and_outcomes(inprocess_broker_factory):
 def test_deny_action_disconnect(inprocess_broker_factory):
     b = inprocess_broker_factory(
         {"listeners": [{"name": "tcp", "port": 0, "deny_action": "disconnect"}]},
-        before_start=with_policy)
+        before_start=with_policy,
+    )
     with RawClient(b.host, b.port) as c:
         c.connect("denied-pub")
         c.send(Publish("deny/x", b"x", 1, packet_id=3))
@@ -213,6 +232,7 @@ def test_delivery_gate_applies_to_live_and_retained(inprocess_broker_factory):
 
 def test_packets_during_enhanced_authentication(inprocess_broker_factory):
     from edge_broker.mqtt.packets import Connack, Connect
+
     b = inprocess_broker_factory(before_start=with_chain(ChallengeAuthenticator()))
     with RawClient(b.host, b.port) as c:
         c.send(Connect(5, "enh3", properties=Properties(authentication_method="CHALLENGE")))

@@ -14,9 +14,13 @@ UNIT = ROOT / "systemd" / "edge-broker.service"
 def check(tmp_path: Path, limits: str, unit: Path = UNIT) -> subprocess.CompletedProcess[str]:
     f = tmp_path / "c.toml"
     f.write_text('[[listeners]]\nname = "a"\nport = 1883\n' + limits)
-    return subprocess.run([sys.executable, "-m", "edge_broker", "check", "--config", str(f),
-                           "--unit", str(unit)], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "edge_broker", "check", "--config", str(f), "--unit", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
 
 
 def test_default_limits_exceed_memory_max_and_say_which_term(tmp_path):
@@ -28,9 +32,12 @@ def test_default_limits_exceed_memory_max_and_say_which_term(tmp_path):
 
 
 def test_small_limits_fit(tmp_path):
-    r = check(tmp_path, "[limits]\nmax_connections = 10\nmax_packet_size = 65536\n"
-                        "max_queued_bytes = 262144\nmax_subscriptions_per_client = 50\n"
-                        "max_retained_bytes = 8388608\nmax_retained_messages = 5000\n")
+    r = check(
+        tmp_path,
+        "[limits]\nmax_connections = 10\nmax_packet_size = 65536\n"
+        "max_queued_bytes = 262144\nmax_subscriptions_per_client = 50\n"
+        "max_retained_bytes = 8388608\nmax_retained_messages = 5000\n",
+    )
     assert r.returncode == 0, r.stderr
     assert "WARNING" not in r.stdout
     assert "fits MemoryMax=200.0 MiB" in r.stdout

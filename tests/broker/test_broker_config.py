@@ -109,8 +109,9 @@ def test_missing_file(tmp_path):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_broker", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "edge_broker", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_check_command_prints_every_error(tmp_path):
@@ -140,6 +141,10 @@ def test_run_refuses_bad_config(tmp_path):
 def test_lean_entry_point_has_the_broker_commands(tmp_path):
     f = tmp_path / "bad.toml"
     f.write_text(BAD)
-    r = subprocess.run([sys.executable, "-m", "edge_broker.broker", "check", "--config", str(f)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_broker.broker", "check", "--config", str(f)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and f"{f}: broker.maximum_qos:" in r.stderr

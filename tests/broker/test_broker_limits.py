@@ -73,14 +73,24 @@ def test_maximum_qos_and_retain_unavailable(broker_factory):
 
 
 def test_capabilities_off(broker_factory):
-    b = broker_factory({"broker": {"wildcard_subscriptions": False, "shared_subscriptions": False,
-                                   "topic_alias_maximum": 0}})
+    b = broker_factory(
+        {
+            "broker": {
+                "wildcard_subscriptions": False,
+                "shared_subscriptions": False,
+                "topic_alias_maximum": 0,
+            }
+        }
+    )
     with RawClient(b.host, b.port) as c:
         p = c.connect("w").properties
         assert p.wildcard_subscription_available == 0 and p.shared_subscription_available == 0
         assert p.topic_alias_maximum is None
-        c.send(Subscribe(1, (Subscription("a/+", 0), Subscription("$share/g/a", 0),
-                             Subscription("a/b", 0))))
+        c.send(
+            Subscribe(
+                1, (Subscription("a/+", 0), Subscription("$share/g/a", 0), Subscription("a/b", 0))
+            )
+        )
         assert c.expect(Suback).reason_codes == (0xA2, 0x9E, 0)
 
 
@@ -92,13 +102,15 @@ def _sys_value(b, name: str) -> int:
 
 
 def test_slow_subscriber_loses_its_qos0_not_broker_memory(broker_factory):
-    b = broker_factory({"limits": {"write_buffer_high": 65536, "write_buffer_low": 16384},
-                        "sys": {"interval": 1}})
+    b = broker_factory(
+        {"limits": {"write_buffer_high": 65536, "write_buffer_low": 16384}, "sys": {"interval": 1}}
+    )
     slow = socket.create_connection((b.host, b.port))
     slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     slow_client = RawClient.__new__(RawClient)
     slow_client.sock, slow_client.level = slow, 5
     from edge_broker.mqtt.codec import PacketReader
+
     slow_client.reader = PacketReader(side="client", protocol_level=5)
     slow_client.pending, slow_client.eof = [], False
     slow_client.connect("slow")
@@ -141,9 +153,16 @@ def test_garbage_never_kills_the_broker(broker_factory):
 
 
 def test_will_beyond_capabilities_refused(broker_factory):
-    b = broker_factory({"broker": {"maximum_qos": 1, "retain_available": False,
-                                   "subscription_identifiers": False,
-                                   "topic_alias_maximum": 0}})
+    b = broker_factory(
+        {
+            "broker": {
+                "maximum_qos": 1,
+                "retain_available": False,
+                "subscription_identifiers": False,
+                "topic_alias_maximum": 0,
+            }
+        }
+    )
     with RawClient(b.host, b.port) as c:
         assert c.connect("w2", will=Will("w", b"x", qos=2)).reason_code == 0x9B
     with RawClient(b.host, b.port) as c:

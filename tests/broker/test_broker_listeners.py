@@ -33,25 +33,76 @@ def openssl(*args: str, cwd: Path) -> None:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("pki")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test-ca",
-            cwd=d)
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        cwd=d,
+    )
     for name, cn in (("server", "localhost"), ("client", "device-7")):
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
+        openssl(
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={cn}",
+            cwd=d,
+        )
         ext = d / f"{name}.ext"
         ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", str(ext),
-                cwd=d)
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            "-extfile",
+            str(ext),
+            cwd=d,
+        )
     return d
 
 
 def tls_config(pki: Path, require: bool) -> dict:
-    return {"listeners": [{
-        "name": "tls", "transport": "tls", "tls_cert": str(pki / "server.pem"),
-        "tls_key": str(pki / "server.key"), "tls_ca": str(pki / "ca.pem"),
-        "require_client_cert": require}]}
+    return {
+        "listeners": [
+            {
+                "name": "tls",
+                "transport": "tls",
+                "tls_cert": str(pki / "server.pem"),
+                "tls_key": str(pki / "server.key"),
+                "tls_ca": str(pki / "ca.pem"),
+                "require_client_cert": require,
+            }
+        ]
+    }
 
 
 def tls_client(pki: Path, cert: bool) -> ssl.SSLContext:
@@ -63,7 +114,9 @@ def tls_client(pki: Path, cert: bool) -> ssl.SSLContext:
 
 def paho_roundtrip(host: str, port: int, configure) -> list[bytes]:
     got: list[bytes] = []
-    c = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5, **configure.get("ctor", {}))
+    c = paho.Client(
+        paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5, **configure.get("ctor", {})
+    )
     if "tls" in configure:
         c.tls_set_context(configure["tls"])
     if "ws_path" in configure:
@@ -86,7 +139,9 @@ def paho_roundtrip(host: str, port: int, configure) -> list[bytes]:
 
 def test_tls_with_optional_client_certificate(broker_factory, pki):
     b = broker_factory(tls_config(pki, require=False))
-    assert paho_roundtrip(b.host, b.port, {"tls": tls_client(pki, cert=False)}) == [b"over the wire"]
+    assert paho_roundtrip(b.host, b.port, {"tls": tls_client(pki, cert=False)}) == [
+        b"over the wire"
+    ]
     assert paho_roundtrip(b.host, b.port, {"tls": tls_client(pki, cert=True)}) == [b"over the wire"]
 
 
@@ -111,8 +166,9 @@ def test_websocket_listener(broker_factory):
 
 
 def test_websocket_subprotocol_and_path(broker_factory):
-    b = broker_factory({"listeners": [
-        {"name": "ws", "transport": "websocket", "websocket_path": "/custom"}]})
+    b = broker_factory(
+        {"listeners": [{"name": "ws", "transport": "websocket", "websocket_path": "/custom"}]}
+    )
     url = f"ws://{b.host}:{b.port}/custom"
     with ws_connect(url, subprotocols=["mqtt"]) as ws:
         assert ws.subprotocol == "mqtt"
@@ -185,9 +241,19 @@ def test_text_log_readable(broker_factory):
 
 
 def test_websocket_over_tls(broker_factory, pki):
-    b = broker_factory({"listeners": [{
-        "name": "wss", "transport": "websocket", "websocket_tls": True,
-        "tls_cert": str(pki / "server.pem"), "tls_key": str(pki / "server.key")}]})
+    b = broker_factory(
+        {
+            "listeners": [
+                {
+                    "name": "wss",
+                    "transport": "websocket",
+                    "websocket_tls": True,
+                    "tls_cert": str(pki / "server.pem"),
+                    "tls_key": str(pki / "server.key"),
+                }
+            ]
+        }
+    )
     ctx = tls_client(pki, cert=False)
     with ws_connect(f"wss://localhost:{b.port}/mqtt", subprotocols=["mqtt"], ssl=ctx) as ws:
         ws.send(encode(Connect(5, "wss-client"), 5))

@@ -129,8 +129,9 @@ def overload_burst(b, n: int) -> None:
         sub.connect(unique_id("slow"))
         sub.subscribe("burst/t", 1)
         pub.connect(unique_id("burst"))
-        chunk = b"".join(raw_publish("burst/t", b"", b"y" * 100, 1, i % 60000 + 1)
-                         for i in range(1000))
+        chunk = b"".join(
+            raw_publish("burst/t", b"", b"y" * 100, 1, i % 60000 + 1) for i in range(1000)
+        )
         for _ in range(n // 1000):
             pub.send_raw(chunk)
         pub.send(Pingreq())

@@ -98,8 +98,17 @@ def test_subscribe_filter_limits_get_suback_0x8f(broker_factory):
     b = broker_factory({"limits": {"max_topic_levels": 4, "max_topic_length": 100}})
     with RawClient(b.host, b.port) as c:
         c.connect(unique_id("sf"))
-        c.send(Subscribe(1, (Subscription("a/b/c/d", 0), Subscription("a/b/c/d/e", 0),
-                             Subscription("x" * 101, 0), Subscription("a/+/#", 1))))
+        c.send(
+            Subscribe(
+                1,
+                (
+                    Subscription("a/b/c/d", 0),
+                    Subscription("a/b/c/d/e", 0),
+                    Subscription("x" * 101, 0),
+                    Subscription("a/+/#", 1),
+                ),
+            )
+        )
         suback = c.expect(Suback)
         assert suback.reason_codes == (0, 0x8F, 0x8F, 1)
         reason = suback.properties.reason_string
@@ -142,8 +151,9 @@ def varint(n: int) -> bytes:
             return bytes(out)
 
 
-def raw_publish(topic: str, properties: bytes, payload: bytes = b"", qos: int = 0,
-                packet_id: int = 0) -> bytes:
+def raw_publish(
+    topic: str, properties: bytes, payload: bytes = b"", qos: int = 0, packet_id: int = 0
+) -> bytes:
     """An MQTT 5 PUBLISH with a raw property block (fast to build for megabyte blocks)."""
     t = topic.encode()
     body = len(t).to_bytes(2, "big") + t
@@ -225,9 +235,17 @@ def test_denied_long_topics_do_not_fill_the_decision_caches(broker_factory):
 
 
 def test_retained_limits_answer_0x97_and_count(broker_factory):
-    b = broker_factory({"sys": FAST_SYS, "limits": {
-        "max_retained_messages": 5, "max_retained_per_client": 3,
-        "max_retained_payload": 1000, "max_retained_bytes": 100_000}})
+    b = broker_factory(
+        {
+            "sys": FAST_SYS,
+            "limits": {
+                "max_retained_messages": 5,
+                "max_retained_per_client": 3,
+                "max_retained_payload": 1000,
+                "max_retained_bytes": 100_000,
+            },
+        }
+    )
     with RawClient(b.host, b.port) as c:
         c.connect("ret-a")
         for i in range(3):
@@ -325,8 +343,9 @@ def test_publish_rate_quota(broker_factory):
 
 
 def test_publish_byte_rate_quota(broker_factory):
-    b = broker_factory({"limits": {"max_packet_size": 1024, "publish_byte_rate": 100,
-                                   "publish_byte_burst": 2000}})
+    b = broker_factory(
+        {"limits": {"max_packet_size": 1024, "publish_byte_rate": 100, "publish_byte_burst": 2000}}
+    )
     with RawClient(b.host, b.port) as c:
         c.connect(unique_id("bytes"))
         codes = []
@@ -343,18 +362,22 @@ def test_publish_byte_rate_quota(broker_factory):
 def _tenants_round(b, prefix: str, n: int) -> None:
     for i in range(n):
         with RawClient(b.host, b.port) as c:
-            c.connect(f"{prefix}{i}", properties=Properties(
-                user_properties=(("tenant", f"{prefix}{i}"),)))
+            c.connect(
+                f"{prefix}{i}", properties=Properties(user_properties=(("tenant", f"{prefix}{i}"),))
+            )
             c.send(Disconnect())
 
 
 def test_empty_tenant_spaces_are_freed(broker_factory):
     """Issue 16: 3,000 connections each naming a new tenant kept +36 MB, never freed."""
-    b = broker_factory({"sys": FAST_SYS,
-                        "limits": {"connect_rate": 100_000, "connect_burst": 100_000},
-                        # anonymous clients naming their tenant: the listener allows the choice
-                        "listeners": [{"name": "tcp", "bind": "127.0.0.1",
-                                       "tenant_choice": "open"}]})
+    b = broker_factory(
+        {
+            "sys": FAST_SYS,
+            "limits": {"connect_rate": 100_000, "connect_burst": 100_000},
+            # anonymous clients naming their tenant: the listener allows the choice
+            "listeners": [{"name": "tcp", "bind": "127.0.0.1", "tenant_choice": "open"}],
+        }
+    )
     with RawClient(b.host, b.port) as keeper:  # a tenant with a retained message stays
         keeper.connect("keeper", properties=Properties(user_properties=(("tenant", "kept"),)))
         keeper.send(Publish("k/t", b"v", 1, True, packet_id=1))
@@ -393,8 +416,9 @@ def _burst(b, sub_id: str, n: int = 30) -> tuple[RawClient, RawClient]:
     sub.subscribe("burst/t", 1)
     pub = RawClient(b.host, b.port)
     pub.connect(unique_id("pub"))
-    pub.send_raw(b"".join(
-        raw_publish("burst/t", b"", i.to_bytes(2, "big"), 1, i + 1) for i in range(n)))
+    pub.send_raw(
+        b"".join(raw_publish("burst/t", b"", i.to_bytes(2, "big"), 1, i + 1) for i in range(n))
+    )
     return sub, pub
 
 
@@ -411,8 +435,9 @@ def test_overflow_drop_is_counted_and_logged_with_the_client_id(broker_factory):
 
 
 def test_overflow_backpressure_loses_nothing(broker_factory):
-    b = broker_factory({"limits": {**OVERLOAD, "queue_overflow": "backpressure",
-                                   "backpressure_timeout": 30}})
+    b = broker_factory(
+        {"limits": {**OVERLOAD, "queue_overflow": "backpressure", "backpressure_timeout": 30}}
+    )
     sub, pub = _burst(b, "slow-sub-bp")
     assert _acks(pub, 1.0) == 16  # 5 in flight, 10 queued, 1 beyond: then the publisher waits
     got = sub.publishes(3.0)
@@ -423,8 +448,9 @@ def test_overflow_backpressure_loses_nothing(broker_factory):
 
 
 def test_overflow_backpressure_is_bounded_in_time(broker_factory):
-    b = broker_factory({"limits": {**OVERLOAD, "queue_overflow": "backpressure",
-                                   "backpressure_timeout": 0.5}})
+    b = broker_factory(
+        {"limits": {**OVERLOAD, "queue_overflow": "backpressure", "backpressure_timeout": 0.5}}
+    )
     sub, pub = _burst(b, "stuck-sub")  # never acknowledges
     assert _acks(pub, 3.0) == 30  # held for 0.5 s, then the stuck subscriber's queue drops
     assert "limits.backpressure_timeout" in b.log()
@@ -489,8 +515,13 @@ def test_encoded_variants_of_large_retained_messages_are_not_kept(broker_factory
     with RawClient(b.host, b.port) as s:
         s.connect(unique_id("rs"))
         for sub_id in range(1, 18):
-            s.send(Subscribe(sub_id, (Subscription("rv/#", 0),),
-                             Properties(subscription_identifiers=(sub_id,))))
+            s.send(
+                Subscribe(
+                    sub_id,
+                    (Subscription("rv/#", 0),),
+                    Properties(subscription_identifiers=(sub_id,)),
+                )
+            )
             got = 0
             while got < 60:
                 if isinstance(s.recv(30), Publish):

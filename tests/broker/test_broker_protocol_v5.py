@@ -156,8 +156,15 @@ def test_receive_maximum_exceeded_disconnects_0x93(client):
 def test_payload_format_indicator_checked_0x99(client):
     c = client()
     c.connect(cid())
-    c.send(Publish(cid("pf/"), b"\xff\xfe", 1, packet_id=1,
-                   properties=Properties(payload_format_indicator=1)))
+    c.send(
+        Publish(
+            cid("pf/"),
+            b"\xff\xfe",
+            1,
+            packet_id=1,
+            properties=Properties(payload_format_indicator=1),
+        )
+    )
     assert c.expect(Puback).reason_code == 0x99
     c.send(Publish(cid("pf/"), b"\xff", 0, properties=Properties(payload_format_indicator=1)))
     got = c.closed()
@@ -214,8 +221,12 @@ def test_no_local_and_retain_as_published(client):
     c.expect(Suback)
     c.send(Publish(t, b"x", 0))
     c.nothing()
-    c.send(Subscribe(2, (Subscription(t + "/rap", 0, retain_as_published=True),
-                         Subscription(t + "/plain", 0))))
+    c.send(
+        Subscribe(
+            2,
+            (Subscription(t + "/rap", 0, retain_as_published=True), Subscription(t + "/plain", 0)),
+        )
+    )
     c.expect(Suback)
     c.send(Publish(t + "/rap", b"r", 0, retain=True))
     assert c.expect(Publish).retain is True
@@ -302,13 +313,16 @@ def test_outbound_topic_alias(client):
 
 def test_message_expiry_remaining_sent_and_expired_dropped(client):
     import time
+
     c = client()
     c.connect(cid())
     t = cid("exp/")
-    c.send(Publish(t + "/a", b"a", 0, retain=True,
-                   properties=Properties(message_expiry_interval=100)))
-    c.send(Publish(t + "/b", b"b", 0, retain=True,
-                   properties=Properties(message_expiry_interval=1)))
+    c.send(
+        Publish(t + "/a", b"a", 0, retain=True, properties=Properties(message_expiry_interval=100))
+    )
+    c.send(
+        Publish(t + "/b", b"b", 0, retain=True, properties=Properties(message_expiry_interval=1))
+    )
     c.send(Pingreq())
     c.expect(Pingresp)
     time.sleep(1.3)
@@ -324,8 +338,12 @@ def test_request_response_properties_passed_through(client):
     t = cid("rr/")
     c.subscribe(t)
     props = Properties(
-        response_topic=t + "/reply", correlation_data=b"\x00\x01", content_type="text/plain",
-        user_properties=(("a", "1"), ("a", "2"), ("b", "3")), payload_format_indicator=1)
+        response_topic=t + "/reply",
+        correlation_data=b"\x00\x01",
+        content_type="text/plain",
+        user_properties=(("a", "1"), ("a", "2"), ("b", "3")),
+        payload_format_indicator=1,
+    )
     c.send(Publish(t, b"req", 0, properties=props))
     got = c.expect(Publish).properties
     assert got.response_topic == t + "/reply" and got.correlation_data == b"\x00\x01"

@@ -14,7 +14,8 @@ topics = st.lists(level, min_size=1, max_size=4).map("/".join)
 filters = st.builds(
     lambda levels, tail: "/".join(levels + (["#"] if tail else [])) or "#",
     st.lists(st.sampled_from(["a", "b", "", "$s", "+"]), min_size=0, max_size=4),
-    st.booleans())
+    st.booleans(),
+)
 ops = st.lists(st.tuples(st.booleans(), topics), max_size=30)  # (set?, topic)
 
 

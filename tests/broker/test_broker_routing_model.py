@@ -33,11 +33,14 @@ topics = st.lists(st.sampled_from(LEVELS), min_size=1, max_size=3).map("/".join)
 filter_levels = st.lists(st.sampled_from(["a", "b", "+"]), min_size=0, max_size=3)
 filters = st.builds(
     lambda levels, tail: "/".join(levels + (["#"] if tail or not levels else [])),
-    filter_levels, st.booleans())
+    filter_levels,
+    st.booleans(),
+)
 subscription = st.tuples(filters, st.integers(0, 2), st.booleans())  # filter, qos, no_local
 clients_subs = st.lists(st.lists(subscription, min_size=1, max_size=3), min_size=3, max_size=3)
-publishes = st.lists(st.tuples(st.integers(0, 2), topics, st.integers(0, 2)),
-                     min_size=1, max_size=6)  # (publisher index, topic, qos)
+publishes = st.lists(
+    st.tuples(st.integers(0, 2), topics, st.integers(0, 2)), min_size=1, max_size=6
+)  # (publisher index, topic, qos)
 
 
 def sync(c: RawClient, into: list[Publish]) -> None:
@@ -65,8 +68,11 @@ def sync(c: RawClient, into: list[Publish]) -> None:
                 c.send(Pubrec(p.packet_id))
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(subs=clients_subs, pubs=publishes)
 def test_routing_matches_model(module_broker, subs, pubs):
     run = next(_runs)
@@ -81,8 +87,13 @@ def test_routing_matches_model(module_broker, subs, pubs):
             for k, (flt, qos, no_local) in enumerate(their):
                 sub_id = 10 * i + k + 1
                 full = f"{prefix}/{flt}"
-                c.send(Subscribe(k + 1, (Subscription(full, qos, no_local=no_local),),
-                                 Properties(subscription_identifiers=(sub_id,))))
+                c.send(
+                    Subscribe(
+                        k + 1,
+                        (Subscription(full, qos, no_local=no_local),),
+                        Properties(subscription_identifiers=(sub_id,)),
+                    )
+                )
                 assert c.expect(Suback).reason_codes == (qos,)
                 mine[full] = (qos, no_local, sub_id)  # a re-subscription replaces
             model.append(mine)
@@ -98,13 +109,24 @@ def test_routing_matches_model(module_broker, subs, pubs):
             expected = []
             for n, (who, topic, qos) in enumerate(pubs):
                 full = f"{prefix}/{topic}"
-                hits = [(q, sid) for flt, (q, nl, sid) in model[i].items()
-                        if topic_matches(flt, full) and not (nl and who == i)]
+                hits = [
+                    (q, sid)
+                    for flt, (q, nl, sid) in model[i].items()
+                    if topic_matches(flt, full) and not (nl and who == i)
+                ]
                 if hits:
-                    expected.append((b"%d" % n, min(qos, max(q for q, _ in hits)),
-                                     sorted(sid for _, sid in hits)))
-            got = [(p.payload, p.qos, sorted(p.properties.subscription_identifiers))
-                   for p in received[i] if p.topic.startswith(prefix)]
+                    expected.append(
+                        (
+                            b"%d" % n,
+                            min(qos, max(q for q, _ in hits)),
+                            sorted(sid for _, sid in hits),
+                        )
+                    )
+            got = [
+                (p.payload, p.qos, sorted(p.properties.subscription_identifiers))
+                for p in received[i]
+                if p.topic.startswith(prefix)
+            ]
             assert sorted(got) == sorted(expected)
     finally:
         for c in clients:

@@ -43,13 +43,13 @@ def subscribed(client: RawClients, topic_filter: str) -> RawClient:
 def vanish_with_will(c: RawClient, name: str, will: Will, expiry: int = 60) -> None:
     """Connect ``name`` with Clean Start 0, a session of ``expiry`` seconds and ``will``, then
     drop the connection without DISCONNECT (network loss: the will is due, MQTT 5 §3.1.2.5)."""
-    c.connect(name, clean=False, properties=Properties(session_expiry_interval=expiry),
-              will=will)
+    c.connect(name, clean=False, properties=Properties(session_expiry_interval=expiry), will=will)
     c.close()
 
 
-def park_session(c: RawClient, name: str, expiry: int | None = 60,
-                 subscription: Subscription | None = None) -> None:
+def park_session(
+    c: RawClient, name: str, expiry: int | None = 60, subscription: Subscription | None = None
+) -> None:
     """Connect ``name`` with Clean Start 0, subscribe to ``subscription`` if given, and
     disconnect normally (0x00): the session outlives the connection for ``expiry`` seconds
     (None: no Session Expiry Interval, which means 0, MQTT 5 §3.1.2.11.2)."""
@@ -135,8 +135,9 @@ def test_unacknowledged_redelivered_with_dup(client):
     assert s.expect(Pubrel).packet_id == second.packet_id
     s.close()  # network loss: nothing acknowledged for "one", PUBCOMP missing for "two"
     back = client()
-    assert back.connect(name, clean=False,
-                        properties=Properties(session_expiry_interval=60)).session_present
+    assert back.connect(
+        name, clean=False, properties=Properties(session_expiry_interval=60)
+    ).session_present
     again = back.expect(Publish)
     assert again.dup and again.payload == b"one" and again.packet_id == first.packet_id
     rel = back.expect(Pubrel)
@@ -174,18 +175,21 @@ def test_will_on_protocol_error(client):
 def test_will_delay_and_cancel_on_reconnect(client):
     t = cid("wd/")
     watcher = subscribed(client, t + "/#")
-    vanish_with_will(client(), cid(),
-                     Will(t + "/x", b"late", properties=Properties(will_delay_interval=1)))
+    vanish_with_will(
+        client(), cid(), Will(t + "/x", b"late", properties=Properties(will_delay_interval=1))
+    )
     watcher.nothing(0.5)
     assert watcher.expect(Publish, timeout=3).payload == b"late"
     # Reconnecting before the delay cancels the will.
     name2 = cid()
-    vanish_with_will(client(), name2,
-                     Will(t + "/y", b"never", properties=Properties(will_delay_interval=2)))
+    vanish_with_will(
+        client(), name2, Will(t + "/y", b"never", properties=Properties(will_delay_interval=2))
+    )
     time.sleep(0.3)
     b2 = client()
-    assert b2.connect(name2, clean=False,
-                      properties=Properties(session_expiry_interval=60)).session_present
+    assert b2.connect(
+        name2, clean=False, properties=Properties(session_expiry_interval=60)
+    ).session_present
     watcher.nothing(2.5)
 
 
@@ -221,9 +225,12 @@ def test_offline_queue_bounded(broker_factory):
 def test_will_published_when_session_expires_before_will_delay(client):
     t = cid("wexp/")
     watcher = subscribed(client, t)
-    vanish_with_will(client(), cid(),
-                     Will(t, b"session ended", properties=Properties(will_delay_interval=30)),
-                     expiry=1)
+    vanish_with_will(
+        client(),
+        cid(),
+        Will(t, b"session ended", properties=Properties(will_delay_interval=30)),
+        expiry=1,
+    )
     start = time.monotonic()
     assert watcher.expect(Publish, timeout=4).payload == b"session ended"
     assert time.monotonic() - start < 3

@@ -20,8 +20,12 @@ from edge_broker.mqtt.packets import (
 
 @pytest.mark.soak
 def test_churn_memory_levels_off(broker_factory):
-    b = broker_factory({"broker": {"max_session_expiry": 2},
-                        "limits": {"connect_rate": 100000, "connect_burst": 100000}})
+    b = broker_factory(
+        {
+            "broker": {"max_session_expiry": 2},
+            "limits": {"connect_rate": 100000, "connect_burst": 100000},
+        }
+    )
     rng = random.Random(7)
     samples: list[int] = []
     deadline = time.monotonic() + 60
@@ -30,10 +34,12 @@ def test_churn_memory_levels_off(broker_factory):
         clients = []
         for i in range(50):
             c = RawClient(b.host, b.port, level=rng.choice([4, 5]))
-            c.connect(f"soak-{round_no}-{i}", clean=rng.random() < 0.5,
-                      properties=Properties(session_expiry_interval=60) if c.level == 5
-                      else Properties(),
-                      will=Will(f"soak/will/{i}", b"x") if i % 5 == 0 else None)
+            c.connect(
+                f"soak-{round_no}-{i}",
+                clean=rng.random() < 0.5,
+                properties=Properties(session_expiry_interval=60) if c.level == 5 else Properties(),
+                will=Will(f"soak/will/{i}", b"x") if i % 5 == 0 else None,
+            )
             c.subscribe(f"soak/{i % 7}/#", 1)
             clients.append(c)
         for n, c in enumerate(clients):
@@ -52,5 +58,5 @@ def test_churn_memory_levels_off(broker_factory):
         samples.append(rss_kib(b.pid))
     assert b.alive()
     first = max(samples[: len(samples) // 4])
-    last = max(samples[-len(samples) // 4:])
+    last = max(samples[-len(samples) // 4 :])
     assert last - first < 10_000, samples  # KiB: no steady growth

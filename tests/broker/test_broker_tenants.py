@@ -41,9 +41,11 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningB
 
 def test_messages_and_retained_do_not_cross_tenants(module_broker):
     t = f"shared/topic/{time.monotonic_ns()}"
-    with RawClient(module_broker.host, module_broker.port) as a, \
-            RawClient(module_broker.host, module_broker.port) as b, \
-            RawClient(module_broker.host, module_broker.port) as a2:
+    with (
+        RawClient(module_broker.host, module_broker.port) as a,
+        RawClient(module_broker.host, module_broker.port) as b,
+        RawClient(module_broker.host, module_broker.port) as a2,
+    ):
         a.connect("ten-a", properties=tenant("acme"))
         b.connect("ten-b", properties=tenant("globex"))
         a2.connect("ten-a2", properties=tenant("acme"))
@@ -78,8 +80,15 @@ def test_sys_topics_in_every_tenant(broker_factory):
     with RawClient(b.host, b.port) as c:
         c.connect("sys-reader", properties=tenant("acme"))
         time.sleep(1.2)
-        c.send(Subscribe(1, (Subscription("$SYS/broker/clients/connected", 0),
-                             Subscription("$SYS/broker/version", 0))))
+        c.send(
+            Subscribe(
+                1,
+                (
+                    Subscription("$SYS/broker/clients/connected", 0),
+                    Subscription("$SYS/broker/version", 0),
+                ),
+            )
+        )
         c.expect(Suback)
         got = {p.topic: p.payload for p in (c.expect(Publish), c.expect(Publish))}
         assert got["$SYS/broker/version"].startswith(b"edge-broker version")
@@ -90,7 +99,11 @@ def test_dot_separator(broker_factory):
     b = broker_factory({"topics": {"separator": "."}, "sys": {"interval": 0.5}})
     with RawClient(b.host, b.port) as c:
         c.connect("dots")
-        c.send(Subscribe(1, (Subscription("store.+.status", 0), Subscription("$SYS.broker.version", 0))))
+        c.send(
+            Subscribe(
+                1, (Subscription("store.+.status", 0), Subscription("$SYS.broker.version", 0))
+            )
+        )
         assert c.expect(Suback).reason_codes == (0, 0)
         assert c.expect(Publish, timeout=3).topic == "$SYS.broker.version"
         c.send(Publish("store/1/status", b"slash", 0))

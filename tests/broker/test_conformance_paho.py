@@ -80,8 +80,9 @@ def client(broker) -> Iterator[RawClients]:
 
 
 @pytest.mark.parametrize("level, topic_filter", [(5, "test/nosubscribe"), (4, "nosubscribe")])
-def test_subscribe_failure_is_0x80_next_to_a_granted_filter(client, level: int,
-                                                            topic_filter: str) -> None:
+def test_subscribe_failure_is_0x80_next_to_a_granted_filter(
+    client, level: int, topic_filter: str
+) -> None:
     """client_test5 test_subscribe_failure / client_test subscribe_failure_test: the refused
     filter gets 0x80 and the other filter of the same SUBSCRIBE is still granted."""
     c = client(level)
@@ -108,8 +109,9 @@ def test_v5_empty_client_id_with_clean_start_0_is_assigned_an_identifier(client)
 
 
 @pytest.mark.parametrize("level", [4, 5])
-def test_unacknowledged_qos1_and_qos2_are_redelivered_with_dup_on_reconnect(client,
-                                                                           level: int) -> None:
+def test_unacknowledged_qos1_and_qos2_are_redelivered_with_dup_on_reconnect(
+    client, level: int
+) -> None:
     """client_test redelivery_on_reconnect_test / client_test5 (3.x era): a subscriber that
     publishes QoS 1 and 2 to itself and acknowledges nothing gets both again, DUP set, after
     reconnecting to its session; then completes them and nothing more comes."""
@@ -133,7 +135,9 @@ def test_unacknowledged_qos1_and_qos2_are_redelivered_with_dup_on_reconnect(clie
     assert ack.session_present
     redelivered = sorted((again.expect(Publish) for _ in range(2)), key=lambda p: p.qos)
     assert [(p.topic, p.payload, p.qos, p.dup) for p in redelivered] == [
-        (f"{base}/B", b"q1", 1, True), (f"{base}/C", b"q2", 2, True)]
+        (f"{base}/B", b"q1", 1, True),
+        (f"{base}/C", b"q2", 2, True),
+    ]
     q1, q2 = redelivered
     assert q1.packet_id is not None and q2.packet_id is not None
     again.send(Puback(q1.packet_id))

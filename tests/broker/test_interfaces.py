@@ -32,8 +32,12 @@ class Clock:
         return self.now
 
 
-def addr(name: str, address: str, network: str | None = None, loopback: bool = False) -> InterfaceAddress:
-    return InterfaceAddress(name, address, ipaddress.ip_network(network) if network else None, loopback)
+def addr(
+    name: str, address: str, network: str | None = None, loopback: bool = False
+) -> InterfaceAddress:
+    return InterfaceAddress(
+        name, address, ipaddress.ip_network(network) if network else None, loopback
+    )
 
 
 BASE = [
@@ -47,7 +51,11 @@ BASE = [
 
 def make(addresses: list[InterfaceAddress] | None = None) -> tuple[InterfaceMap, Source, Clock]:
     source, clock = Source(addresses or BASE), Clock()
-    return InterfaceMap(max_age=10.0, refresh_interval=1.0, source=source, clock=clock), source, clock
+    return (
+        InterfaceMap(max_age=10.0, refresh_interval=1.0, source=source, clock=clock),
+        source,
+        clock,
+    )
 
 
 def test_ipv4_ipv6_secondary_and_mapped_addresses() -> None:

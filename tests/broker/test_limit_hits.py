@@ -18,6 +18,9 @@ def test_counts_every_hit_and_logs_once_per_interval(caplog: pytest.LogCaptureFi
         hits.hit("passwords.max_waiting", "CONNECT refused: busy", "late", now=12.0)
     assert hits.counts == {"passwords.max_waiting": 101, "limits.max_connections": 1}
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ["CONNECT refused: busy", "closed at accept",
-                     "CONNECT refused: busy (99 more hit(s) since the last line about it)"]
+    assert lines == [
+        "CONNECT refused: busy",
+        "closed at accept",
+        "CONNECT refused: busy (99 more hit(s) since the last line about it)",
+    ]
     assert caplog.records[0].limit == "passwords.max_waiting"  # type: ignore[attr-defined]

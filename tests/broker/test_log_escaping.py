@@ -43,8 +43,10 @@ def test_client_text_cannot_start_a_log_line(broker_factory):
     connected = [line for line in lines if marker in line and "client connected" in line]
     assert len(connected) == 1
     # the field is quoted (it has spaces) and its control characters are visible escapes
-    assert (f'client_id="{marker}\\n2026-01-01T00:00:00Z INFO FORGED client_id=admin'
-            '\\r\\u2028x" tenant=~ method=anonymous') in connected[0]
+    assert (
+        f'client_id="{marker}\\n2026-01-01T00:00:00Z INFO FORGED client_id=admin'
+        '\\r\\u2028x" tenant=~ method=anonymous'
+    ) in connected[0]
 
 
 def test_refused_connect_with_forged_fields_stays_one_line(broker_factory, tmp_path):
@@ -52,19 +54,24 @@ def test_refused_connect_with_forged_fields_stays_one_line(broker_factory, tmp_p
 
     passwd = tmp_path / "passwd"
     write_password_file(passwd, set_user({}, "u", "pw"))
-    b = broker_factory(f'[[listeners]]\nname = "pw"\nbind = "127.0.0.1"\nport = 0\n'
-                       f'auth_methods = ["password"]\n[passwords]\nfile = "{passwd}"\n')
+    b = broker_factory(
+        f'[[listeners]]\nname = "pw"\nbind = "127.0.0.1"\nport = 0\n'
+        f'auth_methods = ["password"]\n[passwords]\nfile = "{passwd}"\n'
+    )
     marker = unique_id("r")
     with RawClient(b.host, b.port) as c:
-        ack = c.connect(f"{marker} reason_code=0x00 listener=admin\n{FORGED}",
-                        username="u", password=b"wrong")
+        ack = c.connect(
+            f"{marker} reason_code=0x00 listener=admin\n{FORGED}", username="u", password=b"wrong"
+        )
         assert ack.reason_code == 0x86
     log = _wait_for(b, marker)
     refused = [line for line in log.splitlines() if marker in line]
     assert len(refused) == 1 and "connect refused" in refused[0]
     # the client's text is one quoted value; the broker's own fields follow it
-    assert f'client_id="{marker} reason_code=0x00 listener=admin\\n{FORGED}" reason_code=0x86 ' \
+    assert (
+        f'client_id="{marker} reason_code=0x00 listener=admin\\n{FORGED}" reason_code=0x86 '
         in refused[0]
+    )
     assert refused[0].endswith(" listener=pw")
     assert not any(line.startswith(FORGED) for line in log.splitlines())
 

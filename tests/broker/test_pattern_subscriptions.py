@@ -25,11 +25,22 @@ from tests.conftest import start_broker
 
 
 @pytest.mark.parametrize("sep", ["/", "."])
-@pytest.mark.parametrize(("text", "is_pattern"), [
-    ("a.b.c", False), ("a.+.c", False), ("a.b.#", False), ("#", False),
-    ("a.*.c", True), ("a.b*", True), ("a.b.>", True), (">", True), ("a.b#", True),
-    ("a.b>", True), ("*", True),
-])
+@pytest.mark.parametrize(
+    ("text", "is_pattern"),
+    [
+        ("a.b.c", False),
+        ("a.+.c", False),
+        ("a.b.#", False),
+        ("#", False),
+        ("a.*.c", True),
+        ("a.b*", True),
+        ("a.b.>", True),
+        (">", True),
+        ("a.b#", True),
+        ("a.b>", True),
+        ("*", True),
+    ],
+)
 def test_which_filters_go_to_the_pattern_index(sep, text, is_pattern):
     text = text.replace(".", sep)
     if "+" in text and sep == ".":
@@ -131,8 +142,11 @@ def test_two_texts_of_one_pattern_are_two_subscriptions(share):
 def test_a_broker_keeps_routing_the_other_text_of_a_pattern(tmp_path):
     """The same, end to end on a seed001 listener: after UNSUBSCRIBE "*/*" the client's "*/+"
     subscription still receives "a/a"."""
-    broker = start_broker(tmp_path, '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\n'
-                                    'port = 0\nsubscription_patterns = "seed001"\n')
+    broker = start_broker(
+        tmp_path,
+        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\n'
+        'port = 0\nsubscription_patterns = "seed001"\n',
+    )
     try:
         with RawClient(broker.host, broker.port) as sub, RawClient(broker.host, broker.port) as pub:
             sub.connect("alias-sub")
@@ -167,8 +181,11 @@ def filters(draw: st.DrawFn) -> str:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["c1", "c2", "c3"]), filters()), max_size=8),
-       st.lists(level, min_size=1, max_size=5), st.data())
+@given(
+    st.lists(st.tuples(st.sampled_from(["c1", "c2", "c3"]), filters()), max_size=8),
+    st.lists(level, min_size=1, max_size=5),
+    st.data(),
+)
 def test_the_topic_space_routes_like_the_oracles(subs, topic_levels, data):
     """Both indexes together route each topic to exactly the sessions whose filter matches it
     (MQTT rules for MQTT filters, PATTERNS.md §2 for patterns), across subscribe/unsubscribe."""

@@ -16,12 +16,21 @@ from edge_broker.mqtt.packets import Properties, Puback, Publish, Suback, Subscr
 
 
 def _topics(sep: str, me: str) -> list[str]:
-    slash = ["access/claim", "access/unclaim", f"access/claims/{me}/request", "$SYS/broker/fake",
-             "$SYS"]
+    slash = [
+        "access/claim",
+        "access/unclaim",
+        f"access/claims/{me}/request",
+        "$SYS/broker/fake",
+        "$SYS",
+    ]
     if sep == "/":
         return slash
-    return slash + ["access.claim", "access.unclaim", f"access.claims.{me}.request",
-                    "$SYS.broker.fake"]
+    return slash + [
+        "access.claim",
+        "access.unclaim",
+        f"access.claims.{me}.request",
+        "$SYS.broker.fake",
+    ]
 
 
 @pytest.fixture(params=["/", "."], ids=["slash", "dot"])
@@ -49,8 +58,11 @@ def test_non_smoker_client_cannot_publish_retain_or_route_reserved_topics(sep_br
         pub.send(Publish(topic, b"forged", 1, retain=True, packet_id=i))
         ack = pub.expect(Puback)
         assert ack.reason_code == 0x87, (topic, ack)
-        assert ack.properties.reason_string and "reserved" in ack.properties.reason_string.lower() \
-            or "SYS" in (ack.properties.reason_string or ""), (topic, ack)
+        assert (
+            ack.properties.reason_string
+            and "reserved" in ack.properties.reason_string.lower()
+            or "SYS" in (ack.properties.reason_string or "")
+        ), (topic, ack)
     # the subscriber works (control) and got none of the forged messages
     ok = "ok" + sep + me
     pub.send(Publish(ok, b"fine", 1, packet_id=99))
@@ -95,4 +107,6 @@ def test_one_definition_covers_both_spellings(sep):
     assert reserved.is_sys("$SYS") and reserved.is_sys("$SYS/x") and reserved.is_sys(f"$SYS{sep}x")
     assert not reserved.is_sys("$SYSTEM") and reserved.routable("$SYS/broker/uptime")
     assert not reserved.is_smoker_system("accessory/claim")
-    assert not reserved.is_smoker_system("access") and not reserved.is_smoker_system("access/claimx")
+    assert not reserved.is_smoker_system("access") and not reserved.is_smoker_system(
+        "access/claimx"
+    )

@@ -74,8 +74,12 @@ def test_v311_clean_session_1_taken_over_by_clean_session_0_keeps_the_session(ma
 def test_takeover_with_clean_start_1_still_ends_the_old_session(make) -> None:
     cid, topic = unique_id("tc-"), unique_id("tc/")
     old = make()
-    assert old.connect(cid, clean=False, properties=Properties(
-        session_expiry_interval=300)).reason_code == 0
+    assert (
+        old.connect(
+            cid, clean=False, properties=Properties(session_expiry_interval=300)
+        ).reason_code
+        == 0
+    )
     assert old.subscribe(topic, 1).reason_codes == (1,)
     new = make()
     ack = new.connect(cid, clean=True)

@@ -17,8 +17,11 @@ from broker_raw import RawClient, unique_id
 from edge_broker.auth.password import set_user, write_password_file
 from edge_broker.mqtt.packets import Properties
 
-USERS = {"plain": ("plain-pw", ()), "acme-only": ("acme-pw", ("acme",)),
-         "two": ("two-pw", ("acme", "globex"))}
+USERS = {
+    "plain": ("plain-pw", ()),
+    "acme-only": ("acme-pw", ("acme",)),
+    "two": ("two-pw", ("acme", "globex")),
+}
 
 
 def tenant(name: str) -> Properties:
@@ -33,13 +36,20 @@ def brokers(broker_factory, tmp_path: Path):
     passwd = tmp_path / "passwd"
     write_password_file(passwd, entries)
     methods = ["password", "anonymous"]
-    b = broker_factory({
-        "passwords": {"file": str(passwd)},
-        "listeners": [
-            {"name": "strict", "bind": "127.0.0.1", "auth_methods": methods},
-            {"name": "open", "bind": "127.0.0.1", "auth_methods": methods, "tenant_choice": "open"},
-        ],
-    })
+    b = broker_factory(
+        {
+            "passwords": {"file": str(passwd)},
+            "listeners": [
+                {"name": "strict", "bind": "127.0.0.1", "auth_methods": methods},
+                {
+                    "name": "open",
+                    "bind": "127.0.0.1",
+                    "auth_methods": methods,
+                    "tenant_choice": "open",
+                },
+            ],
+        }
+    )
     return b
 
 
@@ -57,8 +67,9 @@ def test_anonymous_client_cannot_choose_a_tenant_by_default(brokers):
 
 
 def test_password_entry_without_tenants_gets_only_the_default_tenant(brokers):
-    ack = _connect(brokers, "strict", username="plain", password=b"plain-pw",
-                   properties=tenant("acme"))
+    ack = _connect(
+        brokers, "strict", username="plain", password=b"plain-pw", properties=tenant("acme")
+    )
     assert ack.reason_code == 0x87 and "'password'" in (ack.properties.reason_string or "")
     assert _connect(brokers, "strict", username="plain", password=b"plain-pw").reason_code == 0
 
@@ -77,11 +88,19 @@ def test_password_entry_with_tenants_enters_exactly_those(brokers):
 
 def test_open_tenant_choice_is_an_explicit_listener_option(brokers):
     assert _connect(brokers, "open", properties=tenant("acme")).reason_code == 0
-    assert _connect(brokers, "open", username="plain", password=b"plain-pw",
-                    properties=tenant("globex")).reason_code == 0
+    assert (
+        _connect(
+            brokers, "open", username="plain", password=b"plain-pw", properties=tenant("globex")
+        ).reason_code
+        == 0
+    )
     # credentials that name tenants still bind them on an open listener
-    assert _connect(brokers, "open", username="acme-only", password=b"acme-pw",
-                    properties=tenant("globex")).reason_code == 0x87
+    assert (
+        _connect(
+            brokers, "open", username="acme-only", password=b"acme-pw", properties=tenant("globex")
+        ).reason_code
+        == 0x87
+    )
 
 
 def test_tenant_choice_must_be_credentials_or_open(broker_factory):

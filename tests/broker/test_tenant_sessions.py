@@ -26,13 +26,15 @@ def tenant(name: str, expiry: int = 0) -> Properties:
 
 @pytest.mark.parametrize("persist", [False, True])
 def test_same_client_id_in_two_tenants_coexists(tmp_path: Path, persist: bool) -> None:
-    config = "[[listeners]]\nname = \"tcp\"\nport = 0\ntenant_choice = \"open\"\n"
+    config = '[[listeners]]\nname = "tcp"\nport = 0\ntenant_choice = "open"\n'
     if persist:
         config += f'[persistence]\nenabled = true\nstate_dir = "{tmp_path / "state"}"\n'
     b = start_broker(tmp_path / "run", config)
     try:
         with RawClient(b.host, b.port) as a, RawClient(b.host, b.port) as c:
-            assert a.connect("device-1", clean=False, properties=tenant("acme", 300)).reason_code == 0
+            assert (
+                a.connect("device-1", clean=False, properties=tenant("acme", 300)).reason_code == 0
+            )
             ack = c.connect("device-1", clean=False, properties=tenant("globex", 300))
             assert ack.reason_code == 0 and not ack.session_present  # not acme's session
             a.subscribe("t", 1)

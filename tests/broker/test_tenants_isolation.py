@@ -42,16 +42,19 @@ def client(b: RunningBroker, token: str, tenant: str, version: int = V5) -> Toke
     if version == V5:
         return TokenClient(b.host, b.port, token, V5, tenant=tenant)
     # MQTT 3.1.1 has no user properties: the tenant comes from a token naming exactly one
-    return TokenClient(b.host, b.port, make_token([grant([tenant], pub=["#"], sub=["#"])]),
-                       V311)
+    return TokenClient(b.host, b.port, make_token([grant([tenant], pub=["#"], sub=["#"])]), V311)
 
 
 @pytest.mark.parametrize("version", [V5, V311], ids=["v5", "v311"])
 def test_live_messages_stay_in_their_tenant(pattern_broker, version):
     red, blue, token = tenants()
     b = pattern_broker
-    with client(b, token, red, version) as red_sub, client(b, token, blue, version) as blue_sub, \
-            client(b, token, red) as red_pub, client(b, token, blue) as blue_pub:
+    with (
+        client(b, token, red, version) as red_sub,
+        client(b, token, blue, version) as blue_sub,
+        client(b, token, red) as red_pub,
+        client(b, token, blue) as blue_pub,
+    ):
         for sub in (red_sub, blue_sub):
             assert sub.subscribe("t/x", *WILDCARDS, qos=0) == [0] * (1 + len(WILDCARDS))
         red_pub.publish("t/x", b"red", qos=0)
@@ -83,8 +86,12 @@ def test_retained_messages_stay_in_their_tenant(pattern_broker):
 def test_shared_groups_of_the_same_name_are_per_tenant(pattern_broker, shared_filter):
     red, blue, token = tenants()
     b = pattern_broker
-    with client(b, token, red) as r1, client(b, token, red) as r2, \
-            client(b, token, blue) as b1, client(b, token, red) as pub:
+    with (
+        client(b, token, red) as r1,
+        client(b, token, red) as r2,
+        client(b, token, blue) as b1,
+        client(b, token, red) as pub,
+    ):
         for member in (r1, r2, b1):
             assert member.subscribe(shared_filter) == [1]
         for i in range(6):

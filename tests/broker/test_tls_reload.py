@@ -22,10 +22,20 @@ pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs o
 
 def served_serial(port: int) -> str:
     """The serial of the certificate a new TLS connection is served, as openssl prints it."""
-    hello = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", "localhost"],
-                           input="", capture_output=True, text=True, timeout=20)
-    out = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=hello.stdout,
-                         capture_output=True, text=True, timeout=20)
+    hello = subprocess.run(
+        ["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", "localhost"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    out = subprocess.run(
+        ["openssl", "x509", "-noout", "-serial"],
+        input=hello.stdout,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert out.returncode == 0, hello.stdout + hello.stderr
     return out.stdout.strip()
 
@@ -37,15 +47,21 @@ def wait_for(condition, what: str, timeout: float = 10.0) -> None:  # type: igno
         time.sleep(0.05)
 
 
-def test_sighup_rotates_the_certificate_for_new_connections_only(broker_factory: BrokerFactory,
-                                                                 tmp_path: Path) -> None:
+def test_sighup_rotates_the_certificate_for_new_connections_only(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
     live = tmp_path / "live"
     live.mkdir()
     cert, key = make_cert(live, "server", serial=0x1111)
     new_cert, new_key = make_cert(tmp_path, "next", serial=0x2222)
     _, foreign_key = make_cert(tmp_path, "foreign", serial=0x3333)
-    broker = broker_factory({"listeners": [{"name": "tls", "transport": "tls", "tls_cert": str(cert),
-                                            "tls_key": str(key)}]})
+    broker = broker_factory(
+        {
+            "listeners": [
+                {"name": "tls", "transport": "tls", "tls_cert": str(cert), "tls_key": str(key)}
+            ]
+        }
+    )
     port = broker.ports["tls"]
     assert served_serial(port) == "serial=1111"
 

@@ -15,8 +15,12 @@ from edge_broker.claims.model import Activity, Permission, Restriction, Restrict
 from edge_broker.config import loads_config
 from edge_broker.smoker_client import SmokerClient
 
-FAST_LIMITS = {"client_rate": 1000.0, "client_burst": 1000.0,
-               "store_writes_per_second": 10000.0, "store_burst": 10000.0}
+FAST_LIMITS = {
+    "client_rate": 1000.0,
+    "client_burst": 1000.0,
+    "store_writes_per_second": 10000.0,
+    "store_burst": 10000.0,
+}
 
 
 def toml_value(value: Any) -> str:
@@ -27,13 +31,20 @@ def toml_value(value: Any) -> str:
     return repr(value)
 
 
-def smoker_config(store_dir: Path, deny_action: str = "reason", tenant_choice: str = "credentials",
-                  **claims: Any) -> str:
+def smoker_config(
+    store_dir: Path, deny_action: str = "reason", tenant_choice: str = "credentials", **claims: Any
+) -> str:
     lines = [
-        "[[listeners]]", 'name = "t"', 'bind = "127.0.0.1"', "port = 0",
-        'auth_methods = ["smoker", "anonymous"]', f'deny_action = "{deny_action}"',
-        f'tenant_choice = "{tenant_choice}"', "",
-        "[claims]", f"store_dir = {str(store_dir)!r}",
+        "[[listeners]]",
+        'name = "t"',
+        'bind = "127.0.0.1"',
+        "port = 0",
+        'auth_methods = ["smoker", "anonymous"]',
+        f'deny_action = "{deny_action}"',
+        f'tenant_choice = "{tenant_choice}"',
+        "",
+        "[claims]",
+        f"store_dir = {str(store_dir)!r}",
     ]
     settings = {"fsync": "never", **FAST_LIMITS, **claims}
     lines += [f"{k} = {toml_value(v)}" for k, v in settings.items()]
@@ -44,8 +55,9 @@ def smoker_config(store_dir: Path, deny_action: str = "reason", tenant_choice: s
 async def running_broker(
     store_dir: Path, deny_action: str = "reason", tenant_choice: str = "credentials", **claims: Any
 ) -> AsyncIterator[tuple[Broker, int]]:
-    broker = Broker(loads_config(smoker_config(store_dir, deny_action, tenant_choice, **claims),
-                                 "<test>"))
+    broker = Broker(
+        loads_config(smoker_config(store_dir, deny_action, tenant_choice, **claims), "<test>")
+    )
     await broker.start()
     try:
         assert broker.claims is not None
@@ -60,5 +72,6 @@ def client(port: int, key: SigningKey | None = None, client_id: str | None = Non
 
 
 def restriction(topic: str, kind: str, *perms: tuple[str, str]) -> Restriction:
-    return Restriction(topic, RestrictionType(kind),
-                       tuple(Permission(c, Activity(a)) for c, a in perms))
+    return Restriction(
+        topic, RestrictionType(kind), tuple(Permission(c, Activity(a)) for c, a in perms)
+    )

@@ -42,8 +42,10 @@ BAD_PAYLOADS: list[tuple[str, bytes]] = [
     ("missing field", dumps({"restriction": good()["restriction"]})),
     ("wrong type", dumps({**good(), "signature": 5})),
     ("enum not upper case", with_restriction(restrictionType="whitelist")),
-    ("bad permission client id", with_restriction(
-        permissions=[{"clientId": "sensor-1", "activity": "ALL"}])),
+    (
+        "bad permission client id",
+        with_restriction(permissions=[{"clientId": "sensor-1", "activity": "ALL"}]),
+    ),
     ("topic with +", with_restriction(topicName=f"restricted/{OWNER}/+")),
     ("topic with #", with_restriction(topicName=f"restricted/{OWNER}/#")),
     ("topic only whitespace", with_restriction(topicName="   ")),
@@ -78,7 +80,8 @@ async def test_the_table_is_checked_in_order(tmp_path: Path) -> None:
             assert ack.reason_code == NOT_AUTHORIZED and "belongs to" in (ack.reason_string or "")
             # a valid claim over the size limit: 0x97
             assert (await owner.claim(restriction(T, "WHITELIST"))).reason_code == (
-                ReasonCode.QUOTA_EXCEEDED)
+                ReasonCode.QUOTA_EXCEEDED
+            )
 
 
 async def test_a_good_claim_is_0x00_stored_and_replaced_by_an_update(tmp_path: Path) -> None:
@@ -107,7 +110,8 @@ async def test_a_store_that_cannot_write_answers_0x80(tmp_path: Path) -> None:
         await broker.claims.store.aclose()  # the log refuses every further write
         ack = await owner.claim(restriction(T, "WHITELIST"))
         assert ack.reason_code == ReasonCode.UNSPECIFIED_ERROR and "durable" in (
-            ack.reason_string or "")
+            ack.reason_string or ""
+        )
         assert broker.claims.service.lookup(T) is None
 
 
@@ -143,8 +147,13 @@ ACCESS_CASES = [
 
 @pytest.mark.parametrize("kind,perms,o_pub,o_sub,t_pub,t_sub", ACCESS_CASES)
 async def test_access_over_the_wire(
-    tmp_path: Path, kind: str, perms: tuple[tuple[str, str], ...],
-    o_pub: bool, o_sub: bool, t_pub: bool, t_sub: bool,
+    tmp_path: Path,
+    kind: str,
+    perms: tuple[tuple[str, str], ...],
+    o_pub: bool,
+    o_sub: bool,
+    t_pub: bool,
+    t_sub: bool,
 ) -> None:
     async with (
         running_broker(tmp_path) as (_, port),
@@ -154,8 +163,12 @@ async def test_access_over_the_wire(
         client(port, client_id="plain") as plain,
     ):
         assert (await owner.claim(restriction(T, kind, *perms))).reason_code == OK
-        for who, may_pub, may_sub in ((other, o_pub, o_sub), (third, t_pub, t_sub),
-                                      (plain, False, False), (owner, True, True)):
+        for who, may_pub, may_sub in (
+            (other, o_pub, o_sub),
+            (third, t_pub, t_sub),
+            (plain, False, False),
+            (owner, True, True),
+        ):
             ack = await who.publish(T, b"x", qos=1)
             assert ack is not None
             assert (ack.reason_code < 0x80) == may_pub, (who.client_id, ack)
@@ -191,9 +204,18 @@ async def test_non_smoker_clients_cannot_touch_the_restricted_area_or_access_top
         assert (await owner.claim(restriction(T, "BLACKLIST"))).reason_code == OK  # open to all
         ack = await plain.publish(T, b"x", qos=1)
         assert ack is not None and ack.reason_code == NOT_AUTHORIZED
-        assert await plain.subscribe([T, "access/claim", "access/unclaim",
-                                      f"access/claims/{OWNER}/request", "$share/g/access/claim"]
-                                     ) == (NOT_AUTHORIZED,) * 5
+        assert (
+            await plain.subscribe(
+                [
+                    T,
+                    "access/claim",
+                    "access/unclaim",
+                    f"access/claims/{OWNER}/request",
+                    "$share/g/access/claim",
+                ]
+            )
+            == (NOT_AUTHORIZED,) * 5
+        )
         for topic in ("access/claim", "access/unclaim", f"access/claims/{OWNER}/request"):
             ack = await plain.publish(topic, b"x", qos=1)
             assert ack is not None and ack.reason_code == NOT_AUTHORIZED
@@ -215,8 +237,11 @@ async def test_a_compromised_claim_answers_0x83(tmp_path: Path) -> None:
     signed = json.loads(doc["restriction"])
     signed["restrictionType"] = "WHITELIST"
     signed["permissions"] = [{"activity": "ALL", "clientId": OTHER}]
-    store.put_sync(tenant, topic, {**doc, "restriction": json.dumps(
-        signed, sort_keys=True, separators=(",", ":"))})
+    store.put_sync(
+        tenant,
+        topic,
+        {**doc, "restriction": json.dumps(signed, sort_keys=True, separators=(",", ":"))},
+    )
     store.close()
     async with (
         running_broker(tmp_path) as (broker, port),
@@ -247,7 +272,8 @@ async def test_claims_request_answers_on_the_response_topic(tmp_path: Path) -> N
         info = await other.request_claims()
         assert info["clientId"] == OTHER
         assert [c["restriction"]["topicName"] for c in info["ownedClaims"]] == [
-            f"restricted/{OTHER}/own"]
+            f"restricted/{OTHER}/own"
+        ]
         assert [c["restriction"]["topicName"] for c in info["involvedClaims"]] == [T]
         sig = base64.b64decode(info["involvedClaims"][0]["signature"])
         assert len(sig) > 64  # the attached signature, as the client sent it
@@ -256,11 +282,19 @@ async def test_claims_request_answers_on_the_response_topic(tmp_path: Path) -> N
         assert ack is not None and ack.reason_code == ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR
         from edge_broker.mqtt.packets import Properties
 
-        ack = await other.publish(f"access/claims/{OTHER}/request", b"", qos=1,
-                                  properties=Properties(response_topic=f"restricted/{OTHER}/x"))
+        ack = await other.publish(
+            f"access/claims/{OTHER}/request",
+            b"",
+            qos=1,
+            properties=Properties(response_topic=f"restricted/{OTHER}/x"),
+        )
         assert ack is not None and ack.reason_code == ReasonCode.TOPIC_NAME_INVALID
-        ack = await owner.publish(f"access/claims/{OTHER}/request", b"", qos=1,
-                                  properties=Properties(response_topic=f"restricted/{OTHER}/claims"))
+        ack = await owner.publish(
+            f"access/claims/{OTHER}/request",
+            b"",
+            qos=1,
+            properties=Properties(response_topic=f"restricted/{OTHER}/claims"),
+        )
         assert ack is not None and ack.reason_code >= 0x80
 
 
@@ -282,7 +316,6 @@ async def test_a_claim_survives_a_restart(tmp_path: Path) -> None:
         assert broker.claims is not None and broker.claims.service.load_report.loaded == 1
 
 
-
 async def test_a_client_that_never_answers_the_nonce_is_dropped_after_the_connect_timeout(
     tmp_path: Path,
 ) -> None:
@@ -301,8 +334,9 @@ async def test_a_client_that_never_answers_the_nonce_is_dropped_after_the_connec
     await broker.start()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", broker.bound[0][3])
-        writer.write(encode(Connect(5, OWNER, properties=Properties(
-            authentication_method="SMOKER")), 5))
+        writer.write(
+            encode(Connect(5, OWNER, properties=Properties(authentication_method="SMOKER")), 5)
+        )
         started = time.monotonic()
         packets = PacketReader(side="client", protocol_level=5)
         [challenge] = packets.feed(await reader.read(1024))
@@ -325,8 +359,9 @@ async def test_any_other_authentication_method_is_0x8c(tmp_path: Path, method: s
 
     async with running_broker(tmp_path) as (_, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(encode(Connect(5, OWNER, properties=Properties(
-            authentication_method=method)), 5))
+        writer.write(
+            encode(Connect(5, OWNER, properties=Properties(authentication_method=method)), 5)
+        )
         [connack] = PacketReader(side="client", protocol_level=5).feed(await reader.read(1024))
         assert isinstance(connack, Connack)
         assert connack.reason_code == ReasonCode.BAD_AUTHENTICATION_METHOD
@@ -340,6 +375,7 @@ async def test_claims_are_per_tenant(tmp_path: Path) -> None:
 
     # SMOKER proves a client id, not a tenant: this broker lets clients choose (issue 15 item 7)
     async with running_broker(tmp_path, tenant_choice="open") as (broker, port):
+
         def in_tenant(key: SigningKey, tenant: str) -> SmokerClient:
             return SmokerClient("127.0.0.1", port, key, tenant=tenant, timeout=5)
 
@@ -397,8 +433,9 @@ async def test_reauthentication_issues_a_fresh_nonce_and_a_bad_answer_disconnect
     from edge_broker.mqtt.packets import Auth, Connack, Connect, Disconnect, Packet, Properties
 
     def auth(code: int, data: bytes | None = None) -> bytes:
-        return encode(Auth(code, Properties(authentication_method="SMOKER",
-                                            authentication_data=data)), 5)
+        return encode(
+            Auth(code, Properties(authentication_method="SMOKER", authentication_data=data)), 5
+        )
 
     async with running_broker(tmp_path) as (_, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -412,8 +449,9 @@ async def test_reauthentication_issues_a_fresh_nonce_and_a_bad_answer_disconnect
                 pending.extend(packets.feed(data))
             return pending.pop(0)
 
-        writer.write(encode(Connect(5, OWNER, properties=Properties(
-            authentication_method="SMOKER")), 5))
+        writer.write(
+            encode(Connect(5, OWNER, properties=Properties(authentication_method="SMOKER")), 5)
+        )
         first = await next_packet()
         assert isinstance(first, Auth) and first.reason_code == 0x18
         nonce1 = first.properties.authentication_data or b""

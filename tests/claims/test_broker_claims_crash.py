@@ -26,11 +26,17 @@ WANTED = 200  # acknowledged claims before the kill
 
 def config(store: Path, fsync: str = "always") -> dict[str, Any]:
     return {
-        "listeners": [{"name": "t", "bind": "127.0.0.1",
-                       "auth_methods": ["smoker", "anonymous"]}],
-        "claims": {"store_dir": str(store), "fsync": fsync, "client_rate": 1e6,
-                   "client_burst": 1e6, "store_writes_per_second": 1e6, "store_burst": 1e6,
-                   "max_claims_per_client": 100000, "max_claims_total": 1000000},
+        "listeners": [{"name": "t", "bind": "127.0.0.1", "auth_methods": ["smoker", "anonymous"]}],
+        "claims": {
+            "store_dir": str(store),
+            "fsync": fsync,
+            "client_rate": 1e6,
+            "client_burst": 1e6,
+            "store_writes_per_second": 1e6,
+            "store_burst": 1e6,
+            "max_claims_per_client": 100000,
+            "max_claims_total": 1000000,
+        },
     }
 
 
@@ -52,10 +58,13 @@ async def test_kill_9_during_a_claim_storm_loses_no_acknowledged_claim(
                     batch = [f"restricted/{me}/s{i + j}" for j in range(8)]
                     i += 8
                     acks = await asyncio.gather(
-                        *(c.claim(restriction(t, "WHITELIST", (OTHER, "SUBSCRIBE")))
-                          for t in batch))
-                    acked.extend(t for t, a in zip(batch, acks, strict=True)
-                                 if a.reason_code == ReasonCode.SUCCESS)
+                        *(c.claim(restriction(t, "WHITELIST", (OTHER, "SUBSCRIBE"))) for t in batch)
+                    )
+                    acked.extend(
+                        t
+                        for t, a in zip(batch, acks, strict=True)
+                        if a.reason_code == ReasonCode.SUCCESS
+                    )
         except (SmokerClientError, OSError, ConnectionError, TimeoutError):
             assert killed.is_set()  # only the kill may end a stormer
 

@@ -32,7 +32,8 @@ WINDOW = 64  # claims in flight at once
 async def test_one_flooding_client_gets_0x97_and_others_are_served(tmp_path: Path) -> None:
     payloads = [
         sign_restriction(OWNER_KEY, restriction(f"restricted/{OWNER}/f{i}", "WHITELIST"))
-        .to_json().encode()
+        .to_json()
+        .encode()
         for i in range(FLOOD)
     ]
     async with running_broker(tmp_path, **DEFAULT_LIMITS) as (broker, port):
@@ -75,8 +76,12 @@ async def test_one_flooding_client_gets_0x97_and_others_are_served(tmp_path: Pat
 
 
 async def test_the_global_write_budget_caps_many_clients(tmp_path: Path) -> None:
-    limits = {**DEFAULT_LIMITS, "fsync": "never", "store_burst": 50.0,
-              "store_writes_per_second": 1.0}
+    limits = {
+        **DEFAULT_LIMITS,
+        "fsync": "never",
+        "store_burst": 50.0,
+        "store_writes_per_second": 1.0,
+    }
     async with running_broker(tmp_path, **limits) as (broker, port):
         codes: list[int] = []
 

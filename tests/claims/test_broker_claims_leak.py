@@ -51,8 +51,12 @@ async def test_wildcard_shared_and_exact_subscribers_get_what_the_claim_allows_n
                     assert await s.subscribe(f) == (1,), f
                 assert await plain.subscribe("#") == (1,)
 
-                async def phase(claim_kind: str | None, perms: tuple[tuple[str, str], ...],
-                                payload: bytes, allowed: set[int]) -> None:
+                async def phase(
+                    claim_kind: str | None,
+                    perms: tuple[tuple[str, str], ...],
+                    payload: bytes,
+                    allowed: set[int],
+                ) -> None:
                     if claim_kind is None:
                         assert (await owner.unclaim(T)).reason_code == 0
                     else:
@@ -132,9 +136,11 @@ async def test_messages_queued_for_an_offline_session_are_checked_when_they_leav
     tmp_path: Path,
 ) -> None:
     async with running_broker(tmp_path) as (_, port):
+
         def reader() -> SmokerClient:
-            return SmokerClient("127.0.0.1", port, KEYS[0], clean_start=False,
-                                session_expiry=300, timeout=5)
+            return SmokerClient(
+                "127.0.0.1", port, KEYS[0], clean_start=False, session_expiry=300, timeout=5
+            )
 
         async with client(port, OWNER_KEY) as owner:
             assert (await owner.claim(restriction(T, "WHITELIST", *sub(0)))).reason_code == 0

@@ -25,12 +25,20 @@ pytestmark = pytest.mark.skipif(
 def test_mqttjs_smoker_client_claims_subscribes_and_unclaims(
     tmp_path: Path, broker_factory: Any
 ) -> None:
-    broker = broker_factory({
-        "listeners": [{"name": "t", "bind": "127.0.0.1", "auth_methods": ["smoker", "anonymous"]}],
-        "claims": {"store_dir": str(tmp_path / "claims"), "fsync": "never"},
-    })
-    run = subprocess.run(["node", str(NODE_DIR / "smoker.js"), broker.host, str(broker.port)],
-                         capture_output=True, text=True, timeout=60)
+    broker = broker_factory(
+        {
+            "listeners": [
+                {"name": "t", "bind": "127.0.0.1", "auth_methods": ["smoker", "anonymous"]}
+            ],
+            "claims": {"store_dir": str(tmp_path / "claims"), "fsync": "never"},
+        }
+    )
+    run = subprocess.run(
+        ["node", str(NODE_DIR / "smoker.js"), broker.host, str(broker.port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.stdout, run.stderr
     out = json.loads(run.stdout.splitlines()[-1])
     assert out["ok"], out.get("error")

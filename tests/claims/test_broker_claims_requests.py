@@ -16,11 +16,17 @@ from edge_broker.mqtt.reason_codes import ReasonCode
 from edge_broker.smoker_client import SmokerClient
 
 
-async def ask(c: SmokerClient, payload: bytes = b"") -> tuple[int, str | None, dict[str, Any] | None]:
+async def ask(
+    c: SmokerClient, payload: bytes = b""
+) -> tuple[int, str | None, dict[str, Any] | None]:
     """One request; (PUBACK code, reason, answer or None)."""
     response = claims_response_topic(c.client_id)
-    ack = await c.publish(claims_request_topic(c.client_id), payload, qos=1,
-                          properties=Properties(response_topic=response))
+    ack = await c.publish(
+        claims_request_topic(c.client_id),
+        payload,
+        qos=1,
+        properties=Properties(response_topic=response),
+    )
     assert ack is not None
     if ack.reason_code != 0:
         return ack.reason_code, ack.reason_string, None
@@ -42,8 +48,11 @@ async def test_a_requester_not_subscribed_gets_0x10_and_nothing_is_built(tmp_pat
         assert reason is not None and claims_response_topic(OTHER) in reason
         await other.subscribe(claims_response_topic(OTHER), qos=1)
         code, _, body = await ask(other)
-        assert code == 0 and body is not None and topics(body, "ownedClaims") == [
-            f"restricted/{OTHER}/a"]
+        assert (
+            code == 0
+            and body is not None
+            and topics(body, "ownedClaims") == [f"restricted/{OTHER}/a"]
+        )
 
 
 async def test_claims_requests_are_rate_limited_per_client(tmp_path: Path) -> None:
@@ -88,7 +97,9 @@ async def test_answers_come_in_pages_that_chain_with_next_page(tmp_path: Path) -
         assert code == ReasonCode.PAYLOAD_FORMAT_INVALID and "cursor" in (reason or "")
         merged = await other.request_claims(5)  # the host client follows every page
         assert "nextPage" not in merged
-        assert topics(merged, "ownedClaims") == owned and topics(merged, "involvedClaims") == involved
+        assert (
+            topics(merged, "ownedClaims") == owned and topics(merged, "involvedClaims") == involved
+        )
 
 
 async def test_a_page_is_bounded_in_bytes(tmp_path: Path) -> None:
@@ -103,7 +114,10 @@ async def test_a_page_is_bounded_in_bytes(tmp_path: Path) -> None:
         await other.subscribe(claims_response_topic(OTHER), qos=1)
         code, _, body = await ask(other)
         assert code == 0 and body is not None
-        assert len(body["involvedClaims"]) == 1 and body["nextPage"] == f"involved:restricted/{OWNER}/big0"
+        assert (
+            len(body["involvedClaims"]) == 1
+            and body["nextPage"] == f"involved:restricted/{OWNER}/big0"
+        )
 
 
 async def test_all_requests_together_share_a_scan_budget(tmp_path: Path) -> None:

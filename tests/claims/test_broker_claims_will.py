@@ -43,8 +43,7 @@ async def will_after(tmp_path: Path, unclaim: bool) -> bool:
         ack = await owner.claim(restriction(T, "WHITELIST", (OTHER, "PUBLISH")))
         assert ack.reason_code == ReasonCode.SUCCESS
         assert await owner.subscribe(T) == (1,)
-        other = WillClient("127.0.0.1", port, OTHER_KEY, timeout=5,
-                           will=Will(T, b"offline", 1))
+        other = WillClient("127.0.0.1", port, OTHER_KEY, timeout=5, will=Will(T, b"offline", 1))
         await other.connect()  # the claim lets OTHER's will topic in at CONNECT
         if unclaim:
             assert (await owner.unclaim(T)).reason_code == ReasonCode.SUCCESS

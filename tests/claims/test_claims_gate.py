@@ -48,22 +48,39 @@ async def claim(service: ClaimService, kind: RestrictionType, *perms: tuple[str,
     assert outcome.reason_code == ReasonCode.SUCCESS
 
 
-@pytest.mark.parametrize("f,reaches", [
-    ("#", True), ("+/" + OWNER + "/t", True), ("restricted/+/t", True), ("restricted/#", True),
-    (T, True), ("+/+/+", True), ("+", False), ("open/#", False), ("$SYS/#", False),
-    ("restricted", False), ("+/x", True),
-    # runtime subscription patterns (PATTERNS.md §2): conservatively rechecked
-    (">", True), ("r*/#", True), ("restricted/*/t", True), ("open/*", True),
-])
+@pytest.mark.parametrize(
+    "f,reaches",
+    [
+        ("#", True),
+        ("+/" + OWNER + "/t", True),
+        ("restricted/+/t", True),
+        ("restricted/#", True),
+        (T, True),
+        ("+/+/+", True),
+        ("+", False),
+        ("open/#", False),
+        ("$SYS/#", False),
+        ("restricted", False),
+        ("+/x", True),
+        # runtime subscription patterns (PATTERNS.md §2): conservatively rechecked
+        (">", True),
+        ("r*/#", True),
+        ("restricted/*/t", True),
+        ("open/*", True),
+    ],
+)
 def test_which_filters_reach_the_restricted_area(f: str, reaches: bool) -> None:
     assert reaches_restricted(f) is reaches
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["restricted", OWNER, "t", "+", "x"]), min_size=1, max_size=4),
-       st.booleans())
-def test_a_filter_that_matches_a_restricted_topic_reaches_the_area(levels: list[str],
-                                                                   hash_tail: bool) -> None:
+@given(
+    st.lists(st.sampled_from(["restricted", OWNER, "t", "+", "x"]), min_size=1, max_size=4),
+    st.booleans(),
+)
+def test_a_filter_that_matches_a_restricted_topic_reaches_the_area(
+    levels: list[str], hash_tail: bool
+) -> None:
     f = "/".join(levels) + ("/#" if hash_tail else "")
     if topic_matches(f, T) or topic_matches(f, f"restricted/{OWNER}/x/t"):
         assert reaches_restricted(f)
@@ -139,8 +156,9 @@ class DenyNo:
     def check_will(self, identity: Any, will: Will) -> Decision | None:
         return None
 
-    def check_subscribe(self, identity: Any, subscription: Subscription, topic_filter: str,
-                        share_group: str | None) -> Decision | None:
+    def check_subscribe(
+        self, identity: Any, subscription: Subscription, topic_filter: str, share_group: str | None
+    ) -> Decision | None:
         return None
 
     def delivers_need_check(self, identity: Any, topic_filter: str) -> bool:
@@ -182,17 +200,30 @@ async def test_the_pipeline_runs_the_earlier_gates_first_then_the_claims(
     allowed = policy.check_publish(other, T, Publish(T))
     assert isinstance(allowed, Decision) and allowed.allowed
 
+
 LEVELS = ["restricted", OWNER, OTHER, "t", "x", "+", "*", "r*"]
-TOPICS = [T, f"restricted/{OWNER}/x", f"restricted/{OTHER}/t", f"restricted/{OWNER}/t/x",
-          "restricted/x/t", "open/t"]
+TOPICS = [
+    T,
+    f"restricted/{OWNER}/x",
+    f"restricted/{OTHER}/t",
+    f"restricted/{OWNER}/t/x",
+    "restricted/x/t",
+    "open/t",
+]
 
 
 @settings(max_examples=400, deadline=None)
-@given(levels=st.lists(st.sampled_from(LEVELS), min_size=1, max_size=4),
-       tail=st.sampled_from(["", "/#", "/>"]), shared=st.booleans(),
-       subscriber=st.sampled_from([OTHER, OWNER, None]))
+@given(
+    levels=st.lists(st.sampled_from(LEVELS), min_size=1, max_size=4),
+    tail=st.sampled_from(["", "/#", "/>"]),
+    shared=st.booleans(),
+    subscriber=st.sampled_from([OTHER, OWNER, None]),
+)
 def test_no_subscription_that_matches_a_restricted_topic_escapes_the_delivery_check(
-    tmp_path_factory: pytest.TempPathFactory, levels: list[str], tail: str, shared: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+    levels: list[str],
+    tail: str,
+    shared: bool,
     subscriber: str | None,
 ) -> None:
     """The leak invariant: a subscription able to receive a restricted topic is refused, or
@@ -207,8 +238,9 @@ def test_no_subscription_that_matches_a_restricted_topic_escapes_the_delivery_ch
     if verdict.denied:
         return
     for topic in TOPICS:
-        if topic.startswith("restricted/") and topic_matches(f.replace("*", "+").replace(
-                ">", "#"), topic):
+        if topic.startswith("restricted/") and topic_matches(
+            f.replace("*", "+").replace(">", "#"), topic
+        ):
             assert verdict.recheck, (f, topic)
 
 

@@ -32,13 +32,20 @@ async def make_store(path: Path, tamper: int | None = None) -> None:
     service = ClaimService(store, ThrottleLimits(client_burst=1000, client_rate=1000))
     for t in TOPICS:
         r = restriction(t, RestrictionType.WHITELIST, (OTHER, Activity.SUBSCRIBE))
-        assert (await service.claim(smoker_identity(), 1, claim_payload(r, OWNER_KEY))
-                ).reason_code == ReasonCode.SUCCESS
+        assert (
+            await service.claim(smoker_identity(), 1, claim_payload(r, OWNER_KEY))
+        ).reason_code == ReasonCode.SUCCESS
     if tamper is not None:
         [(tenant, topic, doc)] = [r for r in store.records() if r[1] == TOPICS[tamper]]
-        store.put_sync(tenant, topic, {**doc, "type": doc["type"],
-                                       "restriction": doc["restriction"].replace("WHITELIST",
-                                                                                 "BLACKLIST")})
+        store.put_sync(
+            tenant,
+            topic,
+            {
+                **doc,
+                "type": doc["type"],
+                "restriction": doc["restriction"].replace("WHITELIST", "BLACKLIST"),
+            },
+        )
     await store.aclose()
 
 
@@ -81,8 +88,9 @@ async def test_a_claim_or_unclaim_during_verification_wins(tmp_path: Path) -> No
     store = KeyedClaimStore.open(str(path), fsync="never")
     service = ClaimService(store, lazy=True)
     fresh = restriction(TOPICS[3], RestrictionType.BLACKLIST)
-    assert (await service.claim(smoker_identity(), 1, claim_payload(fresh))
-            ).reason_code == ReasonCode.SUCCESS
+    assert (
+        await service.claim(smoker_identity(), 1, claim_payload(fresh))
+    ).reason_code == ReasonCode.SUCCESS
     payload = TOPICS[4].encode()
     assert (await service.unclaim(smoker_identity(), 1, payload)).reason_code == ReasonCode.SUCCESS
     report = await service.verify_pending()
@@ -99,15 +107,24 @@ def test_claims_config_section_and_errors(tmp_path: Path) -> None:
     assert not claims_enabled(cfg)  # no listener accepts smoker
     smoker = loads_config('[[listeners]]\nname = "a"\nauth_methods = ["smoker"]\n')
     assert claims_enabled(smoker)
-    off = loads_config('[[listeners]]\nname = "a"\nauth_methods = ["smoker"]\n'
-                       '[claims]\nenabled = false\n')
+    off = loads_config(
+        '[[listeners]]\nname = "a"\nauth_methods = ["smoker"]\n[claims]\nenabled = false\n'
+    )
     assert not claims_enabled(off)
     with pytest.raises(ConfigError) as bad:
-        loads_config('[claims]\nenabled = "yes"\nclient_burst = 0\nfsync = "sometimes"\n'
-                     'store_dir = ""\nmax_claim_bytes = 1\nnope = 1\n')
+        loads_config(
+            '[claims]\nenabled = "yes"\nclient_burst = 0\nfsync = "sometimes"\n'
+            'store_dir = ""\nmax_claim_bytes = 1\nnope = 1\n'
+        )
     keys = sorted(p.key for p in bad.value.problems)
-    assert keys == ["claims.client_burst", "claims.enabled", "claims.fsync",
-                    "claims.max_claim_bytes", "claims.nope", "claims.store_dir"]
+    assert keys == [
+        "claims.client_burst",
+        "claims.enabled",
+        "claims.fsync",
+        "claims.max_claim_bytes",
+        "claims.nope",
+        "claims.store_dir",
+    ]
 
 
 def test_store_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,10 +159,16 @@ def test_run_exits_1_with_the_reason_when_the_claim_store_cannot_open(tmp_path: 
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     config = tmp_path / "broker.toml"
-    config.write_text('[[listeners]]\nname = "a"\nport = 0\nauth_methods = ["smoker"]\n'
-                      f'[claims]\nstore_dir = "{blocker}/sub"\n')
-    run = subprocess.run([sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
-                         capture_output=True, text=True, timeout=30)
+    config.write_text(
+        '[[listeners]]\nname = "a"\nport = 0\nauth_methods = ["smoker"]\n'
+        f'[claims]\nstore_dir = "{blocker}/sub"\n'
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert run.returncode == 1
     assert "claim store directory" in run.stderr and "store_dir" in run.stderr
     assert "Traceback" not in run.stderr

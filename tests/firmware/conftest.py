@@ -58,6 +58,7 @@ def _locked(name: str) -> Iterator[None]:
 
 # ---------------------------------------------------------------- real MicroPython (WebAssembly)
 
+
 @pytest.fixture(scope="session")
 def micropython() -> MicroPythonRunner:
     """``run(script, heap=..., mounts={host_dir: "/dir"})`` executes ``script`` in real
@@ -71,20 +72,34 @@ def micropython() -> MicroPythonRunner:
         if not entry.exists():
             subprocess.run(
                 [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=WASM_DIR, check=True, capture_output=True, timeout=300,
+                cwd=WASM_DIR,
+                check=True,
+                capture_output=True,
+                timeout=300,
             )
     assert entry.exists(), f"npm install did not provide {entry}"
 
-    def run(script: str, heap: int = 1 << 20, timeout: float = 120.0,
-            mounts: dict[Path, str] | None = None) -> str:
+    def run(
+        script: str,
+        heap: int = 1 << 20,
+        timeout: float = 120.0,
+        mounts: dict[Path, str] | None = None,
+    ) -> str:
         script_file = CACHE / f"mp_script_{time.monotonic_ns()}.py"
         script_file.write_text("import sys\nsys.path.append('/fw')\n" + script)
         try:
             proc = subprocess.run(
-                [node, str(WASM_DIR / "run.mjs"), str(heap), str(script_file),
-                 f"{MICROPYTHON_CLIENT}=/fw",
-                 *(f"{host}={inner}" for host, inner in (mounts or {}).items())],
-                capture_output=True, text=True, timeout=timeout,
+                [
+                    node,
+                    str(WASM_DIR / "run.mjs"),
+                    str(heap),
+                    str(script_file),
+                    f"{MICROPYTHON_CLIENT}=/fw",
+                    *(f"{host}={inner}" for host, inner in (mounts or {}).items()),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
             )
         finally:
             script_file.unlink()
@@ -115,10 +130,23 @@ def umqtt_simple_path() -> Path:
             scratch = Path(tempfile.mkdtemp(prefix="umqtt-", dir=CACHE))
             try:
                 subprocess.run(
-                    [sys.executable, "-m", "pip", "download", "-q", "--no-clean", "--no-deps",
-                     "--no-binary", ":all:", f"micropython-umqtt.simple=={UMQTT_VERSION}",
-                     "-d", str(scratch / "dl")],
-                    capture_output=True, timeout=300, env={**os.environ, "TMPDIR": str(scratch)},
+                    [
+                        sys.executable,
+                        "-m",
+                        "pip",
+                        "download",
+                        "-q",
+                        "--no-clean",
+                        "--no-deps",
+                        "--no-binary",
+                        ":all:",
+                        f"micropython-umqtt.simple=={UMQTT_VERSION}",
+                        "-d",
+                        str(scratch / "dl"),
+                    ],
+                    capture_output=True,
+                    timeout=300,
+                    env={**os.environ, "TMPDIR": str(scratch)},
                 )  # exits 1 by design: "does not appear to be a Python project"
                 found = sorted(scratch.rglob("umqtt/simple.py"))
                 assert found, "pip did not fetch micropython-umqtt.simple (is PyPI reachable?)"

@@ -51,8 +51,9 @@ def pump(step: Callable[[], object], got: Sized, n: int = 1, timeout: float = 5.
         step()
 
 
-def firmware_echo(host: str, port: int, client_id: str,
-                  password: str) -> tuple[Any, list[tuple[str, bytes]]]:
+def firmware_echo(
+    host: str, port: int, client_id: str, password: str
+) -> tuple[Any, list[tuple[str, bytes]]]:
     """The firmware's MQTT 5 client (smokermqtt) as ``client_id``, also its user name: it
     subscribes to devices/<id>/# (granted QoS 1), publishes b"1" to devices/<id>/telemetry at
     QoS 1 (PUBACK 0) and waits up to 5 s for it to come back. Returns the client, still
@@ -60,8 +61,14 @@ def firmware_echo(host: str, port: int, client_id: str,
     from smokermqtt.client import MQTTClient
 
     got: list[tuple[str, bytes]] = []
-    c = MQTTClient(host, port, client_id=client_id, username=client_id, password=password,
-                   callback=lambda t, p: got.append((t, p)))
+    c = MQTTClient(
+        host,
+        port,
+        client_id=client_id,
+        username=client_id,
+        password=password,
+        callback=lambda t, p: got.append((t, p)),
+    )
     c.connect()
     assert c.subscribe(f"devices/{client_id}/#", qos=1) == 1
     assert c.publish(f"devices/{client_id}/telemetry", b"1", qos=1) == 0
@@ -104,14 +111,14 @@ def umqtt_poll(client: Any) -> None:
     time.sleep(0.02)
 
 
-def umqtt_echo(umqtt: Any, host: str, port: int, client_id: str,
-               password: str) -> list[tuple[bytes, bytes]]:
+def umqtt_echo(
+    umqtt: Any, host: str, port: int, client_id: str, password: str
+) -> list[tuple[bytes, bytes]]:
     """umqtt.simple (MQTT 3.1.1) as ``client_id``, which is also its user name: CONNECT must be
     accepted (0); it subscribes to devices/<id>/cmd, publishes b"on" there at QoS 1, and
     returns what came back within 5 s."""
     got: list[tuple[bytes, bytes]] = []
-    c = umqtt.MQTTClient(client_id, host, port, user=client_id, password=password,
-                         keepalive=30)
+    c = umqtt.MQTTClient(client_id, host, port, user=client_id, password=password, keepalive=30)
     c.set_callback(lambda t, m: got.append((t, m)))
     assert c.connect() == 0
     topic = f"devices/{client_id}/cmd".encode()
@@ -138,9 +145,17 @@ def minimqtt_echo(host: str, port: int, client_id: str, password: str) -> list[t
     import adafruit_minimqtt.adafruit_minimqtt as minimqtt
 
     got: list[tuple[str, str]] = []
-    c = minimqtt.MQTT(broker=host, port=port, client_id=client_id, username=client_id,
-                      password=password, socket_pool=socket, is_ssl=False, keep_alive=30,
-                      connect_retries=1)
+    c = minimqtt.MQTT(
+        broker=host,
+        port=port,
+        client_id=client_id,
+        username=client_id,
+        password=password,
+        socket_pool=socket,
+        is_ssl=False,
+        keep_alive=30,
+        connect_retries=1,
+    )
     c.on_message = lambda client, topic, message: got.append((topic, message))
     c.connect()
     c.subscribe(f"devices/{client_id}/#", qos=1)
@@ -155,7 +170,15 @@ def minimqtt_refused(host: str, port: int, client_id: str, password: str) -> Non
     raise MMQTTException."""
     import adafruit_minimqtt.adafruit_minimqtt as minimqtt
 
-    bad = minimqtt.MQTT(broker=host, port=port, client_id=client_id, username=client_id,
-                        password=password, socket_pool=socket, is_ssl=False, connect_retries=1)
+    bad = minimqtt.MQTT(
+        broker=host,
+        port=port,
+        client_id=client_id,
+        username=client_id,
+        password=password,
+        socket_pool=socket,
+        is_ssl=False,
+        connect_retries=1,
+    )
     with pytest.raises(minimqtt.MMQTTException):
         bad.connect()

@@ -31,8 +31,12 @@ def wait_until(predicate: Any, timeout: float = 5.0) -> None:
 
 def test_firmware_client_publish_subscribe(module_broker: Any) -> None:
     got: list[tuple[str, bytes]] = []
-    sub = MQTTClient(module_broker.host, module_broker.port, client_id="fw-anon-sub",
-                     callback=lambda t, p: got.append((t, p)))
+    sub = MQTTClient(
+        module_broker.host,
+        module_broker.port,
+        client_id="fw-anon-sub",
+        callback=lambda t, p: got.append((t, p)),
+    )
     pub = MQTTClient(module_broker.host, module_broker.port, client_id="fw-anon-pub")
     sub.connect()
     pub.connect()
@@ -63,9 +67,15 @@ def test_firmware_client_reconnects_after_broker_restart(broker_factory: Any) ->
     config = {"listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": port}]}
     broker = broker_factory(config)
     got: list[bytes] = []
-    c = MQTTClient("127.0.0.1", port, client_id="fw-restart", keepalive=5,
-                   backoff_base_ms=100, backoff_max_ms=800,
-                   callback=lambda t, p: got.append(p))
+    c = MQTTClient(
+        "127.0.0.1",
+        port,
+        client_id="fw-restart",
+        keepalive=5,
+        backoff_base_ms=100,
+        backoff_max_ms=800,
+        callback=lambda t, p: got.append(p),
+    )
     c.connect()
     assert c.subscribe("fw/restart", qos=1) == 1
     broker.stop()
@@ -104,9 +114,15 @@ def test_minimqtt_publish_subscribe(module_broker: Any) -> None:
     import adafruit_minimqtt.adafruit_minimqtt as minimqtt
 
     got: list[tuple[str, str]] = []
-    c = minimqtt.MQTT(broker=module_broker.host, port=module_broker.port,
-                      client_id="minimqtt-anon", socket_pool=socket, is_ssl=False,
-                      keep_alive=30, connect_retries=1)
+    c = minimqtt.MQTT(
+        broker=module_broker.host,
+        port=module_broker.port,
+        client_id="minimqtt-anon",
+        socket_pool=socket,
+        is_ssl=False,
+        keep_alive=30,
+        connect_retries=1,
+    )
     c.on_message = lambda client, topic, message: got.append((topic, message))
     c.connect()
     c.subscribe("fw/minimqtt/#", qos=1)
@@ -118,10 +134,16 @@ def test_minimqtt_publish_subscribe(module_broker: Any) -> None:
     c.disconnect()
 
 
-def test_basic_example_app(module_broker: Any, basic_app: Any, tmp_path: Path,
-                           capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = {"client_id": "basic-1", "host": module_broker.host, "port": module_broker.port,
-           "publish_interval_ms": 300, "keepalive": 2}
+def test_basic_example_app(
+    module_broker: Any, basic_app: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = {
+        "client_id": "basic-1",
+        "host": module_broker.host,
+        "port": module_broker.port,
+        "publish_interval_ms": 300,
+        "keepalive": 2,
+    }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     watcher = MQTTClient(module_broker.host, module_broker.port, client_id="basic-watch")

@@ -35,9 +35,23 @@ def password_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     library calls in-process (a CLI start costs a second)."""
     path = tmp_path_factory.mktemp("passwd") / "passwd"
     (first, password), *others = USERS.items()
-    subprocess.run([sys.executable, "-m", "edge_broker", "passwd", "add", str(path), first,
-                    "--password-stdin"], input=password + "\n", text=True, check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edge_broker",
+            "passwd",
+            "add",
+            str(path),
+            first,
+            "--password-stdin",
+        ],
+        input=password + "\n",
+        text=True,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     entries = load_password_file(path)
     for user, password in others:
         entries = set_user(entries, user, password)
@@ -48,10 +62,14 @@ def password_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def password_broker(password_file: Path) -> Iterator[Any]:
     """One password broker for the module: the tests use distinct client ids and topics."""
-    with fw.running_broker(password_file.parent, (
-        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
-        'auth_methods = ["password"]\n\n'
-        f'[passwords]\nfile = "{password_file}"\n')) as broker:
+    with fw.running_broker(
+        password_file.parent,
+        (
+            '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
+            'auth_methods = ["password"]\n\n'
+            f'[passwords]\nfile = "{password_file}"\n'
+        ),
+    ) as broker:
         yield broker
 
 
@@ -61,8 +79,9 @@ def test_firmware_client_mqtt5_with_password(password_broker: Any) -> None:
     assert got == [("devices/dev-p1/telemetry", b"1")]
     c.disconnect()
     # UTF-8 passwords travel as their bytes
-    utf8 = MQTTClient(b.host, b.port, client_id="dev-p3", username="dev-p3",
-                      password=USERS["dev-p3"])
+    utf8 = MQTTClient(
+        b.host, b.port, client_id="dev-p3", username="dev-p3", password=USERS["dev-p3"]
+    )
     utf8.connect()
     utf8.disconnect()
     for user, password in (("dev-p1", "wrong"), ("nobody", "correct horse"), ("dev-p2", "")):
@@ -84,14 +103,24 @@ def test_minimqtt_with_password(password_broker: Any) -> None:
     fw.minimqtt_refused(b.host, b.port, "dev-p1", "wrong")
 
 
-def test_basic_example_with_password(password_broker: Any, basic_app: Any,
-                                     tmp_path: Path) -> None:
+def test_basic_example_with_password(password_broker: Any, basic_app: Any, tmp_path: Path) -> None:
     b = password_broker
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({
-        "client_id": "dev-p2", "host": b.host, "port": b.port, "username": "dev-p2",
-        "password": USERS["dev-p2"], "publish_interval_ms": 200, "keepalive": 10}))
-    watcher = MQTTClient(b.host, b.port, client_id="dev-p1-watch", username="dev-p1",
-                         password=USERS["dev-p1"])
+    config.write_text(
+        json.dumps(
+            {
+                "client_id": "dev-p2",
+                "host": b.host,
+                "port": b.port,
+                "username": "dev-p2",
+                "password": USERS["dev-p2"],
+                "publish_interval_ms": 200,
+                "keepalive": 10,
+            }
+        )
+    )
+    watcher = MQTTClient(
+        b.host, b.port, client_id="dev-p1-watch", username="dev-p1", password=USERS["dev-p1"]
+    )
     watcher.connect()
     assert fw.basic_app_telemetry(basic_app, config, watcher) == [1, 2]

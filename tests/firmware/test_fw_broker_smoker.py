@@ -36,8 +36,11 @@ pytestmark = pytest.mark.skipif(
 
 def smoker_config(store: Path, port: int = 0) -> dict[str, Any]:
     """A loopback listener with SMOKER (and anonymous), claims kept in ``store``."""
-    listener: dict[str, Any] = {"name": "tcp", "bind": "127.0.0.1",
-                                "auth_methods": ["smoker", "anonymous"]}
+    listener: dict[str, Any] = {
+        "name": "tcp",
+        "bind": "127.0.0.1",
+        "auth_methods": ["smoker", "anonymous"],
+    }
     if port:
         listener["port"] = port
     return {"listeners": [listener], "claims": {"store_dir": str(store)}}
@@ -48,8 +51,14 @@ class Device:
         self.key = ed25519.SigningKey(seed)
         self.id = ids.client_id(self.key.public_key)
         self.got: list[tuple[str, bytes]] = []
-        self.client = MQTTClient(host, port, signing_key=self.key, timeout_ms=5000,
-                                 callback=lambda t, p: self.got.append((t, p)), **kw)
+        self.client = MQTTClient(
+            host,
+            port,
+            signing_key=self.key,
+            timeout_ms=5000,
+            callback=lambda t, p: self.got.append((t, p)),
+            **kw,
+        )
 
     def pump(self, ms: int = 500) -> None:
         self.client.loop(ms)
@@ -106,8 +115,12 @@ def test_claims_the_broker_must_refuse(smoker_broker: Any) -> None:
     # a client that is not SMOKER-authenticated may not claim at all
     anon = MQTTClient(b.host, b.port, client_id="fw-anon-claimer")
     anon.connect()
-    assert anon.publish("access/claim", claims.claim(owner.key, owner.id,
-                                                     f"restricted/{owner.id}/x"), qos=1) == 0x87
+    assert (
+        anon.publish(
+            "access/claim", claims.claim(owner.key, owner.id, f"restricted/{owner.id}/x"), qos=1
+        )
+        == 0x87
+    )
     anon.disconnect()
 
 
@@ -183,8 +196,10 @@ def test_device_app_end_to_end(smoker_broker: Any, tmp_path: Path) -> None:
     app.run(str(device_dir), cycles=2, attempts=3)
     assert (device_dir / "claimed.txt").read_text() == "telemetry.json\n"
     watcher.pump()
-    assert [(t, json.loads(p)["seq"]) for t, p in watcher.got] == \
-        [(f"restricted/{me}/telemetry", 1), (f"restricted/{me}/telemetry", 2)]
+    assert [(t, json.loads(p)["seq"]) for t, p in watcher.got] == [
+        (f"restricted/{me}/telemetry", 1),
+        (f"restricted/{me}/telemetry", 2),
+    ]
     watcher.client.disconnect()
 
 
@@ -195,13 +210,32 @@ def test_readme_quick_start(smoker_broker: Any, tmp_path: Path) -> None:
     watch = Path(__file__).resolve().parents[2] / "firmware_clients/micropython/tools/watch.py"
     device_dir, watcher_dir = tmp_path / "device", tmp_path / "watcher"
     me = keygen(device_dir, b.port)
-    assert edge_broker(["claim", "sign", "--key", str(device_dir / "device.key"), "--topic",
-                        "telemetry", "--type", "BLACKLIST", "--allow", "*:PUBLISH", "--out",
-                        str(device_dir / "claims" / "telemetry.json")]) == 0
+    assert (
+        edge_broker(
+            [
+                "claim",
+                "sign",
+                "--key",
+                str(device_dir / "device.key"),
+                "--topic",
+                "telemetry",
+                "--type",
+                "BLACKLIST",
+                "--allow",
+                "*:PUBLISH",
+                "--out",
+                str(device_dir / "claims" / "telemetry.json"),
+            ]
+        )
+        == 0
+    )
     keygen(watcher_dir, b.port)
-    proc = subprocess.Popen([sys.executable, str(watch), str(watcher_dir),
-                             "restricted/+/telemetry"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(watch), str(watcher_dir), "restricted/+/telemetry"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stderr is not None and proc.stdout is not None
         assert proc.stderr.readline().startswith("connected as")

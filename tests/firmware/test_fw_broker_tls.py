@@ -27,30 +27,86 @@ def openssl(*args: str, cwd: Path) -> None:
 @pytest.fixture(scope="module")
 def server_pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("fw-pki")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj",
-            "/CN=fw-test-ca", cwd=d)
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=d)
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=fw-test-ca",
+        cwd=d,
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+        cwd=d,
+    )
     (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile",
-            str(d / "server.ext"), cwd=d)
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        str(d / "server.ext"),
+        cwd=d,
+    )
     return d
 
 
 def test_smoker_over_tls(broker_factory: Any, server_pki: Path, tmp_path: Path) -> None:
-    b = broker_factory({
-        "listeners": [{"name": "tls", "bind": "127.0.0.1", "transport": "tls",
-                       "tls_cert": str(server_pki / "server.pem"),
-                       "tls_key": str(server_pki / "server.key"),
-                       "auth_methods": ["smoker"]}],
-        "claims": {"store_dir": str(tmp_path / "claims")},
-    })
+    b = broker_factory(
+        {
+            "listeners": [
+                {
+                    "name": "tls",
+                    "bind": "127.0.0.1",
+                    "transport": "tls",
+                    "tls_cert": str(server_pki / "server.pem"),
+                    "tls_key": str(server_pki / "server.key"),
+                    "auth_methods": ["smoker"],
+                }
+            ],
+            "claims": {"store_dir": str(tmp_path / "claims")},
+        }
+    )
     context = ssl.create_default_context(cafile=str(server_pki / "ca.pem"))
     got: list[tuple[str, bytes]] = []
-    c = MQTTClient("localhost", b.port, signing_key=ed25519.SigningKey(b"\x0e" * 32),
-                   ssl_context=context, callback=lambda t, p: got.append((t, p)))
+    c = MQTTClient(
+        "localhost",
+        b.port,
+        signing_key=ed25519.SigningKey(b"\x0e" * 32),
+        ssl_context=context,
+        callback=lambda t, p: got.append((t, p)),
+    )
     c.connect()
     assert c.smoker_authenticated
     topic = f"restricted/{c.client_id}/secure"
@@ -62,8 +118,12 @@ def test_smoker_over_tls(broker_factory: Any, server_pki: Path, tmp_path: Path) 
     assert got == [(topic, big)]
     c.disconnect()
     # a client that does not trust the broker's certificate never gets to MQTT
-    untrusting = MQTTClient("localhost", b.port, signing_key=ed25519.SigningKey(b"\x0f" * 32),
-                            ssl_context=ssl.create_default_context())
+    untrusting = MQTTClient(
+        "localhost",
+        b.port,
+        signing_key=ed25519.SigningKey(b"\x0f" * 32),
+        ssl_context=ssl.create_default_context(),
+    )
     with pytest.raises(ssl.SSLError):
         untrusting.connect()
     assert not untrusting.connected

@@ -39,8 +39,11 @@ pytestmark = pytest.mark.skipif(
     reason="the broker does not offer the token authentication method yet",
 )
 
-GRANT = {"tenant_ids": ["acme"], "allow_channels_pub": ["devices/#"],
-         "allow_channels_sub": ["devices/#"]}
+GRANT = {
+    "tenant_ids": ["acme"],
+    "allow_channels_pub": ["devices/#"],
+    "allow_channels_sub": ["devices/#"],
+}
 
 
 class TokenBroker:
@@ -62,8 +65,21 @@ class TokenBroker:
     def token(self, grant: dict[str, Any] = GRANT, ttl: str = "1h") -> str:
         out = io.StringIO()
         with redirect_stdout(out):
-            assert edge_broker(["token", "create", "--key", str(self.private), "--grant",
-                                json.dumps(grant), "--ttl", ttl]) == 0
+            assert (
+                edge_broker(
+                    [
+                        "token",
+                        "create",
+                        "--key",
+                        str(self.private),
+                        "--grant",
+                        json.dumps(grant),
+                        "--ttl",
+                        ttl,
+                    ]
+                )
+                == 0
+            )
         return out.getvalue().strip()
 
 
@@ -86,15 +102,18 @@ def test_firmware_client_mqtt5_with_token(token_broker: TokenBroker) -> None:
     c.disconnect()
 
 
-def test_forged_and_foreign_tokens_are_refused(token_broker: TokenBroker,
-                                               tmp_path: Path) -> None:
+def test_forged_and_foreign_tokens_are_refused(token_broker: TokenBroker, tmp_path: Path) -> None:
     b = token_broker
     foreign_key = tmp_path / "foreign.pem"
     write_signing_key(foreign_key, nacl.signing.SigningKey(b"\x43" * 32))
     out = io.StringIO()
     with redirect_stdout(out):
-        assert edge_broker(["token", "create", "--key", str(foreign_key), "--grant",
-                            json.dumps(GRANT)]) == 0
+        assert (
+            edge_broker(
+                ["token", "create", "--key", str(foreign_key), "--grant", json.dumps(GRANT)]
+            )
+            == 0
+        )
     for password in (b.token()[:-4] + "AAAA", out.getvalue().strip()):
         assert firmware_refusal(b.host, b.port, "dev-bad", "x", password) == 0x86
 
@@ -114,15 +133,24 @@ def test_minimqtt_with_token(token_broker: TokenBroker) -> None:
     minimqtt_refused(b.host, b.port, "dev-m2", "not.a.token")
 
 
-def test_basic_example_with_token_file(token_broker: TokenBroker, basic_app: Any,
-                                       tmp_path: Path) -> None:
+def test_basic_example_with_token_file(
+    token_broker: TokenBroker, basic_app: Any, tmp_path: Path
+) -> None:
     b = token_broker
     (tmp_path / "token.jwt").write_text(b.token() + "\n")
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({
-        "client_id": "dev-b1", "host": b.host, "port": b.port, "token_file": "token.jwt",
-        "publish_interval_ms": 200, "keepalive": 10}))
-    watcher = MQTTClient(b.host, b.port, client_id="dev-b-watch", username="w",
-                         password=b.token())
+    config.write_text(
+        json.dumps(
+            {
+                "client_id": "dev-b1",
+                "host": b.host,
+                "port": b.port,
+                "token_file": "token.jwt",
+                "publish_interval_ms": 200,
+                "keepalive": 10,
+            }
+        )
+    )
+    watcher = MQTTClient(b.host, b.port, client_id="dev-b-watch", username="w", password=b.token())
     watcher.connect()
     assert basic_app_telemetry(basic_app, config, watcher) == [1, 2]

@@ -40,8 +40,9 @@ def test_client_id_is_the_brokers() -> None:
     assert ids.public_key(OWNER) == bytes(parse_smoker_id(OWNER))
 
 
-@pytest.mark.parametrize("bad", ["", "A" * 56, OWNER.lower(), OWNER[:-5] + "1====",
-                                 OWNER[:-4] + "AAAA"])
+@pytest.mark.parametrize(
+    "bad", ["", "A" * 56, OWNER.lower(), OWNER[:-5] + "1====", OWNER[:-4] + "AAAA"]
+)
 def test_public_key_rejects_what_is_no_smoker_id(bad: str) -> None:
     with pytest.raises(ValueError):
         ids.public_key(bad)
@@ -53,8 +54,13 @@ def test_base32_decode_names_the_bad_character() -> None:
 
 
 def test_claim_parses_and_verifies_on_the_broker() -> None:
-    payload = claims.claim(KEY, OWNER, f"restricted/{OWNER}/temp", "WHITELIST",
-                           [(OTHER, "SUBSCRIBE"), ("*", "PUBLISH")])
+    payload = claims.claim(
+        KEY,
+        OWNER,
+        f"restricted/{OWNER}/temp",
+        "WHITELIST",
+        [(OTHER, "SUBSCRIBE"), ("*", "PUBLISH")],
+    )
     claim = parse_claim(payload)
     verify_claim(claim)
     assert claim.topic_name == f"restricted/{OWNER}/temp"
@@ -66,26 +72,38 @@ def test_claim_parses_and_verifies_on_the_broker() -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(
-    rest=st.lists(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="/+#\x00"),
-                          min_size=1, max_size=8), min_size=1, max_size=3),
+    rest=st.lists(
+        st.text(
+            st.characters(exclude_categories=("Cs",), exclude_characters="/+#\x00"),
+            min_size=1,
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
     kind=st.sampled_from(claims.RESTRICTION_TYPES),
-    perms=st.lists(st.tuples(st.sampled_from(["*", OTHER]), st.sampled_from(claims.ACTIVITIES)),
-                   max_size=3),
+    perms=st.lists(
+        st.tuples(st.sampled_from(["*", OTHER]), st.sampled_from(claims.ACTIVITIES)), max_size=3
+    ),
 )
-def test_any_valid_claim_verifies_on_the_broker(rest: list[str], kind: str,
-                                                 perms: list[tuple[str, str]]) -> None:
+def test_any_valid_claim_verifies_on_the_broker(
+    rest: list[str], kind: str, perms: list[tuple[str, str]]
+) -> None:
     topic = f"restricted/{OWNER}/" + "/".join(rest)
     verify_claim(parse_claim(claims.claim(KEY, OWNER, topic, kind, perms)))
 
 
-@pytest.mark.parametrize(("topic", "why"), [
-    ("restricted/X/temp", "must start with"),
-    (f"restricted/{OTHER}/temp", "must start with"),
-    (f"restricted/{OWNER}/", "must start with"),
-    (f"restricted/{OWNER}/a//b", "empty level"),
-    (f"restricted/{OWNER}/a/+", "'\\+'"),
-    (f"restricted/{OWNER}/#", "'#'"),
-])
+@pytest.mark.parametrize(
+    ("topic", "why"),
+    [
+        ("restricted/X/temp", "must start with"),
+        (f"restricted/{OTHER}/temp", "must start with"),
+        (f"restricted/{OWNER}/", "must start with"),
+        (f"restricted/{OWNER}/a//b", "empty level"),
+        (f"restricted/{OWNER}/a/+", "'\\+'"),
+        (f"restricted/{OWNER}/#", "'#'"),
+    ],
+)
 def test_bad_claim_topics_are_refused_before_signing(topic: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         claims.claim(KEY, OWNER, topic)

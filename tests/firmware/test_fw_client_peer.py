@@ -74,8 +74,13 @@ def test_smoker_authentication_and_claim() -> None:
             pub = peer.recv()
             assert isinstance(pub, Publish) and pub.topic == "access/claim" and pub.qos == 1
             claims_seen.append(pub.payload)
-            peer.send(Puback(pub.packet_id or 0, reason,
-                             Properties(reason_string=None if reason == 0 else "why")))
+            peer.send(
+                Puback(
+                    pub.packet_id or 0,
+                    reason,
+                    Properties(reason_string=None if reason == 0 else "why"),
+                )
+            )
         unclaim = peer.recv()
         assert isinstance(unclaim, Publish) and unclaim.topic == "access/unclaim"
         assert unclaim.payload == f"restricted/{ID}/temp".encode()
@@ -100,8 +105,9 @@ def test_smoker_authentication_and_claim() -> None:
 def test_connack_refusal_raises_with_the_reason(code: int) -> None:
     def script(peer: PeerConnection) -> None:
         peer.recv()
-        peer.send(Auth(0x18, Properties(authentication_method="SMOKER",
-                                        authentication_data=bytes(32))))
+        peer.send(
+            Auth(0x18, Properties(authentication_method="SMOKER", authentication_data=bytes(32)))
+        )
         peer.recv()
         peer.send(Connack(False, code, Properties(reason_string="bad signature")))
 
@@ -111,15 +117,24 @@ def test_connack_refusal_raises_with_the_reason(code: int) -> None:
     assert info.value.reason == code
 
 
-@pytest.mark.parametrize(("auth", "why"), [
-    (Auth(0x18, Properties(authentication_method="smoker", authentication_data=bytes(32))),
-     "method 'smoker'"),
-    (Auth(0x18, Properties(authentication_method="SMOKER", authentication_data=bytes(31))),
-     "32-byte nonce"),
-    (Auth(0x18, Properties(authentication_method="SMOKER")), "32-byte nonce"),
-    (Auth(0x19, Properties(authentication_method="SMOKER", authentication_data=bytes(32))),
-     "AUTH 0x18"),
-])
+@pytest.mark.parametrize(
+    ("auth", "why"),
+    [
+        (
+            Auth(0x18, Properties(authentication_method="smoker", authentication_data=bytes(32))),
+            "method 'smoker'",
+        ),
+        (
+            Auth(0x18, Properties(authentication_method="SMOKER", authentication_data=bytes(31))),
+            "32-byte nonce",
+        ),
+        (Auth(0x18, Properties(authentication_method="SMOKER")), "32-byte nonce"),
+        (
+            Auth(0x19, Properties(authentication_method="SMOKER", authentication_data=bytes(32))),
+            "AUTH 0x18",
+        ),
+    ],
+)
 def test_a_wrong_challenge_is_not_signed(auth: Auth, why: str) -> None:
     def script(peer: PeerConnection) -> None:
         peer.recv()
@@ -177,8 +192,14 @@ def test_plain_mqtt5_with_password_subscribe_and_receive() -> None:
         assert isinstance(peer.recv(), Disconnect)
 
     with ScriptedPeer(script) as peer:
-        c = MQTTClient("127.0.0.1", peer.port, client_id="dev-1", username="dev-1",
-                       password=b"eyJ.token.sig", callback=lambda t, p: got.append((t, p)))
+        c = MQTTClient(
+            "127.0.0.1",
+            peer.port,
+            client_id="dev-1",
+            username="dev-1",
+            password=b"eyJ.token.sig",
+            callback=lambda t, p: got.append((t, p)),
+        )
         c.connect()
         assert c.server_keepalive == 7 and c.server_max_qos == 1
         assert c.subscribe("cmd/#", qos=1) == 1
@@ -432,8 +453,7 @@ def test_reauthentication_with_a_fresh_nonce() -> None:
         challenge = issue_challenge(ID, nonce)
         assert isinstance(challenge, SmokerChallenge)
         peer.send(Publish("in/between", b"still delivered", 0))  # traffic may interleave
-        peer.send(Auth(0x18, Properties(authentication_method="SMOKER",
-                                        authentication_data=nonce)))
+        peer.send(Auth(0x18, Properties(authentication_method="SMOKER", authentication_data=nonce)))
         answer = peer.recv()
         assert isinstance(answer, Auth) and check_response(challenge, answer) is None
         peer.send(Auth(0x00, Properties(authentication_method="SMOKER")))

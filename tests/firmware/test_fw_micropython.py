@@ -28,7 +28,7 @@ from .fw_support import MicroPythonRunner
 SEEDS = [bytes(range(32)), b"\xff" * 32, hashlib.sha256(b"device").digest()]
 MESSAGES = [b"", b"\x00" * 32, bytes(range(256)) * 3]
 OBJECTS = [
-    {"b": [1, True, None, {"z": "é\u0001\"\\", "a": -5}], "a": "x\n\t"},
+    {"b": [1, True, None, {"z": 'é\u0001"\\', "a": -5}], "a": "x\n\t"},
     {"topicName": "restricted/X/t", "permissions": [], "restrictionType": "BLACKLIST"},
     ["😀", "\u2028", {"": 0}],
 ]
@@ -85,13 +85,16 @@ print("parsed=" + repr(packets.parse_publish(0x33, b"\\x00\\x03a/b\\x00\\x07\\x0
     owner = ids.client_id(key.public_key)
     assert out["id"] == owner
     payload = bytes.fromhex(out["claim"])
-    assert payload == claims.claim(key, owner, f"restricted/{owner}/temp/é", "BLACKLIST",
-                                   [("*", "PUBLISH")])
+    assert payload == claims.claim(
+        key, owner, f"restricted/{owner}/temp/é", "BLACKLIST", [("*", "PUBLISH")]
+    )
     verify_claim(parse_claim(payload))
     assert bytes.fromhex(out["connect"]) == packets.connect(
-        owner, 30, True, [(packets.MAXIMUM_PACKET_SIZE, 16384), (packets.AUTH_METHOD, "SMOKER")])
-    assert bytes.fromhex(out["auth"]) == packets.auth(0x18, [
-        (packets.AUTH_METHOD, "SMOKER"), (packets.AUTH_DATA, key.sign_attached(bytes(32)))])
+        owner, 30, True, [(packets.MAXIMUM_PACKET_SIZE, 16384), (packets.AUTH_METHOD, "SMOKER")]
+    )
+    assert bytes.fromhex(out["auth"]) == packets.auth(
+        0x18, [(packets.AUTH_METHOD, "SMOKER"), (packets.AUTH_DATA, key.sign_attached(bytes(32)))]
+    )
     assert bytes.fromhex(out["pub"]) == packets.publish_header("a/b", 5, 1, True, False, 7)
     assert out["parsed"] == "('a/b', b'x', 1, True, 7, {38: [('', '')]})"
 
@@ -140,17 +143,23 @@ def test_client_runs_under_micropython(micropython: MicroPythonRunner) -> None:
     key = ed25519.SigningKey(SEEDS[0])
     me = ids.client_id(key.public_key)
     nonce = hashlib.sha256(b"nonce").digest()
-    server = b"".join(encode(p, 5) for p in [
-        wire.Auth(0x18, wire.Properties(authentication_method="SMOKER", authentication_data=nonce)),
-        wire.Connack(False, 0,
-                     wire.Properties(authentication_method="SMOKER", server_keep_alive=30)),
-        wire.Puback(1, 0),
-        wire.Suback(2, (1,)),
-        wire.Publish(f"restricted/{me}/cmd", b"go", 1, False, False, 9),
-        wire.Pingresp(),
-        wire.Puback(3, 0),
-        wire.Puback(4, 0),
-    ])
+    server = b"".join(
+        encode(p, 5)
+        for p in [
+            wire.Auth(
+                0x18, wire.Properties(authentication_method="SMOKER", authentication_data=nonce)
+            ),
+            wire.Connack(
+                False, 0, wire.Properties(authentication_method="SMOKER", server_keep_alive=30)
+            ),
+            wire.Puback(1, 0),
+            wire.Suback(2, (1,)),
+            wire.Publish(f"restricted/{me}/cmd", b"go", 1, False, False, 9),
+            wire.Pingresp(),
+            wire.Puback(3, 0),
+            wire.Puback(4, 0),
+        ]
+    )
     fake_net = Path(__file__).resolve().parent / "micropython_wasm" / "fake_net"
     script = f"""
 import binascii, sys
@@ -190,17 +199,21 @@ print("sent=" + binascii.hexlify(socket.SENT).decode())
     assert isinstance(claim, wire.Publish)
     assert claim.topic == "access/claim" and claim.packet_id == 1
     verify_claim(parse_claim(claim.payload))
-    assert isinstance(sub, wire.Subscribe) and sub.subscriptions[0].topic_filter == \
-        f"restricted/{me}/cmd"
+    assert (
+        isinstance(sub, wire.Subscribe)
+        and sub.subscriptions[0].topic_filter == f"restricted/{me}/cmd"
+    )
     assert ack == wire.Puback(9) and isinstance(ping, wire.Pingreq)
     assert pub == wire.Publish(f"restricted/{me}/temp", b"21.5", 1, False, False, 3)
-    assert unclaim == wire.Publish("access/unclaim", f"restricted/{me}/temp".encode(), 1, False,
-                              False, 4)
+    assert unclaim == wire.Publish(
+        "access/unclaim", f"restricted/{me}/temp".encode(), 1, False, False, 4
+    )
     assert disc == wire.Disconnect()
 
 
-def test_basic_example_runs_under_micropython(micropython: MicroPythonRunner,
-                                              umqtt_simple_path: Path) -> None:
+def test_basic_example_runs_under_micropython(
+    micropython: MicroPythonRunner, umqtt_simple_path: Path
+) -> None:
     """firmware_clients/micropython_basic with umqtt.simple in MicroPython, over canned bytes:
     MQTT 3.1.1 CONNECT with a token as password, SUBSCRIBE, one QoS 1 reading."""
     root = Path(__file__).resolve().parents[2]
@@ -220,13 +233,24 @@ import basic_app
 basic_app.run("/config.json", cycles=1)
 print("sent=" + binascii.hexlify(socket.SENT).decode())
 """
-    out = _outputs(micropython(script, mounts={
-        fake_net: "/shim", root / "firmware_clients" / "micropython_basic": "/basic",
-        umqtt_simple_path: "/umqttlib"}))
+    out = _outputs(
+        micropython(
+            script,
+            mounts={
+                fake_net: "/shim",
+                root / "firmware_clients" / "micropython_basic": "/basic",
+                umqtt_simple_path: "/umqttlib",
+            },
+        )
+    )
     connect, sub, pub, disc = PacketReader(side="server").feed(bytes.fromhex(out["sent"]))
     assert isinstance(connect, wire.Connect) and connect.protocol_level == 4
-    assert (connect.client_id, connect.username, connect.password, connect.keep_alive) == \
-        ("dev-9", "dev-9", b"eyJhbGciOiJFZERTQSJ9.e30.c2ln", 30)
+    assert (connect.client_id, connect.username, connect.password, connect.keep_alive) == (
+        "dev-9",
+        "dev-9",
+        b"eyJhbGciOiJFZERTQSJ9.e30.c2ln",
+        30,
+    )
     assert isinstance(sub, wire.Subscribe)
     assert sub.subscriptions[0].topic_filter == "devices/dev-9/cmd"
     assert isinstance(pub, wire.Publish) and pub.topic == "devices/dev-9/telemetry" and pub.qos == 1

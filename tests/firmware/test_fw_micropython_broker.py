@@ -36,9 +36,9 @@ SMOKERMQTT = HERE.parents[1] / "firmware_clients" / "micropython" / "smokermqtt"
 
 # firmware_clients/micropython/README.md, "Signing time and memory": the figures this test holds
 # the firmware to (KiB, live heap after gc.collect(), modules loaded from .mpy).
-README_CRYPTO_KIB = 16        # ed25519 + sha512: "at most 16 KiB"
-README_CLIENT_KIB = 48        # everything smokermqtt.client imports: "at most 48 KiB"
-README_SESSION_KIB = 48       # connected, claimed, publishing, receiving: "at most 48 KiB"
+README_CRYPTO_KIB = 16  # ed25519 + sha512: "at most 16 KiB"
+README_CLIENT_KIB = 48  # everything smokermqtt.client imports: "at most 48 KiB"
+README_SESSION_KIB = 48  # connected, claimed, publishing, receiving: "at most 48 KiB"
 README_SIGN_ALLOCATED_KIB = 560  # allocated, and freed again, by one signature: "about 540 KiB"
 
 DEVICE_SEED = bytes(range(1, 33))
@@ -64,22 +64,37 @@ def smoker_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield broker
 
 
-def run_micropython_net(script: str, mounts: dict[Path, str], tmp_path: Path,
-                        timeout: float = 180.0) -> str:
+def run_micropython_net(
+    script: str, mounts: dict[Path, str], tmp_path: Path, timeout: float = 180.0
+) -> str:
     """``script`` in real MicroPython with a real socket module at /net (first on sys.path)."""
     node = shutil.which("node")
     assert node, "node is needed (scripts/test installs it)"
     entry = WASM / "node_modules/@micropython/micropython-webassembly-pyscript/micropython.mjs"
     if not entry.exists():  # the micropython fixture of conftest installs it; run alone, do it here
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
-                       cwd=WASM, check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=WASM,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     script_file = tmp_path / "device.py"
-    script_file.write_text("import sys\nsys.path.insert(0, '/net')\nsys.path.insert(1, '/fw')\n"
-                           + script)
+    script_file.write_text(
+        "import sys\nsys.path.insert(0, '/net')\nsys.path.insert(1, '/fw')\n" + script
+    )
     proc = subprocess.run(
-        [node, str(WASM / "run_net.mjs"), str(1 << 20), str(script_file),
-         f"{WASM / 'real_net'}=/net", *(f"{host}={inner}" for host, inner in mounts.items())],
-        capture_output=True, text=True, timeout=timeout,
+        [
+            node,
+            str(WASM / "run_net.mjs"),
+            str(1 << 20),
+            str(script_file),
+            f"{WASM / 'real_net'}=/net",
+            *(f"{host}={inner}" for host, inner in mounts.items()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if proc.returncode != 0:
         pytest.fail(f"MicroPython raised:\n{proc.stderr}\nstdout:\n{proc.stdout}")
@@ -147,23 +162,31 @@ gc.enable()
 
 
 def test_firmware_client_in_micropython_against_the_broker(
-        smoker_broker: Any, mpy_package: Path, tmp_path: Path) -> None:
+    smoker_broker: Any, mpy_package: Path, tmp_path: Path
+) -> None:
     b = smoker_broker
     device_id = ids.client_id(ed25519.SigningKey(DEVICE_SEED).public_key)
     topic = f"restricted/{device_id}/temp"
     watchers = {}
     for name, seed in (("friend", FRIEND_SEED), ("stranger", STRANGER_SEED)):
         got: list[tuple[str, bytes]] = []
-        client = MQTTClient(b.host, b.port, signing_key=ed25519.SigningKey(seed), timeout_ms=5000,
-                            callback=lambda t, p, got=got: got.append((t, p)))
+        client = MQTTClient(
+            b.host,
+            b.port,
+            signing_key=ed25519.SigningKey(seed),
+            timeout_ms=5000,
+            callback=lambda t, p, got=got: got.append((t, p)),
+        )
         client.connect()
         # wildcards into the restricted area are accepted; each delivery is checked on claims
         assert client.subscribe("restricted/#", qos=1) == 1
         watchers[name] = (client, got)
     friend_id = watchers["friend"][0].client_id
 
-    script = (f"SEED = {DEVICE_SEED!r}\nFRIEND = {friend_id!r}\n"
-              f"HOST = {b.host!r}\nPORT = {b.port}\n" + DEVICE_SCRIPT)
+    script = (
+        f"SEED = {DEVICE_SEED!r}\nFRIEND = {friend_id!r}\n"
+        f"HOST = {b.host!r}\nPORT = {b.port}\n" + DEVICE_SCRIPT
+    )
     started = time.monotonic()
     out = _outputs(run_micropython_net(script, {mpy_package: "/fw"}, tmp_path))
     elapsed = time.monotonic() - started
@@ -183,8 +206,11 @@ def test_firmware_client_in_micropython_against_the_broker(
         client.disconnect()
 
     kib = {k: int(v) / 1024 for k, v in out.items() if k.startswith(("live_", "peak", "sign_"))}
-    print(f"MicroPython (WebAssembly) device session: {elapsed:.1f} s; heap KiB "
-          + ", ".join(f"{k} {v:.1f}" for k, v in kib.items()), file=sys.stderr)
+    print(
+        f"MicroPython (WebAssembly) device session: {elapsed:.1f} s; heap KiB "
+        + ", ".join(f"{k} {v:.1f}" for k, v in kib.items()),
+        file=sys.stderr,
+    )
     assert kib["live_crypto"] <= README_CRYPTO_KIB
     assert kib["live_client_module"] <= README_CLIENT_KIB
     assert kib["peak"] <= README_SESSION_KIB

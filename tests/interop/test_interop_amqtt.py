@@ -51,8 +51,9 @@ async def test_will(module_broker):
     t = uniq("will")
     watcher = await connected(module_broker)
     await watcher.subscribe([(t, QOS_1)])
-    dying = await connected(module_broker, will={"topic": t, "message": "gone", "qos": 1,
-                                                 "retain": False})
+    dying = await connected(
+        module_broker, will={"topic": t, "message": "gone", "qos": 1, "retain": False}
+    )
     # Network loss without DISCONNECT: abort the client's TCP transport under it.
     dying._handler.writer._writer.transport.abort()
     m = await watcher.deliver_message(timeout_duration=5)

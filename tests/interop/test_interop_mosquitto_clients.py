@@ -8,22 +8,43 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("mosquitto_sub") is None,
-                                reason="mosquitto-clients not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("mosquitto_sub") is None, reason="mosquitto-clients not installed"
+)
 
 VERSIONS = ["mqttv31", "mqttv311", "mqttv5"]
 
 
 def sub(broker, version, *args, count=1, wait=5):
     return subprocess.Popen(
-        ["mosquitto_sub", "-h", broker.host, "-p", str(broker.port), "-V", version, "-v",
-         "-C", str(count), "-W", str(wait), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            "mosquitto_sub",
+            "-h",
+            broker.host,
+            "-p",
+            str(broker.port),
+            "-V",
+            version,
+            "-v",
+            "-C",
+            str(count),
+            "-W",
+            str(wait),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def pub(broker, version, *args):
-    subprocess.run(["mosquitto_pub", "-h", broker.host, "-p", str(broker.port), "-V", version,
-                    *args], check=True, timeout=10, capture_output=True)
+    subprocess.run(
+        ["mosquitto_pub", "-h", broker.host, "-p", str(broker.port), "-V", version, *args],
+        check=True,
+        timeout=10,
+        capture_output=True,
+    )
 
 
 def ready(proc):
@@ -66,9 +87,24 @@ def test_will(module_broker, version):
     watcher = sub(module_broker, version, "-t", t)
     ready(watcher)
     dying = subprocess.Popen(
-        ["mosquitto_sub", "-h", module_broker.host, "-p", str(module_broker.port), "-V", version,
-         "-t", t + "/ignored", "--will-topic", t, "--will-payload", "gone"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            "mosquitto_sub",
+            "-h",
+            module_broker.host,
+            "-p",
+            str(module_broker.port),
+            "-V",
+            version,
+            "-t",
+            t + "/ignored",
+            "--will-topic",
+            t,
+            "--will-payload",
+            "gone",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(0.4)
     dying.kill()  # no DISCONNECT: the will must be published
     dying.wait()

@@ -22,7 +22,10 @@ def scenario(broker, version: int, name: str, url: str | None = None) -> dict:
     env = dict(os.environ, MQTT_URL=url) if url else None
     r = subprocess.run(
         ["node", str(NODE_DIR / "scenarios.js"), broker.host, str(broker.port), str(version), name],
-        capture_output=True, text=True, timeout=60, env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert r.stdout, r.stderr
     result = json.loads(r.stdout.splitlines()[-1])
@@ -50,7 +53,10 @@ def test_will(module_broker, version):
 @pytest.mark.parametrize("version", [4, 5])
 def test_wildcards(module_broker, version):
     assert scenario(module_broker, version, "wildcards")["topics"] == [
-        "hall/light/on", "hall/temp", "kitchen/temp"]
+        "hall/light/on",
+        "hall/temp",
+        "kitchen/temp",
+    ]
 
 
 def test_v5_shared_subscription(module_broker):
@@ -69,7 +75,7 @@ def test_v5_topic_aliases(module_broker):
 
 
 def test_v5_message_expiry(module_broker):
-    (payload, remaining), = scenario(module_broker, 5, "expiry")["got"]
+    ((payload, remaining),) = scenario(module_broker, 5, "expiry")["got"]
     assert payload == "long" and 57 <= remaining <= 60
 
 

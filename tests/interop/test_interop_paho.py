@@ -20,8 +20,7 @@ _ids = itertools.count()
 class Client:
     """A paho client with a message queue and synchronous helpers."""
 
-    def __init__(self, broker, version, will=None, connect_props=None, clean=True,
-                 client_id=None):
+    def __init__(self, broker, version, will=None, connect_props=None, clean=True, client_id=None):
         self.version = version
         self.client_id = client_id or f"paho-{next(_ids)}-{time.monotonic_ns() % 10**9}"
         kwargs = {"client_id": self.client_id, "protocol": version}
@@ -136,7 +135,7 @@ def test_wildcards(clients, name):
     sub.subscribe(t + "/hall/#", 0)
     for topic in ("kitchen/temp", "hall/temp", "hall/light/on", "x/humidity"):
         pub.publish(f"{t}/{topic}", b"v", 0)
-    got = sorted(sub.get().topic[len(t) + 1:] for _ in range(3))
+    got = sorted(sub.get().topic[len(t) + 1 :] for _ in range(3))
     assert got == ["hall/light/on", "hall/temp", "kitchen/temp"]
     sub.none()
 

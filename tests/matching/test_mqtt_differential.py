@@ -43,9 +43,7 @@ LIBMOSQ = _load_libmosquitto()
 def mosquitto_matches(sub: str, topic: str) -> bool:
     assert LIBMOSQ is not None
     result = ctypes.c_bool(False)
-    rc = LIBMOSQ.mosquitto_topic_matches_sub(
-        sub.encode(), topic.encode(), ctypes.byref(result)
-    )
+    rc = LIBMOSQ.mosquitto_topic_matches_sub(sub.encode(), topic.encode(), ctypes.byref(result))
     assert rc == MOSQ_ERR_SUCCESS, (sub, topic, rc)
     return bool(result.value)
 

@@ -140,7 +140,21 @@ def test_filters_overlap(a: str, b: str, expected: bool, sep: str) -> None:
     assert filters_overlap(s(b, sep), s(a, sep), sep) is expected
 
 
-VALID_FILTERS = ["#", "+", "a", "a/b", "a/+", "a/#", "+/+/#", "/", "//", "a//b", "$SYS/#", "/#", " "]
+VALID_FILTERS = [
+    "#",
+    "+",
+    "a",
+    "a/b",
+    "a/+",
+    "a/#",
+    "+/+/#",
+    "/",
+    "//",
+    "a//b",
+    "$SYS/#",
+    "/#",
+    " ",
+]
 INVALID_FILTERS = [
     ("", ""),
     ("a/#/b", "#"),
@@ -210,7 +224,16 @@ def test_parse_shared(sep: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "flt", ["$share/", "$share/g", "$share//a", "$share/g/", "$share/g+/a", "$share/#/a", "$share/g/a/#/b"]
+    "flt",
+    [
+        "$share/",
+        "$share/g",
+        "$share//a",
+        "$share/g/",
+        "$share/g+/a",
+        "$share/#/a",
+        "$share/g/a/#/b",
+    ],
 )
 def test_malformed_shared_subscriptions(flt: str) -> None:
     with pytest.raises(RuleError) as info:

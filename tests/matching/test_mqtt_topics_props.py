@@ -50,9 +50,7 @@ def test_topic_matches_agrees_with_regex(flt: list[str], topic: list[str], sep: 
 
 @settings(max_examples=300, deadline=None)
 @given(filters(), filters(), SEPS)
-def test_contains_and_overlap_agree_with_enumeration(
-    a: list[str], b: list[str], sep: str
-) -> None:
+def test_contains_and_overlap_agree_with_enumeration(a: list[str], b: list[str], sep: str) -> None:
     fa = sep.join(a)
     fb = sep.join(b)
     universe = all_topics(depth_bound(fa, fb, sep=sep), sep)
@@ -66,7 +64,9 @@ def test_contains_and_overlap_agree_with_enumeration(
 
 @settings(max_examples=300, deadline=None)
 @given(filters(), filters(), topics)
-def test_containment_is_consistent_with_matching(a: list[str], b: list[str], topic: list[str]) -> None:
+def test_containment_is_consistent_with_matching(
+    a: list[str], b: list[str], topic: list[str]
+) -> None:
     fa, fb, t = "/".join(a), "/".join(b), "/".join(topic)
     if filter_contains(fa, fb) and topic_matches(fb, t):
         assert topic_matches(fa, t)

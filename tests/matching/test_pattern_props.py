@@ -49,7 +49,11 @@ def programs(draw: st.DrawFn) -> tuple[str, list[tuple[str, str, int, int]], lis
         st.tuples(st.just("remove"), patterns(sep), st.integers(0, 3), st.just(0)),
         st.tuples(st.just("match"), channels(sep), st.just(0), st.just(0)),
     )
-    return sep, draw(st.lists(op, max_size=60)), draw(st.lists(channels(sep), min_size=1, max_size=8))
+    return (
+        sep,
+        draw(st.lists(op, max_size=60)),
+        draw(st.lists(channels(sep), min_size=1, max_size=8)),
+    )
 
 
 @settings(max_examples=300, deadline=None)

@@ -25,10 +25,24 @@ def test_routes_seed_examples(sep: str) -> None:
     for key, pattern in subs.items():
         trie.add(pattern, key, 0)
     assert trie.match_keys(j(["a", "b", "c"])) == {
-        "exact", "star", "pstar", "gt", "hash", "phash", "all", "all1"
+        "exact",
+        "star",
+        "pstar",
+        "gt",
+        "hash",
+        "phash",
+        "all",
+        "all1",
     }
     assert trie.match_keys(j(["a", "b"])) == {"hash", "all", "all1"}
-    assert trie.match_keys(j(["a", "b", "c1", "x"])) == {"gt", "hash", "pgt", "phash", "all", "all1"}
+    assert trie.match_keys(j(["a", "b", "c1", "x"])) == {
+        "gt",
+        "hash",
+        "pgt",
+        "phash",
+        "all",
+        "all1",
+    }
     assert trie.match_keys(j(["a", "b1", "c"])) == {"star", "pstar", "all", "all1"}
     assert trie.match_keys("z") == {"all", "all1"}
 
@@ -41,7 +55,9 @@ def test_many_prefixes_at_one_node() -> None:
         trie.add(f"site.{p}#", f"hash:{p}", 0)
         trie.add(f"site.{p}>", f"gt:{p}", 0)
     assert trie.match_keys("site.device7.temp") == {
-        f"{kind}:{p}" for p in ["d", "de", "dev", "devi", "device"] for kind in ("star", "hash", "gt")
+        f"{kind}:{p}"
+        for p in ["d", "de", "dev", "devi", "device"]
+        for kind in ("star", "hash", "gt")
     }
     assert trie.match_keys("site.sensor1") == {"hash:s", "hash:sensor", "hash:sensor1"}
     assert trie.match_keys("site.q.temp") == set()

@@ -18,7 +18,9 @@ from edge_broker.matching import (
 @pytest.mark.parametrize("sep", ["/", "."])
 def test_hivemq_blacklist_example(sep: str) -> None:
     # Seed 003 "Add Blacklist permission": DENY admin/#, default ALLOW.
-    rules = FirstMatchIndex([s.replace("/", sep) for s in ["admin/#", "clients/+/status", "#"]], sep)
+    rules = FirstMatchIndex(
+        [s.replace("/", sep) for s in ["admin/#", "clients/+/status", "#"]], sep
+    )
     j = sep.join
     assert rules.first_match(j(["admin", "users"])) == 0
     assert rules.first_match("admin") == 0  # 'admin/#' matches the parent
@@ -93,7 +95,11 @@ def filters(draw: st.DrawFn) -> str:
     return "/".join(body)
 
 
-topics = st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=5).filter(lambda t: t != [""]).map("/".join)
+topics = (
+    st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=5)
+    .filter(lambda t: t != [""])
+    .map("/".join)
+)
 
 
 @settings(max_examples=400, deadline=None)

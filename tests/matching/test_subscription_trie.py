@@ -106,7 +106,11 @@ def filters(draw: st.DrawFn) -> str:
     return "/".join(body)
 
 
-topics = st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=5).filter(lambda t: t != [""]).map("/".join)
+topics = (
+    st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=5)
+    .filter(lambda t: t != [""])
+    .map("/".join)
+)
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("add"), filters(), st.integers(0, 4), st.integers(0, 3)),

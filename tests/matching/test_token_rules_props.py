@@ -185,9 +185,7 @@ def related_patterns(draw: st.DrawFn, rule: list[str]) -> list[str]:
 channel = st.lists(st.sampled_from(CHANNEL_TOKENS), min_size=1, max_size=6)
 
 
-def first_publish_rule(
-    texts: list[str], rules: list[list[str]], chan: str, sep: str
-) -> str | None:
+def first_publish_rule(texts: list[str], rules: list[list[str]], chan: str, sep: str) -> str | None:
     """The oracle's first-match decision: the text of the first rule whose regex matches."""
     return next(
         (t for t, r in zip(texts, rules, strict=True) if rule_regex(r, sep).fullmatch(chan)), None
@@ -198,9 +196,7 @@ def first_subscribe_rule(
     texts: list[str], rules: list[list[str]], pattern: list[str]
 ) -> str | None:
     """The oracle's first-match decision: the text of the first rule the table accepts."""
-    return next(
-        (t for t, r in zip(texts, rules, strict=True) if oracle_accepts(r, pattern)), None
-    )
+    return next((t for t, r in zip(texts, rules, strict=True) if oracle_accepts(r, pattern)), None)
 
 
 # -- properties ----------------------------------------------------------------------------------

@@ -14,10 +14,16 @@ from edge_broker.matching import RuleError, TopicTree
 def test_retained_examples(sep: str) -> None:
     tree: TopicTree[int] = TopicTree(sep)
     j = sep.join
-    for n, topic in enumerate(["a", j(["a", "b"]), j(["a", "b", "c"]), j(["$SYS", "x"]), j(["", "x"])]):
+    for n, topic in enumerate(
+        ["a", j(["a", "b"]), j(["a", "b", "c"]), j(["$SYS", "x"]), j(["", "x"])]
+    ):
         tree.set(topic, n)
     assert len(tree) == 5
-    assert sorted(tree.matching(j(["a", "#"]))) == [("a", 0), (j(["a", "b"]), 1), (j(["a", "b", "c"]), 2)]
+    assert sorted(tree.matching(j(["a", "#"]))) == [
+        ("a", 0),
+        (j(["a", "b"]), 1),
+        (j(["a", "b", "c"]), 2),
+    ]
     assert sorted(v for _, v in tree.matching("#")) == [0, 1, 2, 4]  # not '$SYS/x'
     assert sorted(v for _, v in tree.matching(j(["+", "x"]))) == [4]  # the $ rule
     assert sorted(v for _, v in tree.matching(j(["$SYS", "#"]))) == [3]
@@ -50,7 +56,11 @@ def filters(draw: st.DrawFn) -> str:
     return "/".join(body)
 
 
-topics = st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=5).filter(lambda t: t != [""]).map("/".join)
+topics = (
+    st.lists(st.sampled_from(TOPIC_LEVELS), min_size=1, max_size=5)
+    .filter(lambda t: t != [""])
+    .map("/".join)
+)
 
 
 @settings(max_examples=300, deadline=None)

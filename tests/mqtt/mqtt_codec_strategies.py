@@ -65,9 +65,14 @@ u16 = st.integers(0, 0xFFFF)
 u32 = st.integers(0, 0xFFFF_FFFF)
 
 _BOOLEAN_FIELDS = {
-    "payload_format_indicator", "request_problem_information", "request_response_information",
-    "maximum_qos", "retain_available", "wildcard_subscription_available",
-    "subscription_identifier_available", "shared_subscription_available",
+    "payload_format_indicator",
+    "request_problem_information",
+    "request_response_information",
+    "maximum_qos",
+    "retain_available",
+    "wildcard_subscription_available",
+    "subscription_identifier_available",
+    "shared_subscription_available",
 }
 
 
@@ -123,7 +128,10 @@ def connects(draw: st.DrawFn, level: int) -> Connect:
     will = None
     if draw(st.booleans()):
         will = Will(
-            draw(topic_names), draw(payloads), draw(st.integers(0, 2)), draw(st.booleans()),
+            draw(topic_names),
+            draw(payloads),
+            draw(st.integers(0, 2)),
+            draw(st.booleans()),
             draw(_props(level, WILL)),
         )
     username = draw(st.none() | mqtt_text)
@@ -131,8 +139,15 @@ def connects(draw: st.DrawFn, level: int) -> Connect:
     if level < 5 and username is None:
         password = None
     return Connect(
-        level, draw(mqtt_text), draw(st.booleans()), draw(u16), will, username, password,
-        draw(_props(level, PacketType.CONNECT)), "MQIsdp" if level == 3 else "MQTT",
+        level,
+        draw(mqtt_text),
+        draw(st.booleans()),
+        draw(u16),
+        will,
+        username,
+        password,
+        draw(_props(level, PacketType.CONNECT)),
+        "MQIsdp" if level == 3 else "MQTT",
     )
 
 
@@ -144,17 +159,20 @@ def publishes(draw: st.DrawFn, level: int, from_client: bool) -> Publish:
     if props.topic_alias is not None and draw(st.booleans()):
         topic = ""
     return Publish(
-        topic, draw(payloads), qos, draw(st.booleans()), qos > 0 and draw(st.booleans()),
-        draw(packet_ids) if qos else None, props,
+        topic,
+        draw(payloads),
+        qos,
+        draw(st.booleans()),
+        qos > 0 and draw(st.booleans()),
+        draw(packet_ids) if qos else None,
+        props,
     )
 
 
 def _acks(level: int, cls: type, context: int, codes: frozenset[int]) -> st.SearchStrategy[Any]:
     if level < 5:
         return st.builds(cls, packet_ids)
-    return st.builds(
-        cls, packet_ids, st.sampled_from(sorted(codes)), _props(level, context)
-    )
+    return st.builds(cls, packet_ids, st.sampled_from(sorted(codes)), _props(level, context))
 
 
 @st.composite
@@ -182,19 +200,28 @@ def client_packets(level: int) -> st.SearchStrategy[Packet]:
         _acks(level, Pubcomp, PacketType.PUBCOMP, PUBREL_REASON_CODES),
         subscribes(level),
         st.builds(
-            Unsubscribe, packet_ids, st.lists(topic_filters, min_size=1, max_size=4).map(tuple),
+            Unsubscribe,
+            packet_ids,
+            st.lists(topic_filters, min_size=1, max_size=4).map(tuple),
             _props(level, PacketType.UNSUBSCRIBE),
         ),
         st.just(Pingreq()),
     ]
     if level == 5:
-        choices.append(st.builds(
-            Disconnect, st.sampled_from(sorted(DISCONNECT_REASON_CODES_FROM_CLIENT)),
-            _props(level, PacketType.DISCONNECT),
-        ))
-        choices.append(st.builds(
-            Auth, st.sampled_from(sorted(AUTH_REASON_CODES_FROM_CLIENT)), _props(level, PacketType.AUTH)
-        ))
+        choices.append(
+            st.builds(
+                Disconnect,
+                st.sampled_from(sorted(DISCONNECT_REASON_CODES_FROM_CLIENT)),
+                _props(level, PacketType.DISCONNECT),
+            )
+        )
+        choices.append(
+            st.builds(
+                Auth,
+                st.sampled_from(sorted(AUTH_REASON_CODES_FROM_CLIENT)),
+                _props(level, PacketType.AUTH),
+            )
+        )
     else:
         choices.append(st.just(Disconnect()))
     return st.one_of(choices)
@@ -210,14 +237,18 @@ def server_packets(level: int) -> st.SearchStrategy[Packet]:
         unsuback = st.builds(Unsuback, packet_ids)
     else:
         connack = st.builds(
-            Connack, st.booleans(), st.sampled_from(sorted(CONNACK_REASON_CODES)),
+            Connack,
+            st.booleans(),
+            st.sampled_from(sorted(CONNACK_REASON_CODES)),
             _props(level, PacketType.CONNACK, False),
         )
         suback_codes = st.sampled_from(sorted(SUBACK_REASON_CODES))
         unsuback = st.builds(
-            Unsuback, packet_ids,
-            st.lists(st.sampled_from(sorted(UNSUBACK_REASON_CODES)), min_size=1, max_size=4)
-            .map(tuple),
+            Unsuback,
+            packet_ids,
+            st.lists(st.sampled_from(sorted(UNSUBACK_REASON_CODES)), min_size=1, max_size=4).map(
+                tuple
+            ),
             _props(level, PacketType.UNSUBACK, False),
         )
     choices: list[st.SearchStrategy[Any]] = [
@@ -228,18 +259,27 @@ def server_packets(level: int) -> st.SearchStrategy[Packet]:
         _acks(level, Pubrel, PacketType.PUBREL, PUBREL_REASON_CODES),
         _acks(level, Pubcomp, PacketType.PUBCOMP, PUBREL_REASON_CODES),
         st.builds(
-            Suback, packet_ids, st.lists(suback_codes, min_size=1, max_size=4).map(tuple),
+            Suback,
+            packet_ids,
+            st.lists(suback_codes, min_size=1, max_size=4).map(tuple),
             _props(level, PacketType.SUBACK, False),
         ),
         unsuback,
         st.just(Pingresp()),
     ]
     if level == 5:
-        choices.append(st.builds(
-            Disconnect, st.sampled_from(sorted(DISCONNECT_REASON_CODES_FROM_SERVER)),
-            _props(level, PacketType.DISCONNECT, False),
-        ))
-        choices.append(st.builds(
-            Auth, st.sampled_from(sorted(AUTH_REASON_CODES_FROM_SERVER)), _props(level, PacketType.AUTH, False)
-        ))
+        choices.append(
+            st.builds(
+                Disconnect,
+                st.sampled_from(sorted(DISCONNECT_REASON_CODES_FROM_SERVER)),
+                _props(level, PacketType.DISCONNECT, False),
+            )
+        )
+        choices.append(
+            st.builds(
+                Auth,
+                st.sampled_from(sorted(AUTH_REASON_CODES_FROM_SERVER)),
+                _props(level, PacketType.AUTH, False),
+            )
+        )
     return st.one_of(choices)

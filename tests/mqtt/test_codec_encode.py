@@ -39,8 +39,11 @@ from edge_broker.mqtt.wire import encode_varint
         (Connect(5, "c", will=Will("w", b"", qos=3)), 5, "will QoS"),
         (Publish("t", properties=Properties(message_expiry_interval=1 << 32)), 5, "out of range"),
         (Publish("t", properties=Properties(session_expiry_interval=1)), 5, "may not carry"),
-        (Subscribe(1, (Subscription("a"),), Properties(subscription_identifiers=(1 << 28,))), 5,
-         "variable byte integer"),
+        (
+            Subscribe(1, (Subscription("a"),), Properties(subscription_identifiers=(1 << 28,))),
+            5,
+            "variable byte integer",
+        ),
         (Subscribe(1, (Subscription("a", qos=4),)), 5, "must each be 0, 1 or 2"),
         (Subscribe(1, (Subscription("a", retain_handling=3),)), 5, "must each be 0, 1 or 2"),
         (Suback(1, (256,)), 5, "out of range"),

@@ -11,9 +11,7 @@ from mqtt_codec_strategies import LEVELS, client_packets, connects, server_packe
 from edge_broker.mqtt.codec import PacketReader, ProtocolError, encode
 from edge_broker.mqtt.packets import Connect, Packet
 
-SETTINGS = settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _feed_chunks(reader: PacketReader, data: bytes, cuts: list[int]) -> None:
@@ -71,7 +69,7 @@ def _mutations(draw: st.DrawFn, wire: bytes) -> bytes:
         elif op == "insert":
             data[i:i] = draw(st.binary(min_size=1, max_size=4))
         elif op == "delete":
-            del data[i:i + draw(st.integers(1, 4))]
+            del data[i : i + draw(st.integers(1, 4))]
         else:
             del data[i:]
     return bytes(data)

@@ -52,7 +52,8 @@ def _paho_session(level: int) -> tuple[CapturePeer, list[paho.MQTTMessage]]:
     """Run a full paho session against a capture peer; return the peer and what paho received."""
     peer = CapturePeer(after_subscribe=(_server_publish(level),))
     client = paho.Client(
-        paho.CallbackAPIVersion.VERSION2, client_id=f"golden-{level}",
+        paho.CallbackAPIVersion.VERSION2,
+        client_id=f"golden-{level}",
         protocol=PAHO_VERSIONS[level],
     )
     connected, subscribed, unsubscribed, got = (threading.Event() for _ in range(4))
@@ -111,12 +112,19 @@ def test_paho_session(level: int) -> None:
     packets = peer.capture.packets
     [connect] = _of(packets, Connect)
     assert isinstance(connect, Connect)
-    assert (connect.protocol_level, connect.client_id, connect.keep_alive) == (level, f"golden-{level}", 30)
+    assert (connect.protocol_level, connect.client_id, connect.keep_alive) == (
+        level,
+        f"golden-{level}",
+        30,
+    )
     assert connect.protocol_name == ("MQIsdp" if level == 3 else "MQTT")
     assert (connect.username, connect.password) == ("user", b"pw")
     assert connect.will is not None
     assert (connect.will.topic, connect.will.payload, connect.will.qos, connect.will.retain) == (
-        "will/t", b"gone", 1, True,
+        "will/t",
+        b"gone",
+        1,
+        True,
     )
     [subscribe] = _of(packets, Subscribe)
     assert isinstance(subscribe, Subscribe)
@@ -124,7 +132,9 @@ def test_paho_session(level: int) -> None:
     assert isinstance(unsubscribe, Unsubscribe) and unsubscribe.topic_filters == ("a/+",)
     publishes = [p for p in _of(packets, Publish) if isinstance(p, Publish)]
     assert [(p.topic, p.payload, p.qos) for p in publishes] == [
-        ("a/b", b"q0", 0), ("a/b", b"q1", 1), ("a/b", b"q2", 2),
+        ("a/b", b"q0", 0),
+        ("a/b", b"q1", 1),
+        ("a/b", b"q2", 2),
     ]
     assert publishes[2].retain and publishes[2].packet_id is not None
     assert Pubrel(publishes[2].packet_id) in packets
@@ -140,7 +150,8 @@ def test_paho_session(level: int) -> None:
             Subscription("a/+", 1, no_local=True, retain_handling=1),
         )
         assert publishes[1].properties == Properties(
-            message_expiry_interval=60, content_type="text/plain",
+            message_expiry_interval=60,
+            content_type="text/plain",
             user_properties=(("unit", "C"),),
         )
         assert message.properties is not None
@@ -158,7 +169,7 @@ def test_paho_311_connect_bytes_decode_from_the_raw_capture() -> None:
     raw = bytes(peer.capture.raw)
     assert raw.startswith(b"\x10") and b"\x00\x04MQTT\x04" in raw[:12]
     reader = PacketReader(side="server")
-    again = [p for i in range(len(raw)) for p in reader.feed(raw[i:i + 1])]
+    again = [p for i in range(len(raw)) for p in reader.feed(raw[i : i + 1])]
     assert again == peer.capture.packets
 
 
@@ -173,25 +184,64 @@ MOSQ_VERSIONS = {3: "mqttv31", 4: "mqttv311", 5: "mqttv5"}
 def test_mosquitto_pub(level: int) -> None:
     peer = CapturePeer()
     args = [
-        "mosquitto_pub", "-h", "127.0.0.1", "-p", str(peer.port), "-i", f"mpub-{level}",
-        "-V", MOSQ_VERSIONS[level], "-t", "sensors/t1", "-m", "21.5", "-q", "2", "-r",
-        "-u", "dev", "-P", "secret",
+        "mosquitto_pub",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(peer.port),
+        "-i",
+        f"mpub-{level}",
+        "-V",
+        MOSQ_VERSIONS[level],
+        "-t",
+        "sensors/t1",
+        "-m",
+        "21.5",
+        "-q",
+        "2",
+        "-r",
+        "-u",
+        "dev",
+        "-P",
+        "secret",
     ]
     if level == 5:
         args += [
-            "-D", "publish", "user-property", "unit", "C",
-            "-D", "publish", "content-type", "text/plain",
-            "-D", "publish", "message-expiry-interval", "60",
-            "-D", "connect", "session-expiry-interval", "30",
+            "-D",
+            "publish",
+            "user-property",
+            "unit",
+            "C",
+            "-D",
+            "publish",
+            "content-type",
+            "text/plain",
+            "-D",
+            "publish",
+            "message-expiry-interval",
+            "60",
+            "-D",
+            "connect",
+            "session-expiry-interval",
+            "30",
         ]
     subprocess.run(args, check=True, timeout=20, capture_output=True)
     packets = peer.join().packets
     connect = packets[0]
     assert isinstance(connect, Connect)
-    assert (connect.client_id, connect.username, connect.password) == (f"mpub-{level}", "dev", b"secret")
+    assert (connect.client_id, connect.username, connect.password) == (
+        f"mpub-{level}",
+        "dev",
+        b"secret",
+    )
     [publish] = _of(packets, Publish)
     assert isinstance(publish, Publish)
-    assert (publish.topic, publish.payload, publish.qos, publish.retain) == ("sensors/t1", b"21.5", 2, True)
+    assert (publish.topic, publish.payload, publish.qos, publish.retain) == (
+        "sensors/t1",
+        b"21.5",
+        2,
+        True,
+    )
     assert Pubrel(publish.packet_id or 0) in packets
     assert isinstance(packets[-1], Disconnect)
     if level == 5:
@@ -207,10 +257,27 @@ def test_mosquitto_sub_reads_what_we_encode(level: int) -> None:
     peer = CapturePeer(after_subscribe=(_server_publish(level),))
     result = subprocess.run(
         [
-            "mosquitto_sub", "-h", "127.0.0.1", "-p", str(peer.port), "-i", f"msub-{level}",
-            "-V", MOSQ_VERSIONS[level], "-t", "a/#", "-q", "1", "-C", "1", "-v",
+            "mosquitto_sub",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(peer.port),
+            "-i",
+            f"msub-{level}",
+            "-V",
+            MOSQ_VERSIONS[level],
+            "-t",
+            "a/#",
+            "-q",
+            "1",
+            "-C",
+            "1",
+            "-v",
         ],
-        check=True, timeout=20, capture_output=True, text=True,
+        check=True,
+        timeout=20,
+        capture_output=True,
+        text=True,
     )
     assert result.stdout.strip() == "a/x from-server"
     packets = peer.join().packets
@@ -240,9 +307,9 @@ def test_golden_mosquitto_pub_v5_bytes() -> None:
     assert connect == Connect(
         5, "gold", True, 60, Will("w", b"x", 1), "u", b"p", Properties(receive_maximum=10)
     )
-    assert publish == Publish("s/t", b"hi", 1, packet_id=1, properties=Properties(
-        user_properties=(("k", "v"),)
-    ))
+    assert publish == Publish(
+        "s/t", b"hi", 1, packet_id=1, properties=Properties(user_properties=(("k", "v"),))
+    )
     assert disconnect == Disconnect()
 
 

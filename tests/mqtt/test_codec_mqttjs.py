@@ -85,8 +85,12 @@ JS_NAMES = {
     "shared_subscription_available": "sharedSubscriptionAvailable",
 }
 BOOLEANS = {
-    "payload_format_indicator", "request_problem_information", "request_response_information",
-    "retain_available", "wildcard_subscription_available", "subscription_identifier_available",
+    "payload_format_indicator",
+    "request_problem_information",
+    "request_response_information",
+    "retain_available",
+    "wildcard_subscription_available",
+    "subscription_identifier_available",
     "shared_subscription_available",
 }
 BINARY = {"correlation_data", "authentication_data"}
@@ -96,7 +100,9 @@ class Oracle:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
             ["node", str(HERE / "mqtt_packet_oracle.js"), str(NODE_MODULES)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -129,9 +135,9 @@ def _canonical(props: Properties) -> Properties:
 def canonical(packet: Packet) -> Packet:
     """The same packet with user properties sorted (mqtt-packet groups them by name)."""
     if isinstance(packet, Connect) and packet.will is not None:
-        packet = replace(packet, will=replace(
-            packet.will, properties=_canonical(packet.will.properties)
-        ))
+        packet = replace(
+            packet, will=replace(packet.will, properties=_canonical(packet.will.properties))
+        )
     if hasattr(packet, "properties"):
         packet = replace(packet, properties=_canonical(packet.properties))  # type: ignore[arg-type]
     return packet
@@ -189,17 +195,26 @@ def to_js(packet: Packet, level: int) -> dict[str, Any]:
     props = props_to_js(getattr(packet, "properties", Properties()), isinstance(packet, Publish))
     js: dict[str, Any] = {"properties": props} if level == 5 and props else {}
     if isinstance(packet, Connect):
-        js.update(cmd="connect", protocolId=packet.protocol_name, protocolVersion=level,
-                  clientId=packet.client_id, clean=packet.clean_start,
-                  keepalive=packet.keep_alive)
+        js.update(
+            cmd="connect",
+            protocolId=packet.protocol_name,
+            protocolVersion=level,
+            clientId=packet.client_id,
+            clean=packet.clean_start,
+            keepalive=packet.keep_alive,
+        )
         if packet.username is not None:
             js["username"] = packet.username
         if packet.password is not None:
             js["password"] = _hex(packet.password)
         if packet.will is not None:
             will = packet.will
-            js["will"] = {"topic": will.topic, "payload": _hex(will.payload), "qos": will.qos,
-                          "retain": will.retain}
+            js["will"] = {
+                "topic": will.topic,
+                "payload": _hex(will.payload),
+                "qos": will.qos,
+                "retain": will.retain,
+            }
             will_props = props_to_js(will.properties, False)
             if level == 5 and will_props:
                 js["will"]["properties"] = will_props
@@ -207,24 +222,45 @@ def to_js(packet: Packet, level: int) -> dict[str, Any]:
         js.update(cmd="connack", sessionPresent=packet.session_present)
         js["reasonCode" if level == 5 else "returnCode"] = packet.reason_code
     elif isinstance(packet, Publish):
-        js.update(cmd="publish", topic=packet.topic, payload=_hex(packet.payload), qos=packet.qos,
-                  retain=packet.retain, dup=packet.dup)
+        js.update(
+            cmd="publish",
+            topic=packet.topic,
+            payload=_hex(packet.payload),
+            qos=packet.qos,
+            retain=packet.retain,
+            dup=packet.dup,
+        )
         if packet.qos:
             js["messageId"] = packet.packet_id
     elif isinstance(packet, Puback | Pubrec | Pubrel | Pubcomp):
-        js.update(cmd=type(packet).__name__.lower(), messageId=packet.packet_id,
-                  reasonCode=packet.reason_code)
+        js.update(
+            cmd=type(packet).__name__.lower(),
+            messageId=packet.packet_id,
+            reasonCode=packet.reason_code,
+        )
     elif isinstance(packet, Subscribe):
-        js.update(cmd="subscribe", messageId=packet.packet_id, subscriptions=[
-            {"topic": s.topic_filter, "qos": s.qos, "nl": s.no_local,
-             "rap": s.retain_as_published, "rh": s.retain_handling}
-            for s in packet.subscriptions
-        ])
+        js.update(
+            cmd="subscribe",
+            messageId=packet.packet_id,
+            subscriptions=[
+                {
+                    "topic": s.topic_filter,
+                    "qos": s.qos,
+                    "nl": s.no_local,
+                    "rap": s.retain_as_published,
+                    "rh": s.retain_handling,
+                }
+                for s in packet.subscriptions
+            ],
+        )
     elif isinstance(packet, Suback):
         js.update(cmd="suback", messageId=packet.packet_id, granted=list(packet.reason_codes))
     elif isinstance(packet, Unsubscribe):
-        js.update(cmd="unsubscribe", messageId=packet.packet_id,
-                  unsubscriptions=list(packet.topic_filters))
+        js.update(
+            cmd="unsubscribe",
+            messageId=packet.packet_id,
+            unsubscriptions=list(packet.topic_filters),
+        )
     elif isinstance(packet, Unsuback):
         js.update(cmd="unsuback", messageId=packet.packet_id, granted=list(packet.reason_codes))
     elif isinstance(packet, Disconnect | Auth):
@@ -242,34 +278,60 @@ def from_js(js: dict[str, Any], level: int) -> Packet:
         will = None
         if js.get("will"):
             w = js["will"]
-            will = Will(w["topic"], bytes.fromhex(w["payload"]["hex"]), w["qos"], w["retain"],
-                        props_from_js(w.get("properties")))
+            will = Will(
+                w["topic"],
+                bytes.fromhex(w["payload"]["hex"]),
+                w["qos"],
+                w["retain"],
+                props_from_js(w.get("properties")),
+            )
         password = js.get("password")
-        return Connect(js["protocolVersion"], js["clientId"], js["clean"], js["keepalive"], will,
-                       js.get("username"), bytes.fromhex(password["hex"]) if password else None,
-                       props, js["protocolId"])
+        return Connect(
+            js["protocolVersion"],
+            js["clientId"],
+            js["clean"],
+            js["keepalive"],
+            will,
+            js.get("username"),
+            bytes.fromhex(password["hex"]) if password else None,
+            props,
+            js["protocolId"],
+        )
     if cmd == "connack":
         code = js.get("reasonCode", js.get("returnCode", 0))
         return Connack(js["sessionPresent"], code, props)
     if cmd == "publish":
-        return Publish(js["topic"], bytes.fromhex(js["payload"]["hex"]), js["qos"], js["retain"],
-                       js["dup"], js.get("messageId") if js["qos"] else None, props)
+        return Publish(
+            js["topic"],
+            bytes.fromhex(js["payload"]["hex"]),
+            js["qos"],
+            js["retain"],
+            js["dup"],
+            js.get("messageId") if js["qos"] else None,
+            props,
+        )
     acks = {"puback": Puback, "pubrec": Pubrec, "pubrel": Pubrel, "pubcomp": Pubcomp}
     if cmd in acks:
         return acks[cmd](js["messageId"], js.get("reasonCode", 0), props)  # type: ignore[no-any-return]
     if cmd == "subscribe":
-        return Subscribe(js["messageId"], tuple(
-            Subscription(s["topic"], s["qos"], s.get("nl", False), s.get("rap", False),
-                         s.get("rh", 0))
-            for s in js["subscriptions"]
-        ), props)
+        return Subscribe(
+            js["messageId"],
+            tuple(
+                Subscription(
+                    s["topic"], s["qos"], s.get("nl", False), s.get("rap", False), s.get("rh", 0)
+                )
+                for s in js["subscriptions"]
+            ),
+            props,
+        )
     if cmd == "suback":
         return Suback(js["messageId"], tuple(js["granted"]), props)
     if cmd == "unsubscribe":
         return Unsubscribe(js["messageId"], tuple(js["unsubscriptions"]), props)
     if cmd == "unsuback":
-        return Unsuback(js["messageId"], tuple(js.get("granted") or ()) if level == 5 else (),
-                        props)
+        return Unsuback(
+            js["messageId"], tuple(js.get("granted") or ()) if level == 5 else (), props
+        )
     if cmd == "disconnect":
         return Disconnect(js.get("reasonCode", 0), props)
     if cmd == "auth":

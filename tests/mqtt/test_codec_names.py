@@ -21,9 +21,26 @@ from edge_broker.mqtt.codec import (
 )
 
 VALID_FILTERS = [
-    "#", "+", "a", "a/b", "a/+", "a/#", "+/+", "/", "//", "/+", "+/#", "a/+/b/#", "$SYS/#",
-    "$share/g/a/b", "$share/g/#", "$share/g/+/x", "$share/group-1/a", "sport/tennis/player1/#",
-    "$share", "$shared/x",
+    "#",
+    "+",
+    "a",
+    "a/b",
+    "a/+",
+    "a/#",
+    "+/+",
+    "/",
+    "//",
+    "/+",
+    "+/#",
+    "a/+/b/#",
+    "$SYS/#",
+    "$share/g/a/b",
+    "$share/g/#",
+    "$share/g/+/x",
+    "$share/group-1/a",
+    "sport/tennis/player1/#",
+    "$share",
+    "$shared/x",
 ]
 INVALID_FILTERS = [
     ("", "at least one character"),
@@ -57,8 +74,13 @@ def test_invalid_filters(topic_filter: str, why: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "why"),
-    [("", "at least one"), ("a/+", "wildcard"), ("#", "wildcard"), ("a\x00", "U+0000"),
-     ("x" * 65_536, "65535")],
+    [
+        ("", "at least one"),
+        ("a/+", "wildcard"),
+        ("#", "wildcard"),
+        ("a\x00", "U+0000"),
+        ("x" * 65_536, "65535"),
+    ],
 )
 def test_invalid_names(name: str, why: str) -> None:
     error = validate_topic_name(name)
@@ -79,9 +101,15 @@ def test_parse_shared_filter() -> None:
 @pytest.mark.parametrize(
     ("payload", "ok"),
     [
-        (b"", True), (b"plain", True), ("héllo €".encode(), True), (b"\x00\n\t", True),
-        (b"\xff", False), (b"\xc0\xaf", False), (b"\xed\xa0\x80", False),
-        (b"\xf4\x90\x80\x80", False), (b"\xe2\x82", False),
+        (b"", True),
+        (b"plain", True),
+        ("héllo €".encode(), True),
+        (b"\x00\n\t", True),
+        (b"\xff", False),
+        (b"\xc0\xaf", False),
+        (b"\xed\xa0\x80", False),
+        (b"\xf4\x90\x80\x80", False),
+        (b"\xe2\x82", False),
     ],
 )
 def test_payload_is_valid_utf8(payload: bytes, ok: bool) -> None:

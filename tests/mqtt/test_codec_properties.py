@@ -138,8 +138,12 @@ def _check(
     where = f"{spec.field} in {_name(context)}"
     if allowed:
         [packet] = reader.feed(data)
-        carried = packet.will.properties if isinstance(packet, Connect) and packet.will else (
-            packet.properties  # type: ignore[union-attr]
+        carried = (
+            packet.will.properties
+            if isinstance(packet, Connect) and packet.will
+            else (
+                packet.properties  # type: ignore[union-attr]
+            )
         )
         assert getattr(carried, spec.field) not in (None, ()), where
         return
@@ -177,8 +181,12 @@ def _with(context: int, pr: Properties) -> Packet:
 
 
 SAMPLE_PYTHON_VALUE: dict[ValueKind, object] = {
-    ValueKind.BYTE: 1, ValueKind.TWO_BYTE: 513, ValueKind.FOUR_BYTE: 70_000,
-    ValueKind.VARINT: (300,), ValueKind.STRING: "é/x", ValueKind.BINARY: b"\x00\xff",
+    ValueKind.BYTE: 1,
+    ValueKind.TWO_BYTE: 513,
+    ValueKind.FOUR_BYTE: 70_000,
+    ValueKind.VARINT: (300,),
+    ValueKind.STRING: "é/x",
+    ValueKind.BINARY: b"\x00\xff",
     ValueKind.STRING_PAIR: (("k", "v"), ("k", "w")),
 }
 

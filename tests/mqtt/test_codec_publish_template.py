@@ -25,8 +25,10 @@ def test_template_matches_encode(level: int, data: st.DataObject) -> None:
     payload = data.draw(payloads)
     qos = data.draw(st.integers(0, 2))
     retain = data.draw(st.booleans())
-    props = data.draw(properties(PacketType.PUBLISH, from_client=False)) if level == 5 else (
-        NO_PROPERTIES
+    props = (
+        data.draw(properties(PacketType.PUBLISH, from_client=False))
+        if level == 5
+        else (NO_PROPERTIES)
     )
     template = encode_publish_template(topic, payload, qos, retain, False, props, level)
     if qos == 0:

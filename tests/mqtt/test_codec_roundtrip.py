@@ -64,4 +64,4 @@ def test_byte_at_a_time(level: int, data: st.DataObject) -> None:
     packets = [data.draw(connects(level)), data.draw(client_packets(level))]
     wire = b"".join(encode(p, level) for p in packets)
     reader = PacketReader(side="server")
-    assert _feed_all(reader, [wire[i:i + 1] for i in range(len(wire))]) == packets
+    assert _feed_all(reader, [wire[i : i + 1] for i in range(len(wire))]) == packets

@@ -30,8 +30,12 @@ def props(*items: bytes) -> bytes:
 
 
 def connect_body(
-    level: int = 4, flags: int = 0x02, client_id: bytes = s("c"), extra: bytes = b"",
-    properties: bytes = b"\x00", name: str = "MQTT",
+    level: int = 4,
+    flags: int = 0x02,
+    client_id: bytes = s("c"),
+    extra: bytes = b"",
+    properties: bytes = b"\x00",
+    name: str = "MQTT",
 ) -> bytes:
     head = s(name) + bytes((level, flags)) + b"\x00\x3c"
     return head + (properties if level == 5 else b"") + client_id + extra
@@ -39,7 +43,9 @@ def connect_body(
 
 def connected(level: int) -> PacketReader:
     reader = PacketReader(side="server")
-    reader.feed(encode(Connect(level, "c", protocol_name="MQIsdp" if level == 3 else "MQTT"), level))
+    reader.feed(
+        encode(Connect(level, "c", protocol_name="MQIsdp" if level == 3 else "MQTT"), level)
+    )
     return reader
 
 
@@ -73,7 +79,8 @@ FIXED_HEADER_CASES = [
 
 
 @pytest.mark.parametrize(
-    ("level", "data", "code"), [c[1:] for c in FIXED_HEADER_CASES],
+    ("level", "data", "code"),
+    [c[1:] for c in FIXED_HEADER_CASES],
     ids=[c[0] for c in FIXED_HEADER_CASES],
 )
 def test_fixed_header(level: int, data: bytes, code: int) -> None:
@@ -141,8 +148,12 @@ CONNECT_CASES = [
     ("will retain without will flag", 4, connect_body(flags=0x22), MALFORMED),
     ("will QoS 3", 4, connect_body(flags=0x1E, extra=s("w") + s("p")), MALFORMED),
     ("password without user name 3.1.1", 4, connect_body(flags=0x42, extra=s("pw")), MALFORMED),
-    ("password without user name 3.1", 3,
-     connect_body(level=3, name="MQIsdp", flags=0x42, extra=s("pw")), MALFORMED),
+    (
+        "password without user name 3.1",
+        3,
+        connect_body(level=3, name="MQIsdp", flags=0x42, extra=s("pw")),
+        MALFORMED,
+    ),
     ("trailing byte", 4, connect_body() + b"\x00", MALFORMED),
     ("missing client id", 4, connect_body(client_id=b""), MALFORMED),
     ("client id not UTF-8", 4, connect_body(client_id=s(b"\xff")), MALFORMED),
@@ -155,20 +166,44 @@ CONNECT_CASES = [
     ("request response information 2", 5, connect_body(5, properties=props(b"\x19\x02")), PROTOCOL),
     ("receive maximum 0", 5, connect_body(5, properties=props(b"\x21\x00\x00")), PROTOCOL),
     ("maximum packet size 0", 5, connect_body(5, properties=props(b"\x27" + bytes(4))), PROTOCOL),
-    ("duplicate session expiry", 5,
-     connect_body(5, properties=props(b"\x11" + bytes(4), b"\x11" + bytes(4))), PROTOCOL),
-    ("topic alias is not a CONNECT property", 5,
-     connect_body(5, properties=props(b"\x23\x00\x01")), PROTOCOL),
+    (
+        "duplicate session expiry",
+        5,
+        connect_body(5, properties=props(b"\x11" + bytes(4), b"\x11" + bytes(4))),
+        PROTOCOL,
+    ),
+    (
+        "topic alias is not a CONNECT property",
+        5,
+        connect_body(5, properties=props(b"\x23\x00\x01")),
+        PROTOCOL,
+    ),
     ("unknown property identifier", 5, connect_body(5, properties=props(b"\x7f\x00")), MALFORMED),
-    ("authentication data without method", 5,
-     connect_body(5, properties=props(b"\x16" + s("x"))), PROTOCOL),
+    (
+        "authentication data without method",
+        5,
+        connect_body(5, properties=props(b"\x16" + s("x"))),
+        PROTOCOL,
+    ),
     ("property length past the end", 5, connect_body(5, properties=b"\x09\x11"), MALFORMED),
-    ("property value cut by property length", 5,
-     connect_body(5, properties=b"\x03\x11\x00\x00"), MALFORMED),
-    ("session expiry is not a Will property", 5,
-     connect_body(5, flags=0x06, extra=props(b"\x11" + bytes(4)) + s("w") + s("p")), PROTOCOL),
-    ("will payload format indicator 2", 5,
-     connect_body(5, flags=0x06, extra=props(b"\x01\x02") + s("w") + s("p")), PROTOCOL),
+    (
+        "property value cut by property length",
+        5,
+        connect_body(5, properties=b"\x03\x11\x00\x00"),
+        MALFORMED,
+    ),
+    (
+        "session expiry is not a Will property",
+        5,
+        connect_body(5, flags=0x06, extra=props(b"\x11" + bytes(4)) + s("w") + s("p")),
+        PROTOCOL,
+    ),
+    (
+        "will payload format indicator 2",
+        5,
+        connect_body(5, flags=0x06, extra=props(b"\x01\x02") + s("w") + s("p")),
+        PROTOCOL,
+    ),
 ]
 
 
@@ -216,13 +251,25 @@ PUBLISH_CASES = [
     ("body of one byte", 4, pkt(0x30, b"\x00"), MALFORMED),
     ("subscription identifier from a client", 5, pkt(0x30, s("t") + props(b"\x0b\x01")), PROTOCOL),
     ("topic alias 0", 5, pkt(0x30, s("t") + props(b"\x23\x00\x00")), TOPIC_ALIAS_INVALID),
-    ("duplicate message expiry", 5,
-     pkt(0x30, s("t") + props(b"\x02" + bytes(4), b"\x02" + bytes(4))), PROTOCOL),
+    (
+        "duplicate message expiry",
+        5,
+        pkt(0x30, s("t") + props(b"\x02" + bytes(4), b"\x02" + bytes(4))),
+        PROTOCOL,
+    ),
     ("payload format indicator 2", 5, pkt(0x30, s("t") + props(b"\x01\x02")), PROTOCOL),
-    ("duplicate topic alias", 5,
-     pkt(0x30, s("t") + props(b"\x23\x00\x01", b"\x23\x00\x01")), PROTOCOL),
-    ("session expiry is not a PUBLISH property", 5,
-     pkt(0x30, s("t") + props(b"\x11" + bytes(4))), PROTOCOL),
+    (
+        "duplicate topic alias",
+        5,
+        pkt(0x30, s("t") + props(b"\x23\x00\x01", b"\x23\x00\x01")),
+        PROTOCOL,
+    ),
+    (
+        "session expiry is not a PUBLISH property",
+        5,
+        pkt(0x30, s("t") + props(b"\x11" + bytes(4))),
+        PROTOCOL,
+    ),
     ("response topic with wildcard", 5, pkt(0x30, s("t") + props(b"\x08" + s("r/#"))), PROTOCOL),
     ("property length past the end", 5, pkt(0x30, s("t") + b"\x05\x01"), MALFORMED),
     ("missing property length", 5, pkt(0x30, s("t")), MALFORMED),
@@ -264,10 +311,18 @@ ACK_CASES = [
     ("PUBREL reason 0x10", 5, pkt(0x62, b"\x00\x01\x10"), MALFORMED),
     ("PUBCOMP reason 0x80", 5, pkt(0x70, b"\x00\x01\x80"), MALFORMED),
     ("PUBACK trailing byte after properties", 5, pkt(0x40, b"\x00\x01\x00\x00\x00"), MALFORMED),
-    ("PUBACK property not allowed", 5, pkt(0x40, b"\x00\x01\x00" + props(b"\x23\x00\x01")),
-     PROTOCOL),
-    ("PUBACK duplicate reason string", 5,
-     pkt(0x40, b"\x00\x01\x10" + props(b"\x1f" + s("a"), b"\x1f" + s("b"))), PROTOCOL),
+    (
+        "PUBACK property not allowed",
+        5,
+        pkt(0x40, b"\x00\x01\x00" + props(b"\x23\x00\x01")),
+        PROTOCOL,
+    ),
+    (
+        "PUBACK duplicate reason string",
+        5,
+        pkt(0x40, b"\x00\x01\x10" + props(b"\x1f" + s("a"), b"\x1f" + s("b"))),
+        PROTOCOL,
+    ),
 ]
 
 
@@ -284,21 +339,41 @@ SUBSCRIBE_CASES = [
     ("no filter 3.1.1", 4, pkt(0x82, b"\x00\x01"), PROTOCOL),
     ("no filter 5", 5, pkt(0x82, b"\x00\x01\x00"), PROTOCOL),
     ("packet id 0", 4, pkt(0x82, b"\x00\x00" + s("a") + b"\x00"), MALFORMED),
-    ("3.1.1 reserved bits in requested QoS", 4, pkt(0x82, b"\x00\x01" + s("a") + b"\x04"),
-     MALFORMED),
+    (
+        "3.1.1 reserved bits in requested QoS",
+        4,
+        pkt(0x82, b"\x00\x01" + s("a") + b"\x04"),
+        MALFORMED,
+    ),
     ("3.1.1 QoS 3", 4, pkt(0x82, b"\x00\x01" + s("a") + b"\x03"), MALFORMED),
     ("3.1 QoS 3", 3, pkt(0x82, b"\x00\x01" + s("a") + b"\x03"), MALFORMED),
     ("5 QoS 3", 5, pkt(0x82, b"\x00\x01\x00" + s("a") + b"\x03"), PROTOCOL),
     ("5 reserved bits 7-6", 5, pkt(0x82, b"\x00\x01\x00" + s("a") + b"\x40"), MALFORMED),
     ("5 retain handling 3", 5, pkt(0x82, b"\x00\x01\x00" + s("a") + b"\x30"), PROTOCOL),
-    ("5 No Local on a shared subscription", 5,
-     pkt(0x82, b"\x00\x01\x00" + s("$share/g/a") + b"\x04"), PROTOCOL),
-    ("5 subscription identifier 0", 5,
-     pkt(0x82, b"\x00\x01" + props(b"\x0b\x00") + s("a") + b"\x00"), PROTOCOL),
-    ("5 subscription identifier twice", 5,
-     pkt(0x82, b"\x00\x01" + props(b"\x0b\x01", b"\x0b\x02") + s("a") + b"\x00"), PROTOCOL),
-    ("5 subscription identifier of five bytes", 5,
-     pkt(0x82, b"\x00\x01" + props(b"\x0b\xff\xff\xff\xff\x01") + s("a") + b"\x00"), MALFORMED),
+    (
+        "5 No Local on a shared subscription",
+        5,
+        pkt(0x82, b"\x00\x01\x00" + s("$share/g/a") + b"\x04"),
+        PROTOCOL,
+    ),
+    (
+        "5 subscription identifier 0",
+        5,
+        pkt(0x82, b"\x00\x01" + props(b"\x0b\x00") + s("a") + b"\x00"),
+        PROTOCOL,
+    ),
+    (
+        "5 subscription identifier twice",
+        5,
+        pkt(0x82, b"\x00\x01" + props(b"\x0b\x01", b"\x0b\x02") + s("a") + b"\x00"),
+        PROTOCOL,
+    ),
+    (
+        "5 subscription identifier of five bytes",
+        5,
+        pkt(0x82, b"\x00\x01" + props(b"\x0b\xff\xff\xff\xff\x01") + s("a") + b"\x00"),
+        MALFORMED,
+    ),
     ("filter without options byte", 4, pkt(0x82, b"\x00\x01" + s("a")), MALFORMED),
     ("filter not UTF-8", 4, pkt(0x82, b"\x00\x01" + s(b"\xc3") + b"\x00"), MALFORMED),
     ("UNSUBSCRIBE no filter", 4, pkt(0xA2, b"\x00\x01"), PROTOCOL),
@@ -309,7 +384,8 @@ SUBSCRIBE_CASES = [
 
 
 @pytest.mark.parametrize(
-    ("level", "data", "code"), [c[1:] for c in SUBSCRIBE_CASES],
+    ("level", "data", "code"),
+    [c[1:] for c in SUBSCRIBE_CASES],
     ids=[c[0] for c in SUBSCRIBE_CASES],
 )
 def test_subscribe(level: int, data: bytes, code: int) -> None:
@@ -362,14 +438,19 @@ CLIENT_SIDE_CASES = [
     ("AUTH 0x19 is the client's", 5, pkt(0xF0, b"\x19"), MALFORMED),
     ("server sends CONNECT", 4, pkt(0x10, connect_body()), PROTOCOL),
     ("server sends PINGREQ", 5, b"\xc0\x00", PROTOCOL),
-    ("assigned client id twice", 5,
-     pkt(0x20, b"\x00\x00" + props(b"\x12" + s("a"), b"\x12" + s("b"))), PROTOCOL),
+    (
+        "assigned client id twice",
+        5,
+        pkt(0x20, b"\x00\x00" + props(b"\x12" + s("a"), b"\x12" + s("b"))),
+        PROTOCOL,
+    ),
     ("maximum QoS 2", 5, pkt(0x20, b"\x00\x00" + props(b"\x24\x02")), PROTOCOL),
 ]
 
 
 @pytest.mark.parametrize(
-    ("level", "data", "code"), [c[1:] for c in CLIENT_SIDE_CASES],
+    ("level", "data", "code"),
+    [c[1:] for c in CLIENT_SIDE_CASES],
     ids=[c[0] for c in CLIENT_SIDE_CASES],
 )
 def test_client_side(level: int, data: bytes, code: int) -> None:

@@ -14,8 +14,10 @@ from edge_broker.mqtt.packets import Connect, Properties
 @pytest.mark.parametrize(("level", "name"), [(5, "MQTT"), (4, "MQTT"), (3, "MQIsdp")])
 def test_oversized_connect_names_its_level_without_its_body(level: int, name: str) -> None:
     props = Properties(user_properties=(("k", "v" * 300),)) if level == 5 else Properties()
-    data = encode(Connect(level, "c", True, 60, properties=props, protocol_name=name,
-                          username="u" * 300), level)
+    data = encode(
+        Connect(level, "c", True, 60, properties=props, protocol_name=name, username="u" * 300),
+        level,
+    )
     reader = PacketReader(side="server", max_packet_size=100)
     assert reader.feed(data[:4]) == []  # the level byte has not arrived: wait, holding 4 bytes
     assert reader.buffered == 4

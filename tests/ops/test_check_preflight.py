@@ -19,12 +19,20 @@ from tests.ops.tls_files import make_cert
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(*args: str, cwd: str = "/", prefix: tuple[str, ...] = (), timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, cwd: str = "/", prefix: tuple[str, ...] = (), timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("EDGE_BROKER_STATE_DIR", None)
     env.pop("STATE_DIRECTORY", None)
-    return subprocess.run([*prefix, sys.executable, "-m", "edge_broker", *args], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=timeout)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "edge_broker", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def check(conf: Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -43,8 +51,10 @@ def free_port() -> int:
 
 
 def tls_listener(cert: str, key: str, port: int = 0) -> str:
-    return (f'[[listeners]]\nname = "tls"\ntransport = "tls"\nport = {port}\n'
-            f'tls_cert = "{cert}"\ntls_key = "{key}"\n')
+    return (
+        f'[[listeners]]\nname = "tls"\ntransport = "tls"\nport = {port}\n'
+        f'tls_cert = "{cert}"\ntls_key = "{key}"\n'
+    )
 
 
 def test_listeners_and_metrics_on_one_address_and_port_are_refused(tmp_path: Path) -> None:
@@ -79,10 +89,16 @@ port = {other}
     result = check(conf)
     assert result.returncode == 1
     lines = result.stderr.splitlines()
-    assert (f"{conf}: listeners[1].port: listener 'local' on 127.0.0.1:{port} collides with listener "
-            f"'all' on 0.0.0.0:{port}: give it another port or address") in lines
-    assert any(line.startswith(f"{conf}: metrics.port: [metrics] on 127.0.0.1:{other} collides with "
-                               "listener 'second'") for line in lines)
+    assert (
+        f"{conf}: listeners[1].port: listener 'local' on 127.0.0.1:{port} collides with listener "
+        f"'all' on 0.0.0.0:{port}: give it another port or address"
+    ) in lines
+    assert any(
+        line.startswith(
+            f"{conf}: metrics.port: [metrics] on 127.0.0.1:{other} collides with listener 'second'"
+        )
+        for line in lines
+    )
     assert "listeners[2]" not in result.stderr  # "::" is IPv6 only: no collision with 0.0.0.0
     assert lines[-1] == "2 error(s)"
     result = run_briefly(conf)
@@ -101,8 +117,10 @@ def test_run_names_the_listener_whose_port_is_taken(tmp_path: Path) -> None:
         result = run_briefly(conf)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    assert (f"edge-broker: listener 'plain' (tcp 127.0.0.1:{port}): cannot listen: Address already in use; "
-            "another process (or listener) holds that port") in result.stderr
+    assert (
+        f"edge-broker: listener 'plain' (tcp 127.0.0.1:{port}): cannot listen: Address already in use; "
+        "another process (or listener) holds that port"
+    ) in result.stderr
 
 
 def test_tls_key_problems_are_config_errors(tmp_path: Path) -> None:
@@ -111,7 +129,11 @@ def test_tls_key_problems_are_config_errors(tmp_path: Path) -> None:
     conf = tmp_path / "b.toml"
     cases = {
         "mismatch": (str(cert), str(other_key), "is not the key of the certificate"),
-        "cert as key": (str(cert), str(cert), "is a certificate: write the path of the certificate's private key"),
+        "cert as key": (
+            str(cert),
+            str(cert),
+            "is a certificate: write the path of the certificate's private key",
+        ),
         "key as cert": (str(key), str(key), "is not a PEM certificate"),
     }
     for name, (c, k, expected) in cases.items():
@@ -121,10 +143,27 @@ def test_tls_key_problems_are_config_errors(tmp_path: Path) -> None:
         assert expected in result.stderr, (name, result.stderr)
         assert f"{conf}: listeners[0].tls_" in result.stderr, name
         result = run_briefly(conf)
-        assert result.returncode == 2 and "Traceback" not in result.stderr and expected in result.stderr, name
+        assert (
+            result.returncode == 2
+            and "Traceback" not in result.stderr
+            and expected in result.stderr
+        ), name
     encrypted = tmp_path / "encrypted.key"  # a service cannot type a passphrase: never a prompt
-    subprocess.run(["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:secret", "-out",
-                    str(encrypted)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "pkey",
+            "-in",
+            str(key),
+            "-aes256",
+            "-passout",
+            "pass:secret",
+            "-out",
+            str(encrypted),
+        ],
+        check=True,
+        capture_output=True,
+    )
     conf.write_text(tls_listener(str(cert), str(encrypted)))
     result = check(conf)
     assert result.returncode == 1 and "is encrypted: the broker starts unattended" in result.stderr
@@ -132,7 +171,9 @@ def test_tls_key_problems_are_config_errors(tmp_path: Path) -> None:
     assert check(conf).returncode == 0
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv"
+)
 def test_a_key_the_service_user_cannot_read(tmp_path: Path) -> None:
     """Root without CAP_DAC_OVERRIDE reads files as their mode says, like the service user."""
     cert, key = make_cert(tmp_path, "server")
@@ -142,11 +183,13 @@ def test_a_key_the_service_user_cannot_read(tmp_path: Path) -> None:
     no_dac = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all")
     result = check(conf, prefix=no_dac)
     assert result.returncode == 1
-    assert (f"{conf}: listeners[0].tls_key: cannot read {str(key)!r} (permission denied) as this user: make "
-            "it readable by the service's group") in result.stderr
+    assert (
+        f"{conf}: listeners[0].tls_key: cannot read {str(key)!r} (permission denied) as this user: make "
+        "it readable by the service's group"
+    ) in result.stderr
 
 
-AUTHORIZERS = '''
+AUTHORIZERS = """
 class NotAnAuthorizer:
     def __init__(self, options):
         pass
@@ -157,21 +200,35 @@ class Broken:
 
     async def authorize_publish(self, request):
         return None
-'''
+"""
 
 
 def test_authorizer_that_is_not_one_or_whose_constructor_raises(tmp_path: Path) -> None:
     (tmp_path / "plugins_i20.py").write_text(AUTHORIZERS)
     conf = tmp_path / "b.toml"
-    for cls, expected in (("NotAnAuthorizer", "is not an authorizer: it must define 'async def authorize_publish"),
-                          ("Broken", "no database at db://x")):
-        conf.write_text(f'[[authorizers]]\nclass = "plugins_i20:{cls}"\noptions = {{ url = "db://x" }}\n')
+    for cls, expected in (
+        ("NotAnAuthorizer", "is not an authorizer: it must define 'async def authorize_publish"),
+        ("Broken", "no database at db://x"),
+    ):
+        conf.write_text(
+            f'[[authorizers]]\nclass = "plugins_i20:{cls}"\noptions = {{ url = "db://x" }}\n'
+        )
         env = {**os.environ, "PYTHONPATH": f"{ROOT}:{tmp_path}"}
         for command, rc in (("check", 1), ("run", 2 if cls == "NotAnAuthorizer" else 1)):
-            result = subprocess.run([sys.executable, "-m", "edge_broker", command, "--config", str(conf)],
-                                    capture_output=True, text=True, cwd="/", env=env, timeout=20)
+            result = subprocess.run(
+                [sys.executable, "-m", "edge_broker", command, "--config", str(conf)],
+                capture_output=True,
+                text=True,
+                cwd="/",
+                env=env,
+                timeout=20,
+            )
             assert result.returncode == rc, (cls, command, result.stderr)
-            assert expected in result.stderr and "Traceback" not in result.stderr, (cls, command, result.stderr)
+            assert expected in result.stderr and "Traceback" not in result.stderr, (
+                cls,
+                command,
+                result.stderr,
+            )
             assert "authorizers[0]" in result.stderr, (cls, command, result.stderr)
 
 
@@ -202,10 +259,25 @@ def test_relative_paths_are_read_from_the_config_files_folder(tmp_path: Path) ->
     folder = tmp_path / "etc"
     folder.mkdir()
     make_cert(folder, "server")
-    subprocess.run([sys.executable, "-m", "edge_broker", "passwd", "add", str(folder / "passwd"), "dev",
-                    "--password-stdin"], input="pw\n", text=True, check=True,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)})
-    (folder / "acl.json5").write_text('{ access_control: { enabled: true, default_permission: "allow", rules: [], subjects: [], policies: [] } }')
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edge_broker",
+            "passwd",
+            "add",
+            str(folder / "passwd"),
+            "dev",
+            "--password-stdin",
+        ],
+        input="pw\n",
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    (folder / "acl.json5").write_text(
+        '{ access_control: { enabled: true, default_permission: "allow", rules: [], subjects: [], policies: [] } }'
+    )
     port = free_port()
     conf = folder / "b.toml"
     conf.write_text(f"""
@@ -232,8 +304,14 @@ level = "INFO"
     result = check(conf)  # from "/", as systemd runs it
     assert result.returncode == 0, result.stderr
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    broker = subprocess.Popen([sys.executable, "-m", "edge_broker", "run", "--config", str(conf)], cwd="/",
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    broker = subprocess.Popen(
+        [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+        cwd="/",
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         import time
 
@@ -251,7 +329,9 @@ level = "INFO"
 def test_directories_the_broker_must_create(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("not a directory")
     conf = tmp_path / "b.toml"
-    conf.write_text(f'[[listeners]]\nname = "a"\nport = 0\n[audit]\ndir = "{tmp_path}/afile/audit"\n')
+    conf.write_text(
+        f'[[listeners]]\nname = "a"\nport = 0\n[audit]\ndir = "{tmp_path}/afile/audit"\n'
+    )
     result = check(conf)
     assert result.returncode == 1
     assert f"{conf}: audit.dir: '{tmp_path}/afile/audit' cannot be created" in result.stderr
@@ -259,10 +339,15 @@ def test_directories_the_broker_must_create(tmp_path: Path) -> None:
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"edge-broker: cannot start: {tmp_path}/afile" in result.stderr
     assert cli("bundle", "keygen", str(tmp_path / "cloud.key")).returncode == 0
-    conf.write_text('[[listeners]]\nname = "a"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "g"\n'
-                    'trusted_keys = ["cloud.key.pub"]\ndirectory = "in"\nstate_dir = "afile/sync"\n')
+    conf.write_text(
+        '[[listeners]]\nname = "a"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "g"\n'
+        'trusted_keys = ["cloud.key.pub"]\ndirectory = "in"\nstate_dir = "afile/sync"\n'
+    )
     result = check(conf)
-    assert result.returncode == 1 and f"{conf}: sync.state_dir: '{tmp_path}/afile/sync' cannot be created" in result.stderr
+    assert (
+        result.returncode == 1
+        and f"{conf}: sync.state_dir: '{tmp_path}/afile/sync' cannot be created" in result.stderr
+    )
 
 
 def test_relative_sync_files_are_read_from_the_config_files_folder(tmp_path: Path) -> None:
@@ -271,8 +356,10 @@ def test_relative_sync_files_are_read_from_the_config_files_folder(tmp_path: Pat
     assert cli("bundle", "keygen", str(folder / "cloud.key")).returncode == 0
     (folder / "inbox").mkdir()
     conf = folder / "b.toml"
-    conf.write_text('[[listeners]]\nname = "a"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "gw"\n'
-                    'trusted_keys = ["cloud.key.pub"]\ndirectory = "inbox"\nstate_dir = "sync"\n')
+    conf.write_text(
+        '[[listeners]]\nname = "a"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "gw"\n'
+        'trusted_keys = ["cloud.key.pub"]\ndirectory = "inbox"\nstate_dir = "sync"\n'
+    )
     result = check(conf)
     assert result.returncode == 0, result.stderr
 
@@ -283,11 +370,23 @@ def test_run_names_metrics_and_pid_file_problems(tmp_path: Path) -> None:
         holder.listen()
         port = holder.getsockname()[1]
         conf = tmp_path / "b.toml"
-        conf.write_text(f'[[listeners]]\nname = "a"\nport = 0\n[metrics]\nenabled = true\nport = {port}\n')
+        conf.write_text(
+            f'[[listeners]]\nname = "a"\nport = 0\n[metrics]\nenabled = true\nport = {port}\n'
+        )
         result = run_briefly(conf)
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert f"edge-broker: [metrics] (127.0.0.1:{port}): cannot listen: Address already in use" in result.stderr
+    assert (
+        f"edge-broker: [metrics] (127.0.0.1:{port}): cannot listen: Address already in use"
+        in result.stderr
+    )
     conf.write_text('[[listeners]]\nname = "a"\nport = 0\n')
-    result = cli("run", "--config", str(conf), "--pid-file", str(tmp_path / "no" / "such" / "pid"), timeout=20)
+    result = cli(
+        "run",
+        "--config",
+        str(conf),
+        "--pid-file",
+        str(tmp_path / "no" / "such" / "pid"),
+        timeout=20,
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"--pid-file {tmp_path}/no/such/pid: No such file or directory" in result.stderr

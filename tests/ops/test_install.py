@@ -23,9 +23,13 @@ GROUP = "root:x:0:\nsystemd-journal:x:100:\n"
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(["sh", str(INSTALL), *args], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        ["sh", str(INSTALL), *args], capture_output=True, text=True, timeout=300
+    )
     if check and result.returncode != 0:
-        raise AssertionError(f"install.sh {args} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"install.sh {args} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -54,14 +58,23 @@ def test_files_modes_and_user(installed: tuple[Path, str]) -> None:
     assert mode(unit) == 0o644
     text = unit.read_text()
     assert "@PREFIX@" not in text
-    assert "ExecStart=/opt/edge-broker/venv/bin/edge-broker run --config /etc/edge-broker/edge-broker.toml" in text
+    assert (
+        "ExecStart=/opt/edge-broker/venv/bin/edge-broker run --config /etc/edge-broker/edge-broker.toml"
+        in text
+    )
     docs = next(line for line in text.splitlines() if line.startswith("Documentation="))
     for url in docs.removeprefix("Documentation=").split():  # issue 20: no made-up URL
-        assert url.startswith("file:/opt/edge-broker/") and (root / url.removeprefix("file:/")).is_file(), url
+        assert (
+            url.startswith("file:/opt/edge-broker/")
+            and (root / url.removeprefix("file:/")).is_file()
+        ), url
     assert "LogsDirectory=" not in text  # the broker logs to journald only
     passwd = (root / "etc/passwd").read_text().splitlines()
     group = (root / "etc/group").read_text().splitlines()
-    assert "edge-broker:x:101:101:edge-broker MQTT broker:/var/lib/edge-broker:/usr/sbin/nologin" in passwd
+    assert (
+        "edge-broker:x:101:101:edge-broker MQTT broker:/var/lib/edge-broker:/usr/sbin/nologin"
+        in passwd
+    )
     assert "edge-broker:x:101:" in group  # 100 is taken in both files
     assert "systemctl not called" in out
 
@@ -70,8 +83,18 @@ def test_installed_command_checks_the_default_config(installed: tuple[Path, str]
     root, _ = installed
     # the script's shebang names the device path (/opt/...): start it with the image's venv python
     venv = root / "opt/edge-broker/venv/bin"
-    result = subprocess.run([str(venv / "python"), str(venv / "edge-broker"), "check", "--config", str(root / "etc/edge-broker/edge-broker.toml")],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            str(venv / "python"),
+            str(venv / "edge-broker"),
+            "check",
+            "--config",
+            str(root / "etc/edge-broker/edge-broker.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert "OK (1 listener(s): local tcp 127.0.0.1:1883)" in result.stdout
 
@@ -83,17 +106,22 @@ def test_systemd_analyze_verify(installed: tuple[Path, str], tmp_path: Path) -> 
     text = (root / "etc/systemd/system/edge-broker.service").read_text()
     unit = tmp_path / "edge-broker.service"
     unit.write_text(text.replace("/opt/edge-broker/", f"{root}/opt/edge-broker/"))
-    result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and result.stderr == "", result.stderr
     broken = tmp_path / "broken" / "edge-broker.service"
     broken.parent.mkdir()
     broken.write_text(text.replace("/opt/edge-broker/", "/nonexistent/"))
-    result = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(broken)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode != 0 and "not executable" in result.stderr  # the check can fail
 
 
 def test_second_run_is_idempotent_then_uninstall_and_purge(
-        tmp_path_factory: pytest.TempPathFactory, installed: tuple[Path, str]) -> None:
+    tmp_path_factory: pytest.TempPathFactory, installed: tuple[Path, str]
+) -> None:
     root, _ = installed
     copy = tmp_path_factory.mktemp("copy") / "root"
     shutil.copytree(root, copy, symlinks=True)
@@ -105,8 +133,9 @@ def test_second_run_is_idempotent_then_uninstall_and_purge(
     assert conf.read_text().endswith("# edited by the operator\n")
     assert (copy / "etc/passwd").read_text() == passwd_before
     assert (copy / "etc/group").read_text().count("edge-broker:") == 1
-    assert (copy / "etc/systemd/system/edge-broker.service").read_text() == \
-        (root / "etc/systemd/system/edge-broker.service").read_text()
+    assert (copy / "etc/systemd/system/edge-broker.service").read_text() == (
+        root / "etc/systemd/system/edge-broker.service"
+    ).read_text()
 
     (copy / "var/lib/edge-broker/claims.log").write_text("state")
     out = run("--root", str(copy), "--uninstall").stdout
@@ -136,7 +165,10 @@ def test_bad_options_say_what_to_do(tmp_path: Path) -> None:
     (image / "usr/lib/python3.9").mkdir(parents=True)
     result = run("--root", str(image), "--python", sys.executable, check=False)
     assert result.returncode == 2
-    assert f"the image's /usr/bin/python3 is not Python {sys.version_info[0]}.{sys.version_info[1]}" in result.stderr
+    assert (
+        f"the image's /usr/bin/python3 is not Python {sys.version_info[0]}.{sys.version_info[1]}"
+        in result.stderr
+    )
     assert not (image / "opt").exists()  # refused before anything was built
 
 
@@ -146,8 +178,11 @@ DEVICE_PYTHON = Path("/usr/bin/python3")
 def _device_python_matches() -> bool:
     if not DEVICE_PYTHON.exists():
         return False
-    out = subprocess.run([str(DEVICE_PYTHON), "-c", "import sys; print(sys.version_info[:2])"],
-                         capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(
+        [str(DEVICE_PYTHON), "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     return out == str(tuple(sys.version_info[:2]))
 
 
@@ -155,9 +190,11 @@ def _in_chroot(root: Path, *command: str, user: str | None = None) -> list[str]:
     """``command`` run with ``root`` as ``/``, as on the device: the image's /usr is this
     machine's /usr (Debian's Python 3 and libc), bind-mounted in a private mount namespace."""
     userspec = f"--userspec={user} " if user else ""
-    script = (f"mount --rbind /usr '{root}/usr' && mount --bind /dev '{root}/dev' && "
-              f"mount -t proc proc '{root}/proc' && exec chroot {userspec}'{root}' "
-              + " ".join(f"'{c}'" for c in command))
+    script = (
+        f"mount --rbind /usr '{root}/usr' && mount --bind /dev '{root}/dev' && "
+        f"mount -t proc proc '{root}/proc' && exec chroot {userspec}'{root}' "
+        + " ".join(f"'{c}'" for c in command)
+    )
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
 
 
@@ -167,10 +204,13 @@ def _can_unshare() -> bool:
     return subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(not _can_unshare() or not _device_python_matches(),
-                    reason="needs root with mount namespaces and a /usr/bin/python3 of this Python's X.Y")
+@pytest.mark.skipif(
+    not _can_unshare() or not _device_python_matches(),
+    reason="needs root with mount namespaces and a /usr/bin/python3 of this Python's X.Y",
+)
 def test_root_image_runs_when_root_becomes_slash(
-        tmp_path_factory: pytest.TempPathFactory, installed: tuple[Path, str]) -> None:
+    tmp_path_factory: pytest.TempPathFactory, installed: tuple[Path, str]
+) -> None:
     """Issue 20: a --root image built with another interpreter (this venv's) runs in a chroot
     with the device's /usr/bin/python3, as the edge-broker user: shebangs, pyvenv.cfg and the
     python symlinks name device paths, and the config and state belong to the service user."""
@@ -178,7 +218,9 @@ def test_root_image_runs_when_root_becomes_slash(
     root = tmp_path_factory.mktemp("image") / "root"
     subprocess.run(["cp", "-a", str(built), str(root)], check=True)  # -a: keeps the owners
     venv = root / "opt/edge-broker/venv"
-    assert (venv / "bin/edge-broker").read_text().splitlines()[0] == "#!/opt/edge-broker/venv/bin/python"
+    assert (venv / "bin/edge-broker").read_text().splitlines()[
+        0
+    ] == "#!/opt/edge-broker/venv/bin/python"
     assert str(root) not in (venv / "pyvenv.cfg").read_text()
     assert "home = /usr/bin" in (venv / "pyvenv.cfg").read_text().splitlines()
     for script in (venv / "bin").iterdir():
@@ -209,16 +251,38 @@ def test_root_image_runs_when_root_becomes_slash(
             (root / name).symlink_to(target)
 
     binary = "/opt/edge-broker/venv/bin/edge-broker"
-    check = subprocess.run(_in_chroot(root, binary, "check", "--config", "/etc/edge-broker/edge-broker.toml",
-                                      user=f"{uid}:{gid}"), capture_output=True, text=True, timeout=60)
+    check = subprocess.run(
+        _in_chroot(
+            root,
+            binary,
+            "check",
+            "--config",
+            "/etc/edge-broker/edge-broker.toml",
+            user=f"{uid}:{gid}",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert check.returncode == 0, check.stderr
     assert f"OK (1 listener(s): local tcp 127.0.0.1:{port})" in check.stdout
 
     env = {**os.environ, "EDGE_BROKER_STATE_DIR": "/var/lib/edge-broker"}  # as the unit sets it
     env.pop("PYTHONPATH", None)
-    broker = subprocess.Popen(_in_chroot(root, binary, "run", "--config", "/etc/edge-broker/edge-broker.toml",
-                                         user=f"{uid}:{gid}"),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    broker = subprocess.Popen(
+        _in_chroot(
+            root,
+            binary,
+            "run",
+            "--config",
+            "/etc/edge-broker/edge-broker.toml",
+            user=f"{uid}:{gid}",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -227,7 +291,9 @@ def test_root_image_runs_when_root_becomes_slash(
                 break
             except OSError:
                 if broker.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"the installed broker did not start:\n{broker.communicate()[0]}") from None
+                    raise AssertionError(
+                        f"the installed broker did not start:\n{broker.communicate()[0]}"
+                    ) from None
                 time.sleep(0.2)
         with conn:  # MQTT 3.1.1 CONNECT, clean session → CONNACK accepted
             conn.sendall(bytes([0x10, 12, 0, 4]) + b"MQTT" + bytes([4, 2, 0, 60, 0, 0]))

@@ -64,7 +64,9 @@ def _scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     return families
 
 
-def _value(families: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
+def _value(
+    families: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str
+) -> float:
     for sample_labels, value in families[name]:
         if all(sample_labels.get(k) == v for k, v in labels.items()):
             return value
@@ -92,8 +94,16 @@ def test_scrape_counts_traffic_and_decisions(tmp_path: Path, broker_factory: Bro
     assert _value(after, "edge_broker_connections_open") == 1
     assert _value(after, "edge_broker_messages_total", direction="received") == 6
     assert _value(after, "edge_broker_bytes_total", direction="received") > 60
-    assert _value(after, "edge_broker_authz_decisions_total", gate="permissions", rule="no-admin",
-                  outcome="deny") == 1
+    assert (
+        _value(
+            after,
+            "edge_broker_authz_decisions_total",
+            gate="permissions",
+            rule="no-admin",
+            outcome="deny",
+        )
+        == 1
+    )
     assert _value(after, "edge_broker_denied_total", action="publish") == 1
     assert _value(after, "edge_broker_dropped_total", reason="queue") == 0
     assert "edge_broker_audit_records_written_total" in after
@@ -132,22 +142,31 @@ def test_sync_status_in_metrics(tmp_path: Path, broker_factory: BrokerFactory) -
     write_verify_key(tmp_path / "cloud.pub", key.verify_key)
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    text = CONFIG.format(audit=tmp_path / "audit") + f"""
+    text = (
+        CONFIG.format(audit=tmp_path / "audit")
+        + f"""
 [sync]
 source = "directory"
 gateway_id = "gw-m"
-trusted_keys = ["{tmp_path / 'cloud.pub'}"]
+trusted_keys = ["{tmp_path / "cloud.pub"}"]
 directory = "{inbox}"
 poll_interval = 0.1
-state_dir = "{tmp_path / 'state'}"
+state_dir = "{tmp_path / "state"}"
 """
+    )
     b = broker_factory(text)
     url = _metrics_url(b)
     assert _value(_scrape(url), "edge_broker_sync_policy_version") == 0
-    (inbox / "a.cbor").write_bytes(create_bundle(key, version=3, gateway="gw-m", issued_at=1,
-                                                 policy={"acl": {"enabled": False}}))
-    (inbox / "b.cbor").write_bytes(create_bundle(key, version=2, gateway="gw-m", issued_at=1,
-                                                 policy={"acl": {"enabled": False}}))
+    (inbox / "a.cbor").write_bytes(
+        create_bundle(
+            key, version=3, gateway="gw-m", issued_at=1, policy={"acl": {"enabled": False}}
+        )
+    )
+    (inbox / "b.cbor").write_bytes(
+        create_bundle(
+            key, version=2, gateway="gw-m", issued_at=1, policy={"acl": {"enabled": False}}
+        )
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         families = _scrape(url)
@@ -162,11 +181,14 @@ state_dir = "{tmp_path / 'state'}"
 
 
 def test_claim_store_stats(tmp_path: Path, broker_factory: BrokerFactory) -> None:
-    text = CONFIG.format(audit=tmp_path / "audit") + f"""
+    text = (
+        CONFIG.format(audit=tmp_path / "audit")
+        + f"""
 [claims]
 enabled = true
-store_dir = "{tmp_path / 'claims'}"
+store_dir = "{tmp_path / "claims"}"
 """
+    )
     b = broker_factory(text)
     families = _scrape(_metrics_url(b))
     assert _value(families, "edge_broker_claims", state="indexed") == 0
@@ -179,14 +201,20 @@ store_dir = "{tmp_path / 'claims'}"
 def test_state_metrics_and_health_endpoints(tmp_path: Path, broker_factory: BrokerFactory) -> None:
     """Issue 20: what $SYS has (sessions, queued messages, subscriptions, retained count and
     bytes, store health) plus the process's memory; /healthz and /readyz beside /metrics."""
-    b = broker_factory(CONFIG.format(audit=tmp_path / "audit")
-                       + f'\n[persistence]\nstate_dir = "{tmp_path / "state"}"\n')
+    b = broker_factory(
+        CONFIG.format(audit=tmp_path / "audit")
+        + f'\n[persistence]\nstate_dir = "{tmp_path / "state"}"\n'
+    )
     url = _metrics_url(b)
     before = _scrape(url)
     retained_before = _value(before, "edge_broker_retained_messages")
     bytes_before = _value(before, "edge_broker_retained_bytes")
-    sleeper = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="sleeper", clean_session=False,
-                          protocol=mqtt.MQTTv311)
+    sleeper = mqtt.Client(
+        CallbackAPIVersion.VERSION2,
+        client_id="sleeper",
+        clean_session=False,
+        protocol=mqtt.MQTTv311,
+    )
     sleeper.connect(b.host, b.port)
     sleeper.loop_start()
     sleeper.subscribe("q/#", qos=1)[1]
@@ -205,7 +233,9 @@ def test_state_metrics_and_health_endpoints(tmp_path: Path, broker_factory: Brok
     finally:
         client.loop_stop()
         client.disconnect()
-    assert _value(after, "edge_broker_retained_messages") == retained_before + 2  # $ topics not counted
+    assert (
+        _value(after, "edge_broker_retained_messages") == retained_before + 2
+    )  # $ topics not counted
     assert _value(after, "edge_broker_retained_bytes") >= bytes_before + 150
     assert _value(after, "edge_broker_sessions") == 2  # the offline persistent one and m2
     assert _value(after, "edge_broker_queued_messages") == 3
@@ -219,7 +249,9 @@ def test_state_metrics_and_health_endpoints(tmp_path: Path, broker_factory: Brok
             assert response.status == 200 and response.read() == body
 
 
-def test_readyz_is_503_while_the_store_refuses_writes(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+def test_readyz_is_503_while_the_store_refuses_writes(
+    tmp_path: Path, broker_factory: BrokerFactory
+) -> None:
     """The broker store on a tiny tmpfs that fills up: /readyz says why, /healthz stays 200;
     space back, the store's probe succeeds and /readyz is 200 again."""
     import os
@@ -228,13 +260,18 @@ def test_readyz_is_503_while_the_store_refuses_writes(tmp_path: Path, broker_fac
     page = os.sysconf("SC_PAGE_SIZE")
     mount = tmp_path / "tiny"
     mount.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={64 * page}", "tmpfs", str(mount)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={64 * page}", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
-        b = broker_factory(CONFIG.format(audit=tmp_path / "audit")
-                           + f'\n[persistence]\nstate_dir = "{mount / "state"}"\n')
+        b = broker_factory(
+            CONFIG.format(audit=tmp_path / "audit")
+            + f'\n[persistence]\nstate_dir = "{mount / "state"}"\n'
+        )
         url = _metrics_url(b)
         ready = url.replace("/metrics", "/readyz")
         with urllib.request.urlopen(ready, timeout=5) as response:

@@ -43,8 +43,14 @@ def _project_copy(tmp_path: Path) -> tuple[Path, Path]:
 def test_first_run_reports_progress_then_starts(tmp_path: Path) -> None:
     project, fake = _project_copy(tmp_path)
     env = {**os.environ, "PYTHON": str(fake)}
-    done = subprocess.run(["bash", "scripts/run", "--log-level", "debug"], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["bash", "scripts/run", "--log-level", "debug"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "first run" in done.stderr
     assert "Collecting paho-mqtt" in done.stderr
@@ -52,16 +58,25 @@ def test_first_run_reports_progress_then_starts(tmp_path: Path) -> None:
     assert "starting the broker" in done.stderr
     assert done.stdout.strip() == "broker ran with: run --log-level debug"
 
-    again = subprocess.run(["bash", "scripts/run"], cwd=project, env=env,
-                           capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        ["bash", "scripts/run"], cwd=project, env=env, capture_output=True, text=True, timeout=60
+    )
     assert again.returncode == 0
     assert again.stderr == ""  # later runs start straight away, quietly
 
 
 def test_failed_install_says_so(tmp_path: Path) -> None:
     project, fake = _project_copy(tmp_path)
-    fake.write_text(FAKE_PYTHON.replace('printf', 'true || printf'))  # pip "succeeds", installs nothing
-    done = subprocess.run(["bash", "scripts/run"], cwd=project, env={**os.environ, "PYTHON": str(fake)},
-                          capture_output=True, text=True, timeout=60)
+    fake.write_text(
+        FAKE_PYTHON.replace("printf", "true || printf")
+    )  # pip "succeeds", installs nothing
+    done = subprocess.run(
+        ["bash", "scripts/run"],
+        cwd=project,
+        env={**os.environ, "PYTHON": str(fake)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert "the install failed" in done.stderr

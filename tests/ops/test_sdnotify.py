@@ -15,8 +15,9 @@ def test_notifications_reach_the_socket(tmp_path: Path) -> None:
     server.bind(path)
     server.settimeout(2)
     try:
-        notifier = SystemdNotifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "4000000",
-                                    "WATCHDOG_PID": str(os.getpid())})
+        notifier = SystemdNotifier(
+            {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "4000000", "WATCHDOG_PID": str(os.getpid())}
+        )
         assert notifier.enabled and notifier.watchdog_interval == 2.0
         assert notifier.ready("serving 1 listener")
         assert server.recv(4096) == b"READY=1\nSTATUS=serving 1 listener"
@@ -50,6 +51,8 @@ def test_without_systemd_everything_is_a_noop() -> None:
 
 
 def test_watchdog_for_another_pid_is_ignored() -> None:
-    notifier = SystemdNotifier({"NOTIFY_SOCKET": "/nonexistent", "WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "1"})
+    notifier = SystemdNotifier(
+        {"NOTIFY_SOCKET": "/nonexistent", "WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "1"}
+    )
     assert notifier.watchdog_interval is None
     assert not notifier.ready()  # the socket does not exist: reported, not raised

@@ -24,8 +24,9 @@ def _collect(sock: socket.socket, until: float) -> list[bytes]:
     return got
 
 
-def test_ready_watchdog_stopping(tmp_path: Path, broker_factory: BrokerFactory,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ready_watchdog_stopping(
+    tmp_path: Path, broker_factory: BrokerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = str(tmp_path / "notify")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     server.bind(path)
@@ -93,16 +94,18 @@ async def test_blocked_event_loop_sends_no_pings(tmp_path: Path) -> None:
         server.close()
 
 
-def test_without_notify_socket_the_broker_runs_as_before(broker_factory: BrokerFactory,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_notify_socket_the_broker_runs_as_before(
+    broker_factory: BrokerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     b = broker_factory()
     b.connect_socket().close()
     assert b.stop() == 0
 
 
-def test_ready_after_the_persisted_bundle_is_applied(tmp_path: Path, broker_factory: BrokerFactory,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ready_after_the_persisted_bundle_is_applied(
+    tmp_path: Path, broker_factory: BrokerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import nacl.signing
 
     from edge_broker.keys import write_verify_key
@@ -112,7 +115,10 @@ def test_ready_after_the_persisted_bundle_is_applied(tmp_path: Path, broker_fact
     write_verify_key(tmp_path / "cloud.pub", key.verify_key)
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "bundle.cbor").write_bytes(
-        create_bundle(key, version=5, gateway="gw-n", issued_at=1, policy={"acl": {"enabled": False}}))
+        create_bundle(
+            key, version=5, gateway="gw-n", issued_at=1, policy={"acl": {"enabled": False}}
+        )
+    )
     path = str(tmp_path / "notify")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     server.bind(path)
@@ -128,9 +134,9 @@ port = 0
 [sync]
 source = "directory"
 gateway_id = "gw-n"
-trusted_keys = ["{tmp_path / 'cloud.pub'}"]
-directory = "{tmp_path / 'inbox'}"
-state_dir = "{tmp_path / 'state'}"
+trusted_keys = ["{tmp_path / "cloud.pub"}"]
+directory = "{tmp_path / "inbox"}"
+state_dir = "{tmp_path / "state"}"
 """)
         first = _collect(server, time.monotonic() + 1.0)
         assert first and first[0].startswith(b"READY=1\nSTATUS=serving 1 listener(s)")

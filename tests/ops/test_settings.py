@@ -20,7 +20,11 @@ def problems(text: str) -> list[str]:
 
 def test_defaults_are_off() -> None:
     config = loads_config("")
-    assert not config.metrics.enabled and config.metrics.bind == "127.0.0.1" and config.metrics.port == 9883
+    assert (
+        not config.metrics.enabled
+        and config.metrics.bind == "127.0.0.1"
+        and config.metrics.port == 9883
+    )
     assert not config.sync.enabled and config.sync.source == "none"
 
 
@@ -33,8 +37,10 @@ def test_sync_needs_gateway_and_keys() -> None:
 def test_sync_errors_name_the_key(tmp_path: Path) -> None:
     pub = tmp_path / "cloud.pub"
     pub.write_text("x")
-    found = problems(f'[sync]\nsource = "directory"\ngateway_id = "a/b"\ntrusted_keys = ["{pub}", "/no/key"]\n'
-                     'cert = "/no/cert"\nport = 70000\nsurprise = 1\n')
+    found = problems(
+        f'[sync]\nsource = "directory"\ngateway_id = "a/b"\ntrusted_keys = ["{pub}", "/no/key"]\n'
+        'cert = "/no/cert"\nport = 70000\nsurprise = 1\n'
+    )
     text = "\n".join(found)
     assert "sync.gateway_id: 'a/b' must not contain '/'" in text
     assert "sync.trusted_keys[1]: '/no/key' is not a readable file" in text
@@ -56,8 +62,12 @@ def test_sync_source_choice_and_metrics_types() -> None:
 def test_check_command_prints_them(tmp_path: Path) -> None:
     path = tmp_path / "gw.toml"
     path.write_text('[sync]\nsource = "mqtt"\ngateway_id = "gw"\n')
-    result = subprocess.run([sys.executable, "-m", "edge_broker", "check", "--config", str(path)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "check", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1
     assert "sync.trusted_keys: missing" in result.stderr
 
@@ -66,9 +76,15 @@ def test_run_refuses_a_key_file_that_is_not_a_key(tmp_path: Path) -> None:
     bad = tmp_path / "cloud.pub"
     bad.write_text("not a key\n")
     path = tmp_path / "gw.toml"
-    path.write_text(f'[[listeners]]\nname = "t"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "gw"\n'
-                    f'trusted_keys = ["{bad}"]\ndirectory = "{tmp_path}"\nstate_dir = "{tmp_path / "s"}"\n')
-    result = subprocess.run([sys.executable, "-m", "edge_broker", "run", "--config", str(path)],
-                            capture_output=True, text=True, timeout=60)
+    path.write_text(
+        f'[[listeners]]\nname = "t"\nport = 0\n[sync]\nsource = "directory"\ngateway_id = "gw"\n'
+        f'trusted_keys = ["{bad}"]\ndirectory = "{tmp_path}"\nstate_dir = "{tmp_path / "s"}"\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1
     assert f"edge-broker: [sync] trusted_keys: cannot load {bad}" in result.stderr

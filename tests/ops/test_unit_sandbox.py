@@ -62,8 +62,9 @@ def _syscalls(groups: list[str]) -> set[str]:
         if group in seen:
             continue
         seen.add(group)
-        out = subprocess.run(["systemd-analyze", "syscall-filter", group], capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            ["systemd-analyze", "syscall-filter", group], capture_output=True, text=True, check=True
+        ).stdout
         for line in out.splitlines()[1:]:
             item = line.strip()
             if not item or item.startswith("#"):
@@ -79,9 +80,13 @@ def _unit_groups() -> list[str]:
     raise AssertionError("the unit has no SystemCallFilter=~ line")
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None or ctypes.util.find_library("seccomp") is None,
-                    reason="needs systemd-analyze and libseccomp")
-def test_broker_serves_under_the_units_syscall_filter_and_memory_deny_write_execute(tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None or ctypes.util.find_library("seccomp") is None,
+    reason="needs systemd-analyze and libseccomp",
+)
+def test_broker_serves_under_the_units_syscall_filter_and_memory_deny_write_execute(
+    tmp_path: Path,
+) -> None:
     unit = UNIT.read_text()
     assert "MemoryDenyWriteExecute=yes" in unit and "RemoveIPC=yes" in unit
     groups = _unit_groups()
@@ -90,8 +95,22 @@ def test_broker_serves_under_the_units_syscall_filter_and_memory_deny_write_exec
     assert {"setuid", "chown", "setrlimit", "setpriority"} <= syscalls
 
     passwd = tmp_path / "passwd"
-    subprocess.run([sys.executable, "-m", "edge_broker", "passwd", "add", str(passwd), "dev",
-                    "--password-stdin"], input="pw\n", text=True, check=True, timeout=60)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edge_broker",
+            "passwd",
+            "add",
+            str(passwd),
+            "dev",
+            "--password-stdin",
+        ],
+        input="pw\n",
+        text=True,
+        check=True,
+        timeout=60,
+    )
     config = f"""
 [[listeners]]
 name = "tcp"
@@ -102,7 +121,7 @@ auth_methods = ["password"]
 file = "{passwd}"
 
 [persistence]
-state_dir = "{tmp_path / 'state'}"
+state_dir = "{tmp_path / "state"}"
 """
     launcher = tmp_path / "launcher.py"
     launcher.write_text(LAUNCHER)
@@ -112,7 +131,7 @@ state_dir = "{tmp_path / 'state'}"
 
     real = conftest.sys.executable
     wrapper = tmp_path / "python-sandboxed"
-    wrapper.write_text(f"#!/bin/sh\nexec {real} {launcher} {','.join(sorted(syscalls))} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {real} {launcher} {",".join(sorted(syscalls))} "$@"\n')
     wrapper.chmod(0o755)
     conftest.sys.executable = str(wrapper)
     try:

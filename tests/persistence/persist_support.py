@@ -24,16 +24,29 @@ from edge_broker.mqtt.packets import (  # noqa: E402
     Subscription,
 )
 
-__all__ = ["RawClient", "persistent_config", "subscribe", "drain", "EXPIRY", "props_for",
-           "StrictReceiver"]
+__all__ = [
+    "RawClient",
+    "persistent_config",
+    "subscribe",
+    "drain",
+    "EXPIRY",
+    "props_for",
+    "StrictReceiver",
+]
 
 EXPIRY = Properties(session_expiry_interval=3600)
 
 
 def persistent_config(state: Path, durability: str = "sync", **extra: Any) -> dict[str, Any]:
-    return {"persistence": {"enabled": True, "state_dir": str(state), "durability": durability,
-                            **extra},
-            "sys": {"interval": 1}}
+    return {
+        "persistence": {
+            "enabled": True,
+            "state_dir": str(state),
+            "durability": durability,
+            **extra,
+        },
+        "sys": {"interval": 1},
+    }
 
 
 def subscribe(c: RawClient, *filters: tuple[str, int], pid: int = 1) -> Suback:
@@ -41,8 +54,13 @@ def subscribe(c: RawClient, *filters: tuple[str, int], pid: int = 1) -> Suback:
     return c.expect(Suback)
 
 
-def drain(c: RawClient, quiet: float = 1.0, ack: bool = True,
-          held: set[int] | None = None, complete: bool = True) -> list[Publish]:
+def drain(
+    c: RawClient,
+    quiet: float = 1.0,
+    ack: bool = True,
+    held: set[int] | None = None,
+    complete: bool = True,
+) -> list[Publish]:
     """Every PUBLISH until ``quiet`` seconds pass without one; QoS 1/2 acknowledged fully
     (QoS 2 receiver keeps the packet ids awaiting PUBREL, so a resent PUBLISH with one of them
     is not counted twice: method B of MQTT 5 §4.3.3). Pass ``held`` to keep that state across
@@ -99,8 +117,10 @@ class StrictReceiver:
             return True
         if pid in self.held:
             if self.held[pid] != packet.payload:
-                self.errors.append(f"packet id {pid} reused for {packet.payload!r} while held "
-                                   f"for {self.held[pid]!r}")
+                self.errors.append(
+                    f"packet id {pid} reused for {packet.payload!r} while held "
+                    f"for {self.held[pid]!r}"
+                )
             return False
         if packet.payload in self.delivered:
             self.errors.append(f"QoS 2 duplicate: {packet.payload!r} again under id {pid}")

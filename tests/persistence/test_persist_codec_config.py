@@ -36,28 +36,43 @@ props = st.builds(
     user_properties=st.lists(st.tuples(text, text), max_size=3).map(tuple),
 )
 messages = st.builds(
-    Message, topic=text, payload=st.binary(max_size=64), qos=st.sampled_from([0, 1, 2]),
-    retain=st.booleans(), properties=props,
+    Message,
+    topic=text,
+    payload=st.binary(max_size=64),
+    qos=st.sampled_from([0, 1, 2]),
+    retain=st.booleans(),
+    properties=props,
     expires_at=st.none() | st.floats(0, 1e6, allow_nan=False),
-    origin=st.none() | text)
+    origin=st.none() | text,
+)
 
 
 @settings(max_examples=300)
-@given(messages, st.sampled_from([1, 2]), st.booleans(),
-       st.lists(st.integers(1, 268_435_455), max_size=3).map(tuple))
+@given(
+    messages,
+    st.sampled_from([1, 2]),
+    st.booleans(),
+    st.lists(st.integers(1, 268_435_455), max_size=3).map(tuple),
+)
 def test_outgoing_round_trip(message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]):
     import cbor2
 
-    raw = cbor2.loads(cbor2.dumps(encode_outgoing("cid", Outgoing(message, qos, retain, sub_ids),
-                                                  100.0, 5000.0)))
+    raw = cbor2.loads(
+        cbor2.dumps(encode_outgoing("cid", Outgoing(message, qos, retain, sub_ids), 100.0, 5000.0))
+    )
     # decoded in a new process (monotonic clock restarted at 3.0), 100 s later on the wall
     cid, back = decode_outgoing(raw, "m", 3.0, 5100.0)
     assert cid == "cid" and back.qos == qos and back.retain == retain
     assert back.sub_ids == sub_ids
     got = back.message
     assert (got.topic, got.payload, got.qos, got.retain, got.properties, got.origin) == (
-        message.topic, message.payload, message.qos, message.retain, message.properties,
-        message.origin)
+        message.topic,
+        message.payload,
+        message.qos,
+        message.retain,
+        message.properties,
+        message.origin,
+    )
     if message.expires_at is None:
         assert got.expires_at is None
     else:
@@ -73,28 +88,55 @@ def test_will_round_trip(topic, payload, qos, retain, properties):
 
 
 def test_identity_keeps_names_not_runtime_parts():
-    identity = Identity("c", "token", tenant="t1", username="u", roles=("a", "b"),
-                        grants=object(), remote_address=("1.2.3.4", 5))
+    identity = Identity(
+        "c",
+        "token",
+        tenant="t1",
+        username="u",
+        roles=("a", "b"),
+        grants=object(),
+        remote_address=("1.2.3.4", 5),
+    )
     back = decode_identity(encode_identity(identity), "s")
     assert (back.client_id, back.method, back.tenant, back.username, back.roles) == (
-        "c", "token", "t1", "u", ("a", "b"))
+        "c",
+        "token",
+        "t1",
+        "u",
+        ("a", "b"),
+    )
     assert back.grants is None and back.remote_address is None
 
 
-@pytest.mark.parametrize("raw", [None, [], ["t"], ["t", "not bytes", 1, False, None, None, None],
-                                 ["t", b"", 7, False, None, None, None],
-                                 ["t", b"", 1, False, {"bogus": 1}, None, None],
-                                 ["t", b"", 1, False, None, "soon", None]])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        None,
+        [],
+        ["t"],
+        ["t", "not bytes", 1, False, None, None, None],
+        ["t", b"", 7, False, None, None, None],
+        ["t", b"", 1, False, {"bogus": 1}, None, None],
+        ["t", b"", 1, False, None, "soon", None],
+    ],
+)
 def test_damaged_message_records_raise_record_error(raw):
     with pytest.raises(RecordError, match="^retained 'x'"):
         decode_message(raw, "retained 'x'", 0.0, 0.0)
 
 
 def test_persistence_section_parses_and_names_bad_keys():
-    config = loads_config('[persistence]\nenabled = true\nstate_dir = "/srv/eb"\n'
-                          'durability = "interval"\ninterval_ms = 20\n')
+    config = loads_config(
+        '[persistence]\nenabled = true\nstate_dir = "/srv/eb"\n'
+        'durability = "interval"\ninterval_ms = 20\n'
+    )
     p = config.persistence
-    assert (p.enabled, p.state_dir, p.durability, p.interval_ms) == (True, "/srv/eb", "interval", 20)
+    assert (p.enabled, p.state_dir, p.durability, p.interval_ms) == (
+        True,
+        "/srv/eb",
+        "interval",
+        20,
+    )
     assert log_path(config).as_posix() == f"/srv/eb/{BROKER_LOG}"
     assert store_path(config).parent == log_path(config).parent  # claims share the directory
     with pytest.raises(ConfigError) as err:

@@ -13,8 +13,9 @@ from persist_support import EXPIRY, RawClient, drain, persistent_config, subscri
 from edge_broker.mqtt.packets import Puback, Pubcomp, Publish, Pubrec, Pubrel
 
 
-def _kill_after_acks(b, pub: RawClient, packets: list[Publish], kill_after: int,
-                     ack_type: type) -> set[int]:
+def _kill_after_acks(
+    b, pub: RawClient, packets: list[Publish], kill_after: int, ack_type: type
+) -> set[int]:
     """Send every packet pipelined, kill -9 once ``kill_after`` acks came back; the packet
     ids the broker acknowledged (before and in the bytes already on their way)."""
     for packet in packets:
@@ -134,8 +135,9 @@ def test_retained_messages_survive_kill9(broker_factory, tmp_path):
     pub = RawClient(b.host, b.port)
     pub.connect("rpub")
     n = 200
-    packets = [Publish(f"r/{i}", f"v{i}".encode(), 1, retain=True, packet_id=i + 1)
-               for i in range(n)]
+    packets = [
+        Publish(f"r/{i}", f"v{i}".encode(), 1, retain=True, packet_id=i + 1) for i in range(n)
+    ]
     packets.append(Publish("r/0", b"", 1, retain=True, packet_id=n + 1))  # clears r/0
     packets.append(Publish("r/qos0", b"zero", 0, retain=True))
     acked = _kill_after_acks(b, pub, packets, n + 1, Puback)

@@ -19,7 +19,9 @@ def test_off_for_ad_hoc_runs() -> None:
 
 
 @pytest.mark.parametrize("variable", ["STATE_DIRECTORY", "EDGE_BROKER_STATE_DIR"])
-def test_on_when_the_environment_gives_a_state_directory(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+def test_on_when_the_environment_gives_a_state_directory(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
     monkeypatch.setenv(variable, "/var/lib/edge-broker")
     assert loads_config("").persistence.enabled is True
     assert loads_config("[persistence]\nenabled = false\n").persistence.enabled is False

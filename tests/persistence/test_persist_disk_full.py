@@ -20,8 +20,11 @@ def _mount(path: Path, size: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs: {result.stderr.strip()}")
 
@@ -102,8 +105,7 @@ def test_disk_full_refuses_qos1_keeps_qos0_and_recovers(broker_factory, tmp_path
         subprocess.run(["umount", "-l", str(state)], capture_output=True)
 
 
-def test_io_error_refuses_with_0x80_then_recovers(inprocess_broker_factory, tmp_path,
-                                                   monkeypatch):
+def test_io_error_refuses_with_0x80_then_recovers(inprocess_broker_factory, tmp_path, monkeypatch):
     """An injected EIO on fsync (a dying SD card, a read-only remount) instead of a full disk:
     0x80 with a Reason String; publishes that need no storage are still accepted."""
     import errno

@@ -11,8 +11,9 @@ from edge_broker.mqtt.packets import Puback, Publish
 
 
 def _run(inprocess_broker_factory, tmp_path, durability: str, n: int = 20) -> tuple[int, int]:
-    b = inprocess_broker_factory(persistent_config(tmp_path / "state", durability,
-                                                   interval_ms=60_000))
+    b = inprocess_broker_factory(
+        persistent_config(tmp_path / "state", durability, interval_ms=60_000)
+    )
     sub = RawClient(b.host, b.port)
     sub.connect("dsub", clean=False, properties=EXPIRY)
     subscribe(sub, ("d/#", 1))
@@ -42,7 +43,8 @@ def test_sync_fsyncs_before_every_acknowledgement(inprocess_broker_factory, tmp_
 
 
 @pytest.mark.parametrize("durability", ["interval", "none"])
-def test_interval_and_none_acknowledge_without_fsync(inprocess_broker_factory, tmp_path,
-                                                     durability):
+def test_interval_and_none_acknowledge_without_fsync(
+    inprocess_broker_factory, tmp_path, durability
+):
     stored, unrelated = _run(inprocess_broker_factory, tmp_path, durability)
     assert stored <= 1 and unrelated == 0

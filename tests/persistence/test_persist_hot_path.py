@@ -13,7 +13,8 @@ from edge_broker.mqtt.packets import Puback, Publish
 
 
 def test_qos1_publishes_into_a_persistent_session_append_per_turn_without_tasks(
-        inprocess_broker_factory, tmp_path):
+    inprocess_broker_factory, tmp_path
+):
     b = inprocess_broker_factory(persistent_config(tmp_path / "state", "none"))
     sub = RawClient(b.host, b.port)
     sub.connect("hot-sub", clean=False, properties=EXPIRY)
@@ -37,8 +38,9 @@ def test_qos1_publishes_into_a_persistent_session_append_per_turn_without_tasks(
     b.call(lambda: b.loop.set_task_factory(counting))
     before = b.call(appends)
     n = 200
-    pub.sock.sendall(b"".join(encode(Publish(f"hot/{i}", b"x" * 32, 1, packet_id=i + 1), 5)
-                              for i in range(n)))
+    pub.sock.sendall(
+        b"".join(encode(Publish(f"hot/{i}", b"x" * 32, 1, packet_id=i + 1), 5) for i in range(n))
+    )
     acks = [pub.expect(Puback) for _ in range(n)]
     assert all(a.reason_code == 0 for a in acks)
     written = b.call(appends) - before

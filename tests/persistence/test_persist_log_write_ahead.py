@@ -40,8 +40,9 @@ def fsync(monkeypatch: pytest.MonkeyPatch) -> BlockingFsync:
     return blocking
 
 
-async def test_write_never_waits_behind_a_running_fsync(tmp_path: Path,
-                                                        fsync: BlockingFsync) -> None:
+async def test_write_never_waits_behind_a_running_fsync(
+    tmp_path: Path, fsync: BlockingFsync
+) -> None:
     path = tmp_path / "wa.log"
     fsync.release.set()
     log = KeyedLog.open(path, fsync="always")
@@ -70,8 +71,9 @@ async def test_write_never_waits_behind_a_running_fsync(tmp_path: Path,
     reopened.close()
 
 
-async def test_waiters_written_before_an_fsync_share_it(tmp_path: Path,
-                                                        fsync: BlockingFsync) -> None:
+async def test_waiters_written_before_an_fsync_share_it(
+    tmp_path: Path, fsync: BlockingFsync
+) -> None:
     fsync.release.set()
     log = KeyedLog.open(tmp_path / "wa.log", fsync="always")
     base = fsync.calls
@@ -99,8 +101,9 @@ async def test_a_failed_fsync_fails_its_waiters(tmp_path: Path, fsync: BlockingF
     await log.aclose()
 
 
-async def test_interval_mode_fsyncs_after_the_interval(tmp_path: Path,
-                                                       fsync: BlockingFsync) -> None:
+async def test_interval_mode_fsyncs_after_the_interval(
+    tmp_path: Path, fsync: BlockingFsync
+) -> None:
     fsync.release.set()
     log = KeyedLog.open(tmp_path / "wa.log", fsync=0.05)
     base = fsync.calls

@@ -52,15 +52,15 @@ def _recover(state: Path) -> tuple[list[bytes] | None, dict[str, bytes]]:
     session did not survive) and the retained messages."""
     config = loads_config(
         f'[persistence]\nenabled = true\nstate_dir = "{state}"\n'
-        '[[listeners]]\nname = "t"\nbind = "127.0.0.1"\nport = 0\n')
+        '[[listeners]]\nname = "t"\nbind = "127.0.0.1"\nport = 0\n'
+    )
 
     async def run() -> tuple[list[bytes] | None, dict[str, bytes]]:
         broker = Broker(config)
         await broker.start()
         try:
             session = broker.sessions.get("sub")
-            queue = None if session is None else [
-                o.message.payload for o in session.queue]
+            queue = None if session is None else [o.message.payload for o in session.queue]
             space = broker.topic_space("~")
             if session is not None:  # where reload re-checks it, and routable again
                 assert session in list(broker.sessions)
@@ -95,7 +95,7 @@ def test_cut_at_random_offsets_keeps_a_growing_prefix(store, tmp_path, caplog):
         (state / BROKER_LOG).write_bytes(store[:offset])
         queue, retained = _recover(state)
         kept = queue or []
-        assert kept == full[:len(kept)], f"cut at {offset}: not a prefix of what was written"
+        assert kept == full[: len(kept)], f"cut at {offset}: not a prefix of what was written"
         assert len(kept) >= previous, f"cut at {offset} kept fewer messages than a shorter cut"
         previous = len(kept)
         assert all(v == f"v{k[2:]:0>4}".encode() for k, v in retained.items())

@@ -52,21 +52,31 @@ class Publisher:
     def run(self, b, stop: threading.Event, new: bool) -> None:
         try:
             c = RawClient(b.host, b.port, level=self.level, timeout=5.0)
-            c.connect(self.name, clean=False,
-                      properties=props_for(self.level, session_expiry_interval=3600))
+            c.connect(
+                self.name,
+                clean=False,
+                properties=props_for(self.level, session_expiry_interval=3600),
+            )
             for packet in list(self.unacked.values()):
                 c.send(replace(packet, dup=True))
             for pid in list(self.released):
                 c.send(Pubrel(pid))
             next_at = time.monotonic()
             while not stop.is_set():
-                while (new and len(self.unacked) + len(self.released) < WINDOW
-                       and time.monotonic() >= next_at):
+                while (
+                    new
+                    and len(self.unacked) + len(self.released) < WINDOW
+                    and time.monotonic() >= next_at
+                ):
                     next_at += PACE
                     self.count += 1
                     pid = self._pid()
-                    packet = Publish(f"rk/{self.qos}", f"{self.name}-{self.count}".encode(),
-                                     self.qos, packet_id=pid)
+                    packet = Publish(
+                        f"rk/{self.qos}",
+                        f"{self.name}-{self.count}".encode(),
+                        self.qos,
+                        packet_id=pid,
+                    )
                     self.unacked[pid] = packet
                     c.send(packet)
                 if not new and not self.unacked and not self.released:
@@ -107,9 +117,13 @@ class Subscriber:
 
     def connect(self, b) -> RawClient:
         c = RawClient(b.host, b.port, level=self.level, timeout=5.0)
-        c.connect(self.name, clean=False,
-                  properties=props_for(self.level, session_expiry_interval=3600,
-                                       receive_maximum=self.receive_maximum))
+        c.connect(
+            self.name,
+            clean=False,
+            properties=props_for(
+                self.level, session_expiry_interval=3600, receive_maximum=self.receive_maximum
+            ),
+        )
         return c
 
     def run(self, b, stop: threading.Event) -> None:
@@ -147,15 +161,23 @@ def _run(threads: list[threading.Thread]) -> None:
         t.start()
 
 
-def _random_kill(broker_factory, tmp_path: Path, level: int, durability: str, cycles: int,
-                 seed: int) -> None:
+def _random_kill(
+    broker_factory, tmp_path: Path, level: int, durability: str, cycles: int, seed: int
+) -> None:
     rng = random.Random(seed)
-    config = {**persistent_config(tmp_path / "state", durability, interval_ms=50),
-              "limits": {"max_queued_messages": 1_000_000, "max_queued_bytes": 1 << 30,
-                         "max_inflight": 8}}
+    config = {
+        **persistent_config(tmp_path / "state", durability, interval_ms=50),
+        "limits": {
+            "max_queued_messages": 1_000_000,
+            "max_queued_bytes": 1 << 30,
+            "max_inflight": 8,
+        },
+    }
     pubs = [Publisher("rk-p1", 1, level), Publisher("rk-p2", 2, level)]
-    subs = [Subscriber(f"rk-{kind}", level, kind, rng)
-            for kind in ("online", "slow", "offline", "churn")]
+    subs = [
+        Subscriber(f"rk-{kind}", level, kind, rng)
+        for kind in ("online", "slow", "offline", "churn")
+    ]
     b = broker_factory(config)
     for sub in subs:
         c = sub.connect(b)
@@ -204,7 +226,9 @@ def _random_kill(broker_factory, tmp_path: Path, level: int, durability: str, cy
     for s in subs:
         assert not s.rx.errors, f"{s.name}: {s.rx.errors[:5]}"
         missing = expected - set(s.rx.delivered)
-        assert not missing, f"{s.name}: {len(missing)} acknowledged lost, e.g. {sorted(missing)[:5]}"
+        assert not missing, (
+            f"{s.name}: {len(missing)} acknowledged lost, e.g. {sorted(missing)[:5]}"
+        )
         twice = [p for p in qos2 if s.rx.delivered.count(p) > 1]
         assert not twice, f"{s.name}: QoS 2 delivered twice: {twice[:5]}"
 
@@ -218,5 +242,11 @@ def test_random_kill(broker_factory, tmp_path, level, durability):
 @pytest.mark.parametrize("durability", ["sync", "interval", "none"])
 @pytest.mark.parametrize("level", [5, 4])
 def test_random_kill_soak(broker_factory, tmp_path, level, durability):
-    _random_kill(broker_factory, tmp_path, level, durability, cycles=60,
-                 seed=hash((level, durability)) & 0xFFFF)
+    _random_kill(
+        broker_factory,
+        tmp_path,
+        level,
+        durability,
+        cycles=60,
+        seed=hash((level, durability)) & 0xFFFF,
+    )

@@ -27,8 +27,13 @@ def test_subscription_options_and_identifier_survive_restart(broker_factory, tmp
     b = broker_factory(persistent_config(state))
     sub = RawClient(b.host, b.port)
     sub.connect("opts", clean=False, properties=EXPIRY)
-    sub.send(Subscribe(1, (Subscription("a/+", 1, no_local=True, retain_as_published=True),),
-                       Properties(subscription_identifiers=(7,))))
+    sub.send(
+        Subscribe(
+            1,
+            (Subscription("a/+", 1, no_local=True, retain_as_published=True),),
+            Properties(subscription_identifiers=(7,)),
+        )
+    )
     assert sub.expect(Suback).reason_codes == (1,)
     sub.close()
     b.stop()
@@ -65,8 +70,12 @@ def test_will_pending_at_the_crash_is_published_after_its_delay(broker_factory, 
     state = tmp_path / "state"
     b = broker_factory(persistent_config(state))
     c = RawClient(b.host, b.port)
-    c.connect("dying", clean=False, properties=Properties(session_expiry_interval=60),
-              will=Will("wills/dying", b"gone", 1, False, Properties(will_delay_interval=1)))
+    c.connect(
+        "dying",
+        clean=False,
+        properties=Properties(session_expiry_interval=60),
+        will=Will("wills/dying", b"gone", 1, False, Properties(will_delay_interval=1)),
+    )
     time.sleep(0.3)  # the session record is written just after CONNACK, not before it
     b.process.send_signal(signal.SIGKILL)
     b.process.wait(10)

@@ -55,7 +55,8 @@ def test_a_message_for_ten_sessions_is_stored_once(broker_factory, tmp_path):
         assert c.connect(f"once-{k}", clean=False, properties=EXPIRY).session_present
         got = drain(c, 0.5)
         assert [(p.payload, p.properties.user_properties) for p in got] == [
-            (b"x" * 1000, (("k", "v"),))]
+            (b"x" * 1000, (("k", "v"),))
+        ]
         c.close()
     b2.stop()
     tables = _tables(state)
@@ -79,11 +80,17 @@ def test_previous_format_is_migrated_on_start(broker_factory, tmp_path):
     now_mono, now_wall = now_pair()
     ops = []
     for seq, (topic, payload, qos) in enumerate(
-            [("mig/a", b"in flight", 2), ("mig/b", b"queued 1", 1), ("mig/c", b"queued 2", 2)],
-            start=100):
+        [("mig/a", b"in flight", 2), ("mig/b", b"queued 1", 1), ("mig/c", b"queued 2", 2)],
+        start=100,
+    ):
         message = make_message(topic, payload, qos, False, NO_PROPERTIES, "mig-pub")
-        ops.append(Put("m", seq, encode_outgoing("mig-sub", Outgoing(message, qos, False),
-                                                 now_mono, now_wall)))
+        ops.append(
+            Put(
+                "m",
+                seq,
+                encode_outgoing("mig-sub", Outgoing(message, qos, False), now_mono, now_wall),
+            )
+        )
     ops.append(Put("f", 100, [5, False]))
     keyed.commit_sync(ops)
     keyed.close()

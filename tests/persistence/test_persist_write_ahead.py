@@ -42,8 +42,9 @@ def _kill(b) -> None:
 def _client(b, level: int, cid: str, clean: bool = False, **props) -> RawClient:
     c = RawClient(b.host, b.port, level=level, timeout=15.0)
     props.setdefault("session_expiry_interval", 3600)
-    ack = c.connect(cid, clean=clean, properties=props_for(level, **props) if not clean
-                    else props_for(level))
+    ack = c.connect(
+        cid, clean=clean, properties=props_for(level, **props) if not clean else props_for(level)
+    )
     assert ack.reason_code == 0
     c.connack = ack  # type: ignore[attr-defined]
     return c
@@ -55,8 +56,9 @@ MODES = pytest.mark.parametrize("durability", ["sync", "none"])
 
 @LEVELS
 @MODES
-def test_qos2_resent_with_dup_after_kill_is_not_routed_again(broker_factory, tmp_path,
-                                                             slow_flag, level, durability):
+def test_qos2_resent_with_dup_after_kill_is_not_routed_again(
+    broker_factory, tmp_path, slow_flag, level, durability
+):
     """Window (a): a QoS 2 PUBLISH routed to a receiver, then kill -9 before its PUBREC: the
     publisher resends it with DUP=1 after the restart and it must not be routed again."""
     config = persistent_config(tmp_path / "state", durability)
@@ -83,8 +85,9 @@ def test_qos2_resent_with_dup_after_kill_is_not_routed_again(broker_factory, tmp
 
 @LEVELS
 @MODES
-def test_message_moved_into_flight_comes_back_in_flight(broker_factory, tmp_path, slow_flag,
-                                                        level, durability):
+def test_message_moved_into_flight_comes_back_in_flight(
+    broker_factory, tmp_path, slow_flag, level, durability
+):
     """Window (b): an acknowledged QoS 2 message queued while its subscriber was offline goes
     into flight when it reconnects; kill -9 right after the PUBLISH left: after the restart it
     is resent with the same packet id and DUP=1, not queued again under a new id."""
@@ -117,8 +120,9 @@ def test_message_moved_into_flight_comes_back_in_flight(broker_factory, tmp_path
 
 @LEVELS
 @MODES
-def test_restored_packet_id_counter_skips_ids_the_client_holds(broker_factory, tmp_path,
-                                                               slow_flag, level, durability):
+def test_restored_packet_id_counter_skips_ids_the_client_holds(
+    broker_factory, tmp_path, slow_flag, level, durability
+):
     """Window (c): a subscriber holds packet ids of QoS 2 messages it received (no PUBREL
     yet) when the broker is killed; after the restart a new message must not get one of
     those ids (a strict client would drop it as a duplicate: lost), and the held messages

@@ -25,10 +25,15 @@ ISSUED_AT = 1_790_000_000
 def spark() -> Iterator[Any]:
     if shutil.which("java") is None:
         pytest.skip("no Java runtime (scripts/test installs default-jre-headless)")
-    session = get_session("local[2]", {
-        "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-        "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "1g",
-    })
+    session = get_session(
+        "local[2]",
+        {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.memory": "1g",
+        },
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -64,11 +69,20 @@ def compiled(spark: Any, keys: Keys, tmp_path_factory: pytest.TempPathFactory) -
     from edge_broker.pipeline.compile import run_compile
 
     base = tmp_path_factory.mktemp("fleet")
-    fleet = make_fleet(str(base / "in"), gateways=4, devices_per_gateway=6, tenants=2,
-                       invalid=len(INVALID_KINDS), audit_records=0, seed=7)
+    fleet = make_fleet(
+        str(base / "in"),
+        gateways=4,
+        devices_per_gateway=6,
+        tenants=2,
+        invalid=len(INVALID_KINDS),
+        audit_records=0,
+        seed=7,
+    )
     out = base / "out"
     with pytest.raises(PipelineError) as caught:
-        run_compile(spark, fleet.directory, str(out), key=keys.key, issued_at=ISSUED_AT, emit_policies=True)
+        run_compile(
+            spark, fleet.directory, str(out), key=keys.key, issued_at=ISSUED_AT, emit_policies=True
+        )
     return Compiled(fleet, out, str(caught.value))
 
 
@@ -79,7 +93,16 @@ def compiled_valid(spark: Any, keys: Keys, tmp_path_factory: pytest.TempPathFact
     from edge_broker.pipeline.compile import run_compile
 
     base = tmp_path_factory.mktemp("fleet-valid")
-    fleet = make_fleet(str(base / "in"), gateways=4, devices_per_gateway=6, tenants=2, audit_records=0, seed=7)
+    fleet = make_fleet(
+        str(base / "in"), gateways=4, devices_per_gateway=6, tenants=2, audit_records=0, seed=7
+    )
     out = base / "out"
-    run_compile(spark, (base / "in").as_uri(), out.as_uri(), key=keys.key, issued_at=ISSUED_AT, emit_policies=True)
+    run_compile(
+        spark,
+        (base / "in").as_uri(),
+        out.as_uri(),
+        key=keys.key,
+        issued_at=ISSUED_AT,
+        emit_policies=True,
+    )
     return Compiled(fleet, out, "")

@@ -23,27 +23,49 @@ from tests.pipeline.conftest import Keys
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
     base = tmp_path_factory.mktemp("auditfleet")
-    fleet = make_fleet(str(base), gateways=3, devices_per_gateway=8, tenants=2, audit_records=1500, seed=11)
+    fleet = make_fleet(
+        str(base), gateways=3, devices_per_gateway=8, tenants=2, audit_records=1500, seed=11
+    )
     audit = Path(fleet.directory) / "audit"
-    records = [json.loads(line) for f in sorted(audit.rglob("*.jsonl")) for line in f.read_text().splitlines()]
+    records = [
+        json.loads(line)
+        for f in sorted(audit.rglob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
     with open(audit / "gw-00000" / "audit-00000001.jsonl", "a") as fh:
-        fh.write('{"v":1,"type":"decision"\n{"v":2,"type":"event"}\n')  # a torn line, a future version
+        fh.write(
+            '{"v":1,"type":"decision"\n{"v":2,"type":"event"}\n'
+        )  # a torn line, a future version
     return audit, records
 
 
-def test_audit_tables_match_plain_python(spark: Any, logs: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
+def test_audit_tables_match_plain_python(
+    spark: Any, logs: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
     audit, records = logs
     result = run_audit(spark, [str(audit)], str(tmp_path / "out"), top=1000)
     assert result.records == len(records) and result.bad_lines == 2
-    denials = [r for r in records if r["type"] == "decision" and r["outcome"] in ("deny", "disconnect")]
+    denials = [
+        r for r in records if r["type"] == "decision" and r["outcome"] in ("deny", "disconnect")
+    ]
     assert result.denials == len(denials)
-    assert {r["tenant"]: r["denials"] for r in result.tables["denials_by_tenant"]} == dict(Counter(r["tenant"] for r in denials))
-    assert {(r["gw"], r["client"]): r["denials"] for r in result.tables["denials_by_client"]} == dict(
-        Counter((r["gw"], r["client"]) for r in denials))
+    assert {r["tenant"]: r["denials"] for r in result.tables["denials_by_tenant"]} == dict(
+        Counter(r["tenant"] for r in denials)
+    )
+    assert {
+        (r["gw"], r["client"]): r["denials"] for r in result.tables["denials_by_client"]
+    } == dict(Counter((r["gw"], r["client"]) for r in denials))
     assert {(r["gate"], r["rule"]): r["denials"] for r in result.tables["denials_by_rule"]} == dict(
-        Counter((r["gate"], r.get("rule", "(no rule)")) for r in denials))
-    floods = Counter((r["gw"], r["client"]) for r in records if r.get("rc") == 0x97 and r.get("topic") == "access/claim")
-    assert floods and {(r["gw"], r["client"]): r["refused_claims"] for r in result.tables["claim_flood"]} == dict(floods)
+        Counter((r["gate"], r.get("rule", "(no rule)")) for r in denials)
+    )
+    floods = Counter(
+        (r["gw"], r["client"])
+        for r in records
+        if r.get("rc") == 0x97 and r.get("topic") == "access/claim"
+    )
+    assert floods and {
+        (r["gw"], r["client"]): r["refused_claims"] for r in result.tables["claim_flood"]
+    } == dict(floods)
     egress = [r for r in records if r.get("action") == "deliver" and r["outcome"] == "deny"]
     assert egress and sum(r["filtered"] for r in result.tables["egress_filtered"]) == len(egress)
     talkers = Counter()
@@ -52,11 +74,15 @@ def test_audit_tables_match_plain_python(spark: Any, logs: tuple[Path, list[dict
             talkers[(r["gw"], r["client"])] += r["msgs_in"] + r["msgs_out"]
     top = result.tables["top_talkers"]
     assert top[0]["msgs"] == max(talkers.values())
-    assert {(r["gw"], r["client"]): r["msgs"] for r in top} == {k: v for k, v in talkers.items() if k in
-                                                                {(r["gw"], r["client"]) for r in top}}
+    assert {(r["gw"], r["client"]): r["msgs"] for r in top} == {
+        k: v for k, v in talkers.items() if k in {(r["gw"], r["client"]) for r in top}
+    }
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "<svg" in html and "Claim-flood offenders" in html and "http" not in html.split("<body>")[1].replace(
-        "http://www.w3.org/2000/svg", "")
+    assert (
+        "<svg" in html
+        and "Claim-flood offenders" in html
+        and "http" not in html.split("<body>")[1].replace("http://www.w3.org/2000/svg", "")
+    )
     for name in ("denials_by_tenant", "claim_flood", "egress_filtered", "top_talkers"):
         assert list((tmp_path / "out" / name).glob("*.parquet"))
 
@@ -65,20 +91,29 @@ def _policy(devices: list[dict[str, Any]], sets: dict[str, list[dict[str, Any]]]
     return gateway_policy(devices, sets)
 
 
-def test_whatif_diff_equals_direct_evaluation(spark: Any, keys: Keys, logs: tuple[Path, list[dict[str, Any]]],
-                                              tmp_path: Path) -> None:
+def test_whatif_diff_equals_direct_evaluation(
+    spark: Any, keys: Keys, logs: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
     audit, records = logs
     gw = "gw-00001"
     mine = {(r["client"], r["tenant"]) for r in records if r["gw"] == gw}
     devices = [{"client_id": c, "sets": "sensor"} for c, _ in sorted(mine)]
     base_sets = {k: [dict(r) for r in v] for k, v in SETS.items()}
     # the candidate lets sensors publish to admin/reboot but no longer sensors/<id>/temp on QoS 1
-    cand_sets = {**base_sets, "sensor": [
-        {"id": "admin-reboot", "topic": "admin/reboot", "activity": "PUBLISH"},
-        {"id": "no-admin", "topic": "admin/#", "type": "DENY"},
-        {"id": "own-data-q0", "topic": "sensors/${clientid}/#", "activity": "PUBLISH", "qos": "ZERO"},
-        {"id": "commands", "topic": "commands/${clientid}", "activity": "SUBSCRIBE"},
-    ]}
+    cand_sets = {
+        **base_sets,
+        "sensor": [
+            {"id": "admin-reboot", "topic": "admin/reboot", "activity": "PUBLISH"},
+            {"id": "no-admin", "topic": "admin/#", "type": "DENY"},
+            {
+                "id": "own-data-q0",
+                "topic": "sensors/${clientid}/#",
+                "activity": "PUBLISH",
+                "qos": "ZERO",
+            },
+            {"id": "commands", "topic": "commands/${clientid}", "activity": "SUBSCRIBE"},
+        ],
+    }
     baseline = PolicyBundle(1, gw, 0, _policy(devices, base_sets), "k", b"")
     candidate = PolicyBundle(2, gw, 0, _policy(devices, cand_sets), "k", b"")
     result = run_whatif(spark, [str(audit)], candidate, str(tmp_path / "wi"), baseline=baseline)
@@ -87,17 +122,30 @@ def test_whatif_diff_equals_direct_evaluation(spark: Any, keys: Keys, logs: tupl
 
     got = pd.read_parquet(tmp_path / "wi" / "changes")
     got = got.astype(object).where(got.notna(), None)
-    got_keys = {(r["client"], r["action"], r["topic"], int(r["qos"])): (r["before_outcome"], r["after_outcome"], r["after_rule"])
-                for r in got.to_dict("records")}
+    got_keys = {
+        (r["client"], r["action"], r["topic"], int(r["qos"])): (
+            r["before_outcome"],
+            r["after_outcome"],
+            r["after_rule"],
+        )
+        for r in got.to_dict("records")
+    }
     before, after = policy_from_sections(baseline.policy), policy_from_sections(candidate.policy)
     expected = {}
-    requests = {tuple(r.get(k) for k in KEYS) for r in records
-                if r["gw"] == gw and r["type"] == "decision" and r["action"] in ("publish", "subscribe")}
+    requests = {
+        tuple(r.get(k) for k in KEYS)
+        for r in records
+        if r["gw"] == gw and r["type"] == "decision" and r["action"] in ("publish", "subscribe")
+    }
     for req in requests:
         rec = dict(zip(KEYS, req, strict=True))
         b, a = decide(before, rec), decide(after, rec)
         if b.outcome != a.outcome:
-            expected[(rec["client"], rec["action"], rec["topic"], int(rec["qos"] or 0))] = (b.outcome, a.outcome, a.rule)
+            expected[(rec["client"], rec["action"], rec["topic"], int(rec["qos"] or 0))] = (
+                b.outcome,
+                a.outcome,
+                a.rule,
+            )
     assert expected, "the candidate changes nothing: the test would prove nothing"
     assert got_keys == expected
     assert result.requests == len(requests) and result.changed == len(expected)
@@ -122,22 +170,50 @@ def test_uploaded_batches_are_input_once(spark: Any, tmp_path: Path, broker_fact
 
     log = AuditLog(tmp_path / "gwlog", "gw-up")
     for i in range(7):
-        log.decision(action="publish", client="c1", tenant="~", topic=f"admin/{i}", outcome="deny", gate="permissions",
-                     rule="no-admin", rc=0x87)
+        log.decision(
+            action="publish",
+            client="c1",
+            tenant="~",
+            topic=f"admin/{i}",
+            outcome="deny",
+            gate="permissions",
+            rule="no-admin",
+            rc=0x87,
+        )
     log.close()
     first = next_batch(tmp_path / "gwlog", "gw-up", None, 4)
     assert first is not None
     second = next_batch(tmp_path / "gwlog", "gw-up", (first.segment, first.last), 4)
     assert second is not None and second.count == 3
     cloud = broker_factory()
-    msgs: list[Any] = [{"topic": "edge/gw-up/audit", "payload": b.payload, "qos": 1} for b in (first, first, second)]
+    msgs: list[Any] = [
+        {"topic": "edge/gw-up/audit", "payload": b.payload, "qos": 1}
+        for b in (first, first, second)
+    ]
     store = tmp_path / "store"
     codes: list[int] = []
-    collector = threading.Thread(target=lambda: codes.append(main(
-        ["collect", "--broker", f"127.0.0.1:{cloud.port}", "-o", str(store), "--count", "3", "--idle", "20"])))
+    collector = threading.Thread(
+        target=lambda: codes.append(
+            main(
+                [
+                    "collect",
+                    "--broker",
+                    f"127.0.0.1:{cloud.port}",
+                    "-o",
+                    str(store),
+                    "--count",
+                    "3",
+                    "--idle",
+                    "20",
+                ]
+            )
+        )
+    )
     collector.start()
     time.sleep(1.0)  # subscribed
-    publish.multiple(msgs, hostname="127.0.0.1", port=cloud.port)  # the first batch sent twice (at least once)
+    publish.multiple(
+        msgs, hostname="127.0.0.1", port=cloud.port
+    )  # the first batch sent twice (at least once)
     collector.join(30)
     assert codes == [0]
     stored = sorted(p.name for p in (store / "gw-up").iterdir())
@@ -152,21 +228,32 @@ def test_uploaded_batches_are_input_once(spark: Any, tmp_path: Path, broker_fact
 def test_bad_lines_have_line_numbers_and_their_text(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
     good = '{"v":1,"ts":1.0,"gw":"g","type":"decision","action":"publish","outcome":"deny","client":"c"}'
-    (tmp_path / "logs" / "a.jsonl").write_text(f'{good}\n{good}\n{{"v":2, "type":"event"}}\n{good}\nnot json\n')
+    (tmp_path / "logs" / "a.jsonl").write_text(
+        f'{good}\n{good}\n{{"v":2, "type":"event"}}\n{good}\nnot json\n'
+    )
     result = run_audit(spark, [str(tmp_path / "logs")], str(tmp_path / "out"))
     assert (result.records, result.bad_lines) == (3, 2)
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "<td>3</td><td>unsupported format version 2; expected 1</td><td>{&quot;v&quot;:2, &quot;type&quot;:&quot;event&quot;}</td>" in html
+    assert (
+        "<td>3</td><td>unsupported format version 2; expected 1</td><td>{&quot;v&quot;:2, &quot;type&quot;:&quot;event&quot;}</td>"
+        in html
+    )
     assert "<td>5</td><td>not JSON" in html
 
 
-def test_uris_go_through_hadoop_not_the_local_disk(spark: Any, logs: tuple[Path, list[dict[str, Any]]],
-                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_uris_go_through_hadoop_not_the_local_disk(
+    spark: Any,
+    logs: tuple[Path, list[dict[str, Any]]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from edge_broker.pipeline.session import PipelineError
 
     audit, records = logs
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(PipelineError, match=r"s3a://bucket/report: cannot open this file system.*s3a"):
+    with pytest.raises(
+        PipelineError, match=r"s3a://bucket/report: cannot open this file system.*s3a"
+    ):
         run_audit(spark, [audit.as_uri()], "s3a://bucket/report")
     assert not (tmp_path / "s3a:").exists()  # no local folder named after the scheme
     result = run_audit(spark, [audit.as_uri()], (tmp_path / "r").as_uri())  # file:// in and out

@@ -20,11 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_python_env_keeps_the_users_choice() -> None:
-    assert python_env("local[*]", {"spark.pyspark.python": "/opt/py"}, {"PYSPARK_PYTHON": "/x"}) == {
-        "PYSPARK_PYTHON": "/opt/py"}
+    assert python_env(
+        "local[*]", {"spark.pyspark.python": "/opt/py"}, {"PYSPARK_PYTHON": "/x"}
+    ) == {"PYSPARK_PYTHON": "/opt/py"}
     assert python_env("local[2]", {}, {"PYSPARK_PYTHON": "/x"}) == {}
     assert python_env("local[2]", {}, {}) == {"PYSPARK_PYTHON": sys.executable}
-    assert python_env("spark://master:7077", {}, {}) == {}  # the driver's path means nothing on a worker
+    assert (
+        python_env("spark://master:7077", {}, {}) == {}
+    )  # the driver's path means nothing on a worker
 
 
 def _fleet(directory: Path) -> None:
@@ -39,10 +42,14 @@ def test_workers_without_the_project(keys: Keys, tmp_path: Path) -> None:
         pytest.skip("no Java runtime")
     shadow = tmp_path / "shadow" / "edge_broker"
     shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text("raise ImportError('edge_broker is not installed on this worker')\n")
+    (shadow / "__init__.py").write_text(
+        "raise ImportError('edge_broker is not installed on this worker')\n"
+    )
     marker = tmp_path / "worker-python-used"
     wrapper = tmp_path / "worker-python"
-    wrapper.write_text(f"#!/bin/sh\necho used >> {marker}\nPYTHONPATH={shadow.parent} exec {sys.executable} \"$@\"\n")
+    wrapper.write_text(
+        f'#!/bin/sh\necho used >> {marker}\nPYTHONPATH={shadow.parent} exec {sys.executable} "$@"\n'
+    )
     wrapper.chmod(0o755)
     _fleet(tmp_path / "in")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -50,17 +57,47 @@ def test_workers_without_the_project(keys: Keys, tmp_path: Path) -> None:
 
     def run(*extra: str, out: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "edge_broker.pipeline", "--master", "local[1]",
-             "--conf", f"spark.pyspark.python={wrapper}", "--conf", "spark.ui.showConsoleProgress=false",
-             "--conf", "spark.sql.shuffle.partitions=1", *extra, "compile", "--input", (tmp_path / "in").as_uri(),
-             "--key", str(keys.key_path), "-o", (tmp_path / out).as_uri(), "--issued-at", str(ISSUED_AT)],
-            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+            [
+                sys.executable,
+                "-m",
+                "edge_broker.pipeline",
+                "--master",
+                "local[1]",
+                "--conf",
+                f"spark.pyspark.python={wrapper}",
+                "--conf",
+                "spark.ui.showConsoleProgress=false",
+                "--conf",
+                "spark.sql.shuffle.partitions=1",
+                *extra,
+                "compile",
+                "--input",
+                (tmp_path / "in").as_uri(),
+                "--key",
+                str(keys.key_path),
+                "-o",
+                (tmp_path / out).as_uri(),
+                "--issued-at",
+                str(ISSUED_AT),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
 
     failed = run(out="o1")
     assert marker.exists(), failed.stderr[-3000:]  # the --conf Python ran the workers
     assert failed.returncode == 3, failed.stderr[-3000:]
-    lines = [line for line in failed.stderr.splitlines() if line.startswith("edge-broker-pipeline compile:")]
-    assert len(lines) == 1 and "edge_broker is not installed on this worker" in lines[0], failed.stderr[-3000:]
+    lines = [
+        line
+        for line in failed.stderr.splitlines()
+        if line.startswith("edge-broker-pipeline compile:")
+    ]
+    assert len(lines) == 1 and "edge_broker is not installed on this worker" in lines[0], (
+        failed.stderr[-3000:]
+    )
     # no driver-side Python traceback (Spark's own executor log lines may still show the worker's)
     assert "pipeline/cli.py" not in failed.stderr and "Py4JJavaError" not in failed.stderr
 

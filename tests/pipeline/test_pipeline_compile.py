@@ -27,25 +27,39 @@ def _report(out: Path) -> list[dict[str, object]]:
 
 def test_every_invalid_row_is_reported_with_its_reason(compiled: Compiled) -> None:
     # fail closed: a run that reports invalid input signs nothing
-    assert not list((compiled.out / "bundles").glob("*.cbor")) and "nothing was signed" in compiled.error
+    assert (
+        not list((compiled.out / "bundles").glob("*.cbor"))
+        and "nothing was signed" in compiled.error
+    )
     report = _report(compiled.out)
     found = {(r["table"], r["row"]) for r in report}
     assert found == set(compiled.fleet.invalid), (found, compiled.fleet.invalid)
     assert len(report) == len(INVALID_KINDS)
     for r in report:
         assert r["reason"] and str(r["file"]).endswith(f"{r['table']}.csv")
-    assert f"{len(INVALID_KINDS)} invalid row(s)" in compiled.error and "--skip-invalid" in compiled.error
+    assert (
+        f"{len(INVALID_KINDS)} invalid row(s)" in compiled.error
+        and "--skip-invalid" in compiled.error
+    )
 
 
 def _valid_devices(fleet_dir: str) -> list[dict[str, str]]:
     with open(Path(fleet_dir) / "devices.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     bad = {"dev*glob", "bad-smoker", "unknown-set"}
-    return [r for r in rows if not any(r["client_id"].startswith(b.replace("*", "")) or r["client_id"].startswith(b)
-                                       for b in bad)]
+    return [
+        r
+        for r in rows
+        if not any(
+            r["client_id"].startswith(b.replace("*", "")) or r["client_id"].startswith(b)
+            for b in bad
+        )
+    ]
 
 
-def test_bundles_equal_the_cli_and_the_independent_policy(compiled_valid: Compiled, keys: Keys) -> None:
+def test_bundles_equal_the_cli_and_the_independent_policy(
+    compiled_valid: Compiled, keys: Keys
+) -> None:
     compiled = compiled_valid
     bundles = sorted((compiled.out / "bundles").glob("*.cbor"))
     assert [b.stem for b in bundles] == [f"gw-{i:05d}" for i in range(compiled.fleet.gateways)]
@@ -58,9 +72,28 @@ def test_bundles_equal_the_cli_and_the_independent_policy(compiled_valid: Compil
         # 1. the single-machine CLI on the emitted policy file makes the same bytes
         cli_out = path.with_suffix(".cli")
         subprocess.run(
-            [sys.executable, "-m", "edge_broker", "bundle", "create", "--key", str(keys.key_path), "--version", "1",
-             "--gateway", gw, "--policy", str(compiled.out / "policies" / f"{gw}.json"),
-             "--issued-at", str(ISSUED_AT), "-o", str(cli_out)], check=True, capture_output=True)
+            [
+                sys.executable,
+                "-m",
+                "edge_broker",
+                "bundle",
+                "create",
+                "--key",
+                str(keys.key_path),
+                "--version",
+                "1",
+                "--gateway",
+                gw,
+                "--policy",
+                str(compiled.out / "policies" / f"{gw}.json"),
+                "--issued-at",
+                str(ISSUED_AT),
+                "-o",
+                str(cli_out),
+            ],
+            check=True,
+            capture_output=True,
+        )
         assert cli_out.read_bytes() == data
         # 2. it verifies with the cloud's public key, for this gateway
         bundle = verify_bundle(data, [keys.key.verify_key])
@@ -71,7 +104,10 @@ def test_bundles_equal_the_cli_and_the_independent_policy(compiled_valid: Compil
         rows = {name: [{k: v for k, v in r.items()} for r in rules] for name, rules in SETS.items()}
         acl_rows = [{k: (v or None) for k, v in r.items()} for r in acl]
         expected = gateway_policy(mine, rows, acl_rows, "allow")
-        assert create_bundle(keys.key, version=1, gateway=gw, issued_at=ISSUED_AT, policy=expected) == data
+        assert (
+            create_bundle(keys.key, version=1, gateway=gw, issued_at=ISSUED_AT, policy=expected)
+            == data
+        )
         assert cbor2.loads(cbor2.loads(data)["body"])["policy"] == expected
 
 
@@ -93,9 +129,12 @@ def _operator_fleet(directory: Path) -> None:
     """gw-a's operator set has a typo'd deny row before its allow-all; gw-b uses a valid set."""
     directory.mkdir()
     (directory / "gateways.csv").write_text("gateway,version\ngw-a,3\ngw-b,3\n")
-    (directory / "devices.csv").write_text("gateway,client_id,sets\ngw-a,ops-1,operator\ngw-b,sensor-1,sensor\n")
+    (directory / "devices.csv").write_text(
+        "gateway,client_id,sets\ngw-a,ops-1,operator\ngw-b,sensor-1,sensor\n"
+    )
     (directory / "permissions.csv").write_text(
-        "set,seq,id,topic,type\noperator,0,no-admin,admin/#,DENNY\noperator,1,all,#,\nsensor,0,own,sensors/#,\n")
+        "set,seq,id,topic,type\noperator,0,no-admin,admin/#,DENNY\noperator,1,all,#,\nsensor,0,own,sensors/#,\n"
+    )
 
 
 def test_a_set_that_lost_a_row_is_never_compiled(spark: object, keys: Keys, tmp_path: Path) -> None:
@@ -103,25 +142,44 @@ def test_a_set_that_lost_a_row_is_never_compiled(spark: object, keys: Keys, tmp_
 
     _operator_fleet(tmp_path / "in")
     try:
-        run_compile(spark, str(tmp_path / "in"), str(tmp_path / "strict"), key=keys.key, issued_at=ISSUED_AT)
+        run_compile(
+            spark, str(tmp_path / "in"), str(tmp_path / "strict"), key=keys.key, issued_at=ISSUED_AT
+        )
     except PipelineError as exc:
-        assert "1 invalid row(s)" in str(exc) and "DENNY" in str(exc) and "nothing was signed" in str(exc)
+        assert (
+            "1 invalid row(s)" in str(exc)
+            and "DENNY" in str(exc)
+            and "nothing was signed" in str(exc)
+        )
     else:
         raise AssertionError("an invalid rule row was accepted")
     assert not list((tmp_path / "strict" / "bundles").glob("*"))  # nothing signed at all
     # asking for the valid sets only: gw-a (whose operator set lost its deny row) gets no bundle
-    result = run_compile(spark, str(tmp_path / "in"), str(tmp_path / "skip"), key=keys.key, issued_at=ISSUED_AT,
-                         skip_invalid=True)
+    result = run_compile(
+        spark,
+        str(tmp_path / "in"),
+        str(tmp_path / "skip"),
+        key=keys.key,
+        issued_at=ISSUED_AT,
+        skip_invalid=True,
+    )
     assert (result.bundles, result.withheld, result.invalid) == (1, 1, 1)
     assert sorted(p.name for p in (tmp_path / "skip" / "bundles").iterdir()) == ["gw-b.cbor"]
-    withheld = [json.loads(line) for line in (tmp_path / "skip" / "withheld.jsonl").read_text().splitlines()]
-    assert withheld == [{"gateway": "gw-a", "reason": "uses permission set(s) operator with invalid rows"}]
-    policy = verify_bundle((tmp_path / "skip" / "bundles" / "gw-b.cbor").read_bytes(), [keys.key.verify_key]).policy
+    withheld = [
+        json.loads(line) for line in (tmp_path / "skip" / "withheld.jsonl").read_text().splitlines()
+    ]
+    assert withheld == [
+        {"gateway": "gw-a", "reason": "uses permission set(s) operator with invalid rows"}
+    ]
+    policy = verify_bundle(
+        (tmp_path / "skip" / "bundles" / "gw-b.cbor").read_bytes(), [keys.key.verify_key]
+    ).policy
     assert set(policy["permissions"]["sets"]) == {"sensor"}
 
 
 def test_the_signing_key_is_never_shipped_to_the_executors(
-        spark: object, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spark: object, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every function the compile job hands to Spark (pandas UDFs, grouped/cogrouped map
     functions) is pickled as Spark pickles it: the key's secret bytes must not be in there."""
     from pyspark import cloudpickle
@@ -137,6 +195,7 @@ def test_the_signing_key_is_never_shipped_to_the_executors(
         def wrapper(*args: object, **kwargs: object) -> object:
             shipped.append(args[index])
             return original(*args, **kwargs)
+
         monkeypatch.setattr(owner, name, wrapper)
 
     spy(F, "pandas_udf", 0)
@@ -147,11 +206,17 @@ def test_the_signing_key_is_never_shipped_to_the_executors(
     (tmp_path / "in" / "gateways.csv").write_text("gateway,version\ngw-a,1\n")
     (tmp_path / "in" / "devices.csv").write_text("gateway,client_id,sets\ngw-a,c1,s\n")
     (tmp_path / "in" / "permissions.csv").write_text("set,topic\ns,a/#\n")
-    (tmp_path / "in" / "acl.csv").write_text("id,permission,messages,key_exprs,interfaces\nr1,deny,put,x/**,wlan0\n")
+    (tmp_path / "in" / "acl.csv").write_text(
+        "id,permission,messages,key_exprs,interfaces\nr1,deny,put,x/**,wlan0\n"
+    )
     out = tmp_path / "out"
-    result = run_compile(spark, str(tmp_path / "in"), str(out), key=keys.key, issued_at=ISSUED_AT, emit_policies=True)
+    result = run_compile(
+        spark, str(tmp_path / "in"), str(out), key=keys.key, issued_at=ISSUED_AT, emit_policies=True
+    )
     assert result.bundles == 1
-    assert any(getattr(f, "__name__", "") == "build" for f in shipped), shipped  # the bundle assembly was seen
+    assert any(getattr(f, "__name__", "") == "build" for f in shipped), (
+        shipped
+    )  # the bundle assembly was seen
     secret = bytes(keys.key)
     for func in shipped:
         blob = cloudpickle.dumps(func)
@@ -159,13 +224,20 @@ def test_the_signing_key_is_never_shipped_to_the_executors(
     # the driver-signed bundle is still exactly what `edge-broker bundle create` makes
     policy = json.loads((out / "policies" / "gw-a.json").read_text())
     assert (out / "bundles" / "gw-a.cbor").read_bytes() == create_bundle(
-        keys.key, version=1, gateway="gw-a", issued_at=ISSUED_AT, policy=policy)
+        keys.key, version=1, gateway="gw-a", issued_at=ISSUED_AT, policy=policy
+    )
 
 
-def test_header_only_devices_table_warns(spark: object, keys: Keys, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_header_only_devices_table_warns(
+    spark: object, keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "gateways.csv").write_text("gateway,version\ngw-a,1\n")
     (tmp_path / "devices.csv").write_text("gateway,client_id,sets\n")
-    result = run_compile(spark, str(tmp_path), str(tmp_path / "out"), key=keys.key, issued_at=ISSUED_AT)
+    result = run_compile(
+        spark, str(tmp_path), str(tmp_path / "out"), key=keys.key, issued_at=ISSUED_AT
+    )
     assert result.bundles == 1
-    assert "devices.csv has no valid device rows: every bundle would deny every client" in capsys.readouterr().err
+    assert (
+        "devices.csv has no valid device rows: every bundle would deny every client"
+        in capsys.readouterr().err
+    )

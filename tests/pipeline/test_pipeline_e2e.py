@@ -53,7 +53,9 @@ def _subscribe(client: mqtt.Client, topic: str) -> int:
 def _retained(port: int, topic: str, predicate: Any, timeout: float = 30.0) -> bytes:
     """The first message on ``topic`` (retained or live) that satisfies ``predicate``."""
     got: list[bytes] = []
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"watch-{time.monotonic_ns()}", protocol=mqtt.MQTTv5)
+    client = mqtt.Client(
+        CallbackAPIVersion.VERSION2, client_id=f"watch-{time.monotonic_ns()}", protocol=mqtt.MQTTv5
+    )
     client.on_message = lambda c, u, m: got.append(m.payload) if predicate(m.payload) else None
     client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=1)
     client.connect("127.0.0.1", port)
@@ -69,34 +71,66 @@ def _retained(port: int, topic: str, predicate: Any, timeout: float = 30.0) -> b
     return got[0]
 
 
-def test_fleet_compile_apply_traffic_audit(spark: Any, keys: Keys, broker_factory: BrokerFactory, tmp_path: Path) -> None:
+def test_fleet_compile_apply_traffic_audit(
+    spark: Any, keys: Keys, broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
     cloud = broker_factory()
-    fleet = make_fleet(str(tmp_path / "fleet"), gateways=2, devices_per_gateway=12, tenants=1, seed=3)
-    result = run_compile(spark, fleet.directory, str(tmp_path / "out"), key=keys.key, issued_at=ISSUED_AT,
-                         publish=f"127.0.0.1:{cloud.port}")
+    fleet = make_fleet(
+        str(tmp_path / "fleet"), gateways=2, devices_per_gateway=12, tenants=1, seed=3
+    )
+    result = run_compile(
+        spark,
+        fleet.directory,
+        str(tmp_path / "out"),
+        key=keys.key,
+        issued_at=ISSUED_AT,
+        publish=f"127.0.0.1:{cloud.port}",
+    )
     assert result.bundles == 2 and result.invalid == 0
     bundle = (tmp_path / "out" / "bundles" / f"{GW}.cbor").read_bytes()
-    assert _retained(cloud.port, f"edge/{GW}/policy", lambda p: True) == bundle  # published retained
+    assert (
+        _retained(cloud.port, f"edge/{GW}/policy", lambda p: True) == bundle
+    )  # published retained
     with open(Path(fleet.directory) / "devices.csv", newline="") as fh:
-        sensor = next(r for r in csv.DictReader(fh) if r["gateway"] == GW and r["sets"] == "sensor" and not r["smoker_id"])
+        sensor = next(
+            r
+            for r in csv.DictReader(fh)
+            if r["gateway"] == GW and r["sets"] == "sensor" and not r["smoker_id"]
+        )
     cid = sensor["client_id"]
 
     audit_dir = tmp_path / "audit"
-    broker = broker_factory(to_toml({
-        "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
-        "sync": {"source": "mqtt", "gateway_id": GW, "trusted_keys": [str(keys.pub_path)], "host": "127.0.0.1",
-                 "port": cloud.port, "state_dir": str(tmp_path / "sync-state"), "reconnect_max": 0.3,
-                 "audit_upload": False},
-        "audit": {"dir": str(audit_dir), "gateway_id": GW},
-    }))
-    status = json.loads(_retained(cloud.port, f"edge/{GW}/policy/status",
-                                  lambda p: json.loads(p).get("applied_version") == 1))
+    broker = broker_factory(
+        to_toml(
+            {
+                "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
+                "sync": {
+                    "source": "mqtt",
+                    "gateway_id": GW,
+                    "trusted_keys": [str(keys.pub_path)],
+                    "host": "127.0.0.1",
+                    "port": cloud.port,
+                    "state_dir": str(tmp_path / "sync-state"),
+                    "reconnect_max": 0.3,
+                    "audit_upload": False,
+                },
+                "audit": {"dir": str(audit_dir), "gateway_id": GW},
+            }
+        )
+    )
+    status = json.loads(
+        _retained(
+            cloud.port,
+            f"edge/{GW}/policy/status",
+            lambda p: json.loads(p).get("applied_version") == 1,
+        )
+    )
     assert status["ok"] is True, (status, broker.log()[-2000:])
 
     device = _client(broker.port, cid)
     try:
         assert _publish(device, f"sensors/{cid}/temp") in (0x00, 0x10)  # own-data: allowed
-        assert _publish(device, "admin/reboot") == 0x87                 # no-admin
+        assert _publish(device, "admin/reboot") == 0x87  # no-admin
         assert _publish(device, "admin/reset") == 0x87
         assert _subscribe(device, "admin/#") == 0x87
         assert _subscribe(device, f"commands/{cid}") == 0x00
@@ -109,6 +143,12 @@ def test_fleet_compile_apply_traffic_audit(spark: Any, keys: Keys, broker_factor
     by_client = {(r["gw"], r["client"]): r["denials"] for r in audit.tables["denials_by_client"]}
     assert by_client == {(GW, cid): 3}
     by_topic = {(r["action"], r["topic"]): r["denials"] for r in audit.tables["denials_by_topic"]}
-    assert by_topic == {("publish", "admin/reboot"): 1, ("publish", "admin/reset"): 1, ("subscribe", "admin/#"): 1}
-    assert {(r["gate"], r["rule"]): r["denials"] for r in audit.tables["denials_by_rule"]} == {("permissions", "no-admin"): 3}
+    assert by_topic == {
+        ("publish", "admin/reboot"): 1,
+        ("publish", "admin/reset"): 1,
+        ("subscribe", "admin/#"): 1,
+    }
+    assert {(r["gate"], r["rule"]): r["denials"] for r in audit.tables["denials_by_rule"]} == {
+        ("permissions", "no-admin"): 3
+    }
     assert audit.tables["denials_by_tenant"] == [{"tenant": "~", "denials": 3}]

@@ -21,16 +21,25 @@ def _bad(invalid: Any) -> list[tuple[int, str, str]]:
 
 def test_json_lines_torn_line_and_wrong_type(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "gateways.json"
-    path.write_text('{"gateway":"gw-1","version":1}\n{"gateway":"gw-2","version":"two"}\n{"gateway":"gw-3",\n'
-                    '{"gateway":"gw-4","version":4,"acl_default":"allow"}\n')
+    path.write_text(
+        '{"gateway":"gw-1","version":1}\n{"gateway":"gw-2","version":"two"}\n{"gateway":"gw-3",\n'
+        '{"gateway":"gw-4","version":4,"acl_default":"allow"}\n'
+    )
     rows, invalid = read_table(spark, str(path), "gateways", TABLES["gateways"])
-    assert _bad(invalid) == [(2, "version", "version: not an integer: two"), (3, "(line)", "not a JSON object")]
+    assert _bad(invalid) == [
+        (2, "version", "version: not an integer: two"),
+        (3, "(line)", "not a JSON object"),
+    ]
     assert sorted((r["gateway"], r["version"], r["_row"]) for r in rows.collect()) == [
-        ("gw-1", 1, 1), ("gw-4", 4, 4)]
+        ("gw-1", 1, 1),
+        ("gw-4", 4, 4),
+    ]
 
 
 def test_parquet_and_csv_rows_numbered_in_order(spark: Any, tmp_path: Path) -> None:
-    frame = pd.DataFrame({"gateway": [f"gw-{i}" for i in range(50)], "version": [str(i + 1) for i in range(50)]})
+    frame = pd.DataFrame(
+        {"gateway": [f"gw-{i}" for i in range(50)], "version": [str(i + 1) for i in range(50)]}
+    )
     frame.loc[17, "gateway"] = None
     frame.to_parquet(tmp_path / "gateways.parquet", index=False)
     frame.to_csv(tmp_path / "gateways.csv", index=False)
@@ -43,7 +52,9 @@ def test_parquet_and_csv_rows_numbered_in_order(spark: Any, tmp_path: Path) -> N
 
 def test_missing_required_column(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "devices.json").write_text('{"gateway":"gw-1","client_id":"c"}\n')
-    with pytest.raises(PipelineError, match=r"devices.json: table 'devices' lacks required column\(s\) sets"):
+    with pytest.raises(
+        PipelineError, match=r"devices.json: table 'devices' lacks required column\(s\) sets"
+    ):
         read_table(spark, str(tmp_path / "devices.json"), "devices", TABLES["devices"])
     (tmp_path / "devices.txt").write_text("x")
     with pytest.raises(PipelineError, match="unknown format"):
@@ -51,8 +62,12 @@ def test_missing_required_column(spark: Any, tmp_path: Path) -> None:
 
 
 def test_quoted_multi_line_csv_field_is_one_row(spark: Any, tmp_path: Path) -> None:
-    (tmp_path / "devices.csv").write_text('gateway,client_id,sets\ngw-1,c1,"sensor\noperator"\ngw-1,c2,sensor\n')
+    (tmp_path / "devices.csv").write_text(
+        'gateway,client_id,sets\ngw-1,c1,"sensor\noperator"\ngw-1,c2,sensor\n'
+    )
     rows, invalid = read_table(spark, str(tmp_path / "devices.csv"), "devices", TABLES["devices"])
     assert _bad(invalid) == []
     assert sorted((r["_row"], r["client_id"], r["sets"]) for r in rows.collect()) == [
-        (1, "c1", "sensor\noperator"), (2, "c2", "sensor")]
+        (1, "c1", "sensor\noperator"),
+        (2, "c2", "sensor"),
+    ]

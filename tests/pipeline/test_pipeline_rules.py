@@ -11,10 +11,17 @@ import pytest
 from edge_broker.pipeline.fleet import ACL_ROWS, INVALID_KINDS, SETS
 from edge_broker.pipeline.rules import check_acl, check_device, check_grant, check_permission
 
-CHECKS = {"permissions": check_permission, "acl": check_acl, "grants": check_grant, "devices": check_device}
+CHECKS = {
+    "permissions": check_permission,
+    "acl": check_acl,
+    "grants": check_grant,
+    "devices": check_device,
+}
 
 
-@pytest.mark.parametrize(("table", "row"), INVALID_KINDS, ids=[f"{t}-{i}" for i, (t, _) in enumerate(INVALID_KINDS)])
+@pytest.mark.parametrize(
+    ("table", "row"), INVALID_KINDS, ids=[f"{t}-{i}" for i, (t, _) in enumerate(INVALID_KINDS)]
+)
 def test_invalid_rows_are_refused_with_a_reason(table: str, row: dict[str, str]) -> None:
     if table == "devices" and row["sets"] == "nosuchset":
         pytest.skip("an unknown set is found by the job's join, not by the row check")
@@ -31,16 +38,35 @@ def test_valid_rows_pass() -> None:
     assert check_grant({"tenant": "t1", "direction": "pub", "rule": "sensors/>"}) is None
     assert check_grant({"tenant": None, "direction": "sub", "rule": "store/?/status/#"}) is None
     smoker = base64.b32encode(bytes(32)).decode()
-    assert check_device({"client_id": smoker, "smoker_id": smoker, "tenant": "t1", "sets": "sensor"}) is None
+    assert (
+        check_device({"client_id": smoker, "smoker_id": smoker, "tenant": "t1", "sets": "sensor"})
+        is None
+    )
 
 
 def test_reasons_are_the_parsers_words() -> None:
-    assert "'#' must be the last segment" in (check_permission({"set": "s", "topic": "a/#/b"}) or "")
-    assert "'WRITE' is not one of" in (check_permission({"set": "s", "topic": "a", "activity": "WRITE"}) or "")
-    assert "'>' must be the last segment" in (check_grant({"direction": "pub", "rule": "a/>/b"}) or "")
+    assert "'#' must be the last segment" in (
+        check_permission({"set": "s", "topic": "a/#/b"}) or ""
+    )
+    assert "'WRITE' is not one of" in (
+        check_permission({"set": "s", "topic": "a", "activity": "WRITE"}) or ""
+    )
+    assert "'>' must be the last segment" in (
+        check_grant({"direction": "pub", "rule": "a/>/b"}) or ""
+    )
     assert "direction" in (check_grant({"direction": "both", "rule": "a"}) or "")
-    assert "key_exprs" in (check_acl({"id": "r", "permission": "deny", "messages": "put", "key_exprs": "a/**/**",
-                                      "interfaces": "eth0"}) or "")
+    assert "key_exprs" in (
+        check_acl(
+            {
+                "id": "r",
+                "permission": "deny",
+                "messages": "put",
+                "key_exprs": "a/**/**",
+                "interfaces": "eth0",
+            }
+        )
+        or ""
+    )
     assert "tenant" in (check_device({"client_id": "c", "tenant": "a b", "sets": "s"}) or "")
     assert "sets" in (check_device({"client_id": "c", "sets": ""}) or "")
     assert "glob" in (check_device({"client_id": "c?", "sets": "s"}) or "")

@@ -40,26 +40,41 @@ class Pki:
         ca_key = ec.generate_private_key(ec.SECP256R1())
         ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sync-test-ca")])
 
-        def issue(cn: str, key: ec.EllipticCurvePrivateKey, *, ca: bool = False,
-                  server: bool = False) -> x509.Certificate:
+        def issue(
+            cn: str, key: ec.EllipticCurvePrivateKey, *, ca: bool = False, server: bool = False
+        ) -> x509.Certificate:
             now = datetime.datetime.now(datetime.UTC)
-            builder = (x509.CertificateBuilder()
-                       .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-                       .issuer_name(ca_name).public_key(key.public_key())
-                       .serial_number(x509.random_serial_number())
-                       .not_valid_before(now - datetime.timedelta(minutes=5))
-                       .not_valid_after(now + datetime.timedelta(days=1))
-                       .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+            builder = (
+                x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+                .issuer_name(ca_name)
+                .public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=1))
+                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+            )
             if server:
-                builder = builder.add_extension(x509.SubjectAlternativeName(
-                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                builder = builder.add_extension(
+                    x509.SubjectAlternativeName(
+                        [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                    ),
+                    critical=False,
+                )
             return builder.sign(ca_key, hashes.SHA256())
 
-        def write(stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> tuple[Path, Path]:
+        def write(
+            stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey
+        ) -> tuple[Path, Path]:
             cert_path, key_path = directory / f"{stem}.pem", directory / f"{stem}.key"
             cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-            key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                   serialization.NoEncryption()))
+            key_path.write_bytes(
+                key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.NoEncryption(),
+                )
+            )
             return cert_path, key_path
 
         ca, _ = write("ca", issue("sync-test-ca", ca_key, ca=True), ca_key)
@@ -82,17 +97,22 @@ class Mosquitto:
         self.port = free_port()
         directory.mkdir(parents=True, exist_ok=True)
         self.conf = directory / "mosquitto.conf"
-        text = (f"user root\nlistener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-                f"persistence_location {directory}/\nlog_dest file {directory}/mosquitto.log\n")
+        text = (
+            f"user root\nlistener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+            f"persistence_location {directory}/\nlog_dest file {directory}/mosquitto.log\n"
+        )
         if tls is not None:  # mutual TLS: the gateway shows a certificate of the same CA
-            text += (f"cafile {tls.ca}\ncertfile {tls.server_cert}\nkeyfile {tls.server_key}\n"
-                     "require_certificate true\n")
+            text += (
+                f"cafile {tls.ca}\ncertfile {tls.server_cert}\nkeyfile {tls.server_key}\n"
+                "require_certificate true\n"
+            )
         self.conf.write_text(text)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.process = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [MOSQUITTO, "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -112,13 +132,23 @@ class Mosquitto:
 class CloudClient:
     """A paho client on the cloud broker that records what it receives (thread-safe)."""
 
-    def __init__(self, port: int, client_id: str, subscriptions: list[str],
-                 clean: bool = True, tls: Pki | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        client_id: str,
+        subscriptions: list[str],
+        clean: bool = True,
+        tls: Pki | None = None,
+    ) -> None:
         self.messages: list[tuple[str, bytes]] = []
         self.lock = threading.Lock()
         self.subscriptions = subscriptions
-        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
-                                  protocol=mqtt.MQTTv311, clean_session=clean)
+        self.client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=mqtt.MQTTv311,
+            clean_session=clean,
+        )
         self.client.reconnect_delay_set(0.1, 0.3)
         self.client.on_connect = self._on_connect
         self.client.on_message = self._on_message
@@ -129,8 +159,9 @@ class CloudClient:
         self.client.loop_start()
         assert self.connected.wait(10), "cloud client did not connect"
 
-    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
-                    properties: Any) -> None:
+    def _on_connect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
         for topic in self.subscriptions:
             client.subscribe(topic, qos=1)
         self.connected.set()

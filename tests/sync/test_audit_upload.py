@@ -34,18 +34,31 @@ sets = ["all"]
 
 
 def config(tmp_path: Path, cloud_port: int, pub: Path) -> str:
-    return to_toml({
-        "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
-        "audit": {"dir": str(tmp_path / "audit"), "gateway_id": GW},
-        "sync": {"source": "mqtt", "gateway_id": GW, "trusted_keys": [str(pub)], "host": "127.0.0.1",
-                 "port": cloud_port, "state_dir": str(tmp_path / "sync-state"), "reconnect_max": 0.3,
-                 "audit_batch": 7},
-    }) + PERMISSIONS
+    return (
+        to_toml(
+            {
+                "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
+                "audit": {"dir": str(tmp_path / "audit"), "gateway_id": GW},
+                "sync": {
+                    "source": "mqtt",
+                    "gateway_id": GW,
+                    "trusted_keys": [str(pub)],
+                    "host": "127.0.0.1",
+                    "port": cloud_port,
+                    "state_dir": str(tmp_path / "sync-state"),
+                    "reconnect_max": 0.3,
+                    "audit_batch": 7,
+                },
+            }
+        )
+        + PERMISSIONS
+    )
 
 
 def denied_publishes(b: RunningBroker, topics: list[str]) -> None:
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"dev-{time.monotonic_ns()}",
-                         protocol=mqtt.MQTTv5)
+    client = mqtt.Client(
+        CallbackAPIVersion.VERSION2, client_id=f"dev-{time.monotonic_ns()}", protocol=mqtt.MQTTv5
+    )
     client.connect(b.host, b.port)
     client.loop_start()
     try:
@@ -65,8 +78,12 @@ def batches(cloud: CloudClient) -> list[tuple[dict[str, Any], list[dict[str, Any
 
 
 def denied_topics(cloud: CloudClient) -> list[str]:
-    return [r["topic"] for _, records in batches(cloud) for r in records
-            if r["type"] == "decision" and r.get("outcome") == "deny"]
+    return [
+        r["topic"]
+        for _, records in batches(cloud)
+        for r in records
+        if r["type"] == "decision" and r.get("outcome") == "deny"
+    ]
 
 
 def wait_for(predicate: Any, timeout: float = 20.0) -> None:
@@ -78,7 +95,9 @@ def wait_for(predicate: Any, timeout: float = 20.0) -> None:
     raise AssertionError("timed out")
 
 
-def test_outage_buffers_and_delivers_every_batch_once(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+def test_outage_buffers_and_delivers_every_batch_once(
+    tmp_path: Path, broker_factory: BrokerFactory
+) -> None:
     pub = tmp_path / "cloud.pub"
     import nacl.signing
 
@@ -105,7 +124,9 @@ def test_outage_buffers_and_delivers_every_batch_once(tmp_path: Path, broker_fac
         got = batches(cloud)
         ids = [header["batch"] for header, _ in got]
         assert len(ids) == len(set(ids)), ids  # each batch once
-        assert all(header["gw"] == GW and header["count"] == len(records) <= 7 for header, records in got)
+        assert all(
+            header["gw"] == GW and header["count"] == len(records) <= 7 for header, records in got
+        )
         # batch ids name consecutive line ranges of one segment each
         position: dict[int, int] = {}
         for header, _ in got:

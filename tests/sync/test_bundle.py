@@ -25,7 +25,12 @@ def key() -> nacl.signing.SigningKey:
 
 
 def make(key: nacl.signing.SigningKey, **overrides: object) -> bytes:
-    args: dict[str, object] = {"version": 2, "gateway": "gw-1", "issued_at": 1_700_000_000, "policy": POLICY}
+    args: dict[str, object] = {
+        "version": 2,
+        "gateway": "gw-1",
+        "issued_at": 1_700_000_000,
+        "policy": POLICY,
+    }
     args.update(overrides)
     return create_bundle(key, **args)  # type: ignore[arg-type]
 
@@ -34,7 +39,9 @@ def test_deterministic_and_verifies(key: nacl.signing.SigningKey) -> None:
     first = make(key)
     assert first == make(key)
     # map key order in the input does not change the bytes
-    assert first == make(key, policy={"acl": {"enabled": False}, "permissions": {"default": [{"topic": "a/#"}]}})
+    assert first == make(
+        key, policy={"acl": {"enabled": False}, "permissions": {"default": [{"topic": "a/#"}]}}
+    )
     bundle = verify_bundle(first, [key.verify_key])
     assert isinstance(bundle, PolicyBundle)
     assert (bundle.version, bundle.gateway, bundle.issued_at) == (2, "gw-1", 1_700_000_000)
@@ -84,12 +91,16 @@ def test_forged_signature_with_own_key_and_same_kid(key: nacl.signing.SigningKey
         ({"policy": []}, "must be a map"),
     ],
 )
-def test_create_rejects_bad_input(key: nacl.signing.SigningKey, overrides: dict[str, object], message: str) -> None:
+def test_create_rejects_bad_input(
+    key: nacl.signing.SigningKey, overrides: dict[str, object], message: str
+) -> None:
     with pytest.raises(BundleError, match=message):
         make(key, **overrides)
 
 
-@pytest.mark.parametrize("data", [b"", b"\xff\xff", cbor2.dumps([1, 2]), cbor2.dumps({"format": "other"})])
+@pytest.mark.parametrize(
+    "data", [b"", b"\xff\xff", cbor2.dumps([1, 2]), cbor2.dumps({"format": "other"})]
+)
 def test_garbage_refused(key: nacl.signing.SigningKey, data: bytes) -> None:
     with pytest.raises(BundleError):
         verify_bundle(data, [key.verify_key])

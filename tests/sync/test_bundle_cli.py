@@ -11,8 +11,12 @@ from edge_broker.keys import load_signing_key, load_verify_key
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_broker", "bundle", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "edge_broker", "bundle", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_keygen_create_verify_show(tmp_path: Path) -> None:
@@ -20,14 +24,42 @@ def test_keygen_create_verify_show(tmp_path: Path) -> None:
     assert cli("keygen", key).returncode == 0
     assert load_signing_key(key).verify_key == load_verify_key(key + ".pub")
     policy = tmp_path / "policy.toml"
-    policy.write_text('[acl]\nenabled = false\n[permissions.sets.all]\nrules = [{ id = "r", topic = "a/#" }]\n')
+    policy.write_text(
+        '[acl]\nenabled = false\n[permissions.sets.all]\nrules = [{ id = "r", topic = "a/#" }]\n'
+    )
     out = str(tmp_path / "b.cbor")
-    made = cli("create", "--key", key, "--version", "2", "--gateway", "gw-1", "--policy", str(policy),
-               "--issued-at", "1700000000", "-o", out)
+    made = cli(
+        "create",
+        "--key",
+        key,
+        "--version",
+        "2",
+        "--gateway",
+        "gw-1",
+        "--policy",
+        str(policy),
+        "--issued-at",
+        "1700000000",
+        "-o",
+        out,
+    )
     assert made.returncode == 0, made.stderr
     again = str(tmp_path / "b2.cbor")
-    cli("create", "--key", key, "--version", "2", "--gateway", "gw-1", "--policy", str(policy),
-        "--issued-at", "1700000000", "-o", again)
+    cli(
+        "create",
+        "--key",
+        key,
+        "--version",
+        "2",
+        "--gateway",
+        "gw-1",
+        "--policy",
+        str(policy),
+        "--issued-at",
+        "1700000000",
+        "-o",
+        again,
+    )
     assert Path(out).read_bytes() == Path(again).read_bytes()
 
     ok = cli("verify", out, "--trust", key + ".pub", "--gateway", "gw-1", "--current-version", "1")
@@ -43,8 +75,19 @@ def test_keygen_create_verify_show(tmp_path: Path) -> None:
 
 
 def test_clear_errors(tmp_path: Path) -> None:
-    missing = cli("create", "--key", str(tmp_path / "nope"), "--version", "1", "--gateway", "*",
-                  "--policy", str(tmp_path / "p.json"), "-o", str(tmp_path / "o"))
+    missing = cli(
+        "create",
+        "--key",
+        str(tmp_path / "nope"),
+        "--version",
+        "1",
+        "--gateway",
+        "*",
+        "--policy",
+        str(tmp_path / "p.json"),
+        "-o",
+        str(tmp_path / "o"),
+    )
     assert missing.returncode == 2 and "cannot read key file" in missing.stderr
     bad_key = tmp_path / "bad.key"
     bad_key.write_text("hello")
@@ -60,15 +103,34 @@ def test_create_and_verify_refuse_what_every_gateway_refuses(tmp_path: Path) -> 
     key = str(tmp_path / "cloud.key")
     assert cli("keygen", key).returncode == 0
     policy = tmp_path / "policy.toml"
-    policy.write_text('[permissions]\nunassigned = "x"\n[permissions.sets.s]\n'
-                      'rules = [{ id = "r", topic = "a/#/b" }]\n')
+    policy.write_text(
+        '[permissions]\nunassigned = "x"\n[permissions.sets.s]\n'
+        'rules = [{ id = "r", topic = "a/#/b" }]\n'
+    )
     out = tmp_path / "b.cbor"
-    made = cli("create", "--key", key, "--version", "1", "--gateway", "*", "--policy", str(policy), "-o", str(out))
+    made = cli(
+        "create",
+        "--key",
+        key,
+        "--version",
+        "1",
+        "--gateway",
+        "*",
+        "--policy",
+        str(policy),
+        "-o",
+        str(out),
+    )
     assert made.returncode == 2 and not out.exists()
     assert f"{policy}: permissions.unassigned: 'x' is not valid" in made.stderr
     assert "permissions.sets.s" in made.stderr and "a/#/b" in made.stderr  # both problems
-    signed = create_bundle(load_signing_key(key), version=1, gateway="*", issued_at=1,
-                           policy={"permissions": {"unassigned": "x"}})  # as an older tool signed it
+    signed = create_bundle(
+        load_signing_key(key),
+        version=1,
+        gateway="*",
+        issued_at=1,
+        policy={"permissions": {"unassigned": "x"}},
+    )  # as an older tool signed it
     out.write_bytes(signed)
     bad = cli("verify", str(out), "--trust", key + ".pub")
     assert bad.returncode == 2 and "permissions.unassigned" in bad.stderr
@@ -84,21 +146,56 @@ def test_password_and_acl_files_are_embedded_as_content(tmp_path: Path) -> None:
     assert cli("keygen", key).returncode == 0
     folder = tmp_path / "policy"
     folder.mkdir()
-    subprocess.run([sys.executable, "-m", "edge_broker", "passwd", "add", str(folder / "passwd"), "dev",
-                    "--password-stdin", "--tenants", "t1"], input="pw\n", text=True, check=True,
-                   env={**os.environ})
-    (folder / "acl.json5").write_text('// a Zenoh config\n{ access_control: { enabled: true, '
-                                      'default_permission: "deny", rules: [], subjects: [], policies: [] } }\n')
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edge_broker",
+            "passwd",
+            "add",
+            str(folder / "passwd"),
+            "dev",
+            "--password-stdin",
+            "--tenants",
+            "t1",
+        ],
+        input="pw\n",
+        text=True,
+        check=True,
+        env={**os.environ},
+    )
+    (folder / "acl.json5").write_text(
+        "// a Zenoh config\n{ access_control: { enabled: true, "
+        'default_permission: "deny", rules: [], subjects: [], policies: [] } }\n'
+    )
     policy = folder / "policy.toml"
     policy.write_text('[passwords]\nfile = "passwd"\n[acl]\nfile = "acl.json5"\n')
     out = tmp_path / "b.cbor"
-    made = cli("create", "--key", key, "--version", "1", "--gateway", "*", "--policy", str(policy), "-o", str(out))
+    made = cli(
+        "create",
+        "--key",
+        key,
+        "--version",
+        "1",
+        "--gateway",
+        "*",
+        "--policy",
+        str(policy),
+        "-o",
+        str(out),
+    )
     assert made.returncode == 0, made.stderr
     shown = json.loads(cli("show", str(out), "--trust", key + ".pub").stdout)
     entry = load_password_file(folder / "passwd")["dev"]
-    assert shown["policy"]["passwords"] == [{"username": "dev", "hash": entry.hash.decode(), "tenants": ["t1"],
-                                             "roles": []}]
-    assert shown["policy"]["acl"] == {"enabled": True, "default_permission": "deny", "rules": [],
-                                      "subjects": [], "policies": []}
+    assert shown["policy"]["passwords"] == [
+        {"username": "dev", "hash": entry.hash.decode(), "tenants": ["t1"], "roles": []}
+    ]
+    assert shown["policy"]["acl"] == {
+        "enabled": True,
+        "default_permission": "deny",
+        "rules": [],
+        "subjects": [],
+        "policies": [],
+    }
     assert str(tmp_path) not in json.dumps(shown["policy"])
     assert cli("verify", str(out), "--trust", key + ".pub").returncode == 0

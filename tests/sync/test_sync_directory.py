@@ -31,21 +31,22 @@ port = 0
 auth_methods = ["password"]
 
 [passwords]
-file = "{tmp_path / 'passwd'}"
+file = "{tmp_path / "passwd"}"
 
 [sync]
 source = "directory"
 gateway_id = "{GW}"
 trusted_keys = ["{pub}"]
-directory = "{tmp_path / 'inbox'}"
+directory = "{tmp_path / "inbox"}"
 poll_interval = 0.1
-state_dir = "{tmp_path / 'state'}"
+state_dir = "{tmp_path / "state"}"
 """
 
 
 def connects(b: RunningBroker, user: str, password: str) -> bool:
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"c-{time.monotonic_ns()}",
-                         protocol=mqtt.MQTTv5)
+    client = mqtt.Client(
+        CallbackAPIVersion.VERSION2, client_id=f"c-{time.monotonic_ns()}", protocol=mqtt.MQTTv5
+    )
     client.username_pw_set(user, password)
     try:
         client.connect(b.host, b.port)
@@ -88,9 +89,19 @@ def test_directory_bundles_replace_passwords(tmp_path: Path, broker_factory: Bro
     b = broker_factory(config(tmp_path, pub))
     assert connects(b, "old", "old-pw")
 
-    policy = {"passwords": [{"username": "new", "hash": hash_password("new-pw").decode(),
-                             "tenants": [], "roles": ["sensor"]}]}
-    (inbox / "v1.cbor").write_bytes(create_bundle(key, version=1, gateway="*", issued_at=1, policy=policy))
+    policy = {
+        "passwords": [
+            {
+                "username": "new",
+                "hash": hash_password("new-pw").decode(),
+                "tenants": [],
+                "roles": ["sensor"],
+            }
+        ]
+    }
+    (inbox / "v1.cbor").write_bytes(
+        create_bundle(key, version=1, gateway="*", issued_at=1, policy=policy)
+    )
     status = wait_status(tmp_path / "state", lambda s: s["version"] == 1)
     assert status["ok"] is True, status
     assert connects(b, "new", "new-pw")
@@ -108,9 +119,15 @@ def test_directory_bundles_replace_passwords(tmp_path: Path, broker_factory: Bro
     assert connects(b, "new", "new-pw") and not connects(b, "old", "old-pw")
 
     bad = {"passwords": [{"username": "x", "hash": "plaintext"}]}
-    (inbox / "v2.cbor").write_bytes(create_bundle(key, version=2, gateway="*", issued_at=2, policy=bad))
+    (inbox / "v2.cbor").write_bytes(
+        create_bundle(key, version=2, gateway="*", issued_at=2, policy=bad)
+    )
     status = wait_status(tmp_path / "state", lambda s: s["version"] == 2)
-    assert status["ok"] is False and "argon2id hash" in status["reason"] and status["applied_version"] == 1
+    assert (
+        status["ok"] is False
+        and "argon2id hash" in status["reason"]
+        and status["applied_version"] == 1
+    )
     assert connects(b, "new", "new-pw")
     assert saved.read_bytes() == (inbox / "v1.cbor").read_bytes()  # the good one stays persisted
     assert b.stop() == 0

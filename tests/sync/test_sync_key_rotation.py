@@ -26,12 +26,19 @@ GW = "gw-7"  # the gateway id of test_sync_mqtt's bundles
 
 
 def _config(tmp_path: Path, keys: list[Path]) -> str:
-    return to_toml({
-        "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
-        "sync": {"source": "directory", "gateway_id": GW,
-                 "trusted_keys": [str(k) for k in keys], "directory": str(tmp_path / "inbox"),
-                 "poll_interval": 0.1, "state_dir": str(tmp_path / "state")},
-    })
+    return to_toml(
+        {
+            "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
+            "sync": {
+                "source": "directory",
+                "gateway_id": GW,
+                "trusted_keys": [str(k) for k in keys],
+                "directory": str(tmp_path / "inbox"),
+                "poll_interval": 0.1,
+                "state_dir": str(tmp_path / "state"),
+            },
+        }
+    )
 
 
 def _key(tmp_path: Path, name: str) -> tuple[nacl.signing.SigningKey, Path]:
@@ -44,13 +51,19 @@ def _key(tmp_path: Path, name: str) -> tuple[nacl.signing.SigningKey, Path]:
 def _run(config_text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "rotated.toml"
     path.write_text(config_text)
-    return subprocess.run([sys.executable, "-m", "edge_broker", "run", "--config", str(path)],
-                          capture_output=True, text=True, timeout=30, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "edge_broker", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.timeout(120)
 def test_rotated_key_does_not_silently_serve_the_base_config(
-        tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    tmp_path: Path, broker_factory: BrokerFactory
+) -> None:
     old, old_pub = _key(tmp_path, "old")
     new, new_pub = _key(tmp_path, "new")
     (tmp_path / "inbox").mkdir()

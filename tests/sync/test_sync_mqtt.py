@@ -28,30 +28,52 @@ GW = "gw-7"
 
 
 def policy(denied: str) -> dict[str, Any]:
-    return {"permissions": {
-        "sets": {"all": {"default_behaviour": "allow",
-                         "rules": [{"id": f"no-{denied}", "topic": f"{denied}/#", "type": "DENY"}]}},
-        "assign": [{"client_id": "*", "sets": ["all"]}]}}
+    return {
+        "permissions": {
+            "sets": {
+                "all": {
+                    "default_behaviour": "allow",
+                    "rules": [{"id": f"no-{denied}", "topic": f"{denied}/#", "type": "DENY"}],
+                }
+            },
+            "assign": [{"client_id": "*", "sets": ["all"]}],
+        }
+    }
 
 
 def bundle(key: nacl.signing.SigningKey, version: int, denied: str, gateway: str = GW) -> bytes:
-    return create_bundle(key, version=version, gateway=gateway, issued_at=1_800_000_000 + version,
-                         policy=policy(denied))
+    return create_bundle(
+        key,
+        version=version,
+        gateway=gateway,
+        issued_at=1_800_000_000 + version,
+        policy=policy(denied),
+    )
 
 
 def gateway_config(tmp_path: Path, cloud_port: int, pub: Path) -> str:
-    return to_toml({
-        "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
-        "sync": {"source": "mqtt", "gateway_id": GW, "trusted_keys": [str(pub)], "host": "127.0.0.1",
-                 "port": cloud_port, "state_dir": str(tmp_path / "sync-state"), "reconnect_max": 0.3},
-    })
+    return to_toml(
+        {
+            "listeners": [{"name": "tcp", "bind": "127.0.0.1", "port": 0}],
+            "sync": {
+                "source": "mqtt",
+                "gateway_id": GW,
+                "trusted_keys": [str(pub)],
+                "host": "127.0.0.1",
+                "port": cloud_port,
+                "state_dir": str(tmp_path / "sync-state"),
+                "reconnect_max": 0.3,
+            },
+        }
+    )
 
 
 def publish_rc(b: RunningBroker, topic: str) -> int:
     """The PUBACK reason code a v5 client gets for a QoS 1 publish to ``topic``."""
     codes: list[int] = []
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"probe-{time.monotonic_ns()}",
-                         protocol=mqtt.MQTTv5)
+    client = mqtt.Client(
+        CallbackAPIVersion.VERSION2, client_id=f"probe-{time.monotonic_ns()}", protocol=mqtt.MQTTv5
+    )
 
     def on_publish(c: Any, u: Any, mid: int, rc: ReasonCode, p: Any) -> None:
         codes.append(rc.value)
@@ -76,7 +98,9 @@ def allowed(b: RunningBroker, topic: str) -> bool:
     return rc < 0x80
 
 
-def test_bundles_applied_refused_and_kept_offline(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+def test_bundles_applied_refused_and_kept_offline(
+    tmp_path: Path, broker_factory: BrokerFactory
+) -> None:
     key = nacl.signing.SigningKey.generate()
     pub = tmp_path / "cloud.pub"
     write_verify_key(pub, key.verify_key)
@@ -87,7 +111,9 @@ def test_bundles_applied_refused_and_kept_offline(tmp_path: Path, broker_factory
     try:
         gateway = broker_factory(gateway_config(tmp_path, cloud.port, pub))
         assert allowed(gateway, "admin/x")  # no bundle yet: base config allows
-        watcher = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="watcher", protocol=mqtt.MQTTv5)
+        watcher = mqtt.Client(
+            CallbackAPIVersion.VERSION2, client_id="watcher", protocol=mqtt.MQTTv5
+        )
         watcher.connect(gateway.host, gateway.port)
         watcher.loop_start()
         watcher.subscribe("admin/#", qos=1)
@@ -104,7 +130,9 @@ def test_bundles_applied_refused_and_kept_offline(tmp_path: Path, broker_factory
         assert not allowed(gateway, "admin/x")
         assert allowed(gateway, "other/x")
 
-        operator.publish(f"edge/{GW}/policy", bundle(key, 1, "other"), retain=True)  # replay of an old one
+        operator.publish(
+            f"edge/{GW}/policy", bundle(key, 1, "other"), retain=True
+        )  # replay of an old one
         status = operator.wait_json(status_topic, lambda s: s["version"] == 1)
         assert status["ok"] is False and status["applied_version"] == 2
         assert "not newer than the applied v2" in status["reason"]
@@ -121,14 +149,20 @@ def test_bundles_applied_refused_and_kept_offline(tmp_path: Path, broker_factory
 
         other_key = nacl.signing.SigningKey.generate()
         operator.publish(f"edge/{GW}/policy", bundle(other_key, 5, "other"), retain=True)
-        status = operator.wait_json(status_topic, lambda s: s["version"] is None and "does not trust" in s["reason"])
+        status = operator.wait_json(
+            status_topic, lambda s: s["version"] is None and "does not trust" in s["reason"]
+        )
         assert status["applied_version"] == 2
         # after all the refusals the v2 policy still decides
         assert not allowed(gateway, "admin/x") and allowed(gateway, "other/x")
 
-        operator.publish(f"edge/{GW}/policy", bundle(key, 2, "admin"), retain=True)  # the same v2 again
-        status = operator.wait_json(status_topic, lambda s: s["version"] == 2 and s["ok"]
-                                    and "already applied" in s["reason"])
+        operator.publish(
+            f"edge/{GW}/policy", bundle(key, 2, "admin"), retain=True
+        )  # the same v2 again
+        status = operator.wait_json(
+            status_topic,
+            lambda s: s["version"] == 2 and s["ok"] and "already applied" in s["reason"],
+        )
 
         assert gateway.stop() == 0
         cloud.stop()  # the uplink is down for the restart
@@ -142,7 +176,8 @@ def test_bundles_applied_refused_and_kept_offline(tmp_path: Path, broker_factory
 
 
 def test_a_bundle_that_does_not_compile_keeps_the_running_policy(
-        tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    tmp_path: Path, broker_factory: BrokerFactory
+) -> None:
     key = nacl.signing.SigningKey.generate()
     pub = tmp_path / "cloud.pub"
     write_verify_key(pub, key.verify_key)
@@ -154,9 +189,18 @@ def test_a_bundle_that_does_not_compile_keeps_the_running_policy(
         gateway = broker_factory(gateway_config(tmp_path, cloud.port, pub))
         operator.publish(f"edge/{GW}/policy", bundle(key, 2, "admin"), retain=True)
         operator.wait_json(status_topic, lambda s: s["version"] == 2 and s["ok"])
-        broken = create_bundle(key, version=3, gateway="*", issued_at=1_800_000_003, policy={
-            "permissions": {"sets": {"all": {"rules": [{"id": "bad", "topic": "a/#/b"}]}},
-                            "assign": [{"client_id": "*", "sets": ["all"]}]}})
+        broken = create_bundle(
+            key,
+            version=3,
+            gateway="*",
+            issued_at=1_800_000_003,
+            policy={
+                "permissions": {
+                    "sets": {"all": {"rules": [{"id": "bad", "topic": "a/#/b"}]}},
+                    "assign": [{"client_id": "*", "sets": ["all"]}],
+                }
+            },
+        )
         operator.publish(f"edge/{GW}/policy", broken, retain=True)
         status = operator.wait_json(status_topic, lambda s: s["version"] == 3)
         assert status["ok"] is False and status["applied_version"] == 2
@@ -166,9 +210,13 @@ def test_a_bundle_that_does_not_compile_keeps_the_running_policy(
         assert gateway.stop() == 0
         restarted = broker_factory(gateway_config(tmp_path, cloud.port, pub))
         assert not allowed(restarted, "admin/x")
-        status = operator.wait_json(status_topic, lambda s: s["version"] == 3 and s["applied_version"] == 2
-                                    and s["at"] > time.time() - 5)
-        assert status["ok"] is False  # the retained broken bundle is offered again and refused again
+        status = operator.wait_json(
+            status_topic,
+            lambda s: s["version"] == 3 and s["applied_version"] == 2 and s["at"] > time.time() - 5,
+        )
+        assert (
+            status["ok"] is False
+        )  # the retained broken bundle is offered again and refused again
     finally:
         operator.close()
         cloud.stop()
@@ -187,7 +235,9 @@ def test_bundle_over_mutual_tls(tmp_path: Path, broker_factory: BrokerFactory) -
     operator = CloudClient(cloud.port, "operator", [status_topic], tls=pki)
     try:
         text = gateway_config(tmp_path, cloud.port, pub).replace(
-            "[sync]\n", f'[sync]\ntls = true\nca = "{pki.ca}"\ncert = "{pki.client_cert}"\nkey = "{pki.client_key}"\n')
+            "[sync]\n",
+            f'[sync]\ntls = true\nca = "{pki.ca}"\ncert = "{pki.client_cert}"\nkey = "{pki.client_key}"\n',
+        )
         gateway = broker_factory(text)
         operator.publish(f"edge/{GW}/policy", bundle(key, 1, "admin"), retain=True)
         status = operator.wait_json(status_topic, lambda s: s["version"] == 1)

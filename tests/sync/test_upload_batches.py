@@ -16,7 +16,9 @@ from edge_broker.sync.state import SyncStateDir, SyncStateError
 from edge_broker.sync.upload import AuditBatch, next_batch
 
 
-def fill(directory: Path, count: int, *, segment_bytes: int = 1024, segments: int = 100) -> AuditLog:
+def fill(
+    directory: Path, count: int, *, segment_bytes: int = 1024, segments: int = 100
+) -> AuditLog:
     log = AuditLog(directory, "gw", max_segment_bytes=segment_bytes, max_segments=segments)
     for i in range(count):
         log.event("client_stats", client=f"c{i}", detail="x" * 40)
@@ -24,7 +26,9 @@ def fill(directory: Path, count: int, *, segment_bytes: int = 1024, segments: in
     return log
 
 
-def drain(directory: Path, cursor: tuple[int, int] | None, size: int) -> tuple[list[AuditBatch], tuple[int, int] | None]:
+def drain(
+    directory: Path, cursor: tuple[int, int] | None, size: int
+) -> tuple[list[AuditBatch], tuple[int, int] | None]:
     out = []
     while (batch := next_batch(directory, "gw", cursor, size)) is not None:
         out.append(batch)
@@ -44,8 +48,9 @@ def records(batches: list[AuditBatch]) -> list[str]:
 
 @settings(max_examples=60, deadline=None)
 @given(count=st.integers(0, 120), size=st.integers(1, 50), split=st.integers(0, 120))
-def test_every_record_once_in_order_across_segments(tmp_path_factory: pytest.TempPathFactory,
-                                                    count: int, size: int, split: int) -> None:
+def test_every_record_once_in_order_across_segments(
+    tmp_path_factory: pytest.TempPathFactory, count: int, size: int, split: int
+) -> None:
     directory = tmp_path_factory.mktemp("audit")
     log = fill(directory, min(split, count))
     first, cursor = drain(directory, None, size)
@@ -75,7 +80,9 @@ def test_segments_rotated_away_before_upload_are_counted(tmp_path: Path) -> None
     log.close()
     first = next_batch(tmp_path, "gw", cursor, 100)
     assert first is not None and first.lost_segments > 0
-    assert json.loads(first.payload.decode().splitlines()[0])["lost_segments"] == first.lost_segments
+    assert (
+        json.loads(first.payload.decode().splitlines()[0])["lost_segments"] == first.lost_segments
+    )
     rest, _ = drain(tmp_path, (first.segment, first.last), 100)
     assert all(b.lost_segments == 0 for b in rest)
     never = next_batch(tmp_path, "gw", None, 100)  # a gateway that never uploaded
@@ -89,7 +96,10 @@ def test_state_files(tmp_path: Path) -> None:
     state.save_cursor(3, 17)
     again = SyncStateDir.open(tmp_path / "s")
     assert again.load_bundle() == b"\x01\x02" and again.load_cursor() == (3, 17)
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["audit-cursor.json", "bundle.cbor"]
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
+        "audit-cursor.json",
+        "bundle.cbor",
+    ]
     (tmp_path / "s" / "audit-cursor.json").write_text("{")
     with pytest.raises(SyncStateError, match="audit-cursor.json is damaged"):
         again.load_cursor()

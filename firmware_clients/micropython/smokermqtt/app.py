@@ -47,13 +47,18 @@ def claim_pending(client: "MQTTClient", device: Device) -> "dict[str, int]":
 def reading(seq: int) -> bytes:
     """A wiring-free reading: sequence number, uptime and free heap."""
     mem_free = getattr(gc, "mem_free", None)
-    return canonjson.dumpb({"seq": seq, "uptime_ms": time.ticks_ms(),
-                            "mem_free": mem_free() if mem_free else None})
+    return canonjson.dumpb(
+        {"seq": seq, "uptime_ms": time.ticks_ms(), "mem_free": mem_free() if mem_free else None}
+    )
 
 
-def run(directory: str, cycles: int = 0,
-        on_command: "Callable[[str, bytes], None] | None" = None,
-        read: "Callable[[int], bytes]" = reading, attempts: int = 0) -> "MQTTClient":
+def run(
+    directory: str,
+    cycles: int = 0,
+    on_command: "Callable[[str, bytes], None] | None" = None,
+    read: "Callable[[int], bytes]" = reading,
+    attempts: int = 0,
+) -> "MQTTClient":
     """Run the device loop; ``cycles`` > 0 stops after that many readings (tests), 0 never.
     ``attempts`` bounds each reconnection (0: retry for ever, as a device should)."""
     device = Device(directory)

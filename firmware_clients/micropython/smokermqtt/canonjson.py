@@ -7,8 +7,15 @@ json.dumps can neither sort keys nor drop the spaces, so this module writes the 
 Floats are refused: CPython and MicroPython print them differently, and claims have none.
 """
 
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
-            "\b": "\\b", "\f": "\\f"}
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\b": "\\b",
+    "\f": "\\f",
+}
 
 
 def _string(s: str, out: list[str]) -> None:

@@ -35,29 +35,35 @@ def check_topic(topic: str, owner_id: str) -> None:
     """ValueError unless ``topic`` is ``restricted/<owner_id>/<rest>`` with valid levels."""
     prefix = "restricted/" + owner_id + "/"
     if not topic.startswith(prefix) or len(topic) == len(prefix):
-        raise ValueError("claim topic %r must start with %r and name at least one more level"
-                         % (topic, prefix))
-    for level in topic[len(prefix):].split("/"):
+        raise ValueError(
+            "claim topic %r must start with %r and name at least one more level" % (topic, prefix)
+        )
+    for level in topic[len(prefix) :].split("/"):
         if not level:
             raise ValueError("claim topic %r has an empty level" % topic)
     for bad in ("+", "#", "\x00"):
         if bad in topic:
-            raise ValueError("claim topic %r contains %r; claims name one exact topic"
-                             % (topic, bad))
+            raise ValueError(
+                "claim topic %r contains %r; claims name one exact topic" % (topic, bad)
+            )
 
 
-def restriction(topic: str, owner_id: str, restriction_type: str,
-                permissions: "Sequence[tuple[str, str]]") -> "dict[str, Any]":
+def restriction(
+    topic: str, owner_id: str, restriction_type: str, permissions: "Sequence[tuple[str, str]]"
+) -> "dict[str, Any]":
     """The Restriction object; ``permissions`` is a list of (clientId or "*", activity)."""
     check_topic(topic, owner_id)
     if restriction_type not in RESTRICTION_TYPES:
-        raise ValueError("restrictionType must be one of %s, got %r"
-                         % (", ".join(RESTRICTION_TYPES), restriction_type))
+        raise ValueError(
+            "restrictionType must be one of %s, got %r"
+            % (", ".join(RESTRICTION_TYPES), restriction_type)
+        )
     perms: list[dict[str, str]] = []
     for client, activity in permissions:
         if activity not in ACTIVITIES:
-            raise ValueError("permission activity must be one of %s, got %r"
-                             % (", ".join(ACTIVITIES), activity))
+            raise ValueError(
+                "permission activity must be one of %s, got %r" % (", ".join(ACTIVITIES), activity)
+            )
         if client != "*" and (len(client) != 56 or not client.endswith("====")):
             raise ValueError("permission clientId must be '*' or a SMOKER ID, got %r" % client)
         perms.append({"clientId": client, "activity": activity})
@@ -75,12 +81,17 @@ def signed_claim(signing_key: "Signer", owner_id: str, restr: "dict[str, Any]") 
     return canonjson.dumpb({"restriction": restr, "signature": signature})
 
 
-def claim(signing_key: "Signer", owner_id: str, topic: str,
-          restriction_type: str = "WHITELIST",
-          permissions: "Sequence[tuple[str, str]]" = ()) -> bytes:
+def claim(
+    signing_key: "Signer",
+    owner_id: str,
+    topic: str,
+    restriction_type: str = "WHITELIST",
+    permissions: "Sequence[tuple[str, str]]" = (),
+) -> bytes:
     """Shortcut: the signed claim payload for a topic and its permissions."""
-    return signed_claim(signing_key, owner_id,
-                        restriction(topic, owner_id, restriction_type, permissions))
+    return signed_claim(
+        signing_key, owner_id, restriction(topic, owner_id, restriction_type, permissions)
+    )
 
 
 def unclaim(topic: str, owner_id: str) -> bytes:

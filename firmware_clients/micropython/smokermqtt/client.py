@@ -67,20 +67,31 @@ class MQTTClient:
     ``callback(topic, payload)`` receives every application message.
     """
 
-    def __init__(self, host: str, port: int = 1883, client_id: str | None = None,
-                 signing_key: "Signer | None" = None, username: str | None = None,
-                 password: str | bytes | None = None, keepalive: int = 60,
-                 clean_start: bool = True, session_expiry: int = 0,
-                 max_packet_size: int = 16384, timeout_ms: int = 10000,
-                 callback: "Callable[[str, bytes], None] | None" = None,
-                 ssl_context: "Any" = None, backoff_base_ms: int = 1000,
-                 backoff_max_ms: int = 60000,
-                 will: tuple[str, bytes, int, bool] | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int = 1883,
+        client_id: str | None = None,
+        signing_key: "Signer | None" = None,
+        username: str | None = None,
+        password: str | bytes | None = None,
+        keepalive: int = 60,
+        clean_start: bool = True,
+        session_expiry: int = 0,
+        max_packet_size: int = 16384,
+        timeout_ms: int = 10000,
+        callback: "Callable[[str, bytes], None] | None" = None,
+        ssl_context: "Any" = None,
+        backoff_base_ms: int = 1000,
+        backoff_max_ms: int = 60000,
+        will: tuple[str, bytes, int, bool] | None = None,
+    ) -> None:
         if signing_key is not None:
             derived = ids.client_id(signing_key.public_key)
             if client_id is not None and client_id != derived:
-                raise ValueError("client_id %r is not the SMOKER ID %r of the signing key"
-                                 % (client_id, derived))
+                raise ValueError(
+                    "client_id %r is not the SMOKER ID %r of the signing key" % (client_id, derived)
+                )
             client_id = derived
         if client_id is None:
             raise ValueError("give client_id, or signing_key for a SMOKER client")
@@ -154,8 +165,17 @@ class MQTTClient:
         self._qos2_received = set()
         self._reauthenticating = False
         self.smoker_authenticated = False
-        self._send(packets.connect(self.client_id, self.keepalive, self.clean_start, props,
-                                   self.username, self.password, self.will))
+        self._send(
+            packets.connect(
+                self.client_id,
+                self.keepalive,
+                self.clean_start,
+                props,
+                self.username,
+                self.password,
+                self.will,
+            )
+        )
         answered_nonce = False
         while True:
             got = self._read_packet(self.timeout_ms, "CONNACK")
@@ -167,20 +187,24 @@ class MQTTClient:
             elif ptype == packets.CONNACK:
                 break
             else:
-                raise MQTTError(packets.PROTOCOL_ERROR,
-                                "expected AUTH or CONNACK from the broker, got packet type %d"
-                                % ptype)
+                raise MQTTError(
+                    packets.PROTOCOL_ERROR,
+                    "expected AUTH or CONNACK from the broker, got packet type %d" % ptype,
+                )
         session_present, reason, answer = packets.parse_connack(body)
         self.last_reason_string = answer.get(packets.REASON_STRING)
         if reason:
             self.close()
-            raise MQTTError(reason, "broker refused the connection%s"
-                            % _explain(self.last_reason_string))
+            raise MQTTError(
+                reason, "broker refused the connection%s" % _explain(self.last_reason_string)
+            )
         if self.signing_key is not None:
             if not answered_nonce or answer.get(packets.AUTH_METHOD) != SMOKER:
                 self.close()
-                raise MQTTError(packets.PROTOCOL_ERROR,
-                                "broker accepted the connection without SMOKER authentication")
+                raise MQTTError(
+                    packets.PROTOCOL_ERROR,
+                    "broker accepted the connection without SMOKER authentication",
+                )
             self.smoker_authenticated = True
         self.client_id = answer.get(packets.ASSIGNED_CLIENT_ID, self.client_id)
         self._claims_topic = claims.CLAIMS_RESPONSE % self.client_id
@@ -197,26 +221,34 @@ class MQTTClient:
         method = props.get(packets.AUTH_METHOD)
         nonce = props.get(packets.AUTH_DATA)
         if self.signing_key is None or method != SMOKER:
-            raise MQTTError(packets.PROTOCOL_ERROR,
-                            "broker sent AUTH for method %r; this client speaks only %r"
-                            % (method, SMOKER if self.signing_key else None))
-        if reason != packets.CONTINUE_AUTHENTICATION or nonce is None \
-                or len(nonce) != NONCE_SIZE:
-            raise MQTTError(packets.PROTOCOL_ERROR,
-                            "SMOKER challenge must be AUTH 0x18 with a %d-byte nonce"
-                            % NONCE_SIZE)
-        self._send(packets.auth(packets.CONTINUE_AUTHENTICATION, [
-            (packets.AUTH_METHOD, SMOKER),
-            (packets.AUTH_DATA, self.signing_key.sign_attached(nonce)),
-        ]))
+            raise MQTTError(
+                packets.PROTOCOL_ERROR,
+                "broker sent AUTH for method %r; this client speaks only %r"
+                % (method, SMOKER if self.signing_key else None),
+            )
+        if reason != packets.CONTINUE_AUTHENTICATION or nonce is None or len(nonce) != NONCE_SIZE:
+            raise MQTTError(
+                packets.PROTOCOL_ERROR,
+                "SMOKER challenge must be AUTH 0x18 with a %d-byte nonce" % NONCE_SIZE,
+            )
+        self._send(
+            packets.auth(
+                packets.CONTINUE_AUTHENTICATION,
+                [
+                    (packets.AUTH_METHOD, SMOKER),
+                    (packets.AUTH_DATA, self.signing_key.sign_attached(nonce)),
+                ],
+            )
+        )
 
     def reauthenticate(self) -> None:
         """Prove the key again without dropping the session (MQTT 5 §4.12.1, SMOKER.md):
         AUTH 0x19 → the broker's fresh nonce (AUTH 0x18) → the signed nonce → AUTH 0x00.
         A broker that refuses closes the connection (DISCONNECT with the reason)."""
         if self.signing_key is None or not self.smoker_authenticated:
-            raise MQTTError(packets.PROTOCOL_ERROR,
-                            "only a SMOKER-authenticated connection can re-authenticate")
+            raise MQTTError(
+                packets.PROTOCOL_ERROR, "only a SMOKER-authenticated connection can re-authenticate"
+            )
         self._reauthenticating = True
         self._send(packets.auth(packets.RE_AUTHENTICATE, [(packets.AUTH_METHOD, SMOKER)]))
         deadline = time.ticks_add(time.ticks_ms(), self.timeout_ms)
@@ -243,8 +275,14 @@ class MQTTClient:
                 attempt += 1
                 if attempts and attempt >= attempts:
                     raise
-                self.sleep_ms(backoff_ms(attempt - 1, self.backoff_base_ms,
-                                         self.backoff_max_ms, random.getrandbits(16)))
+                self.sleep_ms(
+                    backoff_ms(
+                        attempt - 1,
+                        self.backoff_base_ms,
+                        self.backoff_max_ms,
+                        random.getrandbits(16),
+                    )
+                )
 
     def reconnect(self, attempts: int = 0) -> bool:
         """Drop the current connection, then connect_with_backoff()."""
@@ -277,8 +315,14 @@ class MQTTClient:
 
     # ------------------------------------------------------------ application calls
 
-    def publish(self, topic: str, payload: str | bytes, qos: int = 0, retain: bool = False,
-                props: "Sequence[tuple[int, Any]]" = ()) -> int | None:
+    def publish(
+        self,
+        topic: str,
+        payload: str | bytes,
+        qos: int = 0,
+        retain: bool = False,
+        props: "Sequence[tuple[int, Any]]" = (),
+    ) -> int | None:
         """Publish; returns the PUBACK reason code for QoS 1, None for QoS 0."""
         if qos not in (0, 1):
             raise ValueError("this client publishes at QoS 0 or 1, got %r" % (qos,))
@@ -287,12 +331,14 @@ class MQTTClient:
         if isinstance(payload, str):
             payload = payload.encode("utf-8")
         packet_id = self._next_id() if qos else 0
-        header = packets.publish_header(topic, len(payload), qos, retain, False, packet_id,
-                                        props)
+        header = packets.publish_header(topic, len(payload), qos, retain, False, packet_id, props)
         if len(header) + len(payload) > self.max_packet_size:
             # the broker would drop us for it; the device should learn here instead
-            raise MQTTError(0x95, "PUBLISH of %d bytes exceeds max_packet_size %d"
-                            % (len(header) + len(payload), self.max_packet_size))
+            raise MQTTError(
+                0x95,
+                "PUBLISH of %d bytes exceeds max_packet_size %d"
+                % (len(header) + len(payload), self.max_packet_size),
+            )
         self._send(header)
         self._send(payload)
         if not qos:
@@ -306,26 +352,33 @@ class MQTTClient:
         access/claim at QoS 1 and return the PUBACK reason code (0x00 = stored)."""
         return self._publish_qos1(claims.CLAIM_TOPIC, payload)
 
-    def claim_topic(self, topic: str, restriction_type: str = "WHITELIST",
-                    permissions: "Sequence[tuple[str, str]]" = ()) -> int:
+    def claim_topic(
+        self,
+        topic: str,
+        restriction_type: str = "WHITELIST",
+        permissions: "Sequence[tuple[str, str]]" = (),
+    ) -> int:
         """Sign a claim on ``topic`` with this client's key and publish it."""
         if self.signing_key is None:
             raise ValueError("claims are signed: this client has no signing_key")
-        return self.claim(claims.claim(self.signing_key, self.client_id, topic,
-                                       restriction_type, permissions))
+        return self.claim(
+            claims.claim(self.signing_key, self.client_id, topic, restriction_type, permissions)
+        )
 
     def unclaim(self, topic: str) -> int:
         """Remove our claim on ``topic``; returns the PUBACK reason code."""
         return self._publish_qos1(claims.UNCLAIM_TOPIC, claims.unclaim(topic, self.client_id))
 
-    def _publish_qos1(self, topic: str, payload: bytes,
-                      props: "Sequence[tuple[int, Any]]" = ()) -> int:
+    def _publish_qos1(
+        self, topic: str, payload: bytes, props: "Sequence[tuple[int, Any]]" = ()
+    ) -> int:
         reason = self.publish(topic, payload, qos=1, props=props)
         assert reason is not None  # QoS 1 always has a PUBACK reason
         return reason
 
-    def request_claims(self, timeout_ms: int | None = None,
-                       after: str | None = None) -> "dict[str, Any]":
+    def request_claims(
+        self, timeout_ms: int | None = None, after: str | None = None
+    ) -> "dict[str, Any]":
         """The broker's claim information for this client (SMOKER.md "Optional: claim
         information request"): ``{"clientId", "ownedClaims", "involvedClaims"}``.
 
@@ -341,17 +394,21 @@ class MQTTClient:
         if answer_topic not in self.subscriptions:
             code = self.subscribe(answer_topic, qos=1)
             if code >= 0x80:
-                raise MQTTError(code, "SUBACK for %s%s"
-                                % (answer_topic, _explain(self.last_reason_string)))
+                raise MQTTError(
+                    code, "SUBACK for %s%s" % (answer_topic, _explain(self.last_reason_string))
+                )
         self._claims_answer = None
         request = b"" if after is None else json.dumps({"after": after}).encode()
-        reason = self._publish_qos1(claims.CLAIMS_REQUEST % self.client_id, request,
-                                    [(packets.RESPONSE_TOPIC, answer_topic)])
+        reason = self._publish_qos1(
+            claims.CLAIMS_REQUEST % self.client_id,
+            request,
+            [(packets.RESPONSE_TOPIC, answer_topic)],
+        )
         if reason >= 0x80:
-            raise MQTTError(reason, "claims request refused%s"
-                            % _explain(self.last_reason_string))
-        deadline = time.ticks_add(time.ticks_ms(), self.timeout_ms if timeout_ms is None
-                                  else timeout_ms)
+            raise MQTTError(reason, "claims request refused%s" % _explain(self.last_reason_string))
+        deadline = time.ticks_add(
+            time.ticks_ms(), self.timeout_ms if timeout_ms is None else timeout_ms
+        )
         while self._claims_answer is None:
             left = time.ticks_diff(deadline, time.ticks_ms())
             if left <= 0:
@@ -361,12 +418,17 @@ class MQTTClient:
         self._claims_answer = None
         return result
 
-    def subscribe(self, topic_filter: str, qos: int = 0, no_local: bool = False,
-                  retain_as_published: bool = False, retain_handling: int = 0) -> int:
+    def subscribe(
+        self,
+        topic_filter: str,
+        qos: int = 0,
+        no_local: bool = False,
+        retain_as_published: bool = False,
+        retain_handling: int = 0,
+    ) -> int:
         """Subscribe; returns the SUBACK reason code (granted QoS, or >= 0x80 refused).
         Granted subscriptions are renewed by reconnect when the broker lost our session."""
-        options = packets.subscription_options(qos, no_local, retain_as_published,
-                                               retain_handling)
+        options = packets.subscription_options(qos, no_local, retain_as_published, retain_handling)
         return self._subscribe_one(topic_filter, options)
 
     def _subscribe_one(self, topic_filter: str, options: int) -> int:
@@ -375,8 +437,9 @@ class MQTTClient:
         _, codes, answer = packets.parse_suback(self._wait_for(packets.SUBACK, packet_id))
         self.last_reason_string = answer.get(packets.REASON_STRING)
         if len(codes) != 1:
-            raise MQTTError(packets.PROTOCOL_ERROR, "SUBACK holds %d reason codes for 1 filter"
-                            % len(codes))
+            raise MQTTError(
+                packets.PROTOCOL_ERROR, "SUBACK holds %d reason codes for 1 filter" % len(codes)
+            )
         if codes[0] < 0x80:
             self.subscriptions[topic_filter] = options
         else:
@@ -482,8 +545,9 @@ class MQTTClient:
             return True
         return bool(self._poller.poll(-1 if timeout_ms is None else timeout_ms))
 
-    def _read_packet(self, timeout_ms: int | None,
-                     expecting: str | None) -> "tuple[int, int, bytes | bytearray] | None":
+    def _read_packet(
+        self, timeout_ms: int | None, expecting: str | None
+    ) -> "tuple[int, int, bytes | bytearray] | None":
         """(type, first byte, body) of the next packet, or None when ``timeout_ms`` passed
         without one (then MQTTError if ``expecting`` names a packet the broker owes us)."""
         if self.sock is None:
@@ -507,8 +571,11 @@ class MQTTClient:
                 raise MQTTError(packets.MALFORMED, "remaining length longer than 4 bytes")
         if remaining + 5 > self.max_packet_size:
             self.close()
-            raise MQTTError(0x95, "broker sent a %d-byte packet; max_packet_size is %d"
-                            % (remaining, self.max_packet_size))
+            raise MQTTError(
+                0x95,
+                "broker sent a %d-byte packet; max_packet_size is %d"
+                % (remaining, self.max_packet_size),
+            )
         body = bytearray(remaining)  # the one allocation per incoming packet
         if remaining:
             self._recv_into(memoryview(body))
@@ -549,17 +616,22 @@ class MQTTClient:
         elif ptype == packets.DISCONNECT:
             reason, props = packets.parse_reason_and_properties(body)
             self.close()
-            raise MQTTError(reason, "broker sent DISCONNECT%s"
-                            % _explain(props.get(packets.REASON_STRING)))
+            raise MQTTError(
+                reason, "broker sent DISCONNECT%s" % _explain(props.get(packets.REASON_STRING))
+            )
         elif ptype == packets.AUTH:
             reason, props = packets.parse_reason_and_properties(body)
-            if reason == 0 and props.get(packets.AUTH_METHOD) == SMOKER \
-                    and self._reauthenticating:
+            if reason == 0 and props.get(packets.AUTH_METHOD) == SMOKER and self._reauthenticating:
                 self._reauthenticating = False  # AUTH 0x00: re-authentication succeeded
             else:
                 self._answer_auth(body)
-        elif ptype in (packets.CONNECT, packets.SUBSCRIBE, packets.UNSUBSCRIBE,
-                       packets.PINGREQ, packets.CONNACK):
+        elif ptype in (
+            packets.CONNECT,
+            packets.SUBSCRIBE,
+            packets.UNSUBSCRIBE,
+            packets.PINGREQ,
+            packets.CONNACK,
+        ):
             self.close()
             raise MQTTError(packets.PROTOCOL_ERROR, "broker sent packet type %d" % ptype)
         # late acks of requests we stopped waiting for are dropped

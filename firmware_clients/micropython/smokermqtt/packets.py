@@ -52,10 +52,33 @@ PROTOCOL_ERROR = 0x82
 # property id -> wire type: 1, 2, 4 = fixed-size integer, "v" varint, "s" string,
 # "b" binary, "p" string pair
 _PROPERTY_TYPES = {
-    0x01: 1, 0x02: 4, 0x03: "s", 0x08: "s", 0x09: "b", 0x0B: "v", 0x11: 4, 0x12: "s",
-    0x13: 2, 0x15: "s", 0x16: "b", 0x17: 1, 0x18: 4, 0x19: 1, 0x1A: "s", 0x1C: "s",
-    0x1F: "s", 0x21: 2, 0x22: 2, 0x23: 2, 0x24: 1, 0x25: 1, 0x26: "p", 0x27: 4,
-    0x28: 1, 0x29: 1, 0x2A: 1,
+    0x01: 1,
+    0x02: 4,
+    0x03: "s",
+    0x08: "s",
+    0x09: "b",
+    0x0B: "v",
+    0x11: 4,
+    0x12: "s",
+    0x13: 2,
+    0x15: "s",
+    0x16: "b",
+    0x17: 1,
+    0x18: 4,
+    0x19: 1,
+    0x1A: "s",
+    0x1C: "s",
+    0x1F: "s",
+    0x21: 2,
+    0x22: 2,
+    0x23: 2,
+    0x24: 1,
+    0x25: 1,
+    0x26: "p",
+    0x27: 4,
+    0x28: 1,
+    0x29: 1,
+    0x2A: 1,
 }
 _REPEATABLE = (0x0B, 0x26)  # subscription identifier, user property: values collect in a list
 
@@ -122,10 +145,15 @@ def fixed_header(first_byte: int, remaining: int) -> bytes:
     return bytes((first_byte,)) + varint(remaining)
 
 
-def connect(client_id: str, keepalive: int, clean_start: bool = True,
-            props: "Sequence[tuple[int, Any]]" = (), username: str | None = None,
-            password: str | bytes | None = None,
-            will: tuple[str, bytes, int, bool] | None = None) -> bytes:
+def connect(
+    client_id: str,
+    keepalive: int,
+    clean_start: bool = True,
+    props: "Sequence[tuple[int, Any]]" = (),
+    username: str | None = None,
+    password: str | bytes | None = None,
+    will: tuple[str, bytes, int, bool] | None = None,
+) -> bytes:
     """CONNECT (MQTT 5 §3.1). ``will`` is (topic, payload, qos, retain) or None."""
     flags = 0x02 if clean_start else 0
     payload = utf8(client_id)
@@ -139,8 +167,13 @@ def connect(client_id: str, keepalive: int, clean_start: bool = True,
     if password is not None:
         flags |= 0x40
         payload += utf8(password)
-    body = b"\x00\x04MQTT\x05" + bytes((flags,)) + struct.pack(">H", keepalive) \
-        + properties(props) + payload
+    body = (
+        b"\x00\x04MQTT\x05"
+        + bytes((flags,))
+        + struct.pack(">H", keepalive)
+        + properties(props)
+        + payload
+    )
     return fixed_header(0x10, len(body)) + body
 
 
@@ -150,9 +183,15 @@ def auth(reason: int, props: "Sequence[tuple[int, Any]]" = ()) -> bytes:
     return fixed_header(0xF0, len(body)) + body
 
 
-def publish_header(topic: str, payload_len: int, qos: int = 0, retain: bool = False,
-                   dup: bool = False, packet_id: int = 0,
-                   props: "Sequence[tuple[int, Any]]" = ()) -> bytes:
+def publish_header(
+    topic: str,
+    payload_len: int,
+    qos: int = 0,
+    retain: bool = False,
+    dup: bool = False,
+    packet_id: int = 0,
+    props: "Sequence[tuple[int, Any]]" = (),
+) -> bytes:
     """Everything of a PUBLISH (MQTT 5 §3.3) before its payload, so a large payload is sent
     from its own buffer instead of being copied into one packet."""
     if qos not in (0, 1, 2):
@@ -181,11 +220,19 @@ def subscribe(packet_id: int, filters: "Sequence[tuple[str, int]]") -> bytes:
     return fixed_header(0x82, len(body)) + body
 
 
-def subscription_options(qos: int = 0, no_local: bool = False,
-                         retain_as_published: bool = False, retain_handling: int = 0) -> int:
+def subscription_options(
+    qos: int = 0,
+    no_local: bool = False,
+    retain_as_published: bool = False,
+    retain_handling: int = 0,
+) -> int:
     """The options byte of one subscription (MQTT 5 §3.8.3.1)."""
-    return qos | (0x04 if no_local else 0) | (0x08 if retain_as_published else 0) \
+    return (
+        qos
+        | (0x04 if no_local else 0)
+        | (0x08 if retain_as_published else 0)
         | (retain_handling << 4)
+    )
 
 
 def unsubscribe(packet_id: int, filters: "Sequence[str]") -> bytes:
@@ -231,7 +278,7 @@ def _read_bytes(body: bytes | bytearray, pos: int, what: str) -> tuple[bytes, in
     _need(body, pos, 2, what)
     n = (body[pos] << 8) | body[pos + 1]
     _need(body, pos + 2, n, what)
-    return bytes(body[pos + 2:pos + 2 + n]), pos + 2 + n
+    return bytes(body[pos + 2 : pos + 2 + n]), pos + 2 + n
 
 
 def read_string(body: bytes | bytearray, pos: int, what: str = "string") -> tuple[str, int]:
@@ -256,7 +303,7 @@ def read_properties(body: bytes | bytearray, pos: int) -> "tuple[dict[int, Any],
             raise MQTTError(MALFORMED, "unknown property identifier 0x%02X" % pid)
         if kind in (1, 2, 4):
             _need(body, pos, kind, "property 0x%02X" % pid)
-            value = int.from_bytes(body[pos:pos + kind], "big")
+            value = int.from_bytes(body[pos : pos + kind], "big")
             pos += kind
         elif kind == "v":
             value, pos = read_varint(body, pos)
@@ -296,8 +343,9 @@ def parse_reason_and_properties(body: bytes | bytearray) -> "tuple[int, dict[int
     return body[0], props
 
 
-def parse_publish(flags: int,
-                  body: bytes | bytearray) -> "tuple[str, bytes, int, bool, int, dict[int, Any]]":
+def parse_publish(
+    flags: int, body: bytes | bytearray
+) -> "tuple[str, bytes, int, bool, int, dict[int, Any]]":
     """PUBLISH -> (topic, payload, qos, retain, packet_id, props) (MQTT 5 §3.3)."""
     qos = (flags >> 1) & 3
     if qos == 3:

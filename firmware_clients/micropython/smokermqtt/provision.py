@@ -79,8 +79,10 @@ def read_seed(path: str) -> bytes:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError:
-        raise ProvisionError("%s: cannot read the device key; run `edge-broker keygen --device "
-                             "DIR` on the host and copy DIR to the board" % path) from None
+        raise ProvisionError(
+            "%s: cannot read the device key; run `edge-broker keygen --device "
+            "DIR` on the host and copy DIR to the board" % path
+        ) from None
     if len(raw) == 32:
         return raw
     if _PEM_BEGIN in raw:
@@ -91,8 +93,10 @@ def read_seed(path: str) -> bytes:
             return binascii.unhexlify(text)
         except ValueError:
             pass
-    raise ProvisionError("%s: a device key is 32 raw bytes, 64 hex characters or a PKCS#8 PEM, "
-                         "found %d bytes of something else" % (path, len(raw)))
+    raise ProvisionError(
+        "%s: a device key is 32 raw bytes, 64 hex characters or a PKCS#8 PEM, "
+        "found %d bytes of something else" % (path, len(raw))
+    )
 
 
 def read_config(path: str) -> "dict[str, Any]":
@@ -116,8 +120,9 @@ def read_config(path: str) -> "dict[str, Any]":
         value = data[key]
         ok = isinstance(value, types) and not (types == (int,) and isinstance(value, bool))
         if not ok:
-            raise ProvisionError("%s: key %r must be %s, got %r"
-                                 % (path, key, types[0].__name__, value))
+            raise ProvisionError(
+                "%s: key %r must be %s, got %r" % (path, key, types[0].__name__, value)
+            )
         config[key] = value
     for key in data:
         if key not in CONFIG_KEYS:
@@ -136,10 +141,11 @@ class Device:
         self.config = read_config(_join(directory, CONFIG_FILE))
         self.client_id = ids.client_id(self.signing_key.public_key)
         if self.config["client_id"] != self.client_id:
-            raise ProvisionError("%s: key 'client_id' is %r but device.key belongs to %r; "
-                                 "copy both files from the same keygen run"
-                                 % (_join(directory, CONFIG_FILE), self.config["client_id"],
-                                    self.client_id))
+            raise ProvisionError(
+                "%s: key 'client_id' is %r but device.key belongs to %r; "
+                "copy both files from the same keygen run"
+                % (_join(directory, CONFIG_FILE), self.config["client_id"], self.client_id)
+            )
 
     def claim_files(self) -> "list[str]":
         """Names of the pre-signed claim files, sorted."""
@@ -166,18 +172,25 @@ class Device:
         with open(_join(self.directory, CLAIMED_FILE), "a") as f:
             f.write(name + "\n")
 
-    def client(self, callback: "Callable[[str, bytes], None] | None" = None,
-               **overrides: "Any") -> "MQTTClient":
+    def client(
+        self, callback: "Callable[[str, bytes], None] | None" = None, **overrides: "Any"
+    ) -> "MQTTClient":
         """An MQTTClient configured from config.json (keyword arguments override it)."""
         from smokermqtt.client import MQTTClient
 
         c = self.config
         kwargs: dict[str, Any] = {
-            "host": c["host"], "port": c["port"], "signing_key": self.signing_key,
-            "keepalive": c["keepalive"], "clean_start": c["clean_start"],
-            "session_expiry": c["session_expiry"], "max_packet_size": c["max_packet_size"],
-            "timeout_ms": c["timeout_ms"], "backoff_base_ms": c["backoff_base_ms"],
-            "backoff_max_ms": c["backoff_max_ms"], "callback": callback,
+            "host": c["host"],
+            "port": c["port"],
+            "signing_key": self.signing_key,
+            "keepalive": c["keepalive"],
+            "clean_start": c["clean_start"],
+            "session_expiry": c["session_expiry"],
+            "max_packet_size": c["max_packet_size"],
+            "timeout_ms": c["timeout_ms"],
+            "backoff_base_ms": c["backoff_base_ms"],
+            "backoff_max_ms": c["backoff_max_ms"],
+            "callback": callback,
         }
         kwargs.update(overrides)
         return MQTTClient(**kwargs)

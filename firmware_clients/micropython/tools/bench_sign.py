@@ -45,8 +45,12 @@ def cpython(rounds, pure_sha):
         return {
             "boot (derive key)": _time(lambda: ed25519.SigningKey(bytes(32)), rounds),
             "AUTH answer": _time(lambda: key.sign_attached(nonce), rounds),
-            "claim": _time(lambda: claims.claim(key, owner, "restricted/%s/t" % owner,
-                                                "WHITELIST", [("*", "SUBSCRIBE")]), rounds),
+            "claim": _time(
+                lambda: claims.claim(
+                    key, owner, "restricted/%s/t" % owner, "WHITELIST", [("*", "SUBSCRIBE")]
+                ),
+                rounds,
+            ),
         }
     finally:
         sha512._native = saved
@@ -55,9 +59,14 @@ def cpython(rounds, pure_sha):
 def count_multiplications():
     """Modular multiplications in one scalarmult_base (comb + the final inversion)."""
     k = int.from_bytes(os.urandom(32), "little") % (2**252)
-    adds = sum(1 for col in range(64)
-               if ((k >> col) & 1) | ((k >> (col + 64)) & 1) | ((k >> (col + 128)) & 1)
-               | ((k >> (col + 192)) & 1))
+    adds = sum(
+        1
+        for col in range(64)
+        if ((k >> col) & 1)
+        | ((k >> (col + 64)) & 1)
+        | ((k >> (col + 128)) & 1)
+        | ((k >> (col + 192)) & 1)
+    )
     inversion = 254 + bin(2**255 - 21).count("1")  # square-and-multiply for z^(p-2)
     return 64 * 8 + adds * 7 + inversion + 2
 
@@ -88,8 +97,12 @@ def micropython(rounds):
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(MP_SCRIPT % rounds)
     try:
-        out = subprocess.run(["node", str(WASM / "run.mjs"), str(256 * 1024), f.name,
-                              "%s=/fw" % FIRMWARE], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["node", str(WASM / "run.mjs"), str(256 * 1024), f.name, "%s=/fw" % FIRMWARE],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     finally:
         os.unlink(f.name)
     return {k: float(v) for k, v in (line.split("=") for line in out.stdout.splitlines())}
@@ -129,13 +142,24 @@ def micropython_memory():
         pkg = Path(tmp) / "fw" / "smokermqtt"
         pkg.mkdir(parents=True)
         for src in sorted((FIRMWARE / "smokermqtt").glob("*.py")):
-            subprocess.run([str(mpy_cross), "-o", str(pkg / (src.stem + ".mpy")), str(src)],
-                           check=True)
+            subprocess.run(
+                [str(mpy_cross), "-o", str(pkg / (src.stem + ".mpy")), str(src)], check=True
+            )
         script = Path(tmp) / "mem.py"
         script.write_text(MEMORY_SCRIPT)
-        out = subprocess.run(["node", str(WASM / "run.mjs"), str(512 * 1024), str(script),
-                              "%s=/fw" % pkg.parent, "%s=/shim" % (WASM / "fake_net")],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                "node",
+                str(WASM / "run.mjs"),
+                str(512 * 1024),
+                str(script),
+                "%s=/fw" % pkg.parent,
+                "%s=/shim" % (WASM / "fake_net"),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return dict(line.split("=") for line in out.stdout.splitlines())
 
 
@@ -143,8 +167,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=50)
     args = parser.parse_args()
-    rows = [("CPython %s, hashlib.sha512" % sys.version.split()[0], cpython(args.rounds, False)),
-            ("CPython, pure-Python SHA-512", cpython(args.rounds, True))]
+    rows = [
+        ("CPython %s, hashlib.sha512" % sys.version.split()[0], cpython(args.rounds, False)),
+        ("CPython, pure-Python SHA-512", cpython(args.rounds, True)),
+    ]
     mp = micropython(max(1, args.rounds // 5))
     rows.append(("MicroPython 1.27 (WebAssembly on this host, 256 KiB heap)", mp))
     for name, result in rows:
@@ -152,8 +178,7 @@ def main():
             print("%-58s not installed (run the firmware tests once)" % name)
             continue
         print("%-58s " % name + "  ".join("%s %.2f ms" % kv for kv in result.items()))
-    print("modular multiplications per signature (comb + inversion): ~%d"
-          % count_multiplications())
+    print("modular multiplications per signature (comb + inversion): ~%d" % count_multiplications())
     memory = micropython_memory()
     if memory:
         for what, size in memory.items():

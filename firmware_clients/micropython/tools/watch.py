@@ -22,8 +22,9 @@ def _utime():
     mod = types.ModuleType("utime")
     mod.ticks_ms = lambda: int(time.monotonic() * 1000) % period
     mod.ticks_add = lambda t, d: (t + d) % period
-    mod.ticks_diff = lambda a, b: ((a - b) % period) - (period if (a - b) % period >= period // 2
-                                                          else 0)
+    mod.ticks_diff = lambda a, b: (
+        ((a - b) % period) - (period if (a - b) % period >= period // 2 else 0)
+    )
     mod.sleep_ms = lambda ms: time.sleep(ms / 1000)
     return mod
 

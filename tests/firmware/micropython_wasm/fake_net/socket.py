@@ -29,14 +29,14 @@ class socket(io.IOBase):
         pass
 
     def recv(self, n):
-        chunk = bytes(SERVER[self.pos:self.pos + n])
+        chunk = bytes(SERVER[self.pos : self.pos + n])
         self.pos += len(chunk)
         return chunk  # b"" at the end: the server closed
 
     def readinto(self, buf, n=-1):
         n = len(buf) if n < 0 else n
         chunk = self.recv(n)
-        buf[:len(chunk)] = chunk
+        buf[: len(chunk)] = chunk
         return len(chunk)
 
     def send(self, data):

@@ -58,7 +58,7 @@ class socket(io.IOBase):
     def readinto(self, buf, n=-1):
         n = len(buf) if n < 0 else n
         chunk = self.recv(n)
-        buf[:len(chunk)] = chunk
+        buf[: len(chunk)] = chunk
         return len(chunk)
 
     def send(self, data):

@@ -1,4 +1,6 @@
-"""`edge-broker` command line: run | check | explain | lint | passwd | token | claim | keygen | bundle | state.
+"""`edge-broker` command line.
+
+Commands: run | check | explain | lint | passwd | token | claim | keygen | bundle | state.
 
 Each command lives with the concept it serves and exposes ``register(subparsers)``; this module
 only lists them. A command module's ``register`` adds its parser and sets ``func`` to a callable
@@ -36,7 +38,9 @@ COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="edge-broker",
-        description="MQTT 3.1/3.1.1/5.0 broker for gateways, with a precompiled authorization engine.",
+        description=(
+            "MQTT 3.1/3.1.1/5.0 broker for gateways, with a precompiled authorization engine."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"edge-broker {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

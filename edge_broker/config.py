@@ -841,7 +841,8 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
                 ConfigError(
                     file,
                     f"listeners[{i}].auth_methods",
-                    'the password method needs a password file: add [passwords] file = "/etc/edge-broker/passwd" '
+                    "the password method needs a password file: add [passwords] file = "
+                    '"/etc/edge-broker/passwd" '
                     "(create it with `edge-broker passwd add FILE USER`)",
                 )
             )
@@ -850,7 +851,8 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
                 ConfigError(
                     file,
                     f"listeners[{i}].auth_methods",
-                    "the certificate method needs a TLS listener with tls_ca and require_client_cert = true",
+                    "the certificate method needs a TLS listener with tls_ca and "
+                    "require_client_cert = true",
                 )
             )
     raw_acl = data.get("acl")

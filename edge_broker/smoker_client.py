@@ -141,7 +141,7 @@ class SmokerClient:
     # -- connection -------------------------------------------------------------------------------
 
     async def connect(self) -> Connack:
-        """CONNECT (with the SMOKER exchange when keyed); raises ``SmokerClientError`` if refused."""
+        """CONNECT (with the SMOKER exchange when keyed); ``SmokerClientError`` if refused."""
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(self.host, self.port), self.timeout
         )

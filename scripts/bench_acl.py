@@ -17,8 +17,9 @@ and ``$*`` rules, allow and deny, over a few subjects), compiles it, takes the i
   (run on fewer requests when the rule count is large).
 
 Rates are per second of process CPU time (``time.process_time``), so other load on the machine
-distorts them less than wall time would. Also prints compile time and the time to build one merged ``SubjectAcl`` and answer its first
-question (the trees of the asked (flow, message) are united on first use).
+distorts them less than wall time would. Also prints compile time and the time to build one merged
+``SubjectAcl`` and answer its first question (the trees of the asked (flow, message) are united on
+first use).
 
 ``--broker``: the same ACLs in the live broker (``[acl] file =`` a Zenoh config.json5), driven
 by the load generator of scripts/bench (scripts/bench_load.py, pre-encoded MQTT 3.1.1 over
@@ -222,7 +223,8 @@ def bench_broker(rule_counts: list[int], scale: float, seed: int) -> None:
                     else float("nan")
                 )
                 print(
-                    f"| {label} | {scenario.name} | {r.rate:,.0f}{ok} | {r.us_per_msg:.2f} | {per_in:.2f} |",
+                    f"| {label} | {scenario.name} | {r.rate:,.0f}{ok} | {r.us_per_msg:.2f} | "
+                    f"{per_in:.2f} |",
                     flush=True,
                 )
         finally:

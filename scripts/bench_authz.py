@@ -87,7 +87,8 @@ def main() -> int:
                     result = run(scenario, broker.port, broker.cpu_seconds, args.scale)
                     label = f"{size}{' + recheck' if overlap else ''}"
                     print(
-                        f"| {label} | {scenario.name} | {result.rate:,.0f} | {result.us_per_msg:.1f} | "
+                        f"| {label} | {scenario.name} | {result.rate:,.0f} | "
+                        f"{result.us_per_msg:.1f} | "
                         f"{result.generator_cpu:.2f} | {result.delivered}/{result.expected} |",
                         flush=True,
                     )

@@ -234,12 +234,13 @@ def throughput(args: argparse.Namespace, work: Path) -> None:
     finally:
         stop(cloud)
     print(
-        f"bridged {args.messages} QoS 1 messages of {args.payload} bytes to Mosquitto over loopback "
-        f"({'durable queue, sync' if args.durable else 'memory queue'} for edge-broker):"
+        f"bridged {args.messages} QoS 1 messages of {args.payload} bytes to Mosquitto over "
+        f"loopback ({'durable queue, sync' if args.durable else 'memory queue'} for edge-broker):"
     )
     for name, rate, cpu_us in results:
         print(
-            f"  {name:12} {rate:10.0f} msgs/s   {cpu_us:8.1f} us CPU per bridged message (gateway process)"
+            f"  {name:12} {rate:10.0f} msgs/s   {cpu_us:8.1f} us CPU per bridged message (gateway "
+            "process)"
         )
 
 

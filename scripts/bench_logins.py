@@ -10,9 +10,10 @@ distinct users, opens N sockets, sends every CONNECT, and measures
 
 Then all disconnect (those the first storm turned away log in once more, a few at a time, not
 measured: every device was connected before the outage) and connect again at once: the second
-storm is the warm case (the verified-credential cache skips argon2id). ``--cache-entries 0`` turns the cache off;
-``--old-hashes`` writes the password file with the previous default (argon2id m=64 MiB t=2) to
-show what the same storm cost before issue 16. ``--root`` runs another checkout's broker.
+storm is the warm case (the verified-credential cache skips argon2id). ``--cache-entries 0`` turns
+the cache off; ``--old-hashes`` writes the password file with the previous default
+(argon2id m=64 MiB t=2) to show what the same storm cost before issue 16. ``--root`` runs
+another checkout's broker.
 
 The connect-rate limit is raised for the run (``connect_burst``/``connect_rate`` = 100,000):
 the storm measures authentication, not the rate limit, which would otherwise ask the clients
@@ -239,7 +240,8 @@ def main() -> None:
         f"broker: {args.root}"
     )
     print(
-        "| clients | cache | all answered (s) | CONNACKs | RSS before (MiB) | peak RSS (MiB) | idle RSS (MiB) |"
+        "| clients | cache | all answered (s) | CONNACKs | RSS before (MiB) | peak RSS (MiB) | "
+        "idle RSS (MiB) |"
     )
     print("|---|---|---|---|---|---|---|")
     for n in args.clients:

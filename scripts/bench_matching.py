@@ -13,9 +13,9 @@ the tenant) in blocks of four per tenant over two tenants, so every size has the
 shape near the root and differs only in how many devices hang below; plus ``$SYS/#`` and a
 broad ``tenant0/#`` at the end. Probe topics are made from randomly chosen rules: half match
 their rule, half have the device level renamed and miss it (the broad rule may still match).
-Each cell is the best of ``--rounds`` runs of ``--seconds`` of process CPU time, interleaved
-across sizes, to damp the noise of a shared machine. Prints a markdown table and the 100k-vs-10 cost ratios (target:
-< 2x). Exit status 1 if a target is missed. Then retained-message lookups (a wildcard
+Each cell is the best of ``--rounds`` runs of ``--seconds`` of process CPU time, interleaved across
+sizes, to damp the noise of a shared machine. Prints a markdown table and the 100k-vs-10 cost ratios
+(target: < 2x). Exit status 1 if a target is missed. Then retained-message lookups (a wildcard
 SUBSCRIBE against N retained topics) with :class:`TopicTree` against a scan, SUBSCRIBE
 permission checks (first containing rule and earlier overlapping ones), and the memory each
 structure takes per entry at the largest size.

@@ -3,8 +3,9 @@
 process per job (JVM start-up included, the session defaults, no hand-set partitions), at three
 sizes, with the slope per device (compile) and per record (audit) between sizes.
 
-    .venv/bin/python scripts/bench_pipeline.py                                # 20k/40k/80k devices, 200k/400k/800k records
-    .venv/bin/python scripts/bench_pipeline.py --devices 1000000 --gateways 10000 --records 10000000 --fractions 0.1,0.5,1
+    .venv/bin/python scripts/bench_pipeline.py   # 20k/40k/80k devices, 200k/400k/800k records
+    .venv/bin/python scripts/bench_pipeline.py --devices 1000000 --gateways 10000 \\
+        --records 10000000 --fractions 0.1,0.5,1
 
 Per size: generate the fleet (scripts/make-fleet's generator; not timed as pipeline), then
 ``compile`` and ``audit`` through the CLI. Spark's event log (``--conf spark.eventLog.*``, a
@@ -182,14 +183,14 @@ def main() -> int:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
     print(
-        f"{'devices':>9} {'gateways':>8} {'records':>9} {'compile s':>9} {'busy':>5} {'s/1k dev':>8} "
-        f"{'audit s':>8} {'busy':>5} {'s/100k rec':>10}"
+        f"{'devices':>9} {'gateways':>8} {'records':>9} {'compile s':>9} {'busy':>5} "
+        f"{'s/1k dev':>8} {'audit s':>8} {'busy':>5} {'s/100k rec':>10}"
     )
     for r in rows:
         print(
-            f"{r['devices']:>9} {r['gateways']:>8} {r['records']:>9} {r['compile_s']:>9} {r['compile_busy']:>5} "
-            f"{r.get('compile_s_per_1k_devices', '-'):>8} {r['audit_s']:>8} {r['audit_busy']:>5} "
-            f"{r.get('audit_s_per_100k_records', '-'):>10}"
+            f"{r['devices']:>9} {r['gateways']:>8} {r['records']:>9} {r['compile_s']:>9} "
+            f"{r['compile_busy']:>5} {r.get('compile_s_per_1k_devices', '-'):>8} {r['audit_s']:>8} "
+            f"{r['audit_busy']:>5} {r.get('audit_s_per_100k_records', '-'):>10}"
         )
     return 0
 

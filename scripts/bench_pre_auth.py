@@ -129,8 +129,8 @@ def bench_connects(root: Path, k: int) -> None:
             answers = [answer(s) for s in socks]
             kinds = {a: answers.count(a) for a in sorted(set(answers))}
             print(
-                f"| {k} CONNECTs x 1 MB user properties (SMOKER) | RSS {before:.0f} -> {after:.0f} MiB "
-                f"(+{after - before:.0f}) | {kinds} |"
+                f"| {k} CONNECTs x 1 MB user properties (SMOKER) | RSS {before:.0f} -> {after:.0f} "
+                f"MiB (+{after - before:.0f}) | {kinds} |"
             )
             for s in socks:
                 s.close()

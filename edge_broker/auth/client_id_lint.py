@@ -1,4 +1,4 @@
-"""``edge-broker lint``: where ``${clientid}`` names an identifier nobody verified (issue 15 item 8).
+"""``edge-broker lint``: where ``${clientid}`` names an identifier nobody verified (issue 15).
 
 The client chooses its Client Identifier. ``${clientid}`` in a permission therefore binds
 something only when the method that accepted the client proves the identifier:

@@ -106,7 +106,8 @@ def parse_password_file(text: str, path: str = "<password file>") -> dict[str, P
         # the hash itself contains no ':' (argon2id strings use '$' and ',')
         if len(fields) < 2 or len(fields) > 5:
             raise PasswordFileError(
-                f"{path}:{lineno}: expected 'username:argon2id-hash[:tenants[:roles[:clientids]]]'; "
+                f"{path}:{lineno}: expected "
+                "'username:argon2id-hash[:tenants[:roles[:clientids]]]'; "
                 "create entries with `edge-broker passwd add`"
             )
         username, hashed = fields[0], fields[1]
@@ -181,8 +182,8 @@ def write_password_file(path: str | os.PathLike[str], entries: dict[str, Passwor
                     os.fchown(handle.fileno(), uid, gid)
                 except PermissionError as exc:
                     raise PasswordFileError(
-                        f"{target}: cannot keep its owner {uid}:{gid} ({exc.strerror}); nothing was "
-                        "changed: run the command as root or as the file's owner"
+                        f"{target}: cannot keep its owner {uid}:{gid} ({exc.strerror}); nothing "
+                        "was changed: run the command as root or as the file's owner"
                     ) from exc
             os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())

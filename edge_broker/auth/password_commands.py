@@ -77,12 +77,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
         )
     write_password_file(path, entries)
     print(
-        f"{path}: {len(source)} user(s) imported from {args.mosquitto_file} with their hashes unchanged"
+        f"{path}: {len(source)} user(s) imported from {args.mosquitto_file} with their hashes "
+        "unchanged"
     )
     if weak:
         print(
-            f"{weak} of them have Mosquitto 1.6 '$6$' hashes (one salted SHA-512): re-key them with "
-            f"`edge-broker passwd add {path} USER` when you can",
+            f"{weak} of them have Mosquitto 1.6 '$6$' hashes (one salted SHA-512): re-key them "
+            f"with `edge-broker passwd add {path} USER` when you can",
             file=sys.stderr,
         )
     return 0

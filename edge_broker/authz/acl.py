@@ -1,10 +1,10 @@
 """The site ACL compiled for the hot path (seed 004, AUTHZ.md §2 gate 5).
 
-Compilation follows the seed: for every (subject combination, flow, message) an *allow* and a
-*deny* :class:`~edge_broker.matching.ketree.KeTree` holding the key expressions of the rules that
-policies attach to that subject (the trees are built per subject and shared by all of its
-combinations; a combination listed by several subjects gets the union of theirs). A decision is EXACTLY the seed's pseudocode, with requests
-matched by INCLUSION (a superset or a partial overlap does not match)::
+Compilation follows the seed: for every (subject combination, flow, message) an *allow* and a *deny*
+:class:`~edge_broker.matching.ketree.KeTree` holding the key expressions of the rules that policies
+attach to that subject (the trees are built per subject and shared by all of its combinations; a
+combination listed by several subjects gets the union of theirs). A decision is EXACTLY the seed's
+pseudocode, with requests matched by INCLUSION (a superset or a partial overlap does not match)::
 
     default deny : allowed iff not deny.match(k) and allow.match(k)
     default allow: allowed iff not deny.match(k)      (the allow tree is not consulted)

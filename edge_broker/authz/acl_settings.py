@@ -9,10 +9,11 @@ Two shapes, never mixed:
 - the same structure inline: ``[acl]`` with ``enabled``, ``default_permission``,
   ``[[acl.rules]]``, ``[[acl.subjects]]``, ``[[acl.policies]]``.
 
-The section is compiled completely when the configuration is loaded (so ``edge-broker check``
-and a reload see every problem, each naming the file and the entry), or not at all: nothing is
-ever half-loaded. JSON5 is read by authz/json5_text.py (a 10k-rule file in about a second; the
-``json5`` package alone takes minutes). Without an ``[acl]`` section (or with ``enabled = false``) gate 5 is absent.
+The section is compiled completely when the configuration is loaded (so ``edge-broker check`` and a
+reload see every problem, each naming the file and the entry), or not at all: nothing is ever
+half-loaded. JSON5 is read by authz/json5_text.py (a 10k-rule file in about a second; the ``json5``
+package alone takes minutes). Without an ``[acl]`` section (or with ``enabled = false``) gate 5 is
+absent.
 """
 
 from __future__ import annotations

@@ -189,7 +189,8 @@ def check_authorizer_class(cls: type, spec: AuthorizerSpec, where: str) -> None:
     ):
         raise AuthorizerConfigError(
             f"{where}: {spec.class_path} is not an authorizer: it must define "
-            "'async def authorize_publish(self, request)' and/or 'async def authorize_subscribe(self, request)'"
+            "'async def authorize_publish(self, request)' and/or 'async def "
+            "authorize_subscribe(self, request)'"
         )
 
 
@@ -323,7 +324,8 @@ def parse_authorizer_specs(
         unknown = sorted(set(entry) - {"name", "class", "timeout", "fallback", "options"})
         if unknown:
             raise AuthorizerConfigError(
-                f"{where}: unknown key(s) {', '.join(unknown)}; allowed: name, class, timeout, fallback, options"
+                f"{where}: unknown key(s) {', '.join(unknown)}; allowed: name, class, timeout, "
+                "fallback, options"
             )
         class_path = entry.get("class")
         if not isinstance(class_path, str):

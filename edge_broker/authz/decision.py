@@ -1,4 +1,4 @@
-"""The answer of the gate pipeline (AUTHZ.md §2): allowed or not, and which gate and rule said so."""
+"""The gate pipeline's answer (AUTHZ.md §2): allowed or not, and which gate and rule decided."""
 
 from __future__ import annotations
 

@@ -49,7 +49,8 @@ class PolicyGate(Protocol):
         """One filter of a SUBSCRIBE; ``topic_filter`` is without ``$share/<group>/``.
 
         A Decision with ``recheck=True`` allows the subscription but asks for a per-delivery
-        check through :meth:`check_deliver` (a wildcard that reaches into an area decided per topic).
+        check through :meth:`check_deliver` (a wildcard that reaches into an area decided per
+        topic).
         """
         ...
 

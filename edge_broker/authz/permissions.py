@@ -161,7 +161,8 @@ def make_permission(
     unknown = sorted(set(fields) - known)
     if unknown:
         raise PermissionConfigError(
-            f"permission {rule_id!r}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
+            f"permission {rule_id!r}: unknown field(s) {', '.join(unknown)}; allowed: "
+            f"{', '.join(sorted(known))}"
         )
     topic = fields.get("topic")
     if not isinstance(topic, str) or not topic:
@@ -171,7 +172,8 @@ def make_permission(
     for match in _PLACEHOLDER_RE.findall(topic):
         if match not in PLACEHOLDERS:
             raise PermissionConfigError(
-                f"permission {rule_id!r}: unknown placeholder {match}; use one of {', '.join(PLACEHOLDERS)}"
+                f"permission {rule_id!r}: unknown placeholder {match}; use one of "
+                f"{', '.join(PLACEHOLDERS)}"
             )
     probe = topic
     for placeholder in PLACEHOLDERS:
@@ -190,7 +192,8 @@ def make_permission(
     group = fields.get("shared_group", "#")
     if not isinstance(group, str) or not group or (group != "#" and any(c in group for c in "+#/")):
         raise PermissionConfigError(
-            f"permission {rule_id!r}: shared_group {group!r} must be a shared subscription group name or '#'"
+            f"permission {rule_id!r}: shared_group {group!r} must be a shared subscription group "
+            "name or '#'"
         )
     return TopicPermission(
         topic=topic,
@@ -222,8 +225,9 @@ def _bind_value(name: str, value: str | None, separator: str) -> str:
     for bad in ("+", "#", separator, "\x00"):
         if bad in value:
             raise PermissionBindError(
-                f"{name} {value!r} contains {bad!r}, which would change the shape of a permission's "
-                f"topic filter through ${{{name}}}; use a {name} without '+', '#' or {separator!r}"
+                f"{name} {value!r} contains {bad!r}, which would change the shape of a "
+                f"permission's topic filter through ${{{name}}}; use a {name} without '+', '#' or "
+                f"{separator!r}"
             )
     return value
 

@@ -117,7 +117,8 @@ def parse_permissions_config(table: Mapping[str, Any], separator: str = "/") -> 
         extra = sorted(set(body) - {"rules", "default_behaviour"})
         if extra:
             problems.append(
-                f"permissions.sets.{name}: unknown key(s) {', '.join(extra)}; allowed: rules, default_behaviour"
+                f"permissions.sets.{name}: unknown key(s) {', '.join(extra)}; allowed: rules, "
+                "default_behaviour"
             )
         rules = body.get("rules", [])
         if not isinstance(rules, Sequence) or isinstance(rules, str):
@@ -144,7 +145,8 @@ def parse_permissions_config(table: Mapping[str, Any], separator: str = "/") -> 
         extra = sorted(set(entry) - set(SELECTOR_KEYS) - {"sets"})
         if extra:
             problems.append(
-                f"{where}: unknown key(s) {', '.join(extra)}; select with {', '.join(SELECTOR_KEYS)} and name sets = [...]"
+                f"{where}: unknown key(s) {', '.join(extra)}; select with "
+                f"{', '.join(SELECTOR_KEYS)} and name sets = [...]"
             )
         names = entry.get("sets")
         if not isinstance(names, Sequence) or isinstance(names, str) or not names:

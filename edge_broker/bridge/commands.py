@@ -75,7 +75,8 @@ def _status(args: argparse.Namespace) -> int:
             text = response.read().decode()
     except (urllib.error.URLError, OSError) as exc:
         print(
-            f"edge-broker bridge status: cannot read {url}: {exc}; is the broker running with [metrics]?",
+            f"edge-broker bridge status: cannot read {url}: {exc}; is the broker running with "
+            "[metrics]?",
             file=sys.stderr,
         )
         return 1
@@ -89,10 +90,10 @@ def _status(args: argparse.Namespace) -> int:
     for name, s in sorted(status.items()):
         state = "connected" if s.get("connected") else "DISCONNECTED"
         print(
-            f"{name}: {state}  queue {s.get('queue_messages', 0)} msgs / {s.get('queue_bytes', 0)} B"
-            f" ({s.get('inflight', 0)} in flight)  sent {s.get('sent', 0)}  acked {s.get('acknowledged', 0)}"
-            f"  dropped {s.get('dropped', 0)}  denied out/in {s.get('denied_out', 0)}/{s.get('denied_in', 0)}"
-            f"  received {s.get('received', 0)}"
+            f"{name}: {state}  queue {s.get('queue_messages', 0)} msgs / {s.get('queue_bytes', 0)} "
+            f"B ({s.get('inflight', 0)} in flight)  sent {s.get('sent', 0)}  acked "
+            f"{s.get('acknowledged', 0)}  dropped {s.get('dropped', 0)}  denied out/in "
+            f"{s.get('denied_out', 0)}/{s.get('denied_in', 0)}  received {s.get('received', 0)}"
         )
         if s.get("last_error"):
             print(f"  last error: {s['last_error']}")

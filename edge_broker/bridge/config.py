@@ -175,7 +175,8 @@ def _parse_bridge(s: Any, file: str, problems: list[ConfigError]) -> BridgeConfi
             if value is not None:
                 s.problem(
                     key,
-                    'only used with transport = "tls" (or websocket_tls = true): remove it or set the transport',
+                    'only used with transport = "tls" (or websocket_tls = true): remove it or set '
+                    "the transport",
                 )
     websocket_path = s.string("websocket_path", "/mqtt")
     if not websocket_path.startswith("/"):

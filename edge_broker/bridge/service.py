@@ -135,7 +135,8 @@ class Bridge:
             self._overflow_logged = now
             log.warning(
                 f"bridge {self.name}: outbound queue full ({len(self.queue)} messages, "
-                f"{self.queue.bytes} bytes): dropped {what}; {self.link.stats.dropped} dropped so far",
+                f"{self.queue.bytes} bytes): dropped {what}; {self.link.stats.dropped} dropped so "
+                "far",
                 extra={
                     "event": "bridge_queue_overflow",
                     "bridge": self.name,
@@ -172,9 +173,9 @@ class Bridges:
                     store = BridgeStore(path, fsync)
                 except (StoreError, OSError) as exc:
                     raise BridgeStoreError(
-                        f"bridge {bc.name}: cannot open its queue log {str(path)!r}: {exc}; check that "
-                        "no other broker uses the state directory and that it is writable, or set "
-                        "[persistence] state_dir"
+                        f"bridge {bc.name}: cannot open its queue log {str(path)!r}: {exc}; check "
+                        "that no other broker uses the state directory and that it is writable, or "
+                        "set [persistence] state_dir"
                     ) from exc
             else:
                 store = MemoryStore()

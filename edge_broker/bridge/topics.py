@@ -1,7 +1,7 @@
 """Which local topics a bridge forwards, how they are rewritten, and loop prevention.
 
-A mapping forwards local topic ``t`` (matched by ``local``) as ``remote_prefix + t[len(local_prefix):]``
-and brings remote topic ``r`` (matched by the mapping's remote filter) in as
+A mapping forwards local topic ``t`` (matched by ``local``) as ``remote_prefix +
+t[len(local_prefix):]`` and brings remote topic ``r`` (matched by the mapping's remote filter) in as
 ``local_prefix + r[len(remote_prefix):]``. The first mapping that matches decides, so one message
 crosses a bridge at most once.
 

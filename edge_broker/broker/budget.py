@@ -126,8 +126,8 @@ def budget_report(config: Config, unit: Path | None = None) -> tuple[list[str], 
     shared = total - per_client * config.limits.max_connections
     room = max(0, memory_max - shared) // max(1, per_client)
     lines.append(
-        f"  one client at its worst case: {mib(per_client)}; shared (start, "
-        f"subscriptions, queues, retained, caches): {mib(shared)}; MemoryMax={mib(memory_max)} holds {room:,} such "
+        f"  one client at its worst case: {mib(per_client)}; shared (start, subscriptions, queues, "
+        f"retained, caches): {mib(shared)}; MemoryMax={mib(memory_max)} holds {room:,} such "
         f"clients of max_connections={config.limits.max_connections:,}"
     )
     if total <= memory_max:

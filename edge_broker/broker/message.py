@@ -20,7 +20,8 @@ from ..mqtt.packets import NO_PROPERTIES, Properties
 class Message:
     """What a publisher sent, as routed: the properties exclude Topic Alias and Subscription
     Identifiers (they are per hop). ``expires_at`` is a ``time.monotonic()`` deadline from the
-    Message Expiry Interval (MQTT 5 §3.3.2.3.3). ``origin`` is the publishing client id (No Local)."""
+    Message Expiry Interval (MQTT 5 §3.3.2.3.3). ``origin`` is the publishing client id (No
+    Local)."""
 
     topic: str
     payload: bytes

@@ -267,7 +267,10 @@ class Broker:
         except ConfigError as exc:
             for problem in exc.problems:
                 log.error("reload refused: %s", problem, extra={"event": "reload_refused"})
-            message = f"reload of {path} refused ({len(exc.problems)} error(s)); the running policy is kept"
+            message = (
+                f"reload of {path} refused ({len(exc.problems)} error(s)); "
+                "the running policy is kept"
+            )
             log.error(message, extra={"event": "reload_refused"})
             if self.audit is not None:
                 self.audit.event("policy_rejected", detail=f"{message}: {exc.problems[0]}")

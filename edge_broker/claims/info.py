@@ -78,6 +78,10 @@ def is_involved(claim: Claim, client_id: str) -> bool:
 
 OWNED = "owned"
 INVOLVED = "involved"
+# the one answer to every malformed page request (both checks below give it)
+AFTER_PAYLOAD = (
+    'the payload must be empty (first page) or JSON {"after": "<nextPage of the last answer>"}'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +102,9 @@ def parse_page_request(payload: bytes) -> PageCursor | None | str:
     try:
         body = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        return 'the payload must be empty (first page) or JSON {"after": "<nextPage of the last answer>"}'
+        return AFTER_PAYLOAD
     if not isinstance(body, dict) or set(body) != {"after"} or not isinstance(body["after"], str):
-        return 'the payload must be empty (first page) or JSON {"after": "<nextPage of the last answer>"}'
+        return AFTER_PAYLOAD
     section, sep, topic = body["after"].partition(":")
     if not sep or section not in (OWNED, INVOLVED) or not topic:
         return f"{body['after'][:120]!r} is not a nextPage cursor this broker issued"

@@ -77,7 +77,7 @@ def parse_smoker_id(text: str) -> VerifyKey:
 
 
 def is_smoker_id(text: str) -> bool:
-    """True when ``text`` is spelt as a SMOKER ID (SMOKER.md "Identity"; see ``check_smoker_id``)."""
+    """True when ``text`` is spelt as a SMOKER ID (SMOKER.md "Identity", ``check_smoker_id``)."""
     return (
         len(text) == SMOKER_ID_LENGTH
         and bool(_SPELLING.fullmatch(text))

@@ -63,7 +63,8 @@ def validate_claim_topic(topic: str) -> str:
         if bad in topic:
             raise ClaimError(
                 ReasonCode.PAYLOAD_FORMAT_INVALID,
-                f"topicName {shown(topic)} contains {name}: claims name one exact topic, no wildcards",
+                f"topicName {shown(topic)} contains {name}: claims name one exact topic, no "
+                "wildcards",
             )
     try:
         size = len(topic.encode("utf-8"))

@@ -75,7 +75,8 @@ def validate_topic_name(topic: str, separator: str = "/") -> None:
         raise RuleError(
             topic,
             level,
-            "wildcards '+' and '#' are only allowed in topic filters, not in the topic of a PUBLISH",
+            "wildcards '+' and '#' are only allowed in topic filters, not in the topic of a "
+            "PUBLISH",
         )
 
 
@@ -108,7 +109,8 @@ def validate_topic_filter(topic_filter: str, separator: str = "/") -> None:
             raise RuleError(
                 topic_filter,
                 level,
-                "'+' must be a whole segment on its own (a prefix wildcard like 'ab+' does not exist in MQTT)",
+                "'+' must be a whole segment on its own (a prefix wildcard like 'ab+' does not "
+                "exist in MQTT)",
             )
 
 
@@ -129,7 +131,8 @@ def parse_shared(topic_filter: str, separator: str = "/") -> SharedFilter | None
         raise RuleError(
             topic_filter,
             group,
-            f"a shared subscription is '$share{separator}<group>{separator}<filter>'; the filter is missing",
+            f"a shared subscription is '$share{separator}<group>{separator}<filter>'; the filter "
+            "is missing",
         )
     if not group:
         raise RuleError(topic_filter, "", "the share group name of a shared subscription is empty")

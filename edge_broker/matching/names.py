@@ -67,7 +67,8 @@ def normalize_tenant(tenant: str | None) -> str:
         raise RuleError(
             tenant,
             "",
-            f"tenant contains {bad.group()!r}; use only letters, digits, '_', '-', '~', '@' and '.'",
+            f"tenant contains {bad.group()!r}; use only letters, digits, '_', '-', '~', '@' and "
+            "'.'",
         )
     size = len(tenant.encode("utf-8"))
     if size > MAX_TENANT_BYTES:

@@ -73,7 +73,7 @@ def _filter_levels_error(levels: str, whole: str) -> str | None:
 
 
 def parse_shared_filter(topic_filter: str) -> tuple[str, str] | None:
-    """``(group, filter)`` for a valid ``$share/<group>/<filter>``, else ``None`` (MQTT 5 §4.8.2)."""
+    """``(group, filter)`` of a valid ``$share/<group>/<filter>``, else ``None`` (MQTT 5 §4.8.2)."""
     if not topic_filter.startswith(SHARE_PREFIX):
         return None
     group, slash, inner = topic_filter[len(SHARE_PREFIX) :].partition("/")

@@ -74,7 +74,8 @@ def _codes(*values: int) -> frozenset[int]:
 
 
 # Which reason codes each MQTT 5 packet may carry (MQTT 5 §2.4, Table 2-6, and the per-packet
-# tables of §3.2.2.2, §3.4.2.1, §3.5.2.1, §3.6.2.1, §3.7.2.1, §3.9.3, §3.11.3, §3.14.2.1, §3.15.2.1).
+# tables of §3.2.2.2, §3.4.2.1, §3.5.2.1, §3.6.2.1, §3.7.2.1, §3.9.3, §3.11.3, §3.14.2.1,
+# §3.15.2.1).
 CONNACK_REASON_CODES = _codes(
     0x00,
     0x80,

@@ -26,7 +26,8 @@ log = logging.getLogger("edge_broker.service")
 
 def status_line(broker: Broker, sync: SyncService | None) -> str:
     listeners = ", ".join(f"{name} {host}:{port}" for name, _, host, port in broker.bound)
-    text = f"serving {len(broker.bound)} listener(s): {listeners}; {broker.stats.clients_connected} client(s)"
+    clients = broker.stats.clients_connected
+    text = f"serving {len(broker.bound)} listener(s): {listeners}; {clients} client(s)"
     if sync is not None:
         version = sync.status.version
         text += f"; policy bundle {'v' + str(version) if version else 'none'}"

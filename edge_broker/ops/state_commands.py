@@ -64,7 +64,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if bad:
         print(
             f"{bad} state file(s) would stop the broker: `edge-broker state set-aside --config "
-            f"{args.config}` moves the damaged ones aside (an unreadable one needs its permissions fixed)",
+            f"{args.config}` moves the damaged ones aside (an unreadable one needs its permissions "
+            "fixed)",
             file=sys.stderr,
         )
     return 1 if bad else 0
@@ -84,14 +85,16 @@ def cmd_set_aside(args: argparse.Namespace) -> int:
             continue
         if _held(path):
             print(
-                f"{path}: a running broker holds it: stop the broker first (systemctl stop edge-broker)",
+                f"{path}: a running broker holds it: stop the broker first (systemctl stop "
+                "edge-broker)",
                 file=sys.stderr,
             )
             return 1
         target = set_aside(path)
         moved += 1
         print(
-            f"{path} ({what}): {condition.state}: moved to {target}; the broker starts with it empty"
+            f"{path} ({what}): {condition.state}: moved to {target}; the broker starts with it "
+            "empty"
         )
     print(f"{moved} file(s) set aside")
     return 0

@@ -166,7 +166,8 @@ def bad_line_sample(spark: Any, bad: Any, limit: int = 50) -> list[dict[str, Any
                     break
         return found
 
-    scan.__annotations__ = {}  # a plain (not pandas) UDF: Spark must not guess a kind from the hints
+    # a plain (not pandas) UDF: Spark must not guess a kind from the hints
+    scan.__annotations__ = {}
     whole = spark.read.text(files, wholetext=True).withColumn("_file", F.input_file_name())
     rows = (
         whole.select("_file", F.explode(F.udf(scan, result)("value")).alias("b"))

@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--ship-code",
         action="store_true",
-        help="send this edge_broker package to the executors (workers without the project installed)",
+        help="send this edge_broker package to the executors "
+        "(workers without the project installed)",
     )
     parser.add_argument(
         "--separator", default="/", help="the gateways' topic separator ([topics] separator)"
@@ -55,8 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--skip-invalid",
         action="store_true",
-        help="compile only the gateways none of whose rows is invalid (a permission set that lost a row "
-        "is never compiled); still report every invalid row",
+        help="compile only the gateways none of whose rows is invalid "
+        "(a permission set that lost a row is never compiled); still report every invalid row",
     )
     c.add_argument(
         "--emit-policies", action="store_true", help="also write each gateway's policy as JSON"
@@ -167,8 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return 1
                 raise
             print(
-                f"{result.bundles} bundles, {result.withheld} gateways withheld, {result.invalid} invalid rows, "
-                f"in {result.out}"
+                f"{result.bundles} bundles, {result.withheld} gateways withheld, {result.invalid} "
+                f"invalid rows, in {result.out}"
             )
         elif args.command == "collect":
             from .batches import collect
@@ -181,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark = get_session(args.master, conf, ship_code=args.ship_code)
             audit = run_audit(spark, args.inputs, args.out, top=args.top, strict=args.strict)
             print(
-                f"{audit.records} records, {audit.denials} denials, {audit.bad_lines} bad lines; report {audit.out}/report.html"
+                f"{audit.records} records, {audit.denials} denials, {audit.bad_lines} bad lines; "
+                f"report {audit.out}/report.html"
             )
         else:
             from .whatif import load_bundle, run_whatif
@@ -193,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spark, args.inputs, candidate, args.out, baseline=baseline, separator=args.separator
             )
             print(
-                f"{wi.changed} of {wi.requests} distinct requests would change; {wi.out}/summary.json"
+                f"{wi.changed} of {wi.requests} distinct requests would change; "
+                f"{wi.out}/summary.json"
             )
     except PipelineError as exc:
         print(f"edge-broker-pipeline {args.command}: {exc}", file=sys.stderr)

@@ -8,16 +8,18 @@ Input tables (README "Cloud pipeline"; each ``<input>/<table>.parquet|.csv|.json
 - ``permissions``: ``set``*, ``topic``*, ``seq`` (order within the set), ``id``, ``activity``,
   ``type``, ``qos``, ``retain``, ``shared_subscription``, ``shared_group`` (seed 003 fields)
 - ``acl``: ``id``*, ``permission``*, ``messages``*, ``key_exprs``*, ``flows``, ``interfaces``,
-  ``cert_common_names``, ``usernames`` (lists whitespace-separated), ``gateway`` (empty: every gateway)
+  ``cert_common_names``, ``usernames`` (lists whitespace-separated), ``gateway`` (empty: every
+  gateway)
 - ``grants``: ``tenant``, ``direction``* (pub|sub), ``rule``* (token grant rules, PATTERNS.md §3)
 
 Every rule is checked inside Spark by a pandas UDF calling the broker's parser
 (``edge_broker.pipeline.rules``); each assembled gateway policy is loaded once more with
 ``edge_broker.sync.apply.check_policy`` (as ``bundle create`` and a gateway applying it do) before
-it is signed, so a bundle is never one the gateway would refuse. Outputs: ``<out>/bundles/<gateway>.cbor`` (``create_bundle``: byte-for-byte what
-``edge-broker bundle create`` makes from the same policy and issued_at), ``<out>/policies/
-<gateway>.json`` with ``--emit-policies``, ``<out>/grants/<tenant>.json`` (the ``--grant`` of
-``edge-broker token create``), and ``<out>/invalid.jsonl``: every invalid row with its reason.
+it is signed, so a bundle is never one the gateway would refuse. Outputs:
+``<out>/bundles/<gateway>.cbor`` (``create_bundle``: byte-for-byte what ``edge-broker bundle
+create`` makes from the same policy and issued_at), ``<out>/policies/<gateway>.json`` with
+``--emit-policies``, ``<out>/grants/<tenant>.json`` (the ``--grant`` of ``edge-broker token
+create``), and ``<out>/invalid.jsonl``: every invalid row with its reason.
 """
 
 from __future__ import annotations
@@ -300,7 +302,8 @@ def run_compile(
         if path is None:
             if table in REQUIRED_TABLES:
                 raise PipelineError(
-                    f"{input_dir}: no {table} table; add {table}.parquet, {table}.csv or {table}.json"
+                    f"{input_dir}: no {table} table; add {table}.parquet, {table}.csv or "
+                    f"{table}.json"
                 )
             continue
         progress(f"reading {table} from {path}")
@@ -461,7 +464,8 @@ def run_compile(
     n_invalid = invalid.count()
     if devices.limit(1).count() == 0:
         progress(
-            f"warning: {files['devices']} has no valid device rows: every bundle would deny every client"
+            f"warning: {files['devices']} has no valid device rows: every bundle would deny every "
+            "client"
         )
     if n_invalid and not skip_invalid:
         _write_invalid(storage, out, invalid, n_invalid)

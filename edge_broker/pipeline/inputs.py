@@ -28,7 +28,8 @@ class Column:
 
 def find_table(storage: Storage, directory: str, table: str) -> str | None:
     """``<directory>/<table>.parquet|.csv|.json|.jsonl`` (a file or a Parquet directory), looked
-    up through Hadoop (``directory`` may be a path or a ``file://``, ``hdfs://``, ``s3a://`` URI)."""
+    up through Hadoop (``directory`` may be a path or a ``file://``, ``hdfs://``, ``s3a://``
+    URI)."""
     for ext in FORMATS:
         path = join(directory, f"{table}{ext}")
         if storage.exists(path):
@@ -82,7 +83,8 @@ def read_table(
     if missing:
         have = ", ".join(sorted(c for c in present if not c.startswith("_"))) or "none"
         raise PipelineError(
-            f"{path}: table {table!r} lacks required column(s) {', '.join(missing)} (it has: {have})"
+            f"{path}: table {table!r} lacks required column(s) {', '.join(missing)} (it has: "
+            f"{have})"
         )
     for c in columns:
         if c.name not in present:

@@ -50,7 +50,8 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
 
 def page(title: str, sections: Sequence[tuple[str, str]]) -> str:
     style = (
-        "body{font-family:sans-serif;max-width:960px;margin:2em auto}table{border-collapse:collapse;margin:.5em 0}"
+        "body{font-family:sans-serif;max-width:960px;margin:2em "
+        "auto}table{border-collapse:collapse;margin:.5em 0}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px;text-align:left}"
     )
     body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)

@@ -136,7 +136,10 @@ def check_device(row: dict[str, Any]) -> str | None:
         return "client_id: missing"
     bad = sorted(GLOB_CHARACTERS & set(client_id))
     if bad:
-        return f"client_id: {client_id!r} contains {''.join(bad)!r}, which [[permissions.assign]] reads as a glob"
+        return (
+            f"client_id: {client_id!r} contains {''.join(bad)!r}, "
+            "which [[permissions.assign]] reads as a glob"
+        )
     username = row.get("username")
     if username is not None and GLOB_CHARACTERS & set(username):
         return f"username: {username!r} contains glob characters"

@@ -21,7 +21,7 @@ from .session import PipelineError
 
 
 def join(base: str, *parts: str) -> str:
-    """``base/part/...`` for paths and URIs alike (no ``os.path``: ``s3a://b`` is not a dir name)."""
+    """``base/part/...`` for paths and URIs alike (not ``os.path``: ``s3a://b`` is no dir name)."""
     out = base.rstrip("/") or "/"
     for part in parts:
         out = f"{out}/{part.strip('/')}" if out != "/" else f"/{part.strip('/')}"
@@ -116,7 +116,8 @@ class Storage:
             raise PipelineError(
                 f"{uri}: the executors' {what} files are not there (only "
                 f"{', '.join(f.rsplit('/', 1)[-1] for f in self.list_files(uri)) or 'nothing'}); "
-                "write to storage that the driver and every executor share (HDFS, S3 via s3a://, NFS)"
+                "write to storage that the driver and every executor share (HDFS, S3 via s3a://, "
+                "NFS)"
             )
 
 

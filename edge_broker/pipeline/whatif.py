@@ -96,7 +96,8 @@ def run_whatif(
     bad = read.bad.count()
     if bad:
         progress(
-            f"warning: {bad} line(s) that are not v1 audit records were skipped (see the audit job's report)"
+            f"warning: {bad} line(s) that are not v1 audit records were skipped (see the audit "
+            "job's report)"
         )
     records = read.records
     requests = records.where(
@@ -111,9 +112,12 @@ def run_whatif(
             for r in read_records(spark, inputs).records.select("gw").distinct().limit(11).collect()
         ]
         raise PipelineError(
-            f"the candidate bundle is for gateway {candidate.gateway!r}, but no audit record of that gateway is in "
-            f"{', '.join(inputs)} (logged gateways: {', '.join(sorted(str(g) for g in logged[:10])) or 'none'}"
-            f"{', ...' if len(logged) > 10 else ''}); a gateway's records carry [audit] gateway_id, by default "
+            f"the candidate bundle is for gateway {candidate.gateway!r}, but no audit record of "
+            "that gateway is in "
+            f"{', '.join(inputs)} (logged gateways: "
+            f"{', '.join(sorted(str(g) for g in logged[:10])) or 'none'}"
+            f"{', ...' if len(logged) > 10 else ''}); a gateway's records carry [audit] "
+            "gateway_id, by default "
             "its [sync] gateway_id"
         )
     grouped = requests.groupBy(*KEYS).agg(

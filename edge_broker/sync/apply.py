@@ -1,13 +1,13 @@
 """Turning a verified bundle into the running policy (DESIGN.md "cloud policy sync").
 
-The new configuration is the running base config file with the bundle's policy sections in
-place of the file's: ``permissions``, ``acl``, ``authorizers`` and ``tokens`` replace the
-file's tables; ``claims`` keys update the file's ``[claims]`` (limits; the store location stays
-the gateway's); ``passwords`` (a list of ``{username, hash, tenants, roles, clientids}``) is written to a
-password file in the sync state directory and ``[passwords] file`` points at it. The merged
-table goes through :func:`~edge_broker.config.parse_config` (same checks, same messages) and
-then :func:`~edge_broker.broker.reload.apply_config`, which compiles everything before it swaps
-anything: a bad bundle never replaces a good one.
+The new configuration is the running base config file with the bundle's policy sections in place of
+the file's: ``permissions``, ``acl``, ``authorizers`` and ``tokens`` replace the file's tables;
+``claims`` keys update the file's ``[claims]`` (limits; the store location stays the gateway's);
+``passwords`` (a list of ``{username, hash, tenants, roles, clientids}``) is written to a password
+file in the sync state directory and ``[passwords] file`` points at it. The merged table goes
+through :func:`~edge_broker.config.parse_config` (same checks, same messages) and then
+:func:`~edge_broker.broker.reload.apply_config`, which compiles everything before it swaps anything:
+a bad bundle never replaces a good one.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ _LISTS = ("tenants", "roles", "clientids")
 def _password_entries(value: Any) -> dict[str, PasswordEntry]:
     if not isinstance(value, list):
         raise BundleError(
-            "bundle section 'passwords' must be a list of {username, hash, tenants, roles, clientids}"
+            "bundle section 'passwords' must be a list of {username, hash, tenants, roles, "
+            "clientids}"
         )
     entries: dict[str, PasswordEntry] = {}
     for i, item in enumerate(value):

@@ -185,5 +185,6 @@ def check_acceptable(bundle: PolicyBundle, gateway_id: str, current_version: int
         )
     if current_version is not None and bundle.version <= current_version:
         raise BundleError(
-            f"bundle v{bundle.version} is not newer than the applied v{current_version}; refused (anti-rollback)"
+            f"bundle v{bundle.version} is not newer than the applied v{current_version}; refused "
+            "(anti-rollback)"
         )

@@ -108,7 +108,8 @@ def _cmd_create(args: argparse.Namespace) -> int:
     )
     Path(args.output).write_bytes(data)
     print(
-        f"{args.output}: bundle v{args.version} for {args.gateway!r}, {len(data)} bytes, key {key_id(key.verify_key)}"
+        f"{args.output}: bundle v{args.version} for {args.gateway!r}, {len(data)} bytes, key "
+        f"{key_id(key.verify_key)}"
     )
     return 0
 
@@ -125,7 +126,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         check_acceptable(bundle, args.gateway, args.current_version)
     check_policy(bundle.policy, f"{args.bundle} (policy)", args.separator, bundle.version)
     print(
-        f"{args.bundle}: OK: v{bundle.version} for {bundle.gateway!r}, issued {bundle.issued_at}, key {bundle.kid}"
+        f"{args.bundle}: OK: v{bundle.version} for {bundle.gateway!r}, issued {bundle.issued_at}, "
+        f"key {bundle.kid}"
     )
     return 0
 
@@ -161,7 +163,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     write_signing_key(args.out, key)
     write_verify_key(args.out + ".pub", key.verify_key)
     print(
-        f"{args.out}: private key; {args.out}.pub: public key to trust on gateways; key id {key_id(key.verify_key)}"
+        f"{args.out}: private key; {args.out}.pub: public key to trust on gateways; key id "
+        f"{key_id(key.verify_key)}"
     )
     return 0
 

@@ -113,7 +113,8 @@ def test_add_and_remove_keep_the_files_owner_group_and_mode(tmp_path: Path) -> N
         st = os.stat(path)
         assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, 4242, 0o640), args
     assert list(load_password_file(path)) == ["bob"]
-    # a new file in a folder of another group (/etc/edge-broker is root:edge-broker) is group-readable
+    # a new file in a folder of another group (/etc/edge-broker is root:edge-broker) is
+    # group-readable
     folder = tmp_path / "etc"
     folder.mkdir()
     os.chown(folder, 0, 4243)

@@ -1,4 +1,4 @@
-"""`edge-broker token create|inspect` (issue 5): invalid rules refused with the broker's messages."""
+"""`edge-broker token create|inspect` (issue 5): invalid rules refused with the broker's words."""
 
 from __future__ import annotations
 

@@ -322,8 +322,10 @@ def test_merged_subject_holds_the_union_of_its_combinations_scopes() -> None:
                 {"id": "q", "messages": ["query"], "flows": ["egress"], "permission": "allow",
                  "key_exprs": ["b"]},
             ],
-            "subjects": [{"id": "lo", "interfaces": ["lo"]}, {"id": "bob", "usernames": ["bob"]}],
-            "policies": [{"rules": ["p"], "subjects": ["lo"]}, {"rules": ["q"], "subjects": ["bob"]}],
+            "subjects": [{"id": "lo", "interfaces": ["lo"]},
+                         {"id": "bob", "usernames": ["bob"]}],
+            "policies": [{"rules": ["p"], "subjects": ["lo"]},
+                         {"rules": ["q"], "subjects": ["bob"]}],
         }
     )  # fmt: skip
     merged = acl.for_identity(ident("lo", user="bob"))

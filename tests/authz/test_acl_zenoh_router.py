@@ -187,7 +187,8 @@ def test_interface_subjects_apply_only_on_their_interface() -> None:
             {"id": "deny-other", "messages": ["put"], "permission": "deny",
              "key_exprs": ["k/other"]},
         ],
-        "subjects": [{"id": "lo", "interfaces": ["lo"]}, {"id": "field", "interfaces": ["ebtest0"]}],
+        "subjects": [{"id": "lo", "interfaces": ["lo"]},
+                     {"id": "field", "interfaces": ["ebtest0"]}],
         "policies": [
             {"rules": ["deny-secret"], "subjects": ["lo"]},
             {"rules": ["deny-other"], "subjects": ["field"]},

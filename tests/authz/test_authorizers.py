@@ -47,7 +47,10 @@ timeout = 0.3
 fallback = "{fallback}"
 options = {{ forbidden_prefix = "forbidden/" }}
 [permissions.sets.main]
-rules = [ {{ id = "no-secret", topic = "secret/#", type = "DENY" }}, {{ id = "rest", topic = "#" }} ]
+rules = [
+  {{ id = "no-secret", topic = "secret/#", type = "DENY" }},
+  {{ id = "rest", topic = "#" }},
+]
 [[permissions.assign]]
 sets = ["main"]
 """

@@ -252,7 +252,7 @@ subjects = ["admins"]
 
 
 def test_explain_publish_to_a_wildcard_topic_is_the_brokers_0x90(config: str) -> None:
-    """Issue 20: the broker disconnects such a PUBLISH with 0x90 before any gate; explain says so."""
+    """Issue 20: the broker disconnects such a PUBLISH (0x90) before any gate; explain says so."""
     result = run("explain", "--config", config, "--client-id", "dev7", "publish", "a/+/b")
     assert result.returncode == 1
     assert "syntax+reserved disconnect" in result.stdout
@@ -292,8 +292,8 @@ sets = ["devices"]
     out = result.stdout
     assert result.returncode == 1
     assert (
-        "permissions.sets.special: nobody gets this set: only assignments that never apply name it: "
-        "permissions.assign[1] (client_id=dev-special-*, tenant=site1) (shadowed by "
+        "permissions.sets.special: nobody gets this set: only assignments that never apply name "
+        "it: permissions.assign[1] (client_id=dev-special-*, tenant=site1) (shadowed by "
         "permissions.assign[0] (client_id=dev-*))"
     ) in out
     assert (

@@ -43,7 +43,10 @@ rules = [
   {{ id = "rest", topic = "#" }},
 ]
 [permissions.sets.ops]
-rules = [{{ id = "ops-all", topic = "#" }}, {{ id = "ops-sys", topic = "$SYS/#", activity = "SUBSCRIBE" }}]
+rules = [
+  {{ id = "ops-all", topic = "#" }},
+  {{ id = "ops-sys", topic = "$SYS/#", activity = "SUBSCRIBE" }},
+]
 [[permissions.assign]]
 client_id = "ops*"
 sets = ["ops"]

@@ -1,4 +1,4 @@
-"""``[[bridges]]`` parsing: defaults, and every problem names the file, the key and what to write."""
+"""``[[bridges]]`` parsing: defaults; every problem names the file, the key and what to write."""
 
 from __future__ import annotations
 
@@ -151,7 +151,10 @@ def test_mapping_problems(mapping, key, words):
 def test_no_mapping_and_duplicate_names():
     found = problems('[[bridges]]\nname = "c"\naddress = "h"\n')
     assert "[[bridges.topics]]" in found["bridges[0].topics"]
-    twice = '[[bridges]]\nname = "c"\naddress = "h"\n[[bridges.topics]]\ndirection = "out"\nlocal = "a"\n'
+    twice = (
+        '[[bridges]]\nname = "c"\naddress = "h"\n'
+        '[[bridges.topics]]\ndirection = "out"\nlocal = "a"\n'
+    )
     found = problems(twice + twice)
     assert "used twice" in found["bridges[1].name"]
     assert "array of tables" in problems("bridges = 1\n")["bridges"]
@@ -166,7 +169,8 @@ def test_check_command_names_the_bridge_key(tmp_path):
     root = Path(__file__).resolve().parents[2]
     bad = tmp_path / "gw.toml"
     bad.write_text(
-        '[[bridges]]\nname = "cloud"\naddress = "h"\n[[bridges.topics]]\ndirection = "sideways"\nlocal = "a/#"\n'
+        '[[bridges]]\nname = "cloud"\naddress = "h"\n[[bridges.topics]]\ndirection = '
+        '"sideways"\nlocal = "a/#"\n'
     )
     out = subprocess.run(
         [sys.executable, "-m", "edge_broker", "check", "--config", str(bad)],

@@ -149,7 +149,8 @@ def test_resend_with_dup_and_the_same_packet_ids_after_a_reconnect(broker_factor
         remote.drop()
         remote.accept(session_present=True)
         again = [remote.recv() for _ in range(3)]
-        # in the original order: r/1 again (DUP, same id), PUBREL for r/2 (never its PUBLISH), r/3 again
+        # in the original order: r/1 again (DUP, same id), PUBREL for r/2 (never its PUBLISH),
+        # r/3 again
         assert again[0] == Publish("r/1", b"one", 1, False, True, first[0].packet_id)
         assert again[1] == Pubrel(first[1].packet_id)
         assert again[2] == Publish("r/3", b"three", 2, False, True, first[2].packet_id)

@@ -1,5 +1,6 @@
 """The bridge over TLS with mutual authentication to Mosquitto, and over WebSocket to a second
-edge-broker (issue 19): certificates made with openssl as in tests/broker/test_broker_listeners.py."""
+edge-broker (issue 19): certificates made with openssl as in
+tests/broker/test_broker_listeners.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Limits and capabilities from the configuration; slow consumers; garbage never kills the broker."""
+"""Limits and capabilities from the configuration; slow consumers; garbage never kills a broker."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Sessions across connections: takeover, clean start, expiry, redelivery, wills (MQTT 5 §3.1, §4.4)."""
+"""Sessions across connections: takeover, clean start, expiry, redelivery, wills.
+
+MQTT 5 §3.1, §4.4.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """broker/interfaces.py: local address -> interface name for site-ACL subjects, with a scripted
-address source and clock (the real system is exercised in tests/authz/test_acl_broker_interfaces.py)."""
+address source and clock (the real system is exercised in
+tests/authz/test_acl_broker_interfaces.py)."""
 
 from __future__ import annotations
 

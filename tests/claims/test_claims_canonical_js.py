@@ -18,7 +18,8 @@ from edge_broker.claims.model import Activity, Permission, Restriction, Restrict
 
 SORTED_STRINGIFY = r"""
 const sort = v => Array.isArray(v) ? v.map(sort)
-  : (v && typeof v === 'object') ? Object.fromEntries(Object.keys(v).sort().map(k => [k, sort(v[k])]))
+  : (v && typeof v === 'object')
+    ? Object.fromEntries(Object.keys(v).sort().map(k => [k, sort(v[k])]))
   : v;
 const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
 process.stdout.write(Buffer.from(JSON.stringify(input.map(sort).map(o => JSON.stringify(o)))));

@@ -1,4 +1,5 @@
-"""Every row of the PUBACK table of SMOKER.md, in order, through ``evaluate_claim``/``evaluate_unclaim``."""
+"""Every row of the PUBACK table of SMOKER.md, in order, through ``evaluate_claim`` and
+``evaluate_unclaim``."""
 
 from __future__ import annotations
 

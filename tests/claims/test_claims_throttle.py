@@ -1,4 +1,4 @@
-"""Flood throttling (SMOKER.md "Flood throttling"): bucket maths, live-claim limits, size, budget."""
+"""Flood throttling (SMOKER.md "Flood throttling"): buckets, live-claim limits, size, budget."""
 
 from __future__ import annotations
 

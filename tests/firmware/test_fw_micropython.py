@@ -67,7 +67,8 @@ print("connect=" + binascii.hexlify(packets.connect(owner, 30, True,
 print("auth=" + binascii.hexlify(packets.auth(0x18, [(packets.AUTH_METHOD, "SMOKER"),
       (packets.AUTH_DATA, key.sign_attached(bytes(32)))])).decode())
 print("pub=" + binascii.hexlify(packets.publish_header("a/b", 5, 1, True, False, 7)).decode())
-print("parsed=" + repr(packets.parse_publish(0x33, b"\\x00\\x03a/b\\x00\\x07\\x05\\x26\\x00\\x00\\x00\\x00x")))
+print("parsed=" + repr(packets.parse_publish(
+    0x33, b"\\x00\\x03a/b\\x00\\x07\\x05\\x26\\x00\\x00\\x00\\x00x")))
 """
     out = _outputs(micropython(script))
     assert out["native_sha512"] == "False"  # so the pure SHA-512 is what ran

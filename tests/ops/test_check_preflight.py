@@ -118,8 +118,8 @@ def test_run_names_the_listener_whose_port_is_taken(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert (
-        f"edge-broker: listener 'plain' (tcp 127.0.0.1:{port}): cannot listen: Address already in use; "
-        "another process (or listener) holds that port"
+        f"edge-broker: listener 'plain' (tcp 127.0.0.1:{port}): cannot listen: Address already in "
+        "use; another process (or listener) holds that port"
     ) in result.stderr
 
 
@@ -184,8 +184,8 @@ def test_a_key_the_service_user_cannot_read(tmp_path: Path) -> None:
     result = check(conf, prefix=no_dac)
     assert result.returncode == 1
     assert (
-        f"{conf}: listeners[0].tls_key: cannot read {str(key)!r} (permission denied) as this user: make "
-        "it readable by the service's group"
+        f"{conf}: listeners[0].tls_key: cannot read {str(key)!r} (permission denied) as this user: "
+        "make it readable by the service's group"
     ) in result.stderr
 
 
@@ -276,7 +276,8 @@ def test_relative_paths_are_read_from_the_config_files_folder(tmp_path: Path) ->
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     (folder / "acl.json5").write_text(
-        '{ access_control: { enabled: true, default_permission: "allow", rules: [], subjects: [], policies: [] } }'
+        '{ access_control: { enabled: true, default_permission: "allow", rules: [], subjects: [], '
+        "policies: [] } }"
     )
     port = free_port()
     conf = folder / "b.toml"

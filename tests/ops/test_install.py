@@ -59,8 +59,8 @@ def test_files_modes_and_user(installed: tuple[Path, str]) -> None:
     text = unit.read_text()
     assert "@PREFIX@" not in text
     assert (
-        "ExecStart=/opt/edge-broker/venv/bin/edge-broker run --config /etc/edge-broker/edge-broker.toml"
-        in text
+        "ExecStart=/opt/edge-broker/venv/bin/edge-broker run --config "
+        "/etc/edge-broker/edge-broker.toml" in text
     )
     docs = next(line for line in text.splitlines() if line.startswith("Documentation="))
     for url in docs.removeprefix("Documentation=").split():  # issue 20: no made-up URL

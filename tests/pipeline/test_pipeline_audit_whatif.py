@@ -227,7 +227,10 @@ def test_uploaded_batches_are_input_once(spark: Any, tmp_path: Path, broker_fact
 
 def test_bad_lines_have_line_numbers_and_their_text(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
-    good = '{"v":1,"ts":1.0,"gw":"g","type":"decision","action":"publish","outcome":"deny","client":"c"}'
+    good = (
+        '{"v":1,"ts":1.0,"gw":"g","type":"decision","action":"publish","outcome":"deny",'
+        '"client":"c"}'
+    )
     (tmp_path / "logs" / "a.jsonl").write_text(
         f'{good}\n{good}\n{{"v":2, "type":"event"}}\n{good}\nnot json\n'
     )
@@ -235,8 +238,8 @@ def test_bad_lines_have_line_numbers_and_their_text(spark: Any, tmp_path: Path) 
     assert (result.records, result.bad_lines) == (3, 2)
     html = (tmp_path / "out" / "report.html").read_text()
     assert (
-        "<td>3</td><td>unsupported format version 2; expected 1</td><td>{&quot;v&quot;:2, &quot;type&quot;:&quot;event&quot;}</td>"
-        in html
+        "<td>3</td><td>unsupported format version 2; expected 1</td><td>{&quot;v&quot;:2, "
+        "&quot;type&quot;:&quot;event&quot;}</td>" in html
     )
     assert "<td>5</td><td>not JSON" in html
 

@@ -1,6 +1,7 @@
 """``[sync] source = "directory"`` with the real broker: bundles dropped into a directory are
 verified and applied (password hashes from a bundle replace the password file's users), refused
-ones are reported in ``<state_dir>/status.json``, and the state directory keeps the applied bundle."""
+ones are reported in ``<state_dir>/status.json``, and the state directory keeps the applied
+bundle."""
 
 from __future__ import annotations
 

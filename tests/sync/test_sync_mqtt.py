@@ -236,7 +236,8 @@ def test_bundle_over_mutual_tls(tmp_path: Path, broker_factory: BrokerFactory) -
     try:
         text = gateway_config(tmp_path, cloud.port, pub).replace(
             "[sync]\n",
-            f'[sync]\ntls = true\nca = "{pki.ca}"\ncert = "{pki.client_cert}"\nkey = "{pki.client_key}"\n',
+            f'[sync]\ntls = true\nca = "{pki.ca}"\ncert = "{pki.client_cert}"\nkey = '
+            f'"{pki.client_key}"\n',
         )
         gateway = broker_factory(text)
         operator.publish(f"edge/{GW}/policy", bundle(key, 1, "admin"), retain=True)

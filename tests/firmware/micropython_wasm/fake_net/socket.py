@@ -1,5 +1,5 @@
-"""A MicroPython ``socket``/``usocket`` module over canned bytes, for running the firmware client inside the
-WebAssembly port (which has no network). Test-only; copied to /shim by the test.
+"""A MicroPython ``socket``/``usocket`` module over canned bytes, for running the firmware client
+inside the WebAssembly port (which has no network). Test-only; copied to /shim by the test.
 
 ``SERVER`` holds what the server sends, handed out in order; everything the client sends is
 appended to ``SENT``. The socket is an io.IOBase stream so that select.poll() can watch it.

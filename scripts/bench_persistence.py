@@ -41,6 +41,7 @@ CTX = mp.get_context("fork")
 LISTEN_RE = re.compile(r"listening on (\S+):(\d+)")
 LOADED_RE = re.compile(r"restored in ([0-9.]+) s")
 PAYLOAD = b"x" * 64
+PROFILE: list[Path] = []  # --profile DIR: each edge-broker run writes DIR/<run>.prof (cProfile)
 
 
 def _recv_exact(s: socket.socket, n: int) -> bytes:
@@ -167,8 +168,11 @@ def start_broker(
     config.write_text("\n".join(lines) + "\n" + extra)
     log_path = workdir / "broker.log.txt"
     with open(log_path, "wb") as log_file:
+        profile = (
+            ["-m", "cProfile", "-o", str(PROFILE[0] / f"{workdir.name}.prof")] if PROFILE else []
+        )
         process = subprocess.Popen(
-            [sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
+            [sys.executable, *profile, "-m", "edge_broker", "run", "--config", str(config)],
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
@@ -402,7 +406,15 @@ def main() -> None:
         " and measure what each broker loses on kill -9",
     )
     parser.add_argument("--kill-messages", type=int, default=2000)
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run each edge-broker under cProfile, writing DIR/<run>.prof (CPU figures grow)",
+    )
     args = parser.parse_args()
+    if args.profile:
+        PROFILE.append(Path(args.profile).resolve())
+        PROFILE[0].mkdir(parents=True, exist_ok=True)
     if args.dir:
         base = Path(args.dir)
         base.mkdir(parents=True, exist_ok=True)

@@ -406,6 +406,13 @@ def main() -> None:
         " and measure what each broker loses on kill -9",
     )
     parser.add_argument("--kill-messages", type=int, default=2000)
+    parser.add_argument("--subscribers", default="1,10", help="persistent subscriber counts to run")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each mode this many times, alternating, and print the median (CPU per message)",
+    )
     parser.add_argument(
         "--profile",
         metavar="DIR",
@@ -434,11 +441,17 @@ def main() -> None:
             "broker process's user+system time per published message"
         )
         cpu: dict[tuple[str, int], float] = {}
-        for subscribers in (1, 10):
-            for mode in args.modes.split(","):
-                rate, us, per_fsync = throughput(
-                    base, mode, args.messages, args.publishers, args.window, subscribers
-                )
+        for subscribers in (int(n) for n in args.subscribers.split(",")):
+            runs: dict[str, list[tuple[float, float, float]]] = {}
+            for _ in range(args.repeat):  # modes alternate: the machine's load drifts
+                for mode in args.modes.split(","):
+                    runs.setdefault(mode, []).append(
+                        throughput(
+                            base, mode, args.messages, args.publishers, args.window, subscribers
+                        )
+                    )
+            for mode, results in runs.items():
+                rate, us, per_fsync = sorted(results, key=lambda r: r[1])[len(results) // 2]
                 cpu[mode, subscribers] = us
                 label = "persistence off" if mode == "off" else f"durability = {mode!r}"
                 extra = f", {per_fsync:.1f} msg/fsync" if mode == "sync" else ""

@@ -7,8 +7,10 @@ One :class:`~edge_broker.store.KeyedLog` file, ``<state_dir>/broker.log``, with 
   options and identifiers, next packet id, owning principal); only sessions that outlive their
   connection. A record without an owner (older state) gets ``ownership.owner_of_restored``.
 - ``msg``: message id → a QoS 1/2 message held by persistent sessions, stored once however many
-  hold it; ``ref``: reference id → ``[session key, message id, qos, retain, subscription ids,
-  packet id or None, released]``, one per session holding it, queued (no packet id) or in flight.
+  hold it; ``ref``: reference id → ``[session key, message id, qos, retain, packet id or None,
+  released, *subscription ids]``, one per session holding it, queued (no packet id) or in
+  flight (no nested array: each costs as much to encode as the row's data; rows written before
+  hold ``[…, retain, [subscription ids], packet id, released]`` and are read as well).
   A message is deleted with its last reference (counted in ``_messages``).
 - ``q``: ``session key NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
 - ``r``: ``tenant NUL topic`` → retained message (``$`` topics such as ``$SYS`` are not stored).
@@ -176,8 +178,8 @@ class Persistence:
     def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> int:
         """A new reference of session ``cid`` to ``outgoing``'s message (stored with its
         first reference); queued, or in flight under ``pid``. The per-delivery path:
-        ``_add`` is inlined, and the subscription ids go in as the tuple they are (CBOR
-        writes it as the array ``_decode_ref`` reads; the empty one allocates nothing)."""
+        ``_add`` is inlined, and the subscription ids are the row's tail (no array of their
+        own: cbor2 spends as much on an array as on the row's data)."""
         message = outgoing.message
         entry = self._messages.get(id(message))
         seq = self._seq
@@ -203,7 +205,7 @@ class Persistence:
                 RAW_PUT,
                 REFS,
                 seq,
-                [cid, entry[0], outgoing.qos, outgoing.retain, outgoing.sub_ids, pid, False],
+                [cid, entry[0], outgoing.qos, outgoing.retain, pid, False, *outgoing.sub_ids],
             )
             self._count += 1
             self._ops_bytes += 64
@@ -222,7 +224,7 @@ class Persistence:
                 RAW_PUT,
                 REFS,
                 seq,
-                [cid, entry[0], outgoing.qos, outgoing.retain, outgoing.sub_ids, pid, released],
+                [cid, entry[0], outgoing.qos, outgoing.retain, pid, released, *outgoing.sub_ids],
             )
         )
         return seq
@@ -810,9 +812,9 @@ class Persistence:
                             message_id,
                             outgoing.qos,
                             outgoing.retain,
-                            list(outgoing.sub_ids),
                             pid,
                             released and pid is not None,
+                            *outgoing.sub_ids,
                         ],
                     ),
                     *old,
@@ -847,17 +849,23 @@ class Persistence:
 
 
 def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | None, bool] | None:
-    """``[session key, message id, qos, retain, sub ids, packet id or None, released]``."""
-    if not isinstance(raw, list) or len(raw) != 7:
+    """``[session key, message id, qos, retain, packet id or None, released, *sub ids]``, or
+    as written before (``[…, retain, [sub ids], packet id or None, released]``)."""
+    if not isinstance(raw, list) or len(raw) < 6:
         return None
-    cid, message_id, qos, retain, sub_ids, pid, released = raw
+    if isinstance(raw[4], list):
+        if len(raw) != 7:
+            return None
+        cid, message_id, qos, retain, sub_ids, pid, released = raw
+    else:
+        cid, message_id, qos, retain, pid, released = raw[:6]
+        sub_ids = raw[6:]
     if (
         not isinstance(cid, str)
         or not isinstance(message_id, int)
         or qos not in (1, 2)
-        or not isinstance(sub_ids, list | tuple)
         or not all(type(i) is int for i in sub_ids)
-        or not (pid is None or isinstance(pid, int))
+        or not (pid is None or type(pid) is int)
     ):
         return None
     return cid, message_id, qos, bool(retain), tuple(sub_ids), pid, bool(released)

@@ -423,12 +423,12 @@ def main() -> None:
         PROFILE.append(Path(args.profile).resolve())
         PROFILE[0].mkdir(parents=True, exist_ok=True)
     if args.dir:
-        base = Path(args.dir)
+        base = Path(args.dir).resolve()  # the broker reads state_dir relative to its config
         base.mkdir(parents=True, exist_ok=True)
         cleanup = False
     else:
         Path("var").mkdir(exist_ok=True)
-        base = Path(tempfile.mkdtemp(prefix="bench-persistence-", dir="var"))
+        base = Path(tempfile.mkdtemp(prefix="bench-persistence-", dir="var")).resolve()
         cleanup = True
     fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True)
     print(

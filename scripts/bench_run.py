@@ -96,9 +96,10 @@ def main() -> int:
     )
     args = ap.parse_args()
     brokers = args.brokers.split(",")
+    scenarios = [key for key in args.scenarios.split(",") if key]  # "": only the others
     rows: list[str] = []
     per_msg: dict[tuple[str, str], float] = {}
-    for key in args.scenarios.split(","):
+    for key in scenarios:
         scenario = SCENARIOS[key]
         for name in brokers:
             broker = start(name)
@@ -117,18 +118,19 @@ def main() -> int:
     print(
         f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
-    print()
-    print(
-        "| scenario | broker | delivered msg/s | broker CPU µs/msg | broker CPU | "
-        "generator CPU | delivered |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|")
-    print("\n".join(rows))
-    if "edge-broker" in brokers:
+    if rows:
+        print()
+        print(
+            "| scenario | broker | delivered msg/s | broker CPU µs/msg | broker CPU | "
+            "generator CPU | delivered |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|")
+        print("\n".join(rows))
+    if rows and "edge-broker" in brokers:
         print()
         print("| scenario | edge ÷ mosquitto (CPU/msg) | amqtt ÷ edge (CPU/msg) |")
         print("|---|---:|---:|")
-        for key in args.scenarios.split(","):
+        for key in scenarios:
             edge = per_msg.get((key, "edge-broker"))
             mosq = per_msg.get((key, "mosquitto"))
             amq = per_msg.get((key, "amqtt"))

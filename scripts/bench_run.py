@@ -111,12 +111,13 @@ def main() -> int:
             lost = "" if r.delivered >= r.expected else f" (got {r.delivered}/{r.expected})"
             rows.append(
                 f"| {scenario.name} | {name} | {r.rate:,.0f} | {r.us_per_msg:.1f} | "
-                f"{r.broker_cpu / r.seconds * 100:.0f}% | {r.generator_cpu / r.seconds * 100:.0f}% |"
-                f" {r.delivered:,}{lost} |"
+                f"{r.broker_cpu / r.seconds * 100:.0f}% | {r.generator_cpu / r.seconds * 100:.0f}% "
+                f"| {r.delivered:,}{lost} |"
             )
             print(rows[-1], file=sys.stderr, flush=True)
     print(
-        f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+        f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}"
     )
     if rows:
         print()

@@ -41,6 +41,7 @@ CTX = mp.get_context("fork")
 LISTEN_RE = re.compile(r"listening on (\S+):(\d+)")
 LOADED_RE = re.compile(r"restored in ([0-9.]+) s")
 PAYLOAD = b"x" * 64
+PROFILE: list[Path] = []  # --profile DIR: each edge-broker run writes DIR/<run>.prof (cProfile)
 
 
 def _recv_exact(s: socket.socket, n: int) -> bytes:
@@ -167,8 +168,11 @@ def start_broker(
     config.write_text("\n".join(lines) + "\n" + extra)
     log_path = workdir / "broker.log.txt"
     with open(log_path, "wb") as log_file:
+        profile = (
+            ["-m", "cProfile", "-o", str(PROFILE[0] / f"{workdir.name}.prof")] if PROFILE else []
+        )
         process = subprocess.Popen(
-            [sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
+            [sys.executable, *profile, "-m", "edge_broker", "run", "--config", str(config)],
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
@@ -402,14 +406,29 @@ def main() -> None:
         " and measure what each broker loses on kill -9",
     )
     parser.add_argument("--kill-messages", type=int, default=2000)
+    parser.add_argument("--subscribers", default="1,10", help="persistent subscriber counts to run")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each mode this many times, alternating, and print the median (CPU per message)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run each edge-broker under cProfile, writing DIR/<run>.prof (CPU figures grow)",
+    )
     args = parser.parse_args()
+    if args.profile:
+        PROFILE.append(Path(args.profile).resolve())
+        PROFILE[0].mkdir(parents=True, exist_ok=True)
     if args.dir:
-        base = Path(args.dir)
+        base = Path(args.dir).resolve()  # the broker reads state_dir relative to its config
         base.mkdir(parents=True, exist_ok=True)
         cleanup = False
     else:
         Path("var").mkdir(exist_ok=True)
-        base = Path(tempfile.mkdtemp(prefix="bench-persistence-", dir="var"))
+        base = Path(tempfile.mkdtemp(prefix="bench-persistence-", dir="var")).resolve()
         cleanup = True
     fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True)
     print(
@@ -422,11 +441,17 @@ def main() -> None:
             "broker process's user+system time per published message"
         )
         cpu: dict[tuple[str, int], float] = {}
-        for subscribers in (1, 10):
-            for mode in args.modes.split(","):
-                rate, us, per_fsync = throughput(
-                    base, mode, args.messages, args.publishers, args.window, subscribers
-                )
+        for subscribers in (int(n) for n in args.subscribers.split(",")):
+            runs: dict[str, list[tuple[float, float, float]]] = {}
+            for _ in range(args.repeat):  # modes alternate: the machine's load drifts
+                for mode in args.modes.split(","):
+                    runs.setdefault(mode, []).append(
+                        throughput(
+                            base, mode, args.messages, args.publishers, args.window, subscribers
+                        )
+                    )
+            for mode, results in runs.items():
+                rate, us, per_fsync = sorted(results, key=lambda r: r[1])[len(results) // 2]
                 cpu[mode, subscribers] = us
                 label = "persistence off" if mode == "off" else f"durability = {mode!r}"
                 extra = f", {per_fsync:.1f} msg/fsync" if mode == "sync" else ""

@@ -1,8 +1,8 @@
 """The journal of a persistent session (issue 17; the interface is broker/journal.py).
 
 Each queued or in-flight QoS 1/2 message of a persistent session is a *reference* (table
-``ref``: reference number → ``[session key, message id, qos, retain, subscription ids, packet
-id or None, released]``) to a message stored once (table ``msg``) however many sessions hold
+``ref``: reference number → ``[session key, message id, qos, retain, packet id or None,
+released, *subscription ids]``) to a message stored once (table ``msg``) however many sessions hold
 it; the message is deleted with its last reference (:class:`~.persistence.Persistence` counts
 them). A message moving from the queue into flight keeps its reference, re-put with its packet
 id, so in-flight and queued messages keep their order (reference numbers grow with time).

@@ -7,8 +7,10 @@ One :class:`~edge_broker.store.KeyedLog` file, ``<state_dir>/broker.log``, with 
   options and identifiers, next packet id, owning principal); only sessions that outlive their
   connection. A record without an owner (older state) gets ``ownership.owner_of_restored``.
 - ``msg``: message id → a QoS 1/2 message held by persistent sessions, stored once however many
-  hold it; ``ref``: reference id → ``[session key, message id, qos, retain, subscription ids,
-  packet id or None, released]``, one per session holding it, queued (no packet id) or in flight.
+  hold it; ``ref``: reference id → ``[session key, message id, qos, retain, packet id or None,
+  released, *subscription ids]``, one per session holding it, queued (no packet id) or in
+  flight (no nested array: each costs as much to encode as the row's data; rows written before
+  hold ``[…, retain, [subscription ids], packet id, released]`` and are read as well).
   A message is deleted with its last reference (counted in ``_messages``).
 - ``q``: ``session key NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
 - ``r``: ``tenant NUL topic`` → retained message (``$`` topics such as ``$SYS`` are not stored).
@@ -48,6 +50,7 @@ from ..config import Config
 from ..mqtt.packets import Will
 from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
 from ..store.damage import damage_hint, open_or_set_aside
+from ..store.gcpause import fewer_young_collections
 from ..store.keyed import RAW_DELETE, RAW_PUT
 from .awaiting import all_of
 from .journal import NO_JOURNAL
@@ -106,7 +109,10 @@ class Persistence:
         self.healthy = True
         self.last_error: str | None = None
         self.refused = 0  # QoS >= 1 publishes refused because they could not be stored
-        self._ops: list[list[Any]] = []  # record-form ops (KeyedLog.write_raw)
+        # The ops of this turn laid one after another (KeyedLog.write_flat): ``RAW_PUT, table,
+        # key, value`` or ``RAW_DELETE, table, key``; ``_count`` of them.
+        self._ops: list[Any] = []
+        self._count = 0
         self._ops_bytes = 0
         self._dirty: dict[str, Session] = {}
         # id(message) -> [message id, references, message]: each stored message once.
@@ -154,14 +160,16 @@ class Persistence:
                 "uses it and that the directory is writable, or set [persistence] state_dir"
                 + damage_hint(path)
             ) from exc
+        fewer_young_collections()  # the store keeps state per queued message (gcpause.py)
         return cls(keyed)
 
     # -- recording (called by persist_hooks and the broker) ----------------------------------
 
-    def _add(self, op: list[Any], size: int = 64) -> None:
+    def _add(self, op: tuple[Any, ...], size: int = 64) -> None:
         if not self._recording:
             return
-        self._ops.append(op)
+        self._ops += op
+        self._count += 1
         self._ops_bytes += size
         if not self._scheduled:
             self._scheduled = True
@@ -169,30 +177,41 @@ class Persistence:
 
     def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> int:
         """A new reference of session ``cid`` to ``outgoing``'s message (stored with its
-        first reference); queued, or in flight under ``pid``."""
+        first reference); queued, or in flight under ``pid``. The per-delivery path:
+        ``_add`` is inlined, and the subscription ids are the row's tail (no array of their
+        own: cbor2 spends as much on an array as on the row's data)."""
         message = outgoing.message
         entry = self._messages.get(id(message))
         seq = self._seq
         if entry is None:
             self._seq = seq + 2
             entry = self._messages[id(message)] = [seq + 1, 0, message]
-            now_mono, now_wall = now_pair()
-            self._add(
-                [RAW_PUT, MESSAGES, seq + 1, encode_message(message, now_mono, now_wall)],
-                message.size,
-            )
+            if self._recording:
+                now_mono, now_wall = now_pair()
+                self._ops += (
+                    RAW_PUT,
+                    MESSAGES,
+                    seq + 1,
+                    encode_message(message, now_mono, now_wall),
+                )
+                self._count += 1
+                self._ops_bytes += message.size
         else:
             self._seq = seq + 1
         entry[1] += 1
         self._refs[seq] = id(message)
-        self._add(
-            [
+        if self._recording:
+            self._ops += (
                 RAW_PUT,
                 REFS,
                 seq,
-                [cid, entry[0], outgoing.qos, outgoing.retain, list(outgoing.sub_ids), pid, False],
-            ]
-        )
+                [cid, entry[0], outgoing.qos, outgoing.retain, pid, False, *outgoing.sub_ids],
+            )
+            self._count += 1
+            self._ops_bytes += 64
+            if not self._scheduled:
+                self._scheduled = True
+                asyncio.get_running_loop().call_soon(self._background)
         return seq
 
     def update_ref(
@@ -201,39 +220,31 @@ class Persistence:
         """The reference ``seq`` went into flight under ``pid`` (or was released)."""
         entry = self._messages[id(outgoing.message)]
         self._add(
-            [
+            (
                 RAW_PUT,
                 REFS,
                 seq,
-                [
-                    cid,
-                    entry[0],
-                    outgoing.qos,
-                    outgoing.retain,
-                    list(outgoing.sub_ids),
-                    pid,
-                    released,
-                ],
-            ]
+                [cid, entry[0], outgoing.qos, outgoing.retain, pid, released, *outgoing.sub_ids],
+            )
         )
         return seq
 
     def delete_ref(self, seq: int) -> None:
         """The reference is gone; its message too when it was the last one."""
-        self._add([RAW_DELETE, REFS, seq])
+        self._add((RAW_DELETE, REFS, seq))
         key = self._refs.pop(seq, None)
         entry = None if key is None else self._messages.get(key)
         if entry is not None:
             entry[1] -= 1
             if entry[1] <= 0:
                 del self._messages[key]  # type: ignore[arg-type]
-                self._add([RAW_DELETE, MESSAGES, entry[0]])
+                self._add((RAW_DELETE, MESSAGES, entry[0]))
 
     def put_qos2(self, client_id: str, pid: int) -> None:
-        self._add([RAW_PUT, QOS2, f"{client_id}\x00{pid}", 1])
+        self._add((RAW_PUT, QOS2, f"{client_id}\x00{pid}", 1))
 
     def delete_qos2(self, client_id: str, pid: int) -> None:
-        self._add([RAW_DELETE, QOS2, f"{client_id}\x00{pid}"])
+        self._add((RAW_DELETE, QOS2, f"{client_id}\x00{pid}"))
 
     def session_changed(self, session: Session) -> None:
         if self._tracked.get(session.key) is session:
@@ -253,17 +264,17 @@ class Persistence:
     def retained_set(self, tenant: str, message: Message) -> None:
         now_mono, now_wall = now_pair()
         self._add(
-            [
+            (
                 RAW_PUT,
                 RETAINED,
                 f"{tenant}\x00{message.topic}",
                 encode_message(message, now_mono, now_wall),
-            ],
+            ),
             message.size,
         )
 
     def retained_delete(self, tenant: str, topic: str) -> None:
-        self._add([RAW_DELETE, RETAINED, f"{tenant}\x00{topic}"])
+        self._add((RAW_DELETE, RETAINED, f"{tenant}\x00{topic}"))
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -303,7 +314,7 @@ class Persistence:
         self._tracked.pop(cid, None)
         self._dirty.pop(cid, None)
         session.journal = NO_JOURNAL
-        self._add([RAW_DELETE, SESSIONS, cid])
+        self._add((RAW_DELETE, SESSIONS, cid))
 
     def _session_record(self, session: Session, now_mono: float, now_wall: float) -> list[Any]:
         conn = session.connection
@@ -337,17 +348,21 @@ class Persistence:
 
     # -- committing ------------------------------------------------------------------------
 
-    def _take(self) -> list[list[Any]]:
+    def _take(self) -> tuple[list[Any], int]:
         if self._dirty:
             now_mono, now_wall = now_pair()
             for cid, session in self._dirty.items():
-                self._ops.append(
-                    [RAW_PUT, SESSIONS, cid, self._session_record(session, now_mono, now_wall)]
+                self._ops += (
+                    RAW_PUT,
+                    SESSIONS,
+                    cid,
+                    self._session_record(session, now_mono, now_wall),
                 )
+                self._count += 1
             self._dirty.clear()
-        ops, self._ops = self._ops, []
-        self._ops_bytes = 0
-        return ops
+        ops, count = self._ops, self._count
+        self._ops, self._count, self._ops_bytes = [], 0, 0
+        return ops, count
 
     def pending(self) -> bool:
         return bool(self._ops or self._dirty)
@@ -360,13 +375,14 @@ class Persistence:
         (issue 17). Raises ``StoreError`` when it could not be written."""
         if not self.pending():
             return self._ticket
-        large = self._ops_bytes > CHUNK_BYTES // 2
-        ops = self._take()
-        for chunk in _raw_chunks(ops) if large else (ops,):
+        weight = self._ops_bytes
+        ops, count = self._take()
+        large = weight > CHUNK_BYTES // 2
+        for chunk, size, n in _flat_chunks(ops) if large else ((ops, weight, count),):
             try:
-                self._ticket = self.keyed.write_raw(chunk)
+                self._ticket = self.keyed.write_flat(chunk, n)
             except StoreError as exc:
-                self._failed(exc, sum(_raw_weight(op) for op in chunk))
+                self._failed(exc, size)
                 raise
         return self._ticket
 
@@ -796,9 +812,9 @@ class Persistence:
                             message_id,
                             outgoing.qos,
                             outgoing.retain,
-                            list(outgoing.sub_ids),
                             pid,
                             released and pid is not None,
+                            *outgoing.sub_ids,
                         ],
                     ),
                     *old,
@@ -833,17 +849,23 @@ class Persistence:
 
 
 def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | None, bool] | None:
-    """``[session key, message id, qos, retain, sub ids, packet id or None, released]``."""
-    if not isinstance(raw, list) or len(raw) != 7:
+    """``[session key, message id, qos, retain, packet id or None, released, *sub ids]``, or
+    as written before (``[…, retain, [sub ids], packet id or None, released]``)."""
+    if not isinstance(raw, list) or len(raw) < 6:
         return None
-    cid, message_id, qos, retain, sub_ids, pid, released = raw
+    if isinstance(raw[4], list):
+        if len(raw) != 7:
+            return None
+        cid, message_id, qos, retain, sub_ids, pid, released = raw
+    else:
+        cid, message_id, qos, retain, pid, released = raw[:6]
+        sub_ids = raw[6:]
     if (
         not isinstance(cid, str)
         or not isinstance(message_id, int)
         or qos not in (1, 2)
-        or not isinstance(sub_ids, list)
         or not all(type(i) is int for i in sub_ids)
-        or not (pid is None or isinstance(pid, int))
+        or not (pid is None or type(pid) is int)
     ):
         return None
     return cid, message_id, qos, bool(retain), tuple(sub_ids), pid, bool(released)
@@ -906,24 +928,24 @@ def _op_weight(op: Op) -> int:
     return 64
 
 
-def _raw_weight(op: list[Any]) -> int:
-    if op[0] == RAW_PUT and op[1] in (MESSAGES, RETAINED):
-        return 64 + len(op[3][1])
-    return 64
-
-
-def _raw_chunks(ops: list[list[Any]]) -> Iterator[list[list[Any]]]:
-    chunk: list[list[Any]] = []
-    size = 0
-    for op in ops:
-        weight = _raw_weight(op)
-        if chunk and size + weight > CHUNK_BYTES:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(op)
+def _flat_chunks(ops: list[Any]) -> Iterator[tuple[list[Any], int, int]]:
+    """Flat ops (``Persistence._ops``) in chunks of about ``CHUNK_BYTES`` each, with their
+    weight and op count."""
+    start = i = size = count = 0
+    end = len(ops)
+    while i < end:
+        width = 4 if ops[i] == RAW_PUT else 3
+        weight = 64
+        if width == 4 and ops[i + 1] in (MESSAGES, RETAINED):
+            weight += len(ops[i + 3][1])
+        if count and size + weight > CHUNK_BYTES:
+            yield ops[start:i], size, count
+            start, size, count = i, 0, 0
+        i += width
         size += weight
-    if chunk:
-        yield chunk
+        count += 1
+    if count:
+        yield ops[start:], size, count
 
 
 def _weight(ops: list[Op]) -> int:

@@ -26,3 +26,19 @@ def gc_paused() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+
+
+# Young-generation threshold while a broker store holds per-message state (CPython's default is
+# 700). Every queued QoS 1/2 delivery of a persistent session allocates a handful of containers
+# (its reference record, the index entry, the journal's entry) that live until the subscriber
+# acknowledges; with a backlog each young collection promotes them and the older collections
+# keep walking them. scripts/bench_persistence.py, ten persistent subscribers, durability
+# "none": about 270 -> 190 µs broker CPU per message with 10,000.
+YOUNG_THRESHOLD = 10_000
+
+
+def fewer_young_collections() -> None:
+    """Raise the young generation's threshold to :data:`YOUNG_THRESHOLD` (never lower it)."""
+    young, *older = gc.get_threshold()
+    if young < YOUNG_THRESHOLD:
+        gc.set_threshold(YOUNG_THRESHOLD, *older)

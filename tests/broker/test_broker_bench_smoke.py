@@ -18,6 +18,8 @@ def test_bench_runs_and_delivers_everything():
             "edge-broker",
             "--idle",
             "20",
+            "--kill-messages",
+            "100",
         ],
         capture_output=True,
         text=True,
@@ -28,5 +30,10 @@ def test_bench_runs_and_delivers_everything():
     rows = [
         line for line in r.stdout.splitlines() if line.startswith("| ") and "edge-broker |" in line
     ]
-    assert len(rows) == 5, r.stdout  # four scenarios and the idle-clients row
+    # four scenarios, the persistent-session scenario's two store modes, idle clients
+    assert len(rows) == 7, r.stdout
     assert not any("got " in row for row in rows), r.stdout  # nothing lost
+    persistent = [row for row in rows if "durability" in row]
+    assert len(persistent) == 2, r.stdout
+    # nothing acknowledged is lost on kill -9 (the last column)
+    assert all(row.rstrip(" |").endswith("| 0") for row in persistent), r.stdout

@@ -111,3 +111,50 @@ def test_previous_format_is_migrated_on_start(broker_factory, tmp_path):
     sub = RawClient(b3.host, b3.port)
     assert sub.connect("mig-sub", clean=False, properties=EXPIRY).session_present
     assert drain(sub, 1.0) == []
+
+
+def test_references_hold_no_nested_array_and_rows_of_either_shape_are_restored(
+    broker_factory, tmp_path
+):
+    """A reference row lays its subscription ids at its tail (an array inside the row cost
+    as much to encode as the row's data, issue 17); rows written by earlier builds
+    (``[…, retain, [sub ids], packet id, released]``) are restored as well."""
+    from edge_broker.broker.persist_codec import encode_message
+    from edge_broker.mqtt.packets import Suback, Subscribe, Subscription
+
+    state = tmp_path / "state"
+    config = persistent_config(state, "sync")
+    b = broker_factory(config)
+    sub = RawClient(b.host, b.port)
+    sub.connect("sid-sub", clean=False, properties=EXPIRY)
+    sub.send(Subscribe(1, (Subscription("sid/#", 1),), Properties(subscription_identifiers=(7,))))
+    assert sub.expect(Suback).reason_codes == (1,)
+    sub.close()
+    pub = RawClient(b.host, b.port)
+    pub.connect("sid-pub")
+    pub.send(Publish("sid/new", b"new row", 1, packet_id=1))
+    pub.expect(Puback)
+    b.stop()
+    keyed = KeyedLog.open(state / BROKER_LOG)
+    rows = keyed.rows("ref")
+    assert len(rows) == 1
+    (row,) = rows.values()
+    assert not any(isinstance(field, list) for field in row), row
+    assert row[0] == "sid-sub" and row[-1] == 7
+    now_mono, now_wall = now_pair()
+    old = make_message("sid/old", b"old row", 1, False, NO_PROPERTIES, "sid-pub")
+    keyed.commit_sync(
+        [
+            Put("msg", 900, encode_message(old, now_mono, now_wall)),
+            Put("ref", 901, ["sid-sub", 900, 1, False, [7], None, False]),
+        ]
+    )
+    keyed.close()
+    b2 = broker_factory(config)
+    sub = RawClient(b2.host, b2.port)
+    assert sub.connect("sid-sub", clean=False, properties=EXPIRY).session_present
+    got = drain(sub, 1.0)
+    assert [(p.payload, p.properties.subscription_identifiers) for p in got] == [
+        (b"new row", (7,)),
+        (b"old row", (7,)),
+    ]

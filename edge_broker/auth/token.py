@@ -30,10 +30,10 @@ import jwt
 from jwt.exceptions import InvalidSignatureError, PyJWTError
 from jwt.types import Options
 
+from ..authz.grants import CompiledTenantGrants, GrantError, Grants
 from ..matching.errors import RuleError
 from ..matching.names import DEFAULT_SEPARATOR, check_separator
 from ..mqtt.reason_codes import ReasonCode
-from .grants import CompiledTenantGrants, GrantError, Grants
 from .token_keys import ALGORITHMS, TokenKey
 
 DEFAULT_LEEWAY: Final = 30.0

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..matching.ketree import KeTree
 from ..matching.keyexpr import ChunkKind, KeyExpr, as_keyexpr
 from .acl_config import (

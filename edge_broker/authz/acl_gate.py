@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..matching.decision_cache import entry_bytes
 from ..matching.errors import RuleError
 from ..matching.keyexpr import KeyExpr

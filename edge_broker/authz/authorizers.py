@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.packets import NO_PROPERTIES, Properties
 from ..mqtt.reason_codes import ReasonCode
 from .decision import Decision, Gate

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.packets import Publish, Subscription, Will
 from .decision import Decision, Gate
 

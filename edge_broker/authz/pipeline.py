@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from ..audit import events as audit_events
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.names import shown
 from ..mqtt.packets import Publish, Subscription, Will

@@ -1,7 +1,7 @@
 """The token gate: gate 4 of AUTHZ.md §2 for token-authenticated clients (seed 000).
 
 The token's grants for the connection's tenant (``Identity.grants``, a
-:class:`~edge_broker.auth.grants.CompiledTenantGrants` set by the ``token`` method) decide, as an
+:class:`~edge_broker.authz.grants.CompiledTenantGrants` set by the ``token`` method) decide, as an
 allow-list:
 
 - publish (and the will at CONNECT): allowed when some ``allow_channels_pub`` rule matches the
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..auth.grants import CompiledTenantGrants
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.names import shown
 from ..mqtt.packets import Publish, Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
 from .decision import Decision, Gate, deny
+from .grants import CompiledTenantGrants
 
 
 def _grants(identity: Identity) -> CompiledTenantGrants | None:

@@ -2,7 +2,7 @@
 bridge principal's authorization, and the values for ``$SYS`` and the metrics endpoint.
 
 Authorization (AUTHZ.md §2, docs/bridge.md): a bridge is a principal of its own, an
-:class:`~edge_broker.auth.identity.Identity` with ``method = "bridge"``, ``client_id`` and
+:class:`~edge_broker.identity.Identity` with ``method = "bridge"``, ``client_id`` and
 ``username`` = the bridge's name, ``interface`` = ``bridge/<name>`` (a name no network interface
 can have) and ``tenant`` = the mapping's tenant. Default permissions select it with
 ``method = "bridge"`` (and ``username = "<name>"``), site-ACL subjects with
@@ -22,10 +22,10 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..auth.identity import Identity
 from ..authz.decision import Decision, Gate
 from ..broker.awaiting import all_of
 from ..broker.message import Message, make_message
+from ..identity import Identity
 from ..matching.names import shown
 from ..mqtt.packets import NO_PROPERTIES, Publish
 from ..store import StoreError

@@ -28,8 +28,8 @@ from ..matching.mqtt_topics import SHARE_PREFIX, SharedFilter, parse_shared
 from ..matching.subscription_patterns import SubscriptionPattern, parse_pattern
 
 if TYPE_CHECKING:
-    from ..auth.identity import Identity
     from ..config import ListenerConfig
+    from ..identity import Identity
 
 SEED001 = "seed001"
 

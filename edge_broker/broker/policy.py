@@ -20,9 +20,9 @@ import socket
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ..auth.identity import Identity
 from ..authz.decision import ALLOW, Decision, Gate, deny
 from ..authz.pipeline import GatePipeline
+from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import validate_topic_filter, validate_topic_name
 from ..matching.reserved_topics import SYS_ROOT, ReservedTopics

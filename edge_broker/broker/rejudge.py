@@ -23,8 +23,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..auth.identity import Identity
 from ..authz.decision import ALLOW, Decision, Gate, deny
+from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.subscription_patterns import SubscriptionPattern
 from ..matching.subscription_trie import SubscriptionTrie

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..auth.identity import Identity
 from ..authz.decision import Decision, Gate, deny
+from ..identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.mqtt_topics import filters_overlap
 from ..mqtt.packets import Publish, Subscription, Will

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
 from .access import AccessResult, ClaimRecord, Quarantined, decide

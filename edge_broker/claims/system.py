@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.reason_codes import ReasonCode
 from .access import AccessResult
 from .errors import shown

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
 from edge_broker.authz.acl_config import Flow, Message
 from edge_broker.authz.decision import Gate
+from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
 from edge_broker.mqtt.reason_codes import ReasonCode
 

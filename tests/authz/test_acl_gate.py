@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl
 from edge_broker.authz.acl_gate import AclGate, egress_can_deny, pattern_to_keyexpr, publish_message
 from edge_broker.authz.acl_mqtt import mqtt_publish_message
 from edge_broker.authz.decision import Gate
 from edge_broker.broker.message import Message as BrokerMessage
+from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
 from edge_broker.matching.keyexpr import KeyExpr
 from edge_broker.matching.subscription_patterns import parse_pattern

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
 from edge_broker.authz.acl_config import Flow, Message
 from edge_broker.authz.acl_mqtt import (
@@ -26,6 +25,7 @@ from edge_broker.authz.acl_mqtt import (
     subscribe_request,
     topic_to_keyexpr,
 )
+from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
 from edge_broker.mqtt.packets import Properties, Publish
 

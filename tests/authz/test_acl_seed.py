@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
 from edge_broker.authz.acl_config import AclError, Flow, Message, load_acl_json5
+from edge_broker.identity import Identity
 from tests.seed004_tables import MATCHING_TABLE
 
 # The seed's sample, verbatim except two things the seed gets wrong as JSON5: the section is

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from edge_broker.auth.grants import Grants
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.decision import Gate
+from edge_broker.authz.grants import Grants
 from edge_broker.authz.token_gate import TokenGate
+from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import Publish, Subscription, Will
 from edge_broker.mqtt.reason_codes import ReasonCode
 

@@ -16,9 +16,9 @@ from edge_broker.auth.chain import (
     Continue,
     Refused,
 )
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.decision import ALLOW, Decision, Gate, deny
 from edge_broker.broker.policy import Policy
+from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import (
     Auth,
     Disconnect,

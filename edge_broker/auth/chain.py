@@ -134,12 +134,6 @@ class AuthChain:
                 return authenticator
         return None
 
-    def by_method(self, method: str) -> Authenticator | None:
-        for authenticator in self.authenticators:
-            if authenticator.method == method:
-                return authenticator
-        return None
-
     async def authenticate(self, request: AuthRequest) -> tuple[Authenticator | None, AuthOutcome]:
         """Run the first applicable method; refuse (0x8C or 0x87) when none applies."""
         authenticator = self.select(request)

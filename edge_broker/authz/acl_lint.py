@@ -39,6 +39,7 @@ from ..matching.ketree import KeTree
 from ..matching.keyexpr import ChunkKind, KeyExpr
 from .acl_config import UNMAPPED_MESSAGES, AclConfig, AclSubject, Flow, Message, Permission
 from .acl_index import IntersectIndex
+from .acl_mqtt import PUBLISH_MESSAGES
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +55,10 @@ class AclFinding:
 
 
 # The (flow, message) pairs the MQTT mapping asks about (authz/acl_mqtt.py).
-_PUBLISH_MESSAGES = (Message.PUT, Message.DELETE, Message.QUERY, Message.REPLY)
 ASKED = frozenset(
-    [(Flow.INGRESS, m) for m in _PUBLISH_MESSAGES]
+    [(Flow.INGRESS, m) for m in PUBLISH_MESSAGES]
     + [(Flow.INGRESS, Message.DECLARE_SUBSCRIBER), (Flow.INGRESS, Message.DECLARE_QUERYABLE)]
-    + [(Flow.EGRESS, m) for m in _PUBLISH_MESSAGES]
+    + [(Flow.EGRESS, m) for m in PUBLISH_MESSAGES]
 )
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 from ..matching.errors import RuleError
 from ..matching.keyexpr import KeyExpr
+from ..matching.mqtt_topics import SHARE_PREFIX
 from ..mqtt.packets import Properties, Publish
 from .acl import ALLOWED_DISABLED, AclDecision, SubjectAcl
 from .acl_config import Flow, Message
@@ -54,16 +55,27 @@ from .acl_config import Flow, Message
 _FORBIDDEN_IN_LEVEL = ("$", "*", "#", "?", "+", "/")
 
 
+PUBLISH_MESSAGES: tuple[Message, ...] = (Message.PUT, Message.DELETE, Message.QUERY, Message.REPLY)
+"""The Zenoh messages a PUBLISH, will or delivery can be, in the order :func:`publish_kind`
+numbers them (the gate keeps one decision cache per kind)."""
+
+
+def publish_kind(retain: bool, payload: bytes, properties: Properties) -> int:
+    """Index into :data:`PUBLISH_MESSAGES`, by the table above, in its order: a retained empty
+    payload is a ``delete``, a Response Topic a ``query``, Correlation Data a ``reply``, else a
+    ``put``. The one definition: ingress, wills and every delivery ask it."""
+    if retain and not payload:
+        return 1
+    if properties.response_topic is not None:
+        return 2
+    if properties.correlation_data is not None:
+        return 3
+    return 0
+
+
 def mqtt_publish_message(publish: Publish) -> Message:
     """The Zenoh message a PUBLISH is (AUTHZ.md §2 table)."""
-    if publish.retain and not publish.payload:
-        return Message.DELETE
-    props = publish.properties
-    if props.response_topic is not None:
-        return Message.QUERY
-    if props.correlation_data is not None:
-        return Message.REPLY
-    return Message.PUT
+    return PUBLISH_MESSAGES[publish_kind(publish.retain, publish.payload, publish.properties)]
 
 
 def mqtt_subscribe_message(properties: Properties) -> Message:
@@ -135,7 +147,7 @@ def filter_to_keyexpr(
     """The key expression of an MQTT topic filter (``a/+/b/#`` -> ``a/*/b/**``);
     :class:`RuleError` when it has none."""
     text = topic_filter
-    share = "$share" + separator
+    share = SHARE_PREFIX + separator
     if text.startswith(share):
         group, sep, rest = text[len(share) :].partition(separator)
         if not group or not sep:

@@ -8,13 +8,6 @@ from enum import StrEnum
 from ..mqtt.reason_codes import ReasonCode
 
 
-class Action(StrEnum):
-    WILL = "will"
-    PUBLISH = "publish"
-    SUBSCRIBE = "subscribe"
-    DELIVER = "deliver"
-
-
 class Gate(StrEnum):
     SYNTAX = "syntax"
     RESERVED = "reserved"

@@ -10,10 +10,10 @@ topic outside ``restricted/``, or the token gate for a client without a token); 
 :class:`~edge_broker.authz.decision.Decision` naming itself and the deciding rule. Gates are
 synchronous except the authorizers gate, which the pipeline awaits.
 
-Delivery checks are on the hot path: the pipeline asks ``delivers_need_check`` once per
-subscription (and again after any policy change, i.e. when ``generation`` moves) and calls
-``check_deliver`` only for those, per message. The message is duck-typed (``topic``, ``qos``,
-``retain``, ``payload``, ``properties``) so that authz does not import the broker.
+Delivery checks are on the hot path: ``check_deliver`` runs per message for the subscriptions
+a gate marked ``recheck`` (and for every delivery when any gate can deny on egress). The message
+is duck-typed (``topic``, ``qos``, ``retain``, ``payload``, ``properties``) so that authz does
+not import the broker.
 """
 
 from __future__ import annotations
@@ -51,10 +51,6 @@ class PolicyGate(Protocol):
         A Decision with ``recheck=True`` allows the subscription but asks for a per-delivery
         check through :meth:`check_deliver` (a wildcard that reaches into an area decided per topic).
         """
-        ...
-
-    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
-        """Whether deliveries through this subscription must be checked one by one."""
         ...
 
     def check_deliver(self, identity: Identity, message: Any) -> Decision | None:

@@ -195,19 +195,6 @@ class GatePipeline:
 
     # -- bookkeeping ----------------------------------------------------------------------
 
-    def with_gates(self, gates: Sequence[PolicyGate]) -> GatePipeline:
-        """The same pipeline with more gates appended (claims gate after start-up)."""
-        pipeline = GatePipeline(
-            authorizers=self.authorizers,
-            permissions=self.permissions,
-            token_gate=self.token_gate,
-            gates=self.gates + tuple(gates),
-            audit=self.audit,
-            separator=self.separator,
-        )
-        pipeline.hits, pipeline.denials = self.hits, self.denials
-        return pipeline
-
     @property
     def has_delivery_gates(self) -> bool:
         """Gates that must see every delivery (egress ACL, claims)."""

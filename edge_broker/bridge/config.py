@@ -253,7 +253,7 @@ def _parse_mapping(t: Any) -> TopicMapping | None:
             "local", f'{local!r} is not a valid MQTT topic filter ({exc}): write e.g. "sensors/#"'
         )
         return None
-    if local.startswith("$share/") or local.startswith("$"):
+    if local.startswith("$"):
         t.problem(
             "local",
             f"{local!r}: bridge a plain filter; '$' topics ($SYS, $share) are never bridged",

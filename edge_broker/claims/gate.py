@@ -22,6 +22,7 @@ from ..authz.decision import Decision, Gate, deny
 from ..identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.mqtt_topics import filters_overlap
+from ..matching.subscription_patterns import is_runtime_pattern
 from ..mqtt.packets import Publish, Subscription, Will
 from .errors import shown
 from .model import Activity
@@ -35,11 +36,11 @@ _RULE = "smoker"
 def reaches_restricted(topic_filter: str) -> bool:
     """Can a message on a restricted topic match ``topic_filter`` (without ``$share/…``)?
 
-    Conservative: a filter holding ``*`` or ``>`` (the runtime subscription patterns of
-    PATTERNS.md §2, e.g. ``>``, ``r*/#``) is treated as reaching the area, so its deliveries are
-    checked one by one; a check too many costs a lookup, one too few would leak.
+    Conservative: a runtime subscription pattern (PATTERNS.md §2, e.g. ``>``, ``r*/#``, ``re#``)
+    is treated as reaching the area, so its deliveries are checked one by one; a check too many
+    costs a lookup, one too few would leak.
     """
-    if "*" in topic_filter or ">" in topic_filter:
+    if is_runtime_pattern(topic_filter):
         return True
     return is_restricted(topic_filter) or filters_overlap(topic_filter, RESTRICTED_AREA)
 

@@ -232,14 +232,6 @@ class ClaimService:
         records = (table.get(t) for t in self._owned.get((tenant, owner), ()))
         return sorted((r for r in records if isinstance(r, Claim)), key=_topic_of)
 
-    def involved_claims(self, client_id: str, tenant: str = "~") -> list[Claim]:
-        self.verify_all()
-        records = self._index.get(tenant, _EMPTY).values()
-        return sorted(
-            (r for r in records if isinstance(r, Claim) and is_involved(r, client_id)),
-            key=_topic_of,
-        )
-
     def tenants(self) -> list[str]:
         return sorted(t for t, table in self._index.items() if table)
 

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_broker.authz.acl import Acl
-from edge_broker.authz.acl_gate import AclGate, egress_can_deny, pattern_to_keyexpr, publish_message
-from edge_broker.authz.acl_mqtt import mqtt_publish_message
+from edge_broker.authz.acl_gate import AclGate, egress_can_deny, pattern_to_keyexpr
 from edge_broker.authz.decision import Gate
 from edge_broker.broker.message import Message as BrokerMessage
 from edge_broker.identity import Identity
@@ -51,27 +50,6 @@ def section(
 
 def ident(**kw: Any) -> Identity:
     return Identity(client_id="c", method="anonymous", **kw)
-
-
-@pytest.mark.parametrize(
-    ("retain", "payload", "props"),
-    [
-        (False, b"x", Properties()),
-        (True, b"", Properties()),
-        (True, b"x", Properties()),
-        (False, b"", Properties()),
-        (False, b"x", Properties(response_topic="r")),
-        (False, b"x", Properties(correlation_data=b"c")),
-        (False, b"x", Properties(response_topic="r", correlation_data=b"c")),
-        (True, b"", Properties(response_topic="r")),
-    ],
-)
-def test_message_kind_matches_the_engine_mapping(
-    retain: bool, payload: bytes, props: Properties
-) -> None:
-    assert publish_message(retain, payload, props) is mqtt_publish_message(
-        Publish("t", payload, 0, retain, properties=props)
-    )
 
 
 def test_reason_strings_name_rule_or_default() -> None:

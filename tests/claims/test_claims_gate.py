@@ -67,6 +67,10 @@ async def claim(service: ClaimService, kind: RestrictionType, *perms: tuple[str,
         ("r*/#", True),
         ("restricted/*/t", True),
         ("open/*", True),
+        # a prefix '#' (PATTERNS.md §2 'p#') is a runtime pattern too: 're#' matches
+        # 'restricted/<owner>/t' (it was not rechecked: one check too few)
+        ("re#", True),
+        ("restricted#", True),
     ],
 )
 def test_which_filters_reach_the_restricted_area(f: str, reaches: bool) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from edge_broker.authz.acl_config import Message as AclMessage
+from edge_broker.authz.acl_config import AclMessage
 from edge_broker.authz.acl_mqtt import PUBLISH_MESSAGES, publish_kind
 from edge_broker.matching import mqtt_topics
 from edge_broker.matching.subscription_patterns import is_runtime_pattern, parse_pattern
@@ -65,7 +65,7 @@ def test_no_second_table_of_acl_publish_messages() -> None:
     users = sorted(
         path.relative_to(PACKAGE).as_posix()
         for path in PACKAGE.rglob("*.py")
-        if "Message.DELETE" in path.read_text(encoding="utf-8")
+        if "AclMessage.DELETE" in path.read_text(encoding="utf-8")
     )
     assert users == ["authz/acl_mqtt.py"]
     props = Properties(response_topic="r", correlation_data=b"c")

@@ -40,20 +40,20 @@ from ..matching.ketree import KeTree
 from ..matching.keyexpr import ChunkKind, KeyExpr, as_keyexpr
 from .acl_config import (
     AclConfig,
+    AclMessage,
     AclRule,
     Flow,
-    Message,
     Permission,
     SubjectCombination,
     load_acl_config,
     load_acl_json5,
 )
-from .decision import Decision, Gate, deny
+from .decision import Decision, GateName, deny
 
 _EMPTY_TREE = KeTree.build(())
 _CACHE_LIMIT = 1024  # merged SubjectAcls memoised per Acl (one per set of matched subjects)
 
-Scope = tuple[Flow, Message]
+Scope = tuple[Flow, AclMessage]
 # (rule position in the rules list, rule id, key expression)
 _Entry = tuple[int, str, KeyExpr]
 
@@ -79,8 +79,8 @@ class AclDecision:
     def to_decision(self) -> Decision:
         """The pipeline's :class:`Decision` for gate 5 (``Gate.ACL``)."""
         if self.allowed:
-            return Decision(True, Gate.ACL, self.rule_id)
-        return deny(Gate.ACL, self.rule_id, self.explain())
+            return Decision(True, GateName.ACL, self.rule_id)
+        return deny(GateName.ACL, self.rule_id, self.explain())
 
 
 ALLOWED_DISABLED = AclDecision(True, None, "access control is disabled")
@@ -104,7 +104,7 @@ class SubjectAcl:
     trees: Mapping[Scope, TreePair]
     verbatims: frozenset[str] = frozenset()
 
-    def decide(self, flow: Flow, message: Message, key: KeyExpr | str) -> AclDecision:
+    def decide(self, flow: Flow, message: AclMessage, key: KeyExpr | str) -> AclDecision:
         """The seed's ``is_allowed`` for ``key`` (a key or key expression)."""
         if not self.enabled:
             return ALLOWED_DISABLED
@@ -120,7 +120,7 @@ class SubjectAcl:
         allowed_by = pair.allow.first_including(request)
         return AclDecision(allowed_by is not None, allowed_by)
 
-    def allows(self, flow: Flow, message: Message, key: KeyExpr | str) -> bool:
+    def allows(self, flow: Flow, message: AclMessage, key: KeyExpr | str) -> bool:
         return self.decide(flow, message, key).allowed
 
 
@@ -275,7 +275,7 @@ class Acl:
         self,
         subject_attrs: Identity | tuple[str | None, str | None, str | None],
         flow: Flow,
-        message: Message,
+        message: AclMessage,
         key: KeyExpr | str,
     ) -> AclDecision:
         """One-shot decision; the broker should keep :meth:`for_identity`'s result instead."""

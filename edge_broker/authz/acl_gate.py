@@ -33,7 +33,7 @@ from ..matching.pattern_tokens import TokenKind
 from ..matching.subscription_patterns import is_runtime_pattern, parse_pattern
 from ..mqtt.packets import Properties, Publish, Subscription, Will
 from .acl import Acl, AclDecision, SubjectAcl
-from .acl_config import Flow, Message, Permission
+from .acl_config import AclMessage, Flow, Permission
 from .acl_mqtt import (
     PUBLISH_MESSAGES,
     filter_to_keyexpr,
@@ -41,7 +41,7 @@ from .acl_mqtt import (
     publish_kind,
     topic_to_keyexpr,
 )
-from .decision import Decision, Gate, deny
+from .decision import Decision, GateName, deny
 
 # Cached decisions per flow and message kind, emptied when full (the hot set refills it): at
 # most ~8 x 8192 small entries, a few MB, since a gateway's hot topics are far fewer.
@@ -112,8 +112,8 @@ def egress_can_deny(acl: Acl) -> bool:
 def acl_decision(verdict: AclDecision, what: str) -> Decision:
     """The pipeline's Decision for gate 5, the Reason String naming the action and the rule."""
     if verdict.allowed:
-        return Decision(True, Gate.ACL, verdict.rule_id)
-    return deny(Gate.ACL, verdict.rule_id, f"{what}: {verdict.explain()}")
+        return Decision(True, GateName.ACL, verdict.rule_id)
+    return deny(GateName.ACL, verdict.rule_id, f"{what}: {verdict.explain()}")
 
 
 class AclGate:
@@ -146,8 +146,8 @@ class AclGate:
         self._allowed: dict[str | None, Decision] = {}
 
     @property
-    def gate(self) -> Gate:
-        return Gate.ACL
+    def gate(self) -> GateName:
+        return GateName.ACL
 
     # -- subjects ---------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ class AclGate:
     # -- decisions --------------------------------------------------------------------------
 
     def _topic_verdict(
-        self, subject: SubjectAcl, flow: Flow, message: Message, topic: str
+        self, subject: SubjectAcl, flow: Flow, message: AclMessage, topic: str
     ) -> AclDecision:
         try:
             key = topic_to_keyexpr(topic, self.separator, subject.verbatims)
@@ -186,7 +186,7 @@ class AclGate:
         return subject.decide(flow, message, key)
 
     def _decide(
-        self, cache: _Cache, identity: Identity, flow: Flow, message: Message, topic: str
+        self, cache: _Cache, identity: Identity, flow: Flow, message: AclMessage, topic: str
     ) -> Decision:
         key = (identity.interface, identity.cert_cn, identity.username, topic)
         found = cache.get(key)

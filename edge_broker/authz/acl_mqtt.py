@@ -50,12 +50,17 @@ from ..matching.keyexpr import KeyExpr
 from ..matching.mqtt_topics import SHARE_PREFIX
 from ..mqtt.packets import Properties, Publish
 from .acl import ALLOWED_DISABLED, AclDecision, SubjectAcl
-from .acl_config import Flow, Message
+from .acl_config import AclMessage, Flow
 
 _FORBIDDEN_IN_LEVEL = ("$", "*", "#", "?", "+", "/")
 
 
-PUBLISH_MESSAGES: tuple[Message, ...] = (Message.PUT, Message.DELETE, Message.QUERY, Message.REPLY)
+PUBLISH_MESSAGES: tuple[AclMessage, ...] = (
+    AclMessage.PUT,
+    AclMessage.DELETE,
+    AclMessage.QUERY,
+    AclMessage.REPLY,
+)
 """The Zenoh messages a PUBLISH, will or delivery can be, in the order :func:`publish_kind`
 numbers them (the gate keeps one decision cache per kind)."""
 
@@ -73,17 +78,17 @@ def publish_kind(retain: bool, payload: bytes, properties: Properties) -> int:
     return 0
 
 
-def mqtt_publish_message(publish: Publish) -> Message:
+def mqtt_publish_message(publish: Publish) -> AclMessage:
     """The Zenoh message a PUBLISH is (AUTHZ.md §2 table)."""
     return PUBLISH_MESSAGES[publish_kind(publish.retain, publish.payload, publish.properties)]
 
 
-def mqtt_subscribe_message(properties: Properties) -> Message:
+def mqtt_subscribe_message(properties: Properties) -> AclMessage:
     """``declare_queryable`` when SUBSCRIBE carries user property ``queryable=true``."""
     for name, value in properties.user_properties:
         if name == "queryable" and value.strip().lower() == "true":
-            return Message.DECLARE_QUERYABLE
-    return Message.DECLARE_SUBSCRIBER
+            return AclMessage.DECLARE_QUERYABLE
+    return AclMessage.DECLARE_SUBSCRIBER
 
 
 def _refuse(text: str, level: str, reason: str) -> RuleError:
@@ -175,7 +180,7 @@ class AclRequest:
     expression, or ``refusal`` (why the topic has no key expression; then ``key`` is None).
     A broker maps each PUBLISH once and checks the same request for every subscriber."""
 
-    message: Message
+    message: AclMessage
     key: KeyExpr | None
     refusal: str | None = None
 

@@ -22,14 +22,14 @@ from typing import Any, Protocol
 
 from ..identity import Identity
 from ..mqtt.packets import Publish, Subscription, Will
-from .decision import Decision, Gate
+from .decision import Decision, GateName
 
 
 class PolicyGate(Protocol):
     """The interface of gates 4–6 (identity policy, site ACL, claims)."""
 
     @property
-    def gate(self) -> Gate: ...
+    def gate(self) -> GateName: ...
 
     def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
         """PUBLISH from ``identity`` to the concrete ``topic`` (after topic-alias resolution)."""

@@ -30,7 +30,7 @@ from ..matching.decision_cache import DecisionCache
 from ..matching.names import shown
 from ..mqtt.packets import Publish, Subscription, Will
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
-from .decision import ALLOW, Decision, Gate, deny
+from .decision import ALLOW, Decision, GateName, deny
 from .gate import PolicyGate
 from .permissions import PermissionBindError, PermissionList, PermissionVerdict
 from .permissions_config import PermissionsConfig
@@ -80,8 +80,8 @@ class PermissionsGate:
         )
 
     @property
-    def gate(self) -> Gate:
-        return Gate.PERMISSIONS
+    def gate(self) -> GateName:
+        return GateName.PERMISSIONS
 
     def list_for(self, identity: Identity) -> tuple[PermissionList, str]:
         """The client's bound list and the assignment that chose it; raises PermissionBindError."""
@@ -118,27 +118,27 @@ class PermissionsGate:
         perm = verdict.permission
         rule = perm.id if perm is not None else None
         if verdict.allowed:
-            return Decision(True, Gate.PERMISSIONS, rule, recheck=verdict.recheck)
+            return Decision(True, GateName.PERMISSIONS, rule, recheck=verdict.recheck)
         if perm is None:
             return deny(
-                Gate.PERMISSIONS,
+                GateName.PERMISSIONS,
                 None,
                 f"{what}: no permission matches and the default behaviour is DENY",
             )
-        return deny(Gate.PERMISSIONS, rule, f'{what}: denied by permissions rule "{rule}"')
+        return deny(GateName.PERMISSIONS, rule, f'{what}: denied by permissions rule "{rule}"')
 
     def admit(self, identity: Identity) -> Decision | None:
         try:
             self.list_for(identity)
         except PermissionBindError as exc:
-            return deny(Gate.PERMISSIONS, None, str(exc))
+            return deny(GateName.PERMISSIONS, None, str(exc))
         return None
 
     def check_publish(self, identity: Identity, topic: str, qos: int, retain: bool) -> Decision:
         try:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
-            return deny(Gate.PERMISSIONS, None, str(exc))
+            return deny(GateName.PERMISSIONS, None, str(exc))
         key = (id(plist), topic, qos, retain)
         cached = self._publish_cache.get(key)
         if cached is None:
@@ -154,7 +154,7 @@ class PermissionsGate:
         try:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
-            return deny(Gate.PERMISSIONS, None, str(exc))
+            return deny(GateName.PERMISSIONS, None, str(exc))
         return self._decision(
             plist.check_subscribe(topic_filter, qos, group), f"subscribe to {shown(topic_filter)}"
         )
@@ -165,7 +165,7 @@ class PermissionsGate:
         try:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
-            return deny(Gate.PERMISSIONS, None, str(exc))
+            return deny(GateName.PERMISSIONS, None, str(exc))
         return self._decision(plist.check_delivery(topic, qos, group), f"deliver {shown(topic)}")
 
 

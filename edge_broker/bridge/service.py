@@ -22,7 +22,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..authz.decision import Decision, Gate
+from ..authz.decision import Decision, GateName
 from ..broker.awaiting import all_of
 from ..broker.message import Message, make_message
 from ..identity import Identity
@@ -318,7 +318,7 @@ class Bridges:
         broker = self.broker
         if decision.denied:
             bridge.stats.denied_in += 1
-            if decision.gate in (Gate.SYNTAX, Gate.RESERVED):
+            if decision.gate in (GateName.SYNTAX, GateName.RESERVED):
                 # gates 1-2 are decided before the pipeline, which audits the others
                 if broker.audit is not None:
                     broker.audit.decision(

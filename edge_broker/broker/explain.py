@@ -14,7 +14,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from ..authz.authorizers import PublishRequest, SubscribeRequest
-from ..authz.decision import Decision, Gate
+from ..authz.decision import Decision, GateName
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import parse_shared, validate_topic_name
@@ -152,7 +152,7 @@ def _topic_name_problem(topic: str, separator: str) -> Decision | None:
         validate_topic_name(topic, separator)
     except RuleError as exc:
         return Decision(
-            False, Gate.SYNTAX, None, ReasonCode.TOPIC_NAME_INVALID, str(exc), disconnect=True
+            False, GateName.SYNTAX, None, ReasonCode.TOPIC_NAME_INVALID, str(exc), disconnect=True
         )
     return None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..authz.decision import Decision, Gate, deny
+from ..authz.decision import Decision, GateName, deny
 from ..identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.mqtt_topics import filters_overlap
@@ -65,8 +65,8 @@ class ClaimsGate:
         self._seen = service.generation
 
     @property
-    def gate(self) -> Gate:
-        return Gate.CLAIMS
+    def gate(self) -> GateName:
+        return GateName.CLAIMS
 
     def _decide(self, identity: Identity, topic: str, activity: Activity) -> Decision | None:
         if not is_restricted(topic):
@@ -97,7 +97,7 @@ class ClaimsGate:
     ) -> Decision | None:
         if is_smoker_system_topic(topic_filter):
             return deny(
-                Gate.CLAIMS,
+                GateName.CLAIMS,
                 _RULE,
                 f"{shown(topic_filter)} is a SMOKER system topic: no one subscribes",
             )
@@ -109,11 +109,11 @@ class ClaimsGate:
             if decision.denied:
                 return decision
             return Decision(
-                True, Gate.CLAIMS, None, decision.reason_code, decision.reason, recheck=True
+                True, GateName.CLAIMS, None, decision.reason_code, decision.reason, recheck=True
             )
         return Decision(
             True,
-            Gate.CLAIMS,
+            GateName.CLAIMS,
             None,
             reason="reaches into restricted/: every delivery is checked",
             recheck=True,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from edge_broker.authz.acl import Acl
 from edge_broker.authz.acl_gate import AclGate, egress_can_deny, pattern_to_keyexpr
-from edge_broker.authz.decision import Gate
+from edge_broker.authz.decision import GateName
 from edge_broker.broker.message import Message as BrokerMessage
 from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
@@ -58,7 +58,7 @@ def test_reason_strings_name_rule_or_default() -> None:
     assert (
         denied is not None
         and denied.denied
-        and denied.gate is Gate.ACL
+        and denied.gate is GateName.ACL
         and denied.rule == "no-admin"
     )
     assert denied.reason == "publish to 'admin/x' (put): denied by acl rule \"no-admin\""

@@ -34,9 +34,10 @@ RANKS: dict[str, int] = {
     "sdnotify": 0,
     "config_section": 0,  # a TOML table being read, and ConfigError
     # credential formats and the method names: config.py checks them while it reads the file
+    "auth.errors": 0,
     "auth.methods": 0,
-    "auth.token_keys": 0,
     "auth.mosquitto_hashes": 0,
+    "auth.token_keys": 1,
     "auth.password": 1,
     "store": 1,
     "audit": 1,

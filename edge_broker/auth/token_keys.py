@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError, PyJWTError
 
+from .errors import AuthError
+
 ALGORITHMS: Final = ("EdDSA", "ES256", "RS256", "HS256")
 MIN_HS256_SECRET_BYTES: Final = 32  # RFC 7518 §3.2: at least the hash output size
 MIN_RSA_BITS: Final = 2048
@@ -36,7 +38,7 @@ _PUBLIC_KEY_MARKERS: Final = (
 )
 
 
-class TokenKeyError(ValueError):
+class TokenKeyError(AuthError, ValueError):
     """A token key could not be loaded; the message names the source and what to change."""
 
 

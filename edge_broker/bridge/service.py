@@ -29,6 +29,7 @@ from ..identity import Identity
 from ..matching.names import shown
 from ..mqtt.packets import NO_PROPERTIES, Publish
 from ..store import StoreError
+from ..store.errors import StoreOpenError
 from .config import BridgeConfig, TopicMapping
 from .link import BridgeLink
 from .queue import Entry, OutboundQueue
@@ -39,10 +40,6 @@ if TYPE_CHECKING:
     from ..broker.server import Broker
 
 log = logging.getLogger("edge_broker.bridge")
-
-
-class BridgeStoreError(RuntimeError):
-    """A bridge's queue log cannot be opened at start; the message says what to change."""
 
 
 class Bridge:
@@ -171,7 +168,7 @@ class Bridges:
                     directory.mkdir(parents=True, exist_ok=True)
                     store = BridgeStore(path, fsync)
                 except (StoreError, OSError) as exc:
-                    raise BridgeStoreError(
+                    raise StoreOpenError(
                         f"bridge {bc.name}: cannot open its queue log {str(path)!r}: {exc}; check that "
                         "no other broker uses the state directory and that it is writable, or set "
                         "[persistence] state_dir"

@@ -186,7 +186,7 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
     from ..broker.listeners import reload_tls
     from ..broker.server import Broker
     from ..ops.service import run_service
-    from ..sync.state import SyncError
+    from ..sync.errors import SyncError
 
     try:
         broker = Broker(config)

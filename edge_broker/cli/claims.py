@@ -29,6 +29,7 @@ from ..claims.smoker_id import smoker_id
 from ..claims.topics import RESTRICTED_PREFIX
 from ..keys import KeyFileError, load_signing_key, write_signing_key
 from ..store import LogStorage, StoreError
+from .errors import UsageError
 
 DEVICE_KEY_FILE = (
     "device.key"  # the names firmware_clients/micropython/smokermqtt/provision.py reads
@@ -36,10 +37,6 @@ DEVICE_KEY_FILE = (
 DEVICE_CONFIG_FILE = "config.json"
 DEVICE_CLAIMS_DIR = "claims"
 HOST_PLACEHOLDER = "CHANGE-ME"
-
-
-class UsageError(Exception):
-    """A command-line argument the user has to change; the message says how."""
 
 
 # -- keygen ---------------------------------------------------------------------------------------

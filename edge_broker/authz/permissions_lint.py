@@ -59,7 +59,8 @@ def lint_permissions(config: PermissionsConfig) -> list[str]:
     for name, plist in config.sets.items():
         if name not in named:
             findings.append(
-                f"permissions.sets.{name}: no [[permissions.assign]] names this set: it never applies"
+                f"permissions.sets.{name}: no [[permissions.assign]] names this set: "
+                "it never applies"
             )
         elif name not in used:
             via = ", ".join(
@@ -78,20 +79,21 @@ def lint_permissions(config: PermissionsConfig) -> list[str]:
             )
         for a, b in overlapping_pairs(plist):
             findings.append(
-                f"permissions.sets.{name}: rules {a.id!r} ({a.topic}, {a.type.value}) and {b.id!r} "
-                f"({b.topic}, {b.type.value}) overlap: wildcard subscriptions across them are checked per delivery"
+                f"permissions.sets.{name}: rules {a.id!r} ({a.topic}, {a.type.value}) and "
+                f"{b.id!r} ({b.topic}, {b.type.value}) overlap: wildcard subscriptions across "
+                "them are checked per delivery"
             )
         for perm in plist.permissions:
             if perm.allow and perm.topic == "#" and perm.activity.value == "ALL":
                 findings.append(
-                    f"permissions.sets.{name}: rule {perm.id!r} allows everything ('#', all activities): "
-                    "is this set meant to be a blacklist?"
+                    f"permissions.sets.{name}: rule {perm.id!r} allows everything "
+                    "('#', all activities): is this set meant to be a blacklist?"
                 )
     for i, assignment in enumerate(config.assignments):
         if not assignment.selectors and i < len(config.assignments) - 1:
             findings.append(
-                f"{assignment.label}: matches every client, so the {len(config.assignments) - i - 1} "
-                "assignment(s) after it never apply"
+                f"{assignment.label}: matches every client, so the "
+                f"{len(config.assignments) - i - 1} assignment(s) after it never apply"
             )
     for j, i in shadowed.items():
         if config.assignments[i].selectors:  # a catch-all is reported once, above
@@ -101,7 +103,8 @@ def lint_permissions(config: PermissionsConfig) -> list[str]:
             )
     if config.sets and config.unassigned is None and all(a.selectors for a in config.assignments):
         findings.append(
-            "permissions: clients that no assignment selects get no permissions, which seed 003 treats as "
-            'ALLOW everything; add a catch-all [[permissions.assign]] or set permissions.unassigned = "deny"'
+            "permissions: clients that no assignment selects get no permissions, which seed 003 "
+            "treats as ALLOW everything; add a catch-all [[permissions.assign]] or set "
+            'permissions.unassigned = "deny"'
         )
     return findings

@@ -7,7 +7,8 @@ first use, with the same key/value shape; :meth:`TopicSpace.match` returns the h
 
 The subscription trie maps a filter to ``{key: value}``: for an ordinary subscription the key is
 the client id and the value its :class:`SubscriptionEntry`; a shared subscription group
-(MQTT 5 §4.8.2) is one entry whose key is ``(SHARE_PREFIX, group)`` and value a :class:`SharedGroup`.
+(MQTT 5 §4.8.2) is one entry whose key is ``(SHARE_PREFIX, group)`` and value a
+:class:`SharedGroup`.
 
 Two pattern texts can name one pattern (with ``/``, ``+`` is ``*``: ``a/+/#`` and ``a/*/#``); a
 session may hold both, as two subscriptions, but the pattern index has one slot per pattern and

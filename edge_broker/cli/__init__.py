@@ -1,8 +1,10 @@
-"""`edge-broker` command line: run | check | explain | lint | passwd | token | claim | keygen | bundle | state.
+"""`edge-broker` command line: run | check | reload | explain | lint | passwd | token | claim |
+keygen | bundle | bridge | state.
 
 The command-line front ends live here, out of the library packages (DESIGN.md ``cli/``): one
-module per command group, each exposing ``register(subparsers)``; this module only lists them. A command module's ``register`` adds its parser and sets ``func`` to a callable
-taking the parsed ``argparse.Namespace`` and returning the process exit code.
+module per command group, each exposing ``register(subparsers)``; this module only lists them.
+A command module's ``register`` adds its parser and sets ``func`` to a callable taking the
+parsed ``argparse.Namespace`` and returning the process exit code.
 """
 
 from __future__ import annotations

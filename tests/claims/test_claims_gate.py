@@ -196,8 +196,10 @@ async def test_the_pipeline_runs_the_earlier_gates_first_then_the_claims(
     assert isinstance(bad, Decision) and bad.gate is GateName.SYNTAX
     reserved = policy.check_subscribe(other, Subscription("access/claim", 0))
     assert isinstance(reserved, Decision) and reserved.denied
-    assert policy.check_deliver(Sess(other), Msg("no/t")).gate is GateName.ACL  # type: ignore[arg-type]
-    assert policy.check_deliver(Sess(other), Msg(T)).gate is GateName.CLAIMS  # type: ignore[arg-type]
+    acl_denied = policy.check_deliver(Sess(other), Msg("no/t"))  # type: ignore[arg-type]
+    assert acl_denied.gate is GateName.ACL
+    claims_denied = policy.check_deliver(Sess(other), Msg(T))  # type: ignore[arg-type]
+    assert claims_denied.gate is GateName.CLAIMS
     assert policy.check_deliver(Sess(other), Msg("open/t")).allowed  # type: ignore[arg-type]
     await claim(service, RestrictionType.WHITELIST, (OTHER, Activity.ALL))
     assert policy.check_deliver(Sess(other), Msg(T)).allowed  # type: ignore[arg-type]

@@ -46,9 +46,7 @@ from .acl_config import (
     Permission,
     SubjectCombination,
     load_acl_config,
-    load_acl_json5,
 )
-from .decision import Decision, GateName, deny
 
 _EMPTY_TREE = KeTree.build(())
 _CACHE_LIMIT = 1024  # merged SubjectAcls memoised per Acl (one per set of matched subjects)
@@ -75,12 +73,6 @@ class AclDecision:
         if self.reason is not None:
             return f"{verdict} by acl: {self.reason}"
         return f"{verdict} by acl default_permission"
-
-    def to_decision(self) -> Decision:
-        """The pipeline's :class:`Decision` for gate 5 (``Gate.ACL``)."""
-        if self.allowed:
-            return Decision(True, GateName.ACL, self.rule_id)
-        return deny(GateName.ACL, self.rule_id, self.explain())
 
 
 ALLOWED_DISABLED = AclDecision(True, None, "access control is disabled")
@@ -159,11 +151,6 @@ class Acl:
     def load(cls, data: Any, source: str = "access_control") -> Acl:
         """From the section as a mapping (e.g. a TOML table); :class:`AclError` if invalid."""
         return cls.compile(load_acl_config(data, source))
-
-    @classmethod
-    def load_json5(cls, text: str, source: str = "config.json5") -> Acl:
-        """From a Zenoh ``config.json5`` (or just its ``access_control`` object), unchanged."""
-        return cls.compile(load_acl_json5(text, source))
 
     @classmethod
     def compile(cls, config: AclConfig) -> Acl:

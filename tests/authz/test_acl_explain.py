@@ -6,6 +6,7 @@ import pytest
 
 from edge_broker.authz.acl import Acl, AclDecision
 from edge_broker.authz.acl_config import AclMessage, Flow
+from edge_broker.authz.acl_gate import acl_decision
 from edge_broker.authz.decision import GateName
 from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
@@ -27,20 +28,20 @@ def test_denial_by_rule_names_gate_and_rule() -> None:
     decision = Acl.load(ACL).decide((None, None, None), Flow.INGRESS, AclMessage.PUT, "admin/x")
     assert decision == AclDecision(False, "no-admin")
     assert decision.explain() == 'denied by acl rule "no-admin"'
-    pipeline = decision.to_decision()
+    pipeline = acl_decision(decision, "publish to admin/x (put)")
     assert pipeline.denied and pipeline.gate is GateName.ACL and pipeline.rule == "no-admin"
     assert pipeline.reason_code is ReasonCode.NOT_AUTHORIZED
-    assert pipeline.reason == 'denied by acl rule "no-admin"'
+    assert pipeline.reason == 'publish to admin/x (put): denied by acl rule "no-admin"'
 
 
 def test_allow_and_default_texts() -> None:
     acl = Acl.load(ACL)
     allowed = acl.decide((None, None, None), Flow.INGRESS, AclMessage.PUT, "a/b")
     assert allowed.explain() == 'allowed by acl rule "open"'
-    assert allowed.to_decision().allowed and allowed.to_decision().rule == "open"
+    assert acl_decision(allowed, "").allowed and acl_decision(allowed, "").rule == "open"
     default = acl.decide((None, None, None), Flow.INGRESS, AclMessage.QUERY, "a/b")
     assert default.explain() == "denied by acl default_permission"
-    assert default.to_decision().rule is None
+    assert acl_decision(default, "").rule is None
     disabled = Acl.load({"enabled": False}).decide((None, None, None), Flow.EGRESS,
                                                     AclMessage.PUT, "x")  # fmt: skip
     assert disabled.explain() == "allowed by acl: access control is disabled"

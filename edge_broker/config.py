@@ -19,9 +19,9 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from .auth.chain import AUTHENTICATOR_FACTORIES
+from .auth.methods import AUTHENTICATOR_FACTORIES
 from .authz.authorizers import (
     AuthorizerConfigError,
     AuthorizerSpec,
@@ -31,34 +31,16 @@ from .authz.authorizers import (
 )
 from .authz.permissions import PermissionConfigError
 from .authz.permissions_config import PermissionsConfig, parse_permissions_config
+from .config_section import ConfigError as ConfigError  # re-exported: callers import it here
+from .config_section import Section as Section
 from .ops.settings import MetricsConfig, SyncConfig, parse_metrics, parse_sync
 
 if TYPE_CHECKING:
     from .authz.acl import Acl  # imported by parse_config only when [acl] is present
     from .bridge.config import BridgeConfig  # [[bridges]], parsed only when present
 
-T = TypeVar("T")
 
 EMBEDDED_FILE = "<embedded default>"
-
-
-class ConfigError(Exception):
-    """A configuration problem: ``file``, ``key`` and a ``message`` saying what to write instead.
-
-    ``problems`` holds every problem found in the file (this one first).
-    """
-
-    def __init__(
-        self, file: str, key: str, message: str, others: Sequence[ConfigError] = ()
-    ) -> None:
-        super().__init__(file, key, message)
-        self.file = file
-        self.key = key
-        self.message = message
-        self.problems: tuple[ConfigError, ...] = (self, *others)
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.key}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,92 +270,6 @@ def claims_enabled(config: Config) -> bool:
     if config.claims.enabled is not None:
         return config.claims.enabled
     return any("smoker" in listener.auth_methods for listener in config.listeners)
-
-
-class Section:
-    """A TOML table being read: typed getters that record problems instead of raising."""
-
-    def __init__(self, file: str, path: str, table: Mapping[str, Any], problems: list[ConfigError]):
-        self.file = file
-        self.path = path
-        self.table = table
-        self.problems = problems
-        self.used: set[str] = set()
-
-    def key(self, name: str) -> str:
-        return f"{self.path}.{name}" if self.path else name
-
-    def problem(self, name: str, message: str) -> None:
-        self.problems.append(ConfigError(self.file, self.key(name), message))
-
-    def get(self, name: str, default: T, kind: type | tuple[type, ...], hint: str) -> T:
-        self.used.add(name)
-        if name not in self.table:
-            return default
-        value = self.table[name]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(value, bool) and bool not in kinds:
-            self.problem(name, f"expected {hint}, got {value!r}")
-            return default
-        if not isinstance(value, kinds):
-            self.problem(name, f"expected {hint}, got {type(value).__name__} {value!r}")
-            return default
-        if float in kinds and isinstance(value, int):
-            value = float(value)
-        return value  # type: ignore[no-any-return]
-
-    def integer(self, name: str, default: int, low: int, high: int) -> int:
-        value = self.get(name, default, int, f"an integer from {low} to {high}")
-        if not low <= value <= high:
-            self.problem(name, f"{value} is out of range: write an integer from {low} to {high}")
-            return default
-        return value
-
-    def number(self, name: str, default: float, low: float, high: float) -> float:
-        value = self.get(name, default, (int, float), f"a number from {low:g} to {high:g}")
-        if not low <= value <= high:
-            self.problem(name, f"{value} is out of range: write a number from {low:g} to {high:g}")
-            return default
-        return float(value)
-
-    def boolean(self, name: str, default: bool) -> bool:
-        return self.get(name, default, bool, "true or false")
-
-    def string(self, name: str, default: str) -> str:
-        return self.get(name, default, str, "a string")
-
-    def optional_string(self, name: str) -> str | None:
-        self.used.add(name)
-        if name not in self.table:
-            return None
-        return self.get(name, "", str, "a string")
-
-    def resolve(self, value: str | None) -> str | None:
-        """A relative path from the config file's folder, not the current directory (which is
-        ``/`` under systemd): every path key reads this way (issue 20)."""
-        if not value or Path(value).is_absolute() or self.file.startswith("<"):
-            return value
-        return str(Path(self.file).resolve().parent / value)
-
-    def file_path(self, name: str) -> str | None:
-        """An optional path key, resolved (:meth:`resolve`)."""
-        return self.resolve(self.optional_string(name))
-
-    def choice(self, name: str, default: str, choices: Sequence[str]) -> str:
-        value = self.get(name, default, str, "one of " + ", ".join(map(repr, choices)))
-        if value not in choices:
-            self.problem(
-                name, f"{value!r} is not valid: write one of {', '.join(map(repr, choices))}"
-            )
-            return default
-        return value
-
-    def finish(self) -> None:
-        """Unknown keys are errors (a typo must not silently become a default)."""
-        for name in self.table:
-            if name not in self.used:
-                known = ", ".join(sorted(self.used))
-                self.problem(name, f"unknown key: remove it or use one of: {known}")
 
 
 def parse_broker(s: Section) -> BrokerConfig:
@@ -667,15 +563,15 @@ def parse_tokens(s: Section) -> TokensConfig:
         if (key.file is None) == (key.secret is None):
             ks.problem("file", 'give either file = "/path/key.pem" or secret = "..." (HS256)')
             continue
-        from .auth.token_method import load_key  # only configs with tokens pay for crypto
+        from .auth.token_keys import load_key  # only configs with tokens pay for crypto
 
-        problem = load_key(key)
+        problem = load_key(key.file, key.secret, key.kid, key.alg)
         if isinstance(problem, str):
             ks.problem("file" if key.file is not None else "secret", problem)
         keys.append(key)
     jwks = s.file_path("jwks")
     if jwks is not None:
-        from .auth.token_method import load_jwks_file
+        from .auth.token_keys import load_jwks_file
 
         loaded = load_jwks_file(jwks)
         if isinstance(loaded, str):

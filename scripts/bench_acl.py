@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from edge_broker.authz.acl import Acl
-from edge_broker.authz.acl_config import Flow, Message
+from edge_broker.authz.acl_config import AclMessage, Flow
 from edge_broker.authz.acl_mqtt import check, check_publish, publish_request
 from edge_broker.matching.keyexpr import KeyExpr
 from edge_broker.mqtt.packets import Publish
@@ -111,13 +111,13 @@ def bench_one(n_rules: int, n_requests: int, seed: int) -> str:
     topics = make_topics(n_rules, n_requests, rng)
     t0 = time.perf_counter()
     subject = acl.for_subject("wlan0", None, "ops")  # field + ops + all: a merged subject
-    subject.decide(Flow.INGRESS, Message.PUT, topics[0])  # unites the trees of this scope
+    subject.decide(Flow.INGRESS, AclMessage.PUT, topics[0])  # unites the trees of this scope
     merge_ms = (time.perf_counter() - t0) * 1000
     keys = [KeyExpr.parse(t) for t in topics]
     publishes = [Publish(t, b"1") for t in topics]
-    allowed = sum(subject.allows(Flow.INGRESS, Message.PUT, k) for k in keys)
-    r_str = rate(lambda t: subject.decide(Flow.INGRESS, Message.PUT, t), topics)
-    r_ke = rate(lambda k: subject.decide(Flow.INGRESS, Message.PUT, k), keys)
+    allowed = sum(subject.allows(Flow.INGRESS, AclMessage.PUT, k) for k in keys)
+    r_str = rate(lambda t: subject.decide(Flow.INGRESS, AclMessage.PUT, t), topics)
+    r_ke = rate(lambda k: subject.decide(Flow.INGRESS, AclMessage.PUT, k), keys)
     r_pub = rate(lambda p: check_publish(subject, p), publishes)
     receiver = acl.for_subject("eth0", None, None)  # the "all" subject only
 

@@ -38,7 +38,6 @@ from pathlib import Path
 
 from nacl.signing import SigningKey
 
-from edge_broker.auth.identity import Identity
 from edge_broker.claims.evaluate import evaluate_claim
 from edge_broker.claims.model import Activity, Permission, Restriction, RestrictionType
 from edge_broker.claims.persistence import KeyedClaimStore, record_value
@@ -46,6 +45,7 @@ from edge_broker.claims.service import ClaimService
 from edge_broker.claims.signature import sign_restriction
 from edge_broker.claims.smoker_id import smoker_id
 from edge_broker.claims.throttle import FloodGuard, ThrottleLimits
+from edge_broker.identity import Identity
 
 UNLIMITED = ThrottleLimits(
     max_claim_bytes=1 << 20,

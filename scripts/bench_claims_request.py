@@ -37,13 +37,13 @@ def main() -> None:
 async def run(n: int, rounds: int, root: str) -> None:
     from nacl.signing import SigningKey
 
-    from edge_broker.auth.identity import Identity
     from edge_broker.claims.model import Activity, Permission, Restriction, RestrictionType
     from edge_broker.claims.persistence import KeyedClaimStore
     from edge_broker.claims.service import ClaimService
     from edge_broker.claims.signature import sign_restriction
     from edge_broker.claims.smoker_id import smoker_id
     from edge_broker.claims.throttle import ThrottleLimits
+    from edge_broker.identity import Identity
 
     limits = ThrottleLimits()
     # no rate limit on requests either: this measures one request's cost (older checkouts

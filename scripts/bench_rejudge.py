@@ -19,12 +19,12 @@ import argparse
 import asyncio
 import time
 
-from edge_broker.auth.identity import Identity
 from edge_broker.broker.message import make_message
 from edge_broker.broker.rejudge import apply_verdicts, judge_subscriptions, purge_undeliverable
 from edge_broker.broker.server import Broker
 from edge_broker.broker.session import Outgoing, Session, SubscriptionEntry
 from edge_broker.config import loads_config
+from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import NO_PROPERTIES
 
 POLICY = """

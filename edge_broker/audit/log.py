@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,13 +203,3 @@ def read_records(
                     yield seq, lineno, decode_record(line)
                 except AuditRecordError:
                     continue
-
-
-def audit_fields_from_identity(identity: Any) -> Mapping[str, Any]:
-    """The identity fields every record carries (client, user, tenant, method)."""
-    return {
-        "client": identity.client_id,
-        "user": identity.username,
-        "tenant": identity.tenant,
-        "method": identity.method,
-    }

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..identity import Identity
 from .chain import Accepted, AuthOutcome, AuthRequest
-from .identity import Identity
 
 if TYPE_CHECKING:
     from ..config import Config, ListenerConfig

@@ -5,7 +5,7 @@ An :class:`Authenticator` gets an :class:`AuthRequest` (the CONNECT packet, what
 the connection, and for enhanced authentication the client's AUTH packet plus the state the method
 kept) and answers one of:
 
-- :class:`Accepted` — an :class:`~edge_broker.auth.identity.Identity` (and, for enhanced
+- :class:`Accepted` — an :class:`~edge_broker.identity.Identity` (and, for enhanced
   authentication, the Authentication Data to put on the CONNACK or the final AUTH);
 - :class:`Refused` — an MQTT 5 reason code and a Reason String (the broker maps the code to a
   3.x return code when needed);
@@ -14,37 +14,27 @@ kept) and answers one of:
   AUTH packet and ``state`` when it arrives. Re-authentication (AUTH 0x19, §4.12.1) is routed to
   the authenticator whose method accepted the connection, with ``reauthenticating=True``.
 
-Methods are registered by name in :data:`AUTHENTICATOR_FACTORIES` (``"module:function"``); a
+Methods are registered by name in :data:`~edge_broker.auth.methods.AUTHENTICATOR_FACTORIES`
+(``"module:function"``); a
 factory takes the listener's config and the whole broker config and returns an Authenticator.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
+from ..identity import DEFAULT_TENANT, Identity
 from ..matching.errors import RuleError
 from ..matching.names import normalize_tenant
 from ..mqtt.packets import Auth, Connect
 from ..mqtt.reason_codes import ReasonCode
-from .identity import DEFAULT_TENANT, Identity
+from .methods import AUTHENTICATOR_FACTORIES
 
 if TYPE_CHECKING:
     from ..config import Config, ListenerConfig
-
-AUTHENTICATOR_FACTORIES: Mapping[str, str] = MappingProxyType(
-    {
-        "anonymous": "edge_broker.auth.anonymous:build",
-        "password": "edge_broker.auth.password_method:build",
-        "certificate": "edge_broker.auth.certificate:build",
-        "smoker": "edge_broker.auth.smoker:build",
-        "token": "edge_broker.auth.token_method:build",
-    }
-)
-"""Method name (as written in a listener's ``auth_methods``) → ``module:factory``."""
 
 TENANT_PROPERTY = "tenant"  # AUTHZ.md §1: MQTT 5 CONNECT user property naming the tenant
 
@@ -141,12 +131,6 @@ class AuthChain:
         """The first authenticator that applies, or None."""
         for authenticator in self.authenticators:
             if authenticator.applies(request):
-                return authenticator
-        return None
-
-    def by_method(self, method: str) -> Authenticator | None:
-        for authenticator in self.authenticators:
-            if authenticator.method == method:
                 return authenticator
         return None
 

@@ -17,6 +17,8 @@ import asyncio
 import re
 from collections import deque
 
+from .errors import AuthError
+
 _MEMORY_RE = re.compile(rb"\$m=(\d+),")
 
 
@@ -26,7 +28,7 @@ def hash_memory_kib(encoded: bytes) -> int:
     return int(match.group(1)) if match else 0
 
 
-class SlotsFull(Exception):
+class SlotsFull(AuthError):
     """More than ``max_waiting`` checks are already waiting."""
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 import nacl.exceptions
 import nacl.pwhash
 
+from .errors import AuthError
+
 # New hashes (issue 16): OWASP's smallest-memory argon2id setting, m=7 MiB, t=5, p=1 (the
 # Password Storage Cheat Sheet lists it as equivalent to m=19 MiB t=2 and m=46 MiB t=1). On a
 # 512 MB board memory is the scarce resource: libsodium's "interactive" 64 MiB × a login storm
@@ -38,7 +40,7 @@ _NAME_FORBIDDEN = (":", "\n", "\r", "\x00")
 _LIST_SEPARATOR = ","
 
 
-class PasswordFileError(Exception):
+class PasswordFileError(AuthError):
     """A password file that cannot be read or a request that cannot be carried out."""
 
 

@@ -31,11 +31,11 @@ import asyncio
 import re
 from typing import TYPE_CHECKING
 
+from ..identity import Identity
 from ..mqtt.reason_codes import ReasonCode
 from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
 from .credential_cache import CredentialCache
 from .hash_slots import HashSlots, SlotsFull, hash_memory_kib
-from .identity import Identity
 from .password import PasswordEntry, hash_password, load_password_file, verify_password
 
 if TYPE_CHECKING:

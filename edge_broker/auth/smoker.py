@@ -23,10 +23,10 @@ from nacl.exceptions import BadSignatureError
 
 from ..claims.errors import ClaimError
 from ..claims.smoker_id import is_smoker_id, parse_smoker_id
+from ..identity import Identity
 from ..mqtt.packets import Auth
 from ..mqtt.reason_codes import ReasonCode
 from .chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused
-from .identity import Identity
 
 if TYPE_CHECKING:
     from ..config import Config, ListenerConfig

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.reason_codes import ReasonCode
 from .chain import Refused
-from .identity import DEFAULT_TENANT, Identity
 
 if TYPE_CHECKING:
     from ..config import ListenerConfig

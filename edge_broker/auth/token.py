@@ -30,10 +30,11 @@ import jwt
 from jwt.exceptions import InvalidSignatureError, PyJWTError
 from jwt.types import Options
 
+from ..authz.grants import CompiledTenantGrants, GrantError, Grants
 from ..matching.errors import RuleError
 from ..matching.names import DEFAULT_SEPARATOR, check_separator
 from ..mqtt.reason_codes import ReasonCode
-from .grants import CompiledTenantGrants, GrantError, Grants
+from .errors import AuthError
 from .token_keys import ALGORITHMS, TokenKey
 
 DEFAULT_LEEWAY: Final = 30.0
@@ -57,7 +58,7 @@ _NO_TIME_CHECKS: Final[Options] = {
 }
 
 
-class TokenError(Exception):
+class TokenError(AuthError):
     """A refused token: ``reason_code`` for the CONNACK, ``reason`` for its Reason String."""
 
     def __init__(self, reason_code: ReasonCode, reason: str) -> None:

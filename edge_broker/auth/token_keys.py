@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError, PyJWTError
 
+from .errors import AuthError
+
 ALGORITHMS: Final = ("EdDSA", "ES256", "RS256", "HS256")
 MIN_HS256_SECRET_BYTES: Final = 32  # RFC 7518 §3.2: at least the hash output size
 MIN_RSA_BITS: Final = 2048
@@ -36,7 +38,7 @@ _PUBLIC_KEY_MARKERS: Final = (
 )
 
 
-class TokenKeyError(ValueError):
+class TokenKeyError(AuthError, ValueError):
     """A token key could not be loaded; the message names the source and what to change."""
 
 
@@ -187,3 +189,27 @@ def parse_jwks(document: Any, source: str = "JWKS") -> tuple[TokenKey, ...]:
     if not keys:
         raise TokenKeyError(f"{source}: the JWKS holds no keys")
     return tuple(keys)
+
+
+def load_key(
+    file: str | None, secret: str | None, kid: str | None, alg: str | None
+) -> TokenKey | str:
+    """A ``[[tokens.keys]]`` entry's key, or a message saying what is wrong with it (for
+    ``ConfigError``). Takes the entry's fields, not ``config.TokenKeyConfig``, because
+    ``config.py`` calls it: key files are checked when the config is read."""
+    try:
+        if secret is not None:
+            if alg not in (None, "HS256"):
+                return f"an inline secret is an HS256 key; alg {alg!r} needs a PEM file"
+            return TokenKey.hs256(secret, kid, "[tokens] secret")
+        assert file is not None
+        return TokenKey.load(Path(file), kid, alg)
+    except TokenKeyError as exc:
+        return str(exc)
+
+
+def load_jwks_file(path: str) -> tuple[TokenKey, ...] | str:
+    try:
+        return load_jwks(Path(path))
+    except TokenKeyError as exc:
+        return str(exc)

@@ -16,7 +16,7 @@ grants (the Reason String names the rule and the problem); 0x87 (3.x: 0x05) when
 not name the tenant. A re-authentication that fails ends the connection with DISCONNECT 0x87
 (0x86 is not a DISCONNECT reason code, MQTT 5 §3.14.2.1).
 
-The verified grants for the tenant (:class:`~edge_broker.auth.grants.CompiledTenantGrants`)
+The verified grants for the tenant (:class:`~edge_broker.authz.grants.CompiledTenantGrants`)
 become ``Identity.grants``, which the token gate (``authz/token_gate.py``) decides on, and
 ``exp + leeway`` becomes ``Identity.token_expires_at`` (the broker ends the session then,
 ``broker/token_expiry.py``).
@@ -32,19 +32,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from ..identity import DEFAULT_TENANT, Identity
 from ..matching.errors import RuleError
 from ..matching.names import normalize_tenant
 from ..mqtt.reason_codes import ReasonCode
 from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
-from .identity import DEFAULT_TENANT, Identity
 from .token import TokenError, TokenVerifier, VerifiedToken
-from .token_keys import TokenKey, TokenKeyError, load_jwks
+from .token_keys import TokenKey, TokenKeyError, load_jwks_file, load_key
 
 if TYPE_CHECKING:
-    from ..config import Config, ListenerConfig, TokenKeyConfig, TokensConfig
+    from ..config import Config, ListenerConfig, TokensConfig
 
 TOKEN_METHOD: Final = "TOKEN"  # the MQTT 5 Authentication Method (enhanced authentication)
 # A rule can be ~4 KB (32 segments of 128 bytes); a Reason String quoting it is cut here so that
@@ -65,31 +64,11 @@ def looks_like_jwt(password: bytes | None) -> bool:
     return _JWT_RE.fullmatch(text.strip()) is not None
 
 
-def load_key(key: TokenKeyConfig) -> TokenKey | str:
-    """The configured key, or a message saying what is wrong with it (for ConfigError)."""
-    try:
-        if key.secret is not None:
-            if key.alg not in (None, "HS256"):
-                return f"an inline secret is an HS256 key; alg {key.alg!r} needs a PEM file"
-            return TokenKey.hs256(key.secret, key.kid, "[tokens] secret")
-        assert key.file is not None
-        return TokenKey.load(Path(key.file), key.kid, key.alg)
-    except TokenKeyError as exc:
-        return str(exc)
-
-
-def load_jwks_file(path: str) -> tuple[TokenKey, ...] | str:
-    try:
-        return load_jwks(Path(path))
-    except TokenKeyError as exc:
-        return str(exc)
-
-
 def build_verifier(tokens: TokensConfig, separator: str) -> TokenVerifier:
     """A verifier for ``[tokens]`` (already validated by the config parser)."""
     keys: list[TokenKey] = []
     for entry in tokens.keys:
-        key = load_key(entry)
+        key = load_key(entry.file, entry.secret, entry.kid, entry.alg)
         if isinstance(key, str):
             raise TokenKeyError(key)
         keys.append(key)

@@ -35,25 +35,23 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..matching.ketree import KeTree
 from ..matching.keyexpr import ChunkKind, KeyExpr, as_keyexpr
 from .acl_config import (
     AclConfig,
+    AclMessage,
     AclRule,
     Flow,
-    Message,
     Permission,
     SubjectCombination,
     load_acl_config,
-    load_acl_json5,
 )
-from .decision import Decision, Gate, deny
 
 _EMPTY_TREE = KeTree.build(())
 _CACHE_LIMIT = 1024  # merged SubjectAcls memoised per Acl (one per set of matched subjects)
 
-Scope = tuple[Flow, Message]
+Scope = tuple[Flow, AclMessage]
 # (rule position in the rules list, rule id, key expression)
 _Entry = tuple[int, str, KeyExpr]
 
@@ -75,12 +73,6 @@ class AclDecision:
         if self.reason is not None:
             return f"{verdict} by acl: {self.reason}"
         return f"{verdict} by acl default_permission"
-
-    def to_decision(self) -> Decision:
-        """The pipeline's :class:`Decision` for gate 5 (``Gate.ACL``)."""
-        if self.allowed:
-            return Decision(True, Gate.ACL, self.rule_id)
-        return deny(Gate.ACL, self.rule_id, self.explain())
 
 
 ALLOWED_DISABLED = AclDecision(True, None, "access control is disabled")
@@ -104,7 +96,7 @@ class SubjectAcl:
     trees: Mapping[Scope, TreePair]
     verbatims: frozenset[str] = frozenset()
 
-    def decide(self, flow: Flow, message: Message, key: KeyExpr | str) -> AclDecision:
+    def decide(self, flow: Flow, message: AclMessage, key: KeyExpr | str) -> AclDecision:
         """The seed's ``is_allowed`` for ``key`` (a key or key expression)."""
         if not self.enabled:
             return ALLOWED_DISABLED
@@ -120,7 +112,7 @@ class SubjectAcl:
         allowed_by = pair.allow.first_including(request)
         return AclDecision(allowed_by is not None, allowed_by)
 
-    def allows(self, flow: Flow, message: Message, key: KeyExpr | str) -> bool:
+    def allows(self, flow: Flow, message: AclMessage, key: KeyExpr | str) -> bool:
         return self.decide(flow, message, key).allowed
 
 
@@ -159,11 +151,6 @@ class Acl:
     def load(cls, data: Any, source: str = "access_control") -> Acl:
         """From the section as a mapping (e.g. a TOML table); :class:`AclError` if invalid."""
         return cls.compile(load_acl_config(data, source))
-
-    @classmethod
-    def load_json5(cls, text: str, source: str = "config.json5") -> Acl:
-        """From a Zenoh ``config.json5`` (or just its ``access_control`` object), unchanged."""
-        return cls.compile(load_acl_json5(text, source))
 
     @classmethod
     def compile(cls, config: AclConfig) -> Acl:
@@ -275,7 +262,7 @@ class Acl:
         self,
         subject_attrs: Identity | tuple[str | None, str | None, str | None],
         flow: Flow,
-        message: Message,
+        message: AclMessage,
         key: KeyExpr | str,
     ) -> AclDecision:
         """One-shot decision; the broker should keep :meth:`for_identity`'s result instead."""

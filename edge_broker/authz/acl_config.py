@@ -56,7 +56,10 @@ class Flow(StrEnum):
     EGRESS = "egress"  # broker -> client (deliveries)
 
 
-class Message(StrEnum):
+class AclMessage(StrEnum):
+    """The Zenoh message kinds a site-ACL rule names (AUTHZ.md §2): a kind of request, not the
+    broker's message (``broker/message.py``)."""
+
     PUT = "put"
     DELETE = "delete"
     DECLARE_SUBSCRIBER = "declare_subscriber"
@@ -70,7 +73,11 @@ class Message(StrEnum):
 
 # Zenoh messages that no MQTT action maps to (AUTHZ.md §2 table).
 UNMAPPED_MESSAGES = frozenset(
-    {Message.LIVELINESS_TOKEN, Message.DECLARE_LIVELINESS_SUBSCRIBER, Message.LIVELINESS_QUERY}
+    {
+        AclMessage.LIVELINESS_TOKEN,
+        AclMessage.DECLARE_LIVELINESS_SUBSCRIBER,
+        AclMessage.LIVELINESS_QUERY,
+    }
 )
 
 
@@ -82,7 +89,7 @@ class Permission(StrEnum):
 @dataclass(frozen=True, slots=True)
 class AclRule:
     id: str
-    messages: tuple[Message, ...]
+    messages: tuple[AclMessage, ...]
     flows: tuple[Flow, ...]
     permission: Permission
     key_exprs: tuple[KeyExpr, ...]
@@ -236,7 +243,7 @@ def _read_rule(r: _Reader, where: str, entry: Mapping[str, Any]) -> AclRule | No
     before = len(r.problems)
     r.check_keys(where, entry, _RULE_KEYS)
     ident = r.string(where, entry.get("id"), "'id'")
-    messages = r.enum_list(where, entry, "messages", Message, required=True)
+    messages = r.enum_list(where, entry, "messages", AclMessage, required=True)
     flows = r.enum_list(where, entry, "flows", Flow, required=False)
     permission: Permission | None = None
     raw = entry.get("permission")

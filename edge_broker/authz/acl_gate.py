@@ -24,18 +24,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..matching.decision_cache import entry_bytes
 from ..matching.errors import RuleError
 from ..matching.keyexpr import KeyExpr
 from ..matching.names import shown
 from ..matching.pattern_tokens import TokenKind
-from ..matching.subscription_patterns import parse_pattern
+from ..matching.subscription_patterns import is_runtime_pattern, parse_pattern
 from ..mqtt.packets import Properties, Publish, Subscription, Will
 from .acl import Acl, AclDecision, SubjectAcl
-from .acl_config import Flow, Message, Permission
-from .acl_mqtt import filter_to_keyexpr, mqtt_subscribe_message, topic_to_keyexpr
-from .decision import Decision, Gate, deny
+from .acl_config import AclMessage, Flow, Permission
+from .acl_mqtt import (
+    PUBLISH_MESSAGES,
+    filter_to_keyexpr,
+    mqtt_subscribe_message,
+    publish_kind,
+    topic_to_keyexpr,
+)
+from .decision import Decision, GateName, deny
 
 # Cached decisions per flow and message kind, emptied when full (the hot set refills it): at
 # most ~8 x 8192 small entries, a few MB, since a gateway's hot topics are far fewer.
@@ -46,26 +52,7 @@ _SUBJECT_LIMIT = 4096  # distinct (interface, cert CN, username) triples kept
 SubjectKey = tuple[str | None, str | None, str | None]
 
 
-_KINDS = (Message.PUT, Message.DELETE, Message.QUERY, Message.REPLY)
 _Cache = dict[tuple[str | None, str | None, str | None, str], Decision]
-
-
-def _kind(retain: bool, payload: bytes, properties: Properties) -> int:
-    """Index into ``_KINDS``: AUTHZ.md §2 table, in the order of authz/acl_mqtt.py
-    ``mqtt_publish_message``: a retained empty payload is a ``delete``, a Response Topic a
-    ``query``, Correlation Data a ``reply``, else ``put``."""
-    if retain and not payload:
-        return 1
-    if properties.response_topic is not None:
-        return 2
-    if properties.correlation_data is not None:
-        return 3
-    return 0
-
-
-def publish_message(retain: bool, payload: bytes, properties: Properties) -> Message:
-    """The Zenoh message of a PUBLISH, will or delivered message (see ``_kind``)."""
-    return _KINDS[_kind(retain, payload, properties)]
 
 
 _PATTERN_TAILS = {
@@ -74,16 +61,6 @@ _PATTERN_TAILS = {
     TokenKind.PREFIX_HASH: "$*/**",
     TokenKind.PREFIX_GT: "$*/*/**",
 }
-
-
-def is_runtime_pattern(topic_filter: str, separator: str) -> bool:
-    """A seed-001 pattern uses a wildcard MQTT lacks (``*``, ``>``, a prefix ``#``), as
-    broker/pattern_subscriptions.py ``runtime_pattern`` decides."""
-    return (
-        "*" in topic_filter
-        or ">" in topic_filter
-        or any(token.endswith("#") and token != "#" for token in topic_filter.split(separator))
-    )
 
 
 def pattern_to_keyexpr(text: str, separator: str, verbatims: frozenset[str]) -> KeyExpr:
@@ -135,8 +112,8 @@ def egress_can_deny(acl: Acl) -> bool:
 def acl_decision(verdict: AclDecision, what: str) -> Decision:
     """The pipeline's Decision for gate 5, the Reason String naming the action and the rule."""
     if verdict.allowed:
-        return Decision(True, Gate.ACL, verdict.rule_id)
-    return deny(Gate.ACL, verdict.rule_id, f"{what}: {verdict.explain()}")
+        return Decision(True, GateName.ACL, verdict.rule_id)
+    return deny(GateName.ACL, verdict.rule_id, f"{what}: {verdict.explain()}")
 
 
 class AclGate:
@@ -159,18 +136,18 @@ class AclGate:
         self.separator = separator
         self.checks_every_delivery = egress_can_deny(acl)
         self._subjects: dict[SubjectKey, SubjectAcl] = {}
-        # Decisions per flow and message kind (index into _KINDS), keyed by plain tuples
+        # Decisions per flow and message kind (index into PUBLISH_MESSAGES), keyed by plain tuples
         # (interface, cert CN, username, topic): hashing enum members costs more than the rest
         # of a cache hit. Each emptied when it reaches cache_limit.
-        self._ingress: tuple[_Cache, ...] = tuple({} for _ in _KINDS)
-        self._egress: tuple[_Cache, ...] = tuple({} for _ in _KINDS)
+        self._ingress: tuple[_Cache, ...] = tuple({} for _ in PUBLISH_MESSAGES)
+        self._egress: tuple[_Cache, ...] = tuple({} for _ in PUBLISH_MESSAGES)
         self._cache_limit = cache_limit
         self._cache_bytes = 0  # estimate over every cache (matching.decision_cache.entry_bytes)
         self._allowed: dict[str | None, Decision] = {}
 
     @property
-    def gate(self) -> Gate:
-        return Gate.ACL
+    def gate(self) -> GateName:
+        return GateName.ACL
 
     # -- subjects ---------------------------------------------------------------------------
 
@@ -200,7 +177,7 @@ class AclGate:
     # -- decisions --------------------------------------------------------------------------
 
     def _topic_verdict(
-        self, subject: SubjectAcl, flow: Flow, message: Message, topic: str
+        self, subject: SubjectAcl, flow: Flow, message: AclMessage, topic: str
     ) -> AclDecision:
         try:
             key = topic_to_keyexpr(topic, self.separator, subject.verbatims)
@@ -208,15 +185,8 @@ class AclGate:
             return AclDecision(False, None, f"topic not representable as a key expression: {exc}")
         return subject.decide(flow, message, key)
 
-    def decide_topic(
-        self, identity: Identity, flow: Flow, message: Message, topic: str
-    ) -> Decision:
-        """``flow``/``message`` (put, delete, query or reply) on the concrete ``topic``, cached."""
-        caches = self._ingress if flow is Flow.INGRESS else self._egress
-        return self._decide(caches[_KINDS.index(message)], identity, flow, message, topic)
-
     def _decide(
-        self, cache: _Cache, identity: Identity, flow: Flow, message: Message, topic: str
+        self, cache: _Cache, identity: Identity, flow: Flow, message: AclMessage, topic: str
     ) -> Decision:
         key = (identity.interface, identity.cert_cn, identity.username, topic)
         found = cache.get(key)
@@ -266,12 +236,16 @@ class AclGate:
     # -- PolicyGate -------------------------------------------------------------------------
 
     def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
-        kind = _kind(packet.retain, packet.payload, packet.properties)
-        return self._decide(self._ingress[kind], identity, Flow.INGRESS, _KINDS[kind], topic)
+        kind = publish_kind(packet.retain, packet.payload, packet.properties)
+        return self._decide(
+            self._ingress[kind], identity, Flow.INGRESS, PUBLISH_MESSAGES[kind], topic
+        )
 
     def check_will(self, identity: Identity, will: Will) -> Decision | None:
-        kind = _kind(will.retain, will.payload, will.properties)
-        return self._decide(self._ingress[kind], identity, Flow.INGRESS, _KINDS[kind], will.topic)
+        kind = publish_kind(will.retain, will.payload, will.properties)
+        return self._decide(
+            self._ingress[kind], identity, Flow.INGRESS, PUBLISH_MESSAGES[kind], will.topic
+        )
 
     def check_subscribe(
         self,
@@ -298,18 +272,10 @@ class AclGate:
 
     def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
         """The hot path: one cache lookup per delivery once the (subject, topic) was seen."""
-        props = message.properties
-        if message.retain and not message.payload:
-            kind = 1
-        elif props.response_topic is not None:
-            kind = 2
-        elif props.correlation_data is not None:
-            kind = 3
-        else:
-            kind = 0
+        kind = publish_kind(message.retain, message.payload, message.properties)
         cache = self._egress[kind]
         topic = message.topic
         found = cache.get((identity.interface, identity.cert_cn, identity.username, topic))
         if found is not None:
             return found
-        return self._decide(cache, identity, Flow.EGRESS, _KINDS[kind], topic)
+        return self._decide(cache, identity, Flow.EGRESS, PUBLISH_MESSAGES[kind], topic)

@@ -37,8 +37,9 @@ from dataclasses import dataclass
 
 from ..matching.ketree import KeTree
 from ..matching.keyexpr import ChunkKind, KeyExpr
-from .acl_config import UNMAPPED_MESSAGES, AclConfig, AclSubject, Flow, Message, Permission
+from .acl_config import UNMAPPED_MESSAGES, AclConfig, AclMessage, AclSubject, Flow, Permission
 from .acl_index import IntersectIndex
+from .acl_mqtt import PUBLISH_MESSAGES
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +55,10 @@ class AclFinding:
 
 
 # The (flow, message) pairs the MQTT mapping asks about (authz/acl_mqtt.py).
-_PUBLISH_MESSAGES = (Message.PUT, Message.DELETE, Message.QUERY, Message.REPLY)
 ASKED = frozenset(
-    [(Flow.INGRESS, m) for m in _PUBLISH_MESSAGES]
-    + [(Flow.INGRESS, Message.DECLARE_SUBSCRIBER), (Flow.INGRESS, Message.DECLARE_QUERYABLE)]
-    + [(Flow.EGRESS, m) for m in _PUBLISH_MESSAGES]
+    [(Flow.INGRESS, m) for m in PUBLISH_MESSAGES]
+    + [(Flow.INGRESS, AclMessage.DECLARE_SUBSCRIBER), (Flow.INGRESS, AclMessage.DECLARE_QUERYABLE)]
+    + [(Flow.EGRESS, m) for m in PUBLISH_MESSAGES]
 )
 
 
@@ -152,7 +152,7 @@ def _generalizes(general: AclSubject, specific: AclSubject) -> bool:
 
 # (subject id, flow, message): where a rule applies. Rules reach connections through subjects
 # (policies), and identical decisions hold for all combinations of one subject.
-Scope = tuple[str, Flow, Message]
+Scope = tuple[str, Flow, AclMessage]
 
 
 class _Model:
@@ -170,7 +170,7 @@ class _Model:
                     bucket = self.applied.setdefault(rid, set())
                     bucket.update((sid, f, m) for f in rule.flows for m in rule.messages)
         denies: dict[Scope, list[tuple[KeyExpr, int, str]]] = {}
-        allows: dict[tuple[Flow, Message], list[tuple[KeyExpr, str]]] = {}
+        allows: dict[tuple[Flow, AclMessage], list[tuple[KeyExpr, str]]] = {}
         allows_by_scope: dict[Scope, list[tuple[KeyExpr, str]]] = {}
         for rule in config.rules:
             for sid, flow, message in self.applied.get(rule.id, ()):
@@ -194,7 +194,7 @@ class _Model:
             for sid in used
         }
 
-    def denied_by(self, sid: str, flow: Flow, message: Message, expr: KeyExpr) -> str | None:
+    def denied_by(self, sid: str, flow: Flow, message: AclMessage, expr: KeyExpr) -> str | None:
         """A deny of ``sid`` itself at this scope that includes ``expr``."""
         tree = self.deny_trees.get((sid, flow, message))
         return None if tree is None else tree.first_including(expr)
@@ -269,7 +269,7 @@ def _redundant_denies(model: _Model) -> list[AclFinding]:
 def _subject_overlaps(model: _Model) -> list[AclFinding]:
     config = model.config
 
-    def zenoh_allows(sid: str, flow: Flow, message: Message, expr: KeyExpr) -> bool:
+    def zenoh_allows(sid: str, flow: Flow, message: AclMessage, expr: KeyExpr) -> bool:
         """Could subject ``sid`` alone allow some request inside ``expr`` (Zenoh's view)?"""
         if model.denied_by(sid, flow, message, expr) is not None:
             return False

@@ -47,31 +47,48 @@ from dataclasses import dataclass
 
 from ..matching.errors import RuleError
 from ..matching.keyexpr import KeyExpr
+from ..matching.mqtt_topics import SHARE_PREFIX
 from ..mqtt.packets import Properties, Publish
 from .acl import ALLOWED_DISABLED, AclDecision, SubjectAcl
-from .acl_config import Flow, Message
+from .acl_config import AclMessage, Flow
 
 _FORBIDDEN_IN_LEVEL = ("$", "*", "#", "?", "+", "/")
 
 
-def mqtt_publish_message(publish: Publish) -> Message:
+PUBLISH_MESSAGES: tuple[AclMessage, ...] = (
+    AclMessage.PUT,
+    AclMessage.DELETE,
+    AclMessage.QUERY,
+    AclMessage.REPLY,
+)
+"""The Zenoh messages a PUBLISH, will or delivery can be, in the order :func:`publish_kind`
+numbers them (the gate keeps one decision cache per kind)."""
+
+
+def publish_kind(retain: bool, payload: bytes, properties: Properties) -> int:
+    """Index into :data:`PUBLISH_MESSAGES`, by the table above, in its order: a retained empty
+    payload is a ``delete``, a Response Topic a ``query``, Correlation Data a ``reply``, else a
+    ``put``. The one definition: ingress, wills and every delivery ask it."""
+    if retain and not payload:
+        return 1
+    if properties.response_topic is not None:
+        return 2
+    if properties.correlation_data is not None:
+        return 3
+    return 0
+
+
+def mqtt_publish_message(publish: Publish) -> AclMessage:
     """The Zenoh message a PUBLISH is (AUTHZ.md §2 table)."""
-    if publish.retain and not publish.payload:
-        return Message.DELETE
-    props = publish.properties
-    if props.response_topic is not None:
-        return Message.QUERY
-    if props.correlation_data is not None:
-        return Message.REPLY
-    return Message.PUT
+    return PUBLISH_MESSAGES[publish_kind(publish.retain, publish.payload, publish.properties)]
 
 
-def mqtt_subscribe_message(properties: Properties) -> Message:
+def mqtt_subscribe_message(properties: Properties) -> AclMessage:
     """``declare_queryable`` when SUBSCRIBE carries user property ``queryable=true``."""
     for name, value in properties.user_properties:
         if name == "queryable" and value.strip().lower() == "true":
-            return Message.DECLARE_QUERYABLE
-    return Message.DECLARE_SUBSCRIBER
+            return AclMessage.DECLARE_QUERYABLE
+    return AclMessage.DECLARE_SUBSCRIBER
 
 
 def _refuse(text: str, level: str, reason: str) -> RuleError:
@@ -135,7 +152,7 @@ def filter_to_keyexpr(
     """The key expression of an MQTT topic filter (``a/+/b/#`` -> ``a/*/b/**``);
     :class:`RuleError` when it has none."""
     text = topic_filter
-    share = "$share" + separator
+    share = SHARE_PREFIX + separator
     if text.startswith(share):
         group, sep, rest = text[len(share) :].partition(separator)
         if not group or not sep:
@@ -163,7 +180,7 @@ class AclRequest:
     expression, or ``refusal`` (why the topic has no key expression; then ``key`` is None).
     A broker maps each PUBLISH once and checks the same request for every subscriber."""
 
-    message: Message
+    message: AclMessage
     key: KeyExpr | None
     refusal: str | None = None
 

@@ -33,10 +33,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.packets import NO_PROPERTIES, Properties
 from ..mqtt.reason_codes import ReasonCode
-from .decision import Decision, Gate
+from .decision import Decision, GateName
 from .errors import AuthzError
 
 log = logging.getLogger("edge_broker.authz.authorizers")
@@ -210,7 +210,7 @@ def _to_decision(name: str, outcome: Outcome, allowed_codes: frozenset[int]) -> 
     if outcome.kind == "next":
         return None
     if outcome.kind == "allow":
-        return Decision(True, Gate.AUTHORIZER, name)
+        return Decision(True, GateName.AUTHORIZER, name)
     codes = DISCONNECT_CODES if outcome.kind == "disconnect" else allowed_codes
     code = outcome.reason_code
     if code not in codes:
@@ -223,7 +223,7 @@ def _to_decision(name: str, outcome: Outcome, allowed_codes: frozenset[int]) -> 
     reason = outcome.reason_string or f"denied by authorizer {name!r}"
     return Decision(
         False,
-        Gate.AUTHORIZER,
+        GateName.AUTHORIZER,
         name,
         ReasonCode(code),
         reason,

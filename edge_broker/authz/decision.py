@@ -8,14 +8,10 @@ from enum import StrEnum
 from ..mqtt.reason_codes import ReasonCode
 
 
-class Action(StrEnum):
-    WILL = "will"
-    PUBLISH = "publish"
-    SUBSCRIBE = "subscribe"
-    DELIVER = "deliver"
+class GateName(StrEnum):
+    """Which gate decided, as a Decision, the audit log and ``explain`` name it; the gate itself
+    is a :class:`~edge_broker.authz.gate.PolicyGate`."""
 
-
-class Gate(StrEnum):
     SYNTAX = "syntax"
     RESERVED = "reserved"
     AUTHORIZER = "authorizer"
@@ -36,7 +32,7 @@ class Decision:
     """
 
     allowed: bool
-    gate: Gate | None = None
+    gate: GateName | None = None
     rule: str | None = None
     reason_code: ReasonCode = ReasonCode.SUCCESS
     reason: str | None = None
@@ -52,7 +48,7 @@ ALLOW = Decision(True)
 
 
 def deny(
-    gate: Gate,
+    gate: GateName,
     rule: str | None,
     reason: str,
     reason_code: ReasonCode = ReasonCode.NOT_AUTHORIZED,

@@ -10,26 +10,26 @@ topic outside ``restricted/``, or the token gate for a client without a token); 
 :class:`~edge_broker.authz.decision.Decision` naming itself and the deciding rule. Gates are
 synchronous except the authorizers gate, which the pipeline awaits.
 
-Delivery checks are on the hot path: the pipeline asks ``delivers_need_check`` once per
-subscription (and again after any policy change, i.e. when ``generation`` moves) and calls
-``check_deliver`` only for those, per message. The message is duck-typed (``topic``, ``qos``,
-``retain``, ``payload``, ``properties``) so that authz does not import the broker.
+Delivery checks are on the hot path: ``check_deliver`` runs per message for the subscriptions
+a gate marked ``recheck`` (and for every delivery when any gate can deny on egress). The message
+is duck-typed (``topic``, ``qos``, ``retain``, ``payload``, ``properties``) so that authz does
+not import the broker.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.packets import Publish, Subscription, Will
-from .decision import Decision, Gate
+from .decision import Decision, GateName
 
 
 class PolicyGate(Protocol):
     """The interface of gates 4–6 (identity policy, site ACL, claims)."""
 
     @property
-    def gate(self) -> Gate: ...
+    def gate(self) -> GateName: ...
 
     def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
         """PUBLISH from ``identity`` to the concrete ``topic`` (after topic-alias resolution)."""
@@ -52,10 +52,6 @@ class PolicyGate(Protocol):
         check through :meth:`check_deliver` (a wildcard that reaches into an area decided per
         topic).
         """
-        ...
-
-    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
-        """Whether deliveries through this subscription must be checked one by one."""
         ...
 
     def check_deliver(self, identity: Identity, message: Any) -> Decision | None:

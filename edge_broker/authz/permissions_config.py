@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from .permissions import PermissionConfigError, PermissionList, parse_permission_list
 
 SELECTOR_KEYS = ("username", "client_id", "cert_cn", "role", "method", "tenant")

@@ -25,12 +25,12 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from ..audit import events as audit_events
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.names import shown
 from ..mqtt.packets import Publish, Subscription, Will
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
-from .decision import ALLOW, Decision, Gate, deny
+from .decision import ALLOW, Decision, GateName, deny
 from .gate import PolicyGate
 from .permissions import PermissionBindError, PermissionList, PermissionVerdict
 from .permissions_config import PermissionsConfig
@@ -80,8 +80,8 @@ class PermissionsGate:
         )
 
     @property
-    def gate(self) -> Gate:
-        return Gate.PERMISSIONS
+    def gate(self) -> GateName:
+        return GateName.PERMISSIONS
 
     def list_for(self, identity: Identity) -> tuple[PermissionList, str]:
         """The client's bound list and the assignment that chose it; raises PermissionBindError."""
@@ -118,27 +118,27 @@ class PermissionsGate:
         perm = verdict.permission
         rule = perm.id if perm is not None else None
         if verdict.allowed:
-            return Decision(True, Gate.PERMISSIONS, rule, recheck=verdict.recheck)
+            return Decision(True, GateName.PERMISSIONS, rule, recheck=verdict.recheck)
         if perm is None:
             return deny(
-                Gate.PERMISSIONS,
+                GateName.PERMISSIONS,
                 None,
                 f"{what}: no permission matches and the default behaviour is DENY",
             )
-        return deny(Gate.PERMISSIONS, rule, f'{what}: denied by permissions rule "{rule}"')
+        return deny(GateName.PERMISSIONS, rule, f'{what}: denied by permissions rule "{rule}"')
 
     def admit(self, identity: Identity) -> Decision | None:
         try:
             self.list_for(identity)
         except PermissionBindError as exc:
-            return deny(Gate.PERMISSIONS, None, str(exc))
+            return deny(GateName.PERMISSIONS, None, str(exc))
         return None
 
     def check_publish(self, identity: Identity, topic: str, qos: int, retain: bool) -> Decision:
         try:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
-            return deny(Gate.PERMISSIONS, None, str(exc))
+            return deny(GateName.PERMISSIONS, None, str(exc))
         key = (id(plist), topic, qos, retain)
         cached = self._publish_cache.get(key)
         if cached is None:
@@ -154,7 +154,7 @@ class PermissionsGate:
         try:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
-            return deny(Gate.PERMISSIONS, None, str(exc))
+            return deny(GateName.PERMISSIONS, None, str(exc))
         return self._decision(
             plist.check_subscribe(topic_filter, qos, group), f"subscribe to {shown(topic_filter)}"
         )
@@ -165,7 +165,7 @@ class PermissionsGate:
         try:
             plist, _ = self.list_for(identity)
         except PermissionBindError as exc:
-            return deny(Gate.PERMISSIONS, None, str(exc))
+            return deny(GateName.PERMISSIONS, None, str(exc))
         return self._decision(plist.check_delivery(topic, qos, group), f"deliver {shown(topic)}")
 
 
@@ -194,19 +194,6 @@ class GatePipeline:
         self.denials: Counter[tuple[str, str]] = Counter()
 
     # -- bookkeeping ----------------------------------------------------------------------
-
-    def with_gates(self, gates: Sequence[PolicyGate]) -> GatePipeline:
-        """The same pipeline with more gates appended (claims gate after start-up)."""
-        pipeline = GatePipeline(
-            authorizers=self.authorizers,
-            permissions=self.permissions,
-            token_gate=self.token_gate,
-            gates=self.gates + tuple(gates),
-            audit=self.audit,
-            separator=self.separator,
-        )
-        pipeline.hits, pipeline.denials = self.hits, self.denials
-        return pipeline
 
     @property
     def has_delivery_gates(self) -> bool:

@@ -1,7 +1,7 @@
 """The token gate: gate 4 of AUTHZ.md §2 for token-authenticated clients (seed 000).
 
 The token's grants for the connection's tenant (``Identity.grants``, a
-:class:`~edge_broker.auth.grants.CompiledTenantGrants` set by the ``token`` method) decide, as an
+:class:`~edge_broker.authz.grants.CompiledTenantGrants` set by the ``token`` method) decide, as an
 allow-list:
 
 - publish (and the will at CONNECT): allowed when some ``allow_channels_pub`` rule matches the
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..auth.grants import CompiledTenantGrants
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.names import shown
 from ..mqtt.packets import Publish, Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
-from .decision import Decision, Gate, deny
+from .decision import Decision, GateName, deny
+from .grants import CompiledTenantGrants
 
 
 def _grants(identity: Identity) -> CompiledTenantGrants | None:
@@ -57,12 +57,12 @@ class TokenGate:
         if decision is None:
             if len(self._allow) >= ALLOW_CACHE_SIZE:
                 self._allow.clear()
-            decision = self._allow[rule] = Decision(True, Gate.TOKEN, rule)
+            decision = self._allow[rule] = Decision(True, GateName.TOKEN, rule)
         return decision
 
     @property
-    def gate(self) -> Gate:
-        return Gate.TOKEN
+    def gate(self) -> GateName:
+        return GateName.TOKEN
 
     def applies(self, identity: Identity) -> bool:
         """True for clients whose identity carries token grants."""
@@ -82,14 +82,14 @@ class TokenGate:
             rule = grants.can_publish(topic)
         except RuleError as exc:
             return deny(
-                Gate.TOKEN,
+                GateName.TOKEN,
                 None,
                 f"{shown(topic)} is not a valid channel name: {exc}",
                 ReasonCode.TOPIC_NAME_INVALID,
             )
         if rule is None:
             return deny(
-                Gate.TOKEN,
+                GateName.TOKEN,
                 None,
                 f"no allow_channels_pub rule of the token for tenant "
                 f"{identity.tenant!r} lets the client {what} {shown(topic)}",
@@ -110,14 +110,14 @@ class TokenGate:
             rule = grants.can_subscribe(topic_filter)
         except RuleError as exc:
             return deny(
-                Gate.TOKEN,
+                GateName.TOKEN,
                 None,
                 f"{shown(topic_filter)} is not a valid subscription pattern: {exc}",
                 ReasonCode.TOPIC_FILTER_INVALID,
             )
         if rule is None:
             return deny(
-                Gate.TOKEN,
+                GateName.TOKEN,
                 None,
                 f"no allow_channels_sub rule of the token for tenant "
                 f"{identity.tenant!r} accepts the subscription {shown(topic_filter)}",

@@ -10,13 +10,11 @@ from __future__ import annotations
 import re
 import socket
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..config_section import ConfigError, Section
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import validate_topic_filter
-
-if TYPE_CHECKING:
-    from ..config import ConfigError
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DIRECTIONS = ("out", "in", "both")
@@ -91,8 +89,6 @@ class BridgeConfig:
 
 def parse_bridges(raw: Any, file: str, problems: list[ConfigError]) -> tuple[BridgeConfig, ...]:
     """``raw`` is the TOML value of ``bridges``; problems are appended to ``problems``."""
-    from ..config import ConfigError, Section
-
     if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
         problems.append(
             ConfigError(file, "bridges", "expected an array of tables: write [[bridges]]")
@@ -116,9 +112,7 @@ def parse_bridges(raw: Any, file: str, problems: list[ConfigError]) -> tuple[Bri
     return tuple(bridges)
 
 
-def _parse_bridge(s: Any, file: str, problems: list[ConfigError]) -> BridgeConfig | None:
-    from ..config import ConfigError, Section
-
+def _parse_bridge(s: Section, file: str, problems: list[ConfigError]) -> BridgeConfig | None:
     name = s.string("name", "")
     if not NAME.match(name):
         s.problem(
@@ -196,7 +190,9 @@ def _parse_bridge(s: Any, file: str, problems: list[ConfigError]) -> BridgeConfi
     overflow = s.choice("overflow", "drop-oldest", OVERFLOW)
     drain_rate = s.number("drain_rate", 1000.0, 0, 1e9)
     topics: list[TopicMapping] = []
-    raw_topics = s.get("topics", [], list, "an array of tables: write [[bridges.topics]]")
+    raw_topics: list[Any] = s.get(
+        "topics", [], list, "an array of tables: write [[bridges.topics]]"
+    )
     for j, table in enumerate(raw_topics):
         key = f"{s.path}.topics[{j}]"
         if not isinstance(table, dict):
@@ -258,7 +254,7 @@ def _parse_mapping(t: Any) -> TopicMapping | None:
             "local", f'{local!r} is not a valid MQTT topic filter ({exc}): write e.g. "sensors/#"'
         )
         return None
-    if local.startswith("$share/") or local.startswith("$"):
+    if local.startswith("$"):
         t.problem(
             "local",
             f"{local!r}: bridge a plain filter; '$' topics ($SYS, $share) are never bridged",

@@ -1,5 +1,5 @@
 """The bridges' families on the metrics endpoint (``edge_broker_bridge_*``, label ``bridge``);
-``edge-broker bridge status`` reads them back (bridge/commands.py)."""
+``edge-broker bridge status`` reads them back (cli/bridge.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 bridge principal's authorization, and the values for ``$SYS`` and the metrics endpoint.
 
 Authorization (AUTHZ.md §2, docs/bridge.md): a bridge is a principal of its own, an
-:class:`~edge_broker.auth.identity.Identity` with ``method = "bridge"``, ``client_id`` and
+:class:`~edge_broker.identity.Identity` with ``method = "bridge"``, ``client_id`` and
 ``username`` = the bridge's name, ``interface`` = ``bridge/<name>`` (a name no network interface
 can have) and ``tenant`` = the mapping's tenant. Default permissions select it with
 ``method = "bridge"`` (and ``username = "<name>"``), site-ACL subjects with
@@ -22,13 +22,14 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..auth.identity import Identity
-from ..authz.decision import Decision, Gate
+from ..authz.decision import Decision, GateName
 from ..broker.awaiting import all_of
 from ..broker.message import Message, make_message
+from ..identity import Identity
 from ..matching.names import shown
 from ..mqtt.packets import NO_PROPERTIES, Publish
 from ..store import StoreError
+from ..store.errors import StoreOpenError
 from .config import BridgeConfig, TopicMapping
 from .link import BridgeLink
 from .queue import Entry, OutboundQueue
@@ -39,10 +40,6 @@ if TYPE_CHECKING:
     from ..broker.server import Broker
 
 log = logging.getLogger("edge_broker.bridge")
-
-
-class BridgeStoreError(RuntimeError):
-    """A bridge's queue log cannot be opened at start; the message says what to change."""
 
 
 class Bridge:
@@ -172,7 +169,7 @@ class Bridges:
                     directory.mkdir(parents=True, exist_ok=True)
                     store = BridgeStore(path, fsync)
                 except (StoreError, OSError) as exc:
-                    raise BridgeStoreError(
+                    raise StoreOpenError(
                         f"bridge {bc.name}: cannot open its queue log {str(path)!r}: {exc}; check "
                         "that no other broker uses the state directory and that it is writable, or "
                         "set [persistence] state_dir"
@@ -319,7 +316,7 @@ class Bridges:
         broker = self.broker
         if decision.denied:
             bridge.stats.denied_in += 1
-            if decision.gate in (Gate.SYNTAX, Gate.RESERVED):
+            if decision.gate in (GateName.SYNTAX, GateName.RESERVED):
                 # gates 1-2 are decided before the pipeline, which audits the others
                 if broker.audit is not None:
                     broker.audit.decision(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .commands import register
+from ..cli.broker import register
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..auth.chain import Authenticator, ConnectionInfo
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.codec import PacketReader, encode
 from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Will

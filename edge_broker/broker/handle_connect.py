@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from ..audit import events as audit_events
 from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, requested_tenant
-from ..auth.identity import Identity
 from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
+from ..identity import Identity
 from ..mqtt.packets import Auth, Connack, Connect, Disconnect, Pingreq, Properties
 from ..mqtt.reason_codes import ReasonCode
 from .connection import AUTHENTICATING, CONNECTED, CONNECTING, Connection

@@ -14,7 +14,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ..authz.decision import Decision, Gate, deny
+from ..authz.decision import Decision, GateName, deny
 from ..matching.names import shown
 from ..mqtt.names import payload_is_valid_utf8
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
@@ -133,7 +133,7 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         publish_denied(
             conn,
             packet,
-            deny(Gate.RESERVED, None, "SMOKER claims are disabled on this broker ([claims])"),
+            deny(GateName.RESERVED, None, "SMOKER claims are disabled on this broker ([claims])"),
         )
         return None
     verdict = broker.policy.check_publish(identity, topic, packet)

@@ -48,12 +48,7 @@ def handle_subscribe(conn: Connection, packet: Subscribe) -> Awaitable[None] | N
             "subscription identifiers are not supported",
         )
         return None
-    for sub in packet.subscriptions:
-        if sub.no_local and sub.topic_filter.startswith("$share/") and conn.v5:
-            conn.violation(
-                ReasonCode.PROTOCOL_ERROR, "No Local on a shared subscription (MQTT 5 §3.8.3.1)"
-            )
-            return None
+    # No Local on a shared subscription (MQTT 5 §3.8.3.1) never gets here: the decoder refuses it.
     user_properties = packet.properties.user_properties
     verdicts = [_check(conn, sub, user_properties) for sub in packet.subscriptions]
     if all(isinstance(v, (Decision, int)) for v in verdicts):

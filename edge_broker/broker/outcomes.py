@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..authz.decision import Decision, Gate
+from ..authz.decision import Decision, GateName
 from ..mqtt.packets import Properties, Puback, Publish, Pubrec
 from ..mqtt.reason_codes import SUBACK_FAILURE_V3, ReasonCode
 
@@ -71,7 +71,7 @@ def subscribe_denied(conn: Connection, decision: Decision) -> int | None:
         return None
     if conn.v5:
         return int(decision.reason_code)
-    if conn.level == 3 or decision.gate is Gate.SYNTAX or decision.disconnect:
+    if conn.level == 3 or decision.gate is GateName.SYNTAX or decision.disconnect:
         conn.close(None, denial_reason(decision))
         return None
     return SUBACK_FAILURE_V3

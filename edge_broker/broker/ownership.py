@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..auth.identity import Identity
+    from ..identity import Identity
     from .session import Session
 
 UNKNOWN = "unknown"  # a session restored from a state written before owners were recorded

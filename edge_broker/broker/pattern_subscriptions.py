@@ -25,11 +25,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..matching.mqtt_topics import SHARE_PREFIX, SharedFilter, parse_shared
-from ..matching.subscription_patterns import SubscriptionPattern, parse_pattern
+from ..matching.subscription_patterns import SubscriptionPattern, is_runtime_pattern, parse_pattern
 
 if TYPE_CHECKING:
-    from ..auth.identity import Identity
     from ..config import ListenerConfig
+    from ..identity import Identity
 
 SEED001 = "seed001"
 
@@ -38,11 +38,7 @@ def runtime_pattern(topic_filter: str, separator: str) -> SubscriptionPattern | 
     """The compiled pattern when ``topic_filter`` (without ``$share/<group>/``) uses a wildcard
     that MQTT lacks; ``None`` for a filter that means the same in MQTT. :class:`RuleError`
     when it is meant as a pattern (it contains ``*``, ``>`` or a prefix ``#``) but is invalid."""
-    if (
-        "*" not in topic_filter
-        and ">" not in topic_filter
-        and not any(token.endswith("#") and token != "#" for token in topic_filter.split(separator))
-    ):
+    if not is_runtime_pattern(topic_filter, separator):
         return None
     return parse_pattern(topic_filter, separator)
 

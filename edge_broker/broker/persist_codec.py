@@ -14,7 +14,7 @@ import dataclasses
 import time
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.packets import NO_PROPERTIES, Properties, Will
 from .message import Message
 from .session import Outgoing

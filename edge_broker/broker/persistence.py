@@ -50,6 +50,7 @@ from ..config import Config
 from ..mqtt.packets import Will
 from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
 from ..store.damage import damage_hint, open_or_set_aside
+from ..store.errors import StoreOpenError
 from ..store.gcpause import fewer_young_collections
 from ..store.keyed import RAW_DELETE, RAW_PUT
 from .awaiting import all_of
@@ -89,10 +90,6 @@ FSYNC = {"sync": "always", "none": "never"}
 # backlog churns references fast, and each compaction re-encodes every live record, so at 1/2
 # compactions cost as much CPU as the messages themselves (bench_persistence, 10 subscribers).
 COMPACT_RATIO = 0.75
-
-
-class PersistenceError(RuntimeError):
-    """The state directory or its log cannot be opened; the message says what to change."""
 
 
 def log_path(config: Config) -> Path:
@@ -138,7 +135,7 @@ class Persistence:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise PersistenceError(
+            raise StoreOpenError(
                 f"cannot create the state directory {str(path.parent)!r}: {exc.strerror}; set "
                 "[persistence] state_dir or $EDGE_BROKER_STATE_DIR to a writable directory"
             ) from exc
@@ -155,7 +152,7 @@ class Persistence:
         try:
             keyed = open_or_set_aside(path, opener, settings.on_damage, log)
         except (StoreError, OSError) as exc:
-            raise PersistenceError(
+            raise StoreOpenError(
                 f"cannot open the broker store {str(path)!r}: {exc}; check that no other broker "
                 "uses it and that the directory is writable, or set [persistence] state_dir"
                 + damage_hint(path)

@@ -20,9 +20,9 @@ import socket
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ..auth.identity import Identity
-from ..authz.decision import ALLOW, Decision, Gate, deny
+from ..authz.decision import ALLOW, Decision, GateName, deny
 from ..authz.pipeline import GatePipeline
+from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import validate_topic_filter, validate_topic_name
 from ..matching.reserved_topics import SYS_ROOT, ReservedTopics
@@ -75,12 +75,12 @@ class Policy:
     def check_publish(self, identity: Identity, topic: str, packet: Publish) -> MaybeDecision:
         reserved = self.reserved_topics
         if reserved.is_sys(topic):
-            return deny(Gate.RESERVED, None, f"clients never publish to {SYS_ROOT} topics")
+            return deny(GateName.RESERVED, None, f"clients never publish to {SYS_ROOT} topics")
         if reserved.is_smoker_system(topic):
             if reserved.smoker_may_publish(topic) and identity.smoker_authenticated:
                 return ALLOW
             return deny(
-                Gate.RESERVED,
+                GateName.RESERVED,
                 None,
                 f"{topic!r} is reserved for SMOKER claims (SMOKER-authenticated clients only)",
             )
@@ -97,9 +97,9 @@ class Policy:
         try:
             validate_topic_name(will.topic, self.separator)
         except RuleError as exc:
-            return deny(Gate.SYNTAX, None, str(exc), ReasonCode.TOPIC_NAME_INVALID)
+            return deny(GateName.SYNTAX, None, str(exc), ReasonCode.TOPIC_NAME_INVALID)
         if self.reserved_topics.reserved(will.topic):
-            return deny(Gate.RESERVED, None, f"the will topic {will.topic!r} is reserved")
+            return deny(GateName.RESERVED, None, f"the will topic {will.topic!r} is reserved")
         if self.pipeline is not None:
             return self.pipeline.check_will(identity, will)
         return ALLOW
@@ -119,10 +119,10 @@ class Policy:
             if pattern is None:
                 validate_topic_filter(inner, self.separator)
         except RuleError as exc:
-            return deny(Gate.SYNTAX, None, str(exc), ReasonCode.TOPIC_FILTER_INVALID)
+            return deny(GateName.SYNTAX, None, str(exc), ReasonCode.TOPIC_FILTER_INVALID)
         if self.reserved_topics.is_smoker_system(inner):
             return deny(
-                Gate.RESERVED,
+                GateName.RESERVED,
                 None,
                 f"nobody may subscribe to {inner!r}: it is a SMOKER system topic",
             )

@@ -23,8 +23,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..auth.identity import Identity
-from ..authz.decision import ALLOW, Decision, Gate, deny
+from ..authz.decision import ALLOW, Decision, GateName, deny
+from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.subscription_patterns import SubscriptionPattern
 from ..matching.subscription_trie import SubscriptionTrie
@@ -332,14 +332,14 @@ def judge_will(broker: Broker, session: Session, will: Will) -> Decision | Await
         return ALLOW
     if judged_later(identity):
         return deny(
-            Gate.TOKEN,
+            GateName.TOKEN,
             TOKEN_NOT_KEPT,
             "the token grants of the will's client were not "
             "kept across the restart; its will cannot be judged",
         )
     expires = identity.token_expires_at
     if expires is not None and time.time() >= expires:
-        return deny(Gate.TOKEN, TOKEN_EXPIRED, "the token of the will's client has expired")
+        return deny(GateName.TOKEN, TOKEN_EXPIRED, "the token of the will's client has expired")
     return broker.policy.check_will(identity, will)
 
 
@@ -358,7 +358,7 @@ def will_refused(broker: Broker, session: Session, will: Will, decision: Decisio
     )
     # the pipeline audits its gates' denials itself; gates 1-2 and an expired token are ours
     if broker.audit is not None and (
-        decision.gate in (Gate.RESERVED, Gate.SYNTAX)
+        decision.gate in (GateName.RESERVED, GateName.SYNTAX)
         or decision.rule in (TOKEN_EXPIRED, TOKEN_NOT_KEPT)
     ):
         identity = session.identity

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..audit import events as audit_events
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
-from ..auth.identity import Identity
 from ..authz.decision import Decision
 from ..config import Config, ListenerConfig, claims_enabled
+from ..identity import Identity
 from ..mqtt.packets import (
     Auth,
     Connect,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..auth.identity import DEFAULT_TENANT, Identity
+from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.packets import Will
 from .journal import NO_JOURNAL, SessionJournal
 from .message import Message

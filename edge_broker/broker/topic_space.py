@@ -7,7 +7,8 @@ first use, with the same key/value shape; :meth:`TopicSpace.match` returns the h
 
 The subscription trie maps a filter to ``{key: value}``: for an ordinary subscription the key is
 the client id and the value its :class:`SubscriptionEntry`; a shared subscription group
-(MQTT 5 §4.8.2) is one entry whose key is ``("$share", group)`` and value a :class:`SharedGroup`.
+(MQTT 5 §4.8.2) is one entry whose key is ``(SHARE_PREFIX, group)`` and value a
+:class:`SharedGroup`.
 
 Two pattern texts can name one pattern (with ``/``, ``+`` is ``*``: ``a/+/#`` and ``a/*/#``); a
 session may hold both, as two subscriptions, but the pattern index has one slot per pattern and
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from ..matching.errors import RuleError
+from ..matching.mqtt_topics import SHARE_PREFIX
 from ..matching.pattern_trie import PatternTrie
 from ..matching.subscription_patterns import SubscriptionPattern, parse_pattern
 from ..matching.subscription_trie import SubscriptionTrie
@@ -96,9 +98,9 @@ class TopicSpace:
         if group is None:
             group = self.shared[key] = SharedGroup(entry.share_group, topic_filter)
             if pattern is None:
-                self.trie.add(topic_filter, ("$share", entry.share_group), group)
+                self.trie.add(topic_filter, (SHARE_PREFIX, entry.share_group), group)
             else:
-                self._add_pattern(pattern, ("$share", entry.share_group), group)
+                self._add_pattern(pattern, (SHARE_PREFIX, entry.share_group), group)
         group.members[client_id] = entry
 
     def _patterns(self) -> PatternTrie[SubscriptionKey, object]:
@@ -144,7 +146,7 @@ class TopicSpace:
         group.members.pop(client_id, None)
         if not group.members:
             del self.shared[key]
-            self._remove(topic_filter, ("$share", entry.share_group))
+            self._remove(topic_filter, (SHARE_PREFIX, entry.share_group))
 
     def match(self, topic: str) -> tuple[Mapping[SubscriptionKey, object], ...]:
         """Subscriber mappings of every filter and pattern matching ``topic``. Patterns never

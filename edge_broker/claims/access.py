@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..authz.decision import Decision, Gate, deny
+from ..authz.decision import Decision, GateName, deny
 from ..mqtt.reason_codes import ReasonCode
 from .model import Activity, Claim
 from .topics import is_restricted, owner_segment
@@ -43,8 +43,8 @@ class AccessResult:
     def decision(self) -> Decision:
         """The same answer as an authorization pipeline ``Decision`` of gate 6 (AUTHZ.md §2)."""
         if self.allowed:
-            return Decision(True, Gate.CLAIMS, None, ReasonCode.SUCCESS, self.reason)
-        return deny(Gate.CLAIMS, None, self.reason, self.reason_code)
+            return Decision(True, GateName.CLAIMS, None, ReasonCode.SUCCESS, self.reason)
+        return deny(GateName.CLAIMS, None, self.reason, self.reason_code)
 
 
 OUTSIDE = AccessResult(True, ReasonCode.SUCCESS, "not in the restricted area")

@@ -19,7 +19,7 @@ from .topics import validate_claim_topic
 
 
 class Publisher(Protocol):
-    """What the claim checks need of an ``auth.identity.Identity``."""
+    """What the claim checks need of an ``identity.Identity``."""
 
     @property
     def client_id(self) -> str: ...

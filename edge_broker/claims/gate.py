@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..auth.identity import Identity
-from ..authz.decision import Decision, Gate, deny
+from ..authz.decision import Decision, GateName, deny
+from ..identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.mqtt_topics import filters_overlap
+from ..matching.subscription_patterns import is_runtime_pattern
 from ..mqtt.packets import Publish, Subscription, Will
 from .errors import shown
 from .model import Activity
@@ -35,11 +36,11 @@ _RULE = "smoker"
 def reaches_restricted(topic_filter: str) -> bool:
     """Can a message on a restricted topic match ``topic_filter`` (without ``$share/…``)?
 
-    Conservative: a filter holding ``*`` or ``>`` (the runtime subscription patterns of
-    PATTERNS.md §2, e.g. ``>``, ``r*/#``) is treated as reaching the area, so its deliveries are
-    checked one by one; a check too many costs a lookup, one too few would leak.
+    Conservative: a runtime subscription pattern (PATTERNS.md §2, e.g. ``>``, ``r*/#``, ``re#``)
+    is treated as reaching the area, so its deliveries are checked one by one; a check too many
+    costs a lookup, one too few would leak.
     """
-    if "*" in topic_filter or ">" in topic_filter:
+    if is_runtime_pattern(topic_filter):
         return True
     return is_restricted(topic_filter) or filters_overlap(topic_filter, RESTRICTED_AREA)
 
@@ -64,8 +65,8 @@ class ClaimsGate:
         self._seen = service.generation
 
     @property
-    def gate(self) -> Gate:
-        return Gate.CLAIMS
+    def gate(self) -> GateName:
+        return GateName.CLAIMS
 
     def _decide(self, identity: Identity, topic: str, activity: Activity) -> Decision | None:
         if not is_restricted(topic):
@@ -96,7 +97,7 @@ class ClaimsGate:
     ) -> Decision | None:
         if is_smoker_system_topic(topic_filter):
             return deny(
-                Gate.CLAIMS,
+                GateName.CLAIMS,
                 _RULE,
                 f"{shown(topic_filter)} is a SMOKER system topic: no one subscribes",
             )
@@ -108,11 +109,11 @@ class ClaimsGate:
             if decision.denied:
                 return decision
             return Decision(
-                True, Gate.CLAIMS, None, decision.reason_code, decision.reason, recheck=True
+                True, GateName.CLAIMS, None, decision.reason_code, decision.reason, recheck=True
             )
         return Decision(
             True,
-            Gate.CLAIMS,
+            GateName.CLAIMS,
             None,
             reason="reaches into restricted/: every delivery is checked",
             recheck=True,

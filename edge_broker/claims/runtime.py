@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..store import StoreError
 from ..store.damage import damage_hint, open_or_set_aside
+from ..store.errors import StoreOpenError
 from .gate import ClaimsGate
 from .persistence import CLAIMS_LOG, KeyedClaimStore
 from .service import ClaimService, LoadReport
@@ -48,10 +49,6 @@ class ClaimsStats:
     throttled_clients: int
     store_healthy: bool
     store_error: str | None
-
-
-class ClaimsStartError(RuntimeError):
-    """The claim store cannot be opened; the message says which path and what to change."""
 
 
 def state_dir(config: Config) -> Path:
@@ -114,7 +111,7 @@ class ClaimsRuntime:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ClaimsStartError(
+            raise StoreOpenError(
                 f"cannot create the claim store directory {str(path.parent)!r}: {exc.strerror}; "
                 "set [claims] store_dir (or the state directory) to a writable directory"
             ) from exc
@@ -127,7 +124,7 @@ class ClaimsRuntime:
                 log,
             )
         except (StoreError, OSError) as exc:
-            raise ClaimsStartError(
+            raise StoreOpenError(
                 f"cannot open the claim store {str(path)!r}: {exc}; check that no other broker "
                 "uses it and that the directory is writable, or set [claims] store_dir"
                 + damage_hint(path)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
 from .access import AccessResult, ClaimRecord, Quarantined, decide
@@ -231,14 +231,6 @@ class ClaimService:
         table = self._index.get(tenant, _EMPTY)
         records = (table.get(t) for t in self._owned.get((tenant, owner), ()))
         return sorted((r for r in records if isinstance(r, Claim)), key=_topic_of)
-
-    def involved_claims(self, client_id: str, tenant: str = "~") -> list[Claim]:
-        self.verify_all()
-        records = self._index.get(tenant, _EMPTY).values()
-        return sorted(
-            (r for r in records if isinstance(r, Claim) and is_involved(r, client_id)),
-            key=_topic_of,
-        )
 
     def tenants(self) -> list[str]:
         return sorted(t for t, table in self._index.items() if table)

@@ -1,14 +1,10 @@
-"""What the broker calls: SMOKER's system topics, SUBSCRIBE and delivery checks (SMOKER.md).
+"""What the broker calls for SMOKER's system topics (SMOKER.md "System topics").
 
-- ``handle_system_publish``: a PUBLISH to ``access/claim``, ``access/unclaim`` or
-  ``access/claims/…`` → the PUBACK/PUBREC reason code, a Reason String, and for a claims request
-  the answer to send to the publisher (if it is subscribed to exactly that topic). Nothing
-  published there is ever routed.
-- ``subscribe_decision``: an exact (wildcard-free) filter in the restricted area is decided at
-  SUBSCRIBE time (0x87, or 0x83 for a compromised claim); a wildcard filter is accepted and its
-  deliveries are checked one by one. Nobody may subscribe to the system topics.
-- ``delivery_allowed``: every delivery of a message on a restricted topic (wildcard, shared and
-  retained included), with activity SUBSCRIBE, against the claims as they are now.
+``handle_system_publish``: a PUBLISH to ``access/claim``, ``access/unclaim`` or
+``access/claims/…`` → the PUBACK/PUBREC reason code, a Reason String, and for a claims request
+the answer to send to the publisher (if it is subscribed to exactly that topic). Nothing
+published there is ever routed. SUBSCRIBE and delivery decisions are the claims gate's
+(``claims/gate.py``).
 """
 
 from __future__ import annotations
@@ -16,21 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..auth.identity import Identity
+from ..identity import Identity
 from ..mqtt.reason_codes import ReasonCode
-from .access import AccessResult
 from .errors import shown
-from .model import Activity
 from .service import ClaimService
 from .topics import (
     CLAIM_TOPIC,
     CLAIMS_REQUEST_PREFIX,
     UNCLAIM_TOPIC,
-    is_restricted,
-    is_smoker_system_topic,
 )
-
-_SHARE_PREFIX = "$share/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,38 +67,3 @@ async def handle_system_publish(
             outcome.reason_code, outcome.reason_string, response, outcome.limit
         )
     raise ValueError(f"{shown(topic)} is not a SMOKER system topic")
-
-
-def _inner_filter(topic_filter: str) -> str:
-    """``$share/<group>/<filter>`` → ``<filter>``; anything else unchanged."""
-    if topic_filter.startswith(_SHARE_PREFIX):
-        group_end = topic_filter.find("/", len(_SHARE_PREFIX))
-        if group_end >= 0:
-            return topic_filter[group_end + 1 :]
-    return topic_filter
-
-
-def subscribe_decision(
-    service: ClaimService, identity: Identity, topic_filter: str
-) -> AccessResult | None:
-    """The SUBACK answer for one filter, or ``None`` when the claims do not decide it now."""
-    inner = _inner_filter(topic_filter)
-    if is_smoker_system_topic(inner):
-        return AccessResult(
-            False,
-            ReasonCode.NOT_AUTHORIZED,
-            f"{shown(inner)} is a SMOKER system topic: no one subscribes",
-        )
-    if "+" in inner or "#" in inner or not is_restricted(inner):
-        return None
-    return service.decide(identity, inner, Activity.SUBSCRIBE)
-
-
-def delivery_allowed(service: ClaimService, identity: Identity, topic: str) -> bool:
-    """May a message on ``topic`` be delivered to ``identity`` now?"""
-    return not is_restricted(topic) or service.decide(identity, topic, Activity.SUBSCRIBE).allowed
-
-
-def publish_decision(service: ClaimService, identity: Identity, topic: str) -> AccessResult:
-    """Gate 6 at PUBLISH on a concrete topic (allowed outside the restricted area)."""
-    return service.decide(identity, topic, Activity.PUBLISH)

@@ -10,7 +10,7 @@ tries keep a simpler result cache of their own (:mod:`.routing_index`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -117,23 +117,6 @@ class DecisionCache(Generic[K, V]):
             self._bytes = 0
         self._bytes += cost
         entries[key] = (generation, value)
-
-    def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
-        """The cached value, or ``compute()`` stored for the current generation.
-
-        If ``compute`` itself bumps the generation (say it reloads a policy), its result is
-        returned but not cached, since it may predate the change.
-        """
-        entry = self._entries.get(key)
-        generation = self._generation
-        if entry is not None and entry[0] == generation:
-            self.hits += 1
-            return entry[1]
-        self.misses += 1
-        value = compute()
-        if self._max and generation == self._generation:
-            self._store(key, generation, value)
-        return value
 
     def clear(self) -> None:
         """Drop every entry (the generation is kept)."""

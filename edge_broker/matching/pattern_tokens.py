@@ -107,10 +107,6 @@ def _why_invalid(tok: str, separator: str) -> str:
     return f"{tok!r} is not a valid token"
 
 
-def is_tail(token: PatternToken) -> bool:
-    return token.kind in TAIL_KINDS
-
-
 def render(tokens: Sequence[PatternToken], separator: str) -> str:
     """The pattern text of ``tokens`` (``+`` is rendered as ``*``)."""
     out = []

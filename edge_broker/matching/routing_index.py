@@ -94,13 +94,6 @@ class RoutingIndex(ABC, Generic[SK, SV]):
             self._cache[topic] = result
         return result
 
-    def match_keys(self, topic: str) -> set[SK]:
-        """The set of keys subscribed through at least one filter or pattern matching ``topic``."""
-        keys: set[SK] = set()
-        for subs in self.match(topic):
-            keys.update(subs)
-        return keys
-
     @abstractmethod
     def _match(self, topic: str) -> tuple[Mapping[SK, SV], ...]:
         """The uncached walk of the subclass's nodes."""

@@ -25,6 +25,17 @@ _PFX = 2
 _STEP_CODE = {TokenKind.LITERAL: _LIT, TokenKind.STAR: _ANY, TokenKind.PREFIX_STAR: _PFX}
 
 
+def is_runtime_pattern(topic_filter: str, separator: str = DEFAULT_SEPARATOR) -> bool:
+    """``topic_filter`` uses a wildcard MQTT lacks (``*``, ``>``, a prefix ``p#``), so it is
+    meant as a runtime pattern, not an MQTT filter. The one definition: the broker's SUBSCRIBE
+    parsing, the site ACL gate and the claims gate all ask this."""
+    return (
+        "*" in topic_filter
+        or ">" in topic_filter
+        or any(token.endswith("#") and token != "#" for token in topic_filter.split(separator))
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SubscriptionPattern:
     """A validated runtime subscription pattern (PATTERNS.md §2).

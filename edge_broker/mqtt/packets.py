@@ -29,12 +29,6 @@ class PacketType(IntEnum):
     AUTH = 15
 
 
-class ProtocolLevel(IntEnum):
-    MQTT_3_1 = 3  # protocol name "MQIsdp"
-    MQTT_3_1_1 = 4
-    MQTT_5 = 5
-
-
 UserProperties = tuple[tuple[str, str], ...]
 
 

@@ -13,11 +13,22 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ..config import ListenerConfig
-    from .settings import MetricsConfig
+from .settings import MetricsConfig
+
+
+class BoundListener(Protocol):
+    """What :func:`address_conflicts` reads of a listener (``config.ListenerConfig`` is one):
+    named here so that this parser, which ``config.py`` composes, does not import it back."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def bind(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+
 
 Address = tuple[int, str]  # (IP version, address text)
 
@@ -40,7 +51,7 @@ def _overlap(a: Sequence[Address], b: Sequence[Address]) -> bool:
 
 
 def address_conflicts(
-    listeners: Sequence[ListenerConfig], metrics: MetricsConfig
+    listeners: Sequence[BoundListener], metrics: MetricsConfig
 ) -> list[tuple[str, str]]:
     """(key, message) for every socket that another one before it would already hold."""
     sockets = [

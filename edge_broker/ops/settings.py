@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..config import Section
+    from ..config_section import Section
 
 SYNC_SOURCES = ("none", "mqtt", "directory")
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..matching.reserved_topics import CLAIM_TOPIC
+
 BASE_TS = 1_790_000_000.0
 
 SETS: dict[str, list[dict[str, Any]]] = {
@@ -337,7 +339,7 @@ def _write_audit(
                         **base,
                         "type": "decision",
                         "action": "publish",
-                        "topic": "access/claim",
+                        "topic": CLAIM_TOPIC,
                         "qos": 1,
                         "outcome": "deny",
                         "gate": "claims",

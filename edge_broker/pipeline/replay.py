@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..auth.identity import Identity
 from ..authz.decision import Decision
+from ..identity import Identity
 from ..mqtt.packets import Publish, Subscription
 
 REPLAYED_ACTIONS = ("publish", "subscribe")

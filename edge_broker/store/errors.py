@@ -1,4 +1,4 @@
-"""The one exception type of the store layer."""
+"""The store layer's exception types: a failed operation, and a store that cannot be opened."""
 
 from __future__ import annotations
 
@@ -28,3 +28,11 @@ class StoreError(Exception):
 
     def __str__(self) -> str:
         return self.message if self.path is None else f"{self.path}: {self.message}"
+
+
+class StoreOpenError(RuntimeError):
+    """A store the broker needs at start-up (its state log, the claim store, a bridge's queue
+    log) cannot be created or opened; the message names the file and the key to set.
+
+    Not a :class:`StoreError`: no handler of a failed write may catch it; ``edge-broker run``
+    prints it and exits 1."""

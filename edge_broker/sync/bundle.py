@@ -33,6 +33,8 @@ import cbor2
 import nacl.exceptions
 import nacl.signing
 
+from .errors import SyncError
+
 ENVELOPE_FORMAT = "edge-broker/bundle/1"
 BODY_FORMAT = "edge-broker/policy/1"
 POLICY_SECTIONS = frozenset({"permissions", "tokens", "acl", "passwords", "authorizers", "claims"})
@@ -40,7 +42,7 @@ MAX_BUNDLE_BYTES = 8 * 1024 * 1024
 ANY_GATEWAY = "*"
 
 
-class BundleError(Exception):
+class BundleError(SyncError):
     """A bundle that is malformed, not genuine, or not meant for this gateway."""
 
 

@@ -43,7 +43,8 @@ import nacl.signing
 from ..keys import load_verify_key
 from .apply import merged_config
 from .bundle import BundleError, PolicyBundle, check_acceptable, key_id, verify_bundle
-from .state import BUNDLE_FILE, SyncError, SyncStateDir, SyncStateError, SyncStatus
+from .errors import SyncError
+from .state import BUNDLE_FILE, SyncStateDir, SyncStateError, SyncStatus
 from .upload import AuditBatch, UploadStatus, next_batch
 
 if TYPE_CHECKING:

@@ -22,12 +22,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import SyncError
+
 BUNDLE_FILE = "bundle.cbor"
 CURSOR_FILE = "audit-cursor.json"
-
-
-class SyncError(Exception):
-    """Sync cannot start (keys, state directory); the message names the key or path."""
 
 
 class SyncStateError(SyncError):

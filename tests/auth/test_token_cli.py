@@ -11,9 +11,10 @@ import pytest
 from token_test_keys import HS_SECRET, private_keys, private_pem, public_pem
 
 from edge_broker.auth.token import TokenVerifier
-from edge_broker.auth.token_commands import UsageError, parse_duration
 from edge_broker.auth.token_keys import TokenKey
 from edge_broker.cli import main
+from edge_broker.cli.errors import UsageError
+from edge_broker.cli.token import parse_duration
 
 GRANT = {
     "tenant_ids": ["acme"],

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from token_test_keys import GRANTS, signing_key, verify_key
 
-from edge_broker.auth.grants import Grants
 from edge_broker.auth.token import TokenError, TokenVerifier, VerifiedToken, create_token
+from edge_broker.authz.grants import Grants
 
 NOW = 1_800_000_000.0
 ALGS = ["EdDSA", "ES256", "RS256", "HS256"]

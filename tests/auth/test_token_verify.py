@@ -219,7 +219,7 @@ def test_33_segment_rule_is_refused_naming_the_rule() -> None:
 
 def test_invalid_rule_message_is_the_same_at_creation() -> None:
     grants = [{"tenant_ids": ["acme"], "allow_channels_sub": ["store/#/status"]}]
-    from edge_broker.auth.grants import GrantError
+    from edge_broker.authz.grants import GrantError
 
     with pytest.raises(GrantError) as created:
         token(grants=grants)

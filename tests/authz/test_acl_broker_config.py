@@ -211,7 +211,7 @@ def test_reload_never_fails_open_and_applies_a_good_acl(tmp_path: Path) -> None:
 
 def test_readme_example_loads_and_decides_as_documented() -> None:
     from edge_broker.authz.acl import Acl
-    from edge_broker.authz.acl_config import Flow, Message
+    from edge_broker.authz.acl_config import AclMessage, Flow
     from edge_broker.authz.acl_settings import _load_json5_section
 
     readme = (ROOT / "README.md").read_text()
@@ -222,7 +222,7 @@ def test_readme_example_loads_and_decides_as_documented() -> None:
     def decide(
         subject: tuple[str | None, str | None, str | None], key: str
     ) -> tuple[bool, str | None]:
-        d = acl.decide(subject, Flow.INGRESS, Message.PUT, key)
+        d = acl.decide(subject, Flow.INGRESS, AclMessage.PUT, key)
         return d.allowed, d.rule_id
 
     assert decide(("wlan0", None, None), "site/a/telemetry/t") == (True, "field-telemetry")

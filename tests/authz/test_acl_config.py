@@ -11,9 +11,9 @@ import pytest
 from edge_broker.authz.acl_config import (
     AclConfig,
     AclError,
+    AclMessage,
     AclSubject,
     Flow,
-    Message,
     Permission,
     SubjectCombination,
     load_acl_config,
@@ -55,7 +55,7 @@ def test_good_config_loads_into_frozen_values() -> None:
     assert isinstance(config, AclConfig)
     assert config.enabled and config.default_permission is Permission.DENY
     r1, r2 = config.rules
-    assert r1.messages == (Message.PUT, Message.DELETE)
+    assert r1.messages == (AclMessage.PUT, AclMessage.DELETE)
     assert r1.flows == (Flow.INGRESS,)
     assert [k.text for k in r1.key_exprs] == ["a/**", "b/*"]
     assert set(r2.flows) == {Flow.INGRESS, Flow.EGRESS}  # absent -> both
@@ -208,7 +208,7 @@ def test_section_must_be_an_object(data: Any) -> None:
 
 def test_liveliness_messages_are_accepted() -> None:
     config = load_acl_config(rule_with(messages=["liveliness_token", "liveliness_query"]))
-    assert config.rules[0].messages == (Message.LIVELINESS_TOKEN, Message.LIVELINESS_QUERY)
+    assert config.rules[0].messages == (AclMessage.LIVELINESS_TOKEN, AclMessage.LIVELINESS_QUERY)
 
 
 def test_invalid_json5() -> None:

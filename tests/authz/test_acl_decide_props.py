@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_broker.authz.acl import Acl, AclDecision
-from edge_broker.authz.acl_config import Flow, Message
+from edge_broker.authz.acl_config import AclMessage, Flow
 from edge_broker.matching.keyexpr import includes, is_valid
 
 CHUNKS = ["a", "b", "*", "**", "a$*", "$*b", "@a"]
@@ -135,7 +135,7 @@ def test_compiled_acl_equals_direct_pseudocode(
 ) -> None:
     acl = Acl.load(config)
     for who, flow, message, key in requests:
-        got = acl.decide(who, Flow(flow), Message(message), key)
+        got = acl.decide(who, Flow(flow), AclMessage(message), key)
         assert got == direct(config, who, flow, message, key), (who, flow, message, key)
         # The per-identity SubjectAcl (what the broker keeps) gives the same answer.
-        assert acl.for_subject(*who).decide(Flow(flow), Message(message), key) == got
+        assert acl.for_subject(*who).decide(Flow(flow), AclMessage(message), key) == got

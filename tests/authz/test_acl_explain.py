@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
-from edge_broker.authz.acl_config import Flow, Message
-from edge_broker.authz.decision import Gate
+from edge_broker.authz.acl_config import AclMessage, Flow
+from edge_broker.authz.acl_gate import acl_decision
+from edge_broker.authz.decision import GateName
+from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
 from edge_broker.mqtt.reason_codes import ReasonCode
 
@@ -24,25 +25,25 @@ ACL = {
 
 
 def test_denial_by_rule_names_gate_and_rule() -> None:
-    decision = Acl.load(ACL).decide((None, None, None), Flow.INGRESS, Message.PUT, "admin/x")
+    decision = Acl.load(ACL).decide((None, None, None), Flow.INGRESS, AclMessage.PUT, "admin/x")
     assert decision == AclDecision(False, "no-admin")
     assert decision.explain() == 'denied by acl rule "no-admin"'
-    pipeline = decision.to_decision()
-    assert pipeline.denied and pipeline.gate is Gate.ACL and pipeline.rule == "no-admin"
+    pipeline = acl_decision(decision, "publish to admin/x (put)")
+    assert pipeline.denied and pipeline.gate is GateName.ACL and pipeline.rule == "no-admin"
     assert pipeline.reason_code is ReasonCode.NOT_AUTHORIZED
-    assert pipeline.reason == 'denied by acl rule "no-admin"'
+    assert pipeline.reason == 'publish to admin/x (put): denied by acl rule "no-admin"'
 
 
 def test_allow_and_default_texts() -> None:
     acl = Acl.load(ACL)
-    allowed = acl.decide((None, None, None), Flow.INGRESS, Message.PUT, "a/b")
+    allowed = acl.decide((None, None, None), Flow.INGRESS, AclMessage.PUT, "a/b")
     assert allowed.explain() == 'allowed by acl rule "open"'
-    assert allowed.to_decision().allowed and allowed.to_decision().rule == "open"
-    default = acl.decide((None, None, None), Flow.INGRESS, Message.QUERY, "a/b")
+    assert acl_decision(allowed, "").allowed and acl_decision(allowed, "").rule == "open"
+    default = acl.decide((None, None, None), Flow.INGRESS, AclMessage.QUERY, "a/b")
     assert default.explain() == "denied by acl default_permission"
-    assert default.to_decision().rule is None
+    assert acl_decision(default, "").rule is None
     disabled = Acl.load({"enabled": False}).decide((None, None, None), Flow.EGRESS,
-                                                    Message.PUT, "x")  # fmt: skip
+                                                    AclMessage.PUT, "x")  # fmt: skip
     assert disabled.explain() == "allowed by acl: access control is disabled"
 
 
@@ -54,7 +55,7 @@ def test_unrepresentable_reason_is_explained() -> None:
 def test_decide_refuses_an_invalid_key_expression() -> None:
     # The ACL API takes key expressions; MQTT callers go through acl_mqtt, which denies.
     with pytest.raises(RuleError):
-        Acl.load(ACL).decide((None, None, None), Flow.INGRESS, Message.PUT, "a//b")
+        Acl.load(ACL).decide((None, None, None), Flow.INGRESS, AclMessage.PUT, "a//b")
 
 
 def test_matching_subjects_for_explain() -> None:

@@ -10,12 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl
-from edge_broker.authz.acl_gate import AclGate, egress_can_deny, pattern_to_keyexpr, publish_message
-from edge_broker.authz.acl_mqtt import mqtt_publish_message
-from edge_broker.authz.decision import Gate
+from edge_broker.authz.acl_gate import AclGate, egress_can_deny, pattern_to_keyexpr
+from edge_broker.authz.decision import GateName
 from edge_broker.broker.message import Message as BrokerMessage
+from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
 from edge_broker.matching.keyexpr import KeyExpr
 from edge_broker.matching.subscription_patterns import parse_pattern
@@ -53,34 +52,13 @@ def ident(**kw: Any) -> Identity:
     return Identity(client_id="c", method="anonymous", **kw)
 
 
-@pytest.mark.parametrize(
-    ("retain", "payload", "props"),
-    [
-        (False, b"x", Properties()),
-        (True, b"", Properties()),
-        (True, b"x", Properties()),
-        (False, b"", Properties()),
-        (False, b"x", Properties(response_topic="r")),
-        (False, b"x", Properties(correlation_data=b"c")),
-        (False, b"x", Properties(response_topic="r", correlation_data=b"c")),
-        (True, b"", Properties(response_topic="r")),
-    ],
-)
-def test_message_kind_matches_the_engine_mapping(
-    retain: bool, payload: bytes, props: Properties
-) -> None:
-    assert publish_message(retain, payload, props) is mqtt_publish_message(
-        Publish("t", payload, 0, retain, properties=props)
-    )
-
-
 def test_reason_strings_name_rule_or_default() -> None:
     gate = AclGate(Acl.load(section()))
     denied = gate.check_publish(ident(), "admin/x", Publish("admin/x", b"1"))
     assert (
         denied is not None
         and denied.denied
-        and denied.gate is Gate.ACL
+        and denied.gate is GateName.ACL
         and denied.rule == "no-admin"
     )
     assert denied.reason == "publish to 'admin/x' (put): denied by acl rule \"no-admin\""

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_broker.authz.acl import Acl
-from edge_broker.authz.acl_config import Flow, Message, load_acl_config
+from edge_broker.authz.acl_config import AclMessage, Flow, load_acl_config
 from edge_broker.authz.acl_lint import AclFinding, lint_acl
 from edge_broker.matching.keyexpr import is_valid
 
@@ -86,8 +86,8 @@ def test_allow_included_in_deny_of_same_scope_is_shadowed() -> None:
     assert str(finding).startswith("rule 'ok': shadowed-by-deny:")
     # Cross-check with the compiled ACL: the shadowed key is denied, the other allowed.
     acl = Acl.load(data)
-    assert acl.decide((None, None, None), Flow.INGRESS, Message.PUT, "a/b/c").rule_id == "block"
-    assert acl.decide((None, None, None), Flow.INGRESS, Message.PUT, "x/y").rule_id == "ok"
+    assert acl.decide((None, None, None), Flow.INGRESS, AclMessage.PUT, "a/b/c").rule_id == "block"
+    assert acl.decide((None, None, None), Flow.INGRESS, AclMessage.PUT, "x/y").rule_id == "ok"
 
 
 def test_deny_in_another_scope_does_not_shadow() -> None:
@@ -149,7 +149,7 @@ def test_redundant_deny_under_default_deny() -> None:
                 policies=[{"rules": ["ok", "useful"], "subjects": ["s"]}])  # fmt: skip
     full, reduced = Acl.load(data), Acl.load(kept)
     for key in ("a/secret", "a/x", "b/y", "b/**", "a/**", "c"):
-        for message in (Message.PUT, Message.QUERY):
+        for message in (AclMessage.PUT, AclMessage.QUERY):
             got = full.decide((None, None, None), Flow.INGRESS, message, key).allowed
             assert got == reduced.decide((None, None, None), Flow.INGRESS, message, key).allowed
 
@@ -216,7 +216,7 @@ def test_removing_what_lint_calls_dead_changes_no_decision(
     full, reduced = Acl.load(data), Acl.load(without_dead(data, findings))
     for who in ((None, None, None), ("lo", None, None), ("eth0", None, None)):
         for flow in (Flow.INGRESS, Flow.EGRESS):
-            for message in (Message.PUT, Message.QUERY):
+            for message in (AclMessage.PUT, AclMessage.QUERY):
                 for key in requests:
                     before = full.decide(who, flow, message, key).allowed
                     assert reduced.decide(who, flow, message, key).allowed == before, (
@@ -266,7 +266,7 @@ def test_unused_catch_all_subject_still_overlaps_in_zenoh() -> None:
         [{"rules": ["d"], "subjects": ["lo"]}],
     )
     assert kinds(data) == [("unused-subject", "subject 'anyone'"), ("subject-overlap", "rule 'd'")]
-    assert not Acl.load(data).decide(("lo", None, None), Flow.INGRESS, Message.PUT,
+    assert not Acl.load(data).decide(("lo", None, None), Flow.INGRESS, AclMessage.PUT,
                                      "k/secret").allowed  # fmt: skip
 
 
@@ -309,4 +309,6 @@ def test_deny_of_a_more_general_subject_shadows() -> None:
          {"rules": ["global-deny"], "subjects": ["anyone"]}],
     )  # fmt: skip
     assert ("shadowed-by-deny", "rule 'lo-allow'") in kinds(data)
-    assert not Acl.load(data).decide(("lo", None, None), Flow.INGRESS, Message.PUT, "a/b").allowed
+    assert (
+        not Acl.load(data).decide(("lo", None, None), Flow.INGRESS, AclMessage.PUT, "a/b").allowed
+    )

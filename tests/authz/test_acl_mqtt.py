@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.acl import Acl, AclDecision
-from edge_broker.authz.acl_config import Flow, Message
+from edge_broker.authz.acl_config import AclMessage, Flow
 from edge_broker.authz.acl_mqtt import (
     AclRequest,
     check,
@@ -26,6 +25,7 @@ from edge_broker.authz.acl_mqtt import (
     subscribe_request,
     topic_to_keyexpr,
 )
+from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
 from edge_broker.mqtt.packets import Properties, Publish
 
@@ -33,32 +33,32 @@ from edge_broker.mqtt.packets import Properties, Publish
 @pytest.mark.parametrize(
     ("publish", "message"),
     [
-        (Publish("t", b"x"), Message.PUT),
-        (Publish("t", b"", retain=False), Message.PUT),  # empty but not retained: a put
-        (Publish("t", b"x", retain=True), Message.PUT),
-        (Publish("t", b"", retain=True), Message.DELETE),
-        (Publish("t", b"q", properties=Properties(response_topic="r")), Message.QUERY),
+        (Publish("t", b"x"), AclMessage.PUT),
+        (Publish("t", b"", retain=False), AclMessage.PUT),  # empty but not retained: a put
+        (Publish("t", b"x", retain=True), AclMessage.PUT),
+        (Publish("t", b"", retain=True), AclMessage.DELETE),
+        (Publish("t", b"q", properties=Properties(response_topic="r")), AclMessage.QUERY),
         (
             Publish("t", b"q", properties=Properties(response_topic="r", correlation_data=b"1")),
-            Message.QUERY,
+            AclMessage.QUERY,
         ),
-        (Publish("t", b"a", properties=Properties(correlation_data=b"1")), Message.REPLY),
+        (Publish("t", b"a", properties=Properties(correlation_data=b"1")), AclMessage.REPLY),
         (
             Publish("t", b"", retain=True, properties=Properties(response_topic="r")),
-            Message.DELETE,
+            AclMessage.DELETE,
         ),
     ],
 )
-def test_publish_message_kinds(publish: Publish, message: Message) -> None:
+def test_publish_message_kinds(publish: Publish, message: AclMessage) -> None:
     assert mqtt_publish_message(publish) is message
 
 
 def test_subscribe_message_kinds() -> None:
-    assert mqtt_subscribe_message(Properties()) is Message.DECLARE_SUBSCRIBER
+    assert mqtt_subscribe_message(Properties()) is AclMessage.DECLARE_SUBSCRIBER
     queryable = Properties(user_properties=(("queryable", "true"),))
-    assert mqtt_subscribe_message(queryable) is Message.DECLARE_QUERYABLE
+    assert mqtt_subscribe_message(queryable) is AclMessage.DECLARE_QUERYABLE
     other = Properties(user_properties=(("queryable", "false"), ("x", "true")))
-    assert mqtt_subscribe_message(other) is Message.DECLARE_SUBSCRIBER
+    assert mqtt_subscribe_message(other) is AclMessage.DECLARE_SUBSCRIBER
 
 
 @pytest.mark.parametrize(
@@ -193,7 +193,7 @@ def test_one_mapped_request_checked_for_every_subscriber() -> None:
               "permission": "deny", "key_exprs": ["dev/*/cfg"]}]  # fmt: skip
     compiled = acl("allow", rules, [{"id": "field", "interfaces": ["wlan0"]}])
     request = publish_request(Publish("dev/7/cfg", b"{}"))
-    assert request == AclRequest(Message.PUT, topic_to_keyexpr("dev/7/cfg"))
+    assert request == AclRequest(AclMessage.PUT, topic_to_keyexpr("dev/7/cfg"))
     verdicts = [
         check(compiled.for_identity(who(interface)), Flow.EGRESS, request)
         for interface in ("wlan0", "eth0", "wlan0")
@@ -204,7 +204,7 @@ def test_one_mapped_request_checked_for_every_subscriber() -> None:
 
 def test_unrepresentable_request_carries_its_refusal() -> None:
     request = subscribe_request("$SYS/#")
-    assert request.key is None and request.message is Message.DECLARE_SUBSCRIBER
+    assert request.key is None and request.message is AclMessage.DECLARE_SUBSCRIBER
     assert request.refusal is not None and "'$'" in request.refusal
     subject = acl("allow", []).for_identity(who())
     decision = check(subject, Flow.INGRESS, request)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from edge_broker.authz.acl import Acl
-from edge_broker.authz.acl_config import Flow, Message
+from edge_broker.authz.acl_config import AclMessage, Flow
 from tests.seed004_tables import MATCHING_TABLE
 
 zenoh = pytest.importorskip(
@@ -142,7 +142,7 @@ def test_real_zenoh_router_agrees_with_our_acl(default: str) -> None:
     ours = Acl.load(section).for_subject("lo", None, None)
     expected = set()
     for i, (request, _) in enumerate(TABLE):
-        if ours.allows(Flow.INGRESS, Message.DECLARE_SUBSCRIBER, f"row{i}/{request}"):
+        if ours.allows(Flow.INGRESS, AclMessage.DECLARE_SUBSCRIBER, f"row{i}/{request}"):
             expected.add(f"row{i}/{concrete(request)}")
     assert 0 < len(expected) < len(TABLE)  # the table has both outcomes
 
@@ -173,8 +173,8 @@ def test_divergence_when_several_subjects_match(default: str) -> None:
     assert deliveries(section, ["k/secret", "k/open"], ["k/**"], zenoh_view) == zenoh_view
     # edge-broker: the deny of "lo" wins for a loopback client that matches both subjects.
     ours = Acl.load(section).for_subject("lo", None, None)
-    assert not ours.allows(Flow.INGRESS, Message.PUT, "k/secret")
-    assert ours.allows(Flow.INGRESS, Message.PUT, "k/open")
+    assert not ours.allows(Flow.INGRESS, AclMessage.PUT, "k/secret")
+    assert ours.allows(Flow.INGRESS, AclMessage.PUT, "k/open")
 
 
 def test_interface_subjects_apply_only_on_their_interface() -> None:
@@ -196,7 +196,7 @@ def test_interface_subjects_apply_only_on_their_interface() -> None:
     }  # fmt: skip
     keys = ["k/secret", "k/other", "k/open"]
     ours = Acl.load(section).for_subject("lo", None, None)
-    expected = {k for k in keys if ours.allows(Flow.INGRESS, Message.PUT, k)}
+    expected = {k for k in keys if ours.allows(Flow.INGRESS, AclMessage.PUT, k)}
     assert expected == {"k/other", "k/open"}
     assert deliveries(section, keys, ["k/**"], expected) == expected
 
@@ -216,7 +216,7 @@ def test_flow_restricted_deny(flow: str) -> None:
     ours = Acl.load(section).for_subject("lo", None, None)
     denied_flow = Flow(flow)
     other_flow = Flow.EGRESS if denied_flow is Flow.INGRESS else Flow.INGRESS
-    assert not ours.allows(denied_flow, Message.PUT, "k/secret")
-    assert ours.allows(other_flow, Message.PUT, "k/secret")
+    assert not ours.allows(denied_flow, AclMessage.PUT, "k/secret")
+    assert ours.allows(other_flow, AclMessage.PUT, "k/secret")
     keys = ["k/secret", "k/open"]
     assert deliveries(section, keys, ["k/**"], {"k/open"}) == {"k/open"}

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from edge_broker.auth.identity import Identity
 from edge_broker.authz.authorizers import (
     AuthorizerChain,
     AuthorizerConfigError,
@@ -19,6 +18,7 @@ from edge_broker.authz.authorizers import (
     instantiate,
     parse_authorizer_specs,
 )
+from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import (
     Disconnect,
     Properties,

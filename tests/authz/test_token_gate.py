@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from edge_broker.auth.grants import Grants
-from edge_broker.auth.identity import Identity
-from edge_broker.authz.decision import Gate
+from edge_broker.authz.decision import GateName
+from edge_broker.authz.grants import Grants
 from edge_broker.authz.token_gate import TokenGate
+from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import Publish, Subscription, Will
 from edge_broker.mqtt.reason_codes import ReasonCode
 
@@ -62,7 +62,7 @@ def subscribe(gate: TokenGate, who: Identity, pattern: str):
 def test_publish_decisions_name_the_rule(sep, tenant, channel, rule):
     gate = TokenGate()
     d = publish(gate, identity(tenant, sep), channel.replace(".", sep))
-    assert d is not None and d.gate is Gate.TOKEN
+    assert d is not None and d.gate is GateName.TOKEN
     if rule is None:
         assert d.denied and d.rule is None and d.reason_code == ReasonCode.NOT_AUTHORIZED
         assert "allow_channels_pub" in (d.reason or "") and repr(tenant) in (d.reason or "")

@@ -259,7 +259,7 @@ def bridge_status(
     """``edge-broker bridge status`` as data (through the metrics endpoint)."""
     import urllib.request
 
-    from edge_broker.bridge.commands import parse_status
+    from edge_broker.cli.bridge import parse_status
 
     url = metrics_url(b)
     deadline = time.monotonic() + timeout

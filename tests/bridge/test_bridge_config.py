@@ -188,7 +188,7 @@ def test_check_command_names_the_bridge_key(tmp_path):
 def test_status_url_from_the_config(tmp_path):
     import argparse
 
-    from edge_broker.bridge.commands import _url
+    from edge_broker.cli.bridge import _url
 
     config = tmp_path / "gw.toml"
     config.write_text('[metrics]\nenabled = true\nbind = "0.0.0.0"\nport = 9911\n')

@@ -16,9 +16,9 @@ from edge_broker.auth.chain import (
     Continue,
     Refused,
 )
-from edge_broker.auth.identity import Identity
-from edge_broker.authz.decision import ALLOW, Decision, Gate, deny
+from edge_broker.authz.decision import ALLOW, Decision, GateName, deny
 from edge_broker.broker.policy import Policy
+from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import (
     Auth,
     Disconnect,
@@ -135,7 +135,7 @@ class SlowPolicy(Policy):
     async def _publish(self, topic: str) -> Decision:
         await asyncio.sleep(0.02)
         if topic.startswith("deny/"):
-            return deny(Gate.AUTHORIZER, "no-deny", "denied by authorizer rule 'no-deny'")
+            return deny(GateName.AUTHORIZER, "no-deny", "denied by authorizer rule 'no-deny'")
         return ALLOW
 
     def check_publish(self, identity, topic, packet, *more):
@@ -147,7 +147,7 @@ class SlowPolicy(Policy):
     async def _subscribe(self, topic_filter: str) -> Decision:
         await asyncio.sleep(0.01)
         if topic_filter.startswith("deny/"):
-            return deny(Gate.AUTHORIZER, "no-deny", "denied by authorizer rule 'no-deny'")
+            return deny(GateName.AUTHORIZER, "no-deny", "denied by authorizer rule 'no-deny'")
         return ALLOW
 
     def check_subscribe(self, identity, subscription, user_properties=()):
@@ -202,7 +202,7 @@ class EgressPolicy(Policy):
 
     def check_deliver(self, session, message, *more):
         if session.client_id == "blocked" and message.topic.startswith("secret/"):
-            return deny(Gate.ACL, "egress", "egress denied")
+            return deny(GateName.ACL, "egress", "egress denied")
         return ALLOW
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from edge_broker.auth.identity import Identity
 from edge_broker.claims.model import Activity, Permission, Restriction, RestrictionType
 from edge_broker.claims.signature import sign_restriction
 from edge_broker.claims.smoker_id import smoker_id
+from edge_broker.identity import Identity
 
 OWNER_KEY = SigningKey(bytes(range(1, 33)))
 OTHER_KEY = SigningKey(bytes(range(0x21, 0x41)))

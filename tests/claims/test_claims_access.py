@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from claims_helpers import OTHER, OTHER_KEY, OWNER, OWNER_KEY, THIRD, restriction
 
-from edge_broker.authz.decision import Gate
+from edge_broker.authz.decision import GateName
 from edge_broker.claims.access import Quarantined, decide
 from edge_broker.claims.model import Activity, Claim, RestrictionType
 from edge_broker.claims.signature import sign_restriction
@@ -125,6 +125,6 @@ def test_invalid_owner_segment_is_nobodys_area() -> None:
 def test_access_result_maps_to_a_gate_6_decision() -> None:
     claims = store(Quarantined(TOPIC, "tampered"))
     decision = decide(OTHER, TOPIC, SUB, claims.get).decision()
-    assert decision.denied and decision.gate is Gate.CLAIMS
+    assert decision.denied and decision.gate is GateName.CLAIMS
     assert decision.reason_code is ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR
     assert decide(OWNER, TOPIC, SUB, claims.get).decision().allowed

@@ -333,7 +333,7 @@ def test_unclaim_rows() -> None:
 
 
 def test_identity_protocol_uses_the_proven_smoker_id_not_the_client_id() -> None:
-    from edge_broker.auth.identity import Identity
+    from edge_broker.identity import Identity
 
     odd = Identity(client_id=OTHER, method="smoker", smoker_id=OWNER)
     outcome = evaluate_claim(odd, 1, dumps(good()), NoThrottle(), 0.0)

@@ -12,7 +12,7 @@ from claims_helpers import OTHER, OWNER, claim_payload, plain_identity, restrict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_broker.authz.decision import Decision, Gate, deny
+from edge_broker.authz.decision import Decision, GateName, deny
 from edge_broker.authz.pipeline import GatePipeline
 from edge_broker.broker.policy import Policy
 from edge_broker.claims.gate import ClaimsGate, reaches_restricted
@@ -67,6 +67,10 @@ async def claim(service: ClaimService, kind: RestrictionType, *perms: tuple[str,
         ("r*/#", True),
         ("restricted/*/t", True),
         ("open/*", True),
+        # a prefix '#' (PATTERNS.md §2 'p#') is a runtime pattern too: 're#' matches
+        # 'restricted/<owner>/t' (it was not rechecked: one check too few)
+        ("re#", True),
+        ("restricted#", True),
     ],
 )
 def test_which_filters_reach_the_restricted_area(f: str, reaches: bool) -> None:
@@ -92,7 +96,7 @@ async def test_exact_subscribe_is_decided_now_and_marked_for_recheck(service: Cl
     other = smoker_identity(OTHER)
     denied = gate.check_subscribe(other, sub, T, None)
     assert denied is not None and denied.denied and denied.reason_code == 0x87
-    assert denied.gate is Gate.CLAIMS
+    assert denied.gate is GateName.CLAIMS
     await claim(service, RestrictionType.WHITELIST, (OTHER, Activity.SUBSCRIBE))
     allowed = gate.check_subscribe(other, sub, T, None)
     assert allowed is not None and allowed.allowed and allowed.recheck
@@ -147,11 +151,11 @@ class DenyNo:
     """A gate before the claims (as the site ACL is): denies topics under ``no/``."""
 
     @property
-    def gate(self) -> Gate:
-        return Gate.ACL
+    def gate(self) -> GateName:
+        return GateName.ACL
 
     def check_publish(self, identity: Any, topic: str, packet: Publish) -> Decision | None:
-        return deny(Gate.ACL, "no", "no") if topic.startswith("no/") else None
+        return deny(GateName.ACL, "no", "no") if topic.startswith("no/") else None
 
     def check_will(self, identity: Any, will: Will) -> Decision | None:
         return None
@@ -165,7 +169,7 @@ class DenyNo:
         return True
 
     def check_deliver(self, identity: Any, message: Any) -> Decision | None:
-        return deny(Gate.ACL, "no", "no") if message.topic.startswith("no/") else None
+        return deny(GateName.ACL, "no", "no") if message.topic.startswith("no/") else None
 
 
 def broker_policy(gate: ClaimsGate) -> Policy:
@@ -181,19 +185,21 @@ async def test_the_pipeline_runs_the_earlier_gates_first_then_the_claims(
     assert policy.has_delivery_gates
     assert policy.routable("open/t") and not policy.routable("access/claim")
     first = policy.check_publish(other, "no/x", Publish("no/x"))
-    assert isinstance(first, Decision) and first.gate is Gate.ACL  # the earlier denial wins
+    assert isinstance(first, Decision) and first.gate is GateName.ACL  # the earlier denial wins
     second = policy.check_publish(other, T, Publish(T))
-    assert isinstance(second, Decision) and second.gate is Gate.CLAIMS and second.denied
+    assert isinstance(second, Decision) and second.gate is GateName.CLAIMS and second.denied
     third = policy.check_publish(other, "open/t", Publish("open/t"))
     assert isinstance(third, Decision) and third.allowed
     sub = policy.check_subscribe(other, Subscription("$share/g/#", 0))
     assert isinstance(sub, Decision) and sub.allowed and sub.recheck
     bad = policy.check_subscribe(other, Subscription("a/#/b", 0))
-    assert isinstance(bad, Decision) and bad.gate is Gate.SYNTAX
+    assert isinstance(bad, Decision) and bad.gate is GateName.SYNTAX
     reserved = policy.check_subscribe(other, Subscription("access/claim", 0))
     assert isinstance(reserved, Decision) and reserved.denied
-    assert policy.check_deliver(Sess(other), Msg("no/t")).gate is Gate.ACL  # type: ignore[arg-type]
-    assert policy.check_deliver(Sess(other), Msg(T)).gate is Gate.CLAIMS  # type: ignore[arg-type]
+    acl_denied = policy.check_deliver(Sess(other), Msg("no/t"))  # type: ignore[arg-type]
+    assert acl_denied.gate is GateName.ACL
+    claims_denied = policy.check_deliver(Sess(other), Msg(T))  # type: ignore[arg-type]
+    assert claims_denied.gate is GateName.CLAIMS
     assert policy.check_deliver(Sess(other), Msg("open/t")).allowed  # type: ignore[arg-type]
     await claim(service, RestrictionType.WHITELIST, (OTHER, Activity.ALL))
     assert policy.check_deliver(Sess(other), Msg(T)).allowed  # type: ignore[arg-type]

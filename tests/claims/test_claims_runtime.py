@@ -18,11 +18,12 @@ from claims_helpers import (
 from edge_broker.claims.access import Quarantined
 from edge_broker.claims.model import Activity, Claim, RestrictionType
 from edge_broker.claims.persistence import CLAIMS_LOG, KeyedClaimStore
-from edge_broker.claims.runtime import ClaimsRuntime, ClaimsStartError, store_path
+from edge_broker.claims.runtime import ClaimsRuntime, store_path
 from edge_broker.claims.service import ClaimService
 from edge_broker.claims.throttle import ThrottleLimits
 from edge_broker.config import ConfigError, claims_enabled, loads_config
 from edge_broker.mqtt.reason_codes import ReasonCode
+from edge_broker.store.errors import StoreOpenError
 
 TOPICS = [f"restricted/{OWNER}/t{i}" for i in range(40)]
 
@@ -138,7 +139,7 @@ async def test_a_store_that_cannot_be_opened_is_a_clear_start_error(tmp_path: Pa
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     cfg = loads_config(f'[claims]\nenabled = true\nstore_dir = "{blocker}/sub"\n')
-    with pytest.raises(ClaimsStartError, match="store_dir"):
+    with pytest.raises(StoreOpenError, match="store_dir"):
         ClaimsRuntime.open(cfg)
     held = loads_config(f'[claims]\nenabled = true\nstore_dir = "{tmp_path}"\n')
     first = ClaimsRuntime.open(held)
@@ -146,7 +147,7 @@ async def test_a_store_that_cannot_be_opened_is_a_clear_start_error(tmp_path: Pa
     assert (stats.claims, stats.pending, stats.quarantined) == (0, 0, 0)
     assert stats.store_healthy and stats.store_error is None
     try:
-        with pytest.raises(ClaimsStartError, match="no other broker"):
+        with pytest.raises(StoreOpenError, match="no other broker"):
             ClaimsRuntime.open(held)  # the log's lock: one broker per store
     finally:
         await first.close()

@@ -19,7 +19,6 @@ from claims_helpers import (
     smoker_identity,
 )
 
-from edge_broker.auth.identity import Identity
 from edge_broker.claims.access import Quarantined
 from edge_broker.claims.model import Activity, Claim, RestrictionType
 from edge_broker.claims.persistence import KeyedClaimStore, record_value
@@ -27,6 +26,7 @@ from edge_broker.claims.service import ClaimService
 from edge_broker.claims.signature import sign_restriction
 from edge_broker.claims.smoker_id import smoker_id
 from edge_broker.claims.throttle import ThrottleLimits
+from edge_broker.identity import Identity
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 TOPIC = f"restricted/{OWNER}/temperature"

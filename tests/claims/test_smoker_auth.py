@@ -16,7 +16,6 @@ from edge_broker.auth.chain import (
     Continue,
     Refused,
 )
-from edge_broker.auth.identity import Identity
 from edge_broker.auth.smoker import (
     SMOKER_METHOD,
     SmokerAuthenticator,
@@ -25,6 +24,7 @@ from edge_broker.auth.smoker import (
     issue_challenge,
     refuse_smoker_impostor,
 )
+from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import Auth, Connect, Properties
 from edge_broker.mqtt.reason_codes import ReasonCode
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from smokermqtt.client import MQTTClient
 
-from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
+from edge_broker.auth.methods import AUTHENTICATOR_FACTORIES
 from edge_broker.auth.password import load_password_file, set_user, write_password_file
 
 from . import fw_support as fw

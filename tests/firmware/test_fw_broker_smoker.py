@@ -2,7 +2,7 @@
 receive, unclaim, reconnect after a restart, and the device app end to end.
 
 Runs once the broker offers the ``smoker`` authentication method (registered in
-edge_broker.auth.chain.AUTHENTICATOR_FACTORIES); until then every test here is skipped with
+edge_broker.auth.methods.AUTHENTICATOR_FACTORIES); until then every test here is skipped with
 that reason.
 """
 
@@ -22,7 +22,7 @@ from smokermqtt import app, claims, ed25519, ids
 from smokermqtt.client import MQTTClient
 from smokermqtt.packets import MQTTError
 
-from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
+from edge_broker.auth.methods import AUTHENTICATOR_FACTORIES
 from edge_broker.cli import main as edge_broker
 
 from .fw_support import free_port, running_broker

@@ -12,7 +12,7 @@ import pytest
 from smokermqtt import ed25519
 from smokermqtt.client import MQTTClient
 
-from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
+from edge_broker.auth.methods import AUTHENTICATOR_FACTORIES
 
 pytestmark = pytest.mark.skipif(
     "smoker" not in AUTHENTICATOR_FACTORIES,

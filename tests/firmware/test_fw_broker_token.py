@@ -19,7 +19,7 @@ import nacl.signing
 import pytest
 from smokermqtt.client import MQTTClient
 
-from edge_broker.auth.chain import AUTHENTICATOR_FACTORIES
+from edge_broker.auth.methods import AUTHENTICATOR_FACTORIES
 from edge_broker.cli import main as edge_broker
 from edge_broker.keys import write_signing_key, write_verify_key
 

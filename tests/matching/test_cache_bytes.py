@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edge_broker.authz.decision import Gate, deny
+from edge_broker.authz.decision import GateName, deny
 from edge_broker.matching.decision_cache import DecisionCache, entry_bytes
 from edge_broker.matching.subscription_trie import SubscriptionTrie
 
@@ -11,15 +11,15 @@ def test_decision_cache_holds_at_most_its_byte_budget() -> None:
     cache: DecisionCache[tuple[str, str], object] = DecisionCache(65536, max_bytes=1_000_000)
     for i in range(2000):
         topic = f"t/{i}/" + "x" * 60_000
-        cache.put(("client", topic), deny(Gate.PERMISSIONS, None, "denied"))
+        cache.put(("client", topic), deny(GateName.PERMISSIONS, None, "denied"))
         assert cache.held_bytes <= 1_000_000
         assert cache.get(("client", topic)) is not None  # the newest entry is always kept
     assert len(cache) < 20
 
 
 def test_entry_bytes_counts_key_strings_and_reason() -> None:
-    small = entry_bytes(("c", "t"), deny(Gate.ACL, None, "r"))
-    big = entry_bytes(("c", "t" * 10_000), deny(Gate.ACL, None, "r" * 5_000))
+    small = entry_bytes(("c", "t"), deny(GateName.ACL, None, "r"))
+    big = entry_bytes(("c", "t" * 10_000), deny(GateName.ACL, None, "r" * 5_000))
     assert big - small >= 14_990
 
 

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_broker.auth.identity import Identity
 from edge_broker.broker.message import Message
 from edge_broker.broker.persist_codec import (
     RecordError,
@@ -23,6 +22,7 @@ from edge_broker.broker.persistence import BROKER_LOG, log_path
 from edge_broker.broker.session import Outgoing
 from edge_broker.claims.runtime import store_path
 from edge_broker.config import ConfigError, loads_config
+from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import Properties, Will
 
 text = st.text(max_size=20)

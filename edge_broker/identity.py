@@ -1,4 +1,7 @@
-"""Who is connected: the result of authentication (AUTHZ.md §1)."""
+"""Who is connected: the result of authentication (AUTHZ.md §1), and what the gates judge.
+
+Depends on nothing of ours (DESIGN.md `identity.py`): `authz`, `claims` and `auth` all import it.
+"""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from ..keys import (
     write_signing_key,
     write_verify_key,
 )
-from .bundle import (
+from ..sync.bundle import (
     BundleError,
     check_acceptable,
     create_bundle,
@@ -97,7 +97,7 @@ def embed_files(policy: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 def _cmd_create(args: argparse.Namespace) -> int:
-    from .apply import check_policy
+    from ..sync.apply import check_policy
 
     key = load_signing_key(args.key)
     policy = embed_files(load_policy_file(args.policy), Path(args.policy).resolve().parent)
@@ -119,7 +119,7 @@ def _trusted(paths: list[str]) -> list[nacl.signing.VerifyKey]:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .apply import check_policy
+    from ..sync.apply import check_policy
 
     bundle = verify_bundle(Path(args.bundle).read_bytes(), _trusted(args.trust))
     if args.gateway is not None:

@@ -7,7 +7,7 @@ import getpass
 import sys
 from pathlib import Path
 
-from .password import (
+from ..auth.password import (
     PasswordEntry,
     PasswordFileError,
     load_password_file,

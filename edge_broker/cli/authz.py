@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..auth.identity import DEFAULT_TENANT, Identity
 from ..config import Config, ConfigError, load_config
+from ..identity import DEFAULT_TENANT, Identity
 
 
 def _load(path: str) -> Config | None:
@@ -63,8 +63,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 2
+    from ..broker.explain import explain_sync
     from ..broker.policy import Policy, build_pipeline
-    from .explain import explain_sync
 
     identity = _identity(args, config)
     if isinstance(identity, str):
@@ -93,7 +93,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     from ..auth.client_id_lint import lint_client_id_binding
-    from .explain import lint_permissions
+    from ..authz.permissions_lint import lint_permissions
 
     findings: list[str] = []
     if config.permissions is not None:
@@ -102,7 +102,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     acl_config = getattr(config, "acl", None)
     if acl_config is not None and getattr(acl_config, "enabled", False):
         try:
-            from .acl_lint import lint_acl
+            from ..authz.acl_lint import lint_acl
 
             source = getattr(acl_config, "config", acl_config)
             findings += [f"acl: {finding}" for finding in lint_acl(source)]

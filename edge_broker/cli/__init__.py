@@ -1,10 +1,10 @@
-"""`edge-broker` command line.
+"""`edge-broker` command line: run | check | reload | explain | lint | passwd | token | claim |
+keygen | bundle | bridge | state.
 
-Commands: run | check | explain | lint | passwd | token | claim | keygen | bundle | state.
-
-Each command lives with the concept it serves and exposes ``register(subparsers)``; this module
-only lists them. A command module's ``register`` adds its parser and sets ``func`` to a callable
-taking the parsed ``argparse.Namespace`` and returning the process exit code.
+The command-line front ends live here, out of the library packages (DESIGN.md ``cli/``): one
+module per command group, each exposing ``register(subparsers)``; this module only lists them.
+A command module's ``register`` adds its parser and sets ``func`` to a callable taking the
+parsed ``argparse.Namespace`` and returning the process exit code.
 """
 
 from __future__ import annotations
@@ -13,24 +13,24 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
+from .. import __version__
 
 # command name → the module that registers it. Only the module of the command being run is
 # imported, so `edge-broker run` does not pay (about 14 MB on a Pi) for cryptography, PyNaCl
 # and TinyDB that the token, claim and bundle commands load; `--help` imports them all.
 COMMANDS: dict[str, str] = {
-    "run": "edge_broker.broker.commands",
-    "check": "edge_broker.broker.commands",
-    "reload": "edge_broker.broker.commands",
-    "passwd": "edge_broker.auth.password_commands",
-    "bundle": "edge_broker.sync.commands",
-    "explain": "edge_broker.authz.commands",
-    "lint": "edge_broker.authz.commands",
-    "keygen": "edge_broker.claims.commands",
-    "claim": "edge_broker.claims.commands",
-    "token": "edge_broker.auth.token_commands",
-    "bridge": "edge_broker.bridge.commands",
-    "state": "edge_broker.ops.state_commands",
+    "run": "edge_broker.cli.broker",
+    "check": "edge_broker.cli.broker",
+    "reload": "edge_broker.cli.broker",
+    "passwd": "edge_broker.cli.passwd",
+    "bundle": "edge_broker.cli.sync",
+    "explain": "edge_broker.cli.authz",
+    "lint": "edge_broker.cli.authz",
+    "keygen": "edge_broker.cli.claims",
+    "claim": "edge_broker.cli.claims",
+    "token": "edge_broker.cli.token",
+    "bridge": "edge_broker.cli.bridge",
+    "state": "edge_broker.cli.state",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 

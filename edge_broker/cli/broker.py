@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _build_problems(config: Config) -> list[str]:
     """What ``run`` does with a parsed config before binding, done the same way: authorizer
     constructors run (``build_pipeline``, as ``Broker`` does), so one that raises fails here."""
-    from .policy import build_pipeline
+    from ..broker.policy import build_pipeline
 
     try:
         build_pipeline(config, None, None)
@@ -97,7 +97,7 @@ def _state_problems(config: Config) -> list[str]:
 
     paths = []
     if config.persistence.enabled:
-        from .persistence import log_path
+        from ..broker.persistence import log_path
 
         paths.append(log_path(config))
     if claims_enabled(config):
@@ -133,7 +133,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
     from pathlib import Path
 
-    from .budget import budget_report
+    from ..broker.budget import budget_report
 
     lines, _over = budget_report(config, Path(args.unit) if args.unit else None)
     print("\n".join(lines))  # a warning, not an error: the budget is a worst case
@@ -147,7 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 2
-    from .logs import setup_logging
+    from ..broker.logs import setup_logging
 
     setup_logging(args.log_format or config.log.format, args.log_level or config.log.level)
     try:
@@ -183,10 +183,10 @@ async def _serve(config: Config, path: str | None = None, pid_file: str | None =
     import os
 
     from ..authz.errors import AuthzError
+    from ..broker.listeners import reload_tls
+    from ..broker.server import Broker
     from ..ops.service import run_service
-    from ..sync.state import SyncError
-    from .listeners import reload_tls
-    from .server import Broker
+    from ..sync.errors import SyncError
 
     try:
         broker = Broker(config)

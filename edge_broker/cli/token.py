@@ -18,9 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..matching.names import DEFAULT_SEPARATOR
-from .grants import GrantError, Grants
-from .token import (
+from ..auth.token import (
     DEFAULT_LEEWAY,
     GRANTS_CLAIM,
     TokenError,
@@ -29,14 +27,13 @@ from .token import (
     create_token,
     unverified_parts,
 )
-from .token_keys import ALGORITHMS, TokenKey, TokenKeyError, load_jwks
+from ..auth.token_keys import ALGORITHMS, TokenKey, TokenKeyError, load_jwks
+from ..authz.grants import GrantError, Grants
+from ..matching.names import DEFAULT_SEPARATOR
+from .errors import UsageError
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-class UsageError(Exception):
-    """A bad command-line argument; the message says what to change."""
 
 
 def parse_duration(text: str) -> float:

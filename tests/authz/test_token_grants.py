@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from edge_broker.auth.grants import GrantError, Grants, TenantGrant
+from edge_broker.authz.grants import GrantError, Grants, TenantGrant
 from edge_broker.matching.errors import RuleError
 
 SEPARATORS = [".", "/"]

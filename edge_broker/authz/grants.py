@@ -21,13 +21,14 @@ from ..matching.pattern_tokens import PatternToken
 from ..matching.subscription_patterns import SubscriptionPattern
 from ..matching.token_rule_sets import PubRuleSet, SubRuleSet
 from ..matching.token_rules import PubRule, SubRule
+from .errors import AuthzError
 
 GRANT_KEYS: Final = ("tenant_ids", "allow_channels_pub", "allow_channels_sub")
 MAX_GRANTS: Final = 256
 MAX_RULES_PER_LIST: Final = 4096
 
 
-class GrantError(ValueError):
+class GrantError(AuthzError):
     """Invalid ``tenant_grants``: ``where`` locates the problem (``tenant_grants[1].
     allow_channels_pub[0]``), ``reason`` says what is wrong and what to change."""
 

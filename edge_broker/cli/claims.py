@@ -19,16 +19,17 @@ from typing import Any
 from nacl.signing import SigningKey
 from tinydb import Query, TinyDB
 
+from ..claims.errors import ClaimError
+from ..claims.model import Activity, Claim, Permission, Restriction, RestrictionType
+from ..claims.parse import parse_claim
+from ..claims.persistence import CLAIMS_LOG, TINYDB_TABLE, KeyedClaimStore, verify_record
+from ..claims.service import ClaimService
+from ..claims.signature import sign_restriction, verify_claim
+from ..claims.smoker_id import smoker_id
+from ..claims.topics import RESTRICTED_PREFIX
 from ..keys import KeyFileError, load_signing_key, write_signing_key
 from ..store import LogStorage, StoreError
-from .errors import ClaimError
-from .model import Activity, Claim, Permission, Restriction, RestrictionType
-from .parse import parse_claim
-from .persistence import CLAIMS_LOG, TINYDB_TABLE, KeyedClaimStore, verify_record
-from .service import ClaimService
-from .signature import sign_restriction, verify_claim
-from .smoker_id import smoker_id
-from .topics import RESTRICTED_PREFIX
+from .errors import UsageError
 
 DEVICE_KEY_FILE = (
     "device.key"  # the names firmware_clients/micropython/smokermqtt/provision.py reads
@@ -36,10 +37,6 @@ DEVICE_KEY_FILE = (
 DEVICE_CONFIG_FILE = "config.json"
 DEVICE_CLAIMS_DIR = "claims"
 HOST_PLACEHOLDER = "CHANGE-ME"
-
-
-class UsageError(Exception):
-    """A command-line argument the user has to change; the message says how."""
 
 
 # -- keygen ---------------------------------------------------------------------------------------

@@ -1,0 +1,84 @@
+"""One definition each (CONVENTIONS.md, issue 21 item 5): the words of the specs that decide
+access are spelled in one module, so no second copy can disagree with it (two copies of the
+reserved-topic rule once disagreed about the ``.`` separator and let clients publish into
+SMOKER's system topics). docs/architecture.md lists where each lives."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from edge_broker.authz.acl_config import AclMessage
+from edge_broker.authz.acl_mqtt import PUBLISH_MESSAGES, publish_kind
+from edge_broker.matching import mqtt_topics
+from edge_broker.matching.subscription_patterns import is_runtime_pattern, parse_pattern
+from edge_broker.mqtt import names as codec_names
+from edge_broker.mqtt.packets import Properties
+
+PACKAGE = Path(__file__).resolve().parent.parent / "edge_broker"
+
+# spelling → the one module (under edge_broker/) allowed to write it as a string literal
+SPELLED_IN: dict[str, str] = {
+    "$share": "matching/mqtt_topics.py",
+    # the codec's wire spelling: mqtt/ imports nothing of ours (checked equal below)
+    "$share/": "mqtt/names.py",
+    "$SYS": "matching/reserved_topics.py",
+    "$SYS/": "matching/reserved_topics.py",
+    "access/claim": "matching/reserved_topics.py",
+    "access/unclaim": "matching/reserved_topics.py",
+    "access/claims/": "matching/reserved_topics.py",
+}
+
+
+def _literals(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return [
+        (node.value, node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def test_reserved_topics_and_share_are_spelled_once() -> None:
+    copies = [
+        f"edge_broker/{path.relative_to(PACKAGE)}:{line}: {text!r}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for text, line in _literals(path)
+        if text in SPELLED_IN and path.relative_to(PACKAGE).as_posix() != SPELLED_IN[text]
+    ]
+    assert not copies, f"import the one definition instead of spelling it again: {copies}"
+
+
+def test_the_codec_spells_share_as_matching_does() -> None:
+    assert codec_names.SHARE_PREFIX == mqtt_topics.SHARE_PREFIX + "/"
+
+
+def test_no_second_table_of_acl_publish_messages() -> None:
+    """The put/delete/query/reply order lives in authz/acl_mqtt.py alone."""
+    users = sorted(
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if "AclMessage.DELETE" in path.read_text(encoding="utf-8")
+    )
+    assert users == ["authz/acl_mqtt.py"]
+    props = Properties(response_topic="r", correlation_data=b"c")
+    assert PUBLISH_MESSAGES[publish_kind(True, b"", props)] is AclMessage.DELETE
+    assert PUBLISH_MESSAGES[publish_kind(False, b"x", props)] is AclMessage.QUERY
+
+
+def test_runtime_pattern_detection_is_the_parsers_view() -> None:
+    """Whatever is_runtime_pattern calls a runtime pattern is parsed as one (or refused), and
+    every MQTT filter is left to MQTT."""
+    for text in ("a/*", "a/b*", ">", "a/p>", "re#", "a/p#", "*/x"):
+        assert is_runtime_pattern(text)
+        parse_pattern(text)
+    for text in ("#", "a/#", "+/b", "a/b", "$SYS/#"):
+        assert not is_runtime_pattern(text)
+    assert is_runtime_pattern("a.re#", ".") and not is_runtime_pattern("a.#", ".")

@@ -6,10 +6,10 @@
   filter as ``declare_subscriber``, or ``declare_queryable`` when the SUBSCRIBE carries the user
   property ``queryable=true``. On a listener accepting seed-001 runtime patterns a pattern is
   mapped exactly (``p*`` -> ``p$*``, ``>`` -> ``*/**``: :func:`pattern_to_keyexpr`).
-- Egress: every delivery (retained and queued messages included) is checked for the RECEIVING
-  client's subject with the message kind of the PUBLISH being delivered
-  (``checks_every_delivery``; skipped only when no delivery can be denied: default allow and no
-  egress deny rule, :func:`egress_can_deny`).
+- Egress: deliveries (retained and queued messages included) are checked for the RECEIVING
+  client's subject with the message kind of the PUBLISH being delivered, through the
+  subscriptions where one can be denied (:meth:`AclGate.delivers_need_check`, decided per
+  subscription; none at all when no delivery can be denied: :func:`egress_can_deny`).
 - Subjects: the connection's interface, TLS certificate CN and username
   (:meth:`Acl.for_subject`), resolved once per distinct triple and kept.
 - Decisions are cached per (subject triple, flow, message, topic), bounded; the gate is rebuilt
@@ -132,6 +132,26 @@ def egress_can_deny(acl: Acl) -> bool:
     )
 
 
+def egress_deny_exprs(acl: Acl, identity: Identity) -> tuple[KeyExpr, ...]:
+    """The key expressions of every egress deny rule that a policy attaches to a subject this
+    client matches (any message kind): what can refuse it a delivery under default allow."""
+    subjects = set(acl.matching_subjects(identity))
+    if not subjects:
+        return ()
+    attached = {
+        rule_id
+        for policy in acl.config.policies
+        if subjects.intersection(policy.subjects)
+        for rule_id in policy.rules
+    }
+    return tuple(
+        expr
+        for rule in acl.config.rules
+        if rule.id in attached and rule.permission is Permission.DENY and Flow.EGRESS in rule.flows
+        for expr in rule.key_exprs
+    )
+
+
 def acl_decision(verdict: AclDecision, what: str) -> Decision:
     """The pipeline's Decision for gate 5, the Reason String naming the action and the rule."""
     if verdict.allowed:
@@ -151,6 +171,7 @@ class AclGate:
         "_cache_limit",
         "_cache_bytes",
         "_allowed",
+        "_denies",
         "checks_every_delivery",
     )
 
@@ -167,6 +188,7 @@ class AclGate:
         self._cache_limit = cache_limit
         self._cache_bytes = 0  # estimate over every cache (matching.decision_cache.entry_bytes)
         self._allowed: dict[str | None, Decision] = {}
+        self._denies: dict[SubjectKey, tuple[KeyExpr, ...]] = {}  # egress_deny_exprs per subject
 
     @property
     def gate(self) -> Gate:
@@ -294,7 +316,38 @@ class AclGate:
         return self.decide_filter(identity, topic_filter, user_properties)
 
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
-        return True
+        """Can a delivery through ``topic_filter`` (without ``$share/<group>/``) be denied for
+        this client? As NATS keeps deny state only where a subscription meets a deny rule
+        (issue 21): under default allow, only when an egress deny rule of the client's subjects
+        intersects the filter. Errs towards True: under default deny, for a filter without a
+        key expression, and for a wildcard filter when the rules name verbatim chunks (Zenoh's
+        wildcards never match ``@x``, MQTT's do). Like :func:`egress_can_deny`, it relies on
+        every delivered topic having passed the ingress check, which refuses topics without a
+        key expression."""
+        if not self.checks_every_delivery:
+            return False
+        acl = self.acl
+        if acl.default_permission is Permission.DENY:
+            return True
+        subject_key = (identity.interface, identity.cert_cn, identity.username)
+        denies = self._denies.get(subject_key)
+        if denies is None:
+            if len(self._denies) >= _SUBJECT_LIMIT:
+                self._denies.clear()
+            denies = self._denies[subject_key] = egress_deny_exprs(acl, identity)
+        if not denies:
+            return False
+        verbatims = self.subject(identity).verbatims
+        try:
+            if identity.subscription_patterns and is_runtime_pattern(topic_filter, self.separator):
+                key = pattern_to_keyexpr(topic_filter, self.separator, verbatims)
+            else:
+                key = filter_to_keyexpr(topic_filter, self.separator, verbatims)
+        except RuleError:
+            return True
+        if verbatims and key.is_wild:
+            return True
+        return any(deny.intersects(key) for deny in denies)
 
     def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
         """The hot path: one cache lookup per delivery once the (subject, topic) was seen."""

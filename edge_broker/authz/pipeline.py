@@ -213,6 +213,16 @@ class GatePipeline:
         """Gates that must see every delivery (egress ACL, claims)."""
         return any(getattr(g, "checks_every_delivery", False) for g in self.gates)
 
+    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
+        """Whether some gate that checks deliveries can deny one through ``topic_filter``
+        (without ``$share/<group>/``) to ``identity``: asked per subscription when it is made
+        and whenever it is judged again (broker/rejudge.py), never per message (issue 21)."""
+        return any(
+            g.delivers_need_check(identity, topic_filter)
+            for g in self.gates
+            if getattr(g, "checks_every_delivery", False)
+        )
+
     def _count(
         self,
         decision: Decision,

@@ -8,7 +8,8 @@ ACL, claims) when one is configured, and is allowed otherwise.
 ``check_publish``, ``check_subscribe`` and ``check_will`` return a :class:`Decision`, or an
 awaitable of one when an asynchronous gate (authorizers) is configured: the connection then
 waits for it, keeping packet order. ``check_deliver`` is synchronous (hot path) and called only
-when ``has_delivery_gates`` is set or the subscription was marked ``recheck``.
+for subscriptions marked ``recheck``, or marked ``egress`` (:meth:`Policy.delivers_need_check`,
+decided per subscription) while ``has_delivery_gates`` is set.
 
 Gate 1 for PUBLISH is in the codec (a topic name with wildcards is malformed, MQTT §4.7.3);
 for SUBSCRIBE and the will topic it is here.
@@ -135,6 +136,15 @@ class Policy:
                 identity, subscription, inner, group, user_properties, covering
             )
         return ALLOW
+
+    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
+        """Can gates 5-6 deny a delivery through ``topic_filter`` (without ``$share/<group>/``)
+        to ``identity``? Decided when the subscription is made or judged again, so deliveries
+        through the others take no check (issue 21; ``SubscriptionEntry.egress``)."""
+        pipeline = self.pipeline
+        if pipeline is None or not self.has_delivery_gates:
+            return False
+        return pipeline.delivers_need_check(identity, topic_filter)
 
     def check_deliver(
         self, session: Session, message: Message, entry: SubscriptionEntry | None = None

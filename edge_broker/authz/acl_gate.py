@@ -22,8 +22,6 @@ deny, or the reason a topic has no key expression (AUTHZ.md §3, §4).
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..auth.identity import Identity
 from ..matching.decision_cache import entry_bytes
 from ..matching.errors import RuleError
@@ -31,11 +29,12 @@ from ..matching.keyexpr import KeyExpr
 from ..matching.names import shown
 from ..matching.pattern_tokens import TokenKind
 from ..matching.subscription_patterns import parse_pattern
-from ..mqtt.packets import Properties, Publish, Subscription, Will
+from ..mqtt.packets import Properties, Subscription, Will
 from .acl import Acl, AclDecision, SubjectAcl
 from .acl_config import Flow, Message, Permission
 from .acl_mqtt import filter_to_keyexpr, mqtt_subscribe_message, topic_to_keyexpr
 from .decision import Decision, Gate, deny
+from .request import Publication, PublishProperties, message_kind
 
 # Cached decisions per flow and message kind, emptied when full (the hot set refills it): at
 # most ~8 x 8192 small entries, a few MB, since a gateway's hot topics are far fewer.
@@ -46,26 +45,14 @@ _SUBJECT_LIMIT = 4096  # distinct (interface, cert CN, username) triples kept
 SubjectKey = tuple[str | None, str | None, str | None]
 
 
+# indexed by authz/request.py's kinds (PUT, DELETE, QUERY, REPLY): Publication.kind
 _KINDS = (Message.PUT, Message.DELETE, Message.QUERY, Message.REPLY)
 _Cache = dict[tuple[str | None, str | None, str | None, str], Decision]
 
 
-def _kind(retain: bool, payload: bytes, properties: Properties) -> int:
-    """Index into ``_KINDS``: AUTHZ.md §2 table, in the order of authz/acl_mqtt.py
-    ``mqtt_publish_message``: a retained empty payload is a ``delete``, a Response Topic a
-    ``query``, Correlation Data a ``reply``, else ``put``."""
-    if retain and not payload:
-        return 1
-    if properties.response_topic is not None:
-        return 2
-    if properties.correlation_data is not None:
-        return 3
-    return 0
-
-
-def publish_message(retain: bool, payload: bytes, properties: Properties) -> Message:
-    """The Zenoh message of a PUBLISH, will or delivered message (see ``_kind``)."""
-    return _KINDS[_kind(retain, payload, properties)]
+def publish_message(retain: bool, payload: bytes, properties: PublishProperties) -> Message:
+    """The Zenoh message of a PUBLISH, will or delivered message (``message_kind``)."""
+    return _KINDS[message_kind(retain, payload, properties)]
 
 
 _PATTERN_TAILS = {
@@ -287,12 +274,14 @@ class AclGate:
 
     # -- PolicyGate -------------------------------------------------------------------------
 
-    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
-        kind = _kind(packet.retain, packet.payload, packet.properties)
-        return self._decide(self._ingress[kind], identity, Flow.INGRESS, _KINDS[kind], topic)
+    def check_publish(self, identity: Identity, message: Publication) -> Decision | None:
+        kind = message.kind  # computed once per PUBLISH (authz/request.py)
+        return self._decide(
+            self._ingress[kind], identity, Flow.INGRESS, _KINDS[kind], message.topic
+        )
 
     def check_will(self, identity: Identity, will: Will) -> Decision | None:
-        kind = _kind(will.retain, will.payload, will.properties)
+        kind = message_kind(will.retain, will.payload, will.properties)
         return self._decide(self._ingress[kind], identity, Flow.INGRESS, _KINDS[kind], will.topic)
 
     def check_subscribe(
@@ -349,17 +338,10 @@ class AclGate:
             return True
         return any(deny.intersects(key) for deny in denies)
 
-    def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
-        """The hot path: one cache lookup per delivery once the (subject, topic) was seen."""
-        props = message.properties
-        if message.retain and not message.payload:
-            kind = 1
-        elif props.response_topic is not None:
-            kind = 2
-        elif props.correlation_data is not None:
-            kind = 3
-        else:
-            kind = 0
+    def check_deliver(self, identity: Identity, message: Publication) -> Decision | None:
+        """The hot path: one cache lookup per delivery once the (subject, topic) was seen; the
+        message kind was computed when the message was built, not per delivery."""
+        kind = message.kind
         cache = self._egress[kind]
         topic = message.topic
         found = cache.get((identity.interface, identity.cert_cn, identity.username, topic))

@@ -28,12 +28,13 @@ from ..audit import events as audit_events
 from ..auth.identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.names import shown
-from ..mqtt.packets import Publish, Subscription, Will
+from ..mqtt.packets import Subscription, Will
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
 from .decision import ALLOW, Decision, Gate, deny
 from .gate import PolicyGate
 from .permissions import PermissionBindError, PermissionList, PermissionVerdict
 from .permissions_config import PermissionsConfig
+from .request import Publication
 
 log = logging.getLogger("edge_broker.authz")
 
@@ -275,7 +276,7 @@ class GatePipeline:
         topic: str,
         qos: int,
         retain: bool,
-        packet: Publish | None,
+        message: Publication | None,
         will: Will | None,
         decided: Decision | None,
     ) -> Decision:
@@ -286,8 +287,8 @@ class GatePipeline:
                     if will is not None:
                         answer = self.token_gate.check_will(identity, will)
                     else:
-                        assert packet is not None
-                        answer = self.token_gate.check_publish(identity, topic, packet)
+                        assert message is not None
+                        answer = self.token_gate.check_publish(identity, message)
                     decision = _combine(decision, answer)
             elif self.permissions is not None:
                 decision = _combine(
@@ -299,18 +300,20 @@ class GatePipeline:
             if will is not None:
                 answer = gate.check_will(identity, will)
             else:
-                assert packet is not None
-                answer = gate.check_publish(identity, topic, packet)
+                assert message is not None
+                answer = gate.check_publish(identity, message)
             decision = _combine(decision, answer)
             if decision.denied:
                 return decision
         return decision
 
-    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> MaybeDecision:
+    def check_publish(self, identity: Identity, message: Publication) -> MaybeDecision:
+        """A PUBLISH as the one value built for it (topic resolved, no Topic Alias)."""
+        topic = message.topic
         if self.authorizers is not None and self.authorizers.has_publish:
-            return self._publish_async(identity, topic, packet, None)
+            return self._publish_async(identity, topic, message, None)
         decision = self._after_authorizers_publish(
-            identity, topic, packet.qos, packet.retain, packet, None, None
+            identity, topic, message.qos, message.retain, message, None, None
         )
         return self._count(decision, "publish", identity, topic)
 
@@ -323,11 +326,13 @@ class GatePipeline:
         return self._count(decision, "will", identity, will.topic)
 
     async def _publish_async(
-        self, identity: Identity, topic: str, packet: Publish | None, will: Will | None
+        self, identity: Identity, topic: str, message: Publication | None, will: Will | None
     ) -> Decision:
         assert self.authorizers is not None
-        source = will if will is not None else packet
+        source = will if will is not None else message
         assert source is not None
+        # the authorizer sees the resolved topic and the message's properties, never the
+        # PUBLISH packet's Topic Alias (issue 21)
         request = PublishRequest(
             identity,
             topic,
@@ -335,14 +340,14 @@ class GatePipeline:
             source.qos,
             source.retain,
             will is not None,
-            source.properties,
+            source.properties,  # type: ignore[arg-type]
         )
         decided = await self.authorizers.authorize_publish(request)
         action = "will" if will is not None else "publish"
         if decided is not None and decided.denied:
             return self._count(decided, action, identity, topic)
         decision = self._after_authorizers_publish(
-            identity, topic, source.qos, source.retain, packet, will, decided
+            identity, topic, source.qos, source.retain, message, will, decided
         )
         return self._count(decision, action, identity, topic)
 
@@ -444,7 +449,7 @@ class GatePipeline:
     def check_deliver(
         self,
         identity: Identity,
-        message: Any,
+        message: Publication,
         qos: int = 0,
         group: str | None = None,
         recheck: bool = False,

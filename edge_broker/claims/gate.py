@@ -16,13 +16,12 @@ restricted area). Claims are per tenant: decisions use ``Identity.tenant``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..auth.identity import Identity
 from ..authz.decision import Decision, Gate, deny
+from ..authz.request import Publication
 from ..matching.decision_cache import DecisionCache
 from ..matching.mqtt_topics import filters_overlap
-from ..mqtt.packets import Publish, Subscription, Will
+from ..mqtt.packets import Subscription, Will
 from .errors import shown
 from .model import Activity
 from .service import ClaimService
@@ -81,8 +80,8 @@ class ClaimsGate:
             self._cache.put(key, decision)
         return decision
 
-    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
-        return self._decide(identity, topic, Activity.PUBLISH)
+    def check_publish(self, identity: Identity, message: Publication) -> Decision | None:
+        return self._decide(identity, message.topic, Activity.PUBLISH)
 
     def check_will(self, identity: Identity, will: Will) -> Decision | None:
         return self._decide(identity, will.topic, Activity.PUBLISH)
@@ -121,6 +120,5 @@ class ClaimsGate:
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
         return reaches_restricted(topic_filter)
 
-    def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
-        topic: str = message.topic
-        return self._decide(identity, topic, Activity.SUBSCRIBE)
+    def check_deliver(self, identity: Identity, message: Publication) -> Decision | None:
+        return self._decide(identity, message.topic, Activity.SUBSCRIBE)

@@ -22,7 +22,8 @@ from typing import Any
 
 from ..auth.identity import Identity
 from ..authz.decision import Decision
-from ..mqtt.packets import Publish, Subscription
+from ..broker.message import Message
+from ..mqtt.packets import Subscription
 
 REPLAYED_ACTIONS = ("publish", "subscribe")
 
@@ -97,8 +98,8 @@ def decide(policy: Any, record: Mapping[str, Any]) -> Verdict:
     topic = record.get("topic") or ""
     qos = int(record.get("qos") or 0)
     if record.get("action") == "publish":
-        packet = Publish(topic, b"", qos, False, packet_id=1 if qos else None)
-        return verdict_of(_resolve(policy.check_publish(identity, topic, packet)))
+        message = Message(topic, b"", qos, False)
+        return verdict_of(_resolve(policy.check_publish(identity, message)))
     if record.get("action") == "subscribe":
         return verdict_of(_resolve(policy.check_subscribe(identity, Subscription(topic, qos))))
     raise ValueError(

@@ -34,11 +34,16 @@ _RULE = "smoker"
 def reaches_restricted(topic_filter: str) -> bool:
     """Can a message on a restricted topic match ``topic_filter`` (without ``$share/…``)?
 
-    Conservative: a filter holding ``*`` or ``>`` (the runtime subscription patterns of
-    PATTERNS.md §2, e.g. ``>``, ``r*/#``) is treated as reaching the area, so its deliveries are
-    checked one by one; a check too many costs a lookup, one too few would leak.
+    Conservative: a filter holding ``*`` or ``>`` or a prefix ``#`` (the runtime subscription
+    patterns of PATTERNS.md §2, e.g. ``>``, ``r*/#``, ``r#``) is treated as reaching the area, so
+    its deliveries are checked one by one; a check too many costs a lookup, one too few would
+    leak (issue 21: only these subscriptions' deliveries are checked at all).
     """
     if "*" in topic_filter or ">" in topic_filter:
+        return True
+    if "#" in topic_filter and any(
+        level.endswith("#") and level != "#" for level in topic_filter.split("/")
+    ):
         return True
     return is_restricted(topic_filter) or filters_overlap(topic_filter, RESTRICTED_AREA)
 

@@ -11,9 +11,15 @@ from typing import Any
 import pytest
 from claims_broker import client, restriction, running_broker
 from claims_helpers import OTHER, OTHER_KEY, OWNER, OWNER_KEY
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edge_broker.broker.policy import Policy
 from edge_broker.broker.server import Broker
+from edge_broker.claims.gate import reaches_restricted
+from edge_broker.matching.errors import RuleError
+from edge_broker.matching.mqtt_topics import topic_matches
+from edge_broker.matching.subscription_patterns import parse_pattern
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 T = f"restricted/{OWNER}/t"
@@ -79,3 +85,31 @@ async def test_claim_update_and_unclaim_are_decided_through_checked_subscription
         await plain.no_message()
         assert marks(broker, OTHER) == {"#": True}  # claims never move the marks
         assert marks(broker, "plain") == {"sensors/#": False}
+
+
+FILTER_LEVELS = ("restricted", "r", "re", "x", "+", "*", "r*", "restricted*")
+TAILS = ("", "/#", "/>", "/r#", "/r>", "#")
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.sampled_from(FILTER_LEVELS), min_size=0, max_size=3),
+    st.sampled_from(TAILS),
+    st.lists(st.sampled_from(("restricted", "r", "o", "t")), min_size=1, max_size=4),
+)
+def test_every_filter_or_pattern_that_can_carry_a_restricted_topic_is_checked(
+    body: list[str], tail: str, levels: list[str]
+) -> None:
+    """``reaches_restricted`` (ClaimsGate.delivers_need_check) over MQTT filters and runtime
+    patterns: whatever can match a topic under ``restricted/`` is marked for checks."""
+    text = "/".join(body) + tail if body else (tail.lstrip("/") or "#")
+    topic = "restricted/" + "/".join(levels)
+    try:
+        matches = parse_pattern(text).matches(topic)
+    except RuleError:
+        try:
+            matches = topic_matches(text, topic)
+        except RuleError:
+            return
+    if matches:
+        assert reaches_restricted(text), (text, topic)

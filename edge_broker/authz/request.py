@@ -48,14 +48,23 @@ def message_kind(retain: bool, payload: bytes, properties: PublishProperties) ->
 @dataclass(frozen=True, slots=True)
 class Publication:
     """A PUBLISH (or a will, as it will be published) with its topic resolved and its per-hop
-    properties removed; ``kind`` is computed once, here (:func:`message_kind`)."""
+    properties removed. ``kind`` (:func:`message_kind`) is computed at most once per message,
+    when a gate first asks (the ingress check), and kept for every delivery; a broker without
+    the site ACL never pays for it (not even an assignment in ``__init__``)."""
 
     topic: str
     payload: bytes
     qos: int
     retain: bool
     properties: PublishProperties
-    kind: int = field(init=False, compare=False, repr=False)
+    # unset until first asked: not even __init__ pays for it
+    _kind: int = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", message_kind(self.retain, self.payload, self.properties))
+    @property
+    def kind(self) -> int:
+        try:
+            return self._kind
+        except AttributeError:
+            kind = message_kind(self.retain, self.payload, self.properties)
+            object.__setattr__(self, "_kind", kind)
+            return kind

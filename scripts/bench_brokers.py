@@ -71,17 +71,35 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], name: str) -> N
     raise RuntimeError(f"{name} did not listen on {port}")
 
 
-def start_edge(workdir: Path) -> Broker:
+# Issue 21 item 4: a site ACL with one egress deny rule (which the bench topics never meet) and
+# SMOKER claims enabled: before, either made every delivery of every client take the gate checks.
+ACL_EGRESS = (
+    '[acl]\nenabled = true\ndefault_permission = "allow"\n'
+    '[[acl.rules]]\nid = "no-secrets"\nmessages = ["put"]\nflows = ["egress"]\n'
+    'permission = "deny"\nkey_exprs = ["secret/**"]\n'
+    '[[acl.subjects]]\nid = "all"\n[[acl.policies]]\nrules = ["no-secrets"]\nsubjects = ["all"]\n'
+)
+
+
+def claims_on(workdir: Path) -> str:
+    return f'[claims]\nenabled = true\nstore_dir = "{workdir / "claims"}"\nfsync = "never"\n'
+
+
+def start_edge(workdir: Path, extra: str = "", root: Path = ROOT) -> Broker:
+    """edge-broker with ``extra`` config appended, run from the source tree ``root`` (the
+    before/after benchmarks start two trees side by side)."""
     port = free_port()
     conf = workdir / "edge.toml"
     conf.write_text(
         f'[[listeners]]\nname = "bench"\nport = {port}\n'
         "[limits]\nmax_connections = 5000\nconnect_rate = 100000\nconnect_burst = 5000\n"
-        '[log]\nlevel = "warning"\n'
+        '[log]\nlevel = "warning"\n' + extra
     )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # root's code, not another
     p = subprocess.Popen(
         [sys.executable, "-m", "edge_broker.broker", "run", "--config", str(conf)],
-        cwd=ROOT,
+        cwd=root,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -119,7 +137,13 @@ def start_amqtt(workdir: Path) -> Broker:
     return Broker("amqtt", p, port, workdir)
 
 
-STARTERS = {"edge-broker": start_edge, "mosquitto": start_mosquitto, "amqtt": start_amqtt}
+STARTERS = {
+    "edge-broker": start_edge,
+    "edge-broker+acl": lambda d: start_edge(d, ACL_EGRESS),
+    "edge-broker+claims": lambda d: start_edge(d, claims_on(d)),
+    "mosquitto": start_mosquitto,
+    "amqtt": start_amqtt,
+}
 
 
 def start(name: str) -> Broker:

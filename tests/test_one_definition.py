@@ -9,7 +9,8 @@ import ast
 from pathlib import Path
 
 from edge_broker.authz.acl_config import AclMessage
-from edge_broker.authz.acl_mqtt import PUBLISH_MESSAGES, publish_kind
+from edge_broker.authz.acl_mqtt import PUBLISH_MESSAGES
+from edge_broker.authz.request import message_kind
 from edge_broker.matching import mqtt_topics
 from edge_broker.matching.subscription_patterns import is_runtime_pattern, parse_pattern
 from edge_broker.mqtt import names as codec_names
@@ -69,8 +70,8 @@ def test_no_second_table_of_acl_publish_messages() -> None:
     )
     assert users == ["authz/acl_mqtt.py"]
     props = Properties(response_topic="r", correlation_data=b"c")
-    assert PUBLISH_MESSAGES[publish_kind(True, b"", props)] is AclMessage.DELETE
-    assert PUBLISH_MESSAGES[publish_kind(False, b"x", props)] is AclMessage.QUERY
+    assert PUBLISH_MESSAGES[message_kind(True, b"", props)] is AclMessage.DELETE
+    assert PUBLISH_MESSAGES[message_kind(False, b"x", props)] is AclMessage.QUERY
 
 
 def test_runtime_pattern_detection_is_the_parsers_view() -> None:

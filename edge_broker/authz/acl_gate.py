@@ -6,10 +6,10 @@
   filter as ``declare_subscriber``, or ``declare_queryable`` when the SUBSCRIBE carries the user
   property ``queryable=true``. On a listener accepting seed-001 runtime patterns a pattern is
   mapped exactly (``p*`` -> ``p$*``, ``>`` -> ``*/**``: :func:`pattern_to_keyexpr`).
-- Egress: every delivery (retained and queued messages included) is checked for the RECEIVING
-  client's subject with the message kind of the PUBLISH being delivered
-  (``checks_every_delivery``; skipped only when no delivery can be denied: default allow and no
-  egress deny rule, :func:`egress_can_deny`).
+- Egress: deliveries (retained and queued messages included) are checked for the RECEIVING
+  client's subject with the message kind of the PUBLISH being delivered, through the
+  subscriptions where one can be denied (:meth:`AclGate.delivers_need_check`, decided per
+  subscription; none at all when no delivery can be denied: :func:`egress_can_deny`).
 - Subjects: the connection's interface, TLS certificate CN and username
   (:meth:`Acl.for_subject`), resolved once per distinct triple and kept.
 - Decisions are cached per (subject triple, flow, message, topic), bounded; the gate is rebuilt
@@ -22,8 +22,6 @@ deny, or the reason a topic has no key expression (AUTHZ.md §3, §4).
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..identity import Identity
 from ..matching.decision_cache import entry_bytes
 from ..matching.errors import RuleError
@@ -31,17 +29,12 @@ from ..matching.keyexpr import KeyExpr
 from ..matching.names import shown
 from ..matching.pattern_tokens import TokenKind
 from ..matching.subscription_patterns import is_runtime_pattern, parse_pattern
-from ..mqtt.packets import Properties, Publish, Subscription, Will
+from ..mqtt.packets import Properties, Subscription, Will
 from .acl import Acl, AclDecision, SubjectAcl
 from .acl_config import AclMessage, Flow, Permission
-from .acl_mqtt import (
-    PUBLISH_MESSAGES,
-    filter_to_keyexpr,
-    mqtt_subscribe_message,
-    publish_kind,
-    topic_to_keyexpr,
-)
+from .acl_mqtt import PUBLISH_MESSAGES, filter_to_keyexpr, mqtt_subscribe_message, topic_to_keyexpr
 from .decision import Decision, GateName, deny
+from .request import Publication, message_kind
 
 # Cached decisions per flow and message kind, emptied when full (the hot set refills it): at
 # most ~8 x 8192 small entries, a few MB, since a gateway's hot topics are far fewer.
@@ -109,6 +102,26 @@ def egress_can_deny(acl: Acl) -> bool:
     )
 
 
+def egress_deny_exprs(acl: Acl, identity: Identity) -> tuple[KeyExpr, ...]:
+    """The key expressions of every egress deny rule that a policy attaches to a subject this
+    client matches (any message kind): what can refuse it a delivery under default allow."""
+    subjects = set(acl.matching_subjects(identity))
+    if not subjects:
+        return ()
+    attached = {
+        rule_id
+        for policy in acl.config.policies
+        if subjects.intersection(policy.subjects)
+        for rule_id in policy.rules
+    }
+    return tuple(
+        expr
+        for rule in acl.config.rules
+        if rule.id in attached and rule.permission is Permission.DENY and Flow.EGRESS in rule.flows
+        for expr in rule.key_exprs
+    )
+
+
 def acl_decision(verdict: AclDecision, what: str) -> Decision:
     """The pipeline's Decision for gate 5, the Reason String naming the action and the rule."""
     if verdict.allowed:
@@ -128,6 +141,7 @@ class AclGate:
         "_cache_limit",
         "_cache_bytes",
         "_allowed",
+        "_denies",
         "checks_every_delivery",
     )
 
@@ -144,6 +158,7 @@ class AclGate:
         self._cache_limit = cache_limit
         self._cache_bytes = 0  # estimate over every cache (matching.decision_cache.entry_bytes)
         self._allowed: dict[str | None, Decision] = {}
+        self._denies: dict[SubjectKey, tuple[KeyExpr, ...]] = {}  # egress_deny_exprs per subject
 
     @property
     def gate(self) -> GateName:
@@ -235,14 +250,14 @@ class AclGate:
 
     # -- PolicyGate -------------------------------------------------------------------------
 
-    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
-        kind = publish_kind(packet.retain, packet.payload, packet.properties)
+    def check_publish(self, identity: Identity, message: Publication) -> Decision | None:
+        kind = message.kind  # computed once per PUBLISH (authz/request.py)
         return self._decide(
-            self._ingress[kind], identity, Flow.INGRESS, PUBLISH_MESSAGES[kind], topic
+            self._ingress[kind], identity, Flow.INGRESS, PUBLISH_MESSAGES[kind], message.topic
         )
 
     def check_will(self, identity: Identity, will: Will) -> Decision | None:
-        kind = publish_kind(will.retain, will.payload, will.properties)
+        kind = message_kind(will.retain, will.payload, will.properties)
         return self._decide(
             self._ingress[kind], identity, Flow.INGRESS, PUBLISH_MESSAGES[kind], will.topic
         )
@@ -268,11 +283,43 @@ class AclGate:
         return self.decide_filter(identity, topic_filter, user_properties)
 
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
-        return True
+        """Can a delivery through ``topic_filter`` (without ``$share/<group>/``) be denied for
+        this client? As NATS keeps deny state only where a subscription meets a deny rule
+        (issue 21): under default allow, only when an egress deny rule of the client's subjects
+        intersects the filter. Errs towards True: under default deny, for a filter without a
+        key expression, and for a wildcard filter when the rules name verbatim chunks (Zenoh's
+        wildcards never match ``@x``, MQTT's do). Like :func:`egress_can_deny`, it relies on
+        every delivered topic having passed the ingress check, which refuses topics without a
+        key expression."""
+        if not self.checks_every_delivery:
+            return False
+        acl = self.acl
+        if acl.default_permission is Permission.DENY:
+            return True
+        subject_key = (identity.interface, identity.cert_cn, identity.username)
+        denies = self._denies.get(subject_key)
+        if denies is None:
+            if len(self._denies) >= _SUBJECT_LIMIT:
+                self._denies.clear()
+            denies = self._denies[subject_key] = egress_deny_exprs(acl, identity)
+        if not denies:
+            return False
+        verbatims = self.subject(identity).verbatims
+        try:
+            if identity.subscription_patterns and is_runtime_pattern(topic_filter, self.separator):
+                key = pattern_to_keyexpr(topic_filter, self.separator, verbatims)
+            else:
+                key = filter_to_keyexpr(topic_filter, self.separator, verbatims)
+        except RuleError:
+            return True
+        if verbatims and key.is_wild:
+            return True
+        return any(deny.intersects(key) for deny in denies)
 
-    def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
-        """The hot path: one cache lookup per delivery once the (subject, topic) was seen."""
-        kind = publish_kind(message.retain, message.payload, message.properties)
+    def check_deliver(self, identity: Identity, message: Publication) -> Decision | None:
+        """The hot path: one cache lookup per delivery once the (subject, topic) was seen; the
+        message kind was computed when the message was built, not per delivery."""
+        kind = message.kind
         cache = self._egress[kind]
         topic = message.topic
         found = cache.get((identity.interface, identity.cert_cn, identity.username, topic))

@@ -51,6 +51,7 @@ from ..matching.mqtt_topics import SHARE_PREFIX
 from ..mqtt.packets import Properties, Publish
 from .acl import ALLOWED_DISABLED, AclDecision, SubjectAcl
 from .acl_config import AclMessage, Flow
+from .request import message_kind
 
 _FORBIDDEN_IN_LEVEL = ("$", "*", "#", "?", "+", "/")
 
@@ -61,26 +62,14 @@ PUBLISH_MESSAGES: tuple[AclMessage, ...] = (
     AclMessage.QUERY,
     AclMessage.REPLY,
 )
-"""The Zenoh messages a PUBLISH, will or delivery can be, in the order :func:`publish_kind`
-numbers them (the gate keeps one decision cache per kind)."""
-
-
-def publish_kind(retain: bool, payload: bytes, properties: Properties) -> int:
-    """Index into :data:`PUBLISH_MESSAGES`, by the table above, in its order: a retained empty
-    payload is a ``delete``, a Response Topic a ``query``, Correlation Data a ``reply``, else a
-    ``put``. The one definition: ingress, wills and every delivery ask it."""
-    if retain and not payload:
-        return 1
-    if properties.response_topic is not None:
-        return 2
-    if properties.correlation_data is not None:
-        return 3
-    return 0
+"""The Zenoh messages a PUBLISH, will or delivery can be, in the order
+:func:`~edge_broker.authz.request.message_kind` numbers them (the gate keeps one decision cache
+per kind)."""
 
 
 def mqtt_publish_message(publish: Publish) -> AclMessage:
     """The Zenoh message a PUBLISH is (AUTHZ.md §2 table)."""
-    return PUBLISH_MESSAGES[publish_kind(publish.retain, publish.payload, publish.properties)]
+    return PUBLISH_MESSAGES[message_kind(publish.retain, publish.payload, publish.properties)]
 
 
 def mqtt_subscribe_message(properties: Properties) -> AclMessage:

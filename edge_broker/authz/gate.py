@@ -10,19 +10,23 @@ topic outside ``restricted/``, or the token gate for a client without a token); 
 :class:`~edge_broker.authz.decision.Decision` naming itself and the deciding rule. Gates are
 synchronous except the authorizers gate, which the pipeline awaits.
 
-Delivery checks are on the hot path: ``check_deliver`` runs per message for the subscriptions
-a gate marked ``recheck`` (and for every delivery when any gate can deny on egress). The message
-is duck-typed (``topic``, ``qos``, ``retain``, ``payload``, ``properties``) so that authz does
-not import the broker.
+Every gate judges a published message as one :class:`~edge_broker.authz.request.Publication`,
+built once per PUBLISH (topic resolved, no Topic Alias, ACL message kind computed): at ingress
+in ``check_publish`` and, where a delivery can be denied, again in ``check_deliver``.
+
+Delivery checks are on the hot path: the broker asks ``delivers_need_check`` once per
+subscription (and again whenever it is judged again: reload, bundle, resume, restart) and
+calls ``check_deliver`` only for the subscriptions where it answered True, per message.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..identity import Identity
-from ..mqtt.packets import Publish, Subscription, Will
+from ..mqtt.packets import Subscription, Will
 from .decision import Decision, GateName
+from .request import Publication
 
 
 class PolicyGate(Protocol):
@@ -31,8 +35,8 @@ class PolicyGate(Protocol):
     @property
     def gate(self) -> GateName: ...
 
-    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
-        """PUBLISH from ``identity`` to the concrete ``topic`` (after topic-alias resolution)."""
+    def check_publish(self, identity: Identity, message: Publication) -> Decision | None:
+        """PUBLISH from ``identity``; ``message.topic`` is concrete (the alias resolved)."""
         ...
 
     def check_will(self, identity: Identity, will: Will) -> Decision | None:
@@ -54,6 +58,10 @@ class PolicyGate(Protocol):
         """
         ...
 
-    def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
+    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
+        """Whether deliveries through this subscription must be checked one by one."""
+        ...
+
+    def check_deliver(self, identity: Identity, message: Publication) -> Decision | None:
         """A message about to be sent to ``identity`` (retained and queued messages included)."""
         ...

@@ -28,12 +28,13 @@ from ..audit import events as audit_events
 from ..identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.names import shown
-from ..mqtt.packets import Publish, Subscription, Will
+from ..mqtt.packets import Subscription, Will
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
 from .decision import ALLOW, Decision, GateName, deny
 from .gate import PolicyGate
 from .permissions import PermissionBindError, PermissionList, PermissionVerdict
 from .permissions_config import PermissionsConfig
+from .request import Publication
 
 log = logging.getLogger("edge_broker.authz")
 
@@ -200,6 +201,16 @@ class GatePipeline:
         """Gates that must see every delivery (egress ACL, claims)."""
         return any(getattr(g, "checks_every_delivery", False) for g in self.gates)
 
+    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
+        """Whether some gate that checks deliveries can deny one through ``topic_filter``
+        (without ``$share/<group>/``) to ``identity``: asked per subscription when it is made
+        and whenever it is judged again (broker/rejudge.py), never per message (issue 21)."""
+        return any(
+            g.delivers_need_check(identity, topic_filter)
+            for g in self.gates
+            if getattr(g, "checks_every_delivery", False)
+        )
+
     def _count(
         self,
         decision: Decision,
@@ -252,7 +263,7 @@ class GatePipeline:
         topic: str,
         qos: int,
         retain: bool,
-        packet: Publish | None,
+        message: Publication | None,
         will: Will | None,
         decided: Decision | None,
     ) -> Decision:
@@ -263,8 +274,8 @@ class GatePipeline:
                     if will is not None:
                         answer = self.token_gate.check_will(identity, will)
                     else:
-                        assert packet is not None
-                        answer = self.token_gate.check_publish(identity, topic, packet)
+                        assert message is not None
+                        answer = self.token_gate.check_publish(identity, message)
                     decision = _combine(decision, answer)
             elif self.permissions is not None:
                 decision = _combine(
@@ -276,18 +287,20 @@ class GatePipeline:
             if will is not None:
                 answer = gate.check_will(identity, will)
             else:
-                assert packet is not None
-                answer = gate.check_publish(identity, topic, packet)
+                assert message is not None
+                answer = gate.check_publish(identity, message)
             decision = _combine(decision, answer)
             if decision.denied:
                 return decision
         return decision
 
-    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> MaybeDecision:
+    def check_publish(self, identity: Identity, message: Publication) -> MaybeDecision:
+        """A PUBLISH as the one value built for it (topic resolved, no Topic Alias)."""
+        topic = message.topic
         if self.authorizers is not None and self.authorizers.has_publish:
-            return self._publish_async(identity, topic, packet, None)
+            return self._publish_async(identity, topic, message, None)
         decision = self._after_authorizers_publish(
-            identity, topic, packet.qos, packet.retain, packet, None, None
+            identity, topic, message.qos, message.retain, message, None, None
         )
         return self._count(decision, "publish", identity, topic)
 
@@ -300,11 +313,13 @@ class GatePipeline:
         return self._count(decision, "will", identity, will.topic)
 
     async def _publish_async(
-        self, identity: Identity, topic: str, packet: Publish | None, will: Will | None
+        self, identity: Identity, topic: str, message: Publication | None, will: Will | None
     ) -> Decision:
         assert self.authorizers is not None
-        source = will if will is not None else packet
+        source = will if will is not None else message
         assert source is not None
+        # the authorizer sees the resolved topic and the message's properties, never the
+        # PUBLISH packet's Topic Alias (issue 21)
         request = PublishRequest(
             identity,
             topic,
@@ -312,14 +327,14 @@ class GatePipeline:
             source.qos,
             source.retain,
             will is not None,
-            source.properties,
+            source.properties,  # type: ignore[arg-type]
         )
         decided = await self.authorizers.authorize_publish(request)
         action = "will" if will is not None else "publish"
         if decided is not None and decided.denied:
             return self._count(decided, action, identity, topic)
         decision = self._after_authorizers_publish(
-            identity, topic, source.qos, source.retain, packet, will, decided
+            identity, topic, source.qos, source.retain, message, will, decided
         )
         return self._count(decision, action, identity, topic)
 
@@ -421,7 +436,7 @@ class GatePipeline:
     def check_deliver(
         self,
         identity: Identity,
-        message: Any,
+        message: Publication,
         qos: int = 0,
         group: str | None = None,
         recheck: bool = False,

@@ -21,15 +21,14 @@ The gate does not apply (answers ``None``) to clients without token grants.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.names import shown
-from ..mqtt.packets import Publish, Subscription, Will
+from ..mqtt.packets import Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
 from .decision import Decision, GateName, deny
 from .grants import CompiledTenantGrants
+from .request import Publication
 
 
 def _grants(identity: Identity) -> CompiledTenantGrants | None:
@@ -68,8 +67,8 @@ class TokenGate:
         """True for clients whose identity carries token grants."""
         return _grants(identity) is not None
 
-    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
-        return self._publish(identity, topic, "publish to")
+    def check_publish(self, identity: Identity, message: Publication) -> Decision | None:
+        return self._publish(identity, message.topic, "publish to")
 
     def check_will(self, identity: Identity, will: Will) -> Decision | None:
         return self._publish(identity, will.topic, "use the will topic")
@@ -127,5 +126,5 @@ class TokenGate:
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
         return False
 
-    def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
+    def check_deliver(self, identity: Identity, message: Publication) -> Decision | None:
         return None

@@ -278,26 +278,26 @@ class Bridges:
         if found is None:
             return True  # the remote sent what no mapping asked for: acknowledged, not routed
         mapping, local = found
-        local_packet = Publish(
+        # built once: judged, retained and routed as this one value (issue 21)
+        message = make_message(
             local,
             packet.payload,
             packet.qos,
             packet.retain,
-            False,
-            packet.packet_id,
             _inbound_properties(props),
+            bridge.origin,
         )
         identity = bridge.identity(mapping.tenant)
-        verdict = self.broker.policy.check_publish(identity, local, local_packet)
+        verdict = self.broker.policy.check_publish(identity, message)
         if isinstance(verdict, Decision):
-            return self._decided(bridge, mapping, local_packet, identity, verdict)
-        return self._await(bridge, mapping, local_packet, identity, verdict)
+            return self._decided(bridge, mapping, message, identity, verdict)
+        return self._await(bridge, mapping, message, identity, verdict)
 
     async def _await(
         self,
         bridge: Bridge,
         mapping: TopicMapping,
-        packet: Publish,
+        packet: Message,
         identity: Identity,
         verdict: Any,
     ) -> bool:
@@ -309,7 +309,7 @@ class Bridges:
         self,
         bridge: Bridge,
         mapping: TopicMapping,
-        packet: Publish,
+        packet: Message,
         identity: Identity,
         decision: Decision,
     ) -> Awaitable[bool] | bool:
@@ -345,14 +345,7 @@ class Bridges:
                     },
                 )
             return True  # acknowledged to the remote (MQTT 3.x style), never routed
-        message = make_message(
-            packet.topic,
-            packet.payload,
-            packet.qos,
-            packet.retain,
-            packet.properties,
-            bridge.origin,
-        )
+        message = packet
         space = broker.topic_space(mapping.tenant)
         if packet.retain:  # within the retained limits, as any client's (delivered either way)
             broker.retain(

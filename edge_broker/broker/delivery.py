@@ -81,6 +81,7 @@ class Delivery:
         if not policy.routable(message.topic):
             return 0
         origin = message.origin
+        # gates 5-6 check only deliveries through subscriptions marked ``egress`` (issue 21)
         check = policy.has_delivery_gates
         count = 0
         if len(hits) == 1:  # the common case: no overlapping filters to merge
@@ -118,20 +119,25 @@ class Delivery:
         passed over, so the message reaches a member allowed to receive it (SMOKER.md: claims
         are decided per delivery), or nobody."""
         entry = group.pick(message.qos)
-        if entry is None or not (check or entry.recheck):
-            return entry is not None and self._deliver(entry, message, False)
+        if entry is None:
+            return False
+        if not ((check and entry.egress) or entry.recheck):
+            return self._deliver(entry, message, False)
         policy = self.broker.policy
         for _ in range(len(group.members)):
             if entry is None:
                 return False
-            if policy.check_deliver(entry.session, message, entry).allowed:
+            if (
+                not ((check and entry.egress) or entry.recheck)
+                or policy.check_deliver(entry.session, message, entry).allowed
+            ):
                 return self._deliver(entry, message, False)
             entry = group.pick(message.qos)
         return False
 
     def _deliver(self, entry: SubscriptionEntry, message: Message, check: bool) -> bool:
         session = entry.session
-        if (check or entry.recheck) and not self.broker.policy.check_deliver(
+        if ((check and entry.egress) or entry.recheck) and not self.broker.policy.check_deliver(
             session, message, entry
         ).allowed:
             return False
@@ -157,7 +163,8 @@ class Delivery:
         rechecked = [e for e in entries if e.recheck]
         # a subscription without recheck already admits the topic; else the widest rechecked one
         through = max(rechecked, key=lambda e: e.qos) if len(rechecked) == len(entries) else None
-        if (check or rechecked) and not self.broker.policy.check_deliver(
+        egress = check and any(e.egress for e in entries)
+        if (egress or rechecked) and not self.broker.policy.check_deliver(
             session, message, through
         ).allowed:
             return False
@@ -292,6 +299,7 @@ class Delivery:
         conn = session.connection
         queue = session.queue
         policy = self.broker.policy
+        # a queued message no longer knows its subscription: checked whenever gates 5-6 exist
         check = policy.has_delivery_gates
         while queue and conn is not None and not conn.paused and not conn.closing:
             if len(session.inflight) >= conn.send_quota:

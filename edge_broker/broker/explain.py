@@ -18,7 +18,7 @@ from ..authz.decision import Decision, GateName
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import parse_shared, validate_topic_name
-from ..mqtt.packets import Publish, Subscription
+from ..mqtt.packets import Subscription
 from ..mqtt.reason_codes import ReasonCode
 from .policy import Policy
 
@@ -56,15 +56,19 @@ async def explain(
     policy: Policy, identity: Identity, action: str, topic: str, qos: int = 0, retain: bool = False
 ) -> tuple[list[GateVerdict], Decision]:
     """Every gate's verdict for one request, and the policy's overall decision."""
+    from ..broker.message import Message
+    from ..broker.policy import Policy
+
+    assert isinstance(policy, Policy)
     pipeline = policy.pipeline
     verdicts: list[GateVerdict] = []
     base = Policy(policy.separator)  # gates 1-2 alone
+    message = Message(topic, b"", qos, retain)  # what the gates judge of a PUBLISH
     if action == "publish":
         malformed = _topic_name_problem(topic, policy.separator)
         if malformed is not None:  # the broker's decoder stops it before any gate: no other verdict
             return [_verdict("syntax+reserved", malformed)], malformed
-        packet = Publish(topic, b"", qos, retain, packet_id=1 if qos else None)
-        first = await _resolve(base.check_publish(identity, topic, packet))
+        first = await _resolve(base.check_publish(identity, message))
     else:
         subscription = Subscription(topic, qos)
         first = await _resolve(base.check_subscribe(identity, subscription))
@@ -96,7 +100,7 @@ async def explain(
         if identity.grants is not None and pipeline.token_gate is not None:
             gate = pipeline.token_gate
             answer = (
-                gate.check_publish(identity, topic, Publish(topic, b"", qos, retain))
+                gate.check_publish(identity, message)
                 if action == "publish"
                 else gate.check_subscribe(identity, Subscription(topic, qos), inner, group)
             )
@@ -126,7 +130,7 @@ async def explain(
             name = getattr(gate, "gate", None)
             label = name.value if name is not None else type(gate).__name__
             answer = (
-                gate.check_publish(identity, topic, Publish(topic, b"", qos, retain))
+                gate.check_publish(identity, message)
                 if action == "publish"
                 else gate.check_subscribe(identity, Subscription(topic, qos), inner, group)
             )
@@ -137,9 +141,7 @@ async def explain(
                 verdict = GateVerdict(verdict.gate, verdict.verdict, verdict.rule, detail)
             verdicts.append(verdict)
     if action == "publish":
-        final = await _resolve(
-            policy.check_publish(identity, topic, Publish(topic, b"", qos, retain))
-        )
+        final = await _resolve(policy.check_publish(identity, message))
     else:
         final = await _resolve(policy.check_subscribe(identity, Subscription(topic, qos)))
     return verdicts, final

@@ -136,10 +136,12 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
             deny(GateName.RESERVED, None, "SMOKER claims are disabled on this broker ([claims])"),
         )
         return None
-    verdict = broker.policy.check_publish(identity, topic, packet)
+    # the one value every later step sees: gates, retained store, routing, delivery (issue 21)
+    message = make_message(topic, packet.payload, qos, packet.retain, props, conn.client_id)
+    verdict = broker.policy.check_publish(identity, message)
     if isinstance(verdict, Decision):
-        return _decided(conn, packet, topic, props, verdict)
-    return _await_decision(conn, packet, topic, props, verdict)
+        return _decided(conn, packet, message, verdict)
+    return _await_decision(conn, packet, message, verdict)
 
 
 def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
@@ -183,17 +185,17 @@ def _refused_ack(conn: Connection, packet: Publish, code: ReasonCode, reason: st
 
 
 async def _await_decision(
-    conn: Connection, packet: Publish, topic: str, props: Properties, verdict: object
+    conn: Connection, packet: Publish, message: Message, verdict: object
 ) -> None:
     decision = await verdict  # type: ignore[misc]
     if not conn.closing:
-        stored = _decided(conn, packet, topic, props, decision)
+        stored = _decided(conn, packet, message, decision)
         if stored is not None:
             await stored
 
 
 def _decided(
-    conn: Connection, packet: Publish, topic: str, props: Properties, decision: Decision
+    conn: Connection, packet: Publish, message: Message, decision: Decision
 ) -> Awaitable[None] | None:
     if decision.denied:
         publish_denied(conn, packet, decision)
@@ -201,7 +203,6 @@ def _decided(
     broker = conn.broker
     session = conn.session
     assert session is not None
-    message = make_message(topic, packet.payload, packet.qos, packet.retain, props, conn.client_id)
     space = broker.topic_space(session.tenant)
     if packet.retain and not _retain(conn, packet, space, message):
         return None

@@ -153,6 +153,8 @@ def _subscribe(
             total += 1
         shared, inner, pattern = subscription_pattern(sub.topic_filter, broker.separator, patterns)
         qos = min(sub.qos, max_qos)
+        assert conn.identity is not None
+        egress = broker.policy.delivers_need_check(conn.identity, inner)
         entry = SubscriptionEntry(
             session,
             sub.topic_filter,
@@ -164,6 +166,7 @@ def _subscribe(
             shared.group if shared is not None else None,
             recheck,
             queryable,
+            egress,
         )
         session.subscriptions[sub.topic_filter] = entry
         session.journal.changed()
@@ -225,9 +228,9 @@ def _send_retained(
         for message in space.retained_matching(inner, pattern, now):
             if not policy.routable(message.topic):
                 continue
-            if (policy.has_delivery_gates or entry.recheck) and not policy.check_deliver(
-                session, message, entry
-            ).allowed:
+            if (
+                (policy.has_delivery_gates and entry.egress) or entry.recheck
+            ) and not policy.check_deliver(session, message, entry).allowed:
                 continue
             qos = min(entry.qos, message.qos)
             broker.delivery.send(session, Outgoing(message, qos, True, sub_ids))

@@ -12,21 +12,19 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..authz.request import Publication
 from ..mqtt.codec import encode_publish_template
 from ..mqtt.packets import NO_PROPERTIES, Properties
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
-    """What a publisher sent, as routed: the properties exclude Topic Alias and Subscription
-    Identifiers (they are per hop). ``expires_at`` is a ``time.monotonic()`` deadline from the
-    Message Expiry Interval (MQTT 5 §3.3.2.3.3). ``origin`` is the publishing client id (No
-    Local)."""
+class Message(Publication):
+    """What a publisher sent, as routed: built once per PUBLISH, judged by the gates as the
+    :class:`Publication` it is, routed, retained and delivered (issue 21). The properties exclude
+    Topic Alias and Subscription Identifiers (they are per hop). ``expires_at`` is a
+    ``time.monotonic()`` deadline from the Message Expiry Interval (MQTT 5 §3.3.2.3.3).
+    ``origin`` is the publishing client id (No Local)."""
 
-    topic: str
-    payload: bytes
-    qos: int
-    retain: bool
     properties: Properties = NO_PROPERTIES
     expires_at: float | None = None
     origin: str | None = None

@@ -8,7 +8,8 @@ ACL, claims) when one is configured, and is allowed otherwise.
 ``check_publish``, ``check_subscribe`` and ``check_will`` return a :class:`Decision`, or an
 awaitable of one when an asynchronous gate (authorizers) is configured: the connection then
 waits for it, keeping packet order. ``check_deliver`` is synchronous (hot path) and called only
-when ``has_delivery_gates`` is set or the subscription was marked ``recheck``.
+for subscriptions marked ``recheck``, or marked ``egress`` (:meth:`Policy.delivers_need_check`,
+decided per subscription) while ``has_delivery_gates`` is set.
 
 Gate 1 for PUBLISH is in the codec (a topic name with wildcards is malformed, MQTT §4.7.3);
 for SUBSCRIBE and the will topic it is here.
@@ -26,7 +27,7 @@ from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import validate_topic_filter, validate_topic_name
 from ..matching.reserved_topics import SYS_ROOT, ReservedTopics
-from ..mqtt.packets import Publish, Subscription, Will
+from ..mqtt.packets import Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
 from .message import Message
 from .pattern_subscriptions import subscription_pattern
@@ -72,7 +73,10 @@ class Policy:
         """Reserved topics are never routed to subscribers (AUTHZ.md §2 gate 2)."""
         return self.reserved_topics.routable(topic)
 
-    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> MaybeDecision:
+    def check_publish(self, identity: Identity, message: Message) -> MaybeDecision:
+        """A PUBLISH as the routed message built for it (broker/handle_publish.py): every gate
+        judges that one value, the topic resolved and the Topic Alias gone (issue 21)."""
+        topic = message.topic
         reserved = self.reserved_topics
         if reserved.is_sys(topic):
             return deny(GateName.RESERVED, None, f"clients never publish to {SYS_ROOT} topics")
@@ -85,7 +89,7 @@ class Policy:
                 f"{topic!r} is reserved for SMOKER claims (SMOKER-authenticated clients only)",
             )
         if self.pipeline is not None:
-            return self.pipeline.check_publish(identity, topic, packet)
+            return self.pipeline.check_publish(identity, message)
         return ALLOW
 
     def admit(self, identity: Identity) -> Decision:
@@ -135,6 +139,17 @@ class Policy:
                 identity, subscription, inner, group, user_properties, covering
             )
         return ALLOW
+
+    def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
+        """Can gates 5-6 deny a delivery through ``topic_filter`` (without ``$share/<group>/``)
+        to ``identity``? Decided when the subscription is made or judged again, so deliveries
+        through the others take no check (issue 21; ``SubscriptionEntry.egress``)."""
+        if not self.has_delivery_gates:
+            return False
+        pipeline = self.pipeline
+        if pipeline is None:  # delivery gates nobody can ask per filter: check every delivery
+            return True
+        return pipeline.delivers_need_check(identity, topic_filter)
 
     def check_deliver(
         self, session: Session, message: Message, entry: SubscriptionEntry | None = None

@@ -12,7 +12,9 @@ password entry is gone or changed (:func:`recheck_credentials`).
 
 Live deliveries need none of this on the hot path: a message is routed only through
 subscriptions that passed the policy in force (this path keeps that true) and the policy's
-per-delivery gates (``Policy.check_deliver``) still judge each one where they can deny.
+per-delivery gates (``Policy.check_deliver``) still judge each one where they can deny. Where
+they can is decided here too, per subscription (``SubscriptionEntry.egress``, issue 21): a
+reload that adds an egress deny rule marks the subscriptions it meets before the next message.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Verdict:
     topic_filter: str
     entry: SubscriptionEntry  # as it was judged (a client change meanwhile wins)
     decision: Decision
+    egress: bool = True  # Policy.delivers_need_check now (SubscriptionEntry.egress)
 
 
 def judged_later(identity: Identity | None) -> bool:
@@ -85,8 +88,10 @@ async def judge_subscriptions(
         user_properties = (("queryable", "true"),) if entry.queryable else ()
         verdict = broker.policy.check_subscribe(identity, subscription, user_properties)
         decision = verdict if isinstance(verdict, Decision) else await verdict
-        if decision.denied or decision.recheck != entry.recheck:
-            verdicts.append(Verdict(topic_filter, entry, decision))
+        # whether gates 5-6 can deny its deliveries changes with the policy and the identity
+        egress = _egress(broker, identity, topic_filter)
+        if decision.denied or decision.recheck != entry.recheck or egress != entry.egress:
+            verdicts.append(Verdict(topic_filter, entry, decision, egress))
     return checked, verdicts
 
 
@@ -100,7 +105,8 @@ def apply_verdicts(broker: Broker, session: Session, verdicts: list[Verdict], wh
             remove_subscription(broker, session, v.topic_filter, why, v.decision)
             removed += 1
         else:
-            _replace(broker, session, replace(v.entry, recheck=v.decision.recheck), v.topic_filter)
+            changed = replace(v.entry, recheck=v.decision.recheck, egress=v.egress)
+            _replace(broker, session, changed, v.topic_filter)
     return removed
 
 
@@ -130,6 +136,18 @@ async def recheck_subscriptions(broker: Broker, why: str) -> tuple[int, int]:
 
 
 # -- subscriptions ------------------------------------------------------------------------
+
+
+def _egress(broker: Broker, identity: Identity, topic_filter: str) -> bool:
+    """``SubscriptionEntry.egress`` for ``topic_filter`` as ``identity`` under the policy now
+    (True for a filter that cannot be parsed: it is checked, never skipped)."""
+    try:
+        _, inner, _ = subscription_pattern(
+            topic_filter, broker.separator, identity.subscription_patterns
+        )
+    except RuleError:
+        return True
+    return broker.policy.delivers_need_check(identity, inner)
 
 
 def _split(broker: Broker, session: Session, topic_filter: str) -> tuple[str, object]:

@@ -41,6 +41,9 @@ class SubscriptionEntry:
     share_group: str | None = None
     recheck: bool = False  # deliveries must pass the policy's deliver check (AUTHZ.md §2 gate 4)
     queryable: bool = False  # SUBSCRIBE user property queryable=true (site ACL declare_queryable)
+    # deliveries can be denied by gates 5-6 (Policy.delivers_need_check, issue 21): decided at
+    # subscribe time and again by broker/rejudge.py; True until decided (restored sessions)
+    egress: bool = True
 
     def routed_filter(self, separator: str) -> str:
         """The filter the topic space indexes this entry under: ``topic_filter`` without

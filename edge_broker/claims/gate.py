@@ -16,14 +16,13 @@ restricted area). Claims are per tenant: decisions use ``Identity.tenant``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..authz.decision import Decision, GateName, deny
+from ..authz.request import Publication
 from ..identity import Identity
 from ..matching.decision_cache import DecisionCache
 from ..matching.mqtt_topics import filters_overlap
 from ..matching.subscription_patterns import is_runtime_pattern
-from ..mqtt.packets import Publish, Subscription, Will
+from ..mqtt.packets import Subscription, Will
 from .errors import shown
 from .model import Activity
 from .service import ClaimService
@@ -36,9 +35,10 @@ _RULE = "smoker"
 def reaches_restricted(topic_filter: str) -> bool:
     """Can a message on a restricted topic match ``topic_filter`` (without ``$share/…``)?
 
-    Conservative: a runtime subscription pattern (PATTERNS.md §2, e.g. ``>``, ``r*/#``, ``re#``)
-    is treated as reaching the area, so its deliveries are checked one by one; a check too many
-    costs a lookup, one too few would leak.
+    Conservative: a filter holding ``*`` or ``>`` or a prefix ``#`` (the runtime subscription
+    patterns of PATTERNS.md §2, e.g. ``>``, ``r*/#``, ``r#``) is treated as reaching the area, so
+    its deliveries are checked one by one; a check too many costs a lookup, one too few would
+    leak (issue 21: only these subscriptions' deliveries are checked at all).
     """
     if is_runtime_pattern(topic_filter):
         return True
@@ -82,8 +82,8 @@ class ClaimsGate:
             self._cache.put(key, decision)
         return decision
 
-    def check_publish(self, identity: Identity, topic: str, packet: Publish) -> Decision | None:
-        return self._decide(identity, topic, Activity.PUBLISH)
+    def check_publish(self, identity: Identity, message: Publication) -> Decision | None:
+        return self._decide(identity, message.topic, Activity.PUBLISH)
 
     def check_will(self, identity: Identity, will: Will) -> Decision | None:
         return self._decide(identity, will.topic, Activity.PUBLISH)
@@ -122,6 +122,5 @@ class ClaimsGate:
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
         return reaches_restricted(topic_filter)
 
-    def check_deliver(self, identity: Identity, message: Any) -> Decision | None:
-        topic: str = message.topic
-        return self._decide(identity, topic, Activity.SUBSCRIBE)
+    def check_deliver(self, identity: Identity, message: Publication) -> Decision | None:
+        return self._decide(identity, message.topic, Activity.SUBSCRIBE)

@@ -183,6 +183,11 @@ class KeyExpr:
     def autocanonize(cls, expr: str) -> KeyExpr:
         return cls.parse(canonize(expr))
 
+    @property
+    def is_wild(self) -> bool:
+        """True when the expression denotes more than one key (has ``*``, ``**`` or ``$*``)."""
+        return any(c.kind >= ChunkKind.STAR for c in self.chunks)
+
     def includes(self, other: KeyExpr) -> bool:
         return _includes(self.chunks, other.chunks)
 

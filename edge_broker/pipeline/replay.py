@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..authz.decision import Decision
+from ..broker.message import Message
 from ..identity import Identity
-from ..mqtt.packets import Publish, Subscription
+from ..mqtt.packets import Subscription
 
 REPLAYED_ACTIONS = ("publish", "subscribe")
 
@@ -97,8 +98,8 @@ def decide(policy: Any, record: Mapping[str, Any]) -> Verdict:
     topic = record.get("topic") or ""
     qos = int(record.get("qos") or 0)
     if record.get("action") == "publish":
-        packet = Publish(topic, b"", qos, False, packet_id=1 if qos else None)
-        return verdict_of(_resolve(policy.check_publish(identity, topic, packet)))
+        message = Message(topic, b"", qos, False)
+        return verdict_of(_resolve(policy.check_publish(identity, message)))
     if record.get("action") == "subscribe":
         return verdict_of(_resolve(policy.check_subscribe(identity, Subscription(topic, qos))))
     raise ValueError(

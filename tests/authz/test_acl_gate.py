@@ -54,7 +54,7 @@ def ident(**kw: Any) -> Identity:
 
 def test_reason_strings_name_rule_or_default() -> None:
     gate = AclGate(Acl.load(section()))
-    denied = gate.check_publish(ident(), "admin/x", Publish("admin/x", b"1"))
+    denied = gate.check_publish(ident(), BrokerMessage("admin/x", b"1", 0, False))
     assert (
         denied is not None
         and denied.denied
@@ -62,14 +62,14 @@ def test_reason_strings_name_rule_or_default() -> None:
         and denied.rule == "no-admin"
     )
     assert denied.reason == "publish to 'admin/x' (put): denied by acl rule \"no-admin\""
-    default = gate.check_publish(ident(), "other", Publish("other", b"1"))
+    default = gate.check_publish(ident(), BrokerMessage("other", b"1", 0, False))
     assert (
         default is not None
         and default.reason == "publish to 'other' (put): denied by acl default_permission"
     )
-    allowed = gate.check_publish(ident(), "sensors/t", Publish("sensors/t", b"1"))
+    allowed = gate.check_publish(ident(), BrokerMessage("sensors/t", b"1", 0, False))
     assert allowed is not None and allowed.allowed and allowed.rule == "sensors"
-    odd = gate.check_publish(ident(), "a//b", Publish("a//b", b"1"))
+    odd = gate.check_publish(ident(), BrokerMessage("a//b", b"1", 0, False))
     assert odd is not None and odd.denied and "not representable" in (odd.reason or "")
 
 
@@ -105,8 +105,8 @@ def test_subjects_are_resolved_per_attribute_triple() -> None:
     )
     gate = AclGate(acl)
     on_wifi, on_eth = ident(interface="wlan0"), ident(interface="eth0")
-    assert gate.check_publish(on_wifi, "x", Publish("x", b"1")).allowed  # type: ignore[union-attr]
-    assert gate.check_publish(on_eth, "x", Publish("x", b"1")).denied  # type: ignore[union-attr]
+    assert gate.check_publish(on_wifi, BrokerMessage("x", b"1", 0, False)).allowed  # type: ignore[union-attr]
+    assert gate.check_publish(on_eth, BrokerMessage("x", b"1", 0, False)).denied  # type: ignore[union-attr]
     assert gate.subject(on_wifi) is gate.subject(ident(interface="wlan0", username=None))
     assert "match subjects: 'wifi'" in gate.describe_subject(on_wifi)
     assert "match subjects: none" in gate.describe_subject(on_eth)
@@ -115,7 +115,7 @@ def test_subjects_are_resolved_per_attribute_triple() -> None:
 def test_decision_cache_is_bounded() -> None:
     gate = AclGate(Acl.load(section()), cache_limit=10)
     for i in range(100):
-        gate.check_publish(ident(), f"sensors/{i}", Publish(f"sensors/{i}", b"1"))
+        gate.check_publish(ident(), BrokerMessage(f"sensors/{i}", b"1", 0, False))
         assert len(gate._ingress[0]) <= 10
 
 
@@ -282,7 +282,7 @@ def test_cached_gate_agrees_with_the_engine(requests: list[Any]) -> None:
             got = gate.check_deliver(identity, BrokerMessage(topic, payload, 0, retain, props))
             want = check_delivery(subject, packet)
         else:
-            got = gate.check_publish(identity, topic, packet)
+            got = gate.check_publish(identity, BrokerMessage(topic, payload, 0, retain, props))
             want = check_publish(subject, packet)
         assert got is not None
         assert (got.allowed, got.rule) == (want.allowed, want.rule_id), (identity, topic, egress)

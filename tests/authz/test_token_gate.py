@@ -8,8 +8,9 @@ import pytest
 from edge_broker.authz.decision import GateName
 from edge_broker.authz.grants import Grants
 from edge_broker.authz.token_gate import TokenGate
+from edge_broker.broker.message import Message
 from edge_broker.identity import Identity
-from edge_broker.mqtt.packets import Publish, Subscription, Will
+from edge_broker.mqtt.packets import Subscription, Will
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 GRANTS = [
@@ -38,7 +39,7 @@ def identity(tenant: str, sep: str = ".") -> Identity:
 
 
 def publish(gate: TokenGate, who: Identity, topic: str):
-    return gate.check_publish(who, topic, Publish(topic, b"", 0))
+    return gate.check_publish(who, Message(topic, b"", 0, False))
 
 
 def subscribe(gate: TokenGate, who: Identity, pattern: str):

@@ -138,11 +138,11 @@ class SlowPolicy(Policy):
             return deny(GateName.AUTHORIZER, "no-deny", "denied by authorizer rule 'no-deny'")
         return ALLOW
 
-    def check_publish(self, identity, topic, packet, *more):
-        first = super().check_publish(identity, topic, packet, *more)
+    def check_publish(self, identity, message):
+        first = super().check_publish(identity, message)
         if first.denied:
             return first
-        return self._publish(topic)
+        return self._publish(message.topic)
 
     async def _subscribe(self, topic_filter: str) -> Decision:
         await asyncio.sleep(0.01)

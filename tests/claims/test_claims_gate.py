@@ -14,21 +14,21 @@ from hypothesis import strategies as st
 
 from edge_broker.authz.decision import Decision, GateName, deny
 from edge_broker.authz.pipeline import GatePipeline
+from edge_broker.broker.message import Message
 from edge_broker.broker.policy import Policy
 from edge_broker.claims.gate import ClaimsGate, reaches_restricted
 from edge_broker.claims.model import Activity, RestrictionType
 from edge_broker.claims.persistence import KeyedClaimStore
 from edge_broker.claims.service import ClaimService
 from edge_broker.matching.mqtt_topics import topic_matches
-from edge_broker.mqtt.packets import Publish, Subscription, Will
+from edge_broker.mqtt.packets import Subscription, Will
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 T = f"restricted/{OWNER}/t"
 
 
-class Msg:
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
+def Msg(topic: str) -> Message:  # noqa: N802 - reads as the message it builds
+    return Message(topic, b"", 0, False)
 
 
 class Sess:
@@ -138,9 +138,9 @@ async def test_system_topics_publish_and_will(service: ClaimService) -> None:
     for f in ("access/claim", "access/unclaim", f"access/claims/{OTHER}/request"):
         verdict = gate.check_subscribe(who, Subscription(f, 0), f, None)
         assert verdict is not None and verdict.denied
-    publish = gate.check_publish(who, T, Publish(T))
+    publish = gate.check_publish(who, Message(T, b"", 0, False))
     assert publish is not None and publish.denied
-    assert gate.check_publish(who, "open/t", Publish("open/t")) is None
+    assert gate.check_publish(who, Message("open/t", b"", 0, False)) is None
     will = gate.check_will(who, Will(T, b"bye"))
     assert will is not None and will.denied
     owner_will = gate.check_will(smoker_identity(), Will(T, b"bye"))
@@ -154,8 +154,8 @@ class DenyNo:
     def gate(self) -> GateName:
         return GateName.ACL
 
-    def check_publish(self, identity: Any, topic: str, packet: Publish) -> Decision | None:
-        return deny(GateName.ACL, "no", "no") if topic.startswith("no/") else None
+    def check_publish(self, identity: Any, message: Any) -> Decision | None:
+        return deny(GateName.ACL, "no", "no") if message.topic.startswith("no/") else None
 
     def check_will(self, identity: Any, will: Will) -> Decision | None:
         return None
@@ -184,11 +184,11 @@ async def test_the_pipeline_runs_the_earlier_gates_first_then_the_claims(
     other = smoker_identity(OTHER)
     assert policy.has_delivery_gates
     assert policy.routable("open/t") and not policy.routable("access/claim")
-    first = policy.check_publish(other, "no/x", Publish("no/x"))
+    first = policy.check_publish(other, Message("no/x", b"", 0, False))
     assert isinstance(first, Decision) and first.gate is GateName.ACL  # the earlier denial wins
-    second = policy.check_publish(other, T, Publish(T))
+    second = policy.check_publish(other, Message(T, b"", 0, False))
     assert isinstance(second, Decision) and second.gate is GateName.CLAIMS and second.denied
-    third = policy.check_publish(other, "open/t", Publish("open/t"))
+    third = policy.check_publish(other, Message("open/t", b"", 0, False))
     assert isinstance(third, Decision) and third.allowed
     sub = policy.check_subscribe(other, Subscription("$share/g/#", 0))
     assert isinstance(sub, Decision) and sub.allowed and sub.recheck
@@ -203,7 +203,7 @@ async def test_the_pipeline_runs_the_earlier_gates_first_then_the_claims(
     assert policy.check_deliver(Sess(other), Msg("open/t")).allowed  # type: ignore[arg-type]
     await claim(service, RestrictionType.WHITELIST, (OTHER, Activity.ALL))
     assert policy.check_deliver(Sess(other), Msg(T)).allowed  # type: ignore[arg-type]
-    allowed = policy.check_publish(other, T, Publish(T))
+    allowed = policy.check_publish(other, Message(T, b"", 0, False))
     assert isinstance(allowed, Decision) and allowed.allowed
 
 

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..auth.chain import Authenticator, ConnectionInfo
@@ -27,6 +27,8 @@ from ..mqtt.codec import PacketReader, encode
 from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Will
 from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
+from ..mqtt.session_states import ConnState, Trigger, next_state
+from .dispatch import HANDLERS, Handler
 from .message import Message
 from .publish_quota import PublishQuota
 from .session import Inflight, Outgoing, Session
@@ -38,9 +40,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edge_broker.broker")
 
-Handler = Callable[["Connection", Any], Awaitable[None] | None]
-
-AWAIT_CONNECT, CONNECTING, AUTHENTICATING, CONNECTED, CLOSED = range(5)
+AWAIT_CONNECT, CONNECTING, AUTHENTICATING, CONNECTED, CLOSED = (
+    ConnState.AWAIT_CONNECT,
+    ConnState.CONNECTING,
+    ConnState.AUTHENTICATING,
+    ConnState.CONNECTED,
+    ConnState.CLOSED,
+)  # short names for this module
 
 # MQTT 5 reason code -> MQTT 3.x CONNACK return code (3.1.1 §3.2.2.3).
 V3_CONNACK_CODES: dict[int, int] = {
@@ -74,8 +80,10 @@ class Connection(asyncio.Protocol):
             side="server",
             max_packet_size=min(limits.max_connect_packet_size, limits.max_packet_size),
         )
+        # state and handlers change together, only in trigger() (mqtt/session_states.py)
         self.state = AWAIT_CONNECT
-        self.handlers: dict[type, Handler] = broker.handlers_before_connect
+        self.handlers: Mapping[type, Handler] = HANDLERS[AWAIT_CONNECT]
+        self.lost = False  # connection_lost ran: the broker was told once
         self.level = 4
         self.v5 = False
         self.client_id = ""
@@ -166,7 +174,7 @@ class Connection(asyncio.Protocol):
             self.level = first.protocol_level
             self.v5 = self.level == 5
             self.client_id = first.client_id
-            self.state = CONNECTING
+            self.trigger(Trigger.CONNECT)
         self.broker.limit_hits.hit(
             "limits.max_connect_packet_size",
             f"connection refused before authentication: {reason}",
@@ -178,14 +186,24 @@ class Connection(asyncio.Protocol):
             self.refuse_connect(ReasonCode.QUOTA_EXCEEDED, reason)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.state == CONNECTING and self.pending is not None:
-            # Nobody is left to answer: stop waiting for an authentication slot (a login storm's
-            # gone clients must not take the slow password checks from those still waiting).
+        if self.lost:
+            return
+        self.lost = True
+        if self.pending is not None and self.identity is None:
+            # Still authenticating and nobody is left to answer: stop waiting for an
+            # authentication slot (a login storm's gone clients must not take the slow
+            # password checks from those still waiting).
             self.pending.cancel()
-        if self.state != CLOSED:
-            self.state = CLOSED
+        self.trigger(Trigger.CLOSE)
+        self.broker.connection_closed(self)
+
+    def trigger(self, event: Trigger) -> None:
+        """Move to the state ``event`` leads to (mqtt/session_states.py) with its handlers; a
+        closed connection handles no more packets and sends nothing more."""
+        state = self.state = next_state(self.state, event)
+        self.handlers = HANDLERS[state]
+        if state is CLOSED:
             self.closing = True
-            self.broker.connection_closed(self)
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -347,7 +365,7 @@ class Connection(asyncio.Protocol):
         if self.broker.persistence is not None:
             self.broker.persistence.before_send()  # write-ahead, as Broker._flush (issue 17)
         self.flush()
-        self.closing = True
+        self.trigger(Trigger.CLOSE)
         if self.transport is not None:
             self.transport.close()
 

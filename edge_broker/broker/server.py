@@ -22,43 +22,12 @@ from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..auth.identity import Identity
 from ..authz.decision import Decision
 from ..config import Config, ListenerConfig, claims_enabled
-from ..mqtt.packets import (
-    Auth,
-    Connect,
-    Disconnect,
-    Pingreq,
-    Properties,
-    Puback,
-    Pubcomp,
-    Publish,
-    Pubrec,
-    Pubrel,
-    Subscribe,
-    Unsubscribe,
-    Will,
-)
+from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
-from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Connection, Handler
+from ..mqtt.session_states import ConnState
+from .connection import Connection
 from .delivery import Delivery
 from .fd_budget import accept_error_handler, connection_cap, raise_soft_limit
-from .handle_connect import (
-    handle_auth_continue,
-    handle_before_connect,
-    handle_connect,
-    handle_disconnect,
-    handle_during_auth,
-    handle_pingreq,
-    handle_reauth,
-    handle_second_connect,
-)
-from .handle_publish import (
-    handle_puback,
-    handle_pubcomp,
-    handle_publish,
-    handle_pubrec,
-    handle_pubrel,
-)
-from .handle_subscribe import handle_subscribe, handle_unsubscribe
 from .interfaces import InterfaceMap
 from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
@@ -86,19 +55,6 @@ log = logging.getLogger("edge_broker.broker")
 
 TICK = 0.5  # seconds between keep-alive / will / expiry / $SYS checks
 SPACE_SWEEP_INTERVAL = 5.0  # seconds between two looks for empty tenant topic spaces
-CLIENT_PACKETS = (
-    Connect,
-    Publish,
-    Puback,
-    Pubrec,
-    Pubrel,
-    Pubcomp,
-    Subscribe,
-    Unsubscribe,
-    Pingreq,
-    Disconnect,
-    Auth,
-)
 
 
 class Broker:
@@ -145,27 +101,6 @@ class Broker:
         self._ticker: asyncio.Task[None] | None = None
         self._next_sys = 0.0
         self._next_space_sweep = 0.0
-        self.handlers_before_connect: dict[type, Handler] = {
-            t: handle_before_connect for t in CLIENT_PACKETS
-        }
-        self.handlers_before_connect[Connect] = handle_connect
-        self.handlers_authenticating: dict[type, Handler] = {
-            t: handle_during_auth for t in CLIENT_PACKETS
-        }
-        self.handlers_authenticating[Auth] = handle_auth_continue
-        self.handlers_connected: dict[type, Handler] = {
-            Connect: handle_second_connect,
-            Publish: handle_publish,
-            Puback: handle_puback,
-            Pubrec: handle_pubrec,
-            Pubrel: handle_pubrel,
-            Pubcomp: handle_pubcomp,
-            Subscribe: handle_subscribe,
-            Unsubscribe: handle_unsubscribe,
-            Pingreq: handle_pingreq,
-            Disconnect: handle_disconnect,
-            Auth: handle_reauth,
-        }
         self.topic_space("~")
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -475,7 +410,6 @@ class Broker:
         if existing is not None and existing.connection is not None:
             old = existing.connection
             old.close(ReasonCode.SESSION_TAKEN_OVER, "session taken over by a new connection")
-            old.state = AWAIT_CONNECT  # not CONNECTED any more; connection_lost must not detach
             old.disconnect_reason = "session taken over"
             self._detach(old, keep_session=resume)
         if existing is not None and not resume:
@@ -650,12 +584,10 @@ class Broker:
         timeout = self.config.broker.connect_timeout
         self._connection_cap = connection_cap(self.config.limits.max_connections)
         for conn in list(self.connections):
-            if conn.state == CONNECTED:
+            if conn.state is ConnState.CONNECTED:
                 if conn.keep_alive and now - conn.last_rx > conn.keep_alive * 1.5:
                     conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
-            elif conn.state in (AWAIT_CONNECT, CONNECTING, AUTHENTICATING) and (
-                now - conn.created > timeout
-            ):
+            elif conn.state < ConnState.CONNECTED and (now - conn.created > timeout):
                 connect_timed_out(conn, timeout)
         for session in list(self._wills):
             if session.will_at is not None and session.will_at <= now and session.will:

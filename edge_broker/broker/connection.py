@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -95,7 +94,7 @@ class Connection(asyncio.Protocol):
         self.auth_state: object = None
         self.will: Will | None = None
         self.keep_alive = 0
-        self.created = self.last_rx = time.monotonic()
+        self.created = self.last_rx = broker.clock()
         self.problem_information = True  # MQTT 5 Request Problem Information (default 1)
         self.send_quota = broker.config.limits.max_inflight  # min(ours, client's Receive Maximum)
         self.client_max_packet = 268_435_460  # client's Maximum Packet Size
@@ -130,7 +129,7 @@ class Connection(asyncio.Protocol):
         self.broker.connection_opened(self)
 
     def data_received(self, data: bytes) -> None:
-        self.last_rx = time.monotonic()
+        self.last_rx = self.broker.clock()
         self.broker.stats.bytes_received += len(data)
         over_budget = self.state != CONNECTED and self.pre_auth_exceeded(len(data))
         self.bytes_in += len(data)
@@ -301,7 +300,7 @@ class Connection(asyncio.Protocol):
         dup: bool = False,
     ) -> bool:
         """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path)."""
-        if message.expires_at is not None and message.expired(time.monotonic()):
+        if message.expires_at is not None and message.expired(self.broker.clock()):
             return False
         alias = 0
         send_topic = True

@@ -8,7 +8,6 @@ Handling 0: always, 1: only for a new subscription, 2: never; never for shared s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -221,7 +220,7 @@ def _send_retained(
     session = conn.session
     assert session is not None
     space = broker.topic_space(session.tenant)
-    now = time.monotonic()
+    now = broker.clock()
     policy = broker.policy
     for entry, inner, pattern in wanted:
         sub_ids = (entry.subscription_id,) if entry.subscription_id else ()

@@ -63,10 +63,14 @@ class Broker:
         config: Config,
         sessions: SessionStore | None = None,
         retained_factory: Callable[[str], RetainedStore] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``sessions`` and ``retained_factory(tenant)`` are the persistence seams (issue 8);
-        both default to memory."""
+        both default to memory. ``clock`` is the one clock of the session lifecycle (keep
+        alive, connect timeout, will delay, session expiry, connect rate): a test gives a
+        fake one and calls :meth:`tick` instead of sleeping (tests/engine_harness.py)."""
         self.config = config
+        self.clock = clock
         self._retained_factory = retained_factory
         self.separator = config.topics.separator
         self.stats = BrokerStats()
@@ -96,7 +100,7 @@ class Broker:
         self._will_tasks: set[asyncio.Task[None]] = set()  # wills awaiting an authorizer
         self._expiring: set[Session] = set()
         self._rate_tokens = float(config.limits.connect_burst)
-        self._rate_at = time.monotonic()
+        self._rate_at = clock()
         self._stop = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
         self._next_sys = 0.0
@@ -285,7 +289,7 @@ class Broker:
                 "limits.max_connections", f"CONNECT refused: {reason}", conn.client_id
             )
             return (ReasonCode.QUOTA_EXCEEDED, reason)
-        now = time.monotonic()
+        now = self.clock()
         self._rate_tokens = min(
             float(limits.connect_burst),
             self._rate_tokens + (now - self._rate_at) * limits.connect_rate,
@@ -378,7 +382,7 @@ class Broker:
         if (
             existing is not None
             and existing.connection is None
-            and (existing.expires_at is not None and existing.expires_at <= time.monotonic())
+            and (existing.expires_at is not None and existing.expires_at <= self.clock())
         ):
             return None
         return existing
@@ -400,7 +404,7 @@ class Broker:
         (MQTT 5 MQTT-3.1.2-23, MQTT-4.4.0-1; 3.1.1 MQTT-3.1.2-4)."""
         client_id = conn.client_id
         existing = self.sessions.get(session_key(identity.tenant, client_id))
-        now = time.monotonic()
+        now = self.clock()
         resume = existing is not None and not (
             connect.clean_start
             or fresh
@@ -488,7 +492,7 @@ class Broker:
         session.connection = None
         self.stats.clients_connected -= 1
         will, conn.will = conn.will, None
-        now = time.monotonic()
+        now = self.clock()
         if will is not None:
             delay = (will.properties.will_delay_interval or 0) if conn.v5 else 0
             if delay == 0 or (session.expiry_interval == 0 and not keep_session):
@@ -576,7 +580,7 @@ class Broker:
         while True:
             await asyncio.sleep(TICK)
             try:
-                self.tick(time.monotonic())
+                self.tick(self.clock())
             except Exception:
                 log.exception("periodic broker task failed")
 

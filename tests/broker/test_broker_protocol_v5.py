@@ -311,27 +311,6 @@ def test_outbound_topic_alias(client):
     assert last.topic == t + "/c" and last.properties.topic_alias is None
 
 
-def test_message_expiry_remaining_sent_and_expired_dropped(client):
-    import time
-
-    c = client()
-    c.connect(cid())
-    t = cid("exp/")
-    c.send(
-        Publish(t + "/a", b"a", 0, retain=True, properties=Properties(message_expiry_interval=100))
-    )
-    c.send(
-        Publish(t + "/b", b"b", 0, retain=True, properties=Properties(message_expiry_interval=1))
-    )
-    c.send(Pingreq())
-    c.expect(Pingresp)
-    time.sleep(1.3)
-    c.subscribe(t + "/#")
-    got = c.expect(Publish)
-    assert got.topic == t + "/a" and 98 <= got.properties.message_expiry_interval <= 100
-    c.nothing()
-
-
 def test_request_response_properties_passed_through(client):
     c = client()
     c.connect(cid())
@@ -424,15 +403,6 @@ def test_will_qos_and_invalid_topic(client):
     c = client()
     ack = c.connect(cid(), will=Will("$SYS/x", b"w"))
     assert ack.reason_code == 0x87
-
-
-def test_server_keep_alive_and_timeout(broker_factory):
-    b = broker_factory({"broker": {"server_keep_alive": 1}})
-    with RawClient(b.host, b.port) as c:
-        ack = c.connect(cid(), keep_alive=60)
-        assert ack.properties.server_keep_alive == 1
-        got = c.closed(timeout=4)
-        assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x8D
 
 
 def test_disconnect_session_expiry_from_zero_is_protocol_error(client):

@@ -194,3 +194,15 @@ def test_message_expiry_remaining_sent_and_expired_dropped(mb: MemoryBroker) -> 
     got = c.expect(Publish)
     assert got.topic == t + "/a" and 98 <= got.properties.message_expiry_interval <= 100
     c.nothing()
+
+
+def test_session_present_v311(mb: MemoryBroker) -> None:
+    name = cid()
+    a = mb.client(4)
+    assert not a.connect(name, clean=False).session_present
+    a.close()
+    b = mb.client(4)
+    assert b.connect(name, clean=False).session_present
+    b.close()
+    c = mb.client(4)
+    assert not c.connect(name, clean=True).session_present

@@ -228,7 +228,7 @@ class Bridges:
                     1  # left over one of our bridges before, came back another way
                 )
                 continue
-            if message.expires_at is not None and message.expired(time.monotonic()):
+            if message.expires_at is not None and message.expired(self.broker.clock()):
                 continue
             pipeline = policy.pipeline
             if (
@@ -354,6 +354,7 @@ class Bridges:
             packet.retain,
             packet.properties,
             bridge.origin,
+            broker.clock(),
         )
         space = broker.topic_space(mapping.tenant)
         if packet.retain:  # within the retained limits, as any client's (delivered either way)

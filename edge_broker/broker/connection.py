@@ -300,8 +300,11 @@ class Connection(asyncio.Protocol):
         dup: bool = False,
     ) -> bool:
         """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path)."""
-        if message.expires_at is not None and message.expired(self.broker.clock()):
-            return False
+        now = 0.0  # the clock is read only for messages that can expire
+        if message.expires_at is not None:
+            now = self.broker.clock()
+            if message.expired(now):
+                return False
         alias = 0
         send_topic = True
         if self.alias_out_max:
@@ -310,7 +313,9 @@ class Connection(asyncio.Protocol):
                 send_topic = False
             elif len(self.aliases_out) < self.alias_out_max:
                 alias = self.aliases_out[message.topic] = len(self.aliases_out) + 1
-        template = message.template(self.v5, qos, retain, sub_ids, alias, send_topic, self.level)
+        template = message.template(
+            self.v5, qos, retain, sub_ids, alias, send_topic, self.level, now=now
+        )
         data: bytes = template.for_packet_id(packet_id) if packet_id else template.data
         if len(data) > self.client_max_packet:
             if alias and send_topic:

@@ -563,7 +563,7 @@ class Broker:
         if props.will_delay_interval is not None:
             props = replace(props, will_delay_interval=None)
         message = make_message(
-            will.topic, will.payload, will.qos, will.retain, props, session.client_id
+            will.topic, will.payload, will.qos, will.retain, props, session.client_id, self.clock()
         )
         space = self.topic_space(session.tenant)
         if will.retain:

@@ -206,3 +206,24 @@ def test_session_present_v311(mb: MemoryBroker) -> None:
     b.close()
     c = mb.client(4)
     assert not c.connect(name, clean=True).session_present
+
+
+def test_a_queued_will_expires_on_the_broker_clock(mb: MemoryBroker) -> None:
+    """The will's Message Expiry Interval runs on the broker's clock (MQTT 5 §3.1.3.2.4,
+    §3.3.2.3.3): queued for an offline session, it is gone once that much time has passed,
+    and still there a second before."""
+    t = cid("wme/")
+    late, early = cid(), cid()
+    for name in (late, early):
+        park_session(mb.client(), name, subscription=Subscription(t, 1))
+    expiring = Will(t, b"bye", qos=1, properties=Properties(message_expiry_interval=5))
+    vanish_with_will(mb.client(), cid(), expiring)
+    mb.advance(4.0)
+    back = mb.client()
+    back.connect(early, clean=False, properties=Properties(session_expiry_interval=60))
+    got = back.expect(Publish)
+    assert got.payload == b"bye" and got.properties.message_expiry_interval == 1
+    mb.advance(1.0)
+    again = mb.client()
+    again.connect(late, clean=False, properties=Properties(session_expiry_interval=60))
+    again.nothing()

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..auth.chain import Authenticator, ConnectionInfo
 from ..auth.identity import Identity
-from ..mqtt.codec import PacketReader, encode
+from ..engine.connection import ConnectionEngine
+from ..mqtt.codec import encode
 from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Will
 from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
-from ..mqtt.session_states import ConnState, Trigger, next_state
+from ..mqtt.session_states import ConnState, Trigger
 from .dispatch import HANDLERS, Handler
 from .message import Message
 from .publish_quota import PublishQuota
@@ -71,16 +72,11 @@ class Connection(asyncio.Protocol):
         self.transport: Any = None
         self.info = ConnectionInfo(listener.name, listener.transport)
         limits = broker.config.limits
-        # Until CONNACK the client has proved nothing: a CONNECT (and whatever it pipelines after
-        # it) is bounded by the small pre-authentication limit; handle_connect raises the
-        # reader's limit to max_packet_size on success (issue 16).
-        self.pre_auth_bytes = 0
-        self.reader = PacketReader(
-            side="server",
-            max_packet_size=min(limits.max_connect_packet_size, limits.max_packet_size),
+        # framing, state, keep alive and the pre-authentication budget: engine/connection.py
+        self.engine = ConnectionEngine(
+            broker.clock(), limits.max_connect_packet_size, limits.max_packet_size
         )
-        # state and handlers change together, only in trigger() (mqtt/session_states.py)
-        self.state = AWAIT_CONNECT
+        # the engine's state and these handlers change together, only in trigger()
         self.handlers: Mapping[type, Handler] = HANDLERS[AWAIT_CONNECT]
         self.lost = False  # connection_lost ran: the broker was told once
         self.level = 4
@@ -93,8 +89,6 @@ class Connection(asyncio.Protocol):
         self.authenticator: Authenticator | None = None
         self.auth_state: object = None
         self.will: Will | None = None
-        self.keep_alive = 0
-        self.created = self.last_rx = broker.clock()
         self.problem_information = True  # MQTT 5 Request Problem Information (default 1)
         self.send_quota = broker.config.limits.max_inflight  # min(ours, client's Receive Maximum)
         self.client_max_packet = 268_435_460  # client's Maximum Packet Size
@@ -114,7 +108,7 @@ class Connection(asyncio.Protocol):
         # verifies it again under the new keys (broker/rejudge.py). Kept here, never in the
         # Identity that authorizers see.
         self.token_credential: bytes | None = None
-        self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.created)
+        self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.engine.created)
         self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0  # audit client_stats
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -128,13 +122,23 @@ class Connection(asyncio.Protocol):
             set_limits(high=limits.write_buffer_high, low=limits.write_buffer_low)
         self.broker.connection_opened(self)
 
+    @property
+    def state(self) -> ConnState:
+        """Where the connection is (mqtt/session_states.py); changed only by :meth:`trigger`."""
+        return self.engine.state
+
+    @property
+    def last_rx(self) -> float:
+        """When the last bytes arrived, on the broker's clock."""
+        return self.engine.last_rx
+
     def data_received(self, data: bytes) -> None:
-        self.last_rx = self.broker.clock()
+        engine = self.engine
         self.broker.stats.bytes_received += len(data)
-        over_budget = self.state != CONNECTED and self.pre_auth_exceeded(len(data))
+        over_budget = engine.state is not CONNECTED and engine.pre_auth_exceeded(len(data))
         self.bytes_in += len(data)
         try:
-            packets = self.reader.feed(data)
+            packets = engine.receive(data, self.broker.clock())
         except ProtocolError as exc:
             before = getattr(exc, "packets_before_error", ())
             if before and self.backlog is None:
@@ -152,11 +156,9 @@ class Connection(asyncio.Protocol):
         self.process(packets)
 
     def pre_auth_exceeded(self, size: int) -> bool:
-        """Count bytes received before CONNACK; past twice the pre-authentication budget (one
-        CONNECT plus as much pipelined after it) the client is refused (issue 16). Reading
-        pauses while authentication runs, so this bounds the one read that may come first."""
-        self.pre_auth_bytes += size
-        return self.pre_auth_bytes > 2 * self.broker.config.limits.max_connect_packet_size
+        """Count bytes received before CONNACK (the WebSocket upgrade request too); True past
+        the pre-authentication budget (engine/connection.py, issue 16)."""
+        return self.engine.pre_auth_exceeded(size)
 
     def refuse_pre_auth(self, packets: list[Packet]) -> None:
         """Over the pre-authentication byte budget: CONNACK 0x97 in the client's format when
@@ -199,7 +201,7 @@ class Connection(asyncio.Protocol):
     def trigger(self, event: Trigger) -> None:
         """Move to the state ``event`` leads to (mqtt/session_states.py) with its handlers; a
         closed connection handles no more packets and sends nothing more."""
-        state = self.state = next_state(self.state, event)
+        state = self.engine.trigger(event)
         self.handlers = HANDLERS[state]
         if state is CLOSED:
             self.closing = True
@@ -403,7 +405,7 @@ class Connection(asyncio.Protocol):
             self.refuse_connect(code, exc.message)  # the CONNECT is known: answer in its format
             return
         if self.state == AWAIT_CONNECT:
-            level = getattr(exc, "protocol_level", None) or self.reader.protocol_level
+            level = getattr(exc, "protocol_level", None) or self.engine.reader.protocol_level
             if code == ReasonCode.UNSUPPORTED_PROTOCOL_VERSION:
                 self.level = 5 if level == 5 else 4
                 self.v5 = self.level == 5

@@ -228,9 +228,8 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
         keep_alive = cfg.max_keep_alive
     if conn.v5 and keep_alive != connect.keep_alive:
         props = replace(props, server_keep_alive=keep_alive)
-    conn.keep_alive = keep_alive if conn.v5 else connect.keep_alive
-    conn.trigger(Trigger.CONNACK_SUCCESS)
-    conn.reader.max_packet_size = broker.config.limits.max_packet_size  # past pre-auth bound
+    conn.engine.keep_alive = keep_alive if conn.v5 else connect.keep_alive
+    conn.trigger(Trigger.CONNACK_SUCCESS)  # the engine lifts the pre-authentication size bound
     conn.send_packet(Connack(present, ReasonCode.SUCCESS, props))
     schedule_token_expiry(conn)
     audit_events.connected(broker.audit, conn)

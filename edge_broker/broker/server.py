@@ -22,9 +22,9 @@ from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..auth.identity import Identity
 from ..authz.decision import Decision
 from ..config import Config, ListenerConfig, claims_enabled
+from ..engine.connection import Timeout
 from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
-from ..mqtt.session_states import ConnState
 from .connection import Connection
 from .delivery import Delivery
 from .fd_budget import accept_error_handler, connection_cap, raise_soft_limit
@@ -588,10 +588,10 @@ class Broker:
         timeout = self.config.broker.connect_timeout
         self._connection_cap = connection_cap(self.config.limits.max_connections)
         for conn in list(self.connections):
-            if conn.state is ConnState.CONNECTED:
-                if conn.keep_alive and now - conn.last_rx > conn.keep_alive * 1.5:
-                    conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
-            elif conn.state < ConnState.CONNECTED and (now - conn.created > timeout):
+            due = conn.engine.timeout(now, timeout)
+            if due is Timeout.KEEP_ALIVE:
+                conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
+            elif due is Timeout.CONNECT:
                 connect_timed_out(conn, timeout)
         for session in list(self._wills):
             if session.will_at is not None and session.will_at <= now and session.will:

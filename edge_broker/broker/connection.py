@@ -101,7 +101,6 @@ class Connection(asyncio.Protocol):
         self.pending: asyncio.Task[None] | None = None  # the handler awaited (authentication ...)
         self.closing = False
         self.disconnect_reason: str = "connection lost"
-        self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
         # the password entry that admitted the client: a reload compares it (broker/rejudge.py)
         self.password_entry: PasswordEntry | None = None
         # the JWT that admitted a token client (CONNECT or the last re-authentication): a reload

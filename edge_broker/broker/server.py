@@ -41,7 +41,7 @@ from .retained_budget import RetainedBudget
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
-from .token_expiry import cancel_token_expiry
+from .token_expiry import token_expired
 from .topic_space import TopicSpace
 
 if TYPE_CHECKING:
@@ -467,7 +467,6 @@ class Broker:
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
-        cancel_token_expiry(conn)
         if conn.session is not None:
             self._detach(conn)
         if conn.client_id and conn.identity is not None:
@@ -593,6 +592,8 @@ class Broker:
                 conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
             elif due is Timeout.CONNECT:
                 connect_timed_out(conn, timeout)
+            elif due is Timeout.TOKEN:
+                token_expired(conn)
         for session in list(self._wills):
             if session.will_at is not None and session.will_at <= now and session.will:
                 will, session.will, session.will_at = session.will, None, None

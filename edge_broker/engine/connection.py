@@ -5,7 +5,8 @@ It frames the bytes into packets (``mqtt/reader.py``), holds the connection's st
 it only along ``mqtt/session_states.py``'s transitions, bounds what an unauthenticated client
 may send (issue 16), and knows when the connection's time is up: the keep-alive deadline, one
 and a half times the Keep Alive after the last packet (MQTT 5 §3.1.2.10, 3.1.1 §3.1.2.10), and
-the connect timeout before CONNACK. The broker's ``Connection`` (an ``asyncio.Protocol``) feeds
+the connect timeout before CONNACK, and the expiry of the token that admitted the client. The
+broker's ``Connection`` (an ``asyncio.Protocol``) feeds
 it and acts on what it returns; the broker's tick asks it :meth:`ConnectionEngine.timeout`.
 """
 
@@ -25,6 +26,8 @@ class Timeout(Enum):
     """Nothing received for 1.5 × Keep Alive (MQTT 5 §3.1.2.10): DISCONNECT 0x8D and close."""
     CONNECT = "connect timeout"
     """No CONNACK 0x00 within ``broker.connect_timeout`` (broker/pre_auth.py says why)."""
+    TOKEN = "token expired"
+    """The token that admitted the client expired (broker/token_expiry.py): DISCONNECT 0xA0."""
 
 
 class ConnectionEngine:
@@ -36,6 +39,7 @@ class ConnectionEngine:
         "created",
         "last_rx",
         "keep_alive",
+        "token_deadline",
         "pre_auth_bytes",
         "_pre_auth_budget",
         "_max_packet_size",
@@ -51,6 +55,7 @@ class ConnectionEngine:
         self.state = ConnState.AWAIT_CONNECT
         self.created = self.last_rx = now
         self.keep_alive = 0  # seconds, as agreed at CONNACK (0: none)
+        self.token_deadline: float | None = None  # when the admitting token expires
         self.pre_auth_bytes = 0
         self._pre_auth_budget = 2 * max_connect_packet_size
         self._max_packet_size = max_packet_size
@@ -83,6 +88,9 @@ class ConnectionEngine:
             keep_alive = self.keep_alive
             if keep_alive and now - self.last_rx > keep_alive * 1.5:
                 return Timeout.KEEP_ALIVE
+            deadline = self.token_deadline
+            if deadline is not None and now >= deadline:
+                return Timeout.TOKEN
         elif state is not ConnState.CLOSED and now - self.created > connect_timeout:
             return Timeout.CONNECT
         return None

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from edge_broker.broker.connection import Connection
 from edge_broker.broker.server import TICK, Broker
-from edge_broker.config import parse_config
+from edge_broker.config import loads_config, parse_config
 from edge_broker.mqtt.codec import PacketReader, encode
 from edge_broker.mqtt.packets import (
     NO_PROPERTIES,
@@ -126,10 +126,14 @@ class MemoryTransport(asyncio.Transport):
 class MemoryBroker:
     """The real broker on a private loop with a fake clock; see the module docstring."""
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: dict[str, Any] | str | None = None) -> None:
+        """``config``: a dict as parsed from TOML, or TOML text (tests/auth/token_broker.py)."""
         self.clock = FakeClock()
         self.loop = asyncio.new_event_loop()
-        self.config = parse_config(config or {})
+        if isinstance(config, str):
+            self.config = loads_config(config, "<test>")
+        else:
+            self.config = parse_config(config or {})
         self.listener = self.config.listeners[0]
         self.broker = self.loop.run_until_complete(self._make())
         self.clients: list[MemoryClient] = []
@@ -263,7 +267,7 @@ class MemoryClient:
         self.harness.call(self.connection.connection_lost, None)
 
 
-def memory_broker(config: dict[str, Any] | None = None) -> Iterator[MemoryBroker]:
+def memory_broker(config: dict[str, Any] | str | None = None) -> Iterator[MemoryBroker]:
     """For fixtures: a :class:`MemoryBroker`, shut down afterwards."""
     harness = MemoryBroker(config)
     try:

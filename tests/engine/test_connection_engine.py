@@ -74,3 +74,12 @@ def test_moves_outside_the_table_are_refused() -> None:
     with pytest.raises(ValueError, match="CONNECTED cannot take"):
         engine.trigger(Trigger.AUTH_CONTINUE)
     assert engine.state is ConnState.CONNECTED
+
+
+def test_token_deadline_ends_a_connected_session_only_once_passed() -> None:
+    engine = connected(now=100.0, keep_alive=0)
+    engine.token_deadline = 130.0
+    assert engine.timeout(129.99, connect_timeout=5) is None
+    assert engine.timeout(130.0, connect_timeout=5) is Timeout.TOKEN
+    engine.token_deadline = None  # re-authenticated with a token without exp
+    assert engine.timeout(1e9, connect_timeout=5) is None

@@ -315,7 +315,7 @@ class Connection(asyncio.Protocol):
             elif len(self.aliases_out) < self.alias_out_max:
                 alias = self.aliases_out[message.topic] = len(self.aliases_out) + 1
         template = message.template(
-            self.v5, qos, retain, sub_ids, alias, send_topic, self.level, now=now
+            self.v5, qos, retain, sub_ids, alias, send_topic, self.level, now
         )
         data: bytes = template.for_packet_id(packet_id) if packet_id else template.data
         if len(data) > self.client_max_packet:

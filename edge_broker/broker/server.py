@@ -23,6 +23,7 @@ from ..auth.identity import Identity
 from ..authz.decision import Decision
 from ..config import Config, ListenerConfig, claims_enabled
 from ..engine.connection import Timeout
+from ..engine.deadlines import Deadlines
 from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
 from .connection import Connection
@@ -96,9 +97,10 @@ class Broker:
         self._interfaces = InterfaceMap()
         self._dirty: list[Connection] = []
         self._flush_pending = False
-        self._wills: set[Session] = set()
+        # offline sessions' delayed wills and expiries, on self.clock (engine/deadlines.py)
+        self._wills: Deadlines[Session] = Deadlines()
         self._will_tasks: set[asyncio.Task[None]] = set()  # wills awaiting an authorizer
-        self._expiring: set[Session] = set()
+        self._expiring: Deadlines[Session] = Deadlines()
         self._rate_tokens = float(config.limits.connect_burst)
         self._rate_at = clock()
         self._stop = asyncio.Event()
@@ -179,9 +181,9 @@ class Broker:
         """Recovery: an offline session from the store, with its expiry and delayed will."""
         self.sessions.put(session)
         if session.will is not None and session.will_at is not None:
-            self._wills.add(session)
+            self._wills.set(session, session.will_at)
         if session.expires_at is not None:
-            self._expiring.add(session)
+            self._expiring.set(session, session.expires_at)
 
     def _factory(self, listener: ListenerConfig) -> Any:
         if listener.transport == "websocket":
@@ -499,7 +501,7 @@ class Broker:
             elif not keep_session:
                 session.will = will
                 session.will_at = now + delay
-                self._wills.add(session)
+                self._wills.set(session, session.will_at)
         if keep_session:
             return
         if session.expiry_interval == 0:
@@ -507,7 +509,7 @@ class Broker:
             return
         if session.expiry_interval != NEVER_EXPIRES:
             session.expires_at = now + session.expiry_interval
-            self._expiring.add(session)
+            self._expiring.set(session, session.expires_at)
         if self.persistence is not None:
             self.persistence.session_changed(session)
 
@@ -594,16 +596,14 @@ class Broker:
                 connect_timed_out(conn, timeout)
             elif due is Timeout.TOKEN:
                 token_expired(conn)
-        for session in list(self._wills):
-            if session.will_at is not None and session.will_at <= now and session.will:
+        for session in self._wills.due(now):
+            if session.will is not None:
                 will, session.will, session.will_at = session.will, None, None
-                self._wills.discard(session)
                 self.publish_will(session, will)
                 if self.persistence is not None:
                     self.persistence.session_changed(session)
-        for session in list(self._expiring):
-            if session.expires_at is not None and session.expires_at <= now:
-                self._end_session(session)
+        for session in self._expiring.due(now):
+            self._end_session(session)
         if self.persistence is not None:
             self.persistence.tick()
         if self.audit is not None:

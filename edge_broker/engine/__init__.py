@@ -3,5 +3,7 @@ changes only by the bytes and the time it is given, with no socket, no asyncio a
 its own. ``broker/`` is the asyncio layer around it.
 
     connection.py   one server-side connection: framing, its state (``mqtt/session_states.py``),
-                    the pre-authentication byte budget, keep-alive and connect-timeout deadlines
+                    the pre-authentication byte budget, keep-alive, connect-timeout and token
+                    deadlines
+    deadlines.py    what falls due when: will delays and session expiries of offline sessions
 """

@@ -1,4 +1,4 @@
-"""SUBSCRIBE (MQTT 5 §3.8–§3.9, §4.8.2; 3.1.1 §3.8–§3.9); UNSUBSCRIBE is handle_unsubscribe.py.
+"""SUBSCRIBE (MQTT 5 §3.8–§3.9, §4.8.2; 3.1.1 §3.8–§3.9); UNSUBSCRIBE: handle_unsubscribe.py.
 
 Each filter is decided on its own: syntax and the broker's capabilities (wildcards, shared
 subscriptions, subscription identifiers), the per-client subscription limit (0x97), then the

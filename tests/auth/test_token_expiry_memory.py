@@ -1,6 +1,7 @@
 """Token expiry during a session (issue 5, broker/token_expiry.py) on the in-memory broker with
 a fake clock: the session ends when the token's time is up, not a tick before, and a
-re-authentication in time moves the deadline; no test waits for a token to run out. Moved\nfrom test_token_reauth.py (which keeps the re-authentication exchanges over real sockets)."""
+re-authentication in time moves the deadline; no test waits for a token to run out. Moved
+from test_token_reauth.py (which keeps the re-authentication exchanges over real sockets)."""
 
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ RANKS: dict[str, int] = {
     "auth.mosquitto_hashes": 0,
     "auth.token_keys": 1,
     "auth.password": 1,
+    "engine": 1,  # the sans-io connection engine and deadlines: mqtt only
     "store": 1,
     "audit": 1,
     "authz": 2,  # the gate pipeline: matching, identity, audit, mqtt.reason_codes

@@ -226,7 +226,7 @@ class Bridges:
                     1  # left over one of our bridges before, came back another way
                 )
                 continue
-            if message.expires_at is not None and message.expired(time.monotonic()):
+            if message.expires_at is not None and message.expired(self.broker.clock()):
                 continue
             pipeline = policy.pipeline
             if (
@@ -286,6 +286,7 @@ class Bridges:
             packet.retain,
             _inbound_properties(props),
             bridge.origin,
+            self.broker.clock(),
         )
         identity = bridge.identity(mapping.tenant)
         verdict = self.broker.policy.check_publish(identity, message)

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..auth.chain import Authenticator, ConnectionInfo
+from ..engine.connection import ConnectionEngine
 from ..identity import Identity
-from ..mqtt.codec import PacketReader, encode
+from ..mqtt.codec import encode
 from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Will
 from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
+from ..mqtt.session_states import ConnState, Trigger
+from .dispatch import HANDLERS, Handler
 from .message import Message
 from .publish_quota import PublishQuota
 from .session import Inflight, Outgoing, Session
@@ -38,9 +40,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edge_broker.broker")
 
-Handler = Callable[["Connection", Any], Awaitable[None] | None]
-
-AWAIT_CONNECT, CONNECTING, AUTHENTICATING, CONNECTED, CLOSED = range(5)
+AWAIT_CONNECT, CONNECTING, AUTHENTICATING, CONNECTED, CLOSED = (
+    ConnState.AWAIT_CONNECT,
+    ConnState.CONNECTING,
+    ConnState.AUTHENTICATING,
+    ConnState.CONNECTED,
+    ConnState.CLOSED,
+)  # short names for this module
 
 # MQTT 5 reason code -> MQTT 3.x CONNACK return code (3.1.1 §3.2.2.3).
 V3_CONNACK_CODES: dict[int, int] = {
@@ -66,16 +72,13 @@ class Connection(asyncio.Protocol):
         self.transport: Any = None
         self.info = ConnectionInfo(listener.name, listener.transport)
         limits = broker.config.limits
-        # Until CONNACK the client has proved nothing: a CONNECT (and whatever it pipelines after
-        # it) is bounded by the small pre-authentication limit; handle_connect raises the
-        # reader's limit to max_packet_size on success (issue 16).
-        self.pre_auth_bytes = 0
-        self.reader = PacketReader(
-            side="server",
-            max_packet_size=min(limits.max_connect_packet_size, limits.max_packet_size),
+        # framing, state, keep alive and the pre-authentication budget: engine/connection.py
+        self.engine = ConnectionEngine(
+            broker.clock(), limits.max_connect_packet_size, limits.max_packet_size
         )
-        self.state = AWAIT_CONNECT
-        self.handlers: dict[type, Handler] = broker.handlers_before_connect
+        # the engine's state and these handlers change together, only in trigger()
+        self.handlers: Mapping[type, Handler] = HANDLERS[AWAIT_CONNECT]
+        self.lost = False  # connection_lost ran: the broker was told once
         self.level = 4
         self.v5 = False
         self.client_id = ""
@@ -86,8 +89,6 @@ class Connection(asyncio.Protocol):
         self.authenticator: Authenticator | None = None
         self.auth_state: object = None
         self.will: Will | None = None
-        self.keep_alive = 0
-        self.created = self.last_rx = time.monotonic()
         self.problem_information = True  # MQTT 5 Request Problem Information (default 1)
         self.send_quota = broker.config.limits.max_inflight  # min(ours, client's Receive Maximum)
         self.client_max_packet = 268_435_460  # client's Maximum Packet Size
@@ -100,14 +101,13 @@ class Connection(asyncio.Protocol):
         self.pending: asyncio.Task[None] | None = None  # the handler awaited (authentication ...)
         self.closing = False
         self.disconnect_reason: str = "connection lost"
-        self.token_timer: asyncio.TimerHandle | None = None  # token expiry (token_expiry.py)
         # the password entry that admitted the client: a reload compares it (broker/rejudge.py)
         self.password_entry: PasswordEntry | None = None
         # the JWT that admitted a token client (CONNECT or the last re-authentication): a reload
         # verifies it again under the new keys (broker/rejudge.py). Kept here, never in the
         # Identity that authorizers see.
         self.token_credential: bytes | None = None
-        self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.created)
+        self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.engine.created)
         self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0  # audit client_stats
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -121,13 +121,23 @@ class Connection(asyncio.Protocol):
             set_limits(high=limits.write_buffer_high, low=limits.write_buffer_low)
         self.broker.connection_opened(self)
 
+    @property
+    def state(self) -> ConnState:
+        """Where the connection is (mqtt/session_states.py); changed only by :meth:`trigger`."""
+        return self.engine.state
+
+    @property
+    def last_rx(self) -> float:
+        """When the last bytes arrived, on the broker's clock."""
+        return self.engine.last_rx
+
     def data_received(self, data: bytes) -> None:
-        self.last_rx = time.monotonic()
+        engine = self.engine
         self.broker.stats.bytes_received += len(data)
-        over_budget = self.state != CONNECTED and self.pre_auth_exceeded(len(data))
+        over_budget = engine.state is not CONNECTED and engine.pre_auth_exceeded(len(data))
         self.bytes_in += len(data)
         try:
-            packets = self.reader.feed(data)
+            packets = engine.receive(data, self.broker.clock())
         except ProtocolError as exc:
             before = getattr(exc, "packets_before_error", ())
             if before and self.backlog is None:
@@ -145,11 +155,9 @@ class Connection(asyncio.Protocol):
         self.process(packets)
 
     def pre_auth_exceeded(self, size: int) -> bool:
-        """Count bytes received before CONNACK; past twice the pre-authentication budget (one
-        CONNECT plus as much pipelined after it) the client is refused (issue 16). Reading
-        pauses while authentication runs, so this bounds the one read that may come first."""
-        self.pre_auth_bytes += size
-        return self.pre_auth_bytes > 2 * self.broker.config.limits.max_connect_packet_size
+        """Count bytes received before CONNACK (the WebSocket upgrade request too); True past
+        the pre-authentication budget (engine/connection.py, issue 16)."""
+        return self.engine.pre_auth_exceeded(size)
 
     def refuse_pre_auth(self, packets: list[Packet]) -> None:
         """Over the pre-authentication byte budget: CONNACK 0x97 in the client's format when
@@ -166,7 +174,7 @@ class Connection(asyncio.Protocol):
             self.level = first.protocol_level
             self.v5 = self.level == 5
             self.client_id = first.client_id
-            self.state = CONNECTING
+            self.trigger(Trigger.CONNECT)
         self.broker.limit_hits.hit(
             "limits.max_connect_packet_size",
             f"connection refused before authentication: {reason}",
@@ -178,14 +186,24 @@ class Connection(asyncio.Protocol):
             self.refuse_connect(ReasonCode.QUOTA_EXCEEDED, reason)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.state == CONNECTING and self.pending is not None:
-            # Nobody is left to answer: stop waiting for an authentication slot (a login storm's
-            # gone clients must not take the slow password checks from those still waiting).
+        if self.lost:
+            return
+        self.lost = True
+        if self.pending is not None and self.identity is None:
+            # Still authenticating and nobody is left to answer: stop waiting for an
+            # authentication slot (a login storm's gone clients must not take the slow
+            # password checks from those still waiting).
             self.pending.cancel()
-        if self.state != CLOSED:
-            self.state = CLOSED
+        self.trigger(Trigger.CLOSE)
+        self.broker.connection_closed(self)
+
+    def trigger(self, event: Trigger) -> None:
+        """Move to the state ``event`` leads to (mqtt/session_states.py) with its handlers; a
+        closed connection handles no more packets and sends nothing more."""
+        state = self.engine.trigger(event)
+        self.handlers = HANDLERS[state]
+        if state is CLOSED:
             self.closing = True
-            self.broker.connection_closed(self)
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -283,8 +301,12 @@ class Connection(asyncio.Protocol):
         dup: bool = False,
     ) -> bool:
         """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path)."""
-        if message.expires_at is not None and message.expired(time.monotonic()):
-            return False
+        expires_at = message.expires_at
+        now = 0.0
+        if expires_at is not None:  # the clock is read only for messages that can expire
+            now = self.broker.clock()
+            if now >= expires_at:
+                return False
         alias = 0
         send_topic = True
         if self.alias_out_max:
@@ -293,7 +315,14 @@ class Connection(asyncio.Protocol):
                 send_topic = False
             elif len(self.aliases_out) < self.alias_out_max:
                 alias = self.aliases_out[message.topic] = len(self.aliases_out) + 1
-        template = message.template(self.v5, qos, retain, sub_ids, alias, send_topic, self.level)
+        if expires_at is None:  # the common case: the call as cheap as before the clock
+            template = message.template(
+                self.v5, qos, retain, sub_ids, alias, send_topic, self.level
+            )
+        else:
+            template = message.template(
+                self.v5, qos, retain, sub_ids, alias, send_topic, self.level, now
+            )
         data: bytes = template.for_packet_id(packet_id) if packet_id else template.data
         if len(data) > self.client_max_packet:
             if alias and send_topic:
@@ -347,7 +376,7 @@ class Connection(asyncio.Protocol):
         if self.broker.persistence is not None:
             self.broker.persistence.before_send()  # write-ahead, as Broker._flush (issue 17)
         self.flush()
-        self.closing = True
+        self.trigger(Trigger.CLOSE)
         if self.transport is not None:
             self.transport.close()
 
@@ -381,7 +410,7 @@ class Connection(asyncio.Protocol):
             self.refuse_connect(code, exc.message)  # the CONNECT is known: answer in its format
             return
         if self.state == AWAIT_CONNECT:
-            level = getattr(exc, "protocol_level", None) or self.reader.protocol_level
+            level = getattr(exc, "protocol_level", None) or self.engine.reader.protocol_level
             if code == ReasonCode.UNSUPPORTED_PROTOCOL_VERSION:
                 self.level = 5 if level == 5 else 4
                 self.v5 = self.level == 5

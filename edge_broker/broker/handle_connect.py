@@ -1,9 +1,9 @@
-"""CONNECT, AUTH, DISCONNECT and PINGREQ (MQTT 5 §3.1, §3.15, §3.14, §3.12; 3.1.1 §3.1).
+"""CONNECT (MQTT 5 §3.1, §3.2; 3.1.1 §3.1, §3.2).
 
 ``handle_connect`` checks what the codec cannot (client identifier rules, limits), runs the
 listener's authentication chain, and on success takes over or resumes the session and sends
 CONNACK with the capability properties. Enhanced authentication (§4.12) pauses in the
-AUTHENTICATING state until the client's AUTH arrives (``handle_auth``).
+AUTHENTICATING state until the client's AUTH arrives (``handle_auth.py``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
 from ..identity import Identity
-from ..mqtt.packets import Auth, Connack, Connect, Disconnect, Pingreq, Properties
+from ..mqtt.packets import Auth, Connack, Connect, Properties
 from ..mqtt.reason_codes import ReasonCode
-from .connection import AUTHENTICATING, CONNECTED, CONNECTING, Connection
+from ..mqtt.session_states import Trigger
 from .outcomes import will_denied
 from .ownership import Principal, foreign_session_reason, may_resume, principal_of
 from .pattern_subscriptions import listener_identity
@@ -40,15 +40,14 @@ from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry  # argon2: imported only where passwords are used
+    from .connection import Connection
 
 log = logging.getLogger("edge_broker.broker")
-
-PINGRESP = b"\xd0\x00"
 
 
 def handle_connect(conn: Connection, packet: Connect) -> Awaitable[None] | None:
     """The first packet; returns the coroutine that authenticates (packet order is kept)."""
-    conn.state = CONNECTING
+    conn.trigger(Trigger.CONNECT)
     conn.level = packet.protocol_level
     conn.v5 = packet.protocol_level == 5
     conn.client_id = packet.client_id
@@ -104,10 +103,12 @@ async def _connect(conn: Connection, packet: Connect) -> None:
     request = AuthRequest(connect=packet, info=conn.info, tenant=tenant)
     authenticator, outcome = await conn.broker.auth_chain(conn.listener).authenticate(request)
     conn.authenticator = authenticator
-    await _after_auth(conn, request, outcome)
+    await after_auth(conn, request, outcome)
 
 
-async def _after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutcome) -> None:
+async def after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutcome) -> None:
+    """The authentication chain answered (at CONNECT or an AUTH during it): refuse, challenge
+    (AUTHENTICATING) or accept."""
     if conn.closing:
         return
     if isinstance(outcome, Refused):
@@ -125,9 +126,8 @@ async def _after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutco
                 "enhanced authentication needs MQTT 5 and an Authentication Method",
             )
             return
-        conn.state = AUTHENTICATING
+        conn.trigger(Trigger.AUTH_CONTINUE)
         conn.auth_state = outcome.state
-        conn.handlers = conn.broker.handlers_authenticating
         conn.send_packet(
             Auth(
                 ReasonCode.CONTINUE_AUTHENTICATION,
@@ -146,95 +146,6 @@ async def _after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutco
         conn.refuse_connect(unproven.reason_code, unproven.reason)
         return
     await _accept(conn, request.connect, outcome)
-
-
-def handle_auth_continue(conn: Connection, packet: Auth) -> Awaitable[None] | None:
-    """The client's AUTH during enhanced authentication at CONNECT (MQTT 5 §4.12)."""
-    connect = conn.connect_packet
-    assert connect is not None
-    method = connect.properties.authentication_method
-    if packet.reason_code != ReasonCode.CONTINUE_AUTHENTICATION or (
-        packet.properties.authentication_method != method
-    ):
-        conn.refuse_connect(
-            ReasonCode.PROTOCOL_ERROR, "expected AUTH 0x18 with the CONNECT's authentication method"
-        )
-        return None
-    return _continue_auth(conn, connect, packet)
-
-
-async def _continue_auth(conn: Connection, connect: Connect, packet: Auth) -> None:
-    authenticator = conn.authenticator
-    assert authenticator is not None
-    tenant = requested_tenant(connect)
-    assert isinstance(tenant, str)
-    request = AuthRequest(
-        connect=connect, info=conn.info, tenant=tenant, auth=packet, state=conn.auth_state
-    )
-    await _after_auth(conn, request, await authenticator.authenticate(request))
-
-
-def handle_reauth(conn: Connection, packet: Auth) -> Awaitable[None] | None:
-    """Re-authentication (AUTH 0x19, then 0x18 exchanges) by the method that accepted the
-    connection (MQTT 5 §4.12.1)."""
-    connect = conn.connect_packet
-    assert connect is not None and conn.identity is not None
-    method = connect.properties.authentication_method
-    if method is None or packet.properties.authentication_method != method:
-        conn.violation(
-            ReasonCode.PROTOCOL_ERROR, "AUTH needs the authentication method the CONNECT used"
-        )
-        return None
-    if packet.reason_code not in (ReasonCode.RE_AUTHENTICATE, ReasonCode.CONTINUE_AUTHENTICATION):
-        conn.violation(ReasonCode.PROTOCOL_ERROR, "a client sends AUTH with 0x18 or 0x19 only")
-        return None
-    return _reauth(conn, connect, packet, method)
-
-
-async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str) -> None:
-    authenticator = conn.authenticator
-    assert authenticator is not None and conn.identity is not None
-    request = AuthRequest(
-        connect=connect,
-        info=conn.info,
-        tenant=conn.identity.tenant,
-        auth=packet,
-        state=conn.auth_state,
-        reauthenticating=True,
-        identity=conn.identity,
-    )
-    outcome = await authenticator.authenticate(request)
-    if isinstance(outcome, Refused):
-        conn.close(outcome.reason_code, outcome.reason)
-    elif isinstance(outcome, Continue):
-        conn.auth_state = outcome.state
-        conn.send_packet(
-            Auth(
-                ReasonCode.CONTINUE_AUTHENTICATION,
-                Properties(
-                    authentication_method=method, authentication_data=outcome.authentication_data
-                ),
-            )
-        )
-    else:
-        conn.auth_state = None
-        identity = listener_identity(outcome.identity, conn.listener)
-        conn.identity = identity
-        if identity.method == "token":  # the fresh JWT is what a reload verifies from now on
-            conn.token_credential = packet.properties.authentication_data
-        if conn.session is not None:
-            conn.session.identity = identity
-        conn.send_packet(
-            Auth(
-                ReasonCode.SUCCESS,
-                Properties(
-                    authentication_method=method, authentication_data=outcome.authentication_data
-                ),
-            )
-        )
-        schedule_token_expiry(conn)
-        if conn.session is not None:  # the new grants decide from now on (broker/rejudge.py)
-            await rejudge_session(conn.broker, conn.session, "re-authentication")
 
 
 async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> None:
@@ -317,10 +228,8 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
         keep_alive = cfg.max_keep_alive
     if conn.v5 and keep_alive != connect.keep_alive:
         props = replace(props, server_keep_alive=keep_alive)
-    conn.keep_alive = keep_alive if conn.v5 else connect.keep_alive
-    conn.state = CONNECTED
-    conn.reader.max_packet_size = broker.config.limits.max_packet_size  # past pre-auth bound
-    conn.handlers = broker.handlers_connected
+    conn.engine.keep_alive = keep_alive if conn.v5 else connect.keep_alive
+    conn.trigger(Trigger.CONNACK_SUCCESS)  # the engine lifts the pre-authentication size bound
     conn.send_packet(Connack(present, ReasonCode.SUCCESS, props))
     schedule_token_expiry(conn)
     audit_events.connected(broker.audit, conn)
@@ -404,52 +313,3 @@ def _token_credential(connect: Connect, identity: Identity) -> bytes | None:
     if props.authentication_method is not None:
         return props.authentication_data
     return connect.password
-
-
-def handle_disconnect(conn: Connection, packet: Disconnect) -> None:
-    """Client DISCONNECT: 0x00 discards the will, 0x04 keeps it (MQTT 5 §3.14.2.1, §3.1.2.5)."""
-    session = conn.session
-    new_expiry = packet.properties.session_expiry_interval
-    if conn.v5 and new_expiry is not None and session is not None:
-        if session.expiry_interval == 0 and new_expiry != 0:
-            conn.violation(
-                ReasonCode.PROTOCOL_ERROR,
-                "a DISCONNECT must not set a session expiry when the CONNECT set none",
-            )
-            return
-        session.expiry_interval = min(new_expiry, conn.broker.config.broker.max_session_expiry)
-    keep_will = conn.v5 and packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
-    reason = (
-        "client disconnected"
-        if packet.reason_code == 0
-        else (f"client disconnected with reason 0x{packet.reason_code:02X}")
-    )
-    conn.close(None, reason, will=keep_will)
-
-
-def handle_pingreq(conn: Connection, packet: Pingreq) -> None:
-    conn.send(PINGRESP)
-
-
-def handle_second_connect(conn: Connection, packet: Connect) -> None:
-    """A second CONNECT is a protocol violation (MQTT 3.1.1 §3.1.0-2, MQTT 5 §3.1)."""
-    conn.violation(ReasonCode.PROTOCOL_ERROR, "a second CONNECT on the same connection")
-
-
-def handle_before_connect(conn: Connection, packet: object) -> None:
-    """The first packet must be CONNECT (MQTT 3.1.1 §3.1.0-1, MQTT 5 §4.1)."""
-    conn.violation(
-        ReasonCode.PROTOCOL_ERROR,
-        f"the first packet must be CONNECT, got {type(packet).__name__.upper()}",
-    )
-
-
-def handle_during_auth(conn: Connection, packet: object) -> None:
-    """Only AUTH (or DISCONNECT) may come while enhanced authentication runs (MQTT 5 §4.12)."""
-    if isinstance(packet, Disconnect):
-        conn.close(None, "client gave up authentication", will=False)
-        return
-    conn.refuse_connect(
-        ReasonCode.PROTOCOL_ERROR,
-        f"{type(packet).__name__.upper()} before authentication completed",
-    )

@@ -137,7 +137,9 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
         )
         return None
     # the one value every later step sees: gates, retained store, routing, delivery (issue 21)
-    message = make_message(topic, packet.payload, qos, packet.retain, props, conn.client_id)
+    message = make_message(
+        topic, packet.payload, qos, packet.retain, props, conn.client_id, broker.clock()
+    )
     verdict = broker.policy.check_publish(identity, message)
     if isinstance(verdict, Decision):
         return _decided(conn, packet, message, verdict)

@@ -1,4 +1,4 @@
-"""SUBSCRIBE and UNSUBSCRIBE (MQTT 5 §3.8–§3.11, §4.8.2; 3.1.1 §3.8–§3.11).
+"""SUBSCRIBE (MQTT 5 §3.8–§3.9, §4.8.2; 3.1.1 §3.8–§3.9); UNSUBSCRIBE: handle_unsubscribe.py.
 
 Each filter is decided on its own: syntax and the broker's capabilities (wildcards, shared
 subscriptions, subscription identifiers), the per-client subscription limit (0x97), then the
@@ -8,7 +8,6 @@ Handling 0: always, 1: only for a new subscription, 2: never; never for shared s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -22,12 +21,10 @@ from ..mqtt.packets import (
     Suback,
     Subscribe,
     Subscription,
-    Unsuback,
-    Unsubscribe,
 )
 from ..mqtt.reason_codes import ReasonCode
 from .outcomes import denial_reason, subscribe_denied
-from .pattern_subscriptions import split_shared, subscription_pattern
+from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, SubscriptionEntry
 from .topic_limits import topic_limit, topic_limit_reason
 
@@ -221,7 +218,7 @@ def _send_retained(
     session = conn.session
     assert session is not None
     space = broker.topic_space(session.tenant)
-    now = time.monotonic()
+    now = broker.clock()
     policy = broker.policy
     for entry, inner, pattern in wanted:
         sub_ids = (entry.subscription_id,) if entry.subscription_id else ()
@@ -234,21 +231,3 @@ def _send_retained(
                 continue
             qos = min(entry.qos, message.qos)
             broker.delivery.send(session, Outgoing(message, qos, True, sub_ids))
-
-
-def handle_unsubscribe(conn: Connection, packet: Unsubscribe) -> None:
-    broker = conn.broker
-    session = conn.session
-    assert session is not None
-    space = broker.topic_space(session.tenant)
-    codes: list[int] = []
-    for topic_filter in packet.topic_filters:
-        entry = session.subscriptions.pop(topic_filter, None)
-        if entry is None:
-            codes.append(ReasonCode.NO_SUBSCRIPTION_EXISTED)
-            continue
-        session.journal.changed()
-        shared = split_shared(topic_filter, broker.separator, True)
-        space.unsubscribe(entry, shared.filter if shared is not None else topic_filter)
-        codes.append(ReasonCode.SUCCESS)
-    conn.send_packet(Unsuback(packet.packet_id, tuple(codes) if conn.v5 else (), Properties()))

@@ -21,9 +21,10 @@ from ..mqtt.packets import NO_PROPERTIES, Properties
 class Message(Publication):
     """What a publisher sent, as routed: built once per PUBLISH, judged by the gates as the
     :class:`Publication` it is, routed, retained and delivered (issue 21). The properties exclude
-    Topic Alias and Subscription Identifiers (they are per hop). ``expires_at`` is a
-    ``time.monotonic()`` deadline from the Message Expiry Interval (MQTT 5 §3.3.2.3.3).
-    ``origin`` is the publishing client id (No Local)."""
+    Topic Alias and Subscription Identifiers (they are per hop). ``expires_at`` is a deadline on
+    the broker's clock (``Broker.clock``, ``time.monotonic`` unless a test gives another) from
+    the Message Expiry Interval (MQTT 5 §3.3.2.3.3). ``origin`` is the publishing client id (No
+    Local)."""
 
     properties: Properties = NO_PROPERTIES
     expires_at: float | None = None
@@ -58,11 +59,14 @@ class Message(Publication):
         alias: int = 0,
         send_topic: bool = True,
         level: int = 4,
+        now: float = 0.0,
     ) -> Any:
-        """The cached encoded variant; ``.data`` (QoS 0) or ``.for_packet_id(pid)``."""
+        """The cached encoded variant; ``.data`` (QoS 0) or ``.for_packet_id(pid)``. ``now``
+        (the broker's clock) gives the remaining Message Expiry Interval: callers pass it
+        whenever the message has an expiry (positionally: this runs once per delivery)."""
         expiry = None
         if self.expires_at is not None and v5:
-            expiry = self.remaining_expiry(time.monotonic())
+            expiry = self.remaining_expiry(now)
         key = (v5, qos, retain, sub_ids, expiry, alias, send_topic)
         tpl = self.encoded.get(key)
         if tpl is None:
@@ -117,8 +121,13 @@ def make_message(
     retain: bool,
     properties: Properties,
     origin: str | None,
+    now: float | None = None,
 ) -> Message:
-    """A Message from a received PUBLISH (properties already stripped of the alias)."""
+    """A Message from a received PUBLISH (properties already stripped of the alias). ``now``
+    is the broker's clock (``Broker.clock``); callers not yet given it read ``time.monotonic``,
+    the broker's default clock."""
     expiry = properties.message_expiry_interval
-    expires_at = time.monotonic() + expiry if expiry is not None else None
+    if expiry is None:
+        return Message(topic, payload, qos, retain, properties, None, origin)
+    expires_at = (time.monotonic() if now is None else now) + expiry
     return Message(topic, payload, qos, retain, properties, expires_at, origin)

@@ -10,10 +10,15 @@ SMOKER nonce exchange, a wait for a password-check slot).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..config import LimitsConfig
 from ..mqtt.packets import Connect
 from ..mqtt.reason_codes import ReasonCode
-from .connection import AWAIT_CONNECT, CONNECTING, Connection
+from ..mqtt.session_states import ConnState
+
+if TYPE_CHECKING:
+    from .connection import Connection
 
 
 def user_properties_refusal(connect: Connect, limits: LimitsConfig) -> str | None:
@@ -42,11 +47,11 @@ def connect_timed_out(conn: Connection, timeout: float) -> None:
         return  # already on its way out (a taken-over session's old connection flushing)
     limit = "broker.connect_timeout"
     hits = conn.broker.limit_hits
-    if conn.state == AWAIT_CONNECT:
+    if conn.state is ConnState.AWAIT_CONNECT:
         reason = f"no CONNECT within broker.connect_timeout ({timeout:g} s)"
         hits.hit(limit, f"connection closed: {reason}")
         conn.close(None, reason)
-    elif conn.state == CONNECTING:
+    elif conn.state is ConnState.CONNECTING:
         reason = (
             f"authentication did not finish within broker.connect_timeout ({timeout:g} s): "
             "the broker is busy, connect again later"

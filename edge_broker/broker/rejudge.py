@@ -32,7 +32,7 @@ from ..matching.subscription_patterns import SubscriptionPattern
 from ..matching.subscription_trie import SubscriptionTrie
 from ..mqtt.packets import Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
-from .connection import CONNECTED, Connection
+from ..mqtt.session_states import ConnState
 from .message import Message
 from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, Session, SubscriptionEntry
@@ -40,6 +40,7 @@ from .session import Outgoing, Session, SubscriptionEntry
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry
     from ..config import Config
+    from .connection import Connection
     from .server import Broker
 
 log = logging.getLogger("edge_broker.broker")
@@ -120,7 +121,7 @@ async def rejudge_session(broker: Broker, session: Session, why: str) -> tuple[i
     removed = apply_verdicts(broker, session, verdicts, why)
     if purge_undeliverable(broker, session, why, removed):
         conn = session.connection
-        if conn is not None and conn.state == CONNECTED:
+        if conn is not None and conn.state is ConnState.CONNECTED:
             broker.delivery.drain(session)  # the window may have room again
     return checked, removed
 
@@ -408,7 +409,9 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
     live = [
         c
         for c in broker.connections
-        if c.state == CONNECTED and c.identity is not None and c.identity.method == "password"
+        if c.state is ConnState.CONNECTED
+        and c.identity is not None
+        and c.identity.method == "password"
     ]
     if not live:
         return ended
@@ -473,7 +476,7 @@ def _recheck_tokens(broker: Broker, new: Config, why: str) -> int:
     live = [
         c
         for c in broker.connections
-        if c.state == CONNECTED
+        if c.state is ConnState.CONNECTED
         and c.identity is not None
         and c.identity.method == "token"
         and c.token_credential is not None

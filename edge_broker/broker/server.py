@@ -21,44 +21,14 @@ from ..audit import events as audit_events
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..authz.decision import Decision
 from ..config import Config, ListenerConfig, claims_enabled
+from ..engine.connection import Timeout
+from ..engine.deadlines import Deadlines
 from ..identity import Identity
-from ..mqtt.packets import (
-    Auth,
-    Connect,
-    Disconnect,
-    Pingreq,
-    Properties,
-    Puback,
-    Pubcomp,
-    Publish,
-    Pubrec,
-    Pubrel,
-    Subscribe,
-    Unsubscribe,
-    Will,
-)
+from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
-from .connection import AUTHENTICATING, AWAIT_CONNECT, CONNECTED, CONNECTING, Connection, Handler
+from .connection import Connection
 from .delivery import Delivery
 from .fd_budget import accept_error_handler, connection_cap, raise_soft_limit
-from .handle_connect import (
-    handle_auth_continue,
-    handle_before_connect,
-    handle_connect,
-    handle_disconnect,
-    handle_during_auth,
-    handle_pingreq,
-    handle_reauth,
-    handle_second_connect,
-)
-from .handle_publish import (
-    handle_puback,
-    handle_pubcomp,
-    handle_publish,
-    handle_pubrec,
-    handle_pubrel,
-)
-from .handle_subscribe import handle_subscribe, handle_unsubscribe
 from .interfaces import InterfaceMap
 from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
@@ -72,7 +42,7 @@ from .retained_budget import RetainedBudget
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
-from .token_expiry import cancel_token_expiry
+from .token_expiry import token_expired
 from .topic_space import TopicSpace
 
 if TYPE_CHECKING:
@@ -86,19 +56,6 @@ log = logging.getLogger("edge_broker.broker")
 
 TICK = 0.5  # seconds between keep-alive / will / expiry / $SYS checks
 SPACE_SWEEP_INTERVAL = 5.0  # seconds between two looks for empty tenant topic spaces
-CLIENT_PACKETS = (
-    Connect,
-    Publish,
-    Puback,
-    Pubrec,
-    Pubrel,
-    Pubcomp,
-    Subscribe,
-    Unsubscribe,
-    Pingreq,
-    Disconnect,
-    Auth,
-)
 
 
 class Broker:
@@ -107,10 +64,14 @@ class Broker:
         config: Config,
         sessions: SessionStore | None = None,
         retained_factory: Callable[[str], RetainedStore] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``sessions`` and ``retained_factory(tenant)`` are the persistence seams (issue 8);
-        both default to memory."""
+        both default to memory. ``clock`` is the one clock of the session lifecycle (keep
+        alive, connect timeout, will delay, session expiry, connect rate): a test gives a
+        fake one and calls :meth:`tick` instead of sleeping (tests/engine_harness.py)."""
         self.config = config
+        self.clock = clock
         self._retained_factory = retained_factory
         self.separator = config.topics.separator
         self.stats = BrokerStats()
@@ -136,36 +97,16 @@ class Broker:
         self._interfaces = InterfaceMap()
         self._dirty: list[Connection] = []
         self._flush_pending = False
-        self._wills: set[Session] = set()
+        # offline sessions' delayed wills and expiries, on self.clock (engine/deadlines.py)
+        self._wills: Deadlines[Session] = Deadlines()
         self._will_tasks: set[asyncio.Task[None]] = set()  # wills awaiting an authorizer
-        self._expiring: set[Session] = set()
+        self._expiring: Deadlines[Session] = Deadlines()
         self._rate_tokens = float(config.limits.connect_burst)
-        self._rate_at = time.monotonic()
+        self._rate_at = clock()
         self._stop = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
         self._next_sys = 0.0
         self._next_space_sweep = 0.0
-        self.handlers_before_connect: dict[type, Handler] = {
-            t: handle_before_connect for t in CLIENT_PACKETS
-        }
-        self.handlers_before_connect[Connect] = handle_connect
-        self.handlers_authenticating: dict[type, Handler] = {
-            t: handle_during_auth for t in CLIENT_PACKETS
-        }
-        self.handlers_authenticating[Auth] = handle_auth_continue
-        self.handlers_connected: dict[type, Handler] = {
-            Connect: handle_second_connect,
-            Publish: handle_publish,
-            Puback: handle_puback,
-            Pubrec: handle_pubrec,
-            Pubrel: handle_pubrel,
-            Pubcomp: handle_pubcomp,
-            Subscribe: handle_subscribe,
-            Unsubscribe: handle_unsubscribe,
-            Pingreq: handle_pingreq,
-            Disconnect: handle_disconnect,
-            Auth: handle_reauth,
-        }
         self.topic_space("~")
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -240,9 +181,9 @@ class Broker:
         """Recovery: an offline session from the store, with its expiry and delayed will."""
         self.sessions.put(session)
         if session.will is not None and session.will_at is not None:
-            self._wills.add(session)
+            self._wills.set(session, session.will_at)
         if session.expires_at is not None:
-            self._expiring.add(session)
+            self._expiring.set(session, session.expires_at)
 
     def _factory(self, listener: ListenerConfig) -> Any:
         if listener.transport == "websocket":
@@ -353,7 +294,7 @@ class Broker:
                 "limits.max_connections", f"CONNECT refused: {reason}", conn.client_id
             )
             return (ReasonCode.QUOTA_EXCEEDED, reason)
-        now = time.monotonic()
+        now = self.clock()
         self._rate_tokens = min(
             float(limits.connect_burst),
             self._rate_tokens + (now - self._rate_at) * limits.connect_rate,
@@ -446,7 +387,7 @@ class Broker:
         if (
             existing is not None
             and existing.connection is None
-            and (existing.expires_at is not None and existing.expires_at <= time.monotonic())
+            and (existing.expires_at is not None and existing.expires_at <= self.clock())
         ):
             return None
         return existing
@@ -468,7 +409,7 @@ class Broker:
         (MQTT 5 MQTT-3.1.2-23, MQTT-4.4.0-1; 3.1.1 MQTT-3.1.2-4)."""
         client_id = conn.client_id
         existing = self.sessions.get(session_key(identity.tenant, client_id))
-        now = time.monotonic()
+        now = self.clock()
         resume = existing is not None and not (
             connect.clean_start
             or fresh
@@ -478,7 +419,6 @@ class Broker:
         if existing is not None and existing.connection is not None:
             old = existing.connection
             old.close(ReasonCode.SESSION_TAKEN_OVER, "session taken over by a new connection")
-            old.state = AWAIT_CONNECT  # not CONNECTED any more; connection_lost must not detach
             old.disconnect_reason = "session taken over"
             self._detach(old, keep_session=resume)
         if existing is not None and not resume:
@@ -532,7 +472,6 @@ class Broker:
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
-        cancel_token_expiry(conn)
         if conn.session is not None:
             self._detach(conn)
         if conn.client_id and conn.identity is not None:
@@ -557,7 +496,7 @@ class Broker:
         session.connection = None
         self.stats.clients_connected -= 1
         will, conn.will = conn.will, None
-        now = time.monotonic()
+        now = self.clock()
         if will is not None:
             delay = (will.properties.will_delay_interval or 0) if conn.v5 else 0
             if delay == 0 or (session.expiry_interval == 0 and not keep_session):
@@ -565,7 +504,7 @@ class Broker:
             elif not keep_session:
                 session.will = will
                 session.will_at = now + delay
-                self._wills.add(session)
+                self._wills.set(session, session.will_at)
         if keep_session:
             return
         if session.expiry_interval == 0:
@@ -573,7 +512,7 @@ class Broker:
             return
         if session.expiry_interval != NEVER_EXPIRES:
             session.expires_at = now + session.expiry_interval
-            self._expiring.add(session)
+            self._expiring.set(session, session.expires_at)
         if self.persistence is not None:
             self.persistence.session_changed(session)
 
@@ -628,7 +567,7 @@ class Broker:
         if props.will_delay_interval is not None:
             props = replace(props, will_delay_interval=None)
         message = make_message(
-            will.topic, will.payload, will.qos, will.retain, props, session.client_id
+            will.topic, will.payload, will.qos, will.retain, props, session.client_id, self.clock()
         )
         space = self.topic_space(session.tenant)
         if will.retain:
@@ -645,7 +584,7 @@ class Broker:
         while True:
             await asyncio.sleep(TICK)
             try:
-                self.tick(time.monotonic())
+                self.tick(self.clock())
             except Exception:
                 log.exception("periodic broker task failed")
 
@@ -653,23 +592,21 @@ class Broker:
         timeout = self.config.broker.connect_timeout
         self._connection_cap = connection_cap(self.config.limits.max_connections)
         for conn in list(self.connections):
-            if conn.state == CONNECTED:
-                if conn.keep_alive and now - conn.last_rx > conn.keep_alive * 1.5:
-                    conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
-            elif conn.state in (AWAIT_CONNECT, CONNECTING, AUTHENTICATING) and (
-                now - conn.created > timeout
-            ):
+            due = conn.engine.timeout(now, timeout)
+            if due is Timeout.KEEP_ALIVE:
+                conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
+            elif due is Timeout.CONNECT:
                 connect_timed_out(conn, timeout)
-        for session in list(self._wills):
-            if session.will_at is not None and session.will_at <= now and session.will:
+            elif due is Timeout.TOKEN:
+                token_expired(conn)
+        for session in self._wills.due(now):
+            if session.will is not None:
                 will, session.will, session.will_at = session.will, None, None
-                self._wills.discard(session)
                 self.publish_will(session, will)
                 if self.persistence is not None:
                     self.persistence.session_changed(session)
-        for session in list(self._expiring):
-            if session.expires_at is not None and session.expires_at <= now:
-                self._end_session(session)
+        for session in self._expiring.due(now):
+            self._end_session(session)
         if self.persistence is not None:
             self.persistence.tick()
         if self.audit is not None:

@@ -2,17 +2,17 @@
 paragraph; issue 5).
 
 A client accepted with a token whose ``exp`` is set has ``Identity.token_expires_at`` (``exp``
-plus the verifier's leeway, wall-clock seconds). One timer per connection fires then and ends the
-session: MQTT 5 gets DISCONNECT 0xA0 Maximum connect time with a Reason String, 3.x is closed.
-A successful re-authentication (AUTH 0x19 with a fresh token, MQTT 5 §4.12.1) replaces the
-identity: the timer is rescheduled for the new token, and the session is judged again under
+plus the verifier's leeway, wall-clock seconds). The connection's engine holds that moment as a
+deadline on the broker's clock (engine/connection.py); the broker's tick ends the session once
+it has passed: MQTT 5 gets DISCONNECT 0xA0 Maximum connect time with a Reason String, 3.x is
+closed. A successful re-authentication (AUTH 0x19 with a fresh token, MQTT 5 §4.12.1) replaces
+the identity: the deadline moves to the new token's, and the session is judged again under
 the new grants (``broker/rejudge.py``: subscriptions no longer accepted are removed with what
 was queued under them). The same judgement runs when a client resumes a session.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from datetime import UTC, datetime
@@ -27,29 +27,23 @@ log = logging.getLogger("edge_broker.broker")
 
 
 def schedule_token_expiry(conn: Connection) -> None:
-    """(Re)arm the connection's expiry timer for its current identity's token."""
-    cancel_token_expiry(conn)
+    """(Re)set the connection's deadline for its current identity's token."""
     identity = conn.identity
     if identity is None or identity.token_expires_at is None or conn.closing:
+        conn.engine.token_deadline = None
+        return
+    # exp is wall-clock time (RFC 7519 §4.1.4); the engine's deadlines are on the broker's clock
+    left = max(0.0, identity.token_expires_at - time.time())
+    conn.engine.token_deadline = conn.broker.clock() + left
+
+
+def token_expired(conn: Connection) -> None:
+    """The broker's tick found the token's deadline passed (``Timeout.TOKEN``)."""
+    conn.engine.token_deadline = None
+    identity = conn.identity
+    if conn.closing or identity is None or identity.token_expires_at is None:
         return
     deadline = identity.token_expires_at
-    delay = max(0.0, deadline - time.time())
-    loop = asyncio.get_running_loop()
-    conn.token_timer = loop.call_later(delay, _expired, conn, deadline)
-
-
-def cancel_token_expiry(conn: Connection) -> None:
-    timer = conn.token_timer
-    if timer is not None:
-        timer.cancel()
-        conn.token_timer = None
-
-
-def _expired(conn: Connection, deadline: float) -> None:
-    conn.token_timer = None
-    identity = conn.identity
-    if conn.closing or identity is None or identity.token_expires_at != deadline:
-        return  # closed meanwhile, or re-authenticated with another token
     when = datetime.fromtimestamp(deadline, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     reason = (
         f"the token expired ({when} including leeway); re-authenticate with a fresh "

@@ -16,6 +16,14 @@ from .decoder import DECODERS, decode_publish
 from .errors import ProtocolError
 from .packets import Connect, Packet, PacketType, Properties
 from .reason_codes import ReasonCode
+from .session_states import (
+    ADMITTED,
+    CLIENT_SENDS,
+    SERVER_SENDS,
+    V5_ONLY_FROM_CLIENT,
+    V5_ONLY_FROM_SERVER,
+    ConnState,
+)
 from .wire import MALFORMED, MAX_VARINT, PROTOCOL
 
 Side = Literal["server", "client"]
@@ -43,18 +51,17 @@ _REQUIRED_FLAGS: tuple[int | None, ...] = (
     0,
     0,
 )
-_FROM_CLIENT = frozenset({1, 3, 4, 5, 6, 7, 8, 10, 12, 14, 15})
-_FROM_SERVER = frozenset({2, 3, 4, 5, 6, 7, 9, 11, 13, 14, 15})
-_V5_ONLY_FROM_CLIENT = frozenset({PacketType.AUTH})
-_V5_ONLY_FROM_SERVER = frozenset({PacketType.AUTH, PacketType.DISCONNECT})
 
 
 def _accepted(from_client: bool, level: int | None) -> tuple[bool, ...]:
-    """For each packet type: may it arrive now without further checks? (Written down as data.)"""
-    if level is None:
-        return tuple(from_client and ptype == 1 for ptype in range(16))
-    types = _FROM_CLIENT - {1} if from_client else _FROM_SERVER
-    v5_only = _V5_ONLY_FROM_CLIENT if from_client else _V5_ONLY_FROM_SERVER
+    """For each packet type: may it arrive now without further checks? Server side, before
+    CONNECT: what ``AWAIT_CONNECT`` admits; after it: what ``CONNECTED`` admits (packets that
+    arrive while authentication runs are decoded and judged by the broker's state then)."""
+    if from_client:
+        state = ConnState.AWAIT_CONNECT if level is None else ConnState.CONNECTED
+        types, v5_only = ADMITTED[state], V5_ONLY_FROM_CLIENT
+    else:
+        types, v5_only = (frozenset() if level is None else SERVER_SENDS), V5_ONLY_FROM_SERVER
     return tuple(ptype in types and (level == 5 or ptype not in v5_only) for ptype in range(16))
 
 
@@ -242,14 +249,14 @@ class PacketReader:
             raise ProtocolError(MALFORMED, "packet type 0 is reserved")
         name = PacketType(ptype).name
         if self._from_client:
-            if ptype not in _FROM_CLIENT:
+            if ptype not in CLIENT_SENDS:
                 raise ProtocolError(PROTOCOL, f"a client must not send {name}")
             if level is None:
                 raise ProtocolError(PROTOCOL, f"the first packet must be CONNECT, not {name}")
             if ptype == 1:
                 raise ProtocolError(PROTOCOL, "a second CONNECT on the same connection")
         else:
-            if ptype not in _FROM_SERVER:
+            if ptype not in SERVER_SENDS:
                 raise ProtocolError(PROTOCOL, f"a server must not send {name}")
             if level is None:
                 raise ValueError("a client-side PacketReader needs protocol_level set first")

@@ -3,14 +3,14 @@
 A token that expires during a session ends it (MQTT 5: DISCONNECT 0xA0 with a Reason String;
 3.1.1: the connection is closed) unless the client re-authenticated in time with AUTH 0x19,
 method TOKEN and a fresh token: then the session goes on with the new grants and expiry.
-paho-mqtt cannot send AUTH, so these tests use the project's codec over a raw socket.
+paho-mqtt cannot send AUTH, so these tests use the project's codec over a raw socket. The
+tests that wait for a token to run out are in test_token_expiry_memory.py (fake clock).
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,10 +25,7 @@ from broker_raw import RawClient  # noqa: E402
 from edge_broker.mqtt.packets import (  # noqa: E402
     Auth,
     Disconnect,
-    Pingreq,
-    Pingresp,
     Properties,
-    Puback,
     Publish,
     Suback,
     Subscribe,
@@ -51,55 +48,9 @@ def token_props(token: str) -> Properties:
     return Properties(authentication_method="TOKEN", authentication_data=token.encode())
 
 
-def expiring(seconds: float, grants=ALL) -> str:
-    """A token expiring ``seconds`` from now (exp is whole seconds: set iat accordingly)."""
-    now = time.time()
-    return make_token(grants, ttl=1, now=now + seconds - 1)
-
-
 def reauth(c: RawClient, token: str) -> object:
     c.send(Auth(0x19, token_props(token)))
     return c.recv()
-
-
-def test_expiry_without_reauthentication_ends_the_session_with_0xa0(token_broker):
-    with RawClient(token_broker.host, token_broker.port) as c:
-        assert c.connect("exp-v5", properties=token_props(expiring(1.5))).reason_code == 0
-        started = time.monotonic()
-        packets = c.closed(timeout=6)
-    assert time.monotonic() - started >= 0.5
-    assert len(packets) == 1 and isinstance(packets[0], Disconnect)
-    assert packets[0].reason_code == 0xA0
-    assert "expired" in (packets[0].properties.reason_string or "")
-
-
-def test_expiry_closes_a_v311_connection(token_broker):
-    with RawClient(token_broker.host, token_broker.port, level=4) as c:
-        ack = c.connect("exp-v311", username="d", password=expiring(1.5).encode())
-        assert ack.reason_code == 0
-        assert c.closed(timeout=6) == []  # 3.1.1 has no DISCONNECT from the server
-
-
-def test_reauthentication_in_time_keeps_the_session(token_broker):
-    with (
-        RawClient(token_broker.host, token_broker.port) as c,
-        RawClient(token_broker.host, token_broker.port) as pub,
-    ):
-        assert c.connect("reauth-ok", properties=token_props(expiring(2))).reason_code == 0
-        assert pub.connect("reauth-pub", properties=token_props(make_token(ALL))).reason_code == 0
-        c.send(Subscribe(1, (Subscription("data/#", 1),)))
-        assert c.expect(Suback).reason_codes == (1,)
-        answer = reauth(c, make_token(ALL, ttl=60))
-        assert isinstance(answer, Auth) and answer.reason_code == 0
-        assert answer.properties.authentication_method == "TOKEN"
-        time.sleep(2.5)  # past the first token's expiry
-        pub.send(Publish("data/x", b"still here", 1, packet_id=1))
-        pub.expect(Puback)
-        got = c.expect(Publish)
-        assert got.payload == b"still here"
-        c.send(Puback(got.packet_id or 0))
-        c.send(Pingreq())
-        c.expect(Pingresp)  # still connected
 
 
 def test_reauthentication_with_a_bad_token_disconnects_0x87(token_broker):

@@ -126,19 +126,6 @@ def test_denied_publish_acknowledged_and_dropped(client):
     sub.nothing()
 
 
-def test_session_present_v311(client):
-    name = cid()
-    a = client(4)
-    assert not a.connect(name, clean=False).session_present
-    a.close()
-    time.sleep(0.2)
-    b = client(4)
-    assert b.connect(name, clean=False).session_present
-    b.close()
-    c = client(4)
-    assert not c.connect(name, clean=True).session_present
-
-
 def test_keep_alive_one_and_a_half(client):
     c = client(4)
     c.connect(cid(), keep_alive=1)

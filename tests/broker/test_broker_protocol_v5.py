@@ -143,16 +143,6 @@ def test_qos2_duplicate_not_routed_twice(client):
     assert pub.expect(Pubcomp).reason_code == 0x92
 
 
-def test_receive_maximum_exceeded_disconnects_0x93(client):
-    c = client()
-    c.connect(cid())
-    for pid in range(1, 34):  # our Receive Maximum is 32; never release with PUBREL
-        c.send(Publish(cid("rm/"), b"x", 2, packet_id=pid))
-    got = c.closed()
-    assert sum(isinstance(p, Pubrec) for p in got) == 32
-    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x93
-
-
 def test_payload_format_indicator_checked_0x99(client):
     c = client()
     c.connect(cid())
@@ -311,27 +301,6 @@ def test_outbound_topic_alias(client):
     assert last.topic == t + "/c" and last.properties.topic_alias is None
 
 
-def test_message_expiry_remaining_sent_and_expired_dropped(client):
-    import time
-
-    c = client()
-    c.connect(cid())
-    t = cid("exp/")
-    c.send(
-        Publish(t + "/a", b"a", 0, retain=True, properties=Properties(message_expiry_interval=100))
-    )
-    c.send(
-        Publish(t + "/b", b"b", 0, retain=True, properties=Properties(message_expiry_interval=1))
-    )
-    c.send(Pingreq())
-    c.expect(Pingresp)
-    time.sleep(1.3)
-    c.subscribe(t + "/#")
-    got = c.expect(Publish)
-    assert got.topic == t + "/a" and 98 <= got.properties.message_expiry_interval <= 100
-    c.nothing()
-
-
 def test_request_response_properties_passed_through(client):
     c = client()
     c.connect(cid())
@@ -367,22 +336,6 @@ def test_shared_subscription_round_robin(client):
     assert sorted(got_a + got_b) == [b"%d" % i for i in range(6)]
     a.nothing()
     b.nothing()
-
-
-def test_client_receive_maximum_respected(client):
-    sub, pub = client(), client()
-    sub.connect(cid(), properties=Properties(receive_maximum=2))
-    pub.connect(cid())
-    t = cid("fc/")
-    sub.subscribe(t, 1)
-    for i in range(5):
-        pub.send(Publish(t, b"%d" % i, 1, packet_id=i + 1))
-    first = [sub.expect(Publish), sub.expect(Publish)]
-    sub.nothing()  # window full
-    sub.send(Puback(first[0].packet_id))
-    third = sub.expect(Publish)
-    assert third.payload == b"2"
-    sub.nothing()
 
 
 def test_maximum_packet_size_of_client_respected(client):
@@ -424,15 +377,6 @@ def test_will_qos_and_invalid_topic(client):
     c = client()
     ack = c.connect(cid(), will=Will("$SYS/x", b"w"))
     assert ack.reason_code == 0x87
-
-
-def test_server_keep_alive_and_timeout(broker_factory):
-    b = broker_factory({"broker": {"server_keep_alive": 1}})
-    with RawClient(b.host, b.port) as c:
-        ack = c.connect(cid(), keep_alive=60)
-        assert ack.properties.server_keep_alive == 1
-        got = c.closed(timeout=4)
-        assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x8D
 
 
 def test_disconnect_session_expiry_from_zero_is_protocol_error(client):

@@ -1,11 +1,8 @@
-"""Sessions across connections: takeover, clean start, expiry, redelivery, wills.
-
-MQTT 5 §3.1, §4.4.
-"""
+"""Sessions across connections over real sockets: takeover, clean start, redelivery, wills
+(MQTT 5 §3.1, §4.4). What depends on time passing (will delay, session expiry, keep alive,
+connect timeout) runs on the in-memory broker with a fake clock: test_sessions_memory.py."""
 
 from __future__ import annotations
-
-import time
 
 from broker_raw import RawClient, RawClients, unique_id
 
@@ -114,14 +111,6 @@ def test_session_expiry_zero_ends_session_at_disconnect(client):
     assert not again.connect(name, clean=False).session_present
 
 
-def test_session_expires_after_interval(client):
-    name = cid()
-    park_session(client(), name, expiry=1)
-    time.sleep(2.2)
-    again = client()
-    assert not again.connect(name, clean=False).session_present
-
-
 def test_unacknowledged_redelivered_with_dup(client):
     name = cid()
     t = cid("dup/")
@@ -175,38 +164,6 @@ def test_will_on_protocol_error(client):
     assert watcher.expect(Publish).payload == b"bye"
 
 
-def test_will_delay_and_cancel_on_reconnect(client):
-    t = cid("wd/")
-    watcher = subscribed(client, t + "/#")
-    vanish_with_will(
-        client(), cid(), Will(t + "/x", b"late", properties=Properties(will_delay_interval=1))
-    )
-    watcher.nothing(0.5)
-    assert watcher.expect(Publish, timeout=3).payload == b"late"
-    # Reconnecting before the delay cancels the will.
-    name2 = cid()
-    vanish_with_will(
-        client(), name2, Will(t + "/y", b"never", properties=Properties(will_delay_interval=2))
-    )
-    time.sleep(0.3)
-    b2 = client()
-    assert b2.connect(
-        name2, clean=False, properties=Properties(session_expiry_interval=60)
-    ).session_present
-    watcher.nothing(2.5)
-
-
-def test_retained_will(client):
-    t = cid("rw/")
-    a = client()
-    a.connect(cid(), will=Will(t, b"retained will", retain=True))
-    a.close()
-    time.sleep(0.3)
-    w = subscribed(client, t)
-    got = w.expect(Publish)
-    assert got.retain and got.payload == b"retained will"
-
-
 def test_offline_queue_bounded(broker_factory):
     b = broker_factory({"limits": {"max_queued_messages": 3}})
     name = cid()
@@ -223,62 +180,3 @@ def test_offline_queue_bounded(broker_factory):
         got = [s.expect(Publish).payload for _ in range(3)]
         assert got == [b"0", b"1", b"2"]
         s.nothing()
-
-
-def test_will_published_when_session_expires_before_will_delay(client):
-    t = cid("wexp/")
-    watcher = subscribed(client, t)
-    vanish_with_will(
-        client(),
-        cid(),
-        Will(t, b"session ended", properties=Properties(will_delay_interval=30)),
-        expiry=1,
-    )
-    start = time.monotonic()
-    assert watcher.expect(Publish, timeout=4).payload == b"session ended"
-    assert time.monotonic() - start < 3
-
-
-def test_shared_group_prefers_online_members_and_queues_for_offline(client):
-    t = cid("sho/")
-    offline_name = cid()
-    park_session(client(), offline_name, subscription=Subscription(f"$share/g/{t}", 1))
-    on = client()
-    on.connect(cid())
-    on.subscribe(f"$share/g/{t}", 1)
-    pub = client()
-    pub.connect(cid())
-    for i in range(4):
-        pub.send(Publish(t, b"%d" % i, 1, packet_id=i + 1))
-        pub.expect(Puback)
-    assert [on.expect(Publish).payload for _ in range(4)] == [b"0", b"1", b"2", b"3"]
-    on.close()
-    time.sleep(0.2)
-    pub.send(Publish(t, b"for the offline member", 1, packet_id=9))
-    pub.expect(Puback)
-    back = client()
-    back.connect(offline_name, clean=False, properties=Properties(session_expiry_interval=60))
-    assert back.expect(Publish).payload == b"for the offline member"
-
-
-def test_connection_without_connect_is_closed(broker_factory):
-    b = broker_factory({"broker": {"connect_timeout": 0.5}})
-    with RawClient(b.host, b.port) as c:
-        start = time.monotonic()
-        assert c.closed(timeout=4) == []
-        assert time.monotonic() - start < 3
-
-
-def test_max_session_expiry_bounds_v3_persistent_sessions(broker_factory):
-    b = broker_factory({"broker": {"max_session_expiry": 1}})
-    name = cid()
-    with RawClient(b.host, b.port, level=4) as c:
-        c.connect(name, clean=False)
-    with RawClient(b.host, b.port, level=4) as c:
-        assert c.connect(name, clean=False).session_present  # within the second
-    time.sleep(2.2)
-    with RawClient(b.host, b.port, level=4) as c:
-        assert not c.connect(name, clean=False).session_present
-    with RawClient(b.host, b.port) as c:
-        ack = c.connect(cid(), clean=False, properties=Properties(session_expiry_interval=600))
-        assert ack.properties.session_expiry_interval == 1  # the server's value is announced

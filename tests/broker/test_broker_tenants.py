@@ -75,26 +75,6 @@ def test_invalid_tenant_refused(module_broker):
         assert ack.reason_code == 0x87 and "tenant" in (ack.properties.reason_string or "")
 
 
-def test_sys_topics_in_every_tenant(broker_factory):
-    b = broker_factory({"sys": {"interval": 0.5}, "listeners": [OPEN_LISTENER]})
-    with RawClient(b.host, b.port) as c:
-        c.connect("sys-reader", properties=tenant("acme"))
-        time.sleep(1.2)
-        c.send(
-            Subscribe(
-                1,
-                (
-                    Subscription("$SYS/broker/clients/connected", 0),
-                    Subscription("$SYS/broker/version", 0),
-                ),
-            )
-        )
-        c.expect(Suback)
-        got = {p.topic: p.payload for p in (c.expect(Publish), c.expect(Publish))}
-        assert got["$SYS/broker/version"].startswith(b"edge-broker version")
-        assert int(got["$SYS/broker/clients/connected"]) >= 1
-
-
 def test_dot_separator(broker_factory):
     b = broker_factory({"topics": {"separator": "."}, "sys": {"interval": 0.5}})
     with RawClient(b.host, b.port) as c:

@@ -1,28 +1,30 @@
 """Issue 15 item 11: a takeover that resumes keeps the session (MQTT 5 MQTT-3.1.2-23,
 MQTT-4.4.0-1; 3.1.1 MQTT-3.1.2-4). The old connection's expiry (0, or CleanSession=1) must not
 end a session the new CONNECT resumes: its subscriptions keep routing to it, and what it has in
-flight is resent after the next reconnect."""
+flight is resent after the next reconnect.
+
+On the in-memory broker (engine_harness.py): "nothing arrives" is exact, not a wait."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from edge_broker.mqtt.packets import Disconnect, Properties, Publish
-from tests.broker.broker_raw import RawClient, unique_id
+from edge_broker.mqtt.session_states import ConnState
+from tests.broker.broker_raw import unique_id
+from tests.broker.engine_harness import MemoryBroker, MemoryClient, memory_broker
 
 
 @pytest.fixture
-def make(module_broker):
-    clients: list[RawClient] = []
+def mb() -> Iterator[MemoryBroker]:
+    yield from memory_broker()
 
-    def factory(level: int = 5) -> RawClient:
-        c = RawClient(module_broker.host, module_broker.port, level)
-        clients.append(c)
-        return c
 
-    yield factory
-    for c in clients:
-        c.close()
+@pytest.fixture
+def make(mb: MemoryBroker) -> Callable[..., MemoryClient]:
+    return mb.client
 
 
 def test_v5_expiry_0_taken_over_by_clean_start_0_keeps_the_session(make) -> None:
@@ -87,4 +89,21 @@ def test_takeover_with_clean_start_1_still_ends_the_old_session(make) -> None:
     pub = make()
     assert pub.connect(unique_id("pub-")).reason_code == 0
     pub.send(Publish(topic, b"x", 0))
-    new.nothing(0.5)
+    new.nothing()
+
+
+def test_the_taken_over_connection_is_closed_and_counted_once(mb: MemoryBroker) -> None:
+    cid = unique_id("tk-")
+    old = mb.client()
+    old.connect(cid)
+    new = mb.client()
+    assert new.connect(cid).reason_code == 0
+    assert [p.reason_code for p in old.closed() if isinstance(p, Disconnect)] == [0x8E]
+    assert old.connection.state is ConnState.CLOSED
+    assert new.connection.state is ConnState.CONNECTED
+    assert mb.broker.connections == {new.connection}
+    assert mb.broker.stats.clients_connected == 1
+    assert mb.broker.sessions.get(new.connection.session.key).connection is new.connection
+    new.send(Disconnect())
+    new.closed()
+    assert mb.broker.stats.clients_connected == 0 and not mb.broker.connections

@@ -1,0 +1,33 @@
+"""DISCONNECT from the client (MQTT 5 §3.14; 3.1.1 §3.14): 0x00 discards the will, 0x04
+keeps it; a Session Expiry Interval may change, but not from 0 (§3.14.2.2.2)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..mqtt.packets import Disconnect
+from ..mqtt.reason_codes import ReasonCode
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+
+def handle_disconnect(conn: Connection, packet: Disconnect) -> None:
+    """Client DISCONNECT: 0x00 discards the will, 0x04 keeps it (MQTT 5 §3.14.2.1, §3.1.2.5)."""
+    session = conn.session
+    new_expiry = packet.properties.session_expiry_interval
+    if conn.v5 and new_expiry is not None and session is not None:
+        if session.expiry_interval == 0 and new_expiry != 0:
+            conn.violation(
+                ReasonCode.PROTOCOL_ERROR,
+                "a DISCONNECT must not set a session expiry when the CONNECT set none",
+            )
+            return
+        session.expiry_interval = min(new_expiry, conn.broker.config.broker.max_session_expiry)
+    keep_will = conn.v5 and packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
+    reason = (
+        "client disconnected"
+        if packet.reason_code == 0
+        else (f"client disconnected with reason 0x{packet.reason_code:02X}")
+    )
+    conn.close(None, reason, will=keep_will)

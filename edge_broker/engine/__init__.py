@@ -1,0 +1,9 @@
+"""The sans-io MQTT session engine (DESIGN.md "Where the core is going"): protocol state that
+changes only by the bytes and the time it is given, with no socket, no asyncio and no clock of
+its own. ``broker/`` is the asyncio layer around it.
+
+    connection.py   one server-side connection: framing, its state (``mqtt/session_states.py``),
+                    the pre-authentication byte budget, keep-alive, connect-timeout and token
+                    deadlines
+    deadlines.py    what falls due when: will delays and session expiries of offline sessions
+"""

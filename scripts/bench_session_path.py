@@ -1,0 +1,122 @@
+"""CPU per delivered message through the broker's connection path, in one process.
+
+``scripts/bench`` measures the broker over sockets against other brokers; its figures move by
+±10 % with the load of a shared machine. This one feeds encoded PUBLISH packets straight into
+``Connection.data_received`` of a real ``Broker`` (no sockets: in-memory transports that count
+and drop what the broker writes) and reads ``time.process_time``, so two versions of the code
+can be compared run for run on the same machine::
+
+    python scripts/bench_session_path.py                 # this tree
+    cd /other/tree && python /this/tree/scripts/bench_session_path.py   # another tree
+
+It imports ``edge_broker`` from the working directory (the tree to measure). Prints the best of
+``--repeat`` runs per scenario in µs per delivered message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.getcwd())
+
+from edge_broker.broker.connection import Connection  # noqa: E402
+from edge_broker.broker.server import Broker  # noqa: E402
+from edge_broker.config import parse_config  # noqa: E402
+from edge_broker.mqtt.codec import encode  # noqa: E402
+from edge_broker.mqtt.packets import Connect, Publish, Subscribe, Subscription  # noqa: E402
+
+
+class SinkTransport(asyncio.Transport):
+    """Counts what the broker writes and drops it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+
+    def write(self, data: Any) -> None:
+        self.written += len(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 1883)}.get(
+            name, default
+        )
+
+
+async def _settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def _connect(broker: Broker, client_id: str) -> Connection:
+    conn = Connection(broker, broker.config.listeners[0])
+    conn.connection_made(SinkTransport())
+    conn.data_received(encode(Connect(5, client_id, True, 0), 5))
+    await _settle()
+    return conn
+
+
+async def scenario(subscribers: int, qos: int, messages: int) -> float:
+    """µs of CPU per delivered message for one publisher and ``subscribers`` QoS 0 subscribers."""
+    broker = Broker(parse_config({"sys": {"interval": 0}}))
+    subs = [await _connect(broker, f"sub{i}") for i in range(subscribers)]
+    for conn in subs:
+        conn.data_received(encode(Subscribe(1, (Subscription("bench/t", 0),)), 5))
+    pub = await _connect(broker, "pub")
+    await _settle()
+    batch = 100
+    chunks = []
+    for start in range(0, messages, batch):
+        data = b"".join(
+            encode(Publish("bench/t", b"x" * 64, qos, packet_id=(i % 60000) + 1 if qos else 0), 5)
+            for i in range(start, start + batch)
+        )
+        chunks.append(data)
+    started = time.process_time()
+    for data in chunks:
+        pub.data_received(data)
+        await asyncio.sleep(0)  # the broker's write flush runs once per loop iteration
+    await _settle()
+    spent = time.process_time() - started
+    return spent / (messages * subscribers) * 1e6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--messages", type=int, default=20_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    cases = {
+        "1→1 QoS 0": (1, 0, args.messages),
+        "1→1 QoS 1 in": (1, 1, args.messages),
+        "1→50 fan-out QoS 0": (50, 0, args.messages // 10),
+    }
+    print("| scenario | CPU µs per delivered message (best of runs) |")
+    print("|---|---:|")
+    for name, (subscribers, qos, messages) in cases.items():
+        best = min(asyncio.run(scenario(subscribers, qos, messages)) for _ in range(args.repeat))
+        print(f"| {name} | {best:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,276 @@
+"""The broker in memory, driven by a fake clock (the shape of aioquic's ``client_and_server()``).
+
+:class:`MemoryBroker` runs the real :class:`~edge_broker.broker.server.Broker` (its
+connections, handlers, sessions and delivery) on a private event loop with no listener and no
+socket: each :class:`MemoryClient` is a :class:`~edge_broker.broker.connection.Connection`
+behind an in-memory transport, speaking through the project's codec. Time passes only when a
+test says so: :meth:`MemoryBroker.advance` moves the broker's clock and runs its periodic
+``tick`` as the real one does every ``TICK`` seconds. A will delay, a session expiry or a
+keep-alive timeout therefore takes no wall-clock time and cannot be late under load.
+
+The client API follows ``broker_raw.RawClient`` (``connect``, ``send``, ``expect``,
+``nothing``, ``closed`` …) so a protocol test moves here with its assertions unchanged; what
+differs is that nothing waits: every call runs the broker until it has nothing left to do,
+and ``expect`` fails at once if the packet is not there.
+
+What stays on real sockets: TLS, WebSocket, listeners, signals, persistence and interop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from edge_broker.broker.connection import Connection
+from edge_broker.broker.server import TICK, Broker
+from edge_broker.config import loads_config, parse_config
+from edge_broker.mqtt.codec import PacketReader, encode
+from edge_broker.mqtt.packets import (
+    NO_PROPERTIES,
+    Connack,
+    Connect,
+    Packet,
+    Properties,
+    Suback,
+    Subscribe,
+    Subscription,
+)
+
+P = TypeVar("P")
+
+_SETTLED_PASSES = 3  # loop iterations with nothing ready before the broker counts as idle
+_MAX_PASSES = 100_000  # a broker that never goes idle is a bug: fail instead of hanging
+
+
+class FakeClock:
+    """The broker's clock: moves only by :meth:`advance`. It starts at the real monotonic time
+    because message expiry deadlines are still read from ``time.monotonic()`` in
+    ``broker/message.py``; both stay in one time domain."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class MemoryTransport(asyncio.Transport):
+    """The broker's side of one in-memory connection: writes go to the client, ``close``
+    reports ``connection_lost`` on the next loop iteration as a socket does, and reading can
+    be paused (the connection pauses it while a handler awaits authentication)."""
+
+    def __init__(self, client: MemoryClient, port: int) -> None:
+        super().__init__()
+        self.client = client
+        self.protocol: Connection | None = None
+        self.port = port
+        self.closing = False
+        self.paused = False
+        self.inbox: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self.closing:
+            self.client.received(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self.client.eof = True
+        assert self.protocol is not None
+        asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
+
+    def abort(self) -> None:
+        self.close()
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+        inbox, self.inbox = self.inbox, []
+        for data in inbox:
+            self.deliver(data)
+
+    def is_reading(self) -> bool:
+        return not self.paused
+
+    def deliver(self, data: bytes) -> None:
+        """Bytes from the client, as ``data_received`` would get them from a socket."""
+        if self.closing:
+            return
+        if self.paused:
+            self.inbox.append(data)
+            return
+        assert self.protocol is not None
+        self.protocol.data_received(data)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", self.port), "sockname": ("127.0.0.1", 1883)}.get(
+            name, default
+        )
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+class MemoryBroker:
+    """The real broker on a private loop with a fake clock; see the module docstring."""
+
+    def __init__(self, config: dict[str, Any] | str | None = None) -> None:
+        """``config``: a dict as parsed from TOML, or TOML text (tests/auth/token_broker.py)."""
+        self.clock = FakeClock()
+        self.loop = asyncio.new_event_loop()
+        if isinstance(config, str):
+            self.config = loads_config(config, "<test>")
+        else:
+            self.config = parse_config(config or {})
+        self.listener = self.config.listeners[0]
+        self.broker = self.loop.run_until_complete(self._make())
+        self.clients: list[MemoryClient] = []
+        self._ports = itertools.count(40000)
+
+    async def _make(self) -> Broker:
+        return Broker(self.config, clock=self.clock)
+
+    def settle(self) -> None:
+        """Run the broker until it has nothing left to do now (no ready callback or task)."""
+        self.loop.run_until_complete(self._settle())
+
+    async def _settle(self) -> None:
+        ready: Any = self.loop._ready  # type: ignore[attr-defined]  # CPython's run queue
+        idle = 0
+        for _ in range(_MAX_PASSES):
+            await asyncio.sleep(0)
+            idle = idle + 1 if not ready else 0
+            if idle >= _SETTLED_PASSES:
+                return
+        raise AssertionError("the broker never went idle")
+
+    def call(self, fn: Any, *args: Any) -> None:
+        """``fn(*args)`` inside the loop (as a socket event would run), then settle."""
+        self.loop.call_soon(fn, *args)
+        self.settle()
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass: the clock moves in steps of the broker's ``TICK`` and the
+        periodic checks (keep alive, connect timeout, will delay, session expiry) run after
+        each step, as ``Broker._tick`` does."""
+        end = self.clock.now + seconds
+        while self.clock.now < end:
+            self.clock.now = min(end, self.clock.now + TICK)
+            self.call(self.broker.tick, self.clock.now)
+
+    def client(self, level: int = 5) -> MemoryClient:
+        c = MemoryClient(self, level, next(self._ports))
+        self.clients.append(c)
+        return c
+
+    def close(self) -> None:
+        for c in self.clients:
+            if not c.transport.closing:
+                c.close()
+        self.loop.run_until_complete(self.broker.shutdown())
+        self.loop.close()
+
+
+class MemoryClient:
+    """A client connection to a :class:`MemoryBroker`, with ``broker_raw.RawClient``'s API."""
+
+    def __init__(self, harness: MemoryBroker, level: int, port: int) -> None:
+        self.harness = harness
+        self.level = level
+        self.reader = PacketReader(side="client", protocol_level=level)
+        self.pending: list[Packet] = []
+        self.eof = False
+        self.transport = MemoryTransport(self, port)
+        self.connection = Connection(harness.broker, harness.listener)
+        self.transport.protocol = self.connection
+        harness.call(self.connection.connection_made, self.transport)
+
+    def received(self, data: bytes) -> None:
+        self.pending.extend(self.reader.feed(data))
+
+    def send(self, packet: Packet) -> None:
+        self.send_raw(encode(packet, self.level))
+
+    def send_raw(self, data: bytes) -> None:
+        assert not self.eof, "the broker closed this connection"
+        self.harness.call(self.transport.deliver, data)
+
+    def recv(self) -> Packet:
+        """The next packet the broker has sent; EOFError if it closed, AssertionError if
+        nothing is there (the broker is idle: waiting would not change that)."""
+        self.harness.settle()
+        if not self.pending:
+            if self.eof:
+                raise EOFError("connection closed by the broker")
+            raise AssertionError("no packet from the broker")
+        return self.pending.pop(0)
+
+    def expect(self, kind: type[P]) -> P:
+        packet = self.recv()
+        assert isinstance(packet, kind), f"expected {kind.__name__}, got {packet!r}"
+        return packet
+
+    def nothing(self) -> None:
+        self.harness.settle()
+        assert not self.pending, f"unexpected packet {self.pending[0]!r}"
+
+    def closed(self) -> list[Packet]:
+        """The packets the broker sent before it closed; fails if it has not closed."""
+        self.harness.settle()
+        got, self.pending = self.pending, []
+        assert self.eof, f"broker did not close; got {got!r}"
+        return got
+
+    def connect(
+        self,
+        client_id: str = "",
+        clean: bool = True,
+        keep_alive: int = 60,
+        properties: Properties = NO_PROPERTIES,
+        **kw: Any,
+    ) -> Connack:
+        name = "MQIsdp" if self.level == 3 else "MQTT"
+        connect = Connect(
+            self.level,
+            client_id,
+            clean,
+            keep_alive,
+            properties=properties,
+            protocol_name=name,
+            **kw,
+        )
+        self.send(connect)
+        return self.expect(Connack)
+
+    def subscribe(self, topic_filter: str, qos: int = 0, packet_id: int = 1) -> Suback:
+        self.send(Subscribe(packet_id, (Subscription(topic_filter, qos),)))
+        return self.expect(Suback)
+
+    def close(self) -> None:
+        """Network loss: the connection ends without DISCONNECT."""
+        if self.transport.closing:
+            return
+        self.transport.closing = True
+        self.eof = True
+        self.harness.call(self.connection.connection_lost, None)
+
+
+def memory_broker(config: dict[str, Any] | str | None = None) -> Iterator[MemoryBroker]:
+    """For fixtures: a :class:`MemoryBroker`, shut down afterwards."""
+    harness = MemoryBroker(config)
+    try:
+        yield harness
+    finally:
+        harness.close()

@@ -3,8 +3,10 @@ let the broker hold at most, term by term, against the systemd unit's ``MemoryMa
 
 The per-item costs are measured on this tree (``scripts/bench_memory.py``, docs/limits-memory.md)
 and rounded up; the terms multiply them by the limits. It is a worst case: every connection
-open, each with its subscriptions, a full queue and a full write buffer, and a largest packet
-being read; the retained store full; every cache full.
+open, each with its subscriptions, a full queue and its own read buffer full; the read pool and
+the write buffers at their broker-wide bounds (broker/read_pool.py, write_budget.py; the write
+bound may be passed by one event-loop turn's output, counted as one largest packet); the
+retained store full; every cache full.
 """
 
 from __future__ import annotations
@@ -50,10 +52,15 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
         BudgetTerm("broker at start", BASE_BYTES, "measured"),
         BudgetTerm("connections", conns * CLIENT_BYTES, "max_connections × 6 KiB"),
         BudgetTerm(
-            "packets being read", conns * lim.max_packet_size, "max_connections × max_packet_size"
+            "packets being read",
+            min(conns * lim.max_packet_size, conns * lim.read_buffer_size + lim.read_pool_size),
+            "max_connections × read_buffer_size + read_pool_size",
         ),
         BudgetTerm(
-            "write buffers", conns * lim.write_buffer_high, "max_connections × write_buffer_high"
+            "write buffers",
+            min(conns * lim.write_buffer_high, lim.max_write_buffer_total + lim.max_packet_size),
+            "max_write_buffer_total + max_packet_size (or max_connections × "
+            "write_buffer_high if smaller)",
         ),
         BudgetTerm(
             "subscriptions",
@@ -76,8 +83,6 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
         BudgetTerm("caches", CACHE_BYTES, "decision 8 MiB + ACL 4 MiB + routing 2 MiB (fixed)"),
     ]
 
-
-PER_CONNECTION = frozenset({"connections", "packets being read", "write buffers"})
 
 UNIT_FILES = (
     Path("/etc/systemd/system/edge-broker.service"),
@@ -120,15 +125,15 @@ def budget_report(config: Config, unit: Path | None = None) -> tuple[list[str], 
         lines.append("  no systemd unit with MemoryMax found (--unit FILE): not compared")
         return lines, False
     memory_max, source = limit
-    per_client = sum(t.bytes for t in terms if t.name in PER_CONNECTION) // max(
-        1, config.limits.max_connections
-    )
-    shared = total - per_client * config.limits.max_connections
+    lim = config.limits
+    per_client = CLIENT_BYTES + min(lim.read_buffer_size, lim.max_packet_size)
+    shared = total - per_client * lim.max_connections
     room = max(0, memory_max - shared) // max(1, per_client)
     lines.append(
-        f"  one client at its worst case: {mib(per_client)}; shared (start, "
-        f"subscriptions, queues, retained, caches): {mib(shared)}; MemoryMax={mib(memory_max)} holds {room:,} such "
-        f"clients of max_connections={config.limits.max_connections:,}"
+        f"  one client at its worst case: {per_client / 1024:,.1f} KiB; shared (start, read pool, "
+        f"write buffers, subscriptions, queues, retained, caches): {mib(shared)}; "
+        f"MemoryMax={mib(memory_max)} holds {room:,} such clients of "
+        f"max_connections={lim.max_connections:,}"
     )
     if total <= memory_max:
         lines.append(f"  fits MemoryMax={mib(memory_max)} ({source})")

@@ -57,7 +57,7 @@ V3_CONNACK_CODES: dict[int, int] = {
 }
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """See the module docstring. Attributes are public to the ``handle_*`` modules."""
 
     def __init__(self, broker: Broker, listener: ListenerConfig) -> None:
@@ -109,6 +109,10 @@ class Connection(asyncio.Protocol):
         self.token_credential: bytes | None = None
         self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.created)
         self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0  # audit client_stats
+        # issue 16: bytes reserved in the broker's read pool (read_pool.py), bytes the transport
+        # held after our last write, and held back by max_write_buffer_total (write_budget.py)
+        self.read_grant = self.write_held = 0
+        self.held_back = False
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -120,6 +124,14 @@ class Connection(asyncio.Protocol):
         if set_limits is not None:
             set_limits(high=limits.write_buffer_high, low=limits.write_buffer_low)
         self.broker.connection_opened(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.broker.read_pool.buffer_for(self)  # bounded reads (read_pool.py)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        pool = self.broker.read_pool
+        self.data_received(pool.take(nbytes))
+        pool.after_read(self)
 
     def data_received(self, data: bytes) -> None:
         self.last_rx = time.monotonic()
@@ -182,6 +194,8 @@ class Connection(asyncio.Protocol):
             # Nobody is left to answer: stop waiting for an authentication slot (a login storm's
             # gone clients must not take the slow password checks from those still waiting).
             self.pending.cancel()
+        self.broker.read_pool.forget(self)
+        self.broker.write_budget.forget(self)
         if self.state != CLOSED:
             self.state = CLOSED
             self.closing = True
@@ -192,6 +206,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.paused = False
+        self.broker.write_budget.resumed(self)
         session = self.session
         if session is not None and self.state == CONNECTED:
             self.broker.delivery.drain(session)
@@ -265,6 +280,7 @@ class Connection(asyncio.Protocol):
         self.bytes_out += len(data)
         if not self.transport.is_closing():
             self.transport.write(data)
+            self.broker.write_budget.after_write(self)
 
     def send_publish(self, outgoing: Outgoing, packet_id: int = 0, dup: bool = False) -> bool:
         """Encode (cached per variant) and queue a PUBLISH; False if it could not be sent

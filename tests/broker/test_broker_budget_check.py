@@ -23,10 +23,22 @@ def check(tmp_path: Path, limits: str, unit: Path = UNIT) -> subprocess.Complete
     )
 
 
-def test_default_limits_exceed_memory_max_and_say_which_term(tmp_path):
+def test_default_limits_fit_memory_max(tmp_path):
+    """Issue 16: the defaults used to add up to 2,652 MiB (max_connections × max_packet_size
+    being read and × write_buffer_high unsent); the read pool and the write-buffer total bound
+    those broker-wide, so the defaults fit the unit's MemoryMax=200M with room to spare."""
     r = check(tmp_path, "")
-    assert r.returncode == 0, r.stderr  # a warning, not an error
+    assert r.returncode == 0, r.stderr
     assert "memory budget" in r.stdout and "session queues" in r.stdout
+    assert "WARNING" not in r.stdout
+    assert "fits MemoryMax=200.0 MiB" in r.stdout
+    total = float(next(x for x in r.stdout.splitlines() if x.split()[:1] == ["total"]).split()[1])
+    assert total <= 185.0, r.stdout
+
+
+def test_large_limits_exceed_memory_max_and_say_which_term(tmp_path):
+    r = check(tmp_path, "[limits]\nread_buffer_size = 1048576\n")
+    assert r.returncode == 0, r.stderr  # a warning, not an error
     assert "WARNING: the budget" in r.stdout and "MemoryMax=200.0 MiB" in r.stdout
     assert "largest term is packets being read" in r.stdout
 

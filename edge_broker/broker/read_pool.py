@@ -1,0 +1,141 @@
+"""Bytes of packets being read, bounded broker-wide (issue 16, docs/limits-memory.md).
+
+Each connection may hold ``limits.read_buffer_size`` bytes of an unfinished packet on its own.
+A packet larger than that (a 1 MiB PUBLISH) needs the rest from one pool shared by every
+connection, ``limits.read_pool_size``, reserved whole as soon as its Remaining Length is known
+(a packet either gets all its bytes or waits: partial reservations could deadlock). When the
+pool cannot give them, the connection stops reading (``transport.pause_reading()``): the bytes
+stay in the kernel, not in the broker. Waiters are served first come first served as bytes come
+back; one that waits longer than ``limits.read_pool_timeout`` is closed with DISCONNECT 0x97
+Quota exceeded and a Reason String, counted and logged as ``limits.read_pool_size``.
+
+Without it, ``max_connections × max_packet_size`` (2 GiB with the defaults) could be held by
+clients that each send the start of a largest packet and stop.
+
+The read side uses ``asyncio.BufferedProtocol``: the connection reads into one buffer that all
+connections share (the event loop is one thread and copies out before the next read), and each
+read is cut so that a connection never holds more than its own bytes plus its reservation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ..mqtt.reason_codes import ReasonCode
+from .connection import CONNECTED, CONNECTING
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .server import Broker
+
+LIMIT_KEY = "read_pool_size"
+
+
+class ReadPool:
+    """See the module docstring; one per broker. ``used`` counts reserved bytes."""
+
+    __slots__ = ("broker", "used", "_buffer", "_view", "_waiting")
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.used = 0
+        self._buffer = bytearray(broker.config.limits.read_buffer_size)
+        self._view = memoryview(self._buffer)
+        # connection → (bytes it still needs, its timeout); insertion order is arrival order
+        self._waiting: dict[Connection, tuple[int, asyncio.TimerHandle]] = {}
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def buffer_for(self, conn: Connection) -> memoryview:
+        """Where the next socket read of ``conn`` goes: no more than it may hold."""
+        size = self.broker.config.limits.read_buffer_size
+        if len(self._buffer) != size:  # a reload changed read_buffer_size
+            self._buffer = bytearray(size)
+            self._view = memoryview(self._buffer)
+        room = size + conn.read_grant - conn.reader.buffered
+        if room <= 0:
+            # Only when something else resumed reading while the connection waits for the pool
+            # (the end of an authentication): stop again; one byte is the least a read may take.
+            conn.transport.pause_reading()
+            room = 1
+        return self._view[:room] if room < size else self._view
+
+    def take(self, nbytes: int) -> bytes:
+        """The bytes the last read put in the shared buffer, copied out before the next read."""
+        return bytes(self._view[:nbytes])
+
+    def after_read(self, conn: Connection) -> None:
+        """Reserve what the unfinished packet of ``conn`` needs beyond its own bytes, give back
+        what it no longer needs; wait (not reading) when the pool is short."""
+        if conn.closing:
+            self.forget(conn)
+            return
+        want = conn.reader.pending_size - self.broker.config.limits.read_buffer_size
+        have = conn.read_grant
+        if want <= have:
+            if have:
+                self._give_back(conn, max(want, 0))
+            return
+        if conn in self._waiting:
+            return
+        if not self._waiting and self._fits(want - have):
+            self.used += want - have
+            conn.read_grant = want
+            return
+        conn.transport.pause_reading()
+        timeout = self.broker.config.limits.read_pool_timeout
+        timer = asyncio.get_running_loop().call_later(timeout, self._timed_out, conn, want)
+        self._waiting[conn] = (want, timer)
+
+    def forget(self, conn: Connection) -> None:
+        """``conn`` is closed: its reservation goes back, it waits no more."""
+        waiting = self._waiting.pop(conn, None)
+        if waiting is not None:
+            waiting[1].cancel()
+        if conn.read_grant:
+            self._give_back(conn, 0)
+
+    def _fits(self, extra: int) -> bool:
+        return self.used + extra <= self.broker.config.limits.read_pool_size
+
+    def _give_back(self, conn: Connection, keep: int) -> None:
+        self.used -= conn.read_grant - keep
+        conn.read_grant = keep
+        self._serve_waiting()
+
+    def _serve_waiting(self) -> None:
+        """Reserve for waiting connections in arrival order while their whole need fits."""
+        while self._waiting:
+            conn, (want, timer) = next(iter(self._waiting.items()))
+            extra = want - conn.read_grant
+            if not self._fits(extra):
+                return
+            del self._waiting[conn]
+            timer.cancel()
+            self.used += extra
+            conn.read_grant = want
+            if conn.backlog is None and not conn.closing:
+                # a connection whose handler is still running resumes reading when it is done
+                conn.transport.resume_reading()
+
+    def _timed_out(self, conn: Connection, want: int) -> None:
+        if self._waiting.pop(conn, None) is None or conn.closing:
+            return
+        limits = self.broker.config.limits
+        reason = (
+            f"a packet of {want + limits.read_buffer_size} bytes waited more than "
+            f"{limits.read_pool_timeout:g} s for limits.{LIMIT_KEY} ({limits.read_pool_size} "
+            f"bytes shared by all connections for packets beyond limits.read_buffer_size); "
+            f"send it again later"
+        )
+        self.broker.limit_hits.limits_key(LIMIT_KEY, conn.client_id, f"connection closed: {reason}")
+        if conn.state == CONNECTED:
+            conn.close(ReasonCode.QUOTA_EXCEEDED, reason)
+        elif conn.state == CONNECTING:
+            conn.refuse_connect(ReasonCode.QUOTA_EXCEEDED, reason)
+        else:
+            conn.close(None, reason)
+        self.forget(conn)

@@ -132,6 +132,10 @@ class LimitsConfig:
     read_pool_size: int = 4 * 1024 * 1024  # beyond that, shared by all connections
     read_pool_timeout: float = 10.0  # s a packet may wait for the pool (then DISCONNECT 0x97)
     max_write_buffer_total: int = 8 * 1024 * 1024  # unsent bytes in all transports together
+    # Caches, bounded in bytes (estimates; matching/decision_cache.py entry_bytes):
+    decision_cache_bytes: int = 8 * 1024 * 1024  # each: permissions gate, claims gate
+    acl_cache_bytes: int = 4 * 1024 * 1024  # all of the ACL gate's decision caches
+    routing_cache_bytes: int = 1024 * 1024  # each routing index (subscriptions, patterns)
     # Before authentication (issue 16): what a client that has proved nothing may make us hold.
     max_connect_packet_size: int = 16_384  # bytes of CONNECT (and of anything sent before CONNACK)
     max_connect_user_properties: int = 32  # user properties in CONNECT + will (decoded ~12x bytes)
@@ -543,6 +547,9 @@ def parse_limits(s: Section) -> LimitsConfig:
         max_write_buffer_total=s.integer(
             "max_write_buffer_total", d.max_write_buffer_total, 0, 1 << 40
         ),
+        decision_cache_bytes=s.integer("decision_cache_bytes", d.decision_cache_bytes, 0, 1 << 40),
+        acl_cache_bytes=s.integer("acl_cache_bytes", d.acl_cache_bytes, 0, 1 << 40),
+        routing_cache_bytes=s.integer("routing_cache_bytes", d.routing_cache_bytes, 0, 1 << 40),
         max_connect_packet_size=s.integer(
             "max_connect_packet_size", d.max_connect_packet_size, 64, 268_435_455
         ),

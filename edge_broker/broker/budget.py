@@ -15,13 +15,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Config
+from ..config import Config, claims_enabled
 
 BASE_BYTES = 32 * 1024 * 1024  # the broker at start (RSS), measured
 CLIENT_BYTES = 6 * 1024  # one idle connection and its session, measured 4.6 KiB
 SUBSCRIPTION_BYTES = 700  # one subscription besides its filter text, measured ~610 B
 RETAINED_OVERHEAD = 700  # one retained message besides its topic and payload, measured ~520 B
-CACHE_BYTES = 8 * 1024 * 1024 + 4 * 1024 * 1024 + 2 * 1024 * 1024  # decision, ACL, routing
+CREDENTIAL_BYTES = 200  # one cached credential digest (32 B) in its OrderedDict, estimated
 QUEUED_OVERHEAD = 200  # a queued message's entry besides what Message.size counts
 
 
@@ -80,8 +80,25 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
         BudgetTerm(
             "retained messages", retained, "max_retained_bytes + max_retained_messages × 700 B"
         ),
-        BudgetTerm("caches", CACHE_BYTES, "decision 8 MiB + ACL 4 MiB + routing 2 MiB (fixed)"),
+        cache_term(config),
     ]
+
+
+def cache_term(config: Config) -> BudgetTerm:
+    """The byte-bounded caches of the gates this configuration turns on, the default topic
+    space's two routing caches, and the verified-credentials cache of password listeners."""
+    lim = config.limits
+    parts: list[tuple[int, str]] = [(2 * lim.routing_cache_bytes, "2 × routing_cache_bytes")]
+    if config.permissions is not None and config.permissions.enabled:
+        parts.append((lim.decision_cache_bytes, "decision_cache_bytes (permissions)"))
+    if claims_enabled(config):
+        parts.append((lim.decision_cache_bytes, "decision_cache_bytes (claims)"))
+    if config.acl is not None and config.acl.enabled:
+        parts.append((lim.acl_cache_bytes, "acl_cache_bytes"))
+    if any("password" in listener.auth_methods for listener in config.listeners):
+        entries = config.passwords.cache_entries
+        parts.append((entries * CREDENTIAL_BYTES, "passwords.cache_entries × 200 B"))
+    return BudgetTerm("caches", sum(n for n, _ in parts), " + ".join(how for _, how in parts))
 
 
 UNIT_FILES = (

@@ -377,7 +377,9 @@ class Broker:
         space = self.topic_spaces.get(tenant)
         if space is None:
             retained = self._retained_factory(tenant) if self._retained_factory else None
-            space = self.topic_spaces[tenant] = TopicSpace(tenant, self.separator, retained)
+            space = self.topic_spaces[tenant] = TopicSpace(
+                tenant, self.separator, retained, self.config.limits.routing_cache_bytes
+            )
             self._count_retained(space)
         return space
 

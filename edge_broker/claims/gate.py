@@ -20,7 +20,7 @@ from typing import Any
 
 from ..auth.identity import Identity
 from ..authz.decision import Decision, Gate, deny
-from ..matching.decision_cache import DecisionCache
+from ..matching.decision_cache import DEFAULT_MAX_BYTES, DecisionCache
 from ..matching.mqtt_topics import filters_overlap
 from ..mqtt.packets import Publish, Subscription, Will
 from .errors import shown
@@ -55,11 +55,16 @@ class ClaimsGate:
     # prefix test.
     checks_every_delivery = True
 
-    def __init__(self, service: ClaimService, cache_entries: int = 16384) -> None:
+    def __init__(
+        self,
+        service: ClaimService,
+        cache_entries: int = 16384,
+        cache_bytes: int = DEFAULT_MAX_BYTES,  # [limits] decision_cache_bytes
+    ) -> None:
         self.service = service
         # (tenant, SMOKER id, topic, activity) -> Decision, valid while the claims are unchanged
         self._cache: DecisionCache[tuple[str, str | None, str, Activity], Decision] = DecisionCache(
-            cache_entries
+            cache_entries, cache_bytes
         )
         self._seen = service.generation
 

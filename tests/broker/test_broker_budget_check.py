@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from edge_broker.broker.server import Broker
+from edge_broker.config import loads_config
+
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "edge-broker.service"
 
@@ -60,3 +63,23 @@ def test_unit_memory_max_is_read(tmp_path):
     unit.write_text("[Service]\nMemoryMax=1G\n")
     r = check(tmp_path, "[limits]\nmax_connections = 10\n", unit)
     assert "MemoryMax=1,024.0 MiB" in r.stdout
+
+
+def test_cache_byte_bounds_are_limits_keys_counted_in_the_budget(tmp_path):
+    """Issue 16: the decision, ACL and routing cache bounds were constants; they are [limits]
+    keys, the caches obey them and check counts them (the gates' caches only when on)."""
+    small = Broker(loads_config("[limits]\nrouting_cache_bytes = 2000\n"))
+    default = Broker(loads_config(""))
+    for broker in (small, default):
+        trie = broker.topic_space("~").trie
+        trie.add("a/#", "k", 1)
+        for i in range(100):
+            trie.match(f"a/{i}")
+    assert small.topic_space("~").trie.cached_bytes <= 2000
+    assert default.topic_space("~").trie.cached_bytes > 10_000
+    r = check(tmp_path, "[limits]\nrouting_cache_bytes = 4194304\n")
+    assert "8.0 MiB  2 × routing_cache_bytes" in r.stdout
+    r = check(tmp_path, "[limits]\ndecision_cache_bytes = 1048576\n[claims]\nenabled = true\n")
+    assert "3.0 MiB  2 × routing_cache_bytes + decision_cache_bytes (claims)" in r.stdout, (
+        r.stdout + r.stderr
+    )

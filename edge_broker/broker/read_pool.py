@@ -14,7 +14,10 @@ clients that each send the start of a largest packet and stop.
 
 The read side uses ``asyncio.BufferedProtocol``: the connection reads into one buffer that all
 connections share (the event loop is one thread and copies out before the next read), and each
-read is cut so that a connection never holds more than its own bytes plus its reservation.
+read is cut so that a connection never holds more than its own bytes plus its reservation. So
+that a busy publisher still reads up to ``READ_MAX`` bytes at a time, a read beyond its own
+bytes borrows the difference from the pool for that read, when nobody waits; the read's
+``after_read`` keeps what the unfinished packet needs and gives back the rest.
 """
 
 from __future__ import annotations
@@ -30,20 +33,27 @@ if TYPE_CHECKING:
     from .server import Broker
 
 LIMIT_KEY = "read_pool_size"
+# The most one socket read takes. asyncio reads 256 KiB; a quarter of it keeps the bytes one
+# event-loop turn can route to a subscriber (write_budget.py) small, at no cost in throughput
+# measured (scripts/bench, docs/limits-memory.md).
+READ_MAX = 64 * 1024
 
 
 class ReadPool:
     """See the module docstring; one per broker. ``used`` counts reserved bytes."""
 
-    __slots__ = ("broker", "used", "_buffer", "_view", "_waiting")
+    __slots__ = ("broker", "used", "_view", "_waiting", "_lent")
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.used = 0
-        self._buffer = bytearray(broker.config.limits.read_buffer_size)
-        self._view = memoryview(self._buffer)
+        self._view = memoryview(bytearray(READ_MAX))
         # connection → (bytes it still needs, its timeout); insertion order is arrival order
         self._waiting: dict[Connection, tuple[int, asyncio.TimerHandle]] = {}
+        # bytes lent for the read under way: get_buffer and buffer_updated come in one call
+        # of the transport, so a loan still open at the next get_buffer was for a read that
+        # brought nothing (EAGAIN, a partial TLS record) and goes back then
+        self._lent: tuple[Connection, int] | None = None
 
     @property
     def waiting(self) -> int:
@@ -51,17 +61,25 @@ class ReadPool:
 
     def buffer_for(self, conn: Connection) -> memoryview:
         """Where the next socket read of ``conn`` goes: no more than it may hold."""
-        size = self.broker.config.limits.read_buffer_size
-        if len(self._buffer) != size:  # a reload changed read_buffer_size
-            self._buffer = bytearray(size)
-            self._view = memoryview(self._buffer)
-        room = size + conn.read_grant - conn.reader.buffered
+        if self._lent is not None:
+            self._end_loan()
+        limits = self.broker.config.limits
+        room = limits.read_buffer_size + conn.read_grant - conn.reader.buffered
         if room <= 0:
             # Only when something else resumed reading while the connection waits for the pool
             # (the end of an authentication): stop again; one byte is the least a read may take.
             conn.transport.pause_reading()
-            room = 1
-        return self._view[:room] if room < size else self._view
+            return self._view[:1]
+        if room < READ_MAX and not self._waiting and not self.broker.write_budget.over:
+            # (no loans while the write buffers are over their bound: smaller reads route less
+            # to the slow readers in one turn)
+            borrow = min(READ_MAX - room, limits.read_pool_size - self.used)
+            if borrow > 0:
+                self.used += borrow
+                conn.read_grant += borrow
+                room += borrow
+                self._lent = (conn, borrow)
+        return self._view[:room] if room < READ_MAX else self._view
 
     def take(self, nbytes: int) -> bytes:
         """The bytes the last read put in the shared buffer, copied out before the next read."""
@@ -70,6 +88,8 @@ class ReadPool:
     def after_read(self, conn: Connection) -> None:
         """Reserve what the unfinished packet of ``conn`` needs beyond its own bytes, give back
         what it no longer needs; wait (not reading) when the pool is short."""
+        if self._lent is not None and self._lent[0] is conn:
+            self._lent = None  # settled below: the grant becomes what the packet needs
         if conn.closing:
             self.forget(conn)
             return
@@ -92,11 +112,23 @@ class ReadPool:
 
     def forget(self, conn: Connection) -> None:
         """``conn`` is closed: its reservation goes back, it waits no more."""
+        if self._lent is not None and self._lent[0] is conn:
+            self._lent = None  # its grant, loan included, goes back below
         waiting = self._waiting.pop(conn, None)
         if waiting is not None:
             waiting[1].cancel()
         if conn.read_grant:
             self._give_back(conn, 0)
+
+    def _end_loan(self) -> None:
+        assert self._lent is not None
+        conn, amount = self._lent
+        self._lent = None
+        amount = min(amount, conn.read_grant)
+        conn.read_grant -= amount
+        self.used -= amount
+        if self._waiting:
+            self._serve_waiting()
 
     def _fits(self, extra: int) -> bool:
         return self.used + extra <= self.broker.config.limits.read_pool_size

@@ -94,11 +94,8 @@ def test_too_many_connect_user_properties_refused(broker_factory, tmp_path):
 def test_bytes_pipelined_before_authentication_are_bounded(broker_factory, tmp_path):
     """While SMOKER authentication runs, a client may not stream data at the broker: past twice
     limits.max_connect_packet_size before CONNACK it is refused (or closed, if its CONNECT was
-    not even decoded yet), never buffered. (With reads of read_buffer_size = 8 KiB the
-    reading pauses at the CONNECT first; 64 KiB reads bring the whole stream in one read.)"""
-    b = smoker_broker(
-        broker_factory, tmp_path, max_connect_packet_size=4096, read_buffer_size=65536
-    )
+    not even decoded yet), never buffered."""
+    b = smoker_broker(broker_factory, tmp_path, max_connect_packet_size=4096)
     with RawClient(b.host, b.port) as c:
         send_quietly(c.sock, smoker_connect(0) + b"\xc0\x00" * 20_000)  # 40 KB of PINGREQ
         try:

@@ -280,7 +280,8 @@ class Connection(asyncio.BufferedProtocol):
         self.bytes_out += len(data)
         if not self.transport.is_closing():
             self.transport.write(data)
-            self.broker.write_budget.after_write(self)
+            if self.write_held or self.transport.get_write_buffer_size():
+                self.broker.write_budget.after_write(self)  # not all sent (write_budget.py)
 
     def send_publish(self, outgoing: Outgoing, packet_id: int = 0, dup: bool = False) -> bool:
         """Encode (cached per variant) and queue a PUBLISH; False if it could not be sent

@@ -136,7 +136,8 @@ class ReadPool:
     def _give_back(self, conn: Connection, keep: int) -> None:
         self.used -= conn.read_grant - keep
         conn.read_grant = keep
-        self._serve_waiting()
+        if self._waiting:
+            self._serve_waiting()
 
     def _serve_waiting(self) -> None:
         """Reserve for waiting connections in arrival order while their whole need fits."""

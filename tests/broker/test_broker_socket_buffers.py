@@ -16,7 +16,7 @@ from test_broker_memory_limits import sys_value
 
 from edge_broker.config import ConfigError, loads_config
 from edge_broker.mqtt.codec import PacketReader, encode
-from edge_broker.mqtt.packets import Connect, Disconnect, Pingreq, Pingresp, Publish
+from edge_broker.mqtt.packets import Connect, Disconnect, Pingreq, Pingresp, Puback, Publish
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 MIB = 1024 * 1024
@@ -253,3 +253,40 @@ def test_a_read_pool_too_small_for_a_largest_packet_is_a_config_error():
     assert "limits.read_pool_size" in text and "max_packet_size" in text
     limits = loads_config("[limits]\nmax_packet_size = 65536\nread_pool_size = 57344\n").limits
     assert (limits.read_pool_size, limits.read_buffer_size) == (57344, 8192)
+
+
+N_HELD = 200  # 6.4 MB: more than the kernel's socket buffers take
+
+
+def test_a_held_back_qos1_subscriber_gets_its_messages_from_the_session_queue(broker_factory):
+    """Held back by max_write_buffer_total (not by its own write_buffer_high), a QoS 1
+    subscriber that stopped reading gets no more bytes in its transport; its messages wait in
+    the session queue and all arrive, in order, once it reads again."""
+    b = broker_factory(
+        {
+            "limits": {
+                **OPEN,
+                "max_write_buffer_total": 65536,
+                "write_buffer_high": 64 * MIB,  # only the broker-wide bound holds it back
+                "max_inflight": 1000,  # the in-flight window does not stop it either
+                "max_queued_bytes": 16 * MIB,
+                "max_queued_bytes_total": 64 * MIB,
+            },
+            "sys": {"interval": 0.5},
+        }
+    )
+    topic = f"held/{unique_id()}"
+    with SlowReader(b.host, b.port) as sub, RawClient(b.host, b.port) as pub:
+        sub.connect(unique_id("held"), keep_alive=0)
+        sub.subscribe(topic, 1)
+        pub.connect(unique_id("pub"), keep_alive=0)
+        for i in range(N_HELD):
+            pub.send(Publish(topic, i.to_bytes(2, "big") * 16_000, 1, packet_id=i + 1))
+            pub.expect(Puback)
+        time.sleep(0.5)
+        assert int(sys_value(b, "limits/limits_max_write_buffer_total/hits")) > 0
+        got: list[int] = []
+        deadline = time.monotonic() + 20
+        while len(got) < N_HELD and time.monotonic() < deadline:
+            got += [int.from_bytes(p.payload[:2], "big") for p in sub.publishes(0.5)]
+        assert got == list(range(N_HELD))

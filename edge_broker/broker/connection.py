@@ -130,7 +130,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         pool = self.broker.read_pool
-        self.data_received(pool.take(nbytes))
+        self.data_received(bytes(pool.view[:nbytes]))  # copied out before the next read
         pool.after_read(self)
 
     def data_received(self, data: bytes) -> None:

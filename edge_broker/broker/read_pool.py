@@ -42,18 +42,19 @@ READ_MAX = 64 * 1024
 class ReadPool:
     """See the module docstring; one per broker. ``used`` counts reserved bytes."""
 
-    __slots__ = ("broker", "used", "_view", "_waiting", "_lent")
+    __slots__ = ("broker", "used", "view", "_waiting", "_lent_to", "_lent")
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.used = 0
-        self._view = memoryview(bytearray(READ_MAX))
+        self.view = memoryview(bytearray(READ_MAX))  # what every read goes into
         # connection → (bytes it still needs, its timeout); insertion order is arrival order
         self._waiting: dict[Connection, tuple[int, asyncio.TimerHandle]] = {}
         # bytes lent for the read under way: get_buffer and buffer_updated come in one call
         # of the transport, so a loan still open at the next get_buffer was for a read that
         # brought nothing (EAGAIN, a partial TLS record) and goes back then
-        self._lent: tuple[Connection, int] | None = None
+        self._lent_to: Connection | None = None
+        self._lent = 0
 
     @property
     def waiting(self) -> int:
@@ -61,7 +62,7 @@ class ReadPool:
 
     def buffer_for(self, conn: Connection) -> memoryview:
         """Where the next socket read of ``conn`` goes: no more than it may hold."""
-        if self._lent is not None:
+        if self._lent_to is not None:
             self._end_loan()
         limits = self.broker.config.limits
         room = limits.read_buffer_size + conn.read_grant - conn.reader.buffered
@@ -69,29 +70,37 @@ class ReadPool:
             # Only when something else resumed reading while the connection waits for the pool
             # (the end of an authentication): stop again; one byte is the least a read may take.
             conn.transport.pause_reading()
-            return self._view[:1]
-        if room < READ_MAX and not self._waiting and not self.broker.write_budget.over:
-            # (no loans while the write buffers are over their bound: smaller reads route less
-            # to the slow readers in one turn)
+            return self.view[:1]
+        if (
+            room < READ_MAX
+            and not self._waiting
+            # no loans while the write buffers are over their bound: smaller reads route less
+            # to the slow readers in one turn
+            and self.broker.write_budget.total <= limits.max_write_buffer_total
+        ):
             borrow = min(READ_MAX - room, limits.read_pool_size - self.used)
             if borrow > 0:
                 self.used += borrow
                 conn.read_grant += borrow
                 room += borrow
-                self._lent = (conn, borrow)
-        return self._view[:room] if room < READ_MAX else self._view
-
-    def take(self, nbytes: int) -> bytes:
-        """The bytes the last read put in the shared buffer, copied out before the next read."""
-        return bytes(self._view[:nbytes])
+                self._lent_to = conn
+                self._lent = borrow
+        return self.view[:room] if room < READ_MAX else self.view
 
     def after_read(self, conn: Connection) -> None:
         """Reserve what the unfinished packet of ``conn`` needs beyond its own bytes, give back
         what it no longer needs; wait (not reading) when the pool is short."""
-        if self._lent is not None and self._lent[0] is conn:
-            self._lent = None  # settled below: the grant becomes what the packet needs
+        if self._lent_to is conn:
+            self._lent_to = None  # settled below: the grant becomes what the packet needs
         if conn.closing:
             self.forget(conn)
+            return
+        if not conn.reader.buffered:  # the common case: every packet read is complete
+            if conn.read_grant:
+                self.used -= conn.read_grant
+                conn.read_grant = 0
+                if self._waiting:
+                    self._serve_waiting()
             return
         want = conn.reader.pending_size - self.broker.config.limits.read_buffer_size
         have = conn.read_grant
@@ -112,8 +121,8 @@ class ReadPool:
 
     def forget(self, conn: Connection) -> None:
         """``conn`` is closed: its reservation goes back, it waits no more."""
-        if self._lent is not None and self._lent[0] is conn:
-            self._lent = None  # its grant, loan included, goes back below
+        if self._lent_to is conn:
+            self._lent_to = None  # its grant, loan included, goes back below
         waiting = self._waiting.pop(conn, None)
         if waiting is not None:
             waiting[1].cancel()
@@ -121,10 +130,10 @@ class ReadPool:
             self._give_back(conn, 0)
 
     def _end_loan(self) -> None:
-        assert self._lent is not None
-        conn, amount = self._lent
-        self._lent = None
-        amount = min(amount, conn.read_grant)
+        conn = self._lent_to
+        assert conn is not None
+        self._lent_to = None
+        amount = min(self._lent, conn.read_grant)
         conn.read_grant -= amount
         self.used -= amount
         if self._waiting:

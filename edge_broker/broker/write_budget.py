@@ -37,10 +37,6 @@ class WriteBudget:
         self.total = 0
         self._holding: set[Connection] = set()  # connections whose transports hold bytes
 
-    @property
-    def over(self) -> bool:
-        return self.total > self.broker.config.limits.max_write_buffer_total
-
     def after_write(self, conn: Connection) -> None:
         """``conn`` wrote to its transport: count what the transport could not send yet."""
         size = conn.transport.get_write_buffer_size()

@@ -7,11 +7,13 @@ against the real broker. Without them ``max_connections × max_packet_size`` and
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 
 import pytest
 from broker_raw import RawClient, rss_kib, unique_id
+from test_broker_listeners import pki, tls_client, tls_config  # noqa: F401 (pki: a fixture)
 from test_broker_memory_limits import sys_value
 
 from edge_broker.config import ConfigError, loads_config
@@ -290,3 +292,52 @@ def test_a_held_back_qos1_subscriber_gets_its_messages_from_the_session_queue(br
         while len(got) < N_HELD and time.monotonic() < deadline:
             got += [int.from_bytes(p.payload[:2], "big") for p in sub.publishes(0.5)]
         assert got == list(range(N_HELD))
+
+
+class TlsClient(RawClient):
+    def __init__(self, host: str, port: int, ctx: ssl.SSLContext) -> None:
+        self.level = 5
+        self.sock = ctx.wrap_socket(
+            socket.create_connection((host, port), timeout=5), server_hostname=host
+        )
+        self.reader = PacketReader(side="client", protocol_level=5)
+        self.pending = []
+        self.eof = False
+
+
+def test_the_read_pool_is_all_given_back_after_large_packets_over_tls(
+    broker_factory,
+    pki,  # noqa: F811 (the fixture imported above)
+):
+    """TLS reads often bring nothing (a partial record): what the pool lent for such a read
+    must come back. After 300 KB packets from two clients have been read and delivered, the
+    pool and the write-buffer count are back to 0 ($SYS/broker/limits/read_pool/bytes,
+    …/write_buffers/bytes)."""
+    b = broker_factory({**tls_config(pki, require=False), "sys": {"interval": 0.5}})
+    ctx = tls_client(pki, cert=False)
+    topic = f"tls/{unique_id()}"
+    with (
+        TlsClient(b.host, b.port, ctx) as sub,
+        TlsClient(b.host, b.port, ctx) as a,
+        TlsClient(b.host, b.port, ctx) as c,
+    ):
+        sub.connect(unique_id("sub"), keep_alive=0)
+        sub.subscribe(topic, 1)
+        for pub in (a, c):
+            pub.connect(unique_id("pub"), keep_alive=0)
+        for i in range(5):
+            for pub in (a, c):
+                pub.send(Publish(topic, bytes([i]) * 300_000, 1, packet_id=i + 1))
+            for pub in (a, c):
+                pub.expect(Puback)
+        got = []
+        while len(got) < 10:
+            got += sub.publishes(1.0)
+        assert sorted(p.payload[0] for p in got) == sorted(list(range(5)) * 2)
+        time.sleep(1.2)  # a $SYS interval after the last read
+        with TlsClient(b.host, b.port, ctx) as s:
+            s.connect(unique_id("sys"))
+            s.subscribe("$SYS/broker/limits/+/bytes")
+            values = {p.topic: p.payload for p in s.publishes(1.5)}
+        assert values["$SYS/broker/limits/read_pool/bytes"] == b"0"
+        assert values["$SYS/broker/limits/write_buffers/bytes"] == b"0"

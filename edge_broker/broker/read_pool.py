@@ -78,7 +78,11 @@ class ReadPool:
             # to the slow readers in one turn
             and self.broker.write_budget.total <= limits.max_write_buffer_total
         ):
-            borrow = min(READ_MAX - room, limits.read_pool_size - self.used)
+            size = limits.read_pool_size
+            # what an unauthenticated connection keeps of a loan stays within its half (_fits)
+            borrow = min(
+                READ_MAX - room, (size if conn.state == CONNECTED else size // 2) - self.used
+            )
             if borrow > 0:
                 self.used += borrow
                 conn.read_grant += borrow
@@ -110,7 +114,7 @@ class ReadPool:
             return
         if conn in self._waiting:
             return
-        if not self._waiting and self._fits(want - have):
+        if not self._waiting and self._fits(conn, want - have):
             self.used += want - have
             conn.read_grant = want
             return
@@ -118,6 +122,7 @@ class ReadPool:
         timeout = self.broker.config.limits.read_pool_timeout
         timer = asyncio.get_running_loop().call_later(timeout, self._timed_out, conn, want)
         self._waiting[conn] = (want, timer)
+        self._serve_waiting()  # it may fit now, past unauthenticated waiters that do not
 
     def forget(self, conn: Connection) -> None:
         """``conn`` is closed: its reservation goes back, it waits no more."""
@@ -139,8 +144,12 @@ class ReadPool:
         if self._waiting:
             self._serve_waiting()
 
-    def _fits(self, extra: int) -> bool:
-        return self.used + extra <= self.broker.config.limits.read_pool_size
+    def _fits(self, conn: Connection, extra: int) -> bool:
+        """Unauthenticated connections (a CONNECT larger than read_buffer_size) reserve only
+        while the pool is less than half used, so that they can never starve clients that
+        have logged in."""
+        size = self.broker.config.limits.read_pool_size
+        return self.used + extra <= (size if conn.state == CONNECTED else size // 2)
 
     def _give_back(self, conn: Connection, keep: int) -> None:
         self.used -= conn.read_grant - keep
@@ -149,12 +158,14 @@ class ReadPool:
             self._serve_waiting()
 
     def _serve_waiting(self) -> None:
-        """Reserve for waiting connections in arrival order while their whole need fits."""
-        while self._waiting:
-            conn, (want, timer) = next(iter(self._waiting.items()))
+        """Reserve for waiting connections in arrival order while their whole need fits (an
+        unauthenticated one that does not fit its half is passed over)."""
+        for conn, (want, timer) in list(self._waiting.items()):
             extra = want - conn.read_grant
-            if not self._fits(extra):
-                return
+            if not self._fits(conn, extra):
+                if conn.state == CONNECTED:
+                    return
+                continue
             del self._waiting[conn]
             timer.cancel()
             self.used += extra

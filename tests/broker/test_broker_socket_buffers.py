@@ -341,3 +341,29 @@ def test_the_read_pool_is_all_given_back_after_large_packets_over_tls(
             values = {p.topic: p.payload for p in s.publishes(1.5)}
         assert values["$SYS/broker/limits/read_pool/bytes"] == b"0"
         assert values["$SYS/broker/limits/write_buffers/bytes"] == b"0"
+
+
+def test_unauthenticated_connections_take_at_most_half_of_the_read_pool(broker_factory):
+    """200 sockets each send 12 KB of a 16 KB CONNECT and wait: each needs 4 KiB of the pool
+    beyond its own 8 KiB. They may hold only half of it, so a logged-in client's 500 KB
+    PUBLISH is read and delivered at once rather than waiting for them to time out."""
+    b = broker_factory(
+        {
+            "limits": {**OPEN, "max_packet_size": 512 * 1024, "read_pool_size": MIB},
+            "broker": {"connect_timeout": 30},
+        }
+    )
+    topic = f"half/{unique_id()}"
+    connect = encode(Connect(5, unique_id("pre"), True, 0, password=b"p" * 16_000), 5)
+    socks = [socket.create_connection((b.host, b.port), timeout=5) for _ in range(200)]
+    try:
+        push([(s, connect[:12_000]) for s in socks], 2.0)
+        with RawClient(b.host, b.port) as sub, RawClient(b.host, b.port) as pub:
+            sub.connect(unique_id("sub"), keep_alive=0)
+            sub.subscribe(topic, 0)
+            pub.connect(unique_id("pub"), keep_alive=0)
+            pub.sock.sendall(publish_start(topic, 500_000, 500_000))
+            assert len(sub.expect(Publish, timeout=5).payload) > 499_000
+    finally:
+        for s in socks:
+            s.close()

@@ -108,6 +108,16 @@ class LimitsConfig:
     connect_burst: int = 400
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
     write_buffer_low: int = 64 * 1024
+    # Broker-wide bounds on socket buffers (issue 16, broker/read_pool.py, write_budget.py):
+    # max_connections × max_packet_size and × write_buffer_high would be 2.5 GiB.
+    read_buffer_size: int = 8 * 1024  # unfinished-packet bytes a connection holds on its own
+    read_pool_size: int = 4 * 1024 * 1024  # beyond that, shared by all connections
+    read_pool_timeout: float = 10.0  # s a packet may wait for the pool (then DISCONNECT 0x97)
+    max_write_buffer_total: int = 8 * 1024 * 1024  # unsent bytes in all transports together
+    # Caches, bounded in bytes (estimates; matching/decision_cache.py entry_bytes):
+    decision_cache_bytes: int = 8 * 1024 * 1024  # each: permissions gate, claims gate
+    acl_cache_bytes: int = 4 * 1024 * 1024  # all of the ACL gate's decision caches
+    routing_cache_bytes: int = 1024 * 1024  # each routing index (subscriptions, patterns)
     # Before authentication (issue 16): what a client that has proved nothing may make us hold.
     max_connect_packet_size: int = 16_384  # bytes of CONNECT (and of anything sent before CONNACK)
     max_connect_user_properties: int = 32  # user properties in CONNECT + will (decoded ~12x bytes)
@@ -427,6 +437,15 @@ def parse_limits(s: Section) -> LimitsConfig:
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
         write_buffer_low=s.integer("write_buffer_low", d.write_buffer_low, 0, 1 << 30),
+        read_buffer_size=s.integer("read_buffer_size", d.read_buffer_size, 1024, 1 << 24),
+        read_pool_size=s.integer("read_pool_size", d.read_pool_size, 0, 1 << 40),
+        read_pool_timeout=s.number("read_pool_timeout", d.read_pool_timeout, 0.01, 3600),
+        max_write_buffer_total=s.integer(
+            "max_write_buffer_total", d.max_write_buffer_total, 0, 1 << 40
+        ),
+        decision_cache_bytes=s.integer("decision_cache_bytes", d.decision_cache_bytes, 0, 1 << 40),
+        acl_cache_bytes=s.integer("acl_cache_bytes", d.acl_cache_bytes, 0, 1 << 40),
+        routing_cache_bytes=s.integer("routing_cache_bytes", d.routing_cache_bytes, 0, 1 << 40),
         max_connect_packet_size=s.integer(
             "max_connect_packet_size", d.max_connect_packet_size, 64, 268_435_455
         ),
@@ -454,6 +473,13 @@ def parse_limits(s: Section) -> LimitsConfig:
     )
     if limits.write_buffer_low > limits.write_buffer_high:
         s.problem("write_buffer_low", "must not exceed write_buffer_high: lower it")
+    if limits.read_pool_size < limits.max_packet_size - limits.read_buffer_size:
+        s.problem(
+            "read_pool_size",
+            f"{limits.read_pool_size} is below max_packet_size - read_buffer_size "
+            f"({limits.max_packet_size - limits.read_buffer_size}): a largest packet could "
+            "never be read; raise it or lower max_packet_size",
+        )
     if limits.publish_byte_rate and limits.publish_byte_burst < limits.max_packet_size:
         s.problem(
             "publish_byte_burst",

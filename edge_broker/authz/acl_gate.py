@@ -140,12 +140,19 @@ class AclGate:
         "_egress",
         "_cache_limit",
         "_cache_bytes",
+        "_max_cache_bytes",
         "_allowed",
         "_denies",
         "checks_every_delivery",
     )
 
-    def __init__(self, acl: Acl, separator: str = "/", cache_limit: int = _CACHE_LIMIT) -> None:
+    def __init__(
+        self,
+        acl: Acl,
+        separator: str = "/",
+        cache_limit: int = _CACHE_LIMIT,
+        cache_bytes: int = _CACHE_BYTES,  # [limits] acl_cache_bytes
+    ) -> None:
         self.acl = acl
         self.separator = separator
         self.checks_every_delivery = egress_can_deny(acl)
@@ -157,6 +164,7 @@ class AclGate:
         self._egress: tuple[_Cache, ...] = tuple({} for _ in PUBLISH_MESSAGES)
         self._cache_limit = cache_limit
         self._cache_bytes = 0  # estimate over every cache (matching.decision_cache.entry_bytes)
+        self._max_cache_bytes = cache_bytes
         self._allowed: dict[str | None, Decision] = {}
         self._denies: dict[SubjectKey, tuple[KeyExpr, ...]] = {}  # egress_deny_exprs per subject
 
@@ -216,7 +224,7 @@ class AclGate:
             action = "publish to" if flow is Flow.INGRESS else "deliver"
             decision = acl_decision(verdict, f"{action} {shown(topic)} ({message.value})")
         cost = entry_bytes(key, decision)
-        if self._cache_bytes + cost > _CACHE_BYTES:
+        if self._cache_bytes + cost > self._max_cache_bytes:
             for each in (*self._ingress, *self._egress):
                 each.clear()
             self._cache_bytes = 0

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..audit import events as audit_events
 from ..identity import Identity
-from ..matching.decision_cache import DecisionCache
+from ..matching.decision_cache import DEFAULT_MAX_BYTES, DecisionCache
 from ..matching.names import shown
 from ..mqtt.packets import Subscription, Will
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
@@ -67,7 +67,7 @@ def _combine(first: Decision, second: Decision | None) -> Decision:
 class PermissionsGate:
     """Gate 4 for clients without token grants: their seed-003 permission list."""
 
-    def __init__(self, config: PermissionsConfig) -> None:
+    def __init__(self, config: PermissionsConfig, cache_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.config = config
         self._bound: dict[tuple[Any, ...], tuple[PermissionList, str] | PermissionBindError] = {}
         # Hot path: the last identity's list (bursts come from one client), and decisions per
@@ -77,7 +77,8 @@ class PermissionsGate:
             Identity | None, tuple[PermissionList, str] | PermissionBindError | None
         ] = (None, None)
         self._publish_cache: DecisionCache[tuple[int, str, int, bool], Decision] = DecisionCache(
-            _MAX_CACHED_DECISIONS
+            _MAX_CACHED_DECISIONS,
+            cache_bytes,  # [limits] decision_cache_bytes
         )
 
     @property

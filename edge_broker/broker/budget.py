@@ -3,8 +3,10 @@ let the broker hold at most, term by term, against the systemd unit's ``MemoryMa
 
 The per-item costs are measured on this tree (``scripts/bench_memory.py``, docs/limits-memory.md)
 and rounded up; the terms multiply them by the limits. It is a worst case: every connection
-open, each with its subscriptions, a full queue and a full write buffer, and a largest packet
-being read; the retained store full; every cache full.
+open, each with its subscriptions, a full queue and its own read buffer full; the read pool and
+the write buffers at their broker-wide bounds (broker/read_pool.py, write_budget.py; the write
+bound may be passed by one event-loop turn's output, counted as one largest packet); the
+retained store full; every cache full.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Config
+from ..config import Config, claims_enabled
 
 BASE_BYTES = 32 * 1024 * 1024  # the broker at start (RSS), measured
 CLIENT_BYTES = 6 * 1024  # one idle connection and its session, measured 4.6 KiB
 SUBSCRIPTION_BYTES = 700  # one subscription besides its filter text, measured ~610 B
 RETAINED_OVERHEAD = 700  # one retained message besides its topic and payload, measured ~520 B
-CACHE_BYTES = 8 * 1024 * 1024 + 4 * 1024 * 1024 + 2 * 1024 * 1024  # decision, ACL, routing
+CREDENTIAL_BYTES = 200  # one cached credential digest (32 B) in its OrderedDict, estimated
 QUEUED_OVERHEAD = 200  # a queued message's entry besides what Message.size counts
 
 
@@ -50,10 +52,15 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
         BudgetTerm("broker at start", BASE_BYTES, "measured"),
         BudgetTerm("connections", conns * CLIENT_BYTES, "max_connections × 6 KiB"),
         BudgetTerm(
-            "packets being read", conns * lim.max_packet_size, "max_connections × max_packet_size"
+            "packets being read",
+            min(conns * lim.max_packet_size, conns * lim.read_buffer_size + lim.read_pool_size),
+            "max_connections × read_buffer_size + read_pool_size",
         ),
         BudgetTerm(
-            "write buffers", conns * lim.write_buffer_high, "max_connections × write_buffer_high"
+            "write buffers",
+            min(conns * lim.write_buffer_high, lim.max_write_buffer_total + lim.max_packet_size),
+            "max_write_buffer_total + max_packet_size (or max_connections × "
+            "write_buffer_high if smaller)",
         ),
         BudgetTerm(
             "subscriptions",
@@ -73,11 +80,26 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
         BudgetTerm(
             "retained messages", retained, "max_retained_bytes + max_retained_messages × 700 B"
         ),
-        BudgetTerm("caches", CACHE_BYTES, "decision 8 MiB + ACL 4 MiB + routing 2 MiB (fixed)"),
+        cache_term(config),
     ]
 
 
-PER_CONNECTION = frozenset({"connections", "packets being read", "write buffers"})
+def cache_term(config: Config) -> BudgetTerm:
+    """The byte-bounded caches of the gates this configuration turns on, the default topic
+    space's two routing caches, and the verified-credentials cache of password listeners."""
+    lim = config.limits
+    parts: list[tuple[int, str]] = [(2 * lim.routing_cache_bytes, "2 × routing_cache_bytes")]
+    if config.permissions is not None and config.permissions.enabled:
+        parts.append((lim.decision_cache_bytes, "decision_cache_bytes (permissions)"))
+    if claims_enabled(config):
+        parts.append((lim.decision_cache_bytes, "decision_cache_bytes (claims)"))
+    if config.acl is not None and config.acl.enabled:
+        parts.append((lim.acl_cache_bytes, "acl_cache_bytes"))
+    if any("password" in listener.auth_methods for listener in config.listeners):
+        entries = config.passwords.cache_entries
+        parts.append((entries * CREDENTIAL_BYTES, "passwords.cache_entries × 200 B"))
+    return BudgetTerm("caches", sum(n for n, _ in parts), " + ".join(how for _, how in parts))
+
 
 UNIT_FILES = (
     Path("/etc/systemd/system/edge-broker.service"),
@@ -120,15 +142,15 @@ def budget_report(config: Config, unit: Path | None = None) -> tuple[list[str], 
         lines.append("  no systemd unit with MemoryMax found (--unit FILE): not compared")
         return lines, False
     memory_max, source = limit
-    per_client = sum(t.bytes for t in terms if t.name in PER_CONNECTION) // max(
-        1, config.limits.max_connections
-    )
-    shared = total - per_client * config.limits.max_connections
+    lim = config.limits
+    per_client = CLIENT_BYTES + min(lim.read_buffer_size, lim.max_packet_size)
+    shared = total - per_client * lim.max_connections
     room = max(0, memory_max - shared) // max(1, per_client)
     lines.append(
-        f"  one client at its worst case: {mib(per_client)}; shared (start, subscriptions, queues, "
-        f"retained, caches): {mib(shared)}; MemoryMax={mib(memory_max)} holds {room:,} such "
-        f"clients of max_connections={config.limits.max_connections:,}"
+        f"  one client at its worst case: {per_client / 1024:,.1f} KiB; shared (start, read pool, "
+        f"write buffers, subscriptions, queues, retained, caches): {mib(shared)}; "
+        f"MemoryMax={mib(memory_max)} holds {room:,} such clients of "
+        f"max_connections={lim.max_connections:,}"
     )
     if total <= memory_max:
         lines.append(f"  fits MemoryMax={mib(memory_max)} ({source})")

@@ -63,7 +63,7 @@ V3_CONNACK_CODES: dict[int, int] = {
 }
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """See the module docstring. Attributes are public to the ``handle_*`` modules."""
 
     def __init__(self, broker: Broker, listener: ListenerConfig) -> None:
@@ -109,6 +109,10 @@ class Connection(asyncio.Protocol):
         self.token_credential: bytes | None = None
         self.publish_quota = PublishQuota.from_limits(broker.config.limits, self.engine.created)
         self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0  # audit client_stats
+        # issue 16: bytes reserved in the broker's read pool (read_pool.py), bytes the transport
+        # held after our last write, and held back by max_write_buffer_total (write_budget.py)
+        self.read_grant = self.write_held = 0
+        self.held_back = False
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -130,6 +134,14 @@ class Connection(asyncio.Protocol):
     def last_rx(self) -> float:
         """When the last bytes arrived, on the broker's clock."""
         return self.engine.last_rx
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.broker.read_pool.buffer_for(self)  # bounded reads (read_pool.py)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        pool = self.broker.read_pool
+        self.data_received(bytes(pool.view[:nbytes]))  # copied out before the next read
+        pool.after_read(self)
 
     def data_received(self, data: bytes) -> None:
         engine = self.engine
@@ -194,6 +206,8 @@ class Connection(asyncio.Protocol):
             # authentication slot (a login storm's gone clients must not take the slow
             # password checks from those still waiting).
             self.pending.cancel()
+        self.broker.read_pool.forget(self)
+        self.broker.write_budget.forget(self)
         self.trigger(Trigger.CLOSE)
         self.broker.connection_closed(self)
 
@@ -210,6 +224,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.paused = False
+        self.broker.write_budget.resumed(self)
         session = self.session
         if session is not None and self.state == CONNECTED:
             self.broker.delivery.drain(session)
@@ -283,6 +298,8 @@ class Connection(asyncio.Protocol):
         self.bytes_out += len(data)
         if not self.transport.is_closing():
             self.transport.write(data)
+            if self.write_held or self.transport.get_write_buffer_size():
+                self.broker.write_budget.after_write(self)  # not all sent (write_budget.py)
 
     def send_publish(self, outgoing: Outgoing, packet_id: int = 0, dup: bool = False) -> bool:
         """Encode (cached per variant) and queue a PUBLISH; False if it could not be sent

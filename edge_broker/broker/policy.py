@@ -200,7 +200,7 @@ def build_pipeline(
     if config.permissions is not None and config.permissions.enabled:
         from ..authz.pipeline import PermissionsGate
 
-        permissions = PermissionsGate(config.permissions)
+        permissions = PermissionsGate(config.permissions, config.limits.decision_cache_bytes)
     token_gate = None
     if any("token" in lc.auth_methods for lc in config.listeners):
         from ..authz.token_gate import TokenGate
@@ -210,7 +210,9 @@ def build_pipeline(
     if config.acl is not None and config.acl.enabled:  # gate 5, before the claims (gate 6)
         from ..authz.acl_gate import AclGate
 
-        gates.append(AclGate(config.acl, config.topics.separator))
+        gates.append(
+            AclGate(config.acl, config.topics.separator, cache_bytes=config.limits.acl_cache_bytes)
+        )
     if claims is not None:
         gates.append(claims.gate)
     if authorizers is None and permissions is None and token_gate is None and not gates:

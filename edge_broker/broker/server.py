@@ -36,6 +36,7 @@ from .message import Message, make_message
 from .ownership import Principal
 from .policy import Policy, build_pipeline, open_audit_log
 from .pre_auth import connect_timed_out
+from .read_pool import ReadPool
 from .rejudge import judge_will, recheck_subscriptions, will_refused
 from .retained import MemoryRetainedStore, RetainedStore
 from .retained_budget import RetainedBudget
@@ -44,6 +45,7 @@ from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .token_expiry import token_expired
 from .topic_space import TopicSpace
+from .write_budget import WriteBudget
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
@@ -78,6 +80,8 @@ class Broker:
         self.limit_hits = LimitHits()  # issue 16: counter + rate-limited log per bound
         self._connection_cap = connection_cap(config.limits.max_connections)
         self.retained_budget = RetainedBudget()  # retained messages of every topic space
+        self.read_pool = ReadPool(self)  # packets being read beyond read_buffer_size
+        self.write_budget = WriteBudget(self)  # bytes in transport write buffers
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.bridges: Bridges | None = None  # [[bridges]] (issue 19), opened by start()
@@ -317,7 +321,9 @@ class Broker:
         space = self.topic_spaces.get(tenant)
         if space is None:
             retained = self._retained_factory(tenant) if self._retained_factory else None
-            space = self.topic_spaces[tenant] = TopicSpace(tenant, self.separator, retained)
+            space = self.topic_spaces[tenant] = TopicSpace(
+                tenant, self.separator, retained, self.config.limits.routing_cache_bytes
+            )
             self._count_retained(space)
         return space
 
@@ -619,6 +625,7 @@ class Broker:
             self._next_space_sweep = now + SPACE_SWEEP_INTERVAL
             self.free_empty_topic_spaces()
             self.delivery.recount(self.sessions)
+        self.write_budget.resample()
         interval = self.config.sys.interval
         if interval and now >= self._next_sys:
             self._next_sys = now + interval

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import SHARE_PREFIX
 from ..matching.pattern_trie import PatternTrie
+from ..matching.routing_index import DEFAULT_RESULT_CACHE_BYTES
 from ..matching.subscription_patterns import SubscriptionPattern, parse_pattern
 from ..matching.subscription_trie import SubscriptionTrie
 from .message import Message
@@ -65,11 +66,28 @@ class SharedGroup:
 
 
 class TopicSpace:
-    __slots__ = ("tenant", "trie", "patterns", "retained", "shared", "_pattern_texts")
+    __slots__ = (
+        "tenant",
+        "trie",
+        "patterns",
+        "retained",
+        "shared",
+        "_pattern_texts",
+        "_cache_bytes",
+    )
 
-    def __init__(self, tenant: str, separator: str = "/", retained: RetainedStore | None = None):
+    def __init__(
+        self,
+        tenant: str,
+        separator: str = "/",
+        retained: RetainedStore | None = None,
+        cache_bytes: int = DEFAULT_RESULT_CACHE_BYTES,  # [limits] routing_cache_bytes
+    ):
         self.tenant = tenant
-        self.trie: SubscriptionTrie[SubscriptionKey, object] = SubscriptionTrie(separator)
+        self._cache_bytes = cache_bytes
+        self.trie: SubscriptionTrie[SubscriptionKey, object] = SubscriptionTrie(
+            separator, cache_bytes=cache_bytes
+        )
         self.patterns: PatternTrie[SubscriptionKey, object] | None = None
         self.retained: RetainedStore = (
             retained if retained is not None else MemoryRetainedStore(separator)
@@ -105,7 +123,7 @@ class TopicSpace:
 
     def _patterns(self) -> PatternTrie[SubscriptionKey, object]:
         if self.patterns is None:
-            self.patterns = PatternTrie(self.trie.separator)
+            self.patterns = PatternTrie(self.trie.separator, cache_bytes=self._cache_bytes)
         return self.patterns
 
     def _add_pattern(

@@ -118,6 +118,7 @@ class WebSocketProtocol(asyncio.Protocol):
             elif isinstance(event, Frame):
                 if event.opcode in (Opcode.BINARY, Opcode.CONT) and self.opened:
                     self.mqtt.data_received(bytes(event.data))
+                    self.broker.read_pool.after_read(self.mqtt)
                 elif event.opcode == Opcode.TEXT:
                     # MQTT 5 §6.0.0-1: data in a text frame closes the connection.
                     self.ws.fail(1003, "MQTT needs binary frames")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..authz.decision import Decision, GateName, deny
 from ..authz.request import Publication
 from ..identity import Identity
-from ..matching.decision_cache import DecisionCache
+from ..matching.decision_cache import DEFAULT_MAX_BYTES, DecisionCache
 from ..matching.mqtt_topics import filters_overlap
 from ..matching.subscription_patterns import is_runtime_pattern
 from ..mqtt.packets import Subscription, Will
@@ -56,11 +56,16 @@ class ClaimsGate:
     # prefix test.
     checks_every_delivery = True
 
-    def __init__(self, service: ClaimService, cache_entries: int = 16384) -> None:
+    def __init__(
+        self,
+        service: ClaimService,
+        cache_entries: int = 16384,
+        cache_bytes: int = DEFAULT_MAX_BYTES,  # [limits] decision_cache_bytes
+    ) -> None:
         self.service = service
         # (tenant, SMOKER id, topic, activity) -> Decision, valid while the claims are unchanged
         self._cache: DecisionCache[tuple[str, str | None, str, Activity], Decision] = DecisionCache(
-            cache_entries
+            cache_entries, cache_bytes
         )
         self._seen = service.generation
 

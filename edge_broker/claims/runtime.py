@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..matching.decision_cache import DEFAULT_MAX_BYTES
 from ..store import StoreError
 from ..store.damage import damage_hint, open_or_set_aside
 from ..store.errors import StoreOpenError
@@ -95,11 +96,16 @@ class ClaimsRuntime:
     __slots__ = ("service", "store", "gate", "path", "verify_batch", "_verifier")
 
     def __init__(
-        self, service: ClaimService, store: KeyedClaimStore, path: Path, verify_batch: int = 64
+        self,
+        service: ClaimService,
+        store: KeyedClaimStore,
+        path: Path,
+        verify_batch: int = 64,
+        cache_bytes: int = DEFAULT_MAX_BYTES,  # [limits] decision_cache_bytes
     ) -> None:
         self.service = service
         self.store = store
-        self.gate = ClaimsGate(service)
+        self.gate = ClaimsGate(service, cache_bytes=cache_bytes)
         self.path = path
         self.verify_batch = verify_batch
         self._verifier: asyncio.Task[LoadReport] | None = None
@@ -150,7 +156,9 @@ class ClaimsRuntime:
                 "seconds": round(service.load_report.seconds, 3),
             },
         )
-        return cls(service, store, path, config.claims.verify_batch)
+        return cls(
+            service, store, path, config.claims.verify_batch, config.limits.decision_cache_bytes
+        )
 
     def start(self) -> None:
         """Re-verify the stored claims in the background (call with the loop running)."""

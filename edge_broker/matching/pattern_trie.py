@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from .names import DEFAULT_SEPARATOR
 from .pattern_tokens import TokenKind
-from .routing_index import DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
+from .routing_index import DEFAULT_RESULT_CACHE_BYTES, DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
 from .subscription_patterns import SubscriptionPattern, parse_pattern
 
 K = TypeVar("K")
@@ -125,11 +125,14 @@ class PatternTrie(RoutingIndex[K, V]):
     __slots__ = ("_root",)
 
     def __init__(
-        self, separator: str = DEFAULT_SEPARATOR, cache_size: int = DEFAULT_CACHE_SIZE
+        self,
+        separator: str = DEFAULT_SEPARATOR,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        cache_bytes: int = DEFAULT_RESULT_CACHE_BYTES,
     ) -> None:
         if separator not in (".", "/"):
             raise ValueError(f"separator must be '.' or '/', not {separator!r}")
-        super().__init__(separator, cache_size)
+        super().__init__(separator, cache_size, cache_bytes)
         self._root: _Node[K, V] = _Node()
 
     @property

@@ -69,6 +69,11 @@ class RoutingIndex(ABC, Generic[SK, SV]):
     def separator(self) -> str:
         return self._sep
 
+    @property
+    def cached_bytes(self) -> int:
+        """The estimate of bytes the result cache holds (at most ``cache_bytes`` but one entry)."""
+        return self._cache_bytes
+
     def __len__(self) -> int:
         """Number of (filter or pattern, key) subscriptions."""
         return self._count

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from .mqtt_topics import validate_topic_filter
-from .routing_index import DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
+from .routing_index import DEFAULT_RESULT_CACHE_BYTES, DEFAULT_RESULT_CACHE_SIZE, RoutingIndex
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -62,10 +62,15 @@ class SubscriptionTrie(RoutingIndex[K, V]):
 
     __slots__ = ("_root",)
 
-    def __init__(self, separator: str = "/", cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+    def __init__(
+        self,
+        separator: str = "/",
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        cache_bytes: int = DEFAULT_RESULT_CACHE_BYTES,
+    ) -> None:
         if len(separator) != 1:
             raise ValueError(f"separator must be one character, got {separator!r}")
-        super().__init__(separator, cache_size)
+        super().__init__(separator, cache_size, cache_bytes)
         self._root: _Node[K, V] = _Node()
 
     @property

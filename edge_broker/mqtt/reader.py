@@ -134,6 +134,13 @@ class PacketReader:
         """Bytes held for a packet that has not fully arrived yet."""
         return len(self._buffer)
 
+    @property
+    def pending_size(self) -> int:
+        """Size of the packet being received (fixed header included) once its Remaining Length
+        has arrived, else the bytes held; 0 when nothing is held. The broker reserves memory
+        for it before reading on (broker/read_pool.py)."""
+        return max(self._need, len(self._buffer)) if self._buffer else 0
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[Packet]:
         """Add ``data`` and return every packet it completes, in order.
 

@@ -135,14 +135,6 @@ def render_metrics(
         "requests refused by a configured bound, by config key (broker/limit_hits.py)",
         [({"limit": k}, v) for k, v in sorted(broker.limit_hits.counts.items())],
     )
-    # as the [limits] totals count them (queues: max_queued_bytes_total, with a per-entry
-    # overhead; edge_broker_queued_bytes below is the messages alone)
-    w.one(
-        "edge_broker_queued_bytes_budget",
-        "gauge",
-        "bytes in every session's queue, as max_queued_bytes_total counts them",
-        broker.delivery.queued_total,
-    )
     w.one("edge_broker_topic_spaces", "gauge", "tenant topic spaces held", len(broker.topic_spaces))
     w.one(
         "edge_broker_policy_generation",
@@ -277,16 +269,17 @@ def _state_metrics(w: _Writer, broker: Broker) -> None:
         "sessions held (connected and offline persistent ones)",
         len(broker.sessions),
     )
-    queued = queued_bytes = 0
+    queued = 0
     for session in broker.sessions:
         queued += len(session.queue)
-        queued_bytes += session.queued_bytes
     w.one("edge_broker_queued_messages", "gauge", "QoS 1/2 messages queued for sessions", queued)
+    # One view of the queues' bytes (issue 16): as limits.max_queued_bytes_total counts
+    # them, the messages and a per-entry overhead; $SYS/broker/limits/queued/bytes is the same.
     w.one(
         "edge_broker_queued_bytes",
         "gauge",
-        "bytes of the messages queued for sessions",
-        queued_bytes,
+        "bytes queued for sessions, as limits.max_queued_bytes_total counts them",
+        broker.delivery.queued_total,
     )
     w.one(
         "edge_broker_subscriptions",

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from edge_broker.broker.server import Broker
+from edge_broker.config import loads_config
+
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "edge-broker.service"
 
@@ -23,10 +26,22 @@ def check(tmp_path: Path, limits: str, unit: Path = UNIT) -> subprocess.Complete
     )
 
 
-def test_default_limits_exceed_memory_max_and_say_which_term(tmp_path):
+def test_default_limits_fit_memory_max(tmp_path):
+    """Issue 16: the defaults used to add up to 2,652 MiB (max_connections × max_packet_size
+    being read and × write_buffer_high unsent); the read pool and the write-buffer total bound
+    those broker-wide, so the defaults fit the unit's MemoryMax=200M with room to spare."""
     r = check(tmp_path, "")
-    assert r.returncode == 0, r.stderr  # a warning, not an error
+    assert r.returncode == 0, r.stderr
     assert "memory budget" in r.stdout and "session queues" in r.stdout
+    assert "WARNING" not in r.stdout
+    assert "fits MemoryMax=200.0 MiB" in r.stdout
+    total = float(next(x for x in r.stdout.splitlines() if x.split()[:1] == ["total"]).split()[1])
+    assert total <= 185.0, r.stdout
+
+
+def test_large_limits_exceed_memory_max_and_say_which_term(tmp_path):
+    r = check(tmp_path, "[limits]\nread_buffer_size = 1048576\n")
+    assert r.returncode == 0, r.stderr  # a warning, not an error
     assert "WARNING: the budget" in r.stdout and "MemoryMax=200.0 MiB" in r.stdout
     assert "largest term is packets being read" in r.stdout
 
@@ -48,3 +63,23 @@ def test_unit_memory_max_is_read(tmp_path):
     unit.write_text("[Service]\nMemoryMax=1G\n")
     r = check(tmp_path, "[limits]\nmax_connections = 10\n", unit)
     assert "MemoryMax=1,024.0 MiB" in r.stdout
+
+
+def test_cache_byte_bounds_are_limits_keys_counted_in_the_budget(tmp_path):
+    """Issue 16: the decision, ACL and routing cache bounds were constants; they are [limits]
+    keys, the caches obey them and check counts them (the gates' caches only when on)."""
+    small = Broker(loads_config("[limits]\nrouting_cache_bytes = 2000\n"))
+    default = Broker(loads_config(""))
+    for broker in (small, default):
+        trie = broker.topic_space("~").trie
+        trie.add("a/#", "k", 1)
+        for i in range(100):
+            trie.match(f"a/{i}")
+    assert small.topic_space("~").trie.cached_bytes <= 2000
+    assert default.topic_space("~").trie.cached_bytes > 10_000
+    r = check(tmp_path, "[limits]\nrouting_cache_bytes = 4194304\n")
+    assert "8.0 MiB  2 × routing_cache_bytes" in r.stdout
+    r = check(tmp_path, "[limits]\ndecision_cache_bytes = 1048576\n[claims]\nenabled = true\n")
+    assert "3.0 MiB  2 × routing_cache_bytes + decision_cache_bytes (claims)" in r.stdout, (
+        r.stdout + r.stderr
+    )

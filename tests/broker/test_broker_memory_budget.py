@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 from broker_raw import RawClient, rss_kib, unique_id
 from test_broker_memory_limits import raw_publish
+from test_broker_socket_buffers import MIB, SlowReader, publish_start, push
 
 from edge_broker.mqtt.packets import (
     Connack,
@@ -140,6 +141,40 @@ def overload_burst(b, n: int) -> None:
             pass
 
 
+def unfinished_packets(b, n: int) -> None:
+    """``n`` connected clients each send 900 KB of a 1 MiB PUBLISH and stop (the read pool)."""
+    clients = [RawClient(b.host, b.port, timeout=30) for _ in range(n)]
+    try:
+        for c in clients:
+            c.connect(unique_id("unf"), keep_alive=0)
+        push([(c.sock, publish_start(f"unf/{unique_id()}", MIB, 900_000)) for c in clients], 2.0)
+    finally:
+        for c in clients:
+            c.close()
+
+
+def slow_readers(b, n: int, seconds: float) -> None:
+    """``n`` subscribers that never read, on a topic of 32 KB messages (max_write_buffer_total)."""
+    readers = []
+    try:
+        for _ in range(n):
+            r = SlowReader(b.host, b.port)
+            r.connect(unique_id("nr"), keep_alive=0)
+            r.subscribe("busy/nr", 0)
+            readers.append(r)
+        with RawClient(b.host, b.port) as pub:
+            pub.connect(unique_id("busy"))
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                pub.send(Publish("busy/nr", b"b" * 32_000, 0))
+            pub.send(Pingreq())
+            while not isinstance(pub.recv(60), Pingresp):
+                pass
+    finally:
+        for r in readers:
+            r.close()
+
+
 def population(b, clients: int, subs: int, retained: int) -> list[RawClient]:
     """``clients`` connected clients with ``subs`` subscriptions and ``retained`` retained
     messages between them (kept open by the caller)."""
@@ -170,6 +205,8 @@ def run_attacks(b, scale: float) -> None:
     retained_flood(b, int(200 * scale), int(20_000 * scale))
     tenant_churn(b, int(3000 * scale))
     overload_burst(b, max(1000, int(20_000 * scale)))
+    unfinished_packets(b, int(200 * scale))
+    slow_readers(b, int(300 * scale), 4.0 * scale)
 
 
 def test_memory_budget_ci(broker_factory):

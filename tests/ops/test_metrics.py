@@ -15,6 +15,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from prometheus_client.parser import text_string_to_metric_families
 
+from edge_broker.broker.delivery import QUEUE_ENTRY_BYTES
 from tests.conftest import BrokerFactory, RunningBroker
 
 METRICS_RE = re.compile(r"metrics on http://([\d.]+):(\d+)/metrics")
@@ -239,7 +240,10 @@ def test_state_metrics_and_health_endpoints(tmp_path: Path, broker_factory: Brok
     assert _value(after, "edge_broker_retained_bytes") >= bytes_before + 150
     assert _value(after, "edge_broker_sessions") == 2  # the offline persistent one and m2
     assert _value(after, "edge_broker_queued_messages") == 3
-    assert _value(after, "edge_broker_queued_bytes") > 0
+    # one view of the queues' bytes, as max_queued_bytes_total counts them (issue 16): three
+    # 7-byte messages and their entries, the same figure as $SYS/broker/limits/queued/bytes
+    assert _value(after, "edge_broker_queued_bytes") >= 3 * (7 + QUEUE_ENTRY_BYTES)
+    assert "edge_broker_queued_bytes_budget" not in after
     assert _value(after, "edge_broker_subscriptions") >= 1
     assert _value(after, "edge_broker_store_healthy") == 1
     assert _value(after, "edge_broker_store_refused_total") == 0

@@ -4,8 +4,9 @@ Each queued or in-flight QoS 1/2 message of a persistent session is a *reference
 ``ref``: reference number → ``[session key, message id, qos, retain, packet id or None,
 released, *subscription ids]``) to a message stored once (table ``msg``) however many sessions hold
 it; the message is deleted with its last reference (:class:`~.persistence.Persistence` counts
-them). A message moving from the queue into flight keeps its reference, re-put with its packet
-id, so in-flight and queued messages keep their order (reference numbers grow with time).
+them). A message moving from the queue into flight keeps its reference, its packet id set in
+place (``RAW_SET``, store/keyed.py), so in-flight and queued messages keep their order (reference
+numbers grow with time).
 """
 
 from __future__ import annotations
@@ -46,15 +47,14 @@ class PersistentJournal:
             self.store.delete_ref(old)
         held = self.waiting.pop(id(outgoing), None)
         if held is not None:
-            self.flight[pid] = self.store.update_ref(held[1], self.key, outgoing, pid, False)
+            self.flight[pid] = self.store.ref_sent(held[1], pid)
         else:
             self.flight[pid] = self.store.put_ref(self.key, outgoing, pid)
 
     def released(self, pid: int) -> None:
         ref = self.flight.get(pid)
-        item = self.session.inflight.get(pid)
-        if ref is not None and item is not None:
-            self.store.update_ref(ref, self.key, item.outgoing, pid, True)
+        if ref is not None and pid in self.session.inflight:
+            self.store.ref_released(ref)
 
     def completed(self, pid: int) -> None:
         ref = self.flight.pop(pid, None)

@@ -52,7 +52,7 @@ from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
 from ..store.damage import damage_hint, open_or_set_aside
 from ..store.errors import StoreOpenError
 from ..store.gcpause import fewer_young_collections
-from ..store.keyed import RAW_DELETE, RAW_PUT
+from ..store.keyed import RAW_DELETE, RAW_PUT, RAW_SET
 from .awaiting import all_of
 from .journal import NO_JOURNAL
 from .message import Message
@@ -82,6 +82,7 @@ log = logging.getLogger("edge_broker.persistence")
 BROKER_LOG = "broker.log"
 SESSIONS, QOS2, RETAINED, META = "s", "q", "r", "meta"
 MESSAGES, REFS = "msg", "ref"  # each message once; queued/in-flight references to it
+REF_PID, REF_RELEASED = 4, 5  # positions in a reference row, changed by RAW_SET
 OLD_MESSAGES, OLD_FLIGHT = "m", "f"  # the previous format (a message per session), migrated
 FORMAT = 2
 CHUNK_BYTES = 1 << 20  # ops of one commit beyond this are split into several records
@@ -211,20 +212,16 @@ class Persistence:
                 asyncio.get_running_loop().call_soon(self._background)
         return seq
 
-    def update_ref(
-        self, seq: int, cid: str, outgoing: Outgoing, pid: int | None, released: bool
-    ) -> int:
-        """The reference ``seq`` went into flight under ``pid`` (or was released)."""
-        entry = self._messages[id(outgoing.message)]
-        self._add(
-            (
-                RAW_PUT,
-                REFS,
-                seq,
-                [cid, entry[0], outgoing.qos, outgoing.retain, pid, released, *outgoing.sub_ids],
-            )
-        )
+    def ref_sent(self, seq: int, pid: int) -> int:
+        """The queued reference ``seq`` went into flight under ``pid``: one ``RAW_SET`` of the
+        row's packet id, not the row again (a queued row holds ``released`` false, and
+        recovery rewrites any row that would not: :meth:`_recover_messages`)."""
+        self._add((RAW_SET, REFS, seq, REF_PID, pid), 32)
         return seq
+
+    def ref_released(self, seq: int) -> None:
+        """QoS 2: the reference ``seq`` in flight got its PUBREC (PUBREL goes next)."""
+        self._add((RAW_SET, REFS, seq, REF_RELEASED, True), 32)
 
     def delete_ref(self, seq: int) -> None:
         """The reference is gone; its message too when it was the last one."""
@@ -726,9 +723,14 @@ class Persistence:
                 continue
             assert ref is not None
             cid, message_id, qos, retain, sub_ids, pid, released = ref
-            self._restore(
+            restored = self._restore(
                 session, key, Outgoing(message, qos, retain, sub_ids), pid, released, message_id
             )
+            if isinstance(raw[4], list) or (restored is None and (pid is not None or released)):
+                # RAW_SET changes a row in place (ref_sent, ref_released): rows of the old
+                # shape, and queued rows still naming a packet id, are written as it expects.
+                row = [cid, message_id, qos, retain, restored, released and restored is not None]
+                drop.append(Put(REFS, key, [*row, *sub_ids]))
             count += 1
         for message_id, message in messages.items():  # no reference left (all expired)
             if id(message) not in self._messages:
@@ -931,7 +933,7 @@ def _flat_chunks(ops: list[Any]) -> Iterator[tuple[list[Any], int, int]]:
     start = i = size = count = 0
     end = len(ops)
     while i < end:
-        width = 4 if ops[i] == RAW_PUT else 3
+        width = 4 if ops[i] == RAW_PUT else 5 if ops[i] == RAW_SET else 3
         weight = 64
         if width == 4 and ops[i + 1] in (MESSAGES, RETAINED):
             weight += len(ops[i + 3][1])

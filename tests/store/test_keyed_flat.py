@@ -10,7 +10,7 @@ import pytest
 
 from edge_broker.store import KeyedLog, StoreError
 from edge_broker.store.frame import scan
-from edge_broker.store.keyed import _FLAT, RAW_DELETE, RAW_PUT, _unflatten
+from edge_broker.store.keyed import _FLAT, RAW_DELETE, RAW_PUT, RAW_SET, _unflatten
 
 
 def _records(path: Path) -> list[object]:
@@ -78,3 +78,53 @@ def test_a_flat_batch_survives_compaction(tmp_path: Path) -> None:
 def test_a_malformed_flat_batch_is_refused_by_name(flat: list[object]) -> None:
     with pytest.raises(StoreError, match="malformed flat batch record"):
         _unflatten(flat)
+
+
+def test_a_set_changes_one_item_and_replays_and_compacts_to_the_same_rows(tmp_path: Path) -> None:
+    """``RAW_SET`` (issue 17 item 2): one item of a stored array, without the array again;
+    a set on a key deleted since, or past the array's end, changes nothing."""
+    path = tmp_path / "flat.log"
+    keyed = KeyedLog.open(str(path), fsync="never")
+    keyed.write_flat([RAW_PUT, "ref", 1, ["c", 5, 1, False, None, False, 9]], 1)
+    keyed.write_flat([RAW_PUT, "ref", 2, ["c", 6, 1, False, None, False]], 1)
+    row = keyed.rows("ref")[1]
+    flat = [
+        RAW_SET, "ref", 1, 4, 17,
+        RAW_DELETE, "ref", 2,
+        RAW_SET, "ref", 2, 4, 18,  # deleted: nothing
+        RAW_SET, "ref", 1, 40, 1,  # past the end: nothing
+        RAW_SET, "nope", 1, 0, 1,  # no such table: nothing
+    ]  # fmt: skip
+    keyed.write_flat(flat, 5)
+    keyed.write_flat([RAW_SET, "ref", 1, 5, True], 1)
+    expected = {1: ["c", 5, 1, False, 17, True, 9]}
+    assert keyed.rows("ref") == expected
+    assert row == ["c", 5, 1, False, None, False, 9]  # the stored array was copied, not changed
+    assert "nope" not in keyed.tables()
+    live = keyed.live_bytes()
+    keyed.close()
+    kinds = {op for r in _records(path) if r[0] == _FLAT for op in r[1] if op == RAW_SET}
+    assert kinds == {RAW_SET}
+    again = KeyedLog.open(str(path), fsync="never")
+    assert again.rows("ref") == expected
+    assert again.live_bytes() == live
+    again.compact()
+    again.close()
+    third = KeyedLog.open(str(path), fsync="never")
+    assert third.rows("ref") == expected
+    assert not any(r[0] == _FLAT for r in _records(path))  # compaction wrote the row itself
+    third.close()
+
+
+@pytest.mark.parametrize(
+    "flat",
+    [
+        [RAW_SET, "t", 1, 4],  # a set without its item
+        [RAW_SET, "t", 1, -1, 0],  # a negative position
+        [RAW_SET, "t", 1, "4", 0],  # a position that is no int
+    ],
+)
+def test_a_malformed_set_is_refused_on_replay(tmp_path: Path, flat: list[object]) -> None:
+    keyed = KeyedLog()
+    with pytest.raises(StoreError, match="malformed"):
+        keyed.apply([_FLAT, flat], 64)

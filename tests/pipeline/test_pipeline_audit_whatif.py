@@ -5,6 +5,7 @@ counted; the what-if diff equals evaluating both policies directly with the brok
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from edge_broker.pipeline.replay import decide, policy_from_sections
 from edge_broker.pipeline.whatif import KEYS, run_whatif
 from edge_broker.sync.bundle import PolicyBundle
 from tests.pipeline.conftest import Keys
+
+GATEWAYS = ("gw-00000", "gw-00001", "gw-00002")
 
 
 @pytest.fixture(scope="module")
@@ -91,15 +94,12 @@ def _policy(devices: list[dict[str, Any]], sets: dict[str, list[dict[str, Any]]]
     return gateway_policy(devices, sets)
 
 
-def test_whatif_diff_equals_direct_evaluation(
-    spark: Any, keys: Keys, logs: tuple[Path, list[dict[str, Any]]], tmp_path: Path
-) -> None:
-    audit, records = logs
-    gw = "gw-00001"
+def _bundles(records: list[dict[str, Any]], gw: str) -> tuple[PolicyBundle, PolicyBundle]:
+    """(baseline, candidate) for ``gw``: the fleet's sets, and sets that let sensors publish to
+    admin/reboot but no longer to sensors/<id>/temp on QoS 1."""
     mine = {(r["client"], r["tenant"]) for r in records if r["gw"] == gw}
     devices = [{"client_id": c, "sets": "sensor"} for c, _ in sorted(mine)]
     base_sets = {k: [dict(r) for r in v] for k, v in SETS.items()}
-    # the candidate lets sensors publish to admin/reboot but no longer sensors/<id>/temp on QoS 1
     cand_sets = {
         **base_sets,
         "sensor": [
@@ -116,6 +116,15 @@ def test_whatif_diff_equals_direct_evaluation(
     }
     baseline = PolicyBundle(1, gw, 0, _policy(devices, base_sets), "k", b"")
     candidate = PolicyBundle(2, gw, 0, _policy(devices, cand_sets), "k", b"")
+    return baseline, candidate
+
+
+def test_whatif_diff_equals_direct_evaluation(
+    spark: Any, keys: Keys, logs: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    audit, records = logs
+    gw = "gw-00001"
+    baseline, candidate = _bundles(records, gw)
     result = run_whatif(spark, [str(audit)], candidate, str(tmp_path / "wi"), baseline=baseline)
 
     import pandas as pd
@@ -152,6 +161,36 @@ def test_whatif_diff_equals_direct_evaluation(
     outcomes = {(v[0], v[1]) for v in expected.values()}
     assert ("deny", "allow") in outcomes and ("allow", "deny") in outcomes
     assert sum(r["requests"] for r in result.by_rule) == len(expected)
+
+
+def test_whatif_for_one_gateway_reads_only_its_partitions(
+    spark: Any, logs: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """The audit job writes its cleaned records partitioned by gateway and date; whatif for one
+    gateway on that folder opens only that gateway's files: every other gateway's Parquet file
+    is made garbage and the answer is still the one from the raw logs."""
+
+    audit, records = logs
+    gw = "gw-00001"
+    run_audit(spark, [str(audit)], str(tmp_path / "report"))
+    folder = tmp_path / "report" / "records"
+    days = {time.strftime("%Y-%m-%d", time.gmtime(r["ts"])) for r in records if r["gw"] == gw}
+    assert {p.name for p in (folder / f"gateway={gw}").iterdir()} == {f"date={d}" for d in days}
+    assert {p.name for p in folder.glob("gateway=*")} == {f"gateway={g}" for g in GATEWAYS}
+    baseline, candidate = _bundles(records, gw)
+    raw = run_whatif(spark, [str(audit)], candidate, str(tmp_path / "raw"), baseline=baseline)
+    others = [p for p in folder.rglob("*.parquet") if f"gateway={gw}" not in str(p)]
+    assert others
+    for p in others:
+        p.write_bytes(b"not parquet at all")
+    spark.catalog.clearCache()
+    pruned = run_whatif(spark, [str(folder)], candidate, str(tmp_path / "wi"), baseline=baseline)
+    assert (pruned.requests, pruned.changed) == (raw.requests, raw.changed)
+    assert pruned.changed > 0 and sorted(map(str, pruned.by_rule)) == sorted(map(str, raw.by_rule))
+    # the report folder itself names its records; a whole-fleet read does open the garbage
+    everyone = PolicyBundle(2, "*", 0, candidate.policy, "k", b"")
+    with pytest.raises(Exception, match="(?i)parquet"):
+        run_whatif(spark, [str(tmp_path / "report")], everyone, str(tmp_path / "all"))
 
 
 def test_uploaded_batches_are_input_once(spark: Any, tmp_path: Path, broker_factory: Any) -> None:

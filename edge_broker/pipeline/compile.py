@@ -33,7 +33,7 @@ from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
 from .session import PipelineError, progress, tune_partitions
 from .signing import sign_body
-from .storage import Storage, join
+from .storage import BulkWriter, Storage, join
 
 GATEWAY_ID = re.compile(r"[A-Za-z0-9_.@~-]{1,128}")
 
@@ -567,25 +567,29 @@ def run_compile(
     storage.mkdirs(bundles_dir)
     written = 0
     pending: list[tuple[str, bytes]] = []
-    for row in (
-        bodies.where(F.col("problem").isNull())
-        .select("gateway", "body", "policy")
-        .toLocalIterator(True)
-    ):
-        data = sign_body(key, row["body"])
-        storage.write_bytes(join(bundles_dir, f"{row['gateway']}.cbor"), data)
-        if emit_policies:
-            storage.write_text(
-                join(out, "policies", f"{row['gateway']}.json"), row["policy"] + "\n"
-            )
-        if publish is not None:
-            pending.append((row["gateway"], data))
-            if len(pending) >= 500:
-                _publish(publish, pending)
-                pending = []
-        written += 1
-        if written % 1000 == 0:
-            progress(f"{written} bundles written")
+    # the bodies stream from the executors' cache (the next partition is fetched while this one
+    # is signed); signing is cheap, the Hadoop writes are overlapped by the writer threads
+    with BulkWriter(storage, out) as writer:
+        for row in (
+            bodies.where(F.col("problem").isNull())
+            .select("gateway", "body", "policy")
+            .toLocalIterator(True)
+        ):
+            data = sign_body(key, row["body"])
+            writer.write(join(bundles_dir, f"{row['gateway']}.cbor"), data)
+            if emit_policies:
+                writer.write(
+                    join(out, "policies", f"{row['gateway']}.json"),
+                    (row["policy"] + "\n").encode("utf-8"),
+                )
+            if publish is not None:
+                pending.append((row["gateway"], data))
+                if len(pending) >= 500:
+                    _publish(publish, pending)
+                    pending = []
+            written += 1
+            if written % 1000 == 0:
+                progress(f"{written} bundles signed")
     if pending and publish is not None:
         _publish(publish, pending)
     bodies.unpersist()

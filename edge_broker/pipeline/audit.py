@@ -24,6 +24,8 @@ from ..matching.reserved_topics import CLAIM_TOPIC, UNCLAIM_TOPIC
 from .report import bar_chart, page, table
 from .session import PipelineError, progress, tune_partitions
 from .storage import Storage, join
+from .weekly import TABLES as WEEKLY_TABLES
+from .weekly import WEEK, weekly_section, weekly_tables
 
 QUOTA_EXCEEDED = 0x97
 CLAIM_TOPICS = (CLAIM_TOPIC, UNCLAIM_TOPIC)  # defined once, in matching.reserved_topics
@@ -38,6 +40,7 @@ OUTPUTS = (
     "egress_filtered",
     "egress_by_rule",
     "top_talkers",
+    *WEEKLY_TABLES,
 )
 
 
@@ -358,7 +361,8 @@ def run_audit(
     progress(f"{total} records; computing denials, claim floods, egress filtering, top talkers")
     tables: dict[str, list[dict[str, Any]]] = {}
     sizes: dict[str, int] = {}
-    for name, frame in audit_tables(records, top).items():
+    frames = {**audit_tables(records, top), **weekly_tables(records, overview["last"])}
+    for name, frame in frames.items():
         frame = frame.cache()  # computed once: written, counted and sampled from the cache
         target = join(out, name)
         frame.write.mode("overwrite").parquet(target)
@@ -370,6 +374,12 @@ def run_audit(
     denials = sum(
         int(r["denials"]) for r in spark.read.parquet(join(out, "denials_by_tenant")).collect()
     )
+    week = (
+        spark.read.parquet(join(out, "week_denials_by_gateway"))
+        .agg(F.sum("this_week").alias("this_week"), F.sum("before").alias("before"))
+        .first()
+    )
+    last = overview["last"]
     summary = {
         "records": total,
         "denials": denials,
@@ -380,6 +390,12 @@ def run_audit(
         "last_ts": overview["last"],
         "duplicate_batches": read.duplicate_batches,
         "rows": sizes,
+        "week": {
+            "first": None if last is None else last - WEEK,
+            "last": last,
+            "this_week": int(week["this_week"] or 0),
+            "before": int(week["before"] or 0),
+        },
     }
     storage.write_text(
         join(out, "report.html"), _report_html(summary, bad_rows, tables, sizes, top)
@@ -426,6 +442,7 @@ def _report_html(
     ]
     sections = [
         ("Summary", table(head, list(head[0]))),
+        ("What changed this week", weekly_section(tables, sizes, top, summary["week"])),
         (
             "Denials over time (per day, UTC)",
             chart("denials_by_day", "denials per day", lambda r: r["day"], "denials")

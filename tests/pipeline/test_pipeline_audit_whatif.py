@@ -310,3 +310,61 @@ def test_output_the_driver_cannot_see_fails_loudly(spark: Any, tmp_path: Path) -
         Storage(spark).check_landed((tmp_path / "denials_by_tenant").as_uri(), "Parquet")
     (tmp_path / "denials_by_tenant" / "part-00000-x.snappy.parquet").write_bytes(b"PAR1")
     Storage(spark).check_landed((tmp_path / "denials_by_tenant").as_uri(), "Parquet")
+
+
+def test_what_changed_this_week(spark: Any, tmp_path: Path) -> None:
+    """Crafted records over three weeks whose answer is known: the last 7 days (up to the newest
+    record) against the 7 before; a denial 20 days old is in neither week."""
+    day, end = 86400, 1_790_000_000.0
+
+    def rec(ago_days: float, gw: str, client: str, outcome: str, **extra: Any) -> str:
+        base = {"v": 1, "ts": end - ago_days * day, "gw": gw, "client": client, "tenant": "t1"}
+        base.update(type="decision", action="publish", topic="x/y", outcome=outcome, **extra)
+        return json.dumps(base)
+
+    admin = {"gate": "permissions", "rule": "no-admin", "rc": 0x87}
+    fw = {"gate": "acl", "rule": "no-fw", "rc": 0x87}
+    claims = {"gate": "claims", "rc": 0x97}
+    lines = [rec(20, "gw-a", "c5", "deny", **admin)]  # before both weeks
+    lines += [rec(10 + i * 0.1, "gw-a", "c1", "deny", **admin) for i in range(3)]
+    lines += [rec(9 + i * 0.1, "gw-a", "c2", "deny", **fw) for i in range(2)]
+    lines += [rec(8, "gw-a", "c1", "allow")]
+    lines += [rec(7.0, "gw-a", "c6", "deny", **admin)]  # exactly 7 days: the week before
+    lines += [rec(3, "gw-a", "c1", "deny", **admin)]
+    lines += [rec(2 + i * 0.1, "gw-b", "c3", "disconnect", **claims) for i in range(4)]
+    lines += [rec(1 + i * 0.1, "gw-a", "c2", "deny", **fw) for i in range(5)]
+    lines += [rec(0.5, "gw-a", "c4", "allow"), rec(0, "gw-a", "c1", "allow")]
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text("\n".join(lines) + "\n")
+    result = run_audit(spark, [str(tmp_path / "logs")], str(tmp_path / "out"), top=1000)
+
+    def rows(name: str, *keys: str) -> list[tuple[Any, ...]]:
+        return [tuple(r[k] for k in keys) for r in result.tables[name]]
+
+    cols = ("before", "this_week", "change", "new")
+    assert rows("week_denials_by_rule", "gate", "rule", *cols) == [
+        ("claims", "(no rule)", 0, 4, 4, True),
+        ("acl", "no-fw", 2, 5, 3, False),  # ties on |change|: more denials this week first
+        ("permissions", "no-admin", 4, 1, -3, False),
+    ]
+    assert rows("week_denials_by_client", "gw", "client", *cols) == [
+        ("gw-b", "c3", 0, 4, 4, True),
+        ("gw-a", "c2", 2, 5, 3, False),
+        ("gw-a", "c1", 3, 1, -2, False),
+        ("gw-a", "c6", 1, 0, -1, False),
+    ]
+    assert rows("week_denials_by_gateway", "gw", *cols) == [
+        ("gw-b", 0, 4, 4, True),
+        ("gw-a", 6, 6, 0, False),
+    ]
+    assert rows("week_new_clients", "gw", "client", "records_this_week") == [
+        ("gw-b", "c3", 4),
+        ("gw-a", "c4", 1),
+    ]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["week"] == {"first": end - 7 * day, "last": end, "this_week": 10, "before": 6}
+    html = (tmp_path / "out" / "report.html").read_text()
+    section = html.split("<h2>What changed this week</h2>")[1].split("<h2>")[0]
+    assert "Denials: 10 this week, 6 the week before." in section
+    assert "<td>claims</td><td>(no rule)</td><td>4</td>" in section  # a new denial
+    assert list((tmp_path / "out" / "week_new_clients").glob("*.parquet"))

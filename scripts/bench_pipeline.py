@@ -94,7 +94,8 @@ def _tasks(log: Path) -> list[tuple[int, int]]:
 def per_core(tasks: list[tuple[int, int]], cores: int) -> list[float]:
     """Task time per core, in seconds: entry k is how long at least k+1 tasks ran at once
     (core 1 is busy whenever any task runs, core 2 when two do, ...). Their sum is the total
-    task time when no more than ``cores`` tasks overlap (more are counted on the last core)."""
+    task time unless more than ``cores`` tasks overlapped (tasks of concurrent stages sharing
+    the cores: that extra time is not a core's and is left out)."""
     edges = sorted([(a, 1) for a, _ in tasks] + [(b, -1) for _, b in tasks])
     busy = [0.0] * cores
     running, last = 0, None
@@ -102,8 +103,6 @@ def per_core(tasks: list[tuple[int, int]], cores: int) -> list[float]:
         if last is not None:
             for k in range(min(running, cores)):
                 busy[k] += (at - last) / 1000
-            if running > cores:  # local[N] runs at most N; stragglers of a finished stage
-                busy[-1] += (running - cores) * (at - last) / 1000
         running += step
         last = at
     return [round(b, 1) for b in busy]

@@ -349,10 +349,12 @@ def run_compile(
         sets = _build_sets(perms.collect(), separator, driver_invalid, files["permissions"])
         # a set with any invalid row is never compiled: first-match order makes a dropped deny
         # row an allow (operator = [admin/# DENY, # allow] must not become [# allow])
-        tainted_sets = {
+        tainted_sets = {  # one job for both kinds of invalid row
             r["_scope"] or ALL
-            for f in (bad, read_bad["permissions"])
-            for r in f.select("_scope").distinct().collect()
+            for r in bad.select("_scope")
+            .unionByName(read_bad["permissions"].select("_scope"))
+            .distinct()
+            .collect()
         }
         tainted_sets |= {r["_scope"] for r in driver_invalid}
         if ALL in tainted_sets:
@@ -381,8 +383,10 @@ def run_compile(
         invalid_frames.append(bad)
         tainted_tenants = {
             r["_scope"] or "~"
-            for f in (bad, read_bad["grants"])
-            for r in f.select("_scope").distinct().collect()
+            for r in bad.select("_scope")
+            .unionByName(read_bad["grants"].select("_scope"))
+            .distinct()
+            .collect()
         }
         for r in g.orderBy("_row").collect():
             tenant = r["tenant"] or "~"

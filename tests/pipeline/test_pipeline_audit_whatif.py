@@ -270,8 +270,9 @@ def test_bad_lines_have_line_numbers_and_their_text(spark: Any, tmp_path: Path) 
     (tmp_path / "logs" / "a.jsonl").write_text(
         f'{good}\n{good}\n{{"v":2, "type":"event"}}\n{good}\nnot json\n'
     )
-    result = run_audit(spark, [str(tmp_path / "logs")], str(tmp_path / "out"))
+    result = run_audit(spark, [str(tmp_path / "logs")], str(tmp_path / "out"), records_out=False)
     assert (result.records, result.bad_lines) == (3, 2)
+    assert not (tmp_path / "out" / "records").exists()  # --no-records
     html = (tmp_path / "out" / "report.html").read_text()
     assert (
         "<td>3</td><td>unsupported format version 2; expected 1</td><td>{&quot;v&quot;:2, &quot;type&quot;:&quot;event&quot;}</td>"

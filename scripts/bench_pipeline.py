@@ -11,9 +11,11 @@ Per size: generate the fleet (scripts/make-fleet's generator; not timed as pipel
 ``compile`` and ``audit`` through the CLI. Spark's event log (``--conf spark.eventLog.*``, a
 temporary folder) gives the task time of each run: ``busy`` = task time / (wall time x cores)
 is how much of the machine's cores the job kept busy (1.0 = every core all the time; JVM start-up
-and driver-only steps count as idle). The slope between two sizes (seconds per 1,000 devices or
-per 100,000 records) isolates the per-item cost from the fixed start-up cost; a linear job has
-equal slopes. Prints one JSON line per size and a table; --json appends the lines to a file.
+and driver-only steps count as idle); ``core_s`` is the task time per core (how long at least
+1, 2, ... tasks ran at once): a job that keeps one core busy has a large first entry only.
+The slope between two sizes (seconds per 1,000 devices or per 100,000 records) isolates the
+per-item cost from the fixed start-up cost; a linear job has equal slopes. Prints one JSON line
+per size and a table; --json appends the lines to a file.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def _cores(master: str) -> int:
     return os.cpu_count() or 1 if inner == "*" else int(inner)
 
 
-def _run(args: list[str], master: str, events: Path) -> tuple[float, float]:
-    """(wall seconds, task seconds) of one CLI run."""
+def _run(args: list[str], master: str, events: Path) -> tuple[float, list[tuple[int, int]]]:
+    """(wall seconds, [(task launch ms, task finish ms)]) of one CLI run."""
     events.mkdir(parents=True, exist_ok=True)
     before = set(events.iterdir())
     cmd = [
@@ -69,25 +71,42 @@ def _run(args: list[str], master: str, events: Path) -> tuple[float, float]:
     wall = time.monotonic() - t
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args[:1])} failed ({done.returncode}): {done.stderr[-2000:]}")
-    task = 0.0
+    tasks: list[tuple[int, int]] = []
     for entry in set(events.iterdir()) - before:
         for log in (
             sorted(entry.iterdir()) if entry.is_dir() else [entry]
         ):  # Spark 4: a folder of event files
-            task += _task_seconds(log)
-    return wall, task
+            tasks += _tasks(log)
+    return wall, tasks
 
 
-def _task_seconds(log: Path) -> float:
-    task = 0.0
-    if log.name.startswith("appstatus"):
-        return task
+def _tasks(log: Path) -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    if log.name.startswith(("appstatus", ".")):  # status marker, Hadoop's .crc files
+        return found
     with open(log, encoding="utf-8") as fh:
         for line in fh:
             if '"SparkListenerTaskEnd"' in line:
                 info = json.loads(line)["Task Info"]
-                task += (info["Finish Time"] - info["Launch Time"]) / 1000
-    return task
+                found.append((info["Launch Time"], info["Finish Time"]))
+    return found
+
+
+def per_core(tasks: list[tuple[int, int]], cores: int) -> list[float]:
+    """Task time per core, in seconds: entry k is how long at least k+1 tasks ran at once
+    (core 1 is busy whenever any task runs, core 2 when two do, ...). Their sum is the total
+    task time unless more than ``cores`` tasks overlapped (tasks of concurrent stages sharing
+    the cores: that extra time is not a core's and is left out)."""
+    edges = sorted([(a, 1) for a, _ in tasks] + [(b, -1) for _, b in tasks])
+    busy = [0.0] * cores
+    running, last = 0, None
+    for at, step in edges:
+        if last is not None:
+            for k in range(min(running, cores)):
+                busy[k] += (at - last) / 1000
+        running += step
+        last = at
+    return [round(b, 1) for b in busy]
 
 
 def main() -> int:
@@ -128,7 +147,7 @@ def main() -> int:
                 seed=1,
             )
             generate = time.monotonic() - t
-            c_wall, c_task = _run(
+            c_wall, c_tasks = _run(
                 [
                     "compile",
                     "--input",
@@ -143,7 +162,7 @@ def main() -> int:
                 a.master,
                 work / "events",
             )
-            a_wall, a_task = _run(
+            a_wall, a_tasks = _run(
                 ["audit", str(Path(fleet.directory) / "audit"), "-o", str(d / "report")],
                 a.master,
                 work / "events",
@@ -156,9 +175,11 @@ def main() -> int:
                 "records": fleet.audit_records,
                 "generate_s": round(generate, 1),
                 "compile_s": round(c_wall, 1),
-                "compile_busy": round(c_task / (c_wall * cores), 2),
+                "compile_busy": round(sum(b - a for a, b in c_tasks) / 1000 / (c_wall * cores), 2),
+                "compile_core_s": per_core(c_tasks, cores),
                 "audit_s": round(a_wall, 1),
-                "audit_busy": round(a_task / (a_wall * cores), 2),
+                "audit_busy": round(sum(b - a for a, b in a_tasks) / 1000 / (a_wall * cores), 2),
+                "audit_core_s": per_core(a_tasks, cores),
             }
             if rows:
                 prev = rows[-1]
@@ -184,13 +205,16 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
     print(
         f"{'devices':>9} {'gateways':>8} {'records':>9} {'compile s':>9} {'busy':>5} "
-        f"{'s/1k dev':>8} {'audit s':>8} {'busy':>5} {'s/100k rec':>10}"
+        f"{'s/1k dev':>8} {'task s per core':>16} {'audit s':>8} {'busy':>5} {'s/100k rec':>10} "
+        f"{'task s per core':>16}"
     )
     for r in rows:
         print(
             f"{r['devices']:>9} {r['gateways']:>8} {r['records']:>9} {r['compile_s']:>9} "
-            f"{r['compile_busy']:>5} {r.get('compile_s_per_1k_devices', '-'):>8} {r['audit_s']:>8} "
-            f"{r['audit_busy']:>5} {r.get('audit_s_per_100k_records', '-'):>10}"
+            f"{r['compile_busy']:>5} {r.get('compile_s_per_1k_devices', '-'):>8} "
+            f"{'/'.join(map(str, r['compile_core_s'])):>16} {r['audit_s']:>8} "
+            f"{r['audit_busy']:>5} {r.get('audit_s_per_100k_records', '-'):>10} "
+            f"{'/'.join(map(str, r['audit_core_s'])):>16}"
         )
     return 0
 

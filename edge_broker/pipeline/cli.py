@@ -79,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--strict", action="store_true", help="fail on lines that are not v1 audit records"
     )
+    a.add_argument(
+        "--no-records",
+        action="store_true",
+        help="do not write the cleaned records by gateway and date (<out>/records, for whatif)",
+    )
 
     k = sub.add_parser(
         "collect", help="store uploaded audit batches (edge/+/audit) as the audit job's input"
@@ -180,7 +185,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .audit import run_audit
 
             spark = get_session(args.master, conf, ship_code=args.ship_code)
-            audit = run_audit(spark, args.inputs, args.out, top=args.top, strict=args.strict)
+            audit = run_audit(
+                spark,
+                args.inputs,
+                args.out,
+                top=args.top,
+                strict=args.strict,
+                records_out=not args.no_records,
+            )
             print(
                 f"{audit.records} records, {audit.denials} denials, {audit.bad_lines} bad lines; "
                 f"report {audit.out}/report.html"

@@ -35,7 +35,7 @@ from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
 from .session import PipelineError, progress, tune_partitions
 from .signing import sign_body
-from .storage import Storage, join
+from .storage import BulkWriter, Storage, join
 
 GATEWAY_ID = re.compile(r"[A-Za-z0-9_.@~-]{1,128}")
 
@@ -352,10 +352,12 @@ def run_compile(
         sets = _build_sets(perms.collect(), separator, driver_invalid, files["permissions"])
         # a set with any invalid row is never compiled: first-match order makes a dropped deny
         # row an allow (operator = [admin/# DENY, # allow] must not become [# allow])
-        tainted_sets = {
+        tainted_sets = {  # one job for both kinds of invalid row
             r["_scope"] or ALL
-            for f in (bad, read_bad["permissions"])
-            for r in f.select("_scope").distinct().collect()
+            for r in bad.select("_scope")
+            .unionByName(read_bad["permissions"].select("_scope"))
+            .distinct()
+            .collect()
         }
         tainted_sets |= {r["_scope"] for r in driver_invalid}
         if ALL in tainted_sets:
@@ -384,8 +386,10 @@ def run_compile(
         invalid_frames.append(bad)
         tainted_tenants = {
             r["_scope"] or "~"
-            for f in (bad, read_bad["grants"])
-            for r in f.select("_scope").distinct().collect()
+            for r in bad.select("_scope")
+            .unionByName(read_bad["grants"].select("_scope"))
+            .distinct()
+            .collect()
         }
         for r in g.orderBy("_row").collect():
             tenant = r["tenant"] or "~"
@@ -571,25 +575,29 @@ def run_compile(
     storage.mkdirs(bundles_dir)
     written = 0
     pending: list[tuple[str, bytes]] = []
-    for row in (
-        bodies.where(F.col("problem").isNull())
-        .select("gateway", "body", "policy")
-        .toLocalIterator(True)
-    ):
-        data = sign_body(key, row["body"])
-        storage.write_bytes(join(bundles_dir, f"{row['gateway']}.cbor"), data)
-        if emit_policies:
-            storage.write_text(
-                join(out, "policies", f"{row['gateway']}.json"), row["policy"] + "\n"
-            )
-        if publish is not None:
-            pending.append((row["gateway"], data))
-            if len(pending) >= 500:
-                _publish(publish, pending)
-                pending = []
-        written += 1
-        if written % 1000 == 0:
-            progress(f"{written} bundles written")
+    # the bodies stream from the executors' cache (the next partition is fetched while this one
+    # is signed); signing is cheap, the Hadoop writes are overlapped by the writer threads
+    with BulkWriter(storage, out) as writer:
+        for row in (
+            bodies.where(F.col("problem").isNull())
+            .select("gateway", "body", "policy")
+            .toLocalIterator(True)
+        ):
+            data = sign_body(key, row["body"])
+            writer.write(join(bundles_dir, f"{row['gateway']}.cbor"), data)
+            if emit_policies:
+                writer.write(
+                    join(out, "policies", f"{row['gateway']}.json"),
+                    (row["policy"] + "\n").encode("utf-8"),
+                )
+            if publish is not None:
+                pending.append((row["gateway"], data))
+                if len(pending) >= 500:
+                    _publish(publish, pending)
+                    pending = []
+            written += 1
+            if written % 1000 == 0:
+                progress(f"{written} bundles signed")
     if pending and publish is not None:
         _publish(publish, pending)
     bodies.unpersist()

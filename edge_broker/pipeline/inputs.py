@@ -115,7 +115,7 @@ def read_table(
                 )
             )
     problem = F.coalesce(*problems) if problems else F.lit(None).cast("string")
-    rows = rows.withColumn("_problem", problem).cache()  # read and numbered once
+    rows = _spread(spark, rows.withColumn("_problem", problem)).cache()  # read, numbered once
     invalid = rows.where(F.col("_problem").isNotNull()).select(
         F.lit(table).alias("table"),
         F.col("_file").alias("file"),
@@ -143,6 +143,17 @@ def read_table(
         if c.kind == "long":
             good = good.withColumn(c.name, F.trim(F.col(c.name)).cast("long"))
     return good, invalid
+
+
+def _spread(spark: Any, df: Any) -> Any:
+    """``df`` over at least two partitions per core: a CSV read with ``multiLine`` (or one small
+    file) is one partition, and every check after it (the broker's parsers, in Python) would
+    run as one task on one core while the others wait. Numbered before, so row numbers stay
+    those of the file."""
+    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    if df.rdd.getNumPartitions() >= 2 * cores:
+        return df
+    return df.repartition(2 * cores)
 
 
 def _numbered(df: Any) -> Any:

@@ -5,6 +5,7 @@ counted; the what-if diff equals evaluating both policies directly with the brok
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from edge_broker.pipeline.replay import decide, policy_from_sections
 from edge_broker.pipeline.whatif import KEYS, run_whatif
 from edge_broker.sync.bundle import PolicyBundle
 from tests.pipeline.conftest import Keys
+
+GATEWAYS = ("gw-00000", "gw-00001", "gw-00002")
 
 
 @pytest.fixture(scope="module")
@@ -91,15 +94,12 @@ def _policy(devices: list[dict[str, Any]], sets: dict[str, list[dict[str, Any]]]
     return gateway_policy(devices, sets)
 
 
-def test_whatif_diff_equals_direct_evaluation(
-    spark: Any, keys: Keys, logs: tuple[Path, list[dict[str, Any]]], tmp_path: Path
-) -> None:
-    audit, records = logs
-    gw = "gw-00001"
+def _bundles(records: list[dict[str, Any]], gw: str) -> tuple[PolicyBundle, PolicyBundle]:
+    """(baseline, candidate) for ``gw``: the fleet's sets, and sets that let sensors publish to
+    admin/reboot but no longer to sensors/<id>/temp on QoS 1."""
     mine = {(r["client"], r["tenant"]) for r in records if r["gw"] == gw}
     devices = [{"client_id": c, "sets": "sensor"} for c, _ in sorted(mine)]
     base_sets = {k: [dict(r) for r in v] for k, v in SETS.items()}
-    # the candidate lets sensors publish to admin/reboot but no longer sensors/<id>/temp on QoS 1
     cand_sets = {
         **base_sets,
         "sensor": [
@@ -116,6 +116,15 @@ def test_whatif_diff_equals_direct_evaluation(
     }
     baseline = PolicyBundle(1, gw, 0, _policy(devices, base_sets), "k", b"")
     candidate = PolicyBundle(2, gw, 0, _policy(devices, cand_sets), "k", b"")
+    return baseline, candidate
+
+
+def test_whatif_diff_equals_direct_evaluation(
+    spark: Any, keys: Keys, logs: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    audit, records = logs
+    gw = "gw-00001"
+    baseline, candidate = _bundles(records, gw)
     result = run_whatif(spark, [str(audit)], candidate, str(tmp_path / "wi"), baseline=baseline)
 
     import pandas as pd
@@ -152,6 +161,36 @@ def test_whatif_diff_equals_direct_evaluation(
     outcomes = {(v[0], v[1]) for v in expected.values()}
     assert ("deny", "allow") in outcomes and ("allow", "deny") in outcomes
     assert sum(r["requests"] for r in result.by_rule) == len(expected)
+
+
+def test_whatif_for_one_gateway_reads_only_its_partitions(
+    spark: Any, logs: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """The audit job writes its cleaned records partitioned by gateway and date; whatif for one
+    gateway on that folder opens only that gateway's files: every other gateway's Parquet file
+    is made garbage and the answer is still the one from the raw logs."""
+
+    audit, records = logs
+    gw = "gw-00001"
+    run_audit(spark, [str(audit)], str(tmp_path / "report"))
+    folder = tmp_path / "report" / "records"
+    days = {time.strftime("%Y-%m-%d", time.gmtime(r["ts"])) for r in records if r["gw"] == gw}
+    assert {p.name for p in (folder / f"gateway={gw}").iterdir()} == {f"date={d}" for d in days}
+    assert {p.name for p in folder.glob("gateway=*")} == {f"gateway={g}" for g in GATEWAYS}
+    baseline, candidate = _bundles(records, gw)
+    raw = run_whatif(spark, [str(audit)], candidate, str(tmp_path / "raw"), baseline=baseline)
+    others = [p for p in folder.rglob("*.parquet") if f"gateway={gw}" not in str(p)]
+    assert others
+    for p in others:
+        p.write_bytes(b"not parquet at all")
+    spark.catalog.clearCache()
+    pruned = run_whatif(spark, [str(folder)], candidate, str(tmp_path / "wi"), baseline=baseline)
+    assert (pruned.requests, pruned.changed) == (raw.requests, raw.changed)
+    assert pruned.changed > 0 and sorted(map(str, pruned.by_rule)) == sorted(map(str, raw.by_rule))
+    # the report folder itself names its records; a whole-fleet read does open the garbage
+    everyone = PolicyBundle(2, "*", 0, candidate.policy, "k", b"")
+    with pytest.raises(Exception, match="(?i)parquet"):
+        run_whatif(spark, [str(tmp_path / "report")], everyone, str(tmp_path / "all"))
 
 
 def test_uploaded_batches_are_input_once(spark: Any, tmp_path: Path, broker_factory: Any) -> None:
@@ -234,8 +273,9 @@ def test_bad_lines_have_line_numbers_and_their_text(spark: Any, tmp_path: Path) 
     (tmp_path / "logs" / "a.jsonl").write_text(
         f'{good}\n{good}\n{{"v":2, "type":"event"}}\n{good}\nnot json\n'
     )
-    result = run_audit(spark, [str(tmp_path / "logs")], str(tmp_path / "out"))
+    result = run_audit(spark, [str(tmp_path / "logs")], str(tmp_path / "out"), records_out=False)
     assert (result.records, result.bad_lines) == (3, 2)
+    assert not (tmp_path / "out" / "records").exists()  # --no-records
     html = (tmp_path / "out" / "report.html").read_text()
     assert (
         "<td>3</td><td>unsupported format version 2; expected 1</td><td>{&quot;v&quot;:2, "
@@ -274,3 +314,61 @@ def test_output_the_driver_cannot_see_fails_loudly(spark: Any, tmp_path: Path) -
         Storage(spark).check_landed((tmp_path / "denials_by_tenant").as_uri(), "Parquet")
     (tmp_path / "denials_by_tenant" / "part-00000-x.snappy.parquet").write_bytes(b"PAR1")
     Storage(spark).check_landed((tmp_path / "denials_by_tenant").as_uri(), "Parquet")
+
+
+def test_what_changed_this_week(spark: Any, tmp_path: Path) -> None:
+    """Crafted records over three weeks whose answer is known: the last 7 days (up to the newest
+    record) against the 7 before; a denial 20 days old is in neither week."""
+    day, end = 86400, 1_790_000_000.0
+
+    def rec(ago_days: float, gw: str, client: str, outcome: str, **extra: Any) -> str:
+        base = {"v": 1, "ts": end - ago_days * day, "gw": gw, "client": client, "tenant": "t1"}
+        base.update(type="decision", action="publish", topic="x/y", outcome=outcome, **extra)
+        return json.dumps(base)
+
+    admin = {"gate": "permissions", "rule": "no-admin", "rc": 0x87}
+    fw = {"gate": "acl", "rule": "no-fw", "rc": 0x87}
+    claims = {"gate": "claims", "rc": 0x97}
+    lines = [rec(20, "gw-a", "c5", "deny", **admin)]  # before both weeks
+    lines += [rec(10 + i * 0.1, "gw-a", "c1", "deny", **admin) for i in range(3)]
+    lines += [rec(9 + i * 0.1, "gw-a", "c2", "deny", **fw) for i in range(2)]
+    lines += [rec(8, "gw-a", "c1", "allow")]
+    lines += [rec(7.0, "gw-a", "c6", "deny", **admin)]  # exactly 7 days: the week before
+    lines += [rec(3, "gw-a", "c1", "deny", **admin)]
+    lines += [rec(2 + i * 0.1, "gw-b", "c3", "disconnect", **claims) for i in range(4)]
+    lines += [rec(1 + i * 0.1, "gw-a", "c2", "deny", **fw) for i in range(5)]
+    lines += [rec(0.5, "gw-a", "c4", "allow"), rec(0, "gw-a", "c1", "allow")]
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text("\n".join(lines) + "\n")
+    result = run_audit(spark, [str(tmp_path / "logs")], str(tmp_path / "out"), top=1000)
+
+    def rows(name: str, *keys: str) -> list[tuple[Any, ...]]:
+        return [tuple(r[k] for k in keys) for r in result.tables[name]]
+
+    cols = ("before", "this_week", "change", "new")
+    assert rows("week_denials_by_rule", "gate", "rule", *cols) == [
+        ("claims", "(no rule)", 0, 4, 4, True),
+        ("acl", "no-fw", 2, 5, 3, False),  # ties on |change|: more denials this week first
+        ("permissions", "no-admin", 4, 1, -3, False),
+    ]
+    assert rows("week_denials_by_client", "gw", "client", *cols) == [
+        ("gw-b", "c3", 0, 4, 4, True),
+        ("gw-a", "c2", 2, 5, 3, False),
+        ("gw-a", "c1", 3, 1, -2, False),
+        ("gw-a", "c6", 1, 0, -1, False),
+    ]
+    assert rows("week_denials_by_gateway", "gw", *cols) == [
+        ("gw-b", 0, 4, 4, True),
+        ("gw-a", 6, 6, 0, False),
+    ]
+    assert rows("week_new_clients", "gw", "client", "records_this_week") == [
+        ("gw-b", "c3", 4),
+        ("gw-a", "c4", 1),
+    ]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["week"] == {"first": end - 7 * day, "last": end, "this_week": 10, "before": 6}
+    html = (tmp_path / "out" / "report.html").read_text()
+    section = html.split("<h2>What changed this week</h2>")[1].split("<h2>")[0]
+    assert "Denials: 10 this week, 6 the week before." in section
+    assert "<td>claims</td><td>(no rule)</td><td>4</td>" in section  # a new denial
+    assert list((tmp_path / "out" / "week_new_clients").glob("*.parquet"))

@@ -71,3 +71,53 @@ def test_quoted_multi_line_csv_field_is_one_row(spark: Any, tmp_path: Path) -> N
         (1, "c1", "sensor\noperator"),
         (2, "c2", "sensor"),
     ]
+
+
+def test_a_one_file_table_is_checked_on_every_core(spark: Any, tmp_path: Path) -> None:
+    """A multi-line CSV is read by one task; the rows (numbered in file order first) are spread
+    over two partitions per core so the broker's parsers run on every core."""
+    lines = ["gateway,client_id,sets"] + [f"gw-{i % 7},dev-{i},sensor" for i in range(500)]
+    (tmp_path / "devices.csv").write_text("\n".join(lines) + "\n")
+    rows, invalid = read_table(spark, str(tmp_path / "devices.csv"), "devices", TABLES["devices"])
+    cores = int(spark.sparkContext.defaultParallelism)
+    assert cores >= 2 and rows.rdd.getNumPartitions() >= 2 * cores
+    per_partition = rows.rdd.glom().map(len).collect()
+    assert sum(1 for n in per_partition if n) >= 2  # the rows really are spread
+    assert sorted((r["_row"], r["client_id"]) for r in rows.collect()) == [
+        (i + 1, f"dev-{i}") for i in range(500)
+    ]
+    assert invalid.count() == 0
+
+
+def test_bulk_writer_writes_every_file_and_raises_a_failed_write(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Bundles are written by :class:`BulkWriter`: directly on the local file system (the same
+    path Hadoop would use, for plain paths and file:// URIs) or through Hadoop by a pool of
+    threads; every file lands with its bytes, and a write that fails is raised, not lost."""
+    from edge_broker.pipeline.storage import BulkWriter, Storage
+
+    storage = Storage(spark)
+    for name, base, direct in (
+        ("plain", str(tmp_path / "plain"), True),
+        ("uri", (tmp_path / "uri").as_uri(), True),
+        ("hadoop", (tmp_path / "hadoop").as_uri(), False),
+    ):
+        with BulkWriter(storage, base, direct=direct) as writer:
+            for i in range(300):
+                writer.write(f"{base}/bundles/gw-{i}.cbor", bytes([i % 256]) * (i + 1))
+            writer.write(f"{base}/policies/gw-0.json", b"{}\n")
+        got = sorted((tmp_path / name / "bundles").iterdir())
+        assert len(got) == 300, name
+        assert all(
+            (tmp_path / name / "bundles" / f"gw-{i}.cbor").read_bytes()
+            == bytes([i % 256]) * (i + 1)
+            for i in range(300)
+        ), name
+        assert (tmp_path / name / "policies" / "gw-0.json").read_text() == "{}\n"
+        assert not list((tmp_path / name).rglob("*.crc")), name  # a bundle folder holds bundles
+    (tmp_path / "blocked").write_text("a file where the folder should be")
+    for direct in (True, False):
+        with pytest.raises(Exception, match="blocked"):
+            with BulkWriter(storage, str(tmp_path), direct=direct) as writer:
+                writer.write(f"{tmp_path}/blocked/gw-1.cbor", b"x")

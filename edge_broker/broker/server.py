@@ -76,8 +76,8 @@ class Broker:
         self.clock = clock
         self._retained_factory = retained_factory
         self.separator = config.topics.separator
-        self.stats = BrokerStats()
-        self.limit_hits = LimitHits()  # issue 16: counter + rate-limited log per bound
+        self.stats = BrokerStats(clock)
+        self.limit_hits = LimitHits(clock=clock)  # issue 16: counter + rate-limited log per bound
         self._connection_cap = connection_cap(config.limits.max_connections)
         self.retained_budget = RetainedBudget()  # retained messages of every topic space
         self.read_pool = ReadPool(self)  # packets being read beyond read_buffer_size

@@ -218,6 +218,8 @@ class Connection(asyncio.BufferedProtocol):
         self.handlers = HANDLERS[state]
         if state is CLOSED:
             self.closing = True
+        elif state is CONNECTED:
+            self.broker.watch(self)  # the Keep Alive agreed at CONNACK: maybe an earlier deadline
 
     def pause_writing(self) -> None:
         self.paused = True

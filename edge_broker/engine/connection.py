@@ -99,6 +99,24 @@ class ConnectionEngine:
         many topics are given aliases on the way out."""
         self.aliases_out = OutboundAliases(min(maximum, 65535)) if maximum > 0 else None
 
+    def next_deadline(self, connect_timeout: float) -> float | None:
+        """The earliest moment :meth:`timeout` could report something, if any: the broker
+        looks again then and not before. Bytes received only move it later, so a deadline
+        computed earlier is never too late; a new Keep Alive or token deadline must be asked
+        for again (the broker does at CONNACK and at every token change)."""
+        state = self.state
+        if state is ConnState.CONNECTED:
+            deadline = self.token_deadline
+            keep_alive = self.keep_alive
+            if keep_alive:
+                at = self.last_rx + keep_alive * 1.5
+                if deadline is None or at < deadline:
+                    return at
+            return deadline
+        if state is ConnState.CLOSED:
+            return None
+        return self.created + connect_timeout
+
     def timeout(self, now: float, connect_timeout: float) -> Timeout | None:
         """What has run out of time at ``now``, if anything."""
         state = self.state

@@ -9,7 +9,8 @@ import logging
 import pytest
 from engine_harness import memory_broker
 
-from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscription
+from edge_broker.engine.connection import ConnectionEngine, Timeout
+from edge_broker.mqtt.packets import Disconnect, Puback, Publish, Suback, Subscribe, Subscription
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 
@@ -44,3 +45,30 @@ def test_limit_hit_lines_are_throttled_on_the_broker_clock(
         assert lines[0].startswith("limits.max_topic_levels: ")
         assert lines[1].endswith("(1 more hit(s) since the last line about it)")
         assert mb.broker.limit_hits.counts == {"limits.max_topic_levels": 3}
+
+
+def test_the_tick_looks_only_at_connections_whose_deadline_is_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[ConnectionEngine] = []
+    timeout = ConnectionEngine.timeout
+
+    def counting(engine: ConnectionEngine, now: float, connect_timeout: float) -> Timeout | None:
+        asked.append(engine)
+        return timeout(engine, now, connect_timeout)
+
+    monkeypatch.setattr(ConnectionEngine, "timeout", counting)
+    for mb in memory_broker():
+        idle = [mb.client() for _ in range(20)]
+        for i, c in enumerate(idle):
+            c.connect(f"idle-{i}", keep_alive=60)
+        short = mb.client()
+        short.connect("short", keep_alive=1)
+        mb.advance(1.0)  # two ticks; nobody's deadline has come (the earliest is 1.5 s)
+        assert asked == []  # before: every connection at every tick (42 calls)
+        mb.advance(1.0)
+        got = short.closed()
+        assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x8D
+        assert len(asked) <= 2 and all(e is asked[0] for e in asked)  # only the short one
+        for c in idle:
+            c.nothing()  # still connected, never looked at

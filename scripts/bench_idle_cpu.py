@@ -29,12 +29,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_brokers import start_edge  # noqa: E402
-from bench_load import idle_worker  # noqa: E402
 
 CTX = multiprocessing.get_context("fork")
 
 
 def measure(root: Path, clients: int, seconds: float, processes: int = 4) -> float:
+    # imported here: bench_load imports edge_broker, which --tick must take from the cwd
+    from bench_load import idle_worker
+
     broker = start_edge(Path(tempfile.mkdtemp(prefix="idle-cpu-")), root=root)
     try:
         ready = CTX.Barrier(processes + 1)

@@ -56,6 +56,9 @@ class SinkTransport(asyncio.Transport):
     def resume_reading(self) -> None:
         pass
 
+    def get_write_buffer_size(self) -> int:
+        return 0  # everything written is gone at once (Connection.flush asks, issue 16)
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 1883)}.get(
             name, default

@@ -31,7 +31,7 @@ from ..mqtt.session_states import ConnState, Trigger
 from .dispatch import HANDLERS, Handler
 from .message import Message
 from .publish_quota import PublishQuota
-from .session import Inflight, Outgoing, Session
+from .session import Outgoing, Session
 
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry
@@ -74,7 +74,10 @@ class Connection(asyncio.BufferedProtocol):
         limits = broker.config.limits
         # framing, state, keep alive and the pre-authentication budget: engine/connection.py
         self.engine = ConnectionEngine(
-            broker.clock(), limits.max_connect_packet_size, limits.max_packet_size
+            broker.clock(),
+            limits.max_connect_packet_size,
+            limits.max_packet_size,
+            broker.config.broker.topic_alias_maximum,
         )
         # the engine's state and these handlers change together, only in trigger()
         self.handlers: Mapping[type, Handler] = HANDLERS[AWAIT_CONNECT]
@@ -92,9 +95,6 @@ class Connection(asyncio.BufferedProtocol):
         self.problem_information = True  # MQTT 5 Request Problem Information (default 1)
         self.send_quota = broker.config.limits.max_inflight  # min(ours, client's Receive Maximum)
         self.client_max_packet = 268_435_460  # client's Maximum Packet Size
-        self.alias_out_max = 0  # client's Topic Alias Maximum
-        self.aliases_in: dict[int, str] = {}
-        self.aliases_out: dict[str, int] = {}
         self.out: list[bytes] = []
         self.paused = False
         self.backlog: deque[Packet] | None = None
@@ -218,6 +218,8 @@ class Connection(asyncio.BufferedProtocol):
         self.handlers = HANDLERS[state]
         if state is CLOSED:
             self.closing = True
+        elif state is CONNECTED:
+            self.broker.watch(self)  # the Keep Alive agreed at CONNACK: maybe an earlier deadline
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -324,14 +326,12 @@ class Connection(asyncio.BufferedProtocol):
             now = self.broker.clock()
             if now >= expires_at:
                 return False
-        alias = 0
-        send_topic = True
-        if self.alias_out_max:
-            alias = self.aliases_out.get(message.topic, 0)
-            if alias:
-                send_topic = False
-            elif len(self.aliases_out) < self.alias_out_max:
-                alias = self.aliases_out[message.topic] = len(self.aliases_out) + 1
+        aliases = self.engine.aliases_out
+        if aliases is None:
+            alias = 0
+            send_topic = True
+        else:
+            alias, send_topic = aliases.assign(message.topic)
         if expires_at is None:  # the common case: the call as cheap as before the clock
             template = message.template(
                 self.v5, qos, retain, sub_ids, alias, send_topic, self.level
@@ -342,8 +342,8 @@ class Connection(asyncio.BufferedProtocol):
             )
         data: bytes = template.for_packet_id(packet_id) if packet_id else template.data
         if len(data) > self.client_max_packet:
-            if alias and send_topic:
-                del self.aliases_out[message.topic]
+            if alias and send_topic and aliases is not None:
+                aliases.unassign(message.topic)
             self.broker.stats.dropped_oversize += 1
             return False
         if dup:
@@ -455,7 +455,7 @@ class Connection(asyncio.BufferedProtocol):
             if inflight.released:
                 self.send(b"\x62\x02" + pid.to_bytes(2, "big"))
             elif not self.send_publish(inflight.outgoing, pid, dup=True):
-                del session.inflight[pid]
+                session.unsent(pid)
                 session.journal.completed(pid)
 
     def register_inflight(self, outgoing: Outgoing) -> None:
@@ -463,7 +463,7 @@ class Connection(asyncio.BufferedProtocol):
         assert session is not None
         pid = session.allocate_packet_id()
         if self.send_publish(outgoing, pid):
-            session.inflight[pid] = Inflight(outgoing)
+            session.sent(pid, outgoing)
             session.journal.sent(pid, outgoing)  # stored before this output is flushed
         else:
             session.journal.dropped(outgoing)

@@ -114,7 +114,13 @@ def _respond(conn: Connection, topic: str, payload: bytes) -> None:
     if entry is None:
         return
     message = make_message(
-        topic, payload, 1, False, Properties(payload_format_indicator=1), conn.client_id
+        topic,
+        payload,
+        1,
+        False,
+        Properties(payload_format_indicator=1),
+        conn.client_id,
+        conn.broker.clock(),
     )
     sub_ids = (entry.subscription_id,) if entry.subscription_id else ()
     conn.broker.delivery.send(session, Outgoing(message, min(1, entry.qos), False, sub_ids))

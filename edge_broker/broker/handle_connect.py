@@ -217,7 +217,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
         p = connect.properties
         conn.send_quota = min(p.receive_maximum or 65535, broker.config.limits.max_inflight)
         conn.client_max_packet = p.maximum_packet_size or conn.client_max_packet
-        conn.alias_out_max = min(p.topic_alias_maximum or 0, 65535)
+        conn.engine.accept_aliases(p.topic_alias_maximum or 0)
         props = broker.connack_properties(connect, expiry, asked, accepted, conn.assigned_client_id)
     else:
         conn.send_quota = broker.config.limits.max_inflight

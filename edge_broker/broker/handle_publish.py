@@ -15,7 +15,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision, GateName, deny
+from ..engine.flow import PubrecOutcome
 from ..matching.names import shown
+from ..mqtt.errors import ProtocolError
 from ..mqtt.names import payload_is_valid_utf8
 from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
 from ..mqtt.reason_codes import ReasonCode
@@ -75,20 +77,11 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
     if conn.v5 and props is not NO_PROPERTIES:
         alias = props.topic_alias
         if alias is not None:
-            if alias > cfg.topic_alias_maximum:
-                conn.violation(
-                    ReasonCode.TOPIC_ALIAS_INVALID,
-                    f"topic alias {alias} exceeds the maximum {cfg.topic_alias_maximum}",
-                )
+            try:
+                topic = conn.engine.aliases_in.resolve(alias, topic)  # engine/aliases.py
+            except ProtocolError as exc:
+                conn.protocol_error(exc)
                 return None
-            if topic:
-                conn.aliases_in[alias] = topic
-            else:
-                known = conn.aliases_in.get(alias)
-                if known is None:
-                    conn.violation(ReasonCode.PROTOCOL_ERROR, f"topic alias {alias} is not set")
-                    return None
-                topic = known
             props = replace(props, topic_alias=None)
         if props.subscription_identifiers:
             conn.violation(
@@ -111,7 +104,7 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
     if qos == 2:
         pid = packet.packet_id
         assert pid is not None
-        if pid in session.qos2_incoming:  # a resent QoS 2 PUBLISH: acknowledge, do not route
+        if session.duplicate(pid):  # a resent QoS 2 PUBLISH: acknowledge, do not route
             persistence = broker.persistence
             if persistence is not None:  # after the first PUBREC, once it is stored
                 return persistence.acknowledge(
@@ -119,7 +112,7 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
                 )
             conn.send(PUBREC_HEAD + pid.to_bytes(2, "big"))
             return None
-        if len(session.qos2_incoming) >= broker.config.limits.receive_maximum:
+        if session.incoming_window_full(broker.config.limits.receive_maximum):
             conn.violation(
                 ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
                 "more unacknowledged QoS 2 messages than the Receive Maximum",
@@ -211,7 +204,7 @@ def _decided(
     qos = packet.qos
     if qos == 2:  # held before any receiver can see it: a DUP resend is never routed again
         assert packet.packet_id is not None
-        session.qos2_incoming.add(packet.packet_id)
+        session.hold(packet.packet_id)
         session.journal.qos2_received(packet.packet_id)
     delivery = broker.delivery
     routed = delivery.route(space, message)
@@ -268,7 +261,7 @@ def _ack_stored(
         code, reason = persistence.refusal(error)
         session = conn.session
         if qos == 2 and session is not None:
-            session.qos2_incoming.discard(pid)
+            session.pubrel(pid)  # not stored: the id is not held (the client may resend)
             session.journal.qos2_released(pid)
         if conn.v5 and not conn.closing:
             props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
@@ -298,8 +291,7 @@ def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
     session = conn.session
     assert session is not None
     pid = packet.packet_id
-    if pid in session.qos2_incoming:
-        session.qos2_incoming.discard(pid)
+    if session.pubrel(pid):
         session.journal.qos2_released(pid)
         persistence = conn.broker.persistence
         if persistence is not None:
@@ -323,9 +315,7 @@ def _pubcomp(conn: Connection, pid: int, error: StoreError | None) -> None:
 def handle_puback(conn: Connection, packet: Puback) -> None:
     session = conn.session
     assert session is not None
-    inflight = session.inflight.get(packet.packet_id)
-    if inflight is not None and inflight.outgoing.qos == 1:
-        del session.inflight[packet.packet_id]
+    if session.puback(packet.packet_id):
         session.journal.completed(packet.packet_id)
         if session.queue:
             conn.broker.delivery.drain(session)
@@ -335,19 +325,17 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
     session = conn.session
     assert session is not None
     pid = packet.packet_id
-    inflight = session.inflight.get(pid)
-    if inflight is None or inflight.outgoing.qos != 2:
+    outcome = session.pubrec(pid, packet.reason_code)  # engine/flow.py
+    if outcome is PubrecOutcome.UNKNOWN:
         if conn.v5:
             conn.send_packet(Pubrel(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
         else:
             conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
         return None
-    if packet.reason_code >= 0x80:  # the client refused it: the flow ends (MQTT 5 §4.3.3)
-        del session.inflight[pid]
+    if outcome is PubrecOutcome.REFUSED:  # the client refused it: the flow ends (MQTT 5 §4.3.3)
         session.journal.completed(pid)
         conn.broker.delivery.drain(session)
         return None
-    inflight.released = True
     persistence = conn.broker.persistence
     session.journal.released(pid)
     if persistence is not None and persistence.tracks(session):
@@ -369,9 +357,7 @@ def _pubrel(conn: Connection, pid: int, error: StoreError | None) -> None:
 def handle_pubcomp(conn: Connection, packet: Pubcomp) -> None:
     session = conn.session
     assert session is not None
-    inflight = session.inflight.get(packet.packet_id)
-    if inflight is not None and inflight.released:
-        del session.inflight[packet.packet_id]
+    if session.pubcomp(packet.packet_id):
         session.journal.completed(packet.packet_id)
         if session.queue:
             conn.broker.delivery.drain(session)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 log = logging.getLogger("edge_broker.limits")
 
@@ -21,18 +22,21 @@ LOG_INTERVAL = 10.0  # seconds between two warnings about the same limit
 class LimitHits:
     """Counters and log throttling for limit hits; one per broker."""
 
-    __slots__ = ("counts", "interval", "_logged_at", "_unlogged")
+    __slots__ = ("counts", "interval", "_clock", "_logged_at", "_unlogged")
 
-    def __init__(self, interval: float = LOG_INTERVAL) -> None:
+    def __init__(
+        self, interval: float = LOG_INTERVAL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.counts: dict[str, int] = {}
         self.interval = interval
+        self._clock = clock  # the broker's clock (Broker.clock)
         self._logged_at: dict[str, float] = {}
         self._unlogged: dict[str, int] = {}
 
     def hit(self, limit: str, message: str, client_id: str = "", now: float | None = None) -> None:
         """Count one hit of ``limit`` and log ``message`` unless this limit logged recently."""
         self.counts[limit] = self.counts.get(limit, 0) + 1
-        now = time.monotonic() if now is None else now
+        now = self._clock() if now is None else now
         last = self._logged_at.get(limit)
         if last is not None and now - last < self.interval:
             self._unlogged[limit] = self._unlogged.get(limit, 0) + 1

@@ -124,8 +124,8 @@ def make_message(
     now: float | None = None,
 ) -> Message:
     """A Message from a received PUBLISH (properties already stripped of the alias). ``now``
-    is the broker's clock (``Broker.clock``); callers not yet given it read ``time.monotonic``,
-    the broker's default clock."""
+    is the broker's clock (``Broker.clock``); every broker caller passes it (the default,
+    ``time.monotonic``, the broker's default clock, is for tests and scripts)."""
     expiry = properties.message_expiry_interval
     if expiry is None:
         return Message(topic, payload, qos, retain, properties, None, origin)

@@ -76,8 +76,8 @@ class Broker:
         self.clock = clock
         self._retained_factory = retained_factory
         self.separator = config.topics.separator
-        self.stats = BrokerStats()
-        self.limit_hits = LimitHits()  # issue 16: counter + rate-limited log per bound
+        self.stats = BrokerStats(clock)
+        self.limit_hits = LimitHits(clock=clock)  # issue 16: counter + rate-limited log per bound
         self._connection_cap = connection_cap(config.limits.max_connections)
         self.retained_budget = RetainedBudget()  # retained messages of every topic space
         self.read_pool = ReadPool(self)  # packets being read beyond read_buffer_size
@@ -105,6 +105,10 @@ class Broker:
         self._wills: Deadlines[Session] = Deadlines()
         self._will_tasks: set[asyncio.Task[None]] = set()  # wills awaiting an authorizer
         self._expiring: Deadlines[Session] = Deadlines()
+        # when each connection's engine may next time out (keep alive, connect timeout, token):
+        # the tick looks only at those due instead of walking every connection (watch())
+        self._timeouts: Deadlines[Connection] = Deadlines()
+        self._connect_timeout = config.broker.connect_timeout
         self._rate_tokens = float(config.limits.connect_burst)
         self._rate_at = clock()
         self._stop = asyncio.Event()
@@ -275,6 +279,7 @@ class Broker:
 
     def connection_opened(self, conn: Connection) -> None:
         self.connections.add(conn)
+        self.watch(conn)
         self.stats.connections_total += 1
         if len(self.connections) > self._connection_cap:
             # Far over the limit: do not even read a CONNECT (half-open floods), and never let
@@ -478,6 +483,7 @@ class Broker:
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        self._timeouts.discard(conn)
         if conn.session is not None:
             self._detach(conn)
         if conn.client_id and conn.identity is not None:
@@ -594,10 +600,26 @@ class Broker:
             except Exception:
                 log.exception("periodic broker task failed")
 
+    def watch(self, conn: Connection) -> None:
+        """Look at ``conn`` again at its engine's next deadline (engine/connection.py); called
+        when it opens and whenever a deadline may have moved earlier (CONNACK, a token)."""
+        if conn.closing:
+            self._timeouts.discard(conn)
+            return
+        at = conn.engine.next_deadline(self._connect_timeout)
+        if at is None:
+            self._timeouts.discard(conn)
+        else:
+            self._timeouts.set(conn, at)
+
     def tick(self, now: float) -> None:
         timeout = self.config.broker.connect_timeout
         self._connection_cap = connection_cap(self.config.limits.max_connections)
-        for conn in list(self.connections):
+        if timeout != self._connect_timeout:  # a reload changed it: every deadline again
+            self._connect_timeout = timeout
+            for conn in list(self.connections):
+                self.watch(conn)
+        for conn in self._timeouts.due(now):
             due = conn.engine.timeout(now, timeout)
             if due is Timeout.KEEP_ALIVE:
                 conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
@@ -605,6 +627,8 @@ class Broker:
                 connect_timed_out(conn, timeout)
             elif due is Timeout.TOKEN:
                 token_expired(conn)
+            if conn in self.connections:
+                self.watch(conn)  # not yet (bytes came since), or what remains after it
         for session in self._wills.due(now):
             if session.will is not None:
                 will, session.will, session.will_at = session.will, None, None

@@ -10,11 +10,14 @@ across the whole broker (takeover is per client id); each remembers its tenant.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+# Inflight is re-exported: persistence.py restores in-flight messages with it
+from ..engine.flow import Inflight as Inflight
+from ..engine.flow import QosFlow
 from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.packets import Will
 from .journal import NO_JOURNAL, SessionJournal
@@ -63,16 +66,6 @@ class Outgoing:
     sub_ids: tuple[int, ...] = ()
 
 
-class Inflight:
-    """An outgoing QoS 1/2 message sent and not yet completed (MQTT 5 §4.3, §4.4)."""
-
-    __slots__ = ("outgoing", "released")
-
-    def __init__(self, outgoing: Outgoing) -> None:
-        self.outgoing = outgoing
-        self.released = False  # QoS 2: PUBREC received and PUBREL sent, awaiting PUBCOMP
-
-
 def session_key(tenant: str, client_id: str) -> str:
     """Sessions are per (tenant, client id): a client id reused in another tenant is another
     client (AUTHZ.md §1: nothing crosses tenants). U+0000 cannot occur in an MQTT string, so the
@@ -85,8 +78,9 @@ def client_id_of(key: str) -> str:
     return key.rpartition("\x00")[2]
 
 
-class Session:
-    """Mutable per-client state; see the module docstring."""
+class Session(QosFlow[Outgoing]):
+    """Mutable per-client state; see the module docstring. Its QoS 1/2 flow state (packet ids,
+    in-flight table, incoming QoS 2 ids) and the transitions on it are ``engine/flow.py``'s."""
 
     __slots__ = (
         "key",
@@ -95,53 +89,35 @@ class Session:
         "identity",
         "protocol_level",
         "subscriptions",
-        "inflight",
         "queue",
         "queued_bytes",
-        "qos2_incoming",
         "expiry_interval",
         "expires_at",
         "will",
         "will_at",
         "connection",
-        "next_packet_id",
         "owner",
         "journal",
     )
 
     def __init__(self, client_id: str, tenant: str, identity: Identity, protocol_level: int):
+        super().__init__()  # inflight, qos2_incoming, next_packet_id (engine/flow.py)
         self.client_id = client_id
         self.tenant = tenant
         self.key = session_key(tenant, client_id)
         self.identity = identity
         self.protocol_level = protocol_level
         self.subscriptions: dict[str, SubscriptionEntry] = {}
-        self.inflight: OrderedDict[int, Inflight] = OrderedDict()
         self.queue: deque[Outgoing] = deque()
         self.queued_bytes = 0
-        self.qos2_incoming: set[int] = set()
         self.expiry_interval = 0
         self.expires_at: float | None = None  # monotonic deadline while offline
         self.will: Will | None = None  # pending delayed will (after the connection closed)
         self.will_at: float | None = None
         self.connection: Connection | None = None
-        self.next_packet_id = 1
         # the principal that created the session (broker/ownership.py); None only while restoring
         self.owner: Principal | None = None
         self.journal: SessionJournal = NO_JOURNAL  # persistence: broker/journal.py (issue 17)
-
-    def allocate_packet_id(self) -> int:
-        """A packet id not in use by an outgoing message (MQTT 5 §2.2.1)."""
-        pid = self.next_packet_id
-        inflight = self.inflight
-        for _ in range(65535):
-            if pid not in inflight:
-                break
-            pid = pid % 65535 + 1
-        else:
-            raise RuntimeError("no free packet identifier")  # impossible: inflight is bounded
-        self.next_packet_id = pid % 65535 + 1
-        return pid
 
     def __repr__(self) -> str:
         return f"Session({self.client_id!r}, tenant={self.tenant!r})"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 
 class BrokerStats:
     """Plain integer counters, bumped on the hot path (no locks: one event loop)."""
 
     __slots__ = (
+        "_clock",
         "started",
         "clients_connected",
         "clients_maximum",
@@ -30,8 +32,9 @@ class BrokerStats:
         "connections_revoked",
     )
 
-    def __init__(self) -> None:
-        self.started = time.monotonic()
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # the broker's clock (Broker.clock): uptime is on it too
+        self.started = clock()
         self.clients_connected = 0
         self.clients_maximum = 0
         self.connections_total = 0
@@ -53,4 +56,4 @@ class BrokerStats:
         self.connections_revoked = 0  # live connections ended by a reload (password entry)
 
     def uptime(self) -> int:
-        return int(time.monotonic() - self.started)
+        return int(self._clock() - self.started)

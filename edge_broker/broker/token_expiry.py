@@ -35,6 +35,7 @@ def schedule_token_expiry(conn: Connection) -> None:
     # exp is wall-clock time (RFC 7519 §4.1.4); the engine's deadlines are on the broker's clock
     left = max(0.0, identity.token_expires_at - time.time())
     conn.engine.token_deadline = conn.broker.clock() + left
+    conn.broker.watch(conn)  # a new token may expire before the deadline the broker had
 
 
 def token_expired(conn: Connection) -> None:

@@ -6,4 +6,7 @@ its own. ``broker/`` is the asyncio layer around it.
                     the pre-authentication byte budget, keep-alive, connect-timeout and token
                     deadlines
     deadlines.py    what falls due when: will delays and session expiries of offline sessions
+    aliases.py      topic aliases of one connection: inbound resolution, outbound assignment
+    flow.py         a session's QoS 1/2 state: packet ids, in-flight table, PUBACK/PUBREC/
+                    PUBREL/PUBCOMP transitions, both Receive Maximum windows
 """

@@ -17,6 +17,7 @@ from enum import Enum
 from ..mqtt.packets import Packet
 from ..mqtt.reader import PacketReader
 from ..mqtt.session_states import ConnState, Trigger, next_state
+from .aliases import InboundAliases, OutboundAliases
 
 
 class Timeout(Enum):
@@ -41,11 +42,19 @@ class ConnectionEngine:
         "keep_alive",
         "token_deadline",
         "pre_auth_bytes",
+        "aliases_in",
+        "aliases_out",
         "_pre_auth_budget",
         "_max_packet_size",
     )
 
-    def __init__(self, now: float, max_connect_packet_size: int, max_packet_size: int) -> None:
+    def __init__(
+        self,
+        now: float,
+        max_connect_packet_size: int,
+        max_packet_size: int,
+        topic_alias_maximum: int = 0,
+    ) -> None:
         # Until CONNACK the client has proved nothing: a CONNECT (and whatever it pipelines
         # after it) is bounded by the small pre-authentication limit, raised to
         # max_packet_size when the connection is accepted (issue 16).
@@ -57,6 +66,10 @@ class ConnectionEngine:
         self.keep_alive = 0  # seconds, as agreed at CONNACK (0: none)
         self.token_deadline: float | None = None  # when the admitting token expires
         self.pre_auth_bytes = 0
+        # topic aliases (engine/aliases.py): ours as announced in CONNACK; the client's
+        # outbound maximum is known only from its CONNECT (None: it takes none)
+        self.aliases_in = InboundAliases(topic_alias_maximum)
+        self.aliases_out: OutboundAliases | None = None
         self._pre_auth_budget = 2 * max_connect_packet_size
         self._max_packet_size = max_packet_size
 
@@ -80,6 +93,29 @@ class ConnectionEngine:
         if state is ConnState.CONNECTED:
             self.reader.max_packet_size = self._max_packet_size  # past the pre-auth bound
         return state
+
+    def accept_aliases(self, maximum: int) -> None:
+        """The client's Topic Alias Maximum from its CONNECT (MQTT 5 §3.1.2.11.5): up to that
+        many topics are given aliases on the way out."""
+        self.aliases_out = OutboundAliases(min(maximum, 65535)) if maximum > 0 else None
+
+    def next_deadline(self, connect_timeout: float) -> float | None:
+        """The earliest moment :meth:`timeout` could report something, if any: the broker
+        looks again then and not before. Bytes received only move it later, so a deadline
+        computed earlier is never too late; a new Keep Alive or token deadline must be asked
+        for again (the broker does at CONNACK and at every token change)."""
+        state = self.state
+        if state is ConnState.CONNECTED:
+            deadline = self.token_deadline
+            keep_alive = self.keep_alive
+            if keep_alive:
+                at = self.last_rx + keep_alive * 1.5
+                if deadline is None or at < deadline:
+                    return at
+            return deadline
+        if state is ConnState.CLOSED:
+            return None
+        return self.created + connect_timeout
 
     def timeout(self, now: float, connect_timeout: float) -> Timeout | None:
         """What has run out of time at ``now``, if anything."""

@@ -83,3 +83,25 @@ def test_token_deadline_ends_a_connected_session_only_once_passed() -> None:
     assert engine.timeout(130.0, connect_timeout=5) is Timeout.TOKEN
     engine.token_deadline = None  # re-authenticated with a token without exp
     assert engine.timeout(1e9, connect_timeout=5) is None
+
+
+def test_next_deadline_is_the_earliest_moment_a_timeout_can_come() -> None:
+    engine = ConnectionEngine(50.0, max_connect_packet_size=256, max_packet_size=4096)
+    assert engine.next_deadline(connect_timeout=5) == 55.0  # before CONNACK: connect timeout
+    assert engine.timeout(55.0, connect_timeout=5) is None
+    assert engine.timeout(55.001, connect_timeout=5) is Timeout.CONNECT
+    engine = connected(now=100.0, keep_alive=10)
+    assert engine.next_deadline(connect_timeout=5) == 115.0  # 1.5 x Keep Alive
+    engine.token_deadline = 110.0
+    assert engine.next_deadline(connect_timeout=5) == 110.0  # the token runs out first
+    engine.token_deadline = 130.0
+    assert engine.next_deadline(connect_timeout=5) == 115.0
+    engine.receive(encode(Pingreq(), 5), 112.0)  # bytes only move it later
+    assert engine.next_deadline(connect_timeout=5) == 127.0
+    engine.keep_alive = 0
+    assert engine.next_deadline(connect_timeout=5) == 130.0
+    engine.token_deadline = None
+    assert engine.next_deadline(connect_timeout=5) is None  # nothing can time out
+    engine.trigger(Trigger.CLOSE)
+    engine.token_deadline = 1.0
+    assert engine.next_deadline(connect_timeout=5) is None

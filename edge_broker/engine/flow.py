@@ -1,0 +1,136 @@
+"""``QosFlow``: a session's QoS 1/2 state in both directions (MQTT 5 §4.3, §4.4, §4.9; 3.1.1
+§4.3), with no socket and no clock: packet-identifier allocation, the outgoing in-flight table
+and its PUBACK / PUBREC / PUBREL / PUBCOMP transitions, and the incoming QoS 2 packet ids held
+until PUBREL; each direction's Receive Maximum window is checked here.
+
+``broker/session.py``'s ``Session`` is a ``QosFlow``: the tables stay plain attributes of the
+session (``inflight``, ``qos2_incoming``, ``next_packet_id``) because the persistence layer
+(``broker/persistence.py``, ``broker/journal.py``) reads and restores them as they are. The
+methods here only change state and say what happened; the broker sends the packets and writes
+the journal at the same points as before.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from enum import Enum
+from typing import Generic, Protocol, TypeVar
+
+
+class _HasQos(Protocol):
+    @property
+    def qos(self) -> int: ...
+
+
+Out = TypeVar("Out", bound=_HasQos)
+
+
+class Inflight(Generic[Out]):
+    """An outgoing QoS 1/2 message sent and not yet completed (MQTT 5 §4.3, §4.4)."""
+
+    __slots__ = ("outgoing", "released")
+
+    def __init__(self, outgoing: Out) -> None:
+        self.outgoing = outgoing
+        self.released = False  # QoS 2: PUBREC received and PUBREL sent, awaiting PUBCOMP
+
+
+class PubrecOutcome(Enum):
+    """What a PUBREC from the client did to the outgoing flow (:meth:`QosFlow.pubrec`)."""
+
+    UNKNOWN = "no QoS 2 message in flight under this packet id"  # PUBREL 0x92 (5), PUBREL (3.x)
+    REFUSED = "the client refused the message: the flow ends"  # reason code >= 0x80 (§4.3.3)
+    RELEASED = "released: send PUBREL, await PUBCOMP"
+
+
+class QosFlow(Generic[Out]):
+    """See the module docstring. ``Out`` is what the broker sends (``session.Outgoing``)."""
+
+    __slots__ = ("inflight", "qos2_incoming", "next_packet_id")
+
+    def __init__(self) -> None:
+        # packet id -> message, in the order sent (a resumed session resends in this order)
+        self.inflight: OrderedDict[int, Inflight[Out]] = OrderedDict()
+        self.qos2_incoming: set[int] = set()  # the client's QoS 2 packet ids awaiting PUBREL
+        self.next_packet_id = 1
+
+    # -- outgoing ---------------------------------------------------------------------------
+
+    def window_open(self, send_quota: int) -> bool:
+        """True while fewer messages are in flight than ``send_quota`` (the client's Receive
+        Maximum, capped by ``limits.max_inflight``): beyond it messages wait in the queue."""
+        return len(self.inflight) < send_quota
+
+    def allocate_packet_id(self) -> int:
+        """A packet id not in use by an outgoing message (MQTT 5 §2.2.1), round robin."""
+        pid = self.next_packet_id
+        inflight = self.inflight
+        for _ in range(65535):
+            if pid not in inflight:
+                break
+            pid = pid % 65535 + 1
+        else:
+            raise RuntimeError("no free packet identifier")  # impossible: inflight is bounded
+        self.next_packet_id = pid % 65535 + 1
+        return pid
+
+    def sent(self, pid: int, outgoing: Out) -> None:
+        """``outgoing`` went out under ``pid`` and awaits its acknowledgement."""
+        self.inflight[pid] = Inflight(outgoing)
+
+    def puback(self, pid: int) -> bool:
+        """A PUBACK: True if it completed a QoS 1 message in flight (anything else is ignored,
+        as MQTT 5 §4.3.2 allows)."""
+        inflight = self.inflight.get(pid)
+        if inflight is None or inflight.outgoing.qos != 1:
+            return False
+        del self.inflight[pid]
+        return True
+
+    def pubrec(self, pid: int, reason_code: int) -> PubrecOutcome:
+        """A PUBREC; see :class:`PubrecOutcome`. A repeated PUBREC of a released message releases it
+        again (the PUBREL may have been lost)."""
+        inflight = self.inflight.get(pid)
+        if inflight is None or inflight.outgoing.qos != 2:
+            return PubrecOutcome.UNKNOWN
+        if reason_code >= 0x80:
+            del self.inflight[pid]
+            return PubrecOutcome.REFUSED
+        inflight.released = True
+        return PubrecOutcome.RELEASED
+
+    def pubcomp(self, pid: int) -> bool:
+        """A PUBCOMP: True if it completed a released QoS 2 message."""
+        inflight = self.inflight.get(pid)
+        if inflight is None or not inflight.released:
+            return False
+        del self.inflight[pid]
+        return True
+
+    def unsent(self, pid: int) -> None:
+        """Take ``pid`` out of flight without an acknowledgement (expired or too large when it
+        was to be resent, or revoked)."""
+        self.inflight.pop(pid, None)
+
+    # -- incoming QoS 2 ---------------------------------------------------------------------
+
+    def duplicate(self, pid: int) -> bool:
+        """A QoS 2 PUBLISH under a packet id still held: a resend, acknowledged, not routed."""
+        return pid in self.qos2_incoming
+
+    def incoming_window_full(self, receive_maximum: int) -> bool:
+        """True when ``receive_maximum`` QoS 2 messages already await PUBREL: one more is a
+        Receive Maximum violation (0x93, MQTT 5 §3.3.4)."""
+        return len(self.qos2_incoming) >= receive_maximum
+
+    def hold(self, pid: int) -> None:
+        """A QoS 2 message was accepted: its packet id is held until PUBREL (method B of
+        MQTT 5 §4.3.3, so a DUP resend is never routed twice)."""
+        self.qos2_incoming.add(pid)
+
+    def pubrel(self, pid: int) -> bool:
+        """A PUBREL: True if it released a held packet id (else PUBCOMP 0x92 in MQTT 5)."""
+        if pid in self.qos2_incoming:
+            self.qos2_incoming.discard(pid)
+            return True
+        return False

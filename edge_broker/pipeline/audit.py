@@ -15,13 +15,12 @@ report; ``strict`` makes them fail the job.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..audit.record import FORMAT_VERSION, RECORD_FIELDS
 from ..matching.reserved_topics import CLAIM_TOPIC, UNCLAIM_TOPIC
-from .report import bar_chart, page, table
+from .report import bar_chart, cut_note, page, table, utc_time
 from .session import PipelineError, progress, tune_partitions
 from .storage import Storage, join
 from .weekly import TABLES as WEEKLY_TABLES
@@ -433,14 +432,9 @@ def _report_html(
         return bar_chart(title, [label(r) for r in rows], [float(r[value] or 0) for r in rows])
 
     def cut(name: str) -> str:
-        return (
-            f"<p><em>top {top} of {sizes[name]} rows; all in {name}/ (Parquet)</em></p>"
-            if sizes.get(name, 0) > top
-            else ""
-        )
+        return cut_note(name, sizes, top)
 
-    def when(ts: Any) -> str:
-        return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+    when = utc_time
 
     for r in tables["denials_by_rule"]:
         r["rc_hex"] = None if r.get("rc") is None else f"0x{int(r['rc']):02X}"

@@ -4,6 +4,7 @@ no plotting library needed; matplotlib is not a dependency)."""
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +47,18 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
         for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def cut_note(name: str, sizes: dict[str, int], top: int) -> str:
+    """The line saying a table was cut to its top rows and where all of them are."""
+    if sizes.get(name, 0) <= top:
+        return ""
+    return f"<p><em>top {top} of {sizes[name]} rows; all in {name}/ (Parquet)</em></p>"
+
+
+def utc_time(ts: Any) -> str:
+    """A Unix time as the report shows it (``-`` when there is none)."""
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
 def page(title: str, sections: Sequence[tuple[str, str]]) -> str:

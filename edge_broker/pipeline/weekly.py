@@ -14,10 +14,9 @@ not compared. Tables (Parquet under ``<out>/<name>/`` like the others, largest c
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from .report import table
+from .report import cut_note, table, utc_time
 
 WEEK = 7 * 86400
 TABLES = (
@@ -83,14 +82,9 @@ def weekly_section(
     (denials in all gateways)."""
 
     def cut(name: str) -> str:
-        return (
-            f"<p><em>top {top} of {sizes[name]} rows; all in {name}/ (Parquet)</em></p>"
-            if sizes.get(name, 0) > top
-            else ""
-        )
+        return cut_note(name, sizes, top)
 
-    def when(ts: Any) -> str:
-        return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+    when = utc_time
 
     rules = tables["week_denials_by_rule"]
     new_rules = [r for r in rules if r["new"]]

@@ -1,26 +1,42 @@
 """A published message as every gate judges it (issue 21 item 3): built once per PUBLISH.
 
 The broker resolves the topic (a Topic Alias is gone, MQTT 5 §3.3.2.3.4), strips the per-hop
-properties and computes the facts the gates ask about, once: the site ACL's message kind
-(AUTHZ.md §2 mapping table). The same value is judged at ingress (``PolicyGate.check_publish``),
-routed, retained and judged again per delivery where a delivery can be denied; the broker's own
-message (``broker/message.py``) extends it with what routing and sending need.
+properties and computes the facts the gates ask about, once each: the site ACL's message kind
+(AUTHZ.md §2 mapping table), whether the topic is reserved (gate 2 and routing) and whether it
+is in SMOKER's ``restricted/`` area (the claims gate). The same value is judged at ingress
+(``PolicyGate.check_publish``), routed, retained and judged again per delivery where a delivery
+can be denied; the broker's own message (``broker/message.py``) extends it with what routing and
+sending need. A will is judged as the same value, built from the CONNECT's will when it is
+checked and again when it is published.
 
-No import of the codec's packet classes: ``properties`` is anything with the three MQTT 5
-properties the kind reads (the codec's ``Properties`` is one).
+No import of the codec's packet classes (issue 21 item 5): ``properties`` is anything with the
+three MQTT 5 properties the kind reads (the codec's ``Properties`` is one), and a SUBSCRIBE
+reaches the gates as a :class:`SubscribeFilter`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from ..matching.reserved_topics import RESTRICTED_PREFIX
+
+if TYPE_CHECKING:
+    from ..matching.reserved_topics import ReservedTopics
 
 # The ACL message kinds a PUBLISH can be (AUTHZ.md §2 table), as indices: the gates keep one
 # decision cache per kind, and an int indexes them faster than an enum member hashes.
 PUT, DELETE, QUERY, REPLY = range(4)
 
 
-class PublishProperties(Protocol):
+class UserProperties(Protocol):
+    """What the site ACL reads of a SUBSCRIBE's properties (``queryable=true``)."""
+
+    @property
+    def user_properties(self) -> tuple[tuple[str, str], ...]: ...
+
+
+class PublishProperties(UserProperties, Protocol):
     """What the gates read of a PUBLISH's properties (the codec's ``Properties`` has them)."""
 
     @property
@@ -29,8 +45,35 @@ class PublishProperties(Protocol):
     @property
     def correlation_data(self) -> bytes | None: ...
 
+
+@dataclass(frozen=True, slots=True)
+class NoPublishProperties:
+    """A PUBLISH without properties, as far as the gates read them (the broker always passes
+    the message's own, the codec's ``Properties``)."""
+
+    response_topic: None = None
+    correlation_data: None = None
+    user_properties: tuple[tuple[str, str], ...] = ()
+
+
+NO_PUBLISH_PROPERTIES = NoPublishProperties()
+
+
+class PublishedMessage(Protocol):
+    """What :func:`message_kind` and the site ACL's mapping read of a message: a
+    :class:`Publication`, and the codec's PUBLISH or will as well."""
+
     @property
-    def user_properties(self) -> tuple[tuple[str, str], ...]: ...
+    def topic(self) -> str: ...
+
+    @property
+    def payload(self) -> bytes: ...
+
+    @property
+    def retain(self) -> bool: ...
+
+    @property
+    def properties(self) -> PublishProperties: ...
 
 
 def message_kind(retain: bool, payload: bytes, properties: PublishProperties) -> int:
@@ -60,6 +103,9 @@ class Publication:
     # -1 until first asked (an unset slot read through try/except cost an exception per
     # message: 6% of a 1→1 QoS 0 delivery with the site ACL)
     _kind: int = field(default=-1, init=False, compare=False, repr=False)
+    # the same lazy way: -1 until asked, then ReservedTopics.classify's answer / 0 or 1
+    _reserved: int = field(default=-1, init=False, compare=False, repr=False)
+    _restricted: int = field(default=-1, init=False, compare=False, repr=False)
 
     @property
     def kind(self) -> int:
@@ -68,3 +114,35 @@ class Publication:
             kind = message_kind(self.retain, self.payload, self.properties)
             object.__setattr__(self, "_kind", kind)
         return kind
+
+    def reservation(self, topics: ReservedTopics) -> int:
+        """``topics.classify(self.topic)``, asked by gate 2 at ingress and by routing: the test
+        runs once per message (the broker has one separator, so one ``ReservedTopics``)."""
+        reserved = self._reserved
+        if reserved < 0:
+            reserved = topics.classify(self.topic)
+            object.__setattr__(self, "_reserved", reserved)
+        return reserved
+
+    @property
+    def restricted(self) -> bool:
+        """In SMOKER's ``restricted/`` area (SMOKER.md): what the claims gate asks at ingress
+        and for every checked delivery."""
+        restricted = self._restricted
+        if restricted < 0:
+            restricted = 1 if self.topic.startswith(RESTRICTED_PREFIX) else 0
+            object.__setattr__(self, "_restricted", restricted)
+        return restricted == 1
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeFilter:
+    """One filter of a SUBSCRIBE as the gates judge it: the filter as sent (``$share/<group>/``
+    included) and the subscription options the authorizers read (MQTT 5 §3.8.3.1). The broker
+    builds it from the codec's subscription, so no gate depends on the packet classes."""
+
+    topic_filter: str
+    qos: int = 0
+    no_local: bool = False
+    retain_as_published: bool = False
+    retain_handling: int = 0

@@ -66,11 +66,7 @@ FORBIDDEN: tuple[tuple[str, str], ...] = (
 )
 
 # Imports that still go the wrong way: (importer, imported) module names → what removes it.
-PENDING: dict[tuple[str, str], str] = {
-    # the broker opens the bridges, which are built on the broker: the caller that builds the
-    # Broker (ops/service.py) should open them and hand the broker a small interface
-    ("broker.server", "bridge.service"): "Bridges opened by ops.service (server.py: i21a)",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True, slots=True)

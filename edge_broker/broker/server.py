@@ -25,6 +25,7 @@ from ..engine.deadlines import Deadlines
 from ..identity import Identity
 from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
+from .bridging import Bridging
 from .connection import Connection
 from .delivery import Delivery
 from .fd_budget import accept_error_handler, connection_cap, raise_soft_limit
@@ -48,7 +49,6 @@ from .write_budget import WriteBudget
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
-    from ..bridge.service import Bridges
     from ..claims.runtime import ClaimsRuntime
     from .persistence import Persistence
     from .reload import ReloadResult
@@ -83,7 +83,10 @@ class Broker:
         self.write_budget = WriteBudget(self)  # bytes in transport write buffers
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
-        self.bridges: Bridges | None = None  # [[bridges]] (issue 19), opened by start()
+        self.bridges: Bridging | None = None  # [[bridges]] (issue 19), opened by start()
+        # registered by the run path that builds the bridges too (ops/service.py): the broker
+        # does not import the bridges, which are built on it (issue 21 item 5)
+        self.open_bridges: Callable[[Broker], Bridging] | None = None
         self.audit: AuditLog | None = open_audit_log(config.audit, config.sync.gateway_id)
         self.policy = self.build_policy(config)
         self.generation = 0  # bumped by every policy change (reload, bundle)
@@ -141,9 +144,13 @@ class Broker:
         self._connection_cap = connection_cap(self.config.limits.max_connections)
         asyncio.get_running_loop().set_exception_handler(accept_error_handler(self.limit_hits))
         if self.bridges is None and self.config.bridges:  # before the listeners: nothing unbridged
-            from ..bridge.service import Bridges
-
-            self.bridges = Bridges.open(self)
+            if self.open_bridges is None:
+                raise RuntimeError(
+                    "[[bridges]] is configured but nothing here opens bridges: start the broker "
+                    "with ops.service.run_service (as `edge-broker run` does), which registers "
+                    "them, or remove [[bridges]]"
+                )
+            self.bridges = self.open_bridges(self)
             self.bridges.start()
         for listener in self.config.listeners:
             server = await start_listener(listener, self._factory(listener), self.tls_contexts)

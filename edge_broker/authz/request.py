@@ -24,6 +24,9 @@ from ..matching.reserved_topics import RESTRICTED_PREFIX
 if TYPE_CHECKING:
     from ..matching.reserved_topics import ReservedTopics
 
+# a frozen dataclass's own setattr, bound once: the facts are stored on the per-PUBLISH path
+_set = object.__setattr__
+
 # The ACL message kinds a PUBLISH can be (AUTHZ.md §2 table), as indices: the gates keep one
 # decision cache per kind, and an int indexes them faster than an enum member hashes.
 PUT, DELETE, QUERY, REPLY = range(4)
@@ -114,7 +117,7 @@ class Publication:
         if kind:
             return kind - 1
         kind = message_kind(self.retain, self.payload, self.properties)
-        object.__setattr__(self, "_facts", facts | (kind + 1))
+        _set(self, "_facts", facts | (kind + 1))
         return kind
 
     def reservation(self, topics: ReservedTopics) -> int:
@@ -125,7 +128,7 @@ class Publication:
         if reserved:
             return reserved - 1
         reserved = topics.classify(self.topic)
-        object.__setattr__(self, "_facts", facts | ((reserved + 1) << 3))
+        _set(self, "_facts", facts | ((reserved + 1) << 3))
         return reserved
 
     @property
@@ -137,7 +140,7 @@ class Publication:
         if known:
             return known == 2
         restricted = self.topic.startswith(RESTRICTED_PREFIX)
-        object.__setattr__(self, "_facts", facts | ((2 if restricted else 1) << 5))
+        _set(self, "_facts", facts | ((2 if restricted else 1) << 5))
         return restricted
 
 

@@ -66,18 +66,7 @@ FORBIDDEN: tuple[tuple[str, str], ...] = (
 )
 
 # Imports that still go the wrong way: (importer, imported) module names → what removes it.
-PENDING: dict[tuple[str, str], str] = {
-    # i21c (issue 21 item 3): gates take a request value instead of the codec's packets
-    ("authz.acl_gate", "mqtt.packets"): "gates take a request value (i21c)",
-    ("authz.acl_mqtt", "mqtt.packets"): "gates take a request value (i21c)",
-    ("authz.authorizers", "mqtt.packets"): "gates take a request value (i21c)",
-    ("authz.gate", "mqtt.packets"): "gates take a request value (i21c)",
-    ("authz.pipeline", "mqtt.packets"): "gates take a request value (i21c)",
-    ("authz.token_gate", "mqtt.packets"): "gates take a request value (i21c)",
-    # the broker opens the bridges, which are built on the broker: the caller that builds the
-    # Broker (ops/service.py) should open them and hand the broker a small interface
-    ("broker.server", "bridge.service"): "Bridges opened by ops.service (server.py: i21a)",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,12 +29,11 @@ from ..matching.keyexpr import KeyExpr
 from ..matching.names import shown
 from ..matching.pattern_tokens import TokenKind
 from ..matching.subscription_patterns import is_runtime_pattern, parse_pattern
-from ..mqtt.packets import Properties, Subscription, Will
 from .acl import Acl, AclDecision, SubjectAcl
 from .acl_config import AclMessage, Flow, Permission
-from .acl_mqtt import PUBLISH_MESSAGES, filter_to_keyexpr, mqtt_subscribe_message, topic_to_keyexpr
+from .acl_mqtt import PUBLISH_MESSAGES, filter_to_keyexpr, subscribe_message, topic_to_keyexpr
 from .decision import Decision, GateName, deny
-from .request import Publication, message_kind
+from .request import Publication, SubscribeFilter
 
 # Cached decisions per flow and message kind, emptied when full (the hot set refills it): at
 # most ~8 x 8192 small entries, a few MB, since a gateway's hot topics are far fewer.
@@ -241,7 +240,7 @@ class AclGate:
         user_properties: tuple[tuple[str, str], ...] = (),
     ) -> Decision:
         """Ingress ``declare_subscriber`` (or ``declare_queryable``) for one filter."""
-        message = mqtt_subscribe_message(Properties(user_properties=user_properties))
+        message = subscribe_message(user_properties)
         subject = self.subject(identity)
         try:
             if identity.subscription_patterns and is_runtime_pattern(topic_filter, self.separator):
@@ -264,8 +263,8 @@ class AclGate:
             self._ingress[kind], identity, Flow.INGRESS, PUBLISH_MESSAGES[kind], message.topic
         )
 
-    def check_will(self, identity: Identity, will: Will) -> Decision | None:
-        kind = message_kind(will.retain, will.payload, will.properties)
+    def check_will(self, identity: Identity, will: Publication) -> Decision | None:
+        kind = will.kind  # the will as the message it would be (authz/request.py)
         return self._decide(
             self._ingress[kind], identity, Flow.INGRESS, PUBLISH_MESSAGES[kind], will.topic
         )
@@ -273,7 +272,7 @@ class AclGate:
     def check_subscribe(
         self,
         identity: Identity,
-        subscription: Subscription,
+        subscription: SubscribeFilter,
         topic_filter: str,
         share_group: str | None,
     ) -> Decision | None:
@@ -282,7 +281,7 @@ class AclGate:
     def check_subscribe_with_properties(
         self,
         identity: Identity,
-        subscription: Subscription,
+        subscription: SubscribeFilter,
         topic_filter: str,
         share_group: str | None,
         user_properties: tuple[tuple[str, str], ...],

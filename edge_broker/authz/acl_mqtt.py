@@ -48,10 +48,9 @@ from dataclasses import dataclass
 from ..matching.errors import RuleError
 from ..matching.keyexpr import KeyExpr
 from ..matching.mqtt_topics import SHARE_PREFIX
-from ..mqtt.packets import Properties, Publish
 from .acl import ALLOWED_DISABLED, AclDecision, SubjectAcl
 from .acl_config import AclMessage, Flow
-from .request import message_kind
+from .request import PublishedMessage, UserProperties, message_kind
 
 _FORBIDDEN_IN_LEVEL = ("$", "*", "#", "?", "+", "/")
 
@@ -67,14 +66,19 @@ PUBLISH_MESSAGES: tuple[AclMessage, ...] = (
 per kind)."""
 
 
-def mqtt_publish_message(publish: Publish) -> AclMessage:
+def mqtt_publish_message(publish: PublishedMessage) -> AclMessage:
     """The Zenoh message a PUBLISH is (AUTHZ.md §2 table)."""
     return PUBLISH_MESSAGES[message_kind(publish.retain, publish.payload, publish.properties)]
 
 
-def mqtt_subscribe_message(properties: Properties) -> AclMessage:
+def mqtt_subscribe_message(properties: UserProperties) -> AclMessage:
     """``declare_queryable`` when SUBSCRIBE carries user property ``queryable=true``."""
-    for name, value in properties.user_properties:
+    return subscribe_message(properties.user_properties)
+
+
+def subscribe_message(user_properties: tuple[tuple[str, str], ...]) -> AclMessage:
+    """:func:`mqtt_subscribe_message` from the SUBSCRIBE's user properties alone."""
+    for name, value in user_properties:
         if name == "queryable" and value.strip().lower() == "true":
             return AclMessage.DECLARE_QUERYABLE
     return AclMessage.DECLARE_SUBSCRIBER
@@ -175,7 +179,7 @@ class AclRequest:
 
 
 def publish_request(
-    publish: Publish, separator: str = "/", verbatims: frozenset[str] = frozenset()
+    publish: PublishedMessage, separator: str = "/", verbatims: frozenset[str] = frozenset()
 ) -> AclRequest:
     """``verbatims``: the ACL's :attr:`~edge_broker.authz.acl.Acl.verbatims`."""
     message = mqtt_publish_message(publish)
@@ -187,11 +191,11 @@ def publish_request(
 
 def subscribe_request(
     topic_filter: str,
-    properties: Properties | None = None,
+    properties: UserProperties | None = None,
     separator: str = "/",
     verbatims: frozenset[str] = frozenset(),
 ) -> AclRequest:
-    message = mqtt_subscribe_message(properties or Properties())
+    message = subscribe_message(() if properties is None else properties.user_properties)
     try:
         return AclRequest(message, filter_to_keyexpr(topic_filter, separator, verbatims))
     except RuleError as exc:
@@ -209,7 +213,7 @@ def check(acl: SubjectAcl, flow: Flow, request: AclRequest) -> AclDecision:
 
 
 def check_publish(
-    acl: SubjectAcl, publish: Publish, flow: Flow = Flow.INGRESS, separator: str = "/"
+    acl: SubjectAcl, publish: PublishedMessage, flow: Flow = Flow.INGRESS, separator: str = "/"
 ) -> AclDecision:
     """Ingress: a client's PUBLISH (or its will). Egress: a delivery of ``publish`` to the
     subscriber whose :class:`SubjectAcl` is ``acl``."""
@@ -218,7 +222,7 @@ def check_publish(
     return check(acl, flow, publish_request(publish, separator, acl.verbatims))
 
 
-def check_delivery(acl: SubjectAcl, publish: Publish, separator: str = "/") -> AclDecision:
+def check_delivery(acl: SubjectAcl, publish: PublishedMessage, separator: str = "/") -> AclDecision:
     """Egress check of one delivery to the receiving client's subject."""
     return check_publish(acl, publish, Flow.EGRESS, separator)
 
@@ -226,7 +230,7 @@ def check_delivery(acl: SubjectAcl, publish: Publish, separator: str = "/") -> A
 def check_subscribe(
     acl: SubjectAcl,
     topic_filter: str,
-    properties: Properties | None = None,
+    properties: UserProperties | None = None,
     separator: str = "/",
 ) -> AclDecision:
     """Ingress check of one SUBSCRIBE filter (``declare_subscriber``/``declare_queryable``)."""

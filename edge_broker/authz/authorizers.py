@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..identity import Identity
-from ..mqtt.packets import NO_PROPERTIES, Properties
 from ..mqtt.reason_codes import ReasonCode
 from .decision import Decision, GateName
 from .errors import AuthzError
+from .request import NO_PUBLISH_PROPERTIES, PublishProperties
 
 log = logging.getLogger("edge_broker.authz.authorizers")
 
@@ -122,7 +122,9 @@ class PublishRequest:
     qos: int
     retain: bool
     will: bool = False
-    properties: Properties = NO_PROPERTIES
+    # the message's properties: the codec's ``Properties`` (every MQTT 5 field) whenever the
+    # broker asks; typed by what the gates read so authz needs no codec import (issue 21)
+    properties: PublishProperties = NO_PUBLISH_PROPERTIES
 
     @property
     def user_properties(self) -> tuple[tuple[str, str], ...]:

@@ -24,9 +24,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..identity import Identity
-from ..mqtt.packets import Subscription, Will
 from .decision import Decision, GateName
-from .request import Publication
+from .request import Publication, SubscribeFilter
 
 
 class PolicyGate(Protocol):
@@ -39,14 +38,14 @@ class PolicyGate(Protocol):
         """PUBLISH from ``identity``; ``message.topic`` is concrete (the alias resolved)."""
         ...
 
-    def check_will(self, identity: Identity, will: Will) -> Decision | None:
+    def check_will(self, identity: Identity, will: Publication) -> Decision | None:
         """The will in CONNECT, checked as a publish at connect time."""
         ...
 
     def check_subscribe(
         self,
         identity: Identity,
-        subscription: Subscription,
+        subscription: SubscribeFilter,
         topic_filter: str,
         share_group: str | None,
     ) -> Decision | None:

@@ -28,13 +28,12 @@ from ..audit import events as audit_events
 from ..identity import Identity
 from ..matching.decision_cache import DEFAULT_MAX_BYTES, DecisionCache
 from ..matching.names import shown
-from ..mqtt.packets import Subscription, Will
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
 from .decision import ALLOW, Decision, GateName, deny
 from .gate import PolicyGate
 from .permissions import PermissionBindError, PermissionList, PermissionVerdict
 from .permissions_config import PermissionsConfig
-from .request import Publication
+from .request import Publication, SubscribeFilter
 
 log = logging.getLogger("edge_broker.authz")
 
@@ -259,36 +258,30 @@ class GatePipeline:
     # -- publish and will -----------------------------------------------------------------
 
     def _after_authorizers_publish(
-        self,
-        identity: Identity,
-        topic: str,
-        qos: int,
-        retain: bool,
-        message: Publication | None,
-        will: Will | None,
-        decided: Decision | None,
+        self, identity: Identity, message: Publication, will: bool, decided: Decision | None
     ) -> Decision:
         decision = ALLOW if decided is None else decided
         if decided is None:
             if _token_client(identity):
                 if self.token_gate is not None:
-                    if will is not None:
-                        answer = self.token_gate.check_will(identity, will)
+                    if will:
+                        answer = self.token_gate.check_will(identity, message)
                     else:
-                        assert message is not None
                         answer = self.token_gate.check_publish(identity, message)
                     decision = _combine(decision, answer)
             elif self.permissions is not None:
                 decision = _combine(
-                    decision, self.permissions.check_publish(identity, topic, qos, retain)
+                    decision,
+                    self.permissions.check_publish(
+                        identity, message.topic, message.qos, message.retain
+                    ),
                 )
             if decision.denied:
                 return decision
         for gate in self.gates:
-            if will is not None:
-                answer = gate.check_will(identity, will)
+            if will:
+                answer = gate.check_will(identity, message)
             else:
-                assert message is not None
                 answer = gate.check_publish(identity, message)
             decision = _combine(decision, answer)
             if decision.denied:
@@ -297,46 +290,39 @@ class GatePipeline:
 
     def check_publish(self, identity: Identity, message: Publication) -> MaybeDecision:
         """A PUBLISH as the one value built for it (topic resolved, no Topic Alias)."""
-        topic = message.topic
         if self.authorizers is not None and self.authorizers.has_publish:
-            return self._publish_async(identity, topic, message, None)
-        decision = self._after_authorizers_publish(
-            identity, topic, message.qos, message.retain, message, None, None
-        )
-        return self._count(decision, "publish", identity, topic)
+            return self._publish_async(identity, message, False)
+        decision = self._after_authorizers_publish(identity, message, False, None)
+        return self._count(decision, "publish", identity, message.topic)
 
-    def check_will(self, identity: Identity, will: Will) -> MaybeDecision:
+    def check_will(self, identity: Identity, will: Publication) -> MaybeDecision:
+        """A will as the message it would be (built from the CONNECT's will)."""
         if self.authorizers is not None and self.authorizers.has_publish:
-            return self._publish_async(identity, will.topic, None, will)
-        decision = self._after_authorizers_publish(
-            identity, will.topic, will.qos, will.retain, None, will, None
-        )
+            return self._publish_async(identity, will, True)
+        decision = self._after_authorizers_publish(identity, will, True, None)
         return self._count(decision, "will", identity, will.topic)
 
     async def _publish_async(
-        self, identity: Identity, topic: str, message: Publication | None, will: Will | None
+        self, identity: Identity, message: Publication, will: bool
     ) -> Decision:
         assert self.authorizers is not None
-        source = will if will is not None else message
-        assert source is not None
+        topic = message.topic
         # the authorizer sees the resolved topic and the message's properties, never the
         # PUBLISH packet's Topic Alias (issue 21)
         request = PublishRequest(
             identity,
             topic,
-            source.payload,
-            source.qos,
-            source.retain,
-            will is not None,
-            source.properties,  # type: ignore[arg-type]
+            message.payload,
+            message.qos,
+            message.retain,
+            will,
+            message.properties,
         )
         decided = await self.authorizers.authorize_publish(request)
-        action = "will" if will is not None else "publish"
+        action = "will" if will else "publish"
         if decided is not None and decided.denied:
             return self._count(decided, action, identity, topic)
-        decision = self._after_authorizers_publish(
-            identity, topic, source.qos, source.retain, message, will, decided
-        )
+        decision = self._after_authorizers_publish(identity, message, will, decided)
         return self._count(decision, action, identity, topic)
 
     # -- subscribe ------------------------------------------------------------------------
@@ -344,7 +330,7 @@ class GatePipeline:
     def _after_authorizers_subscribe(
         self,
         identity: Identity,
-        subscription: Subscription,
+        subscription: SubscribeFilter,
         topic_filter: str,
         group: str | None,
         decided: Decision | None,
@@ -387,7 +373,7 @@ class GatePipeline:
     def check_subscribe(
         self,
         identity: Identity,
-        subscription: Subscription,
+        subscription: SubscribeFilter,
         topic_filter: str,
         group: str | None,
         user_properties: tuple[tuple[str, str], ...] = (),
@@ -407,7 +393,7 @@ class GatePipeline:
     async def _subscribe_async(
         self,
         identity: Identity,
-        subscription: Subscription,
+        subscription: SubscribeFilter,
         topic_filter: str,
         group: str | None,
         user_properties: tuple[tuple[str, str], ...],

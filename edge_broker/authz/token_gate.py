@@ -24,11 +24,10 @@ from __future__ import annotations
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.names import shown
-from ..mqtt.packets import Subscription, Will
 from ..mqtt.reason_codes import ReasonCode
 from .decision import Decision, GateName, deny
 from .grants import CompiledTenantGrants
-from .request import Publication
+from .request import Publication, SubscribeFilter
 
 
 def _grants(identity: Identity) -> CompiledTenantGrants | None:
@@ -70,7 +69,7 @@ class TokenGate:
     def check_publish(self, identity: Identity, message: Publication) -> Decision | None:
         return self._publish(identity, message.topic, "publish to")
 
-    def check_will(self, identity: Identity, will: Will) -> Decision | None:
+    def check_will(self, identity: Identity, will: Publication) -> Decision | None:
         return self._publish(identity, will.topic, "use the will topic")
 
     def _publish(self, identity: Identity, topic: str, what: str) -> Decision | None:
@@ -98,7 +97,7 @@ class TokenGate:
     def check_subscribe(
         self,
         identity: Identity,
-        subscription: Subscription,
+        subscription: SubscribeFilter,
         topic_filter: str,
         share_group: str | None,
     ) -> Decision | None:

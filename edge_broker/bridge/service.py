@@ -212,7 +212,7 @@ class Bridges:
         if topic[:1] == "$":
             return
         policy = self.broker.policy
-        if not policy.routable(topic):
+        if not policy.routable(message):
             return
         for bridge in self.bridges:
             if message.origin == bridge.origin:

@@ -78,7 +78,7 @@ class Delivery:
         if not hits:
             return 0
         policy = self.broker.policy  # read each time: the policy may be swapped at run time
-        if not policy.routable(message.topic):
+        if not policy.routable(message):
             return 0
         origin = message.origin
         # gates 5-6 check only deliveries through subscriptions marked ``egress`` (issue 21)

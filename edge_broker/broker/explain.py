@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from ..authz.authorizers import PublishRequest, SubscribeRequest
 from ..authz.decision import Decision, GateName
+from ..authz.request import SubscribeFilter
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import parse_shared, validate_topic_name
-from ..mqtt.packets import Subscription
+from ..mqtt.packets import NO_PROPERTIES, Subscription
 from ..mqtt.reason_codes import ReasonCode
 from .policy import Policy
 
@@ -88,7 +89,7 @@ async def explain(
         else:
             if action == "publish":
                 decided = await pipeline.authorizers.authorize_publish(
-                    PublishRequest(identity, topic, b"", qos, retain)
+                    PublishRequest(identity, topic, b"", qos, retain, False, NO_PROPERTIES)
                 )
             else:
                 decided = await pipeline.authorizers.authorize_subscribe(
@@ -102,7 +103,7 @@ async def explain(
             answer = (
                 gate.check_publish(identity, message)
                 if action == "publish"
-                else gate.check_subscribe(identity, Subscription(topic, qos), inner, group)
+                else gate.check_subscribe(identity, SubscribeFilter(topic, qos), inner, group)
             )
             verdicts.append(_verdict("token", answer))
         elif pipeline.permissions is not None:
@@ -132,7 +133,7 @@ async def explain(
             answer = (
                 gate.check_publish(identity, message)
                 if action == "publish"
-                else gate.check_subscribe(identity, Subscription(topic, qos), inner, group)
+                else gate.check_subscribe(identity, SubscribeFilter(topic, qos), inner, group)
             )
             verdict = _verdict(label, answer)
             describe = getattr(gate, "describe_subject", None)  # the site ACL: who it sees

@@ -23,6 +23,7 @@ from ..identity import Identity
 from ..mqtt.packets import Auth, Connack, Connect, Properties
 from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.session_states import Trigger
+from .message import will_message
 from .outcomes import will_denied
 from .ownership import Principal, foreign_session_reason, may_resume, principal_of
 from .pattern_subscriptions import listener_identity
@@ -175,7 +176,8 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
             )
             conn.refuse_connect(ReasonCode.TOPIC_NAME_INVALID, f"will {reason}")
             return
-        verdict = broker.policy.check_will(identity, will)
+        message = will_message(will, conn.client_id, broker.clock())  # as gates judge it
+        verdict = broker.policy.check_will(identity, message)
         decision = verdict if isinstance(verdict, Decision) else await verdict
         if decision.denied:
             will_denied(conn, decision)

@@ -223,7 +223,7 @@ def _send_retained(
     for entry, inner, pattern in wanted:
         sub_ids = (entry.subscription_id,) if entry.subscription_id else ()
         for message in space.retained_matching(inner, pattern, now):
-            if not policy.routable(message.topic):
+            if not policy.routable(message):
                 continue
             if (
                 (policy.has_delivery_gates and entry.egress) or entry.recheck

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..authz.request import Publication
 from ..mqtt.codec import encode_publish_template
-from ..mqtt.packets import NO_PROPERTIES, Properties
+from ..mqtt.packets import NO_PROPERTIES, Properties, Will
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +131,13 @@ def make_message(
         return Message(topic, payload, qos, retain, properties, None, origin)
     expires_at = (time.monotonic() if now is None else now) + expiry
     return Message(topic, payload, qos, retain, properties, expires_at, origin)
+
+
+def will_message(will: Will, origin: str, now: float) -> Message:
+    """A CONNECT's will as the message it would be: what the gates judge at CONNECT and, built
+    again when the will is published, what is judged, retained and routed then (issue 21). The
+    Will Delay Interval is a CONNECT property, not part of the message."""
+    props = will.properties
+    if props.will_delay_interval is not None:
+        props = replace(props, will_delay_interval=None)
+    return make_message(will.topic, will.payload, will.qos, will.retain, props, origin, now)

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING
 
 from ..authz.decision import ALLOW, Decision, GateName, deny
 from ..authz.pipeline import GatePipeline
+from ..authz.request import Publication, SubscribeFilter
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import validate_topic_filter, validate_topic_name
-from ..matching.reserved_topics import SYS_ROOT, ReservedTopics
-from ..mqtt.packets import Subscription, Will
+from ..matching.reserved_topics import NOT_RESERVED, SMOKER_SYSTEM, SYS, SYS_ROOT, ReservedTopics
+from ..mqtt.packets import Subscription
 from ..mqtt.reason_codes import ReasonCode
 from .message import Message
 from .pattern_subscriptions import subscription_pattern
@@ -69,19 +70,20 @@ class Policy:
         self.has_delivery_gates = pipeline is not None and pipeline.has_delivery_gates
         self.reserved_topics = ReservedTopics(separator)  # gate 2: the one definition
 
-    def routable(self, topic: str) -> bool:
-        """Reserved topics are never routed to subscribers (AUTHZ.md §2 gate 2)."""
-        return self.reserved_topics.routable(topic)
+    def routable(self, message: Publication) -> bool:
+        """SMOKER system topics are never routed to subscribers (AUTHZ.md §2 gate 2); the
+        message's fact was computed by :meth:`check_publish` (issue 21: the test runs once)."""
+        return message.reservation(self.reserved_topics) != SMOKER_SYSTEM
 
     def check_publish(self, identity: Identity, message: Message) -> MaybeDecision:
         """A PUBLISH as the routed message built for it (broker/handle_publish.py): every gate
         judges that one value, the topic resolved and the Topic Alias gone (issue 21)."""
-        topic = message.topic
-        reserved = self.reserved_topics
-        if reserved.is_sys(topic):
+        reservation = message.reservation(self.reserved_topics)  # kept for routing
+        if reservation == SYS:
             return deny(GateName.RESERVED, None, f"clients never publish to {SYS_ROOT} topics")
-        if reserved.is_smoker_system(topic):
-            if reserved.smoker_may_publish(topic) and identity.smoker_authenticated:
+        if reservation == SMOKER_SYSTEM:
+            topic = message.topic
+            if self.reserved_topics.smoker_may_publish(topic) and identity.smoker_authenticated:
                 return ALLOW
             return deny(
                 GateName.RESERVED,
@@ -97,12 +99,14 @@ class Policy:
         a client whose identity cannot fill its permissions' placeholders)."""
         return self.pipeline.admit(identity) if self.pipeline is not None else ALLOW
 
-    def check_will(self, identity: Identity, will: Will) -> MaybeDecision:
+    def check_will(self, identity: Identity, will: Publication) -> MaybeDecision:
+        """A will as the message it would be (``message.will_message``): built once at CONNECT
+        for this check, and once when it is published, judged and routed as that value."""
         try:
             validate_topic_name(will.topic, self.separator)
         except RuleError as exc:
             return deny(GateName.SYNTAX, None, str(exc), ReasonCode.TOPIC_NAME_INVALID)
-        if self.reserved_topics.reserved(will.topic):
+        if will.reservation(self.reserved_topics) != NOT_RESERVED:
             return deny(GateName.RESERVED, None, f"the will topic {will.topic!r} is reserved")
         if self.pipeline is not None:
             return self.pipeline.check_will(identity, will)
@@ -135,8 +139,15 @@ class Policy:
             # Permissions speak MQTT filters: a runtime pattern is checked as the MQTT filter
             # that covers it, and its deliveries per topic (PATTERNS.md §2 vs §4).
             covering = None if pattern is None else covering_mqtt_filter(inner, self.separator)
+            request = SubscribeFilter(
+                topic_filter,
+                subscription.qos,
+                subscription.no_local,
+                subscription.retain_as_published,
+                subscription.retain_handling,
+            )
             return self.pipeline.check_subscribe(
-                identity, subscription, inner, group, user_properties, covering
+                identity, request, inner, group, user_properties, covering
             )
         return ALLOW
 

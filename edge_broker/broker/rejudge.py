@@ -26,11 +26,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..authz.decision import ALLOW, Decision, GateName, deny
+from ..authz.request import Publication
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.subscription_patterns import SubscriptionPattern
 from ..matching.subscription_trie import SubscriptionTrie
-from ..mqtt.packets import Subscription, Will
+from ..mqtt.packets import Subscription
 from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.session_states import ConnState
 from .message import Message
@@ -341,7 +342,9 @@ def _revoked(
 # -- wills ------------------------------------------------------------------------------------
 
 
-def judge_will(broker: Broker, session: Session, will: Will) -> Decision | Awaitable[Decision]:
+def judge_will(
+    broker: Broker, session: Session, will: Publication
+) -> Decision | Awaitable[Decision]:
     """A will at the moment it is published (MQTT 5 §3.1.2.5; a delayed will at the end of its
     delay): the policy and claims in force then, for the session's identity then. A will whose
     client's token has expired by then is not published, nor the will of a token client whose
@@ -362,7 +365,7 @@ def judge_will(broker: Broker, session: Session, will: Will) -> Decision | Await
     return broker.policy.check_will(identity, will)
 
 
-def will_refused(broker: Broker, session: Session, will: Will, decision: Decision) -> None:
+def will_refused(broker: Broker, session: Session, will: Publication, decision: Decision) -> None:
     broker.stats.wills_denied += 1
     log.info(
         "will not published: %s",

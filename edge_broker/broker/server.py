@@ -14,7 +14,6 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..audit import events as audit_events
@@ -26,13 +25,14 @@ from ..engine.deadlines import Deadlines
 from ..identity import Identity
 from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
+from .bridging import Bridging
 from .connection import Connection
 from .delivery import Delivery
 from .fd_budget import accept_error_handler, connection_cap, raise_soft_limit
 from .interfaces import InterfaceMap
 from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
-from .message import Message, make_message
+from .message import Message, will_message
 from .ownership import Principal
 from .policy import Policy, build_pipeline, open_audit_log
 from .pre_auth import connect_timed_out
@@ -49,7 +49,6 @@ from .write_budget import WriteBudget
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
-    from ..bridge.service import Bridges
     from ..claims.runtime import ClaimsRuntime
     from .persistence import Persistence
     from .reload import ReloadResult
@@ -84,7 +83,10 @@ class Broker:
         self.write_budget = WriteBudget(self)  # bytes in transport write buffers
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
-        self.bridges: Bridges | None = None  # [[bridges]] (issue 19), opened by start()
+        self.bridges: Bridging | None = None  # [[bridges]] (issue 19), opened by start()
+        # registered by the run path that builds the bridges too (ops/service.py): the broker
+        # does not import the bridges, which are built on it (issue 21 item 5)
+        self.open_bridges: Callable[[Broker], Bridging] | None = None
         self.audit: AuditLog | None = open_audit_log(config.audit, config.sync.gateway_id)
         self.policy = self.build_policy(config)
         self.generation = 0  # bumped by every policy change (reload, bundle)
@@ -146,9 +148,13 @@ class Broker:
         self._connection_cap = connection_cap(self.config.limits.max_connections)
         asyncio.get_running_loop().set_exception_handler(accept_error_handler(self.limit_hits))
         if self.bridges is None and self.config.bridges:  # before the listeners: nothing unbridged
-            from ..bridge.service import Bridges
-
-            self.bridges = Bridges.open(self)
+            if self.open_bridges is None:
+                raise RuntimeError(
+                    "[[bridges]] is configured but nothing here opens bridges: start the broker "
+                    "with ops.service.run_service (as `edge-broker run` does), which registers "
+                    "them, or remove [[bridges]]"
+                )
+            self.bridges = self.open_bridges(self)
             self.bridges.start()
         for listener in self.config.listeners:
             server = await start_listener(listener, self._factory(listener), self.tls_contexts)
@@ -549,20 +555,24 @@ class Broker:
             self.persistence.forget(session)
 
     def publish_will(self, session: Session, will: Will) -> None:
-        """Publish ``will`` if the policy in force now allows it (broker/rejudge.py)."""
-        verdict = judge_will(self, session, will)
+        """Publish ``will`` if the policy in force now allows it (broker/rejudge.py). The
+        message is built once: judged, retained and routed as that one value (issue 21)."""
+        message = will_message(will, session.client_id, self.clock())
+        verdict = judge_will(self, session, message)
         if isinstance(verdict, Decision):
             if verdict.denied:
-                will_refused(self, session, will, verdict)
+                will_refused(self, session, message, verdict)
             else:
-                self._route_will(session, will)
+                self._route_will(session, message)
             return
-        task = asyncio.get_running_loop().create_task(self._publish_judged(session, will, verdict))
+        task = asyncio.get_running_loop().create_task(
+            self._publish_judged(session, message, verdict)
+        )
         self._will_tasks.add(task)
         task.add_done_callback(self._will_tasks.discard)
 
     async def _publish_judged(
-        self, session: Session, will: Will, verdict: Awaitable[Decision]
+        self, session: Session, message: Message, verdict: Awaitable[Decision]
     ) -> None:
         try:
             decision = await verdict
@@ -570,24 +580,18 @@ class Broker:
             log.exception("judging the will of %r failed; not published", session.client_id)
             return
         if decision.denied:
-            will_refused(self, session, will, decision)
+            will_refused(self, session, message, decision)
         else:
-            self._route_will(session, will)
+            self._route_will(session, message)
 
-    def _route_will(self, session: Session, will: Will) -> None:
-        props = will.properties
-        if props.will_delay_interval is not None:
-            props = replace(props, will_delay_interval=None)
-        message = make_message(
-            will.topic, will.payload, will.qos, will.retain, props, session.client_id, self.clock()
-        )
+    def _route_will(self, session: Session, message: Message) -> None:
         space = self.topic_space(session.tenant)
-        if will.retain:
+        if message.retain:
             self.retain(space, message, session.client_id, f"will of {session.client_id!r}")
         self.delivery.route(space, message)
         log.info(
             "will published",
-            extra={"event": "will", "client_id": session.client_id, "topic": will.topic},
+            extra={"event": "will", "client_id": session.client_id, "topic": message.topic},
         )
 
     # -- timers -----------------------------------------------------------------------------

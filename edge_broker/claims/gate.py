@@ -17,12 +17,11 @@ restricted area). Claims are per tenant: decisions use ``Identity.tenant``.
 from __future__ import annotations
 
 from ..authz.decision import Decision, GateName, deny
-from ..authz.request import Publication
+from ..authz.request import Publication, SubscribeFilter
 from ..identity import Identity
 from ..matching.decision_cache import DEFAULT_MAX_BYTES, DecisionCache
 from ..matching.mqtt_topics import filters_overlap
 from ..matching.subscription_patterns import is_runtime_pattern
-from ..mqtt.packets import Subscription, Will
 from .errors import shown
 from .model import Activity
 from .service import ClaimService
@@ -73,9 +72,8 @@ class ClaimsGate:
     def gate(self) -> GateName:
         return GateName.CLAIMS
 
-    def _decide(self, identity: Identity, topic: str, activity: Activity) -> Decision | None:
-        if not is_restricted(topic):
-            return None
+    def _decide(self, identity: Identity, topic: str, activity: Activity) -> Decision:
+        """``topic`` is in the restricted area (the caller read the message's fact)."""
         service = self.service
         if service.generation != self._seen:  # a claim, update or unclaim: decide afresh
             self._seen = service.generation
@@ -88,15 +86,19 @@ class ClaimsGate:
         return decision
 
     def check_publish(self, identity: Identity, message: Publication) -> Decision | None:
+        if not message.restricted:  # computed once per message (authz/request.py)
+            return None
         return self._decide(identity, message.topic, Activity.PUBLISH)
 
-    def check_will(self, identity: Identity, will: Will) -> Decision | None:
+    def check_will(self, identity: Identity, will: Publication) -> Decision | None:
+        if not will.restricted:
+            return None
         return self._decide(identity, will.topic, Activity.PUBLISH)
 
     def check_subscribe(
         self,
         identity: Identity,
-        subscription: Subscription,
+        subscription: SubscribeFilter,
         topic_filter: str,
         share_group: str | None,
     ) -> Decision | None:
@@ -109,8 +111,8 @@ class ClaimsGate:
         if not reaches_restricted(topic_filter):
             return None
         if not any(c in topic_filter for c in "+#*>"):
+            # reaches_restricted without a wildcard: the filter is a restricted topic
             decision = self._decide(identity, topic_filter, Activity.SUBSCRIBE)
-            assert decision is not None  # reaches_restricted: the topic is restricted
             if decision.denied:
                 return decision
             return Decision(
@@ -128,4 +130,6 @@ class ClaimsGate:
         return reaches_restricted(topic_filter)
 
     def check_deliver(self, identity: Identity, message: Publication) -> Decision | None:
+        if not message.restricted:
+            return None
         return self._decide(identity, message.topic, Activity.SUBSCRIBE)

@@ -11,20 +11,16 @@ from __future__ import annotations
 # defined once, in matching.reserved_topics; re-exported for the claim modules
 from ..matching.reserved_topics import CLAIM_TOPIC as CLAIM_TOPIC
 from ..matching.reserved_topics import CLAIMS_REQUEST_PREFIX as CLAIMS_REQUEST_PREFIX
+from ..matching.reserved_topics import RESTRICTED_PREFIX as RESTRICTED_PREFIX
 from ..matching.reserved_topics import UNCLAIM_TOPIC as UNCLAIM_TOPIC
 from ..matching.reserved_topics import is_claim_service_topic
+from ..matching.reserved_topics import is_restricted as is_restricted
 from ..mqtt.reason_codes import ReasonCode
 from .errors import ClaimError, shown
 from .smoker_id import is_smoker_id
 
-RESTRICTED_PREFIX = "restricted/"
 CLAIMS_RESPONSE_LEVEL = "claims"
 MAX_TOPIC_BYTES = 65535  # MQTT 5 §1.5.4: a UTF-8 string is at most 65,535 bytes
-
-
-def is_restricted(topic: str) -> bool:
-    """True for every topic in the restricted area, valid owner or not."""
-    return topic.startswith(RESTRICTED_PREFIX)
 
 
 def is_smoker_system_topic(topic: str) -> bool:

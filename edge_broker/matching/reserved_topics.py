@@ -27,6 +27,16 @@ CLAIM_TOPIC = "access/claim"
 UNCLAIM_TOPIC = "access/unclaim"
 CLAIMS_REQUEST_PREFIX = "access/claims/"
 _SMOKER_ROOT = "access"  # first level of every SMOKER system topic (cheap pre-check on routing)
+RESTRICTED_PREFIX = "restricted/"  # SMOKER.md's owner-only area (the claims gate decides it)
+
+# What :meth:`ReservedTopics.classify` answers: a published message carries it, computed once
+# (``authz.request.Publication.reservation``), for the policy's gate 2 and for routing.
+NOT_RESERVED, SYS, SMOKER_SYSTEM = range(3)
+
+
+def is_restricted(topic: str) -> bool:
+    """True for every topic in the restricted area, valid owner or not."""
+    return topic.startswith(RESTRICTED_PREFIX)
 
 
 def is_claim_service_topic(topic: str) -> bool:
@@ -86,6 +96,17 @@ class ReservedTopics:
         """SMOKER system topics are never routed to subscribers, in either spelling (``$SYS``
         is: the broker publishes its own status there)."""
         return not self.is_smoker_system(topic)
+
+    def classify(self, topic: str) -> int:
+        """:data:`SYS`, :data:`SMOKER_SYSTEM` or :data:`NOT_RESERVED`: the one test gate 2 and
+        routing share, run once per published message (issue 21)."""
+        if topic.startswith(_SMOKER_ROOT):
+            if topic in self._exact or topic.startswith(self._prefixes):
+                return SMOKER_SYSTEM
+            return NOT_RESERVED
+        if topic == SYS_ROOT or topic.startswith(self._sys_prefixes):
+            return SYS
+        return NOT_RESERVED
 
     def reserved(self, topic: str) -> bool:
         """No client publishes here (except SMOKER clients to the claim service topics)."""

@@ -199,8 +199,10 @@ def render_metrics(
         )
     if broker.bridges is not None:  # issue 19
         from ..bridge.metrics import write_bridge_metrics
+        from ..bridge.service import Bridges
 
-        write_bridge_metrics(w, broker.bridges)
+        if isinstance(broker.bridges, Bridges):  # what run_service registers
+            write_bridge_metrics(w, broker.bridges)
     if sync is not None:
         w.one(
             "edge_broker_sync_policy_version",

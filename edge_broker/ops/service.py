@@ -93,6 +93,10 @@ async def run_service(
 
         sync = SyncService(broker, config)
         await sync.restore()
+    if config.bridges and broker.open_bridges is None:
+        from ..bridge.service import Bridges
+
+        broker.open_bridges = Bridges.open  # opened by start(), before the listeners
     await broker.start()
     loop = asyncio.get_running_loop()
     watchdog = Watchdog(notifier, loop)

@@ -18,7 +18,7 @@ from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
 from edge_broker.matching.keyexpr import KeyExpr
 from edge_broker.matching.subscription_patterns import parse_pattern
-from edge_broker.mqtt.packets import Properties, Publish, Subscription, Will
+from edge_broker.mqtt.packets import Properties, Publish, Subscription
 
 
 def section(
@@ -75,7 +75,7 @@ def test_reason_strings_name_rule_or_default() -> None:
 
 def test_will_subscribe_queryable_and_delivery() -> None:
     gate = AclGate(Acl.load(section()))
-    will = gate.check_will(ident(), Will("admin/lwt", b"bye"))
+    will = gate.check_will(ident(), BrokerMessage("admin/lwt", b"bye", 0, False))
     assert will is not None and will.rule == "no-admin"
     sub = gate.check_subscribe(ident(), Subscription("sensors/#"), "sensors/#", None)
     assert sub is not None and sub.allowed

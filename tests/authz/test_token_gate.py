@@ -7,10 +7,11 @@ import pytest
 
 from edge_broker.authz.decision import GateName
 from edge_broker.authz.grants import Grants
+from edge_broker.authz.request import Publication
 from edge_broker.authz.token_gate import TokenGate
 from edge_broker.broker.message import Message
 from edge_broker.identity import Identity
-from edge_broker.mqtt.packets import Subscription, Will
+from edge_broker.mqtt.packets import NO_PROPERTIES, Subscription
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 GRANTS = [
@@ -112,8 +113,9 @@ def test_invalid_names_are_syntax_errors_not_denials():
 def test_the_will_is_checked_as_a_publish():
     gate = TokenGate()
     who = identity("shop", "/")
-    assert gate.check_will(who, Will("store/sell/lwt", b"", 0, False)).allowed  # type: ignore[union-attr]
-    d = gate.check_will(who, Will("orders/ru", b"", 0, False))
+    lwt = Publication("store/sell/lwt", b"", 0, False, NO_PROPERTIES)
+    assert gate.check_will(who, lwt).allowed  # type: ignore[union-attr]
+    d = gate.check_will(who, Publication("orders/ru", b"", 0, False, NO_PROPERTIES))
     assert d is not None and d.denied and "will topic" in (d.reason or "")
 
 
@@ -123,7 +125,7 @@ def test_the_gate_does_not_apply_without_token_grants():
     assert not gate.applies(anonymous)
     assert publish(gate, anonymous, "x") is None
     assert subscribe(gate, anonymous, "#") is None
-    assert gate.check_will(anonymous, Will("x", b"", 0, False)) is None
+    assert gate.check_will(anonymous, Publication("x", b"", 0, False, NO_PROPERTIES)) is None
     assert gate.delivers_need_check(identity("shop"), "#") is False
     assert gate.check_deliver(identity("shop"), object()) is None
 

@@ -21,7 +21,7 @@ from edge_broker.claims.model import Activity, RestrictionType
 from edge_broker.claims.persistence import KeyedClaimStore
 from edge_broker.claims.service import ClaimService
 from edge_broker.matching.mqtt_topics import topic_matches
-from edge_broker.mqtt.packets import Subscription, Will
+from edge_broker.mqtt.packets import Subscription
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 T = f"restricted/{OWNER}/t"
@@ -141,9 +141,9 @@ async def test_system_topics_publish_and_will(service: ClaimService) -> None:
     publish = gate.check_publish(who, Message(T, b"", 0, False))
     assert publish is not None and publish.denied
     assert gate.check_publish(who, Message("open/t", b"", 0, False)) is None
-    will = gate.check_will(who, Will(T, b"bye"))
+    will = gate.check_will(who, Message(T, b"bye", 0, False))
     assert will is not None and will.denied
-    owner_will = gate.check_will(smoker_identity(), Will(T, b"bye"))
+    owner_will = gate.check_will(smoker_identity(), Message(T, b"bye", 0, False))
     assert owner_will is not None and owner_will.allowed
 
 
@@ -157,7 +157,7 @@ class DenyNo:
     def check_publish(self, identity: Any, message: Any) -> Decision | None:
         return deny(GateName.ACL, "no", "no") if message.topic.startswith("no/") else None
 
-    def check_will(self, identity: Any, will: Will) -> Decision | None:
+    def check_will(self, identity: Any, will: Any) -> Decision | None:
         return None
 
     def check_subscribe(
@@ -183,7 +183,8 @@ async def test_the_pipeline_runs_the_earlier_gates_first_then_the_claims(
     policy = broker_policy(ClaimsGate(service))
     other = smoker_identity(OTHER)
     assert policy.has_delivery_gates
-    assert policy.routable("open/t") and not policy.routable("access/claim")
+    assert policy.routable(Message("open/t", b"", 0, False))
+    assert not policy.routable(Message("access/claim", b"", 0, False))
     first = policy.check_publish(other, Message("no/x", b"", 0, False))
     assert isinstance(first, Decision) and first.gate is GateName.ACL  # the earlier denial wins
     second = policy.check_publish(other, Message(T, b"", 0, False))

@@ -244,6 +244,7 @@ def inprocess_broker_factory() -> Iterator[Callable[..., InProcessBroker]]:
     import asyncio
     import threading
 
+    from edge_broker.bridge.service import Bridges
     from edge_broker.broker.server import Broker
     from edge_broker.config import loads_config
 
@@ -266,6 +267,8 @@ def inprocess_broker_factory() -> Iterator[Callable[..., InProcessBroker]]:
 
         async def main() -> None:
             broker = Broker(cfg)
+            if cfg.bridges:  # as ops.service.run_service composes them for `edge-broker run`
+                broker.open_bridges = Bridges.open
             holder["broker"] = broker
             if before_start is not None:
                 before_start(broker)

@@ -29,7 +29,47 @@ from edge_broker.mqtt.packets import (
 P = TypeVar("P")
 
 
-class RawClient:
+class ClientPackets:
+    """The packet-level steps RawClient (real sockets) and the in-memory harness's client share:
+    they differ only in how bytes travel (``send`` / ``expect``)."""
+
+    level: int
+
+    def send(self, packet: Packet) -> None:
+        raise NotImplementedError
+
+    def expect(self, kind: type[P]) -> P:
+        raise NotImplementedError
+
+    def connect(
+        self,
+        client_id: str = "",
+        clean: bool = True,
+        keep_alive: int = 60,
+        properties: Properties = NO_PROPERTIES,
+        **kw: Any,
+    ) -> Connack:
+        name = "MQIsdp" if self.level == 3 else "MQTT"
+        self.send(
+            Connect(
+                self.level,
+                client_id,
+                clean,
+                keep_alive,
+                properties=properties,
+                protocol_name=name,
+                **kw,
+            )
+        )
+        return self.expect(Connack)
+
+    def subscribe(self, topic_filter: str, qos: int = 0, packet_id: int = 1) -> Suback:
+        """SUBSCRIBE to one filter with default options; returns the SUBACK (codes unchecked)."""
+        self.send(Subscribe(packet_id, (Subscription(topic_filter, qos),)))
+        return self.expect(Suback)
+
+
+class RawClient(ClientPackets):
     def __init__(self, host: str, port: int, level: int = 5, timeout: float = 5.0) -> None:
         self.level = level
         self.sock = socket.create_connection((host, port), timeout=timeout)
@@ -105,33 +145,6 @@ class RawClient:
                 return got
             except TimeoutError:
                 raise AssertionError(f"broker did not close; got {got!r}") from None
-
-    def connect(
-        self,
-        client_id: str = "",
-        clean: bool = True,
-        keep_alive: int = 60,
-        properties: Properties = NO_PROPERTIES,
-        **kw: Any,
-    ) -> Connack:
-        name = "MQIsdp" if self.level == 3 else "MQTT"
-        self.send(
-            Connect(
-                self.level,
-                client_id,
-                clean,
-                keep_alive,
-                properties=properties,
-                protocol_name=name,
-                **kw,
-            )
-        )
-        return self.expect(Connack)
-
-    def subscribe(self, topic_filter: str, qos: int = 0, packet_id: int = 1) -> Suback:
-        """SUBSCRIBE to one filter with default options; returns the SUBACK (codes unchecked)."""
-        self.send(Subscribe(packet_id, (Subscription(topic_filter, qos),)))
-        return self.expect(Suback)
 
     def close(self) -> None:
         self.sock.close()

@@ -28,16 +28,8 @@ from edge_broker.broker.connection import Connection
 from edge_broker.broker.server import TICK, Broker
 from edge_broker.config import loads_config, parse_config
 from edge_broker.mqtt.codec import PacketReader, encode
-from edge_broker.mqtt.packets import (
-    NO_PROPERTIES,
-    Connack,
-    Connect,
-    Packet,
-    Properties,
-    Suback,
-    Subscribe,
-    Subscription,
-)
+from edge_broker.mqtt.packets import Packet
+from tests.broker.broker_raw import ClientPackets
 
 P = TypeVar("P")
 
@@ -183,7 +175,7 @@ class MemoryBroker:
         self.loop.close()
 
 
-class MemoryClient:
+class MemoryClient(ClientPackets):
     """A client connection to a :class:`MemoryBroker`, with ``broker_raw.RawClient``'s API."""
 
     def __init__(self, harness: MemoryBroker, level: int, port: int) -> None:
@@ -232,31 +224,6 @@ class MemoryClient:
         got, self.pending = self.pending, []
         assert self.eof, f"broker did not close; got {got!r}"
         return got
-
-    def connect(
-        self,
-        client_id: str = "",
-        clean: bool = True,
-        keep_alive: int = 60,
-        properties: Properties = NO_PROPERTIES,
-        **kw: Any,
-    ) -> Connack:
-        name = "MQIsdp" if self.level == 3 else "MQTT"
-        connect = Connect(
-            self.level,
-            client_id,
-            clean,
-            keep_alive,
-            properties=properties,
-            protocol_name=name,
-            **kw,
-        )
-        self.send(connect)
-        return self.expect(Connack)
-
-    def subscribe(self, topic_filter: str, qos: int = 0, packet_id: int = 1) -> Suback:
-        self.send(Subscribe(packet_id, (Subscription(topic_filter, qos),)))
-        return self.expect(Suback)
 
     def close(self) -> None:
         """Network loss: the connection ends without DISCONNECT."""

@@ -49,10 +49,9 @@ class ClaimsGate:
 
     __slots__ = ("service", "_cache", "_seen")
 
-    # Every delivery passes through check_deliver, not only those of subscriptions marked
-    # ``recheck``: a subscription that never went through check_subscribe (a session restored
-    # from disk, a future code path) must not leak either. Outside ``restricted/`` it costs one
-    # prefix test.
+    # A delivery gate: the broker asks delivers_need_check per subscription (at SUBSCRIBE and on
+    # every re-judgement, restored sessions included) and calls check_deliver for the deliveries
+    # of those that reach ``restricted/``; queued messages drained later are all checked.
     checks_every_delivery = True
 
     def __init__(

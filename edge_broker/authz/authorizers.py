@@ -34,49 +34,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..identity import Identity
-from ..mqtt.reason_codes import ReasonCode
+from ..mqtt.reason_codes import (
+    DISCONNECT_REASON_CODES,
+    PUBACK_REASON_CODES,
+    SUBACK_REASON_CODES,
+    ReasonCode,
+)
 from .decision import Decision, GateName
 from .errors import AuthzError
 from .request import NO_PUBLISH_PROPERTIES, PublishProperties
 
 log = logging.getLogger("edge_broker.authz.authorizers")
 
-# Seed 003: the reason codes an authorizer may put on PUBACK/PUBREC (AckReasonCode) and SUBACK.
-PUBLISH_DENY_CODES = frozenset({0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99})
-SUBSCRIBE_DENY_CODES = frozenset({0x80, 0x83, 0x87, 0x8F, 0x91, 0x97, 0x9E, 0xA1, 0xA2})
-DISCONNECT_CODES = frozenset(
-    {
-        0x00,
-        0x04,
-        0x80,
-        0x81,
-        0x82,
-        0x83,
-        0x87,
-        0x89,
-        0x8B,
-        0x8D,
-        0x8E,
-        0x8F,
-        0x90,
-        0x93,
-        0x94,
-        0x95,
-        0x96,
-        0x97,
-        0x98,
-        0x99,
-        0x9A,
-        0x9B,
-        0x9C,
-        0x9D,
-        0x9E,
-        0x9F,
-        0xA0,
-        0xA1,
-        0xA2,
-    }
-)
+# Seed 003: the reason codes an authorizer may put on PUBACK/PUBREC (AckReasonCode) and SUBACK
+# are the packet's own failure codes (MQTT 5 §3.4.2.1, §3.9.3), taken from the codec's tables;
+# a disconnect outcome may use any DISCONNECT code (§3.14.2.1)
+PUBLISH_DENY_CODES = frozenset(c for c in PUBACK_REASON_CODES if c >= 0x80)
+SUBSCRIBE_DENY_CODES = frozenset(c for c in SUBACK_REASON_CODES if c >= 0x80)
+DISCONNECT_CODES = DISCONNECT_REASON_CODES
 
 
 class AuthorizerConfigError(AuthzError):

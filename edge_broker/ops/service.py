@@ -74,10 +74,7 @@ def _route_sighup(loop: asyncio.AbstractEventLoop, sync: SyncService) -> None:
 
     try:
         loop.add_signal_handler(signal.SIGHUP, on_hup)
-    except (
-        NotImplementedError,
-        RuntimeError,
-    ):  # not the main thread (tests): SIGHUP stays as it was
+    except (NotImplementedError, RuntimeError):  # not the main thread (tests): SIGHUP as it was
         pass
 
 

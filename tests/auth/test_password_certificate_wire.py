@@ -26,6 +26,7 @@ from edge_broker.mqtt.packets import (  # noqa: E402
     Subscription,
 )
 from tests.conftest import start_broker  # noqa: E402
+from tests.ops.tls_files import make_pki
 
 
 def run(*args: str, stdin: str = "") -> None:
@@ -37,10 +38,6 @@ def run(*args: str, stdin: str = "") -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -69,59 +66,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory):
         "acme,globex",
         stdin="builder\n",
     )
-    openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=test-ca",
-        cwd=d,
-    )
-    for name, cn in (("server", "localhost"), ("gw", "gateway-7"), ("other", "intruder")):
-        openssl(
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            f"{name}.key",
-            "-out",
-            f"{name}.csr",
-            "-subj",
-            f"/CN={cn}",
-            cwd=d,
-        )
-        (d / f"{name}.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-        openssl(
-            "x509",
-            "-req",
-            "-in",
-            f"{name}.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            f"{name}.pem",
-            "-days",
-            "2",
-            "-extfile",
-            f"{name}.ext",
-            cwd=d,
-        )
+    make_pki(d, {"server": "localhost", "gw": "gateway-7", "other": "intruder"})
     config = f"""
 [sys]
 interval = 2

@@ -4,74 +4,18 @@ tests/broker/test_broker_listeners.py."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 from bridge_support import Collector, gateway_toml, publish, sys_value, wait_log
 
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+from tests.ops.tls_files import make_pki
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("pki")
-    openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=test-ca",
-        cwd=d,
-    )
-    for name, cn in (("server", "localhost"), ("client", "gw-0042")):
-        openssl(
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            f"{name}.key",
-            "-out",
-            f"{name}.csr",
-            "-subj",
-            f"/CN={cn}",
-            cwd=d,
-        )
-        (d / f"{name}.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-        openssl(
-            "x509",
-            "-req",
-            "-in",
-            f"{name}.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            f"{name}.pem",
-            "-days",
-            "2",
-            "-extfile",
-            f"{name}.ext",
-            cwd=d,
-        )
-    return d
+    return make_pki(d, {"server": "localhost", "client": "gw-0042"})
 
 
 def mosquitto_tls(pki: Path) -> str:

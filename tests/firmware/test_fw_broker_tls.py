@@ -4,7 +4,6 @@ with SMOKER authentication on top: the path a device takes outside a trusted LAN
 from __future__ import annotations
 
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from smokermqtt import ed25519
 from smokermqtt.client import MQTTClient
 
 from edge_broker.auth.methods import AUTHENTICATOR_FACTORIES
+from tests.ops.tls_files import make_pki
 
 pytestmark = pytest.mark.skipif(
     "smoker" not in AUTHENTICATOR_FACTORIES,
@@ -20,66 +20,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def server_pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("fw-pki")
-    openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=fw-test-ca",
-        cwd=d,
-    )
-    openssl(
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=localhost",
-        cwd=d,
-    )
-    (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    openssl(
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        str(d / "server.ext"),
-        cwd=d,
-    )
-    return d
+    return make_pki(d, {"server": "localhost"}, ca_cn="fw-test-ca")
 
 
 def test_smoker_over_tls(broker_factory: Any, server_pki: Path, tmp_path: Path) -> None:

@@ -35,3 +35,29 @@ def make_cert(directory: Path, stem: str, serial: int = 1) -> tuple[Path, Path]:
         capture_output=True,
     )
     return cert, key
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_pki(directory: Path, leaves: dict[str, str], ca_cn: str = "test-ca") -> Path:
+    """A test CA (``ca.pem``/``ca.key``) and, per ``name → CN`` in ``leaves``, ``name.pem`` and
+    ``name.key`` signed by it, each valid for localhost and 127.0.0.1 (EC P-256, two days)."""
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl(
+        "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+        "-subj", f"/CN={ca_cn}", cwd=directory,
+    )  # fmt: skip
+    for name, cn in leaves.items():
+        _openssl(
+            "req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}",
+            cwd=directory,
+        )  # fmt: skip
+        (directory / f"{name}.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        _openssl(
+            "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext",
+            cwd=directory,
+        )  # fmt: skip
+    return directory

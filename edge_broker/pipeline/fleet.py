@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..matching.reserved_topics import CLAIM_TOPIC
+from .rules import RULE_COLUMNS
 
 BASE_TS = 1_790_000_000.0
 
@@ -108,18 +109,7 @@ INVALID_KINDS = (
 COLUMNS = {
     "gateways": ["gateway", "version", "acl_default"],
     "devices": ["gateway", "client_id", "username", "tenant", "sets", "smoker_id"],
-    "permissions": [
-        "set",
-        "seq",
-        "id",
-        "topic",
-        "activity",
-        "type",
-        "qos",
-        "retain",
-        "shared_subscription",
-        "shared_group",
-    ],
+    "permissions": ["set", "seq", *RULE_COLUMNS],
     "acl": [
         "gateway",
         "id",

@@ -24,19 +24,23 @@ def split_list(value: str | None) -> list[str]:
     return [] if value is None else value.split()
 
 
+# the columns of a permissions row that are fields of its rule (beside ``set`` and ``seq``)
+RULE_COLUMNS = (
+    "id",
+    "topic",
+    "activity",
+    "type",
+    "qos",
+    "retain",
+    "shared_subscription",
+    "shared_group",
+)
+
+
 def permission_rule(row: dict[str, Any]) -> dict[str, Any]:
     """The ``[permissions.sets.X] rules`` entry of a permissions row (absent columns left out)."""
     rule: dict[str, Any] = {}
-    for key in (
-        "id",
-        "topic",
-        "activity",
-        "type",
-        "qos",
-        "retain",
-        "shared_subscription",
-        "shared_group",
-    ):
+    for key in RULE_COLUMNS:
         value = row.get(key)
         if value is not None:
             rule[key] = value

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..auth.chain import AuthRequest, Continue, Refused, requested_tenant
 from ..mqtt.packets import Auth, Connect, Disconnect, Properties
 from ..mqtt.reason_codes import ReasonCode
-from .handle_connect import after_auth
+from .handle_connect import after_auth, send_auth_continue
 from .pattern_subscriptions import listener_identity
 from .rejudge import rejudge_session
 from .token_expiry import schedule_token_expiry
@@ -80,15 +80,7 @@ async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str)
     if isinstance(outcome, Refused):
         conn.close(outcome.reason_code, outcome.reason)
     elif isinstance(outcome, Continue):
-        conn.auth_state = outcome.state
-        conn.send_packet(
-            Auth(
-                ReasonCode.CONTINUE_AUTHENTICATION,
-                Properties(
-                    authentication_method=method, authentication_data=outcome.authentication_data
-                ),
-            )
-        )
+        send_auth_continue(conn, method, outcome)
     else:
         conn.auth_state = None
         identity = listener_identity(outcome.identity, conn.listener)

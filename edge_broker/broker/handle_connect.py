@@ -128,15 +128,7 @@ async def after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutcom
             )
             return
         conn.trigger(Trigger.AUTH_CONTINUE)
-        conn.auth_state = outcome.state
-        conn.send_packet(
-            Auth(
-                ReasonCode.CONTINUE_AUTHENTICATION,
-                Properties(
-                    authentication_method=method, authentication_data=outcome.authentication_data
-                ),
-            )
-        )
+        send_auth_continue(conn, method, outcome)
         return
     impostor = refuse_smoker_impostor(outcome.identity)  # SMOKER.md rule 6, every listener
     if impostor is not None:
@@ -315,3 +307,17 @@ def _token_credential(connect: Connect, identity: Identity) -> bytes | None:
     if props.authentication_method is not None:
         return props.authentication_data
     return connect.password
+
+
+def send_auth_continue(conn: Connection, method: str, outcome: Continue) -> None:
+    """One more step of enhanced authentication (MQTT 5 §4.12): keep the authenticator's state
+    and send AUTH 0x18 with its data, at CONNECT and at re-authentication alike."""
+    conn.auth_state = outcome.state
+    conn.send_packet(
+        Auth(
+            ReasonCode.CONTINUE_AUTHENTICATION,
+            Properties(
+                authentication_method=method, authentication_data=outcome.authentication_data
+            ),
+        )
+    )

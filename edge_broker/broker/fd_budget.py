@@ -60,6 +60,16 @@ def connection_cap(max_connections: int) -> int:
     return max(1, min(cap, int(soft) - FD_RESERVE))
 
 
+def log_cap_change(old: int, new: int) -> None:
+    """One line when the descriptor limit moved the connection cap (``prlimit`` on a running
+    broker, read each tick), so the operator sees the new bound before any refusal."""
+    log.info(
+        f"connections capped at {new} (was {old}): RLIMIT_NOFILE is now "
+        f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}",
+        extra={"event": "connection_cap", "cap": new},
+    )
+
+
 def accept_error_handler(
     hits: LimitHits,
 ) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:

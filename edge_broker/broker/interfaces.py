@@ -17,6 +17,11 @@ client connected to), through an address -> interface-name map of every interfac
   older than ``max_age`` seconds (an address moved from one interface to another is seen
   within that time). A connection whose interface cannot be found gets ``None``: subjects that
   list interfaces never match it.
+- a scan that fails (EMFILE: an accept burst took the last descriptor, and both getifaddrs and
+  the ioctl need a socket) keeps the map it has and is tried again after ``refresh_interval``.
+  It must not raise: it runs in ``connection_made``, and a raise there left the accepted socket
+  open and unregistered (no connect timeout), so a half-open flood at the descriptor limit held
+  every descriptor for good.
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ import ctypes
 import ctypes.util
 import fcntl
 import ipaddress
+import logging
 import socket
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+log = logging.getLogger("edge_broker.broker")
 
 SIOCGIFADDR = 0x8915  # Linux ioctl: the (primary) IPv4 address of an interface
 IFF_LOOPBACK = 0x8
@@ -179,6 +187,7 @@ class InterfaceMap:
         "_source",
         "_clock",
         "refreshes",
+        "failures",
     )
 
     def __init__(
@@ -197,11 +206,26 @@ class InterfaceMap:
         self._built_at = float("-inf")
         self._tried_at = float("-inf")
         self.refreshes = 0
+        self.failures = 0  # scans in a row that failed (module docstring)
 
     def _refresh(self, now: float) -> None:
         by_address: dict[str, str] = {}
         loopbacks = []
-        for item in self._source():
+        self._tried_at = now
+        try:
+            found = self._source()
+        except OSError as exc:
+            if not self.failures:  # one line per run of failures, not one per connection
+                log.warning(
+                    f"cannot list the network interfaces ({exc.strerror or exc}): connections "
+                    f"keep the interface map of {len(self._by_address)} addresses until a scan "
+                    "succeeds (interface-based ACL subjects match on it)",
+                    extra={"event": "interfaces_unavailable"},
+                )
+            self.failures += 1
+            return
+        self.failures = 0
+        for item in found:
             address, _ = normalize_address(item.address)
             by_address.setdefault(address, item.name)
             if item.loopback and item.network is not None:
@@ -235,7 +259,7 @@ class InterfaceMap:
                     return None
             return scope
         now = self._clock()
-        if now - self._built_at > self.max_age:
+        if now - self._built_at > self.max_age and now - self._tried_at >= self.refresh_interval:
             self._refresh(now)
         name = self._find(address)
         if name is None and now - self._tried_at >= self.refresh_interval:

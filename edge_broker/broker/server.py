@@ -28,7 +28,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .bridging import Bridging
 from .connection import Connection
 from .delivery import Delivery
-from .fd_budget import accept_error_handler, connection_cap, raise_soft_limit
+from .fd_budget import accept_error_handler, connection_cap, log_cap_change, raise_soft_limit
 from .interfaces import InterfaceMap
 from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
@@ -618,7 +618,10 @@ class Broker:
 
     def tick(self, now: float) -> None:
         timeout = self.config.broker.connect_timeout
-        self._connection_cap = connection_cap(self.config.limits.max_connections)
+        cap = connection_cap(self.config.limits.max_connections)
+        if cap != self._connection_cap:
+            log_cap_change(self._connection_cap, cap)
+            self._connection_cap = cap
         if timeout != self._connect_timeout:  # a reload changed it: every deadline again
             self._connect_timeout = timeout
             for conn in list(self.connections):

@@ -9,6 +9,7 @@ import time
 from broker_raw import RawClient, rss_kib
 from nacl.signing import SigningKey
 
+from edge_broker.broker.limit_hits import LOG_INTERVAL
 from edge_broker.claims.smoker_id import smoker_id
 from edge_broker.mqtt.codec import encode
 from edge_broker.mqtt.packets import Auth, Connack, Connect, Properties
@@ -288,13 +289,30 @@ def test_verified_credentials_skip_the_slow_check_until_reload(broker_factory, t
     assert busy_slot_then(("alice", b"a-pw")) == [0x89]
 
 
+def wait_for_log(b, text: str, timeout: float = 60.0) -> None:
+    """Until the broker logged ``text``; the timeout only bounds a hang."""
+    deadline = time.monotonic() + timeout
+    while text not in b.log():
+        assert time.monotonic() < deadline, f"the broker never logged {text!r}:\n{b.log()}"
+        time.sleep(0.05)
+
+
 def test_half_open_websockets_at_the_fd_limit_do_not_lock_clients_out(broker_factory):
     """The issue's measurement: with 256 file descriptors, 300 sockets that never finish the
     upgrade used to hold every descriptor forever (a real client got no CONNACK, asyncio logged
     tens of thousands of accept errors). Now connections are capped below the descriptor limit,
-    the half-open ones are closed at the connect timeout and a real client gets in."""
-    import resource
+    the half-open ones are closed at the connect timeout and a real client gets in.
 
+    The broker is stopped while the 300 connect, so it accepts them in one burst that runs out
+    of descriptors, as a loaded machine does: the connections set up right after the burst find
+    no descriptor for the interface scan (broker/interfaces.py), which used to leave them open,
+    unregistered and never timed out. Nothing here depends on how fast the machine is: the test
+    waits for what the broker logs, and its deadlines only bound a hang."""
+    import os
+    import resource
+    import signal
+
+    from websockets.exceptions import WebSocketException
     from websockets.sync.client import connect as ws_connect
 
     from edge_broker.mqtt.codec import PacketReader
@@ -306,22 +324,28 @@ def test_half_open_websockets_at_the_fd_limit_do_not_lock_clients_out(broker_fac
         }
     )
     resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (256, 256))
-    time.sleep(1.0)  # the broker reads its limit every tick
+    wait_for_log(b, "connections capped at 224")  # 256 - FD_RESERVE, read at the next tick
     socks = []
+    os.kill(b.pid, signal.SIGSTOP)
     try:
-        for _ in range(300):
-            socks.append(socket.create_connection((b.host, b.port), timeout=5))
-        time.sleep(4.0)  # past the connect timeout
-        ack = None
-        deadline = time.monotonic() + 30  # generous: the claim is "gets in", not how fast
+        for _ in range(300):  # the kernel completes them into the listen backlog (1024)
+            socks.append(socket.create_connection((b.host, b.port), timeout=60))
+    finally:
+        os.kill(b.pid, signal.SIGCONT)
+    burst = time.monotonic()
+    try:
+        ack = last_error = None
+        deadline = time.monotonic() + 60  # bounds a lock-out; the claim is "gets in"
         while ack is None and time.monotonic() < deadline:
             try:
                 with ws_connect(
-                    f"ws://{b.host}:{b.port}/mqtt", subprotocols=["mqtt"], open_timeout=3
+                    f"ws://{b.host}:{b.port}/mqtt", subprotocols=["mqtt"], open_timeout=30
                 ) as ws:
                     ws.send(encode(Connect(5, "real-at-fd-limit"), 5))
-                    [ack] = PacketReader(side="client", protocol_level=5).feed(ws.recv(timeout=3))
-            except (OSError, TimeoutError, EOFError) as exc:  # still draining the backlog
+                    [ack] = PacketReader(side="client", protocol_level=5).feed(ws.recv(timeout=30))
+            except (OSError, TimeoutError, EOFError, WebSocketException) as exc:
+                # closed at accept while the half-open ones still count, or held in the
+                # backlog while asyncio waits for a descriptor: try again
                 last_error = exc
                 time.sleep(0.5)
         assert isinstance(ack, Connack) and ack.reason_code == 0, last_error
@@ -332,5 +356,5 @@ def test_half_open_websockets_at_the_fd_limit_do_not_lock_clients_out(broker_fac
     # asyncio's own accept-error logging (a traceback per attempt) is replaced by one counted,
     # rate-limited line; connections beyond the descriptor budget are closed at accept
     assert "Traceback" not in log and "socket.accept() out of system resource" not in log
-    assert log.count("Too many open files") <= 2
+    assert log.count("accept failed") <= 1 + (time.monotonic() - burst) // LOG_INTERVAL
     assert "within RLIMIT_NOFILE" in log

@@ -107,6 +107,39 @@ def test_map_is_rebuilt_when_old_so_moved_addresses_are_seen() -> None:
     assert m.lookup("192.168.4.1") == "eth1"
 
 
+def test_a_failing_scan_keeps_the_map_and_is_retried_after_the_interval() -> None:
+    """At the descriptor limit the scan cannot open its socket (EMFILE). The lookup runs in
+    ``connection_made``: a raise there left the accepted socket open and unregistered, so a
+    half-open flood held every descriptor for good (broker/interfaces.py)."""
+    m, source, clock = make()
+    assert m.lookup("192.168.4.1") == "wlan0"
+
+    def out_of_descriptors() -> list[InterfaceAddress]:
+        source.calls += 1
+        raise OSError(24, "Too many open files")
+
+    m._source = out_of_descriptors
+    clock.now += 11  # the map is old: rebuilt at the next lookup, and that scan fails
+    assert m.lookup("192.168.4.1") == "wlan0"  # the old map answers
+    assert m.lookup("10.0.0.1") is None
+    assert source.calls == 2 and m.failures == 1  # not retried within refresh_interval
+    clock.now += 1
+    assert m.lookup("192.168.4.1") == "wlan0"
+    assert source.calls == 3 and m.failures == 2
+    m._source = source  # descriptors are back
+    clock.now += 1
+    assert m.lookup("192.168.4.1") == "wlan0"
+    assert source.calls == 4 and m.failures == 0
+
+
+def test_a_failing_first_scan_finds_no_interface() -> None:
+    def out_of_descriptors() -> list[InterfaceAddress]:
+        raise OSError(24, "Too many open files")
+
+    m = InterfaceMap(source=out_of_descriptors, clock=Clock())
+    assert m.lookup("127.0.0.1") is None  # subjects that list interfaces do not match
+
+
 def test_normalize_address() -> None:
     assert normalize_address("::ffff:10.1.2.3") == ("10.1.2.3", None)
     assert normalize_address("fe80::1%eth0") == ("fe80::1", "eth0")

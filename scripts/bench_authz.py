@@ -12,13 +12,12 @@ wildcard filter, so every delivery through it is checked on its concrete topic.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_brokers import ROOT, Broker, _wait_listening, free_port  # noqa: E402
+from bench_brokers import Broker, start_edge  # noqa: E402
 from bench_load import Scenario, run  # noqa: E402
 
 SCENARIOS = [
@@ -28,39 +27,23 @@ SCENARIOS = [
 ]
 
 
-def config(port: int, rules: int, overlap: bool) -> str:
-    lines = [
-        f'[[listeners]]\nname = "bench"\nport = {port}\n',
-        "[limits]\nmax_connections = 5000\nconnect_rate = 100000\nconnect_burst = 5000\n",
-        '[log]\nlevel = "warning"\n',
-    ]
-    if rules or overlap:
-        lines.append("[permissions.sets.bench]\nrules = [\n")
-        if overlap:
-            lines.append('  { id = "overlap", topic = "bench/+/never/data", type = "DENY" },\n')
-        lines.extend(
-            f'  {{ id = "d{i}", topic = "zone/{i}/secret/#", type = "DENY" }},\n'
-            for i in range(rules)
-        )
-        lines.append(
-            '  { id = "all", topic = "#" },\n]\n[[permissions.assign]]\nsets = ["bench"]\n'
-        )
+def permissions(rules: int, overlap: bool) -> str:
+    """N unrelated DENY rules and ALLOW #, for every client (module docstring)."""
+    if not (rules or overlap):
+        return ""
+    lines = ["[permissions.sets.bench]\nrules = [\n"]
+    if overlap:
+        lines.append('  { id = "overlap", topic = "bench/+/never/data", type = "DENY" },\n')
+    lines.extend(
+        f'  {{ id = "d{i}", topic = "zone/{i}/secret/#", type = "DENY" }},\n' for i in range(rules)
+    )
+    lines.append('  { id = "all", topic = "#" },\n]\n[[permissions.assign]]\nsets = ["bench"]\n')
     return "".join(lines)
 
 
 def start(rules: int, overlap: bool) -> Broker:
     workdir = Path(tempfile.mkdtemp(prefix="bench-authz-"))
-    port = free_port()
-    conf = workdir / "edge.toml"
-    conf.write_text(config(port, rules, overlap))
-    p = subprocess.Popen(
-        [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_listening(port, p, "edge-broker")
-    return Broker("edge-broker", p, port, workdir)
+    return start_edge(workdir, permissions(rules, overlap), module="edge_broker")
 
 
 def main() -> int:

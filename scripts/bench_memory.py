@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import gc
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench_brokers import ROOT, Broker, _wait_listening, free_port  # noqa: E402
+from bench_brokers import Broker, start_edge  # noqa: E402
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
 from edge_broker.mqtt.packets import (  # noqa: E402
@@ -38,22 +37,11 @@ from edge_broker.mqtt.packets import (  # noqa: E402
 
 
 def start() -> Broker:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    port = free_port()
-    conf = workdir / "edge.toml"
-    conf.write_text(
-        f'[[listeners]]\nname = "bench"\nport = {port}\n'
-        "[limits]\nconnect_rate = 100000\nconnect_burst = 100000\n"
-        '[log]\nlevel = "warning"\n'
+    return start_edge(
+        Path(tempfile.mkdtemp(prefix="bench-memory-")),
+        limits={"connect_rate": 100_000, "connect_burst": 100_000},
+        module="edge_broker",  # as docs/limits-memory.md's figures were taken
     )
-    p = subprocess.Popen(
-        [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_listening(port, p, "edge-broker")
-    return Broker("edge-broker", p, port, workdir)
 
 
 class Client:

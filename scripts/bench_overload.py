@@ -12,7 +12,6 @@ broker's dropped counter, the time until the last delivery and the broker's peak
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import threading
@@ -23,26 +22,16 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_brokers import ROOT, Broker, _wait_listening, free_port  # noqa: E402
+from bench_brokers import Broker, start_edge  # noqa: E402
 
 
 def start(policy: str) -> Broker:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-overload-"))
-    port = free_port()
-    conf = workdir / "edge.toml"
-    conf.write_text(
-        f'[[listeners]]\nname = "bench"\nport = {port}\n'
-        f'[limits]\nqueue_overflow = "{policy}"\n[sys]\ninterval = 1\n'
-        '[log]\nlevel = "warning"\n'
+    return start_edge(
+        Path(tempfile.mkdtemp(prefix="bench-overload-")),
+        "[sys]\ninterval = 1\n",
+        limits={"queue_overflow": policy},
+        module="edge_broker",  # as docs/limits-memory.md's peak RSS was taken
     )
-    p = subprocess.Popen(
-        [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_listening(port, p, "edge-broker")
-    return Broker("edge-broker", p, port, workdir)
 
 
 def run(policy: str, messages: int) -> dict[str, float]:

@@ -165,15 +165,13 @@ def broker_acl(n_rules: int, flows: list[str], seed: int) -> dict[str, Any]:
 
 def bench_broker(rule_counts: list[int], scale: float, seed: int) -> None:
     import json
-    import shutil
-    import subprocess
     import sys
     import tempfile
     from pathlib import Path
 
     here = Path(__file__).resolve().parent
     sys.path.insert(0, str(here))
-    from bench_brokers import ROOT, Broker, _wait_listening, free_port
+    from bench_brokers import start_edge
     from bench_load import Scenario, run
 
     scenarios = [
@@ -188,34 +186,14 @@ def bench_broker(rule_counts: list[int], scale: float, seed: int) -> None:
     print("|---|---|---:|---:|---:|")
     for label, acl in setups:
         workdir = Path(tempfile.mkdtemp(prefix="bench-acl-"))
-        port = free_port()
-        text = (
-            f'[[listeners]]\nname = "bench"\nport = {port}\n'
-            "[limits]\nmax_connections = 5000\nconnect_rate = 100000\nconnect_burst = 5000\n"
-            '[log]\nlevel = "warning"\n[sys]\ninterval = 0\n'
-        )
+        extra = "[sys]\ninterval = 0\n"
         if acl is not None:
             (workdir / "zenoh.json5").write_text(json.dumps({"access_control": acl}))
-            text += f'[acl]\nfile = "{workdir / "zenoh.json5"}"\n'
-        (workdir / "edge.toml").write_text(text)
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "edge_broker.broker",
-                "run",
-                "--config",
-                str(workdir / "edge.toml"),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+            extra += f'[acl]\nfile = "{workdir / "zenoh.json5"}"\n'
+        broker = start_edge(workdir, extra)
         try:
-            _wait_listening(port, process, "edge-broker")
-            broker = Broker("edge-broker", process, port, workdir)
             for scenario in scenarios:
-                r = run(scenario, port, broker.cpu_seconds, scale)
+                r = run(scenario, broker.port, broker.cpu_seconds, scale)
                 ok = "" if r.delivered >= r.expected else f" (only {r.delivered}/{r.expected})"
                 per_in = (
                     r.broker_cpu / (r.delivered / scenario.subscribers) * 1e6
@@ -228,9 +206,7 @@ def bench_broker(rule_counts: list[int], scale: float, seed: int) -> None:
                     flush=True,
                 )
         finally:
-            process.terminate()
-            process.wait(10)
-            shutil.rmtree(workdir, ignore_errors=True)
+            broker.stop()
 
 
 def main() -> None:

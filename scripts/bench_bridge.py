@@ -23,61 +23,32 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from edge_broker.mqtt.codec import PacketReader, encode
-from edge_broker.mqtt.packets import Connect, Puback, Publish, Subscribe, Subscription
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procs import Mosquitto, cpu_seconds, free_port, rss_kib, stop_process, wait_port  # noqa: E402
+
+from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
+from edge_broker.mqtt.packets import (  # noqa: E402
+    Connect,
+    Puback,
+    Publish,
+    Subscribe,
+    Subscription,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-MOSQUITTO = "/usr/sbin/mosquitto"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def mosquitto(workdir: Path, name: str, port: int, extra: str = "") -> subprocess.Popen[bytes]:
-    conf = workdir / f"{name}.conf"
-    user = "user root\n" if os.geteuid() == 0 else ""
-    conf.write_text(
-        f"{user}max_queued_messages 0\nlistener {port} 127.0.0.1\nallow_anonymous true\n{extra}\n"
-    )
-    proc = subprocess.Popen(
-        [MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    wait_port(port)
-    return proc
+    """Mosquitto as the tests start it, without their per-packet log (its CPU is measured)."""
+    process = Mosquitto(workdir / name, extra, port, verbose=False).start().process
+    assert process is not None
+    return process
 
 
 def edge_gateway(workdir: Path, port: int, cloud: int, durable: bool) -> subprocess.Popen[bytes]:
@@ -124,7 +95,7 @@ qos = 1
         env=env,
         cwd=ROOT,
     )
-    wait_port(port)
+    wait_port(port, process=proc)
     return proc
 
 
@@ -195,16 +166,6 @@ async def measure(
     return count / (t1 - t0), cpu / count * 1e6
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def throughput(args: argparse.Namespace, work: Path) -> None:
     payload = os.urandom(args.payload)
     cloud_port = free_port()
@@ -229,10 +190,10 @@ def throughput(args: argparse.Namespace, work: Path) -> None:
                     measure(gw_port, cloud_port, gw.pid, args.messages, payload)
                 )
             finally:
-                stop(gw)
+                stop_process(gw)
             results.append((name, rate, cpu_us))
     finally:
-        stop(cloud)
+        stop_process(cloud)
     print(
         f"bridged {args.messages} QoS 1 messages of {args.payload} bytes to Mosquitto over "
         f"loopback ({'durable queue, sync' if args.durable else 'memory queue'} for edge-broker):"
@@ -249,14 +210,14 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     gw = edge_gateway(work, gw_port, cloud_port, args.durable)
     try:
         time.sleep(1.0)
-        before = rss_mib(gw.pid)
+        before = rss_kib(gw.pid) / 1024
         t0 = time.monotonic()
         asyncio.run(publisher(gw_port, args.backlog, os.urandom(args.payload)))
         took = time.monotonic() - t0
         time.sleep(1.0)
-        after = rss_mib(gw.pid)
+        after = rss_kib(gw.pid) / 1024
     finally:
-        stop(gw)
+        stop_process(gw)
     print(
         f"backlog of {args.backlog} messages of {args.payload} bytes "
         f"({'durable queue' if args.durable else 'memory queue'}), queued in {took:.1f} s: "

@@ -8,24 +8,24 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procs import (  # noqa: E402
+    MOSQUITTO,
+    cpu_seconds,
+    free_port,
+    rss_kib,
+    stop_process,
+    wait_port,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
-MOSQUITTO = "/usr/sbin/mosquitto"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -36,40 +36,14 @@ class Broker:
     workdir: Path
 
     def cpu_seconds(self) -> float:
-        """utime + stime of the broker process (/proc/<pid>/stat fields 14 and 15)."""
-        with open(f"/proc/{self.process.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return cpu_seconds(self.process.pid)
 
     def rss_kib(self) -> int:
-        with open(f"/proc/{self.process.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        raise RuntimeError("no VmRSS")
+        return rss_kib(self.process.pid)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _wait_listening(port: int, process: subprocess.Popen[bytes], name: str) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited with {process.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{name} did not listen on {port}")
 
 
 # Issue 21 item 4: a site ACL with one egress deny rule (which the bench topics never meet) and
@@ -125,7 +99,7 @@ def start_edge(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    _wait_listening(port, p, "edge-broker")
+    wait_port(port, process=p)
     return Broker("edge-broker", p, port, workdir)
 
 
@@ -138,7 +112,7 @@ def start_mosquitto(workdir: Path) -> Broker:
     p = subprocess.Popen(
         [MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    _wait_listening(port, p, "mosquitto")
+    wait_port(port, process=p)
     return Broker("mosquitto", p, port, workdir)
 
 
@@ -155,7 +129,7 @@ def start_amqtt(workdir: Path) -> Broker:
     p = subprocess.Popen(
         [str(amqtt), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    _wait_listening(port, p, "amqtt")
+    wait_port(port, process=p)
     return Broker("amqtt", p, port, workdir)
 
 

@@ -22,7 +22,6 @@ import argparse
 import socket
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -31,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_pre_auth import rss_mib, start  # noqa: E402
+from flood import publish_start, push  # noqa: E402
+from procs import PeakRss  # noqa: E402
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
 from edge_broker.mqtt.packets import (  # noqa: E402
@@ -85,54 +86,6 @@ class Client:
         assert isinstance(self.recv(10), Connack)
 
 
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        n, byte = n >> 7, n & 0x7F
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def publish_start(topic: str, size: int, sent: int) -> bytes:
-    t = topic.encode()
-    body = next(n for n in range(size - 5, size) if 1 + len(varint(n)) + n == size)
-    head = b"\x30" + varint(body) + len(t).to_bytes(2, "big") + t + b"\x00"
-    return (head + b"x" * (sent - len(head)))[:sent]
-
-
-def push(pieces: list[tuple[socket.socket, bytes]], seconds: float) -> None:
-    """Keep sending without blocking: what the broker reads leaves room for more."""
-    left = [[sock, data] for sock, data in pieces]
-    deadline = time.monotonic() + seconds
-    while left and time.monotonic() < deadline:
-        for item in left:
-            sock = item[0]
-            sock.setblocking(False)
-            try:
-                while item[1]:
-                    item[1] = item[1][sock.send(item[1][:65536]) :]
-            except (BlockingIOError, InterruptedError):
-                pass
-        left = [item for item in left if item[1]]
-        time.sleep(0.02)
-
-
-class Peak(threading.Thread):
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.peak, self.done = pid, rss_mib(pid), threading.Event()
-
-    def run(self) -> None:
-        while not self.done.wait(0.05):
-            self.peak = max(self.peak, rss_mib(self.pid))
-
-    def stop(self) -> float:
-        self.done.set()
-        self.join(2)
-        return max(self.peak, rss_mib(self.pid))
-
-
 def roundtrip(port: int) -> str:
     c = Client(port)
     try:
@@ -159,7 +112,7 @@ def readers(root: Path, n: int, pre_auth: int) -> None:
         try:
             roundtrip(port)
             before = rss_mib(proc.pid)
-            peak = Peak(proc.pid)
+            peak = PeakRss(proc.pid)
             peak.start()
             big = []
             for i in range(n):
@@ -174,7 +127,7 @@ def readers(root: Path, n: int, pre_auth: int) -> None:
                 3.0,
             )
             trip = roundtrip(port)
-            grown = peak.stop() - before
+            grown = peak.stop() / 1024 - before  # MiB
             print(
                 f"readers: {n} × 900 KB of a 1 MiB PUBLISH + {pre_auth} × 12 KB of a 16 KB "
                 f"CONNECT: RSS {before:.1f} MiB before, +{grown:.1f} MiB at the peak; "
@@ -213,7 +166,7 @@ def slow(root: Path, n: int, seconds: float = 5.0) -> None:
                 c.recv(10)
                 clients.append(c)
             before = rss_mib(proc.pid)
-            peak = Peak(proc.pid)
+            peak = PeakRss(proc.pid)
             peak.start()
             pub = Client(port)
             pub.connect("pub")
@@ -224,7 +177,7 @@ def slow(root: Path, n: int, seconds: float = 5.0) -> None:
                 pub.send(Publish("busy/t", payload, 0))
                 sent += 1
             trip = roundtrip(port)
-            grown = peak.stop() - before
+            grown = peak.stop() / 1024 - before  # MiB
             print(
                 f"slow: {n} subscribers that never read, {sent} messages of 32 KB in "
                 f"{seconds:g} s: RSS {before:.1f} MiB before, +{grown:.1f} MiB at the peak; "

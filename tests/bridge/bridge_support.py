@@ -4,11 +4,7 @@ arrays of tables), and small paho helpers."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -18,64 +14,7 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 
-MOSQUITTO = "/usr/sbin/mosquitto"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
-
-
-class Mosquitto:
-    """A mosquitto process on ``port``; ``stop()`` and ``start()`` again on the same port."""
-
-    def __init__(self, workdir: Path, extra: str = "", port: int | None = None) -> None:
-        self.workdir = workdir
-        self.port = port or free_port()
-        self.extra = extra
-        self.process: subprocess.Popen[bytes] | None = None
-        workdir.mkdir(parents=True, exist_ok=True)
-
-    def start(self) -> Mosquitto:
-        conf = self.workdir / "mosquitto.conf"
-        # as root Mosquitto drops to user "mosquitto", who cannot read the pytest tmp dirs
-        user = "user root\n" if os.geteuid() == 0 else ""
-        # a cloud that drops queued messages for a slow subscriber would hide what the bridge did
-        anonymous = "false" if "password_file" in self.extra else "true"
-        conf.write_text(
-            f"{user}max_queued_messages 0\nlistener {self.port} 127.0.0.1\n"
-            f"allow_anonymous {anonymous}\n{self.extra}\n"
-        )
-        log = open(self.workdir / "mosquitto.log", "ab")
-        self.process = subprocess.Popen([MOSQUITTO, "-c", str(conf), "-v"], stdout=log, stderr=log)
-        wait_port(self.port)
-        return self
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-
-    def log(self) -> str:
-        path = self.workdir / "mosquitto.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+from scripts.procs import Mosquitto, free_port  # noqa: F401  (free_port: re-exported)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import threading
 import time
 
 import pytest
@@ -20,52 +19,11 @@ from edge_broker.config import ConfigError, loads_config
 from edge_broker.mqtt.codec import PacketReader, encode
 from edge_broker.mqtt.packets import Connect, Disconnect, Pingreq, Pingresp, Puback, Publish
 from edge_broker.mqtt.reason_codes import ReasonCode
+from scripts.flood import publish_start, push, send_some
+from scripts.procs import PeakRss
 
 MIB = 1024 * 1024
 OPEN = {"connect_rate": 100_000, "connect_burst": 100_000, "max_connections": 5000}
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        n, byte = n >> 7, n & 0x7F
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def publish_start(topic: str, size: int, sent: int) -> bytes:
-    """The first ``sent`` bytes of a QoS 0 PUBLISH of ``size`` bytes in all."""
-    t = topic.encode()
-    body_len = next(n for n in range(size - 5, size) if 1 + len(varint(n)) + n == size)
-    head = b"\x30" + varint(body_len) + len(t).to_bytes(2, "big") + t + b"\x00"  # no properties
-    return (head + b"x" * (sent - len(head)))[:sent]
-
-
-def send_some(sock: socket.socket, data: bytes) -> int:
-    """Send what the kernel takes now, never block (the broker may have stopped reading)."""
-    sock.setblocking(False)
-    sent = 0
-    try:
-        while sent < len(data):
-            sent += sock.send(data[sent : sent + 65536])
-    except (BlockingIOError, InterruptedError):
-        pass
-    finally:
-        sock.settimeout(5.0)
-    return sent
-
-
-def push(pieces: list[tuple[socket.socket, bytes]], seconds: float) -> None:
-    """Keep sending each socket's bytes for ``seconds`` without ever blocking: what the broker
-    reads leaves room in the kernel for more."""
-    left = [[sock, data] for sock, data in pieces]
-    deadline = time.monotonic() + seconds
-    while left and time.monotonic() < deadline:
-        for item in left:
-            item[1] = item[1][send_some(item[0], item[1]) :]
-        left = [item for item in left if item[1]]
-        time.sleep(0.02)
 
 
 class SlowReader(RawClient):
@@ -81,25 +39,6 @@ class SlowReader(RawClient):
         self.reader = PacketReader(side="client", protocol_level=5)
         self.pending = []
         self.eof = False
-
-
-class Peak(threading.Thread):
-    """The broker's peak RSS in KiB, sampled every 50 ms until ``stop``."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid = pid
-        self.peak = rss_kib(pid)
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.wait(0.05):
-            self.peak = max(self.peak, rss_kib(self.pid))
-
-    def stop(self) -> int:
-        self.done.set()
-        self.join(2)
-        return max(self.peak, rss_kib(self.pid))
 
 
 def roundtrip(b) -> float:
@@ -135,7 +74,7 @@ def test_unfinished_largest_packets_wait_for_the_read_pool_and_are_closed_with_0
     )
     roundtrip(b)
     before = rss_kib(b.pid)
-    peak = Peak(b.pid)
+    peak = PeakRss(b.pid)
     peak.start()
     big: list[RawClient] = []
     small: list[socket.socket] = []
@@ -225,7 +164,7 @@ def test_slow_readers_are_held_back_by_max_write_buffer_total(broker_factory):
             slow.append(c)
         roundtrip(b)
         before = rss_kib(b.pid)
-        peak = Peak(b.pid)
+        peak = PeakRss(b.pid)
         peak.start()
         payload = b"m" * 32_000
         with RawClient(b.host, b.port) as pub:

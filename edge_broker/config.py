@@ -19,6 +19,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .auth.methods import AUTHENTICATOR_FACTORIES
@@ -36,6 +37,7 @@ from .config_section import Section as Section
 from .ops.settings import MetricsConfig, SyncConfig, parse_metrics, parse_sync
 
 if TYPE_CHECKING:
+    from .auth.password import PasswordEntry  # imported by parse_passwords only with a file
     from .authz.acl import Acl  # imported by parse_config only when [acl] is present
     from .bridge.config import BridgeConfig  # [[bridges]], parsed only when present
 
@@ -228,6 +230,10 @@ class PasswordsConfig:
     """``[passwords]``: the argon2id password file of the ``password`` method."""
 
     file: str | None = None
+    # The file as parse_passwords read it, once per load: what was validated is what the broker
+    # authenticates with and what a reload judges live connections by (a second read could see
+    # another version of the file). Not compared: config equality is about settings.
+    entries: Mapping[str, PasswordEntry] = field(default_factory=dict, compare=False, repr=False)
     max_concurrent: int = 2  # argon2id checks at once
     max_hash_memory: int = 64 * 1024 * 1024  # bytes all running checks may allocate (m= of each)
     max_waiting: int = 1000  # CONNECTs waiting for a check; beyond: CONNACK 0x89 Server busy
@@ -635,16 +641,18 @@ def parse_audit(s: Section) -> AuditConfig:
 
 def parse_passwords(s: Section) -> PasswordsConfig:
     file = s.file_path("file")
+    entries: Mapping[str, PasswordEntry] = {}
     if file is not None:
         from .auth.password import PasswordFileError, load_password_file
 
         try:
-            load_password_file(file)
+            entries = MappingProxyType(load_password_file(file))
         except PasswordFileError as exc:
             s.problem("file", str(exc))
     d = PasswordsConfig()
     return PasswordsConfig(
         file=file,
+        entries=entries,
         max_concurrent=s.integer("max_concurrent", d.max_concurrent, 1, 64),
         max_hash_memory=s.integer("max_hash_memory", d.max_hash_memory, 1 << 20, 1 << 40),
         max_waiting=s.integer("max_waiting", d.max_waiting, 0, 1_000_000),

@@ -20,8 +20,6 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from .password import PasswordFileError, load_password_file
-
 if TYPE_CHECKING:
     from ..authz.permissions_config import Assignment, PermissionsConfig
     from ..config import Config
@@ -92,13 +90,9 @@ def _unbound(config: Config, assignment: Assignment, method: str) -> str | None:
 
 
 def _unbound_passwords(config: Config, assignment: Assignment) -> str | None:
-    path = config.passwords.file
-    if path is None:
+    if config.passwords.file is None:
         return None
-    try:
-        entries = load_password_file(path)
-    except PasswordFileError as exc:
-        return f"the password file cannot be read to check ({exc})"
+    entries = config.passwords.entries  # as load_config read and validated it
     user = _selector(assignment, "username")
     role = _selector(assignment, "role")
     loose = sorted(

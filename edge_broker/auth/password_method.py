@@ -36,7 +36,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
 from .credential_cache import CredentialCache
 from .hash_slots import HashSlots, SlotsFull, hash_memory_kib
-from .password import PasswordEntry, hash_password, load_password_file, verify_password
+from .password import PasswordEntry, hash_password, verify_password
 
 if TYPE_CHECKING:
     from ..config import Config, ListenerConfig
@@ -167,7 +167,7 @@ def build(listener: ListenerConfig, config: Config) -> PasswordAuthenticator:
         passwords.max_concurrent, passwords.max_hash_memory // 1024, passwords.max_waiting
     )
     return PasswordAuthenticator(
-        load_password_file(passwords.file),
+        dict(passwords.entries),  # as load_config read the file (config.PasswordsConfig)
         slots,
         CredentialCache(passwords.cache_entries),
         "token" in listener.auth_methods,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -418,7 +418,7 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
     ]
     if not live:
         return ended
-    entries = _password_entries(new, why)
+    entries = _password_entries(new)
     ended = 0
     for conn in live:
         identity = conn.identity
@@ -505,20 +505,7 @@ def _recheck_tokens(broker: Broker, new: Config, why: str) -> int:
     return ended
 
 
-def _password_entries(new: Config, why: str) -> dict[str, PasswordEntry] | None:
-    """The new configuration's password entries (None: no password file, nobody is listed)."""
-    from ..auth.password import PasswordFileError, load_password_file
-
-    if new.passwords.file is None:
-        return None
-    try:
-        return dict(load_password_file(new.passwords.file))
-    except (OSError, PasswordFileError) as exc:
-        # validated by load_config moments ago; gone since: nobody's entry can be confirmed
-        log.error(
-            "%s: the password file cannot be read (%s); password connections end",
-            why,
-            exc,
-            extra={"event": "reload_passwords_unreadable"},
-        )
-        return {}
+def _password_entries(new: Config) -> Mapping[str, PasswordEntry] | None:
+    """The new configuration's password entries as load_config read them (None: no password
+    file, nobody is listed)."""
+    return None if new.passwords.file is None else new.passwords.entries

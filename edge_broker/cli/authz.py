@@ -25,9 +25,7 @@ def _identity(args: argparse.Namespace, config: Config) -> Identity | str:
     grants = None
     username = args.username
     if args.username and config.passwords.file and not roles:
-        from ..auth.password import load_password_file
-
-        entry = load_password_file(config.passwords.file).get(args.username)
+        entry = config.passwords.entries.get(args.username)  # as load_config read the file
         if entry is not None:
             roles = entry.roles
             if tenant is None and len(entry.tenants) == 1:

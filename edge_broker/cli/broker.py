@@ -88,12 +88,13 @@ def _directory_problems(config: Config) -> list[str]:
 
 
 def _state_problems(config: Config) -> list[str]:
-    """A state log ``run`` would refuse (``on_damage = "refuse"``) fails the check too."""
+    """A state log ``run`` would refuse (``on_damage = "refuse"``) fails the check too; a sound
+    one is not replayed here, as ``run`` replays it right after (store/damage.py ``refusal``)."""
     from ..config import claims_enabled
 
     if config.persistence.on_damage != "refuse":
         return []
-    from ..store.damage import inspect_log
+    from ..store.damage import refusal
 
     paths = []
     if config.persistence.enabled:
@@ -107,8 +108,8 @@ def _state_problems(config: Config) -> list[str]:
     return [
         f"{config.file}: persistence.on_damage: {c.detail}: the broker will not start on it; run "
         f'`edge-broker state set-aside --config {config.file}` or write on_damage = "set-aside"'
-        for c in map(inspect_log, paths)
-        if c.refused
+        for c in map(refusal, paths)
+        if c is not None
     ]
 
 

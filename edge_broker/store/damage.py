@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .errors import StoreError
+from .frame import HEADER_SIZE, header_problem, is_header_prefix
 from .keyed import KeyedLog
 
 T = TypeVar("T")
@@ -57,6 +58,23 @@ def inspect_log(path: str | os.PathLike[str]) -> LogCondition:
     if report.clean:
         return LogCondition(name, "ok", f"{report.records} records, {report.file_size} bytes")
     return LogCondition(name, "salvaged", f"opens, dropping what is damaged: {report}")
+
+
+def refusal(path: str | os.PathLike[str]) -> LogCondition | None:
+    """What :func:`inspect_log` would say if it refuses ``path``, else None, without replaying a
+    log whose header is sound: such a log always opens (damage after the header is salvaged),
+    so only a bad header needs the replay that looks for an intact record. ``edge-broker
+    check`` (systemd's ExecStartPre) uses this, so a start does not replay the state twice
+    (scripts/bench_startup.py); the refusal, when there is one, is inspect_log's own."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER_SIZE)
+    except OSError:  # missing or unreadable: inspect_log does not refuse those either
+        return None
+    if is_header_prefix(head) or header_problem(head) is None:
+        return None
+    condition = inspect_log(path)
+    return condition if condition.refused else None
 
 
 def set_aside(path: str | os.PathLike[str], now: float | None = None) -> Path:

@@ -36,6 +36,7 @@ from .claims.topics import (
     claims_response_topic,
 )
 from .mqtt.codec import PacketReader, ProtocolError, encode
+from .mqtt.packet_ids import MAX_PACKET_ID, free_packet_id
 from .mqtt.packets import (
     NO_PROPERTIES,
     Auth,
@@ -346,11 +347,14 @@ class SmokerClient:
         self._writer.write(encode(packet, LEVEL))
 
     def _packet_id(self) -> int:
-        for _ in range(65535):
-            self._next_id = self._next_id % 65535 + 1
-            if not any(pid == self._next_id for _, pid in self._waiting):
-                return self._next_id
-        raise SmokerClientError(ReasonCode.RECEIVE_MAXIMUM_EXCEEDED, "no free packet identifier")
+        waiting = {pid for _, pid in self._waiting}
+        pid = free_packet_id(self._next_id % MAX_PACKET_ID + 1, waiting)
+        if pid is None:
+            raise SmokerClientError(
+                ReasonCode.RECEIVE_MAXIMUM_EXCEEDED, "no free packet identifier"
+            )
+        self._next_id = pid
+        return pid
 
     def _expect(self, kind: type, pid: int) -> asyncio.Future[Packet]:
         future: asyncio.Future[Packet] = asyncio.get_running_loop().create_future()

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..mqtt.codec import PacketReader, ProtocolError, encode
 from ..mqtt.encoder import frame
+from ..mqtt.packet_ids import MAX_PACKET_ID, free_packet_id
 from ..mqtt.packets import (
     NO_PROPERTIES,
     Connack,
@@ -400,13 +401,11 @@ class BridgeLink:
                 self._publish(entry, pid, dup=True)
 
     def _pid(self) -> int:
-        inflight = self.queue.inflight
-        for _ in range(65535):
-            pid = self._next_pid
-            self._next_pid = pid % 65535 + 1
-            if pid not in inflight:
-                return pid
-        raise LinkError("no free packet identifier")
+        pid = free_packet_id(self._next_pid, self.queue.inflight)
+        if pid is None:
+            raise LinkError("no free packet identifier")
+        self._next_pid = pid % MAX_PACKET_ID + 1
+        return pid
 
     def _publish(self, entry: Entry, pid: int | None, dup: bool = False) -> None:
         qos = min(entry.qos, self._max_qos)

@@ -14,5 +14,6 @@ carrying the MQTT 5 reason code. Public entry points are re-exported by ``codec`
     reader.py           ``PacketReader``: framing, fixed-header checks, packet-size limit
     encoder.py          ``encode(packet, protocol_level)``
     publish_template.py ``encode_publish_template``: a PUBLISH encoded once per fan-out
+    packet_ids.py       ``free_packet_id``: a client side's next identifier, round robin
     codec.py            the public face: what the broker and test clients import
 """

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import os
 import platform
 import re
 import subprocess
@@ -36,7 +35,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nacl.signing import SigningKey
+from procs import cpu_seconds  # noqa: E402
 
 from edge_broker.claims.evaluate import evaluate_claim
 from edge_broker.claims.model import Activity, Permission, Restriction, RestrictionType
@@ -217,11 +218,6 @@ def start_broker(directory: Path, fsync: str) -> tuple[subprocess.Popen[bytes], 
         time.sleep(0.05)
     process.kill()
     raise RuntimeError(log.read_text())
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def claims_over_the_wire(port: int, clients: int, per_client: int, window: int) -> None:

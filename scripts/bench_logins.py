@@ -31,7 +31,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -40,6 +39,9 @@ import nacl.pwhash
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from procs import PeakRss, rss_kib  # noqa: E402
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
 from edge_broker.mqtt.packets import Connack, Connect, Disconnect  # noqa: E402
@@ -99,37 +101,6 @@ def start_broker(
     raise SystemExit("broker did not start")
 
 
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-class PeakRss:
-    """Samples a process's VmRSS every 5 ms in a thread while the block runs."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, rss_kib(self.pid))
-            time.sleep(0.005)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 async def one_login(
     port: int, i: int, started: float
 ) -> tuple[int, float, asyncio.StreamWriter | None]:
@@ -187,7 +158,7 @@ def run(args: argparse.Namespace, n: int) -> list[str]:
             base = rss_kib(proc.pid)
             for phase in ("cold", "warm"):
                 before = rss_kib(proc.pid)
-                with PeakRss(proc.pid) as peak:
+                with PeakRss(proc.pid, interval=0.005) as peak:
                     codes, last = asyncio.run(_phase(port, range(n)))
                 rows.append(
                     f"| {n} | {phase} | {last:.2f} | {summary(codes)} | "

@@ -28,8 +28,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 from nacl.signing import SigningKey  # noqa: E402
+from procs import rss_kib  # noqa: E402
 
 from edge_broker.claims.smoker_id import smoker_id  # noqa: E402
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
@@ -60,11 +62,7 @@ def start(root: Path, workdir: Path, config: str) -> tuple[subprocess.Popen[byte
 
 
 def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return rss_kib(pid) / 1024
 
 
 def closed(sock: socket.socket) -> bool:

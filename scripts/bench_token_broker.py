@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -30,8 +29,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from procs import cpu_seconds  # noqa: E402
 
 from edge_broker.auth.token import create_token
 from edge_broker.auth.token_keys import TokenKey
@@ -119,12 +120,6 @@ file = {json.dumps(str(key))}
         time.sleep(0.05)
     proc.kill()
     raise RuntimeError(log.read_text())
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` (Linux /proc/<pid>/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measured(pid: int, run: Callable[[], int]) -> tuple[float, float]:

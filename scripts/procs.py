@@ -112,19 +112,29 @@ class Mosquitto:
 
 
 class PeakRss(threading.Thread):
-    """The peak VmRSS of ``pid`` in KiB, sampled every 50 ms from start() until stop()."""
+    """The peak VmRSS of ``pid`` in KiB, sampled every ``interval`` seconds from start() until
+    stop() (or over a ``with`` block); ``peak`` holds it."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
         super().__init__(daemon=True)
         self.pid = pid
+        self.interval = interval
         self.peak = rss_kib(pid)
         self.done = threading.Event()
 
     def run(self) -> None:
-        while not self.done.wait(0.05):
+        while not self.done.wait(self.interval):
             self.peak = max(self.peak, rss_kib(self.pid))
 
     def stop(self) -> int:
         self.done.set()
         self.join(2)
-        return max(self.peak, rss_kib(self.pid))
+        self.peak = max(self.peak, rss_kib(self.pid))
+        return self.peak
+
+    def __enter__(self) -> PeakRss:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

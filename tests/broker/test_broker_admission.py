@@ -205,7 +205,12 @@ def test_login_storm_every_client_gets_a_connack(broker_factory, tmp_path):
     """200 password clients at once, one check at a time: they used to be closed silently at
     the connect timeout ("no CONNECT in time"). Now each gets a CONNACK: accepted, 0x89 Server
     busy at once when the waiting line is full, or 0x89 when its authentication could not
-    finish within the connect timeout (3.1.1: return code 0x03), and the log says why."""
+    finish within the connect timeout (3.1.1: return code 0x03), and the log says why.
+
+    Whether a 64 MiB hash finishes within the 2 s connect timeout depends on the load of the
+    machine (on a loaded one none does, and the storm legitimately ends in 0x89 only); that the
+    storm locks nobody out is shown after it: a login gets in, retried while the checks the
+    storm started finish (the deadline only bounds a lock-out)."""
     pw = password_file(tmp_path / "pw", dev=argon2id(b"pw", 2, 64))  # the old, slow default
     b = password_broker(
         broker_factory, pw, connect_timeout=2.0, max_concurrent=1, max_waiting=50, cache_entries=0
@@ -235,7 +240,15 @@ def test_login_storm_every_client_gets_a_connack(broker_factory, tmp_path):
     reasons = [a.properties.reason_string or "" for a in v5 if a.reason_code == 0x89]
     assert any("passwords.max_waiting" in r for r in reasons)
     assert any("broker.connect_timeout" in r for r in reasons)
-    assert any(a.reason_code == 0 for a in v5)
+    ack, deadline = None, time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with RawClient(b.host, b.port, timeout=30) as c:
+            ack = c.connect(f"after-storm-{time.monotonic_ns()}", username="dev", password=b"pw")
+        if ack.reason_code == 0:
+            break
+        assert ack.reason_code == 0x89, ack  # still busy with the storm's checks
+        time.sleep(0.5)
+    assert ack is not None and ack.reason_code == 0, ack
     log = b.log()
     assert "no CONNECT in time" not in log
     assert "authentication did not finish within broker.connect_timeout" in log

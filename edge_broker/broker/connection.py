@@ -291,29 +291,36 @@ class Connection(asyncio.BufferedProtocol):
             if self.write_held or self.transport.get_write_buffer_size():
                 self.broker.write_budget.after_write(self)  # not all sent (write_budget.py)
 
-    def send_publish(self, outgoing: Outgoing, packet_id: int = 0, dup: bool = False) -> bool:
-        """Encode (cached per variant) and queue a PUBLISH; False if it could not be sent
-        (expired, or larger than the client's Maximum Packet Size: dropped and counted)."""
-        return self.send_message(
-            outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids, packet_id, dup
-        )
+    def send_publish(self, outgoing: Outgoing) -> bool:
+        """Encode (cached per variant) and queue a QoS 0 PUBLISH; False if it could not be sent
+        (expired, or larger than the client's Maximum Packet Size: dropped and counted). QoS 1/2
+        go through :meth:`register_inflight` (packet id and in-flight: engine/flow.py)."""
+        return self.send_message(outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids)
 
     def send_message(
-        self,
-        message: Message,
-        qos: int,
-        retain: bool,
-        sub_ids: tuple[int, ...],
-        packet_id: int = 0,
-        dup: bool = False,
+        self, message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]
     ) -> bool:
         """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path)."""
+        template = self.publish_template(message, qos, retain, sub_ids)
+        if template is None:
+            return False
+        self.send(template.data)
+        self.broker.stats.messages_sent += 1
+        self.msgs_out += 1
+        return True
+
+    def publish_template(
+        self, message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]
+    ) -> Any:
+        """The PUBLISH variant this client gets (cached per variant in the message: its topic
+        alias, its remaining expiry), or None when it cannot be sent: expired, or larger than
+        the client's Maximum Packet Size (dropped and counted)."""
         expires_at = message.expires_at
         now = 0.0
         if expires_at is not None:  # the clock is read only for messages that can expire
             now = self.broker.clock()
             if now >= expires_at:
-                return False
+                return None
         aliases = self.engine.aliases_out
         if aliases is None:
             alias = 0
@@ -328,18 +335,12 @@ class Connection(asyncio.BufferedProtocol):
             template = message.template(
                 self.v5, qos, retain, sub_ids, alias, send_topic, self.level, now
             )
-        data: bytes = template.for_packet_id(packet_id) if packet_id else template.data
-        if len(data) > self.client_max_packet:
+        if template.size > self.client_max_packet:
             if alias and send_topic and aliases is not None:
                 aliases.unassign(message.topic)
             self.broker.stats.dropped_oversize += 1
-            return False
-        if dup:
-            data = bytes((data[0] | 0x08,)) + data[1:]
-        self.send(data)
-        self.broker.stats.messages_sent += 1
-        self.msgs_out += 1
-        return True
+            return None
+        return template
 
     # -- closing ----------------------------------------------------------------------------
 
@@ -421,25 +422,37 @@ class Connection(asyncio.BufferedProtocol):
 
     def resend_inflight(self) -> None:
         """Resume a session: resend unacknowledged PUBLISH with DUP and pending PUBREL
-        (MQTT 5 §4.4)."""
+        (MQTT 5 §4.4); the bytes are the flow's (engine/flow.py)."""
         session = self.session
         assert session is not None
-        for pid, inflight in list(session.inflight.items()):
-            if inflight.released:
-                self.send(b"\x62\x02" + pid.to_bytes(2, "big"))
-            elif not self.send_publish(inflight.outgoing, pid, dup=True):
-                session.unsent(pid)
-                session.journal.completed(pid)
+        resend = session.resend(self._template_of)
+        for pid in resend.dropped:
+            session.journal.completed(pid)
+        if resend.data:
+            self.send(resend.data)
+            self.broker.stats.messages_sent += resend.publishes
+            self.msgs_out += resend.publishes
+
+    def _template_of(self, outgoing: Outgoing) -> Any:
+        return self.publish_template(
+            outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids
+        )
 
     def register_inflight(self, outgoing: Outgoing) -> None:
+        """Send a QoS 1/2 message now: the flow gives it a packet id and its bytes."""
         session = self.session
         assert session is not None
-        pid = session.allocate_packet_id()
-        if self.send_publish(outgoing, pid):
-            session.sent(pid, outgoing)
-            session.journal.sent(pid, outgoing)  # stored before this output is flushed
-        else:
+        template = self.publish_template(
+            outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids
+        )
+        if template is None:
             session.journal.dropped(outgoing)
+            return
+        pid, data = session.publish(outgoing, template)  # engine/flow.py
+        session.journal.sent(pid, outgoing)  # stored before this output is flushed
+        self.send(data)
+        self.broker.stats.messages_sent += 1
+        self.msgs_out += 1
 
 
 def _addr(address: tuple[str, int] | None) -> str | None:

@@ -228,3 +228,12 @@ def test_connect_timeout_and_token_expiry_are_reported_for_the_broker_to_answer(
     engine.token_deadline = 200.0
     assert engine.handle_timer(200.0, connect_timeout=5) == [TimedOut(Timeout.TOKEN)]
     assert engine.state is ConnState.CONNECTED
+
+
+def test_pre_auth_refusal_honours_the_connects_request_problem_information() -> None:
+    no_info = Properties(request_problem_information=0)
+    connect = encode(Connect(5, "quiet", True, 10, properties=no_info), 5)
+    engine = engine_at(connect_limit=len(connect))
+    events = engine.receive(connect + b"\xc0\x00" * len(connect), 1.0)  # PINGREQs pipelined
+    assert kinds(events) == [PreAuthExceeded, ConnectRefused, ConnectionEnded]
+    assert sent(engine, 5) == [Connack(False, ReasonCode.QUOTA_EXCEEDED)]  # no Reason String

@@ -300,11 +300,15 @@ class Connection(asyncio.BufferedProtocol):
     def send_message(
         self, message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]
     ) -> bool:
-        """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path)."""
+        """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path): ``qos``
+        is 0."""
         template = self.publish_template(message, qos, retain, sub_ids)
         if template is None:
             return False
-        self.send(template.data)
+        # a QoS 0 template's head is the whole packet (mqtt/publish_template.py): read directly,
+        # not through the .data property, so this path costs no more calls than before the
+        # flow took QoS 1/2; .data refuses a QoS 1/2 template (those need register_inflight)
+        self.send(template.data if qos else template.head)
         self.broker.stats.messages_sent += 1
         self.msgs_out += 1
         return True

@@ -237,3 +237,13 @@ def test_pre_auth_refusal_honours_the_connects_request_problem_information() -> 
     events = engine.receive(connect + b"\xc0\x00" * len(connect), 1.0)  # PINGREQs pipelined
     assert kinds(events) == [PreAuthExceeded, ConnectRefused, ConnectionEnded]
     assert sent(engine, 5) == [Connack(False, ReasonCode.QUOTA_EXCEEDED)]  # no Reason String
+
+
+def test_packet_too_large_once_connected_is_disconnect_0x95_without_the_pre_auth_note() -> None:
+    engine = connected(5)  # max_packet_size 4096 after CONNACK
+    events = engine.receive(encode(Publish("t", b"x" * 5000, 0), 5), 101.0)
+    assert kinds(events) == [ProtocolViolation, ConnectionEnded]
+    [disconnect] = sent(engine, 5)
+    assert isinstance(disconnect, Disconnect)
+    assert disconnect.reason_code == ReasonCode.PACKET_TOO_LARGE
+    assert "before authentication" not in (disconnect.properties.reason_string or "")

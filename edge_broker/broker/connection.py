@@ -145,11 +145,12 @@ class Connection(asyncio.BufferedProtocol):
     def data_received(self, data: bytes) -> None:
         self.broker.stats.bytes_received += len(data)
         self.bytes_in += len(data)
-        events = self.engine.receive(data, self.broker.clock())
-        if not events:
-            return
-        if type(events[-1]) in ENGINE_EVENTS:  # a violation or a refusal: not the hot path
+        engine = self.engine
+        events = engine.receive(data, self.broker.clock())
+        if engine.ending:  # a violation or a refusal among the events: not the hot path
             self.act(events)
+            return
+        if not events:
             return
         packets: list[Packet] = events  # type: ignore[assignment]  # only packets (above)
         if self.backlog is not None:

@@ -7,7 +7,8 @@ A decoded packet is its own "packet received" event: wrapping every PUBLISH in o
 would cost an allocation per message on the hot path (issue 21: CPU per message must not rise),
 so the list ``receive`` returns is the reader's list of packets unchanged until something else
 happens. Everything else is one of the classes below, always after the packets of the same
-read; :data:`ENGINE_EVENTS` tells them apart with one set lookup on the last element.
+read; the engine's ``ending`` flag says whether a list holds any (one attribute read on the hot
+path), and :data:`ENGINE_EVENTS` tells them apart from packets.
 """
 
 from __future__ import annotations

@@ -55,13 +55,13 @@ def test_packets_are_their_own_events_and_nothing_is_sent() -> None:
     events = engine.receive(encode(publish, 5) * 2, 101.0)
     assert events == [publish, publish]
     assert not ENGINE_EVENTS & set(kinds(events))
-    assert engine.data_to_send() == b""
+    assert engine.data_to_send() == b"" and not engine.ending
 
 
 def test_malformed_packet_when_connected_v5_is_a_violation_answered_with_disconnect() -> None:
     engine = connected(5)
     events = engine.receive(BAD_QOS_PUBLISH, 101.0)
-    assert kinds(events) == [ProtocolViolation, ConnectionEnded]
+    assert kinds(events) == [ProtocolViolation, ConnectionEnded] and engine.ending
     violation = events[0]
     assert isinstance(violation, ProtocolViolation)
     assert violation.reason_code == ReasonCode.MALFORMED_PACKET
@@ -92,6 +92,7 @@ def test_packets_before_a_violation_come_first_and_the_answer_waits_for_the_brok
     publish = Publish("a", b"1", 0)
     events = engine.receive(encode(publish, 5) + BAD_QOS_PUBLISH, 101.0)
     assert events[0] == publish and kinds(events) == [Publish, ProtocolViolation]
+    assert engine.ending  # the broker's cue that the list holds more than packets
     assert engine.data_to_send() == b"" and engine.state is ConnState.CONNECTED
     violation = events[1]
     assert isinstance(violation, ProtocolViolation)
@@ -185,7 +186,7 @@ def test_pre_auth_overflow_before_any_connect_closes_silently() -> None:
     assert not engine.pre_auth_exceeded(190)  # a WebSocket upgrade request counts too
     events = engine.receive(encode(Connect(5, "c", True, 10), 5)[:11], 2.0)  # part of one
     assert kinds(events) == [PreAuthExceeded, ConnectionEnded]
-    assert engine.data_to_send() == b""
+    assert engine.data_to_send() == b"" and engine.ending
 
 
 def test_refuse_connect_and_disconnect_are_written_by_the_engine() -> None:

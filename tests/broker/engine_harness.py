@@ -4,9 +4,10 @@
 connections, handlers, sessions and delivery) on a private event loop with no listener and no
 socket: each :class:`MemoryClient` is a :class:`~edge_broker.broker.connection.Connection`
 behind an in-memory transport, speaking through the project's codec. Time passes only when a
-test says so: :meth:`MemoryBroker.advance` moves the broker's clock and runs its periodic
-``tick`` as the real one does every ``TICK`` seconds. A will delay, a session expiry or a
-keep-alive timeout therefore takes no wall-clock time and cannot be late under load.
+test says so: :meth:`MemoryBroker.advance` moves the broker's clock from one due time to the
+next (``Broker.next_due``, broker/scheduler.py) and runs ``Broker.tick`` at each, as the
+broker's timer does. A will delay, a session expiry or a keep-alive timeout therefore takes
+no wall-clock time, fires exactly at its deadline, and cannot be late under load.
 
 The client API follows ``broker_raw.RawClient`` (``connect``, ``send``, ``expect``,
 ``nothing``, ``closed`` …) so a protocol test moves here with its assertions unchanged; what
@@ -20,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from edge_broker.broker.connection import Connection
-from edge_broker.broker.server import TICK, Broker
+from edge_broker.broker.server import Broker
 from edge_broker.config import loads_config, parse_config
 from edge_broker.mqtt.codec import PacketReader, encode
 from edge_broker.mqtt.packets import Packet
@@ -154,13 +156,27 @@ class MemoryBroker:
         self.settle()
 
     def advance(self, seconds: float) -> None:
-        """Let ``seconds`` pass: the clock moves in steps of the broker's ``TICK`` and the
-        periodic checks (keep alive, connect timeout, will delay, session expiry) run after
-        each step, as ``Broker._tick`` does."""
+        """Let ``seconds`` pass: the clock jumps to each time the broker has something due
+        before the end (keep alive, connect timeout, will delay, session expiry, its periodic
+        duties) and ``tick`` runs there, exactly as the broker's timer wakes it; the clock
+        then stops at the end. A deadline the scheduler does not know of is never reached."""
         end = self.clock.now + seconds
-        while self.clock.now < end:
-            self.clock.now = min(end, self.clock.now + TICK)
-            self.call(self.broker.tick, self.clock.now)
+        ticked = None
+        for _ in range(_MAX_PASSES):
+            due = self.broker.next_due()
+            if due is not None and due <= self.clock.now:
+                due = self.clock.now
+                if ticked == due:
+                    # still due after a tick at this instant: the engine's timeouts are strict
+                    # ("more than 1.5 × Keep Alive", engine/connection.py): the next instant
+                    due = math.nextafter(due, math.inf)
+            if due is None or due > end:
+                break
+            self.clock.now = ticked = due
+            self.call(self.broker.tick, due)
+        else:
+            raise AssertionError("the broker's next deadline never moved past now")
+        self.clock.now = end
 
     def client(self, level: int = 5) -> MemoryClient:
         c = MemoryClient(self, level, next(self._ports))

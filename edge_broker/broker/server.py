@@ -187,7 +187,7 @@ class Broker:
         """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""
         from .persistence import Persistence, PersistentRetainedStore
 
-        persistence = self.persistence = Persistence.open(self.config)
+        persistence = self.persistence = Persistence.open(self.config, self.clock)
         separator = self.separator
 
         def retained_store(tenant: str) -> RetainedStore:

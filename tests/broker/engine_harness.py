@@ -40,12 +40,12 @@ _MAX_PASSES = 100_000  # a broker that never goes idle is a bug: fail instead of
 
 
 class FakeClock:
-    """The broker's clock: moves only by :meth:`advance`. It starts at the real monotonic time
-    because message expiry deadlines are still read from ``time.monotonic()`` in
-    ``broker/message.py``; both stay in one time domain."""
+    """The broker's clock: moves only by :meth:`advance`. It starts at ``start``, by default the
+    real monotonic time (any value works: every deadline of the broker, and those persistence
+    stores, are on this clock; a restart may start a new one elsewhere)."""
 
-    def __init__(self) -> None:
-        self.now = time.monotonic()
+    def __init__(self, start: float | None = None) -> None:
+        self.now = time.monotonic() if start is None else start
 
     def __call__(self) -> float:
         return self.now
@@ -120,9 +120,13 @@ class MemoryTransport(asyncio.Transport):
 class MemoryBroker:
     """The real broker on a private loop with a fake clock; see the module docstring."""
 
-    def __init__(self, config: dict[str, Any] | str | None = None) -> None:
-        """``config``: a dict as parsed from TOML, or TOML text (tests/auth/token_broker.py)."""
-        self.clock = FakeClock()
+    def __init__(
+        self, config: dict[str, Any] | str | None = None, clock_start: float | None = None
+    ) -> None:
+        """``config``: a dict as parsed from TOML, or TOML text (tests/auth/token_broker.py).
+        With ``[persistence]`` enabled the store is opened and recovered as ``Broker.start``
+        does (use durability ``none``: nothing here waits for an fsync thread)."""
+        self.clock = FakeClock(clock_start)
         self.loop = asyncio.new_event_loop()
         if isinstance(config, str):
             self.config = loads_config(config, "<test>")
@@ -134,7 +138,10 @@ class MemoryBroker:
         self._ports = itertools.count(40000)
 
     async def _make(self) -> Broker:
-        return Broker(self.config, clock=self.clock)
+        broker = Broker(self.config, clock=self.clock)
+        if self.config.persistence.enabled:
+            broker._open_persistence()  # as Broker.start, without the listeners
+        return broker
 
     def settle(self) -> None:
         """Run the broker until it has nothing left to do now (no ready callback or task)."""
@@ -250,9 +257,11 @@ class MemoryClient(ClientPackets):
         self.harness.call(self.connection.connection_lost, None)
 
 
-def memory_broker(config: dict[str, Any] | str | None = None) -> Iterator[MemoryBroker]:
+def memory_broker(
+    config: dict[str, Any] | str | None = None, clock_start: float | None = None
+) -> Iterator[MemoryBroker]:
     """For fixtures: a :class:`MemoryBroker`, shut down afterwards."""
-    harness = MemoryBroker(config)
+    harness = MemoryBroker(config, clock_start)
     try:
         yield harness
     finally:

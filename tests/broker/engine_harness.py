@@ -30,7 +30,7 @@ from edge_broker.broker.connection import Connection
 from edge_broker.broker.server import Broker
 from edge_broker.config import loads_config, parse_config
 from edge_broker.mqtt.codec import PacketReader, encode
-from edge_broker.mqtt.packets import Packet
+from edge_broker.mqtt.packets import Packet, Puback, Publish
 from tests.broker.broker_raw import ClientPackets
 
 P = TypeVar("P")
@@ -236,6 +236,25 @@ class MemoryClient(ClientPackets):
         packet = self.recv()
         assert isinstance(packet, kind), f"expected {kind.__name__}, got {packet!r}"
         return packet
+
+    def drain(self) -> list[Packet]:
+        """Every packet the broker has sent by now, in order (it is idle: nothing more is on
+        its way)."""
+        self.harness.settle()
+        got, self.pending = self.pending, []
+        return got
+
+    def publishes(self) -> list[Publish]:
+        """Every PUBLISH the broker sends while this client reads and acknowledges, until it is
+        idle (``RawClient.publishes`` without the window): QoS 1 ones are answered with PUBACK,
+        QoS 2 ones left unanswered, other packets dropped."""
+        got: list[Publish] = []
+        while batch := [p for p in self.drain() if isinstance(p, Publish)]:
+            for packet in batch:
+                got.append(packet)
+                if packet.qos == 1 and packet.packet_id and not self.eof:
+                    self.send(Puback(packet.packet_id))
+        return got
 
     def nothing(self) -> None:
         self.harness.settle()

@@ -539,6 +539,7 @@ class Broker:
         if session is None or session.connection is not conn:
             return
         session.connection = None
+        session.token_deadline = conn.engine.token_deadline  # for the will (rejudge.py)
         self.stats.clients_connected -= 1
         will, conn.will = conn.will, None
         now = self.clock()

@@ -2,13 +2,13 @@
 delay) against the policy and the identity in force then, not only at CONNECT. Over real
 sockets against the real broker: a reload that denies the will topic, a re-authentication with
 a narrower token — no will; and a will the policy still allows is published as before. The
-token expiry cases run on the in-memory broker with a fake clock (test_will_judgement_memory.py)."""
+cases that wait for a will delay or a token's end run on the in-memory broker with a fake clock
+(test_will_judgement_memory.py)."""
 
 from __future__ import annotations
 
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -86,15 +86,8 @@ def test_a_reload_that_denies_the_will_topic_stops_the_will(gateway) -> None:
     assert "will not published" in b.log()
 
 
-def test_a_delayed_will_is_judged_when_its_delay_ends(gateway) -> None:
-    b, directory = gateway
-    topic = "wills/" + unique_id()
-    w = watcher(b, topic, username="bob", password=PASSWORDS["bob"].encode())
-    alice_with_will(b, topic, delay=1).close()  # allowed now, due in 1 s
-    time.sleep(0.2)
-    reload(b, gateway_config(directory, user_rules=NO_WILLS))
-    assert w.publishes(2.0) == []
-    w.close()
+# test_a_delayed_will_is_judged_when_its_delay_ends: on the in-memory broker
+# (test_will_judgement_memory.py)
 
 
 @pytest.fixture

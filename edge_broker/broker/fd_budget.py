@@ -52,7 +52,7 @@ def raise_soft_limit(max_connections: int) -> int:
 
 
 def connection_cap(max_connections: int) -> int:
-    """How many connections may be open at once (read each tick: the limit can change)."""
+    """How many connections may be open at once (read at each accept: the limit can change)."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     cap = max_connections + BEFORE_CONNECT_SLACK
     if soft == resource.RLIM_INFINITY:

@@ -304,6 +304,8 @@ class Broker:
         self.connections.add(conn)
         self.watch(conn)
         self.stats.connections_total += 1
+        # read at each accept (one getrlimit): RLIMIT_NOFILE and the limit can change at any time
+        self._connection_cap = connection_cap(self.config.limits.max_connections)
         if len(self.connections) > self._connection_cap:
             # Far over the limit: do not even read a CONNECT (half-open floods), and never let
             # connections use up the file descriptors (broker/fd_budget.py).
@@ -654,7 +656,6 @@ class Broker:
     def tick(self, now: float) -> None:
         """Run every deadline and periodic duty due at ``now`` (broker/scheduler.py)."""
         timeout = self.config.broker.connect_timeout
-        self._connection_cap = connection_cap(self.config.limits.max_connections)
         if timeout != self._connect_timeout:  # a reload changed it: every deadline again
             self._connect_timeout = timeout
             for conn in list(self.connections):

@@ -305,8 +305,7 @@ def test_half_open_websockets_at_the_fd_limit_do_not_lock_clients_out(broker_fac
             "broker": {"connect_timeout": 2.0},
         }
     )
-    resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (256, 256))
-    time.sleep(1.0)  # the broker reads its limit every tick
+    resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (256, 256))  # read at each accept
     socks = []
     try:
         for _ in range(300):

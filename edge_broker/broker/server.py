@@ -241,9 +241,7 @@ class Broker:
             if self.audit is not None:
                 self.audit.event("policy_rejected", detail=f"{message}: {exc.problems[0]}")
             return ReloadResult(False, message)
-        result = await apply_config(self, new, f"reload of {path}")
-        self.timers.arm(self.clock())  # a tick now: new connect timeout, $SYS interval, limits
-        return result
+        return await apply_config(self, new, f"reload of {path}")
 
     def reset_authentication(self) -> None:
         """Rebuild every listener's authentication chain on its next CONNECT (new keys, files)."""

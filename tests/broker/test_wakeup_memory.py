@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from broker_raw import unique_id
@@ -143,3 +144,14 @@ def test_scheduler_arms_earlier_never_later() -> None:
         assert timers._handle is None
     finally:
         loop.close()
+
+
+def test_an_applied_config_is_ticked_at_once(tmp_path: Path) -> None:
+    """A reload (or a sync bundle: both go through reload.apply_config) may change the connect
+    timeout or the $SYS interval: the broker ticks right away to plan by the new values."""
+    for mb in memory_broker("[sys]\ninterval = 0\n"):
+        assert mb.broker.next_due() is None
+        assert mb.reload(tmp_path / "broker.toml", "[sys]\ninterval = 1\n")
+        assert mb.broker.next_due() == mb.clock.now
+        mb.advance(0)
+        assert mb.broker.next_due() == mb.clock.now + 1  # $SYS from now on, every second

@@ -59,7 +59,7 @@ log = logging.getLogger("edge_broker.broker")
 # Periods of the duties that are polled (broker/scheduler.py): each runs only while it has
 # something to do; keep alive, connect timeout, wills and expiries wake the broker at their
 # own deadlines instead.
-TICK = 0.5  # audit flush; store probe while unhealthy; write-buffer resample while they hold bytes
+TICK = 0.5  # audit flush, store probe, write-buffer resample: each while it has work
 SPACE_SWEEP_INTERVAL = 5.0  # seconds between two looks for empty tenant topic spaces
 
 
@@ -123,6 +123,9 @@ class Broker:
         self.timers = Scheduler(clock, self._wake)
         for heap in (self._timeouts, self._wills, self._expiring):
             self.timers.add_source(heap.next_at)
+        if self.audit is not None:
+            self.audit.on_buffered = self._audit_buffered
+            self._audit_buffered()  # whatever opening the broker recorded
         self.topic_space("~")
         self._plan_duties(clock())
         if self.config.sys.interval:
@@ -646,6 +649,11 @@ class Broker:
             self._timeouts.set(conn, at)
             self.timers.arm(at)
 
+    def _audit_buffered(self) -> None:
+        """The audit log has records to write: flush them within ``TICK``."""
+        if "audit_flush" not in self.timers:
+            self.timers.at("audit_flush", self.clock() + TICK)
+
     def next_due(self) -> float | None:
         """When :meth:`tick` next has something to do (broker clock); None: never, until a
         new deadline appears (broker/scheduler.py)."""
@@ -700,8 +708,7 @@ class Broker:
         from the places that can give one work between ticks: ``_flush``, ``topic_space``)."""
         timers = self.timers
         timers.every("sys", self.config.sys.interval, now)
-        audit = self.audit
-        timers.every("audit_flush", TICK if audit is not None else None, now)
+        audit = self.audit  # its flush is planned when a record arrives (_audit_buffered)
         if audit is not None and audit.stats_interval:
             if "client_stats" not in timers:
                 timers.at("client_stats", max(now, audit.next_stats_at))

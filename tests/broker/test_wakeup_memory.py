@@ -16,6 +16,7 @@ from broker_raw import unique_id
 from engine_harness import MemoryBroker, memory_broker
 
 from edge_broker.broker.scheduler import Scheduler
+from edge_broker.broker.server import TICK
 from edge_broker.mqtt.packets import Properties, Publish, Will
 
 QUIET = {"sys": {"interval": 0}}  # no $SYS: no periodic duty at all
@@ -155,3 +156,19 @@ def test_an_applied_config_is_ticked_at_once(tmp_path: Path) -> None:
         assert mb.broker.next_due() == mb.clock.now
         mb.advance(0)
         assert mb.broker.next_due() == mb.clock.now + 1  # $SYS from now on, every second
+
+
+def test_the_audit_log_is_flushed_only_when_it_has_records(tmp_path: Path) -> None:
+    """An idle broker with ``[audit] dir`` does not wake to flush an empty buffer: the first
+    record of a batch plans the flush ``TICK`` later (it used to poll every 0.5 s)."""
+    audit = {"dir": str(tmp_path / "audit"), "stats_interval": 0}
+    for mb in memory_broker({"sys": {"interval": 0}, "audit": audit}):
+        mb.advance(1.0)  # what the start recorded is written
+        assert mb.broker.next_due() is None  # and nothing more to do
+        c = mb.client()
+        c.connect(unique_id("audited"), keep_alive=0)  # a connect event is recorded
+        assert mb.broker.next_due() == mb.clock.now + TICK
+        mb.advance(TICK)
+        assert mb.broker.next_due() is None
+        segment = next((tmp_path / "audit").glob("audit-*.jsonl"))
+        assert '"event":"connect"' in segment.read_text().replace(" ", "")

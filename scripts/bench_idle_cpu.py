@@ -3,8 +3,11 @@
 Starts edge-broker from a source tree (``--root``, default this one), connects ``--clients``
 idle clients (keep alive 300 s, one subscription each, as ``scripts/bench_run.py --idle``),
 waits for the connections to settle, then reads the broker process's CPU time (utime + stime)
-over ``--seconds`` in which no client sends anything. Prints ms of CPU per second (1000 = one
-core)::
+and its wake-ups over ``--seconds`` in which no client sends anything. Prints ms of CPU per
+second (1000 = one core) and wake-ups per minute: the voluntary context switches of all the
+process's threads (``/proc/<pid>/task/*/status``), each one a return from a sleep such as the
+event loop's ``epoll_wait``. ``--extra`` appends TOML to the broker's config (``"[sys]
+interval = 0"``: no ``$SYS``, the one periodic duty configured by default)::
 
     python scripts/bench_idle_cpu.py --root /path/to/tree --clients 1000 --seconds 20
 
@@ -33,11 +36,28 @@ from bench_brokers import start_edge  # noqa: E402
 CTX = multiprocessing.get_context("fork")
 
 
-def measure(root: Path, clients: int, seconds: float, processes: int = 4) -> float:
+def wakeups(pid: int) -> int:
+    """Voluntary context switches of every thread of ``pid`` so far."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:  # the thread ended
+            continue
+        for line in status.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
+
+
+def measure(
+    root: Path, clients: int, seconds: float, extra: str = "", processes: int = 4
+) -> tuple[float, float]:
+    """(ms of CPU per second, wake-ups per minute) of the idle broker."""
     # imported here: bench_load imports edge_broker, which --tick must take from the cwd
     from bench_load import idle_worker
 
-    broker = start_edge(Path(tempfile.mkdtemp(prefix="idle-cpu-")), root=root)
+    broker = start_edge(Path(tempfile.mkdtemp(prefix="idle-cpu-")), extra=extra, root=root)
     try:
         ready = CTX.Barrier(processes + 1)
         done = CTX.Event()
@@ -50,13 +70,14 @@ def measure(root: Path, clients: int, seconds: float, processes: int = 4) -> flo
             p.start()
         ready.wait()
         time.sleep(2.0)  # the CONNECT/SUBSCRIBE work is done
-        cpu0, t0 = broker.cpu_seconds(), time.monotonic()
+        pid = broker.process.pid
+        cpu0, woke0, t0 = broker.cpu_seconds(), wakeups(pid), time.monotonic()
         time.sleep(seconds)
-        cpu1, t1 = broker.cpu_seconds(), time.monotonic()
+        cpu1, woke1, t1 = broker.cpu_seconds(), wakeups(pid), time.monotonic()
         done.set()
         for p in procs:
             p.join(10)
-        return (cpu1 - cpu0) / (t1 - t0) * 1000
+        return (cpu1 - cpu0) / (t1 - t0) * 1000, (woke1 - woke0) / (t1 - t0) * 60
     finally:
         broker.stop()
 
@@ -86,14 +107,18 @@ def main() -> int:
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--extra", default="", help="TOML appended to the broker's config")
     ap.add_argument("--tick", action="store_true", help="µs per Broker.tick, in-process")
     args = ap.parse_args()
     if args.tick:
         us = tick_cost(args.clients)
         print(f"{os.getcwd()}: {us:.1f} µs per tick with {args.clients} idle clients")
         return 0
-    ms = measure(args.root.resolve(), args.clients, args.seconds)
-    print(f"{args.root}: {ms:.2f} ms CPU per second with {args.clients} idle clients")
+    ms, woke = measure(args.root.resolve(), args.clients, args.seconds, args.extra)
+    print(
+        f"{args.root}: {ms:.2f} ms CPU per second, {woke:.0f} wake-ups per minute with "
+        f"{args.clients} idle clients{f' ({args.extra!r})' if args.extra else ''}"
+    )
     return 0
 
 

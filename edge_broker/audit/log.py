@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,9 @@ class AuditLog:
         )
         self.next_stats_at = 0.0
         self._buffer: list[str] = []
+        # called when a record arrives in an empty buffer: the broker plans a flush then
+        # instead of waking to look (broker/scheduler.py)
+        self.on_buffered: Callable[[], None] | None = None
         self._written = 0
         self._dropped = 0
         segments = list_segments(self.directory)
@@ -106,6 +109,8 @@ class AuditLog:
         rec.update(fields)
         if len(self._buffer) >= self.max_buffered:
             self.flush()
+        if not self._buffer and self.on_buffered is not None:
+            self.on_buffered()
         self._buffer.append(encode_record(rec) + "\n")
 
     def decision(self, **fields: Any) -> None:

@@ -52,7 +52,7 @@ def raise_soft_limit(max_connections: int) -> int:
 
 
 def connection_cap(max_connections: int) -> int:
-    """How many connections may be open at once (read each tick: the limit can change)."""
+    """How many connections may be open at once (read at each accept: the limit can change)."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     cap = max_connections + BEFORE_CONNECT_SLACK
     if soft == resource.RLIM_INFINITY:
@@ -62,7 +62,7 @@ def connection_cap(max_connections: int) -> int:
 
 def log_cap_change(old: int, new: int) -> None:
     """One line when the descriptor limit moved the connection cap (``prlimit`` on a running
-    broker, read each tick), so the operator sees the new bound before any refusal."""
+    broker, read at each accept), so the operator sees the new bound before any refusal."""
     log.info(
         f"connections capped at {new} (was {old}): RLIMIT_NOFILE is now "
         f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}",

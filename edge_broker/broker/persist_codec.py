@@ -1,8 +1,10 @@
 """CBOR-ready records for what persistence stores (issue 8): messages, wills, identities,
 subscriptions and sessions, and back.
 
-Deadlines are ``time.monotonic()`` values in the broker and wall-clock seconds on disk, so a
-message expiry or a session expiry survives a restart (MQTT 5 §3.3.2.3.3, §3.1.2.11.2).
+Deadlines are values of the broker's clock (``Broker.clock``, the one clock of the session
+lifecycle) in memory and wall-clock seconds on disk, so a message expiry or a session expiry
+survives a restart (MQTT 5 §3.3.2.3.3, §3.1.2.11.2): the broker's clock starts anew with each
+process, and only the wall clock means the same moment after a restart.
 Every decoder raises :class:`RecordError` naming the record and field when a stored value does
 not have the expected shape (a record written by another version, or damage the frame CRC did
 not catch); recovery skips and reports such records instead of crashing.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..identity import Identity
@@ -28,7 +31,7 @@ class RecordError(ValueError):
 
 
 def to_wall(deadline: float | None, now_mono: float, now_wall: float) -> float | None:
-    """A monotonic deadline as wall-clock seconds (``None`` stays ``None``)."""
+    """A deadline on the broker's clock as wall-clock seconds (``None`` stays ``None``)."""
     return None if deadline is None else now_wall + (deadline - now_mono)
 
 
@@ -190,6 +193,7 @@ def decode_identity(raw: Any, what: str) -> Identity:
         raise RecordError(f"{what}: identity does not decode ({exc})") from exc
 
 
-def now_pair() -> tuple[float, float]:
-    """(monotonic, wall) read together, for the conversions above."""
-    return time.monotonic(), time.time()
+def now_pair(clock: Callable[[], float]) -> tuple[float, float]:
+    """(``clock``, wall) read together, for the conversions above; ``clock`` is the broker's
+    (``Persistence.clock``), so a test's fake clock and the stored deadlines agree."""
+    return clock(), time.time()

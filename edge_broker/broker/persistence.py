@@ -102,8 +102,9 @@ def log_path(config: Config) -> Path:
 class Persistence:
     """The broker's persistent state; hangs off ``Broker.persistence``."""
 
-    def __init__(self, keyed: KeyedLog) -> None:
+    def __init__(self, keyed: KeyedLog, clock: Callable[[], float] = time.monotonic) -> None:
         self.keyed = keyed
+        self.clock = clock  # Broker.clock: deadlines in memory are on it (persist_codec.py)
         self.healthy = True
         self.last_error: str | None = None
         self.refused = 0  # QoS >= 1 publishes refused because they could not be stored
@@ -129,7 +130,7 @@ class Persistence:
         self._fsync_each = keyed.log.durability.mode == "always"
 
     @classmethod
-    def open(cls, config: Config) -> Persistence:
+    def open(cls, config: Config, clock: Callable[[], float] = time.monotonic) -> Persistence:
         path = log_path(config)
         settings = config.persistence
         fsync: str | float = FSYNC.get(settings.durability, settings.interval_ms / 1000.0)
@@ -159,7 +160,7 @@ class Persistence:
                 + damage_hint(path)
             ) from exc
         fewer_young_collections()  # the store keeps state per queued message (gcpause.py)
-        return cls(keyed)
+        return cls(keyed, clock)
 
     # -- recording (called by persist_hooks and the broker) ----------------------------------
 
@@ -185,7 +186,7 @@ class Persistence:
             self._seq = seq + 2
             entry = self._messages[id(message)] = [seq + 1, 0, message]
             if self._recording:
-                now_mono, now_wall = now_pair()
+                now_mono, now_wall = now_pair(self.clock)
                 self._ops += (
                     RAW_PUT,
                     MESSAGES,
@@ -256,7 +257,7 @@ class Persistence:
         self._refs[seq] = id(message)
 
     def retained_set(self, tenant: str, message: Message) -> None:
-        now_mono, now_wall = now_pair()
+        now_mono, now_wall = now_pair(self.clock)
         self._add(
             (
                 RAW_PUT,
@@ -344,7 +345,7 @@ class Persistence:
 
     def _take(self) -> tuple[list[Any], int]:
         if self._dirty:
-            now_mono, now_wall = now_pair()
+            now_mono, now_wall = now_pair(self.clock)
             for cid, session in self._dirty.items():
                 self._ops += (
                     RAW_PUT,
@@ -575,7 +576,7 @@ class Persistence:
 
     def recover(self, broker: Broker) -> None:
         """Load retained messages and sessions into ``broker`` (module docstring)."""
-        started = time.monotonic()
+        started = time.perf_counter()  # how long recovery took, for the log line
         report = self.keyed.report
         if not report.clean:
             log.warning(
@@ -587,7 +588,7 @@ class Persistence:
                     "tail_bytes_dropped": report.tail_bytes_dropped,
                 },
             )
-        now_mono, now_wall = now_pair()
+        now_mono, now_wall = now_pair(self.clock)
         drop: list[Op] = []
         retained = self._recover_retained(broker, now_mono, now_wall, drop)
         sessions = self._recover_sessions(broker, now_mono, now_wall, drop)
@@ -610,7 +611,7 @@ class Persistence:
         log.info(
             f"broker store {self.keyed.path}: {len(sessions)} sessions, {messages} queued "
             f"messages, {retained} retained messages restored in "
-            f"{time.monotonic() - started:.3f} s ({len(drop)} expired or unusable records "
+            f"{time.perf_counter() - started:.3f} s ({len(drop)} expired or unusable records "
             "dropped)",
             extra={
                 "event": "store_loaded",

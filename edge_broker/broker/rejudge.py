@@ -360,7 +360,12 @@ def judge_will(
             "kept across the restart; its will cannot be judged",
         )
     expires = identity.token_expires_at
-    if expires is not None and time.time() >= expires:
+    # exp is wall-clock time (RFC 7519 §4.1.4); the last connection's deadline for it is on the
+    # broker's clock (token_expiry.py): whichever has passed ends the token (fail closed)
+    deadline = session.token_deadline
+    if expires is not None and (
+        time.time() >= expires or (deadline is not None and broker.clock() >= deadline)
+    ):
         return deny(GateName.TOKEN, TOKEN_EXPIRED, "the token of the will's client has expired")
     return broker.policy.check_will(identity, will)
 

@@ -78,6 +78,7 @@ async def apply_config(broker: Broker, new: Config, source: str) -> ReloadResult
         policy.pipeline.hits, policy.pipeline.denials = old_pipeline.hits, old_pipeline.denials
     broker.config = new
     broker.policy = policy
+    broker.timers.at("reload", broker.clock())  # a tick now: connect timeout, $SYS (scheduler.py)
     broker.reset_authentication()
     broker.generation += 1
     ended = recheck_credentials(broker, new, source)  # first: the survivors' new roles count

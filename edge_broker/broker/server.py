@@ -40,6 +40,7 @@ from .read_pool import ReadPool
 from .rejudge import judge_will, recheck_subscriptions, will_refused
 from .retained import MemoryRetainedStore, RetainedStore
 from .retained_budget import RetainedBudget
+from .scheduler import Scheduler
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
@@ -55,7 +56,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edge_broker.broker")
 
-TICK = 0.5  # seconds between keep-alive / will / expiry / $SYS checks
+# Periods of the duties that are polled (broker/scheduler.py): each runs only while it has
+# something to do; keep alive, connect timeout, wills and expiries wake the broker at their
+# own deadlines instead.
+TICK = 0.5  # audit flush, store probe, write-buffer resample: each while it has work
 SPACE_SWEEP_INTERVAL = 5.0  # seconds between two looks for empty tenant topic spaces
 
 
@@ -114,10 +118,18 @@ class Broker:
         self._rate_tokens = float(config.limits.connect_burst)
         self._rate_at = clock()
         self._stop = asyncio.Event()
-        self._ticker: asyncio.Task[None] | None = None
-        self._next_sys = 0.0
-        self._next_space_sweep = 0.0
+        self._all_closed: asyncio.Event | None = None  # set by shutdown() while it waits
+        # the one source of "when next": the heaps above and the periodic duties (tick())
+        self.timers = Scheduler(clock, self._wake)
+        for heap in (self._timeouts, self._wills, self._expiring):
+            self.timers.add_source(heap.next_at)
+        if self.audit is not None:
+            self.audit.on_buffered = self._audit_buffered
+            self._audit_buffered()  # whatever opening the broker recorded
         self.topic_space("~")
+        self._plan_duties(clock())
+        if self.config.sys.interval:
+            self.timers.at("sys", clock())  # $SYS is there from the start, then every interval
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -172,13 +184,13 @@ class Broker:
                         "port": port,
                     },
                 )
-        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+        self.timers.start(asyncio.get_running_loop())
 
     def _open_persistence(self) -> None:
         """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""
         from .persistence import Persistence, PersistentRetainedStore
 
-        persistence = self.persistence = Persistence.open(self.config)
+        persistence = self.persistence = Persistence.open(self.config, self.clock)
         separator = self.separator
 
         def retained_store(tenant: str) -> RetainedStore:
@@ -196,8 +208,10 @@ class Broker:
         self.sessions.put(session)
         if session.will is not None and session.will_at is not None:
             self._wills.set(session, session.will_at)
+            self.timers.arm(session.will_at)
         if session.expires_at is not None:
             self._expiring.set(session, session.expires_at)
+            self.timers.arm(session.expires_at)
 
     def _factory(self, listener: ListenerConfig) -> Any:
         if listener.transport == "websocket":
@@ -251,11 +265,15 @@ class Broker:
             server.close()
         for conn in list(self.connections):
             conn.close(ReasonCode.SERVER_SHUTTING_DOWN, "server shutting down")
-        deadline = time.monotonic() + 3.0
-        while self.connections and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        if self._ticker is not None:
-            self._ticker.cancel()
+        if self.connections:
+            # at most 3 s of the event loop's own time for the sockets to close (not the
+            # broker's clock: a test's fake clock does not move while this waits)
+            self._all_closed = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._all_closed.wait(), 3.0)
+            except TimeoutError:
+                pass
+        self.timers.stop()
         if self.bridges is not None:
             await self.bridges.close()
         if self.claims is not None:
@@ -287,6 +305,11 @@ class Broker:
         self.connections.add(conn)
         self.watch(conn)
         self.stats.connections_total += 1
+        # read at each accept (one getrlimit): RLIMIT_NOFILE and the limit can change at any time
+        cap = connection_cap(self.config.limits.max_connections)
+        if cap != self._connection_cap:
+            log_cap_change(self._connection_cap, cap)
+            self._connection_cap = cap
         if len(self.connections) > self._connection_cap:
             # Far over the limit: do not even read a CONNECT (half-open floods), and never let
             # connections use up the file descriptors (broker/fd_budget.py).
@@ -336,6 +359,8 @@ class Broker:
                 tenant, self.separator, retained, self.config.limits.routing_cache_bytes
             )
             self._count_retained(space)
+            if "space_sweep" not in self.timers and tenant != "~":
+                self.timers.every("space_sweep", SPACE_SWEEP_INTERVAL, self.clock())
         return space
 
     def free_empty_topic_spaces(self) -> int:
@@ -395,6 +420,12 @@ class Broker:
         dirty, self._dirty = self._dirty, []
         for conn in dirty:
             conn.flush()
+        # what a write can start between ticks: bytes left in a transport, a failed store write
+        if self.write_budget.total and "write_resample" not in self.timers:
+            self._plan_duties(self.clock())
+        persistence = self.persistence
+        if persistence is not None and not persistence.healthy and "store_probe" not in self.timers:
+            self._plan_duties(self.clock())
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -490,6 +521,8 @@ class Broker:
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
         self._timeouts.discard(conn)
+        if self._all_closed is not None and not self.connections:
+            self._all_closed.set()
         if conn.session is not None:
             self._detach(conn)
         if conn.client_id and conn.identity is not None:
@@ -512,6 +545,7 @@ class Broker:
         if session is None or session.connection is not conn:
             return
         session.connection = None
+        session.token_deadline = conn.engine.token_deadline  # for the will (rejudge.py)
         self.stats.clients_connected -= 1
         will, conn.will = conn.will, None
         now = self.clock()
@@ -523,6 +557,7 @@ class Broker:
                 session.will = will
                 session.will_at = now + delay
                 self._wills.set(session, session.will_at)
+                self.timers.arm(session.will_at)
         if keep_session:
             return
         if session.expiry_interval == 0:
@@ -531,6 +566,7 @@ class Broker:
         if session.expiry_interval != NEVER_EXPIRES:
             session.expires_at = now + session.expiry_interval
             self._expiring.set(session, session.expires_at)
+            self.timers.arm(session.expires_at)
         if self.persistence is not None:
             self.persistence.session_changed(session)
 
@@ -596,13 +632,12 @@ class Broker:
 
     # -- timers -----------------------------------------------------------------------------
 
-    async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(TICK)
-            try:
-                self.tick(self.clock())
-            except Exception:
-                log.exception("periodic broker task failed")
+    def _wake(self) -> None:
+        """The scheduler's timer: run what is due (it then re-arms at the next due time)."""
+        try:
+            self.tick(self.clock())
+        except Exception:
+            log.exception("periodic broker task failed")
 
     def watch(self, conn: Connection) -> None:
         """Look at ``conn`` again at its engine's next deadline (engine/connection.py); called
@@ -615,13 +650,21 @@ class Broker:
             self._timeouts.discard(conn)
         else:
             self._timeouts.set(conn, at)
+            self.timers.arm(at)
+
+    def _audit_buffered(self) -> None:
+        """The audit log has records to write: flush them within ``TICK``."""
+        if "audit_flush" not in self.timers:
+            self.timers.at("audit_flush", self.clock() + TICK)
+
+    def next_due(self) -> float | None:
+        """When :meth:`tick` next has something to do (broker clock); None: never, until a
+        new deadline appears (broker/scheduler.py)."""
+        return self.timers.next_at()
 
     def tick(self, now: float) -> None:
+        """Run every deadline and periodic duty due at ``now`` (broker/scheduler.py)."""
         timeout = self.config.broker.connect_timeout
-        cap = connection_cap(self.config.limits.max_connections)
-        if cap != self._connection_cap:
-            log_cap_change(self._connection_cap, cap)
-            self._connection_cap = cap
         if timeout != self._connect_timeout:  # a reload changed it: every deadline again
             self._connect_timeout = timeout
             for conn in list(self.connections):
@@ -644,20 +687,39 @@ class Broker:
                     self.persistence.session_changed(session)
         for session in self._expiring.due(now):
             self._end_session(session)
-        if self.persistence is not None:
+        duties = self.timers.due(now)
+        if "store_probe" in duties and self.persistence is not None:
             self.persistence.tick()
-        if self.audit is not None:
+        if "client_stats" in duties and self.audit is not None:
             audit_events.client_stats(self.audit, self.connections, now)
+        if "audit_flush" in duties and self.audit is not None:
             try:
                 self.audit.flush()
             except OSError as exc:
                 log.error("cannot write the audit log: %s", exc, extra={"event": "audit_error"})
-        if now >= self._next_space_sweep:
-            self._next_space_sweep = now + SPACE_SWEEP_INTERVAL
+        if "space_sweep" in duties:
             self.free_empty_topic_spaces()
             self.delivery.recount(self.sessions)
-        self.write_budget.resample()
-        interval = self.config.sys.interval
-        if interval and now >= self._next_sys:
-            self._next_sys = now + interval
+        if "write_resample" in duties:
+            self.write_budget.resample()
+        if "sys" in duties:
             publish_sys(self)
+        self._plan_duties(now)
+
+    def _plan_duties(self, now: float) -> None:
+        """Which periodic duties have something to do from ``now`` on (after every tick, and
+        from the places that can give one work between ticks: ``_flush``, ``topic_space``)."""
+        timers = self.timers
+        timers.every("sys", self.config.sys.interval, now)
+        audit = self.audit  # its flush is planned when a record arrives (_audit_buffered)
+        if audit is not None and audit.stats_interval:
+            if "client_stats" not in timers:
+                timers.at("client_stats", max(now, audit.next_stats_at))
+        else:
+            timers.every("client_stats", None, now)
+        persistence = self.persistence
+        unhealthy = persistence is not None and not persistence.healthy
+        timers.every("store_probe", TICK if unhealthy else None, now)
+        timers.every("write_resample", TICK if self.write_budget.total else None, now)
+        sweep = len(self.topic_spaces) > 1 or self.delivery.queued_total > 0
+        timers.every("space_sweep", SPACE_SWEEP_INTERVAL if sweep else None, now)

@@ -98,6 +98,7 @@ class Session(QosFlow[Outgoing]):
         "connection",
         "owner",
         "journal",
+        "token_deadline",
     )
 
     def __init__(self, client_id: str, tenant: str, identity: Identity, protocol_level: int):
@@ -118,6 +119,8 @@ class Session(QosFlow[Outgoing]):
         # the principal that created the session (broker/ownership.py); None only while restoring
         self.owner: Principal | None = None
         self.journal: SessionJournal = NO_JOURNAL  # persistence: broker/journal.py (issue 17)
+        # its last connection's token end on the broker's clock: a will is judged by it too
+        self.token_deadline: float | None = None
 
     def __repr__(self) -> str:
         return f"Session({self.client_id!r}, tenant={self.tenant!r})"

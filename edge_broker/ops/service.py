@@ -116,9 +116,11 @@ async def run_service(
             _route_sighup(loop, sync)
         notifier.ready(status_line(broker, sync))
         watchdog.start()
+        # the status line every 30 s only for a systemd that reads it: otherwise no wake-ups
+        status_every = 30.0 if notifier.enabled else None
         while not stop.is_set():
             try:
-                await asyncio.wait_for(stop.wait(), 30.0)
+                await asyncio.wait_for(stop.wait(), status_every)
             except TimeoutError:
                 notifier.status(status_line(broker, sync))
     finally:

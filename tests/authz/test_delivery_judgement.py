@@ -196,66 +196,8 @@ def test_reauthentication_with_a_narrower_token_drops_what_was_queued(tmp_path: 
         b.stop()
 
 
-def sys_counter(b: RunningBroker, name: str, expected: str, timeout: float = 6.0) -> None:
-    """Wait until ``$SYS/broker/authz/<name>`` (retained, refreshed every second) reads
-    ``expected``."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        c = login(b, "bob", unique_id("sys-"), clean=True)
-        assert c.subscribe(f"$SYS/broker/authz/{name}", 0).reason_codes == (0,)
-        got = c.publishes(0.3)
-        c.close()
-        if got:
-            last = got[-1].payload.decode()
-            if last == expected:
-                return
-        time.sleep(0.3)
-    raise AssertionError(f"$SYS/broker/authz/{name} is {last!r}, not {expected!r}")
-
-
-def test_revocations_are_counted_and_audited(tmp_path: Path) -> None:
-    from edge_broker.audit.log import read_records
-
-    write_passwd(tmp_path / "passwd", {"alice": "user", "bob": "admin"})
-    admin = RULES_WIDE + ', { id = "sys", topic = "$SYS/#" }'
-    b = start_broker(
-        tmp_path / "run",
-        gateway_config(
-            tmp_path, admin_rules=admin, user_rules=RULES_WIDE, sys_interval=1, audit=True
-        ),
-    )
-    try:
-        cid = unique_id("alice-")
-        alice = login(b, "alice", cid)
-        assert alice.subscribe("admin/#", 1).reason_codes == (1,)
-        alice.send(Disconnect(0))
-        alice.close()
-        publish(b, "admin/counted")
-        intruder = RawClient(b.host, b.port)  # another principal for alice's session
-        assert (
-            intruder.connect(
-                cid, clean=False, username="bob", password=PASSWORDS["bob"].encode()
-            ).reason_code
-            == 0x87
-        )
-        intruder.close()
-        reload(
-            b,
-            gateway_config(
-                tmp_path, admin_rules=admin, user_rules=RULES_NO_ADMIN, sys_interval=1, audit=True
-            ),
-        )
-        sys_counter(b, "deliveries_revoked", "1")
-        sys_counter(b, "sessions_refused", "1")
-        sys_counter(b, "subscriptions_removed", "1")
-    finally:
-        b.stop()
-    records = [r for _, _, r in read_records(tmp_path / "audit") if r["type"] == "decision"]
-    assert any(r["action"] == "deliver" and r["topic"] == "admin/counted" for r in records)
-    assert any(r["action"] == "connect" and r.get("rule") == "session-ownership" for r in records)
+# test_revocations_are_counted_and_audited: on the in-memory broker
+# (test_delivery_judgement_memory.py)
 
 
 def test_a_narrower_token_resuming_gets_none_of_what_was_queued_for_the_wider(

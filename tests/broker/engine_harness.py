@@ -4,9 +4,10 @@
 connections, handlers, sessions and delivery) on a private event loop with no listener and no
 socket: each :class:`MemoryClient` is a :class:`~edge_broker.broker.connection.Connection`
 behind an in-memory transport, speaking through the project's codec. Time passes only when a
-test says so: :meth:`MemoryBroker.advance` moves the broker's clock and runs its periodic
-``tick`` as the real one does every ``TICK`` seconds. A will delay, a session expiry or a
-keep-alive timeout therefore takes no wall-clock time and cannot be late under load.
+test says so: :meth:`MemoryBroker.advance` moves the broker's clock from one due time to the
+next (``Broker.next_due``, broker/scheduler.py) and runs ``Broker.tick`` at each, as the
+broker's timer does. A will delay, a session expiry or a keep-alive timeout therefore takes
+no wall-clock time, fires exactly at its deadline, and cannot be late under load.
 
 The client API follows ``broker_raw.RawClient`` (``connect``, ``send``, ``expect``,
 ``nothing``, ``closed`` …) so a protocol test moves here with its assertions unchanged; what
@@ -19,16 +20,19 @@ What stays on real sockets: TLS, WebSocket, listeners, signals, persistence and 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
+import math
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 from edge_broker.broker.connection import Connection
-from edge_broker.broker.server import TICK, Broker
+from edge_broker.broker.server import Broker
 from edge_broker.config import loads_config, parse_config
 from edge_broker.mqtt.codec import PacketReader, encode
-from edge_broker.mqtt.packets import Packet
+from edge_broker.mqtt.packets import Packet, Puback, Publish
 from tests.broker.broker_raw import ClientPackets
 
 P = TypeVar("P")
@@ -38,15 +42,31 @@ _MAX_PASSES = 100_000  # a broker that never goes idle is a bug: fail instead of
 
 
 class FakeClock:
-    """The broker's clock: moves only by :meth:`advance`. It starts at the real monotonic time
-    because message expiry deadlines are still read from ``time.monotonic()`` in
-    ``broker/message.py``; both stay in one time domain."""
+    """The broker's clock: moves only by :meth:`advance`. It starts at ``start``, by default the
+    real monotonic time (any value works: every deadline of the broker, and those persistence
+    stores, are on this clock; a restart may start a new one elsewhere)."""
 
-    def __init__(self) -> None:
-        self.now = time.monotonic()
+    def __init__(self, start: float | None = None) -> None:
+        self.now = time.monotonic() if start is None else start
 
     def __call__(self) -> float:
         return self.now
+
+
+class ThreadWork(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor, whose work the harness waits for: a password check
+    (auth/password_method.py) or a reload's config parsing runs in a thread and comes back as
+    a loop callback, so the broker is not idle while one runs."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2, thread_name_prefix="memory-broker")
+        self.running: set[concurrent.futures.Future[Any]] = set()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future = super().submit(fn, *args, **kwargs)
+        self.running.add(future)
+        future.add_done_callback(self.running.discard)
+        return future
 
 
 class MemoryTransport(asyncio.Transport):
@@ -118,10 +138,16 @@ class MemoryTransport(asyncio.Transport):
 class MemoryBroker:
     """The real broker on a private loop with a fake clock; see the module docstring."""
 
-    def __init__(self, config: dict[str, Any] | str | None = None) -> None:
-        """``config``: a dict as parsed from TOML, or TOML text (tests/auth/token_broker.py)."""
-        self.clock = FakeClock()
+    def __init__(
+        self, config: dict[str, Any] | str | None = None, clock_start: float | None = None
+    ) -> None:
+        """``config``: a dict as parsed from TOML, or TOML text (tests/auth/token_broker.py).
+        With ``[persistence]`` enabled the store is opened and recovered as ``Broker.start``
+        does (use durability ``none``: nothing here waits for an fsync thread)."""
+        self.clock = FakeClock(clock_start)
         self.loop = asyncio.new_event_loop()
+        self.threads = ThreadWork()
+        self.loop.set_default_executor(self.threads)
         if isinstance(config, str):
             self.config = loads_config(config, "<test>")
         else:
@@ -132,7 +158,10 @@ class MemoryBroker:
         self._ports = itertools.count(40000)
 
     async def _make(self) -> Broker:
-        return Broker(self.config, clock=self.clock)
+        broker = Broker(self.config, clock=self.clock)
+        if self.config.persistence.enabled:
+            broker._open_persistence()  # as Broker.start, without the listeners
+        return broker
 
     def settle(self) -> None:
         """Run the broker until it has nothing left to do now (no ready callback or task)."""
@@ -143,7 +172,13 @@ class MemoryBroker:
         idle = 0
         for _ in range(_MAX_PASSES):
             await asyncio.sleep(0)
-            idle = idle + 1 if not ready else 0
+            if ready:
+                idle = 0
+            elif self.threads.running:  # its result will come back as a callback: wait for it
+                concurrent.futures.wait(set(self.threads.running), timeout=30)
+                idle = 0
+            else:
+                idle += 1
             if idle >= _SETTLED_PASSES:
                 return
         raise AssertionError("the broker never went idle")
@@ -154,13 +189,36 @@ class MemoryBroker:
         self.settle()
 
     def advance(self, seconds: float) -> None:
-        """Let ``seconds`` pass: the clock moves in steps of the broker's ``TICK`` and the
-        periodic checks (keep alive, connect timeout, will delay, session expiry) run after
-        each step, as ``Broker._tick`` does."""
+        """Let ``seconds`` pass: the clock jumps to each time the broker has something due
+        before the end (keep alive, connect timeout, will delay, session expiry, its periodic
+        duties) and ``tick`` runs there, exactly as the broker's timer wakes it; the clock
+        then stops at the end. A deadline the scheduler does not know of is never reached."""
         end = self.clock.now + seconds
-        while self.clock.now < end:
-            self.clock.now = min(end, self.clock.now + TICK)
-            self.call(self.broker.tick, self.clock.now)
+        ticked = None
+        for _ in range(_MAX_PASSES):
+            due = self.broker.next_due()
+            if due is not None and due <= self.clock.now:
+                due = self.clock.now
+                if ticked == due:
+                    # still due after a tick at this instant: the engine's timeouts are strict
+                    # ("more than 1.5 × Keep Alive", engine/connection.py): the next instant
+                    due = math.nextafter(due, math.inf)
+            if due is None or due > end:
+                break
+            self.clock.now = ticked = due
+            self.call(self.broker.tick, due)
+        else:
+            raise AssertionError("the broker's next deadline never moved past now")
+        self.clock.now = end
+
+    def reload(self, path: Path, text: str | None = None) -> bool:
+        """``edge-broker reload`` (SIGHUP): write ``text`` to ``path`` when given, then let the
+        broker load and apply it; whether it was applied."""
+        if text is not None:
+            path.write_text(text)
+        result = self.loop.run_until_complete(self.broker.reload(str(path)))
+        self.settle()
+        return result.ok
 
     def client(self, level: int = 5) -> MemoryClient:
         c = MemoryClient(self, level, next(self._ports))
@@ -214,6 +272,25 @@ class MemoryClient(ClientPackets):
         assert isinstance(packet, kind), f"expected {kind.__name__}, got {packet!r}"
         return packet
 
+    def drain(self) -> list[Packet]:
+        """Every packet the broker has sent by now, in order (it is idle: nothing more is on
+        its way)."""
+        self.harness.settle()
+        got, self.pending = self.pending, []
+        return got
+
+    def publishes(self) -> list[Publish]:
+        """Every PUBLISH the broker sends while this client reads and acknowledges, until it is
+        idle (``RawClient.publishes`` without the window): QoS 1 ones are answered with PUBACK,
+        QoS 2 ones left unanswered, other packets dropped."""
+        got: list[Publish] = []
+        while batch := [p for p in self.drain() if isinstance(p, Publish)]:
+            for packet in batch:
+                got.append(packet)
+                if packet.qos == 1 and packet.packet_id and not self.eof:
+                    self.send(Puback(packet.packet_id))
+        return got
+
     def nothing(self) -> None:
         self.harness.settle()
         assert not self.pending, f"unexpected packet {self.pending[0]!r}"
@@ -234,9 +311,11 @@ class MemoryClient(ClientPackets):
         self.harness.call(self.connection.connection_lost, None)
 
 
-def memory_broker(config: dict[str, Any] | str | None = None) -> Iterator[MemoryBroker]:
+def memory_broker(
+    config: dict[str, Any] | str | None = None, clock_start: float | None = None
+) -> Iterator[MemoryBroker]:
     """For fixtures: a :class:`MemoryBroker`, shut down afterwards."""
-    harness = MemoryBroker(config)
+    harness = MemoryBroker(config, clock_start)
     try:
         yield harness
     finally:

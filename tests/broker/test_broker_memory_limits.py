@@ -14,7 +14,6 @@ from broker_raw import RawClient, rss_kib, unique_id
 from edge_broker.mqtt.packets import (
     Connack,
     Connect,
-    Disconnect,
     Pingreq,
     Pingresp,
     Properties,
@@ -51,35 +50,8 @@ def roundtrip(b, level: int = 5) -> None:
 # -- topic and filter limits ----------------------------------------------------------------
 
 
-def test_publish_topic_levels_and_length_are_refused_with_0x90(broker_factory):
-    b = broker_factory({"sys": FAST_SYS})
-    deep = "/".join(["l"] * 33)
-    with RawClient(b.host, b.port) as c:
-        c.connect(unique_id("tl"))
-        c.send(Publish("/".join(["l"] * 32), b"x", 1, packet_id=1))  # 32 levels: fine
-        assert c.expect(Puback).reason_code == 0x10
-        c.send(Publish(deep, b"x", 1, packet_id=2))
-        ack = c.expect(Puback)
-        assert ack.reason_code == 0x90
-        assert "limits.max_topic_levels" in ack.properties.reason_string
-        c.send(Publish("a" * 1025, b"x", 1, packet_id=3))
-        ack = c.expect(Puback)
-        assert ack.reason_code == 0x90
-        assert "limits.max_topic_length" in ack.properties.reason_string
-        c.send(Publish("é" * 512, b"x", 1, packet_id=4))  # 512 characters, 1,024 bytes: fine
-        assert c.expect(Puback).reason_code == 0x10
-        c.send(Publish(deep, b"x", 0))  # QoS 0: nothing else would tell the client
-        (disconnect,) = [p for p in c.closed() if isinstance(p, Disconnect)]
-        assert disconnect.reason_code == 0x90
-        assert "limits.max_topic_levels" in disconnect.properties.reason_string
-    with RawClient(b.host, b.port, level=4) as c:  # 3.1.1 has no way to refuse: closed
-        c.connect(unique_id("tl3"))
-        c.send(Publish(deep, b"x", 1, packet_id=1))
-        assert c.closed() == []
-    time.sleep(1.5)
-    assert int(sys_value(b, "limits/limits_max_topic_levels/hits")) == 3
-    assert int(sys_value(b, "limits/limits_max_topic_length/hits")) == 1
-    roundtrip(b)
+# test_publish_topic_levels_and_length_are_refused_with_0x90: on the in-memory broker
+# (test_limits_memory.py)
 
 
 def test_will_topic_beyond_the_limits_refuses_the_connect(broker_factory):
@@ -233,61 +205,7 @@ def test_denied_long_topics_do_not_fill_the_decision_caches(broker_factory):
 # -- retained limits ------------------------------------------------------------------------
 
 
-def test_retained_limits_answer_0x97_and_count(broker_factory):
-    b = broker_factory(
-        {
-            "sys": FAST_SYS,
-            "limits": {
-                "max_retained_messages": 5,
-                "max_retained_per_client": 3,
-                "max_retained_payload": 1000,
-                "max_retained_bytes": 100_000,
-            },
-        }
-    )
-    with RawClient(b.host, b.port) as c:
-        c.connect("ret-a")
-        for i in range(3):
-            c.send(Publish(f"r/a/{i}", b"v", 1, True, packet_id=i + 1))
-            assert c.expect(Puback).reason_code == 0x10
-        c.send(Publish("r/a/3", b"v", 1, True, packet_id=9))  # a fourth topic of this client
-        ack = c.expect(Puback)
-        assert ack.reason_code == 0x97
-        assert "limits.max_retained_per_client" in ack.properties.reason_string
-        c.send(Publish("r/a/0", b"new", 1, True, packet_id=10))  # replacing is no new topic
-        assert c.expect(Puback).reason_code == 0x10
-        c.send(Publish("r/a/big", b"x" * 1001, 1, True, packet_id=11))
-        ack = c.expect(Puback)
-        assert ack.reason_code == 0x97
-        assert "limits.max_retained_payload" in ack.properties.reason_string
-        c.send(Publish("r/a/2", b"", 1, True, packet_id=12))  # deleting frees a slot
-        assert c.expect(Puback).reason_code == 0x10
-        c.send(Publish("r/a/3", b"v", 1, True, packet_id=13))
-        assert c.expect(Puback).reason_code == 0x10
-    with RawClient(b.host, b.port) as c:
-        c.connect("ret-b")
-        for i in range(2):
-            c.send(Publish(f"r/b/{i}", b"v", 1, True, packet_id=i + 1))
-            assert c.expect(Puback).reason_code == 0x10
-        c.send(Publish("r/b/2", b"v", 1, True, packet_id=3))  # the sixth in the broker
-        ack = c.expect(Puback)
-        assert ack.reason_code == 0x97
-        assert "limits.max_retained_messages" in ack.properties.reason_string
-    with RawClient(b.host, b.port, level=4) as c:  # 3.1.1: delivered, not retained
-        c.connect("ret-c")
-        c.subscribe("r/c/#", 1)
-        c.send(Publish("r/c/0", b"live", 1, True, packet_id=1))
-        got = [c.recv(5), c.recv(5)]
-        assert any(isinstance(p, Publish) and p.payload == b"live" for p in got)
-        assert any(isinstance(p, Puback) for p in got)
-    with RawClient(b.host, b.port) as c:
-        c.connect(unique_id("look"))
-        c.subscribe("r/#")
-        kept = sorted(p.topic for p in c.publishes(1.0))
-    assert kept == ["r/a/0", "r/a/1", "r/a/3", "r/b/0", "r/b/1"]
-    time.sleep(1.5)
-    assert int(sys_value(b, "limits/limits_max_retained_messages/hits")) == 2
-    assert int(sys_value(b, "limits/retained/count")) == 5
+# test_retained_limits_answer_0x97_and_count: on the in-memory broker (test_limits_memory.py)
 
 
 def test_retained_flood_is_bounded_in_memory_and_log(broker_factory):
@@ -406,6 +324,10 @@ def test_overflow_backpressure_is_bounded_in_time(broker_factory):
 # -- broker-wide totals ---------------------------------------------------------------------
 
 
+# test_queued_bytes_total_bounds_every_queue_together: on the in-memory broker
+# (test_limits_memory.py)
+
+
 def test_subscriptions_total(broker_factory):
     b = broker_factory({"limits": {"max_subscriptions_total": 5}, "sys": {"interval": 0}})
     with RawClient(b.host, b.port) as a, RawClient(b.host, b.port) as c:
@@ -419,29 +341,6 @@ def test_subscriptions_total(broker_factory):
         assert "limits.max_subscriptions_total" in suback.properties.reason_string
         c.send(Subscribe(2, (Subscription("c/0", 1),)))  # replacing one is no new one
         assert c.expect(Suback).reason_codes == (1,)
-
-
-def test_queued_bytes_total_bounds_every_queue_together(broker_factory):
-    b = broker_factory({"limits": {"max_inflight": 1, "max_queued_bytes_total": 12_000}})
-    subs = []
-    for i in range(2):
-        s = RawClient(b.host, b.port)
-        s.connect(unique_id(f"q{i}"))
-        s.subscribe("total/t", 1)
-        subs.append(s)
-    with RawClient(b.host, b.port) as pub:
-        pub.connect(unique_id("qp"))
-        for i in range(20):
-            pub.send(Publish("total/t", b"z" * 1000, 1, packet_id=i + 1))
-        assert _acks(pub, 1.0) == 20
-    got = sum(len(s.publishes(1.5)) for s in subs)
-    # 2 in flight + what 12,000 bytes hold (about 1,150 bytes an entry): 10, not 40
-    assert 8 <= got <= 14, got
-    assert "limits.max_queued_bytes_total" in b.log()
-    time.sleep(2.5)  # the $SYS interval (2 s in tests): every queue has been read by now
-    assert sys_value(b, "limits/queued/bytes") == "0"
-    for s in subs:
-        s.close()
 
 
 def test_encoded_variants_of_large_retained_messages_are_not_kept(broker_factory):

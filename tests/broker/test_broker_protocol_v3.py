@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from broker_raw import RawClients, unique_id
 
 from edge_broker.mqtt.packets import (
     Connect,
-    Pingreq,
-    Pingresp,
     Puback,
     Pubcomp,
     Publish,
@@ -126,14 +122,7 @@ def test_denied_publish_acknowledged_and_dropped(client):
     sub.nothing()
 
 
-def test_keep_alive_one_and_a_half(client):
-    c = client(4)
-    c.connect(cid(), keep_alive=1)
-    start = time.monotonic()
-    c.send(Pingreq())
-    c.expect(Pingresp)
-    assert c.closed(timeout=4) == []
-    assert 1.4 <= time.monotonic() - start <= 3.5
+# test_keep_alive_one_and_a_half: on the in-memory broker (test_sessions_memory.py)
 
 
 def test_dollar_topics_not_matched_by_leading_wildcards(client):

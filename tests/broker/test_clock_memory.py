@@ -5,12 +5,21 @@ broker (engine_harness.py) shows them without waiting for the wall clock."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from engine_harness import memory_broker
 
 from edge_broker.engine.connection import ConnectionEngine, Timeout
-from edge_broker.mqtt.packets import Disconnect, Puback, Publish, Suback, Subscribe, Subscription
+from edge_broker.mqtt.packets import (
+    Disconnect,
+    Properties,
+    Puback,
+    Publish,
+    Suback,
+    Subscribe,
+    Subscription,
+)
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 
@@ -72,3 +81,20 @@ def test_the_tick_looks_only_at_connections_whose_deadline_is_due(
         assert len(asked) <= 2 and all(e is asked[0] for e in asked)  # only the short one
         for c in idle:
             c.nothing()  # still connected, never looked at
+
+
+def test_stored_session_expiry_is_on_the_broker_clock(tmp_path: Path) -> None:
+    """Persistence converts deadlines between the broker's clock and the wall clock on disk
+    (persist_codec.now_pair): with a broker clock far from ``time.monotonic()`` a session
+    parked for 60 s still has 60 s after a restart whose clock starts elsewhere again."""
+    config = {"persistence": {"enabled": True, "state_dir": str(tmp_path), "durability": "none"}}
+    for mb in memory_broker(config, clock_start=1e7):
+        c = mb.client()
+        c.connect("parked", clean=False, properties=Properties(session_expiry_interval=60))
+        c.close()  # offline: expires 60 s from now on this clock, stored as a wall time
+    for mb in memory_broker(config, clock_start=5.0):  # the restarted process's clock
+        session = next(iter(mb.broker.sessions))
+        assert session.expires_at is not None
+        assert 5.0 + 59 < session.expires_at <= 5.0 + 60
+        mb.advance(session.expires_at - mb.clock.now)
+        assert len(mb.broker.sessions) == 0

@@ -179,6 +179,20 @@ def test_server_keep_alive_and_timeout() -> None:
         assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x8D
 
 
+def test_keep_alive_one_and_a_half(mb: MemoryBroker) -> None:
+    """MQTT 3.1.1 §3.1.2.10: closed once 1.5 × Keep Alive pass without a packet, not before
+    (moved from test_broker_protocol_v3.py, which allowed 1.4-3.5 s of wall clock)."""
+    c = mb.client(level=4)
+    c.connect(cid(), keep_alive=1)
+    c.send(Pingreq())
+    c.expect(Pingresp)
+    mb.advance(1.5)
+    c.nothing()  # exactly 1.5 s after the PINGREQ: not yet
+    assert not c.eof
+    mb.advance(1e-6)
+    assert c.closed() == []  # 3.1.1 has no DISCONNECT from the server
+
+
 def test_message_expiry_remaining_sent_and_expired_dropped(mb: MemoryBroker) -> None:
     c = mb.client()
     c.connect(cid())

@@ -7,6 +7,7 @@ exactly the state the client holds."""
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ def test_rows_a_set_could_not_change_are_rewritten_at_recovery(broker_factory, t
     subscribe(sub, ("old/#", 2))
     sub.close()
     b.stop()
-    now_mono, now_wall = now_pair()
+    now_mono, now_wall = now_pair(time.monotonic)
     keyed = KeyedLog.open(state / BROKER_LOG)
     ops = []
     for i, row in enumerate(

@@ -4,6 +4,7 @@ start, never discarded."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from persist_support import EXPIRY, RawClient, drain, persistent_config, subscribe
@@ -77,7 +78,7 @@ def test_previous_format_is_migrated_on_start(broker_factory, tmp_path):
     keyed = KeyedLog.open(state / BROKER_LOG)
     if keyed.has_table("meta"):  # the previous version wrote no format marker
         keyed.drop_table_sync("meta")
-    now_mono, now_wall = now_pair()
+    now_mono, now_wall = now_pair(time.monotonic)
     ops = []
     for seq, (topic, payload, qos) in enumerate(
         [("mig/a", b"in flight", 2), ("mig/b", b"queued 1", 1), ("mig/c", b"queued 2", 2)],
@@ -141,7 +142,7 @@ def test_references_hold_no_nested_array_and_rows_of_either_shape_are_restored(
     (row,) = rows.values()
     assert not any(isinstance(field, list) for field in row), row
     assert row[0] == "sid-sub" and row[-1] == 7
-    now_mono, now_wall = now_pair()
+    now_mono, now_wall = now_pair(time.monotonic)
     old = make_message("sid/old", b"old row", 1, False, NO_PROPERTIES, "sid-pub")
     keyed.commit_sync(
         [

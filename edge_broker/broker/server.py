@@ -22,6 +22,7 @@ from ..authz.decision import Decision
 from ..config import Config, ListenerConfig, claims_enabled
 from ..engine.connection import Timeout
 from ..engine.deadlines import Deadlines
+from ..engine.events import TimedOut
 from ..identity import Identity
 from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
@@ -670,13 +671,17 @@ class Broker:
             for conn in list(self.connections):
                 self.watch(conn)
         for conn in self._timeouts.due(now):
-            due = conn.engine.timeout(now, timeout)
-            if due is Timeout.KEEP_ALIVE:
-                conn.close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
-            elif due is Timeout.CONNECT:
+            # the engine answers a keep-alive timeout itself (its DISCONNECT 0x8D and the end
+            # of the connection come back as events); the connect timeout and an expired token
+            # are the broker's to answer (pre_auth.py, token_expiry.py)
+            events = conn.engine.handle_timer(now, timeout)
+            first = events[0] if events else None  # TimedOut comes first
+            if isinstance(first, TimedOut) and first.what is Timeout.CONNECT:
                 connect_timed_out(conn, timeout)
-            elif due is Timeout.TOKEN:
+            elif isinstance(first, TimedOut) and first.what is Timeout.TOKEN:
                 token_expired(conn)
+            elif events:
+                conn.act(events)
             if conn in self.connections:
                 self.watch(conn)  # not yet (bytes came since), or what remains after it
         for session in self._wills.due(now):

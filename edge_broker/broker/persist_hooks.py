@@ -6,7 +6,7 @@ released, *subscription ids]``) to a message stored once (table ``msg``) however
 it; the message is deleted with its last reference (:class:`~.persistence.Persistence` counts
 them). A message moving from the queue into flight keeps its reference, its packet id set in
 place (``RAW_SET``, store/keyed.py), so in-flight and queued messages keep their order (reference
-numbers grow with time).
+numbers grow with time). The ops of a turn are batched per kind (Persistence._take).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 
 
 class PersistentJournal:
-    """Records the changes of one persistent session as ops of ``store``."""
+    """Records the changes of one persistent session as ops of ``store``; its ``waiting`` and
+    ``flight`` are the session's reference rows (the store's index keeps no copy of them:
+    compaction reads them here, ``Persistence.held_rows``)."""
 
-    __slots__ = ("store", "session", "key", "waiting", "flight")
+    __slots__ = ("store", "session", "key", "waiting", "flight", "released_pids")
 
     def __init__(self, store: Persistence, session: Session) -> None:
         self.store = store
@@ -31,7 +33,9 @@ class PersistentJournal:
         # id(outgoing) -> (outgoing, reference) while queued; the object is kept, so its id
         # cannot be reused by another one meanwhile.
         self.waiting: dict[int, tuple[Outgoing, int]] = {}
-        self.flight: dict[int, int] = {}  # packet id -> reference
+        # packet id -> (outgoing, reference) in flight: the same tuple as while it waited.
+        self.flight: dict[int, tuple[Outgoing, int]] = {}
+        self.released_pids: set[int] = set()  # QoS 2 in flight with PUBREC received
 
     def queued(self, outgoing: Outgoing) -> None:
         self.waiting[id(outgoing)] = (outgoing, self.store.put_ref(self.key, outgoing))
@@ -39,27 +43,32 @@ class PersistentJournal:
     def dropped(self, outgoing: Outgoing) -> None:
         held = self.waiting.pop(id(outgoing), None)
         if held is not None:
-            self.store.delete_ref(held[1])
+            self.store.delete_ref(held[1], outgoing.message)
 
     def sent(self, pid: int, outgoing: Outgoing) -> None:
         old = self.flight.pop(pid, None)
         if old is not None:  # not expected: an id is free before it is given again
-            self.store.delete_ref(old)
+            self.released_pids.discard(pid)
+            self.store.delete_ref(old[1], old[0].message)
         held = self.waiting.pop(id(outgoing), None)
         if held is not None:
-            self.flight[pid] = self.store.ref_sent(held[1], pid)
+            self.store.ref_sent(held[1], pid)
+            self.flight[pid] = held
         else:
-            self.flight[pid] = self.store.put_ref(self.key, outgoing, pid)
+            self.flight[pid] = (outgoing, self.store.put_ref(self.key, outgoing, pid))
 
     def released(self, pid: int) -> None:
-        ref = self.flight.get(pid)
-        if ref is not None and pid in self.session.inflight:
-            self.store.ref_released(ref)
+        held = self.flight.get(pid)
+        if held is not None and pid in self.session.inflight:
+            self.released_pids.add(pid)
+            self.store.ref_released(held[1])
 
     def completed(self, pid: int) -> None:
-        ref = self.flight.pop(pid, None)
-        if ref is not None:
-            self.store.delete_ref(ref)
+        held = self.flight.pop(pid, None)
+        if held is not None:
+            if self.released_pids:
+                self.released_pids.discard(pid)
+            self.store.delete_ref(held[1], held[0].message)
 
     def qos2_received(self, pid: int) -> None:
         self.store.put_qos2(self.key, pid)
@@ -70,5 +79,5 @@ class PersistentJournal:
     def changed(self) -> None:
         self.store.session_changed(self.session)
 
-    def references(self) -> list[int]:
-        return [ref for _, ref in self.waiting.values()] + list(self.flight.values())
+    def references(self) -> list[tuple[Outgoing, int]]:
+        return [*self.waiting.values(), *self.flight.values()]

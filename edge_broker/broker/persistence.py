@@ -52,7 +52,7 @@ from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
 from ..store.damage import damage_hint, open_or_set_aside
 from ..store.errors import StoreOpenError
 from ..store.gcpause import fewer_young_collections
-from ..store.keyed import RAW_DELETE, RAW_PUT, RAW_SET
+from ..store.keyed import RAW_DELETE, RAW_DELETES, RAW_PUT, RAW_ROWS, RAW_SET, RAW_SETS
 from .awaiting import all_of
 from .journal import NO_JOURNAL
 from .message import Message
@@ -82,9 +82,11 @@ log = logging.getLogger("edge_broker.persistence")
 BROKER_LOG = "broker.log"
 SESSIONS, QOS2, RETAINED, META = "s", "q", "r", "meta"
 MESSAGES, REFS = "msg", "ref"  # each message once; queued/in-flight references to it
-REF_PID, REF_RELEASED = 4, 5  # positions in a reference row, changed by RAW_SET
+REF_PID, REF_RELEASED = 4, 5  # positions in a reference row, changed by RAW_SET(S)
+REF_WIDTH = 7  # fields of a reference row written by this build (RAW_ROWS, compaction)
+BATCH_ROWS = 4096  # references per batched op: a turn's refs become ops of at most this many
 OLD_MESSAGES, OLD_FLIGHT = "m", "f"  # the previous format (a message per session), migrated
-FORMAT = 2
+FORMAT = 3  # 3: batched reference ops (kinds 9-11) and a 7-field reference row; 2 is read
 CHUNK_BYTES = 1 << 20  # ops of one commit beyond this are split into several records
 FSYNC = {"sync": "always", "none": "never"}
 # Compact once three quarters of the file are dead (the file is 4x its live records): a queue
@@ -113,9 +115,18 @@ class Persistence:
         self._count = 0
         self._ops_bytes = 0
         self._dirty: dict[str, Session] = {}
+        # The references of this turn, each kind one batched op at the end of the turn
+        # (store/keyed.py RAW_ROWS/RAW_SETS/RAW_DELETES): per reference and step the hot path
+        # appends a few scalars to a list, and the record holds one op per kind, not one per
+        # subscriber. New rows: ``reference, *row`` (REF_WIDTH fields); into flight:
+        # ``reference, packet id``; released (QoS 2): ``reference, True``; gone: ``reference``.
+        self._new_refs: list[Any] = []
+        self._moved: list[Any] = []
+        self._released: list[Any] = []
+        self._gone: list[int] = []
         # id(message) -> [message id, references, message]: each stored message once.
         self._messages: dict[int, list[Any]] = {}
-        self._refs: dict[int, int] = {}  # reference -> id(message)
+        self._live_refs = 0  # references held by tracked sessions (compaction's estimate)
         self._tracked: dict[str, Session] = {}
         self._seq = 1
         self._scheduled = False
@@ -175,9 +186,9 @@ class Persistence:
 
     def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> int:
         """A new reference of session ``cid`` to ``outgoing``'s message (stored with its
-        first reference); queued, or in flight under ``pid``. The per-delivery path:
-        ``_add`` is inlined, and the subscription ids are the row's tail (no array of their
-        own: cbor2 spends as much on an array as on the row's data)."""
+        first reference); queued, or in flight under ``pid``. The per-delivery path: a row's
+        scalars appended to this turn's batched op (``_new_refs``); the subscription ids are
+        one field (``None``, one id, or a list of them: no array for the common case)."""
         message = outgoing.message
         entry = self._messages.get(id(message))
         seq = self._seq
@@ -197,41 +208,59 @@ class Persistence:
         else:
             self._seq = seq + 1
         entry[1] += 1
-        self._refs[seq] = id(message)
+        self._live_refs += 1
         if self._recording:
-            self._ops += (
-                RAW_PUT,
-                REFS,
+            sub_ids = outgoing.sub_ids
+            self._new_refs += (
                 seq,
-                [cid, entry[0], outgoing.qos, outgoing.retain, pid, False, *outgoing.sub_ids],
+                cid,
+                entry[0],
+                outgoing.qos,
+                outgoing.retain,
+                pid,
+                False,
+                None if not sub_ids else sub_ids[0] if len(sub_ids) == 1 else list(sub_ids),
             )
-            self._count += 1
-            self._ops_bytes += 64
+            self._ops_bytes += 32
             if not self._scheduled:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._background)
         return seq
 
-    def ref_sent(self, seq: int, pid: int) -> int:
-        """The queued reference ``seq`` went into flight under ``pid``: one ``RAW_SET`` of the
-        row's packet id, not the row again (a queued row holds ``released`` false, and
+    def ref_sent(self, seq: int, pid: int) -> None:
+        """The queued reference ``seq`` went into flight under ``pid``: its packet id set in
+        place (RAW_SETS), not the row again (a queued row holds ``released`` false, and
         recovery rewrites any row that would not: :meth:`_recover_messages`)."""
-        self._add((RAW_SET, REFS, seq, REF_PID, pid), 32)
-        return seq
+        if self._recording:
+            self._moved += (seq, pid)
+            self._ops_bytes += 16
+            if not self._scheduled:
+                self._scheduled = True
+                asyncio.get_running_loop().call_soon(self._background)
 
     def ref_released(self, seq: int) -> None:
         """QoS 2: the reference ``seq`` in flight got its PUBREC (PUBREL goes next)."""
-        self._add((RAW_SET, REFS, seq, REF_RELEASED, True), 32)
+        if self._recording:
+            self._released += (seq, True)
+            self._ops_bytes += 16
+            self._schedule()
 
-    def delete_ref(self, seq: int) -> None:
-        """The reference is gone; its message too when it was the last one."""
-        self._add((RAW_DELETE, REFS, seq))
-        key = self._refs.pop(seq, None)
-        entry = None if key is None else self._messages.get(key)
+    def delete_ref(self, seq: int, message: Message) -> None:
+        """The reference ``seq`` to ``message`` is gone; the message too when it was the last
+        one (the message row's delete goes first in the record: a crash between two chunks of
+        a large record leaves references to a missing message, which recovery drops)."""
+        self._live_refs -= 1
+        if self._recording:
+            self._gone.append(seq)
+            self._ops_bytes += 8
+            if not self._scheduled:
+                self._scheduled = True
+                asyncio.get_running_loop().call_soon(self._background)
+        entry = self._messages.get(id(message))
         if entry is not None:
             entry[1] -= 1
             if entry[1] <= 0:
-                del self._messages[key]  # type: ignore[arg-type]
+                del self._messages[id(message)]
                 self._add((RAW_DELETE, MESSAGES, entry[0]))
 
     def put_qos2(self, client_id: str, pid: int) -> None:
@@ -247,13 +276,36 @@ class Persistence:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._background)
 
-    def _hold(self, message: Message, seq: int, message_id: int) -> None:
-        """Recovery: count reference ``seq`` to ``message`` (stored as ``message_id``)."""
+    def _hold(self, message: Message, message_id: int) -> None:
+        """Recovery: count a reference to ``message`` (stored as ``message_id``)."""
         entry = self._messages.get(id(message))
         if entry is None:
             entry = self._messages[id(message)] = [message_id, 0, message]
         entry[1] += 1
-        self._refs[seq] = id(message)
+        self._live_refs += 1
+
+    # -- the reference table, held here (KeyedLog.hold) ---------------------------------------
+
+    def __len__(self) -> int:
+        return self._live_refs
+
+    def held_rows(self) -> list[tuple[Any, Any]]:
+        """Compaction: every live reference row, as the file holds it after the last write
+        (called on the event loop right after a write: KeyedLog.HeldRows), in reference
+        order (the queue order)."""
+        rows: list[tuple[Any, Any]] = []
+        messages = self._messages
+        for cid, session in self._tracked.items():
+            journal = session.journal
+            if not isinstance(journal, PersistentJournal):
+                continue
+            for outgoing, seq in journal.waiting.values():
+                rows.append((seq, _ref_row(cid, messages, outgoing, None, False)))
+            released = journal.released_pids
+            for pid, (outgoing, seq) in journal.flight.items():
+                rows.append((seq, _ref_row(cid, messages, outgoing, pid, pid in released)))
+        rows.sort(key=_first)
+        return rows
 
     def retained_set(self, tenant: str, message: Message) -> None:
         now_mono, now_wall = now_pair()
@@ -301,8 +353,8 @@ class Persistence:
             return
         journal = session.journal
         if isinstance(journal, PersistentJournal):
-            for seq in journal.references():
-                self.delete_ref(seq)
+            for outgoing, seq in journal.references():
+                self.delete_ref(seq, outgoing.message)
         for pid in session.qos2_incoming:
             self.delete_qos2(cid, pid)
         self._tracked.pop(cid, None)
@@ -343,6 +395,18 @@ class Persistence:
     # -- committing ------------------------------------------------------------------------
 
     def _take(self) -> tuple[list[Any], int]:
+        if self._new_refs:
+            self._batch(RAW_ROWS, REF_WIDTH, self._new_refs, REF_WIDTH + 1)
+            self._new_refs = []
+        if self._moved:
+            self._batch(RAW_SETS, REF_PID, self._moved, 2)
+            self._moved = []
+        if self._released:
+            self._batch(RAW_SETS, REF_RELEASED, self._released, 2)
+            self._released = []
+        if self._gone:
+            self._batch(RAW_DELETES, None, self._gone, 1)
+            self._gone = []
         if self._dirty:
             now_mono, now_wall = now_pair()
             for cid, session in self._dirty.items():
@@ -358,8 +422,28 @@ class Persistence:
         self._ops, self._count, self._ops_bytes = [], 0, 0
         return ops, count
 
+    def _batch(self, kind: int, extra: int | None, items: list[Any], stride: int) -> None:
+        """One batched op of table ``ref`` (``BATCH_ROWS`` rows at most, so that a large turn
+        still splits into records of about ``CHUNK_BYTES``), in the order new rows, packet
+        ids, releases, deletes: a reference's steps within one turn go in that order too."""
+        step = BATCH_ROWS * stride
+        for start in range(0, len(items), step):
+            part = items if len(items) <= step else items[start : start + step]
+            if extra is None:
+                self._ops += (kind, REFS, part)
+            else:
+                self._ops += (kind, REFS, extra, part)
+            self._count += 1
+
     def pending(self) -> bool:
-        return bool(self._ops or self._dirty)
+        return bool(
+            self._ops
+            or self._dirty
+            or self._new_refs
+            or self._moved
+            or self._released
+            or self._gone
+        )
 
     def write_ahead(self) -> int:
         """Write every change collected so far to the OS now, as one record (more only past
@@ -606,6 +690,9 @@ class Persistence:
                 self.keyed.commit_sync(drop, split_to_fit=True)
             except StoreError as exc:
                 self._failed(exc)
+        # From here the journals hold the references; the index keeps no copy of them, and
+        # compaction asks held_rows (issue 17: a copy per reference cost as much as its ops).
+        self.keyed.hold(REFS, self)
         self._recording = True
         log.info(
             f"broker store {self.keyed.path}: {len(sessions)} sessions, {messages} queued "
@@ -751,12 +838,14 @@ class Persistence:
         saw) or in the queue; returns the packet id it is in flight under."""
         journal = session.journal
         assert isinstance(journal, PersistentJournal)
-        self._hold(outgoing.message, seq, message_id)
+        self._hold(outgoing.message, message_id)
         if pid is not None and 0 < pid <= 65535 and pid not in session.inflight:
             item = Inflight(outgoing)
             item.released = released
             session.inflight[pid] = item
-            journal.flight[pid] = seq
+            journal.flight[pid] = (outgoing, seq)
+            if released:
+                journal.released_pids.add(pid)
             # The counter goes on after the newest id in flight (reference order is
             # assignment order), never back to one the client may still hold.
             session.next_packet_id = pid % 65535 + 1
@@ -847,9 +936,30 @@ class Persistence:
         return count
 
 
+def _ref_row(
+    cid: str, messages: dict[int, list[Any]], outgoing: Outgoing, pid: int | None, released: bool
+) -> list[Any]:
+    """A reference row as this build writes it (REF_WIDTH fields; see put_ref)."""
+    sub_ids = outgoing.sub_ids
+    return [
+        cid,
+        messages[id(outgoing.message)][0],
+        outgoing.qos,
+        outgoing.retain,
+        pid,
+        released,
+        None if not sub_ids else sub_ids[0] if len(sub_ids) == 1 else list(sub_ids),
+    ]
+
+
+def _first(item: tuple[Any, Any]) -> Any:
+    return item[0]
+
+
 def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | None, bool] | None:
-    """``[session key, message id, qos, retain, packet id or None, released, *sub ids]``, or
-    as written before (``[…, retain, [sub ids], packet id or None, released]``)."""
+    """``[session key, message id, qos, retain, packet id or None, released, sub ids]`` with
+    the subscription ids ``None``, one id or a list (format 3), ``[…, released, *sub ids]``
+    (format 2), or ``[…, retain, [sub ids], packet id or None, released]`` (earlier)."""
     if not isinstance(raw, list) or len(raw) < 6:
         return None
     if isinstance(raw[4], list):
@@ -859,6 +969,8 @@ def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | N
     else:
         cid, message_id, qos, retain, pid, released = raw[:6]
         sub_ids = raw[6:]
+        if len(sub_ids) == 1 and (sub_ids[0] is None or isinstance(sub_ids[0], list)):
+            sub_ids = sub_ids[0] or []
     if (
         not isinstance(cid, str)
         or not isinstance(message_id, int)
@@ -933,10 +1045,13 @@ def _flat_chunks(ops: list[Any]) -> Iterator[tuple[list[Any], int, int]]:
     start = i = size = count = 0
     end = len(ops)
     while i < end:
-        width = 4 if ops[i] == RAW_PUT else 5 if ops[i] == RAW_SET else 3
+        kind = ops[i]
+        width = _FLAT_WIDTH[kind]
         weight = 64
-        if width == 4 and ops[i + 1] in (MESSAGES, RETAINED):
+        if kind == RAW_PUT and ops[i + 1] in (MESSAGES, RETAINED):
             weight += len(ops[i + 3][1])
+        elif kind >= RAW_ROWS:  # batched: its list of rows is its last field
+            weight += 4 * len(ops[i + width - 1])
         if count and size + weight > CHUNK_BYTES:
             yield ops[start:i], size, count
             start, size, count = i, 0, 0
@@ -945,6 +1060,9 @@ def _flat_chunks(ops: list[Any]) -> Iterator[tuple[list[Any], int, int]]:
         count += 1
     if count:
         yield ops[start:], size, count
+
+
+_FLAT_WIDTH = {RAW_PUT: 4, RAW_DELETE: 3, RAW_SET: 5, RAW_ROWS: 4, RAW_SETS: 4, RAW_DELETES: 3}
 
 
 def _weight(ops: list[Op]) -> int:

@@ -477,20 +477,28 @@ class Log:
         task = self._compaction_task
         if self._closed or not self.compaction_due() or (task is not None and not task.done()):
             return
+        # The snapshot is taken here, on the thread that writes, right after its write: a
+        # reducer whose state lives partly with its owner (KeyedLog.hold) is read where the
+        # owner changes it, never from the worker thread.
+        with self._lock:
+            records = self._reducer.live_records()
+            tail_from, compactions = self._file.size, self._compactions
         self._compaction_task = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(self._compact_beside_appends)
+            asyncio.to_thread(self._compact_beside_appends, records, tail_from, compactions)
         )
 
-    def _compact_beside_appends(self) -> None:
-        """Compaction that holds the lock only to snapshot and to switch files (module doc)."""
+    def _compact_beside_appends(
+        self, records: Iterable[Any], tail_from: int, compactions: int
+    ) -> None:
+        """Compaction that holds the lock only to switch files (module doc); ``records`` is
+        the snapshot taken when the file was ``tail_from`` bytes long, after ``compactions``
+        compactions (another one since, and it is stale: nothing is done)."""
         if not self._compaction_lock.acquire(blocking=False):
             return
         try:
             with self._lock:
-                if self._closed or not self.compaction_due():
+                if self._closed or self._compactions != compactions:
                     return
-                records = self._reducer.live_records()
-                tail_from = self._file.size
             sizes: list[int] = []
             try:
                 rewrite = self._file.start_rewrite(self._frames(records, sizes))

@@ -11,12 +11,18 @@ numbers grow with time). The ops of a turn are batched per kind (Persistence._ta
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .session import Outgoing, Session
 
 if TYPE_CHECKING:
     from .persistence import Persistence
+
+
+# A reference held by a journal: (outgoing, reference number, the message's entry in
+# Persistence._messages ([message id, references, message]), the number of the turn batch its
+# row went into (-1: restored) and the place of its packet id there (Persistence.ref_sent)).
+Ref = tuple[Outgoing, int, list[Any], int, int]
 
 
 class PersistentJournal:
@@ -30,45 +36,44 @@ class PersistentJournal:
         self.store = store
         self.session = session
         self.key = session.key
-        # id(outgoing) -> (outgoing, reference) while queued; the object is kept, so its id
-        # cannot be reused by another one meanwhile.
-        self.waiting: dict[int, tuple[Outgoing, int]] = {}
-        # packet id -> (outgoing, reference) in flight: the same tuple as while it waited.
-        self.flight: dict[int, tuple[Outgoing, int]] = {}
+        # id(outgoing) -> its Ref while queued; the object is kept, so its id cannot be
+        # reused by another one meanwhile.
+        self.waiting: dict[int, Ref] = {}
+        self.flight: dict[int, Ref] = {}  # packet id -> Ref (the same tuple as while queued)
         self.released_pids: set[int] = set()  # QoS 2 in flight with PUBREC received
 
     def queued(self, outgoing: Outgoing) -> None:
-        self.waiting[id(outgoing)] = (outgoing, self.store.put_ref(self.key, outgoing))
+        self.waiting[id(outgoing)] = self.store.put_ref(self.key, outgoing)
 
     def dropped(self, outgoing: Outgoing) -> None:
-        held = self.waiting.pop(id(outgoing), None)
-        if held is not None:
-            self.store.delete_ref(held[1], outgoing.message)
+        ref = self.waiting.pop(id(outgoing), None)
+        if ref is not None:
+            self.store.delete_ref(ref)
 
     def sent(self, pid: int, outgoing: Outgoing) -> None:
         old = self.flight.pop(pid, None)
         if old is not None:  # not expected: an id is free before it is given again
             self.released_pids.discard(pid)
-            self.store.delete_ref(old[1], old[0].message)
-        held = self.waiting.pop(id(outgoing), None)
-        if held is not None:
-            self.store.ref_sent(held[1], pid)
-            self.flight[pid] = held
+            self.store.delete_ref(old)
+        ref = self.waiting.pop(id(outgoing), None)
+        if ref is not None:
+            self.store.ref_sent(ref, pid)
+            self.flight[pid] = ref
         else:
-            self.flight[pid] = (outgoing, self.store.put_ref(self.key, outgoing, pid))
+            self.flight[pid] = self.store.put_ref(self.key, outgoing, pid)
 
     def released(self, pid: int) -> None:
-        held = self.flight.get(pid)
-        if held is not None and pid in self.session.inflight:
+        ref = self.flight.get(pid)
+        if ref is not None and pid in self.session.inflight:
             self.released_pids.add(pid)
-            self.store.ref_released(held[1])
+            self.store.ref_released(ref[1])
 
     def completed(self, pid: int) -> None:
-        held = self.flight.pop(pid, None)
-        if held is not None:
+        ref = self.flight.pop(pid, None)
+        if ref is not None:
             if self.released_pids:
                 self.released_pids.discard(pid)
-            self.store.delete_ref(held[1], held[0].message)
+            self.store.delete_ref(ref)
 
     def qos2_received(self, pid: int) -> None:
         self.store.put_qos2(self.key, pid)
@@ -79,5 +84,5 @@ class PersistentJournal:
     def changed(self) -> None:
         self.store.session_changed(self.session)
 
-    def references(self) -> list[tuple[Outgoing, int]]:
+    def references(self) -> list[Ref]:
         return [*self.waiting.values(), *self.flight.values()]

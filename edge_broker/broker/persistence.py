@@ -70,7 +70,7 @@ from .persist_codec import (
     to_mono,
     to_wall,
 )
-from .persist_hooks import PersistentJournal
+from .persist_hooks import PersistentJournal, Ref
 from .retained import MemoryRetainedStore
 from .session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
 
@@ -121,6 +121,7 @@ class Persistence:
         # subscriber. New rows: ``reference, *row`` (REF_WIDTH fields); into flight:
         # ``reference, packet id``; released (QoS 2): ``reference, True``; gone: ``reference``.
         self._new_refs: list[Any] = []
+        self._batch_no = 0  # which _new_refs list is this turn's (Ref: a row not written yet)
         self._moved: list[Any] = []
         self._released: list[Any] = []
         self._gone: list[int] = []
@@ -184,7 +185,7 @@ class Persistence:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._background)
 
-    def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> int:
+    def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> Ref:
         """A new reference of session ``cid`` to ``outgoing``'s message (stored with its
         first reference); queued, or in flight under ``pid``. The per-delivery path: a row's
         scalars appended to this turn's batched op (``_new_refs``); the subscription ids are
@@ -209,30 +210,37 @@ class Persistence:
             self._seq = seq + 1
         entry[1] += 1
         self._live_refs += 1
-        if self._recording:
-            sub_ids = outgoing.sub_ids
-            self._new_refs += (
-                seq,
-                cid,
-                entry[0],
-                outgoing.qos,
-                outgoing.retain,
-                pid,
-                False,
-                None if not sub_ids else sub_ids[0] if len(sub_ids) == 1 else list(sub_ids),
-            )
-            self._ops_bytes += 32
-            if not self._scheduled:
-                self._scheduled = True
-                asyncio.get_running_loop().call_soon(self._background)
-        return seq
+        if not self._recording:
+            return (outgoing, seq, entry, -1, 0)
+        rows = self._new_refs
+        where = len(rows) + 1 + REF_PID  # the packet id's place, for ref_sent in this turn
+        sub_ids = outgoing.sub_ids
+        rows += (
+            seq,
+            cid,
+            entry[0],
+            outgoing.qos,
+            outgoing.retain,
+            pid,
+            False,
+            None if not sub_ids else sub_ids[0] if len(sub_ids) == 1 else list(sub_ids),
+        )
+        self._ops_bytes += 32
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._background)
+        return (outgoing, seq, entry, self._batch_no, where)
 
-    def ref_sent(self, seq: int, pid: int) -> None:
-        """The queued reference ``seq`` went into flight under ``pid``: its packet id set in
-        place (RAW_SETS), not the row again (a queued row holds ``released`` false, and
-        recovery rewrites any row that would not: :meth:`_recover_messages`)."""
-        if self._recording:
-            self._moved += (seq, pid)
+    def ref_sent(self, ref: Ref, pid: int) -> None:
+        """The queued reference ``ref`` went into flight under ``pid``. Queued in this turn
+        (the common case: queued, then drained), its row is not written yet and gets the
+        packet id in place; else one pair of the turn's RAW_SETS op, not the row again (a
+        queued row holds ``released`` false, and recovery rewrites any row that would not:
+        :meth:`_recover_messages`)."""
+        if ref[3] == self._batch_no:
+            self._new_refs[ref[4]] = pid
+        elif self._recording:
+            self._moved += (ref[1], pid)
             self._ops_bytes += 16
             if not self._scheduled:
                 self._scheduled = True
@@ -245,23 +253,22 @@ class Persistence:
             self._ops_bytes += 16
             self._schedule()
 
-    def delete_ref(self, seq: int, message: Message) -> None:
-        """The reference ``seq`` to ``message`` is gone; the message too when it was the last
-        one (the message row's delete goes first in the record: a crash between two chunks of
-        a large record leaves references to a missing message, which recovery drops)."""
+    def delete_ref(self, ref: Ref) -> None:
+        """The reference ``ref`` is gone; its message too when it was the last one (the
+        message row's delete goes first in the record: a crash between two chunks of a large
+        record leaves references to a missing message, which recovery drops)."""
         self._live_refs -= 1
         if self._recording:
-            self._gone.append(seq)
+            self._gone.append(ref[1])
             self._ops_bytes += 8
             if not self._scheduled:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._background)
-        entry = self._messages.get(id(message))
-        if entry is not None:
-            entry[1] -= 1
-            if entry[1] <= 0:
-                del self._messages[id(message)]
-                self._add((RAW_DELETE, MESSAGES, entry[0]))
+        entry = ref[2]
+        entry[1] -= 1
+        if entry[1] <= 0 and self._messages.get(id(entry[2])) is entry:
+            del self._messages[id(entry[2])]
+            self._add((RAW_DELETE, MESSAGES, entry[0]))
 
     def put_qos2(self, client_id: str, pid: int) -> None:
         self._add((RAW_PUT, QOS2, f"{client_id}\x00{pid}", 1))
@@ -276,13 +283,14 @@ class Persistence:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._background)
 
-    def _hold(self, message: Message, message_id: int) -> None:
-        """Recovery: count a reference to ``message`` (stored as ``message_id``)."""
+    def _hold(self, message: Message, message_id: int) -> list[Any]:
+        """Recovery: count a reference to ``message`` (stored as ``message_id``); its entry."""
         entry = self._messages.get(id(message))
         if entry is None:
             entry = self._messages[id(message)] = [message_id, 0, message]
         entry[1] += 1
         self._live_refs += 1
+        return entry
 
     # -- the reference table, held here (KeyedLog.hold) ---------------------------------------
 
@@ -294,16 +302,15 @@ class Persistence:
         (called on the event loop right after a write: KeyedLog.HeldRows), in reference
         order (the queue order)."""
         rows: list[tuple[Any, Any]] = []
-        messages = self._messages
         for cid, session in self._tracked.items():
             journal = session.journal
             if not isinstance(journal, PersistentJournal):
                 continue
-            for outgoing, seq in journal.waiting.values():
-                rows.append((seq, _ref_row(cid, messages, outgoing, None, False)))
+            for ref in journal.waiting.values():
+                rows.append((ref[1], _ref_row(cid, ref, None, False)))
             released = journal.released_pids
-            for pid, (outgoing, seq) in journal.flight.items():
-                rows.append((seq, _ref_row(cid, messages, outgoing, pid, pid in released)))
+            for pid, ref in journal.flight.items():
+                rows.append((ref[1], _ref_row(cid, ref, pid, pid in released)))
         rows.sort(key=_first)
         return rows
 
@@ -353,8 +360,8 @@ class Persistence:
             return
         journal = session.journal
         if isinstance(journal, PersistentJournal):
-            for outgoing, seq in journal.references():
-                self.delete_ref(seq, outgoing.message)
+            for ref in journal.references():
+                self.delete_ref(ref)
         for pid in session.qos2_incoming:
             self.delete_qos2(cid, pid)
         self._tracked.pop(cid, None)
@@ -397,7 +404,8 @@ class Persistence:
     def _take(self) -> tuple[list[Any], int]:
         if self._new_refs:
             self._batch(RAW_ROWS, REF_WIDTH, self._new_refs, REF_WIDTH + 1)
-            self._new_refs = []
+            self._new_refs = []  # handed to the log: never changed again (ref_sent)
+            self._batch_no += 1
         if self._moved:
             self._batch(RAW_SETS, REF_PID, self._moved, 2)
             self._moved = []
@@ -838,12 +846,12 @@ class Persistence:
         saw) or in the queue; returns the packet id it is in flight under."""
         journal = session.journal
         assert isinstance(journal, PersistentJournal)
-        self._hold(outgoing.message, message_id)
+        ref = (outgoing, seq, self._hold(outgoing.message, message_id), -1, 0)
         if pid is not None and 0 < pid <= 65535 and pid not in session.inflight:
             item = Inflight(outgoing)
             item.released = released
             session.inflight[pid] = item
-            journal.flight[pid] = (outgoing, seq)
+            journal.flight[pid] = ref
             if released:
                 journal.released_pids.add(pid)
             # The counter goes on after the newest id in flight (reference order is
@@ -852,7 +860,7 @@ class Persistence:
             return pid
         session.queue.append(outgoing)
         session.queued_bytes += outgoing.message.size
-        journal.waiting[id(outgoing)] = (outgoing, seq)
+        journal.waiting[id(outgoing)] = ref
         return None
 
     def _migrate(
@@ -936,14 +944,13 @@ class Persistence:
         return count
 
 
-def _ref_row(
-    cid: str, messages: dict[int, list[Any]], outgoing: Outgoing, pid: int | None, released: bool
-) -> list[Any]:
+def _ref_row(cid: str, ref: Ref, pid: int | None, released: bool) -> list[Any]:
     """A reference row as this build writes it (REF_WIDTH fields; see put_ref)."""
+    outgoing = ref[0]
     sub_ids = outgoing.sub_ids
     return [
         cid,
-        messages[id(outgoing.message)][0],
+        ref[2][0],
         outgoing.qos,
         outgoing.retain,
         pid,

@@ -16,7 +16,7 @@ from persist_support import EXPIRY, RawClient, drain, persistent_config, subscri
 
 from edge_broker.broker.message import make_message
 from edge_broker.broker.persist_codec import encode_message, now_pair
-from edge_broker.broker.persistence import BROKER_LOG, FORMAT, REF_PID
+from edge_broker.broker.persistence import BROKER_LOG, FORMAT, REF_PID, REF_WIDTH
 from edge_broker.mqtt.packets import (
     NO_PROPERTIES,
     Properties,
@@ -34,6 +34,17 @@ from edge_broker.store.keyed import _CREATE, RAW_PUT, RAW_SET
 def _records(path: Path) -> list[Any]:
     frames = scan(path.read_bytes(), 0, 1 << 30)
     return [cbor2.loads(f.payload) for f in frames if hasattr(f, "payload")]
+
+
+def _ops(flat: list[Any]) -> list[list[Any]]:
+    """The ops of a flat record as written (batched ones whole)."""
+    from edge_broker.store.keyed import _WIDTH
+
+    ops, i = [], 0
+    while i < len(flat):
+        ops.append(flat[i : i + _WIDTH[flat[i]]])
+        i += _WIDTH[flat[i]]
+    return ops
 
 
 def test_a_store_of_the_previous_format_loads_and_is_brought_forward(broker_factory, tmp_path):
@@ -131,3 +142,75 @@ def test_compaction_writes_the_references_the_sessions_hold_and_a_kill_restores_
         (p.payload, p.packet_id, True) for p in held
     ]
     slow.nothing(0.5)
+
+
+def test_a_message_sent_at_once_is_one_row_with_its_packet_id_and_comes_back_in_flight(
+    broker_factory, tmp_path
+):
+    """An online subscriber's message goes into flight at once: its row is written once,
+    already holding the packet id (no RAW_SETS), before the PUBLISH leaves; a kill -9 then
+    restores it in flight under that id, DUP=1."""
+    from edge_broker.store.keyed import _FLAT, RAW_ROWS, RAW_SETS
+
+    state = tmp_path / "state"
+    config = persistent_config(state, "none")
+    b = broker_factory(config)
+    sub = RawClient(b.host, b.port)
+    sub.connect("turn-sub", clean=False, properties=EXPIRY)
+    subscribe(sub, ("turn/#", 1))
+    pub = RawClient(b.host, b.port)
+    pub.connect("turn-pub")
+    pub.send(Publish("turn/1", b"one turn", 1, packet_id=1))
+    got = sub.expect(Publish, 10.0)  # not acknowledged
+    ops = [op for r in _records(state / BROKER_LOG) if r[0] == _FLAT for op in _ops(r[1])]
+    rows = [op for op in ops if op[0] == RAW_ROWS and op[1] == "ref"]
+    assert len(rows) == 1 and rows[0][3][1 + REF_PID] == got.packet_id, rows
+    assert not [op for op in ops if op[0] == RAW_SETS], ops
+    b.process.send_signal(signal.SIGKILL)
+    b.process.wait(10)
+    b2 = broker_factory(config)
+    sub2 = RawClient(b2.host, b2.port)
+    assert sub2.connect("turn-sub", clean=False, properties=EXPIRY).session_present
+    again = sub2.expect(Publish, 10.0)
+    assert (again.payload, again.packet_id, again.dup) == (b"one turn", got.packet_id, True)
+
+
+def test_a_reference_queued_and_sent_in_one_turn_is_one_row_with_its_packet_id(
+    tmp_path: Path,
+) -> None:
+    """Queued, then drained in the same event-loop turn (the common case under load): the
+    row, not yet written, gets the packet id in place; one queued in an earlier turn gets a
+    RAW_SETS pair. Both replay to rows in flight under their ids."""
+    import asyncio
+
+    from edge_broker.broker.message import Message
+    from edge_broker.broker.persistence import Persistence
+    from edge_broker.broker.session import Outgoing
+    from edge_broker.store.keyed import _FLAT, RAW_ROWS, RAW_SETS
+
+    path = tmp_path / "broker.log"
+
+    async def run() -> list[Any]:
+        keyed = KeyedLog.open(path, fsync="never")
+        store = Persistence(keyed)
+        store._recording = True
+        first = store.put_ref("s", Outgoing(Message("t/1", b"1", 1, False), 1, False))
+        store.ref_sent(first, 7)  # the same turn
+        second = store.put_ref("s", Outgoing(Message("t/2", b"2", 1, False), 1, False))
+        store.write_ahead()  # the turn ends
+        store.ref_sent(second, 8)
+        store.write_ahead()
+        await keyed.aclose()
+        return [first[1], second[1]]
+
+    seqs = asyncio.run(run())
+    flats = [r[1] for r in _records(path) if r[0] == _FLAT]
+    assert len(flats) == 2
+    ops = _ops(flats[0])
+    assert [op[0] for op in ops].count(RAW_SETS) == 0, ops
+    (rows,) = [op[3] for op in ops if op[0] == RAW_ROWS]
+    assert rows[:: REF_WIDTH + 1] == seqs and rows[1 + REF_PID :: REF_WIDTH + 1] == [7, None]
+    assert flats[1] == [RAW_SETS, "ref", REF_PID, [seqs[1], 8]]
+    again = KeyedLog.open(path, fsync="never")
+    assert [row[REF_PID] for _, row in sorted(again.rows("ref").items())] == [7, 8]
+    again.close()

@@ -57,7 +57,11 @@ class PersistentJournal:
             self.store.delete_ref(old)
         ref = self.waiting.pop(id(outgoing), None)
         if ref is not None:
-            self.store.ref_sent(ref, pid)
+            store = self.store
+            if ref[3] == store._batch_no:  # queued in this turn: Persistence.ref_sent, inlined
+                store._new_refs[ref[4]] = pid
+            else:
+                store.ref_sent(ref, pid)
             self.flight[pid] = ref
         else:
             self.flight[pid] = self.store.put_ref(self.key, outgoing, pid)

@@ -95,6 +95,9 @@ FSYNC = {"sync": "always", "none": "never"}
 COMPACT_RATIO = 0.75
 
 
+_NO_ENTRY: list[Any] = [0, 0, None]  # Persistence._last before any message (matches none)
+
+
 def log_path(config: Config) -> Path:
     from ..claims.runtime import state_dir  # one place decides the state directory
 
@@ -127,6 +130,7 @@ class Persistence:
         self._gone: list[int] = []
         # id(message) -> [message id, references, message]: each stored message once.
         self._messages: dict[int, list[Any]] = {}
+        self._last: list[Any] = _NO_ENTRY  # the entry put_ref used last (a fan-out's message)
         self._live_refs = 0  # references held by tracked sessions (compaction's estimate)
         self._tracked: dict[str, Session] = {}
         self._seq = 1
@@ -191,7 +195,8 @@ class Persistence:
         scalars appended to this turn's batched op (``_new_refs``); the subscription ids are
         one field (``None``, one id, or a list of them: no array for the common case)."""
         message = outgoing.message
-        entry = self._messages.get(id(message))
+        # A publish's fan-out asks for the same message once per session in a row.
+        entry = self._last if message is self._last[2] else self._messages.get(id(message))
         seq = self._seq
         if entry is None:
             self._seq = seq + 2
@@ -208,6 +213,7 @@ class Persistence:
                 self._ops_bytes += message.size
         else:
             self._seq = seq + 1
+        self._last = entry
         entry[1] += 1
         self._live_refs += 1
         if not self._recording:
@@ -268,6 +274,8 @@ class Persistence:
         entry[1] -= 1
         if entry[1] <= 0 and self._messages.get(id(entry[2])) is entry:
             del self._messages[id(entry[2])]
+            if self._last is entry:
+                self._last = _NO_ENTRY
             self._add((RAW_DELETE, MESSAGES, entry[0]))
 
     def put_qos2(self, client_id: str, pid: int) -> None:

@@ -2,11 +2,13 @@
 
 Each queued or in-flight QoS 1/2 message of a persistent session is a *reference* (table
 ``ref``: reference number → ``[session key, message id, qos, retain, packet id or None,
-released, *subscription ids]``) to a message stored once (table ``msg``) however many sessions hold
-it; the message is deleted with its last reference (:class:`~.persistence.Persistence` counts
-them). A message moving from the queue into flight keeps its reference, its packet id set in
-place (``RAW_SET``, store/keyed.py), so in-flight and queued messages keep their order (reference
-numbers grow with time). The ops of a turn are batched per kind (Persistence._take).
+released, subscription ids]``) to a message stored once (table ``msg``) however many sessions
+hold it; the message is deleted with its last reference (:class:`~.persistence.Persistence`
+counts them). A message moving from the queue into flight keeps its reference, its packet id
+set in place, so in-flight and queued messages keep their order (reference numbers grow with
+time). The journal's ``waiting`` and ``flight`` are the session's references: the store's
+index keeps no copy (``KeyedLog.hold``), and the ops of a turn are batched per kind
+(``Persistence._take``).
 """
 
 from __future__ import annotations

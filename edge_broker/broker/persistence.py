@@ -8,14 +8,17 @@ One :class:`~edge_broker.store.KeyedLog` file, ``<state_dir>/broker.log``, with 
   connection. A record without an owner (older state) gets ``ownership.owner_of_restored``.
 - ``msg``: message id → a QoS 1/2 message held by persistent sessions, stored once however many
   hold it; ``ref``: reference id → ``[session key, message id, qos, retain, packet id or None,
-  released, *subscription ids]``, one per session holding it, queued (no packet id) or in
-  flight (no nested array: each costs as much to encode as the row's data; rows written before
-  hold ``[…, retain, [subscription ids], packet id, released]`` and are read as well).
-  A message is deleted with its last reference (counted in ``_messages``).
+  released, subscription ids (None, one id or a list)]``, one per session holding it, queued
+  (no packet id) or in flight (rows of format 2, ``[…, released, *subscription ids]``, and
+  earlier, ``[…, retain, [subscription ids], packet id, released]``, are read as well).
+  A message is deleted with its last reference (counted in ``_messages``). The references of
+  a turn are written as batched ops (one per kind: new rows, packet ids, releases, deletes;
+  store/keyed.py), and after recovery the journals hold them instead of the store's index
+  (``KeyedLog.hold``; compaction reads :meth:`Persistence.held_rows`).
 - ``q``: ``session key NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
 - ``r``: ``tenant NUL topic`` → retained message (``$`` topics such as ``$SYS`` are not stored).
-- ``meta``: ``format`` → 2. Format 1 (tables ``m``/``f``: a whole message per session) is
-  migrated at start (:meth:`Persistence._migrate`).
+- ``meta``: ``format`` → 3. Format 2 loads as it is; format 1 (tables ``m``/``f``: a whole
+  message per session) is migrated at start (:meth:`Persistence._migrate`).
 
 The session and delivery code report changes through ``session.journal`` (broker/journal.py;
 persist_hooks.py for persistent sessions); they become ops collected during an event-loop

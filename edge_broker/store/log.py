@@ -13,8 +13,10 @@ waiting future. While one batch is being fsynced the next one accumulates, so N 
 appends cost far fewer than N fsyncs. Appends are applied in the order they were queued.
 
 Compaction starts when dead bytes exceed both ``compact_ratio`` of the file and
-``compact_min_bytes``. From the async API it runs beside the appends: under the lock it takes a
-snapshot of the live records and the file size (milliseconds), then writes and fsyncs the new
+``compact_min_bytes``. From the async API it runs beside the appends: under the lock, on the
+event loop right after the write that made it due, it takes a snapshot of the live records and
+the file size (milliseconds; the loop thread, so a reducer whose owner changes state there reads
+it consistently: KeyedLog.hold), then writes and fsyncs the new
 file in another thread while appends continue on the old one, and under the lock again copies
 the bytes appended meanwhile, fsyncs, renames and fsyncs the directory. Appends wait only for
 that last step. The synchronous API and ``compact()`` do the whole compaction under the lock.
@@ -65,8 +67,9 @@ class Reducer(Protocol):
 
     def live_records(self) -> Iterable[Any]:
         """Records that rebuild the current state from nothing, for compaction: a snapshot
-        taken now, under the lock, and consumed later outside it while newer records are
-        applied (so it must not read the live state, nor share mutable objects with it)."""
+        taken now, under the lock (on the event loop for a compaction beside appends), and
+        consumed later outside it while newer records are applied (so it must not read the
+        live state, nor share mutable objects with it)."""
 
     def compacted(self, sizes: Sequence[int]) -> None:
         """A compaction wrote the last ``live_records()`` (then the records appended since):

@@ -5,7 +5,7 @@
 
     .venv/bin/python scripts/bench_persistence.py [--dir DIR] [--messages 20000]
         [--publishers 4] [--window 32] [--queued 100000] [--modes off,none,interval,sync]
-        [--sync-publishers 16]
+        [--sync-publishers 16] [--subscribers 1,10] [--repeat N] [--before COMMIT]
 
 Issue 17: each mode runs with one and with ten persistent subscribers and prints the broker's
 CPU per message (from /proc, so other load on the machine does not count) side by side with
@@ -42,6 +42,8 @@ LISTEN_RE = re.compile(r"listening on (\S+):(\d+)")
 LOADED_RE = re.compile(r"restored in ([0-9.]+) s")
 PAYLOAD = b"x" * 64
 PROFILE: list[Path] = []  # --profile DIR: each edge-broker run writes DIR/<run>.prof (cProfile)
+# --before COMMIT: mode "none@before" runs the edge_broker package of COMMIT (git archive here)
+SOURCES: dict[str, Path] = {}
 
 
 def _recv_exact(s: socket.socket, n: int) -> bytes:
@@ -141,8 +143,10 @@ def publisher(port: int, index: int, count: int, window: int, go: Any, out: Any)
 
 
 def start_broker(
-    workdir: Path, persistence: str, state: Path, extra: str = ""
+    workdir: Path, persistence: str, state: Path, extra: str = "", source: Path | None = None
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """``source``: a directory holding the ``edge_broker`` package to run instead of this
+    one (``--before``); the broker starts there, so its package comes first on sys.path."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "broker.toml"
     lines = [
@@ -175,6 +179,8 @@ def start_broker(
             [sys.executable, *profile, "-m", "edge_broker", "run", "--config", str(config)],
             stdout=log_file,
             stderr=subprocess.STDOUT,
+            cwd=source,
+            env=None if source is None else {**os.environ, "PYTHONPATH": str(source)},
         )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -229,7 +235,8 @@ def start_mosquitto(
 def start_any(workdir: Path, mode: str, state: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
     if mode == "mosquitto":
         return start_mosquitto(workdir, state)
-    return start_broker(workdir, mode, state)
+    mode, _, tag = mode.partition("@")
+    return start_broker(workdir, mode, state, source=SOURCES[tag] if tag else None)
 
 
 def kill_loss(base: Path, mode: str, count: int) -> tuple[int, int]:
@@ -383,6 +390,26 @@ def recovery(base: Path, queued: int) -> tuple[float, float, int]:
     return listening, loaded, size
 
 
+def _summary(cpu: dict[tuple[str, int], float], tag: str) -> None:
+    """The ratios against issue 17's targets, for the runs of ``tag`` ("" or "@before")."""
+    off1, none1 = cpu.get((f"off{tag}", 1)), cpu.get((f"none{tag}", 1))
+    if off1 is None or none1 is None:
+        return
+    print(f"durability 'none' vs off, 1 subscriber{tag}: {none1 / off1:.2f}x (target <= 2x)")
+    off10, none10 = cpu.get((f"off{tag}", 10)), cpu.get((f"none{tag}", 10))
+    if off10 is None or none10 is None:
+        return
+    extra1, extra10 = none1 - off1, none10 - off10
+    # The reading persistence owns: what storing a message for ten sessions costs beside
+    # storing it for one (ten socket writes cost 4-5x one with persistence off already).
+    print(
+        f"durability 'none', 10 persistent subscribers vs 1{tag}: {none10 / none1:.2f}x per "
+        f"message (target <= 1.5x), {none10 / 10 / none1:.2f}x per delivery; vs off with 10 "
+        f"subscribers {none10 / off10:.2f}x; persistence's own cost {extra10:.1f} µs vs "
+        f"{extra1:.1f} µs per message: {extra10 / extra1:.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -414,6 +441,12 @@ def main() -> None:
         help="run each mode this many times, alternating, and print the median (CPU per message)",
     )
     parser.add_argument(
+        "--before",
+        metavar="COMMIT",
+        help="also run each mode with the edge_broker of COMMIT (git archive), alternating with "
+        "this one, and print its figures beside",
+    )
+    parser.add_argument(
         "--profile",
         metavar="DIR",
         help="run each edge-broker under cProfile, writing DIR/<run>.prof (CPU figures grow)",
@@ -430,6 +463,16 @@ def main() -> None:
         Path("var").mkdir(exist_ok=True)
         base = Path(tempfile.mkdtemp(prefix="bench-persistence-", dir="var")).resolve()
         cleanup = True
+    modes = args.modes.split(",")
+    if args.before:
+        source = base / f"source-{args.before}"
+        source.mkdir(exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", args.before, "edge_broker"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+        SOURCES["before"] = source
+        modes = [m for mode in modes for m in (mode, f"{mode}@before")]
     fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True)
     print(
         f"store directory {base} ({fs.stdout.strip() or 'unknown'} filesystem), "
@@ -441,10 +484,12 @@ def main() -> None:
             "broker process's user+system time per published message"
         )
         cpu: dict[tuple[str, int], float] = {}
+        if args.before:
+            print(f"'@before': the edge_broker of {args.before}, run alternating with this one")
         for subscribers in (int(n) for n in args.subscribers.split(",")):
             runs: dict[str, list[tuple[float, float, float]]] = {}
             for _ in range(args.repeat):  # modes alternate: the machine's load drifts
-                for mode in args.modes.split(","):
+                for mode in modes:
                     runs.setdefault(mode, []).append(
                         throughput(
                             base, mode, args.messages, args.publishers, args.window, subscribers
@@ -453,27 +498,17 @@ def main() -> None:
             for mode, results in runs.items():
                 rate, us, per_fsync = sorted(results, key=lambda r: r[1])[len(results) // 2]
                 cpu[mode, subscribers] = us
-                label = "persistence off" if mode == "off" else f"durability = {mode!r}"
+                plain, _, tag = mode.partition("@")
+                label = "persistence off" if plain == "off" else f"durability = {plain!r}"
+                label += f" @{tag}" if tag else ""
                 extra = f", {per_fsync:.1f} msg/fsync" if mode == "sync" else ""
                 print(
                     f"  {subscribers:2} subscriber(s), {label:24}: {rate:8.0f} msg/s, "
                     f"{us:7.1f} µs CPU/msg{extra} ({args.publishers} publishers, window "
                     f"{args.window})"
                 )
-        if ("off", 1) in cpu and ("none", 1) in cpu:
-            one = cpu["none", 1] / cpu["off", 1]
-            print(f"durability 'none' vs off, 1 subscriber: {one:.2f}x (target <= 2x)")
-            if ("off", 10) in cpu and ("none", 10) in cpu:
-                ten = cpu["none", 10] / cpu["off", 10]
-                extra1 = cpu["none", 1] - cpu["off", 1]
-                extra10 = cpu["none", 10] - cpu["off", 10]
-                print(
-                    f"durability 'none', 10 persistent subscribers vs 1: "
-                    f"{cpu['none', 10] / cpu['none', 1]:.2f}x per message (target <= 1.5x), "
-                    f"{cpu['none', 10] / 10 / cpu['none', 1]:.2f}x per delivery; vs off with "
-                    f"10 subscribers {ten:.2f}x; persistence's own cost {extra10:.1f} µs "
-                    f"vs {extra1:.1f} µs per message"
-                )
+        for tag in ("", "@before") if args.before else ("",):
+            _summary(cpu, tag)
         if args.mosquitto:
             for subscribers in (1, 10):
                 rate, us, _ = throughput(

@@ -2,16 +2,18 @@
 
 Each queued or in-flight QoS 1/2 message of a persistent session is a *reference* (table
 ``ref``: reference number → ``[session key, message id, qos, retain, packet id or None,
-released, *subscription ids]``) to a message stored once (table ``msg``) however many sessions hold
-it; the message is deleted with its last reference (:class:`~.persistence.Persistence` counts
-them). A message moving from the queue into flight keeps its reference, its packet id set in
-place (``RAW_SET``, store/keyed.py), so in-flight and queued messages keep their order (reference
-numbers grow with time).
+released, subscription ids]``) to a message stored once (table ``msg``) however many sessions
+hold it; the message is deleted with its last reference (:class:`~.persistence.Persistence`
+counts them). A message moving from the queue into flight keeps its reference, its packet id
+set in place, so in-flight and queued messages keep their order (reference numbers grow with
+time). The journal's ``waiting`` and ``flight`` are the session's references: the store's
+index keeps no copy (``KeyedLog.hold``), and the ops of a turn are batched per kind
+(``Persistence._take``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .session import Outgoing, Session
 
@@ -19,46 +21,64 @@ if TYPE_CHECKING:
     from .persistence import Persistence
 
 
-class PersistentJournal:
-    """Records the changes of one persistent session as ops of ``store``."""
+# A reference held by a journal: (outgoing, reference number, the message's entry in
+# Persistence._messages ([message id, references, message]), the number of the turn batch its
+# row went into (-1: restored) and the place of its packet id there (Persistence.ref_sent)).
+Ref = tuple[Outgoing, int, list[Any], int, int]
 
-    __slots__ = ("store", "session", "key", "waiting", "flight")
+
+class PersistentJournal:
+    """Records the changes of one persistent session as ops of ``store``; its ``waiting`` and
+    ``flight`` are the session's reference rows (the store's index keeps no copy of them:
+    compaction reads them here, ``Persistence.held_rows``)."""
+
+    __slots__ = ("store", "session", "key", "waiting", "flight", "released_pids")
 
     def __init__(self, store: Persistence, session: Session) -> None:
         self.store = store
         self.session = session
         self.key = session.key
-        # id(outgoing) -> (outgoing, reference) while queued; the object is kept, so its id
-        # cannot be reused by another one meanwhile.
-        self.waiting: dict[int, tuple[Outgoing, int]] = {}
-        self.flight: dict[int, int] = {}  # packet id -> reference
+        # id(outgoing) -> its Ref while queued; the object is kept, so its id cannot be
+        # reused by another one meanwhile.
+        self.waiting: dict[int, Ref] = {}
+        self.flight: dict[int, Ref] = {}  # packet id -> Ref (the same tuple as while queued)
+        self.released_pids: set[int] = set()  # QoS 2 in flight with PUBREC received
 
     def queued(self, outgoing: Outgoing) -> None:
-        self.waiting[id(outgoing)] = (outgoing, self.store.put_ref(self.key, outgoing))
+        self.waiting[id(outgoing)] = self.store.put_ref(self.key, outgoing)
 
     def dropped(self, outgoing: Outgoing) -> None:
-        held = self.waiting.pop(id(outgoing), None)
-        if held is not None:
-            self.store.delete_ref(held[1])
+        ref = self.waiting.pop(id(outgoing), None)
+        if ref is not None:
+            self.store.delete_ref(ref)
 
     def sent(self, pid: int, outgoing: Outgoing) -> None:
         old = self.flight.pop(pid, None)
         if old is not None:  # not expected: an id is free before it is given again
+            self.released_pids.discard(pid)
             self.store.delete_ref(old)
-        held = self.waiting.pop(id(outgoing), None)
-        if held is not None:
-            self.flight[pid] = self.store.ref_sent(held[1], pid)
+        ref = self.waiting.pop(id(outgoing), None)
+        if ref is not None:
+            store = self.store
+            if ref[3] == store._batch_no:  # queued in this turn: Persistence.ref_sent, inlined
+                store._new_refs[ref[4]] = pid
+            else:
+                store.ref_sent(ref, pid)
+            self.flight[pid] = ref
         else:
             self.flight[pid] = self.store.put_ref(self.key, outgoing, pid)
 
     def released(self, pid: int) -> None:
         ref = self.flight.get(pid)
         if ref is not None and pid in self.session.inflight:
-            self.store.ref_released(ref)
+            self.released_pids.add(pid)
+            self.store.ref_released(ref[1])
 
     def completed(self, pid: int) -> None:
         ref = self.flight.pop(pid, None)
         if ref is not None:
+            if self.released_pids:
+                self.released_pids.discard(pid)
             self.store.delete_ref(ref)
 
     def qos2_received(self, pid: int) -> None:
@@ -70,5 +90,5 @@ class PersistentJournal:
     def changed(self) -> None:
         self.store.session_changed(self.session)
 
-    def references(self) -> list[int]:
-        return [ref for _, ref in self.waiting.values()] + list(self.flight.values())
+    def references(self) -> list[Ref]:
+        return [*self.waiting.values(), *self.flight.values()]

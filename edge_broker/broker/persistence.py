@@ -8,14 +8,17 @@ One :class:`~edge_broker.store.KeyedLog` file, ``<state_dir>/broker.log``, with 
   connection. A record without an owner (older state) gets ``ownership.owner_of_restored``.
 - ``msg``: message id → a QoS 1/2 message held by persistent sessions, stored once however many
   hold it; ``ref``: reference id → ``[session key, message id, qos, retain, packet id or None,
-  released, *subscription ids]``, one per session holding it, queued (no packet id) or in
-  flight (no nested array: each costs as much to encode as the row's data; rows written before
-  hold ``[…, retain, [subscription ids], packet id, released]`` and are read as well).
-  A message is deleted with its last reference (counted in ``_messages``).
+  released, subscription ids (None, one id or a list)]``, one per session holding it, queued
+  (no packet id) or in flight (rows of format 2, ``[…, released, *subscription ids]``, and
+  earlier, ``[…, retain, [subscription ids], packet id, released]``, are read as well).
+  A message is deleted with its last reference (counted in ``_messages``). The references of
+  a turn are written as batched ops (one per kind: new rows, packet ids, releases, deletes;
+  store/keyed.py), and after recovery the journals hold them instead of the store's index
+  (``KeyedLog.hold``; compaction reads :meth:`Persistence.held_rows`).
 - ``q``: ``session key NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
 - ``r``: ``tenant NUL topic`` → retained message (``$`` topics such as ``$SYS`` are not stored).
-- ``meta``: ``format`` → 2. Format 1 (tables ``m``/``f``: a whole message per session) is
-  migrated at start (:meth:`Persistence._migrate`).
+- ``meta``: ``format`` → 3. Format 2 loads as it is; format 1 (tables ``m``/``f``: a whole
+  message per session) is migrated at start (:meth:`Persistence._migrate`).
 
 The session and delivery code report changes through ``session.journal`` (broker/journal.py;
 persist_hooks.py for persistent sessions); they become ops collected during an event-loop
@@ -52,7 +55,7 @@ from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
 from ..store.damage import damage_hint, open_or_set_aside
 from ..store.errors import StoreOpenError
 from ..store.gcpause import fewer_young_collections
-from ..store.keyed import RAW_DELETE, RAW_PUT, RAW_SET
+from ..store.keyed import RAW_DELETE, RAW_DELETES, RAW_PUT, RAW_ROWS, RAW_SET, RAW_SETS
 from .awaiting import all_of
 from .journal import NO_JOURNAL
 from .message import Message
@@ -70,7 +73,7 @@ from .persist_codec import (
     to_mono,
     to_wall,
 )
-from .persist_hooks import PersistentJournal
+from .persist_hooks import PersistentJournal, Ref
 from .retained import MemoryRetainedStore
 from .session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
 
@@ -82,15 +85,20 @@ log = logging.getLogger("edge_broker.persistence")
 BROKER_LOG = "broker.log"
 SESSIONS, QOS2, RETAINED, META = "s", "q", "r", "meta"
 MESSAGES, REFS = "msg", "ref"  # each message once; queued/in-flight references to it
-REF_PID, REF_RELEASED = 4, 5  # positions in a reference row, changed by RAW_SET
+REF_PID, REF_RELEASED = 4, 5  # positions in a reference row, changed by RAW_SET(S)
+REF_WIDTH = 7  # fields of a reference row written by this build (RAW_ROWS, compaction)
+BATCH_ROWS = 4096  # references per batched op: a turn's refs become ops of at most this many
 OLD_MESSAGES, OLD_FLIGHT = "m", "f"  # the previous format (a message per session), migrated
-FORMAT = 2
+FORMAT = 3  # 3: batched reference ops (kinds 9-11) and a 7-field reference row; 2 is read
 CHUNK_BYTES = 1 << 20  # ops of one commit beyond this are split into several records
 FSYNC = {"sync": "always", "none": "never"}
 # Compact once three quarters of the file are dead (the file is 4x its live records): a queue
 # backlog churns references fast, and each compaction re-encodes every live record, so at 1/2
 # compactions cost as much CPU as the messages themselves (bench_persistence, 10 subscribers).
 COMPACT_RATIO = 0.75
+
+
+_NO_ENTRY: list[Any] = [0, 0, None]  # Persistence._last before any message (matches none)
 
 
 def log_path(config: Config) -> Path:
@@ -114,9 +122,20 @@ class Persistence:
         self._count = 0
         self._ops_bytes = 0
         self._dirty: dict[str, Session] = {}
+        # The references of this turn, each kind one batched op at the end of the turn
+        # (store/keyed.py RAW_ROWS/RAW_SETS/RAW_DELETES): per reference and step the hot path
+        # appends a few scalars to a list, and the record holds one op per kind, not one per
+        # subscriber. New rows: ``reference, *row`` (REF_WIDTH fields); into flight:
+        # ``reference, packet id``; released (QoS 2): ``reference, True``; gone: ``reference``.
+        self._new_refs: list[Any] = []
+        self._batch_no = 0  # which _new_refs list is this turn's (Ref: a row not written yet)
+        self._moved: list[Any] = []
+        self._released: list[Any] = []
+        self._gone: list[int] = []
         # id(message) -> [message id, references, message]: each stored message once.
         self._messages: dict[int, list[Any]] = {}
-        self._refs: dict[int, int] = {}  # reference -> id(message)
+        self._last: list[Any] = _NO_ENTRY  # the entry put_ref used last (a fan-out's message)
+        self._live_refs = 0  # references held by tracked sessions (compaction's estimate)
         self._tracked: dict[str, Session] = {}
         self._seq = 1
         self._scheduled = False
@@ -174,13 +193,14 @@ class Persistence:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._background)
 
-    def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> int:
+    def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> Ref:
         """A new reference of session ``cid`` to ``outgoing``'s message (stored with its
-        first reference); queued, or in flight under ``pid``. The per-delivery path:
-        ``_add`` is inlined, and the subscription ids are the row's tail (no array of their
-        own: cbor2 spends as much on an array as on the row's data)."""
+        first reference); queued, or in flight under ``pid``. The per-delivery path: a row's
+        scalars appended to this turn's batched op (``_new_refs``); the subscription ids are
+        one field (``None``, one id, or a list of them: no array for the common case)."""
         message = outgoing.message
-        entry = self._messages.get(id(message))
+        # A publish's fan-out asks for the same message once per session in a row.
+        entry = self._last if message is self._last[2] else self._messages.get(id(message))
         seq = self._seq
         if entry is None:
             self._seq = seq + 2
@@ -197,43 +217,70 @@ class Persistence:
                 self._ops_bytes += message.size
         else:
             self._seq = seq + 1
+        self._last = entry
         entry[1] += 1
-        self._refs[seq] = id(message)
-        if self._recording:
-            self._ops += (
-                RAW_PUT,
-                REFS,
-                seq,
-                [cid, entry[0], outgoing.qos, outgoing.retain, pid, False, *outgoing.sub_ids],
-            )
-            self._count += 1
-            self._ops_bytes += 64
+        self._live_refs += 1
+        if not self._recording:
+            return (outgoing, seq, entry, -1, 0)
+        rows = self._new_refs
+        where = len(rows) + 1 + REF_PID  # the packet id's place, for ref_sent in this turn
+        sub_ids = outgoing.sub_ids
+        rows += (
+            seq,
+            cid,
+            entry[0],
+            outgoing.qos,
+            outgoing.retain,
+            pid,
+            False,
+            None if not sub_ids else sub_ids[0] if len(sub_ids) == 1 else list(sub_ids),
+        )
+        self._ops_bytes += 32
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._background)
+        return (outgoing, seq, entry, self._batch_no, where)
+
+    def ref_sent(self, ref: Ref, pid: int) -> None:
+        """The queued reference ``ref`` went into flight under ``pid``. Queued in this turn
+        (the common case: queued, then drained), its row is not written yet and gets the
+        packet id in place; else one pair of the turn's RAW_SETS op, not the row again (a
+        queued row holds ``released`` false, and recovery rewrites any row that would not:
+        :meth:`_recover_messages`)."""
+        if ref[3] == self._batch_no:
+            self._new_refs[ref[4]] = pid
+        elif self._recording:
+            self._moved += (ref[1], pid)
+            self._ops_bytes += 16
             if not self._scheduled:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._background)
-        return seq
-
-    def ref_sent(self, seq: int, pid: int) -> int:
-        """The queued reference ``seq`` went into flight under ``pid``: one ``RAW_SET`` of the
-        row's packet id, not the row again (a queued row holds ``released`` false, and
-        recovery rewrites any row that would not: :meth:`_recover_messages`)."""
-        self._add((RAW_SET, REFS, seq, REF_PID, pid), 32)
-        return seq
 
     def ref_released(self, seq: int) -> None:
         """QoS 2: the reference ``seq`` in flight got its PUBREC (PUBREL goes next)."""
-        self._add((RAW_SET, REFS, seq, REF_RELEASED, True), 32)
+        if self._recording:
+            self._released += (seq, True)
+            self._ops_bytes += 16
+            self._schedule()
 
-    def delete_ref(self, seq: int) -> None:
-        """The reference is gone; its message too when it was the last one."""
-        self._add((RAW_DELETE, REFS, seq))
-        key = self._refs.pop(seq, None)
-        entry = None if key is None else self._messages.get(key)
-        if entry is not None:
-            entry[1] -= 1
-            if entry[1] <= 0:
-                del self._messages[key]  # type: ignore[arg-type]
-                self._add((RAW_DELETE, MESSAGES, entry[0]))
+    def delete_ref(self, ref: Ref) -> None:
+        """The reference ``ref`` is gone; its message too when it was the last one (the
+        message row's delete goes first in the record: a crash between two chunks of a large
+        record leaves references to a missing message, which recovery drops)."""
+        self._live_refs -= 1
+        if self._recording:
+            self._gone.append(ref[1])
+            self._ops_bytes += 8
+            if not self._scheduled:
+                self._scheduled = True
+                asyncio.get_running_loop().call_soon(self._background)
+        entry = ref[2]
+        entry[1] -= 1
+        if entry[1] <= 0 and self._messages.get(id(entry[2])) is entry:
+            del self._messages[id(entry[2])]
+            if self._last is entry:
+                self._last = _NO_ENTRY
+            self._add((RAW_DELETE, MESSAGES, entry[0]))
 
     def put_qos2(self, client_id: str, pid: int) -> None:
         self._add((RAW_PUT, QOS2, f"{client_id}\x00{pid}", 1))
@@ -248,13 +295,36 @@ class Persistence:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._background)
 
-    def _hold(self, message: Message, seq: int, message_id: int) -> None:
-        """Recovery: count reference ``seq`` to ``message`` (stored as ``message_id``)."""
+    def _hold(self, message: Message, message_id: int) -> list[Any]:
+        """Recovery: count a reference to ``message`` (stored as ``message_id``); its entry."""
         entry = self._messages.get(id(message))
         if entry is None:
             entry = self._messages[id(message)] = [message_id, 0, message]
         entry[1] += 1
-        self._refs[seq] = id(message)
+        self._live_refs += 1
+        return entry
+
+    # -- the reference table, held here (KeyedLog.hold) ---------------------------------------
+
+    def __len__(self) -> int:
+        return self._live_refs
+
+    def held_rows(self) -> list[tuple[Any, Any]]:
+        """Compaction: every live reference row, as the file holds it after the last write
+        (called on the event loop right after a write: KeyedLog.HeldRows), in reference
+        order (the queue order)."""
+        rows: list[tuple[Any, Any]] = []
+        for cid, session in self._tracked.items():
+            journal = session.journal
+            if not isinstance(journal, PersistentJournal):
+                continue
+            for ref in journal.waiting.values():
+                rows.append((ref[1], _ref_row(cid, ref, None, False)))
+            released = journal.released_pids
+            for pid, ref in journal.flight.items():
+                rows.append((ref[1], _ref_row(cid, ref, pid, pid in released)))
+        rows.sort(key=_first)
+        return rows
 
     def retained_set(self, tenant: str, message: Message) -> None:
         now_mono, now_wall = now_pair(self.clock)
@@ -302,8 +372,8 @@ class Persistence:
             return
         journal = session.journal
         if isinstance(journal, PersistentJournal):
-            for seq in journal.references():
-                self.delete_ref(seq)
+            for ref in journal.references():
+                self.delete_ref(ref)
         for pid in session.qos2_incoming:
             self.delete_qos2(cid, pid)
         self._tracked.pop(cid, None)
@@ -344,6 +414,19 @@ class Persistence:
     # -- committing ------------------------------------------------------------------------
 
     def _take(self) -> tuple[list[Any], int]:
+        if self._new_refs:
+            self._batch(RAW_ROWS, REF_WIDTH, self._new_refs, REF_WIDTH + 1)
+            self._new_refs = []  # handed to the log: never changed again (ref_sent)
+            self._batch_no += 1
+        if self._moved:
+            self._batch(RAW_SETS, REF_PID, self._moved, 2)
+            self._moved = []
+        if self._released:
+            self._batch(RAW_SETS, REF_RELEASED, self._released, 2)
+            self._released = []
+        if self._gone:
+            self._batch(RAW_DELETES, None, self._gone, 1)
+            self._gone = []
         if self._dirty:
             now_mono, now_wall = now_pair(self.clock)
             for cid, session in self._dirty.items():
@@ -359,8 +442,28 @@ class Persistence:
         self._ops, self._count, self._ops_bytes = [], 0, 0
         return ops, count
 
+    def _batch(self, kind: int, extra: int | None, items: list[Any], stride: int) -> None:
+        """One batched op of table ``ref`` (``BATCH_ROWS`` rows at most, so that a large turn
+        still splits into records of about ``CHUNK_BYTES``), in the order new rows, packet
+        ids, releases, deletes: a reference's steps within one turn go in that order too."""
+        step = BATCH_ROWS * stride
+        for start in range(0, len(items), step):
+            part = items if len(items) <= step else items[start : start + step]
+            if extra is None:
+                self._ops += (kind, REFS, part)
+            else:
+                self._ops += (kind, REFS, extra, part)
+            self._count += 1
+
     def pending(self) -> bool:
-        return bool(self._ops or self._dirty)
+        return bool(
+            self._ops
+            or self._dirty
+            or self._new_refs
+            or self._moved
+            or self._released
+            or self._gone
+        )
 
     def write_ahead(self) -> int:
         """Write every change collected so far to the OS now, as one record (more only past
@@ -607,6 +710,9 @@ class Persistence:
                 self.keyed.commit_sync(drop, split_to_fit=True)
             except StoreError as exc:
                 self._failed(exc)
+        # From here the journals hold the references; the index keeps no copy of them, and
+        # compaction asks held_rows (issue 17: a copy per reference cost as much as its ops).
+        self.keyed.hold(REFS, self)
         self._recording = True
         log.info(
             f"broker store {self.keyed.path}: {len(sessions)} sessions, {messages} queued "
@@ -752,19 +858,21 @@ class Persistence:
         saw) or in the queue; returns the packet id it is in flight under."""
         journal = session.journal
         assert isinstance(journal, PersistentJournal)
-        self._hold(outgoing.message, seq, message_id)
+        ref = (outgoing, seq, self._hold(outgoing.message, message_id), -1, 0)
         if pid is not None and 0 < pid <= 65535 and pid not in session.inflight:
             item = Inflight(outgoing)
             item.released = released
             session.inflight[pid] = item
-            journal.flight[pid] = seq
+            journal.flight[pid] = ref
+            if released:
+                journal.released_pids.add(pid)
             # The counter goes on after the newest id in flight (reference order is
             # assignment order), never back to one the client may still hold.
             session.next_packet_id = pid % 65535 + 1
             return pid
         session.queue.append(outgoing)
         session.queued_bytes += outgoing.message.size
-        journal.waiting[id(outgoing)] = (outgoing, seq)
+        journal.waiting[id(outgoing)] = ref
         return None
 
     def _migrate(
@@ -848,9 +956,29 @@ class Persistence:
         return count
 
 
+def _ref_row(cid: str, ref: Ref, pid: int | None, released: bool) -> list[Any]:
+    """A reference row as this build writes it (REF_WIDTH fields; see put_ref)."""
+    outgoing = ref[0]
+    sub_ids = outgoing.sub_ids
+    return [
+        cid,
+        ref[2][0],
+        outgoing.qos,
+        outgoing.retain,
+        pid,
+        released,
+        None if not sub_ids else sub_ids[0] if len(sub_ids) == 1 else list(sub_ids),
+    ]
+
+
+def _first(item: tuple[Any, Any]) -> Any:
+    return item[0]
+
+
 def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | None, bool] | None:
-    """``[session key, message id, qos, retain, packet id or None, released, *sub ids]``, or
-    as written before (``[…, retain, [sub ids], packet id or None, released]``)."""
+    """``[session key, message id, qos, retain, packet id or None, released, sub ids]`` with
+    the subscription ids ``None``, one id or a list (format 3), ``[…, released, *sub ids]``
+    (format 2), or ``[…, retain, [sub ids], packet id or None, released]`` (earlier)."""
     if not isinstance(raw, list) or len(raw) < 6:
         return None
     if isinstance(raw[4], list):
@@ -860,6 +988,8 @@ def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | N
     else:
         cid, message_id, qos, retain, pid, released = raw[:6]
         sub_ids = raw[6:]
+        if len(sub_ids) == 1 and (sub_ids[0] is None or isinstance(sub_ids[0], list)):
+            sub_ids = sub_ids[0] or []
     if (
         not isinstance(cid, str)
         or not isinstance(message_id, int)
@@ -934,10 +1064,13 @@ def _flat_chunks(ops: list[Any]) -> Iterator[tuple[list[Any], int, int]]:
     start = i = size = count = 0
     end = len(ops)
     while i < end:
-        width = 4 if ops[i] == RAW_PUT else 5 if ops[i] == RAW_SET else 3
+        kind = ops[i]
+        width = _FLAT_WIDTH[kind]
         weight = 64
-        if width == 4 and ops[i + 1] in (MESSAGES, RETAINED):
+        if kind == RAW_PUT and ops[i + 1] in (MESSAGES, RETAINED):
             weight += len(ops[i + 3][1])
+        elif kind >= RAW_ROWS:  # batched: its list of rows is its last field
+            weight += 4 * len(ops[i + width - 1])
         if count and size + weight > CHUNK_BYTES:
             yield ops[start:i], size, count
             start, size, count = i, 0, 0
@@ -946,6 +1079,9 @@ def _flat_chunks(ops: list[Any]) -> Iterator[tuple[list[Any], int, int]]:
         count += 1
     if count:
         yield ops[start:], size, count
+
+
+_FLAT_WIDTH = {RAW_PUT: 4, RAW_DELETE: 3, RAW_SET: 5, RAW_ROWS: 4, RAW_SETS: 4, RAW_DELETES: 3}
 
 
 def _weight(ops: list[Op]) -> int:

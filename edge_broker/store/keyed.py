@@ -11,11 +11,21 @@ tombstone), ``[3, table]`` create an empty table, ``[4, table]`` drop a table an
 ``[5, [op, ...]]`` several ops in one frame, so they are stored all or nothing, ``[6, table, key,
 bytes]`` a put whose value is embedded CBOR (``encoded_values``), ``[7, [op fields, ...]]`` a
 flat batch (below), ``[8, table, key, position, item]`` set one item of a stored array value
-(nothing if the key or the position is gone). Compaction writes
+(nothing if the key or the position is gone). Inside a flat batch only, three *batched* ops
+stand for many rows of one table each: ``9, table, width, [key, field 1 … field width, key,
+…]`` puts rows of ``width`` fields, ``10, table, position, [key, item, key, item, …]`` sets
+one item of each row, ``11, table, [key, …]`` deletes keys (the broker's per-turn references:
+one op per turn whatever the number of subscribers, no array per row). Compaction writes
 one create per table and one put per live key; tombstones and dropped tables disappear.
 Tables and keys iterate in first-insertion order (a dict's: re-putting a key keeps its place, a
 delete and put moves it to the end), and reopen and compaction keep that order, so a session's
 queue can rely on it.
+
+A *held* table (:meth:`KeyedLog.hold`) is kept by its owner instead of the index: after the
+owner read it at start, writes to it go to the file only, and compaction asks the owner for
+its live rows (:class:`HeldRows`). The broker's references are one (broker/persistence.py): it
+holds each in its sessions' journals already, and a second copy in the index cost a tuple, a
+dict entry and a row copy per reference per step.
 
 Keys are ``str``, ``int`` or ``bytes``. Values are any CBOR value. The index holds the value
 decoded from the bytes written (a tuple reads back as a list, before and after a reopen, and the
@@ -33,7 +43,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import cbor2
 
@@ -47,12 +57,17 @@ from .logfile import RecoveryReport
 Key = str | int | bytes
 
 _PUT, _DELETE, _CREATE, _DROP, _BATCH, _PUT_ENCODED, _FLAT, _SET = 1, 2, 3, 4, 5, 6, 7, 8
+_ROWS, _SETS, _DELETES = 9, 10, 11  # batched ops, in flat batches only (module docstring)
 # ``[RAW_PUT, table, key, value]``, ``[RAW_DELETE, table, key]``, ``[RAW_SET, table, key,
 # position, item]``: the last changes one item of an array value without writing the array
 # again (a queued message going into flight sets its packet id: five scalars to encode instead
 # of a whole row, and no array, which cbor2 checks against Mapping at about 0.4 µs each).
 RAW_PUT, RAW_DELETE, RAW_SET = _PUT, _DELETE, _SET
-_WIDTH = {_PUT: 4, _DELETE: 3, _SET: 5}  # fields of each op kind a flat batch may hold
+# ``RAW_ROWS, table, width, [key, fields…]``, ``RAW_SETS, table, position, [key, item, …]``,
+# ``RAW_DELETES, table, [key, …]``: many rows of one table in one op (module docstring).
+RAW_ROWS, RAW_SETS, RAW_DELETES = _ROWS, _SETS, _DELETES
+# fields of each op kind a flat batch may hold
+_WIDTH = {_PUT: 4, _DELETE: 3, _SET: 5, _ROWS: 4, _SETS: 4, _DELETES: 3}
 # A flat batch, ``[_FLAT, [RAW_PUT, table, key, value, RAW_DELETE, table, key, ...]]``: the
 # ops of a batch one after another in one array (:meth:`KeyedLog.write_flat`). The broker's
 # per-turn record holds a few ops per delivery; an array per op costs an allocation and, in
@@ -86,6 +101,19 @@ class DropTable:
 
 
 Op = Put | Delete | CreateTable | DropTable
+
+
+class HeldRows(Protocol):
+    """The live rows of a held table, kept by its owner (:meth:`KeyedLog.hold`)."""
+
+    def __len__(self) -> int:
+        """How many rows are live now (compaction's estimate of their bytes)."""
+
+    def held_rows(self) -> list[tuple[Key, Any]]:
+        """A snapshot of the rows as the file holds them after the last write, in key order,
+        sharing no mutable object with the owner's state. Called under the log's lock on the
+        thread that writes (the event loop: :meth:`KeyedLog.write_flat`), so the owner's state
+        cannot change meanwhile."""
 
 
 def _check_name(table: object) -> str:
@@ -128,6 +156,11 @@ class KeyedLog:
         self._encoded_values = encoded_values
         self._snapshot: list[tuple[str, dict[Key, _Entry], dict[Key, _Entry]]] = []
         self._live_bytes = 0
+        # Held tables (hold): their owner, and the frame bytes one row takes (an estimate,
+        # measured again at each compaction).
+        self._held: dict[str, HeldRows] = {}
+        self._row_bytes: dict[str, int] = {}
+        self._held_snapshot: list[tuple[str, list[tuple[Key, Any]]]] = []
         self._log: Log | None = None
         self.version = 0  # bumped by every applied record, so views can cache what they read
 
@@ -213,6 +246,17 @@ class KeyedLog:
         for key, entry in list(self._tables.get(table, {}).items()):
             yield key, _value(entry)
 
+    def hold(self, name: str, owner: HeldRows) -> None:
+        """From now on ``owner`` keeps table ``name``: the index drops its rows (read them
+        first), writes to the table go to the file only, and compaction writes the rows
+        ``owner.held_rows()`` gives. Only :meth:`write_flat` and :meth:`commit_sync` may write
+        to it afterwards (compaction snapshots the owner on the writing thread)."""
+        rows = self._tables.pop(_check_name(name), {})
+        size = sum(entry[1] for entry in rows.values())
+        self._live_bytes -= size
+        self._row_bytes[name] = size // len(rows) if rows else 32
+        self._held[name] = owner
+
     # -- writing ---------------------------------------------------------------------------------
 
     def _record(self, ops: Sequence[Op]) -> list[Any]:
@@ -228,6 +272,8 @@ class KeyedLog:
         ``durable=False``: no fsync on this commit's account (``Log.append``), for state that
         may be lost on power failure.
         """
+        if self._held:  # its compaction would snapshot the owner on the log's worker thread
+            raise StoreError(f"commit() on a log with held tables {sorted(self._held)}")
         await self.log.append(self._record(ops), durable=durable)
 
     def write(self, ops: Sequence[Op]) -> int:
@@ -262,6 +308,8 @@ class KeyedLog:
             share = size // len(raw)
             live = self._live_bytes
             for op in raw:
+                if op[1] in self._held:
+                    continue  # its owner has it (hold)
                 table = tables.get(op[1])
                 if table is None:
                     table = tables[op[1]] = {}
@@ -282,6 +330,7 @@ class KeyedLog:
         (``RAW_PUT, table, key, value`` and ``RAW_DELETE, table, key``), stored as one flat
         batch record (``_FLAT``); the caller hands ``flat`` over and never mutates it."""
         tables = self._tables
+        held = self._held
 
         def applied(size: int) -> None:
             self.version += 1
@@ -289,8 +338,17 @@ class KeyedLog:
             live = self._live_bytes
             i, end = 0, len(flat)
             while i < end:
+                kind = flat[i]
+                if kind >= _ROWS or flat[i + 1] in held:
+                    if flat[i + 1] not in held:  # batched ops on a table of the index
+                        self._live_bytes = live
+                        for op in _unflatten(flat[i : i + _WIDTH[kind]]):
+                            self._apply_op(op, share)
+                        live = self._live_bytes
+                    i += _WIDTH[kind]  # a held table's owner has it already
+                    continue
                 table = tables.get(flat[i + 1])
-                if flat[i] == _SET:  # as on replay (_apply_op): no table is created
+                if kind == _SET:  # as on replay (_apply_op): no table is created
                     if table is not None:
                         _set_item(table, flat[i + 2], flat[i + 3], flat[i + 4])
                     i += 5
@@ -360,6 +418,7 @@ class KeyedLog:
             and type(record[1]) is str
             and record[1]
             and type(record[2]) in _KEY_TYPES
+            and record[1] not in self._held
         ):
             table = self._tables.get(record[1])
             if table is None:
@@ -404,6 +463,8 @@ class KeyedLog:
 
     def _apply_op(self, op: list[Any], size: int) -> None:
         kind, name = op[0], op[1]
+        if name in self._held:
+            return  # its owner has it (hold)
         if kind in (_PUT, _PUT_ENCODED):
             table = self._tables.setdefault(name, {})
             old = table.get(op[2])
@@ -426,24 +487,33 @@ class KeyedLog:
                 self._live_bytes -= sum(entry[1] for entry in dropped.values())
 
     def live_bytes(self) -> int:
-        return self._live_bytes
+        if not self._held:
+            return self._live_bytes
+        rows = sum(len(owner) * self._row_bytes[name] for name, owner in self._held.items())
+        return self._live_bytes + rows
 
     def live_records(self) -> Iterator[Any]:
         # Under the log's lock: copy each table (one C-level dict copy, milliseconds for 100k
         # keys, one new object per table); the records are generated from the copies later,
         # outside the lock, one short-lived list at a time (see gcpause.py for why that
-        # matters).
+        # matters). Held tables: their owner's snapshot (HeldRows.held_rows).
         self._snapshot = [(name, dict(table), table) for name, table in self._tables.items()]
-        return self._records_of(self._snapshot)
+        self._held_snapshot = [(name, owner.held_rows()) for name, owner in self._held.items()]
+        return self._records_of(self._snapshot, self._held_snapshot)
 
     @staticmethod
     def _records_of(
         snapshot: list[tuple[str, dict[Key, _Entry], dict[Key, _Entry]]],
+        held: list[tuple[str, list[tuple[Key, Any]]]],
     ) -> Iterator[Any]:
         for name, copy, _ in snapshot:
             yield [_CREATE, name]
             for key, entry in copy.items():
                 yield [_PUT_ENCODED if entry[2] else _PUT, name, key, entry[0]]
+        for name, rows in held:
+            yield [_CREATE, name]
+            for key, value in rows:
+                yield [_PUT, name, key, value]
 
     def compacted(self, sizes: Sequence[int]) -> None:
         # An entry replaced since the snapshot (a put or delete applied during a compaction
@@ -456,25 +526,55 @@ class KeyedLog:
                     if table.get(key) is entry:
                         table[key] = (entry[0], sizes[position], entry[2])
                     position += 1
+        for name, rows in self._held_snapshot:
+            position += 1
+            if rows:  # the owner's rows are counted as their number times this
+                held = sizes[position : position + len(rows)]
+                self._row_bytes[name] = max(1, sum(held) // len(rows))
+            position += len(rows)
         if position != len(sizes):
             raise StoreError(f"compaction wrote {len(sizes)} records, expected {position}")
         self._snapshot = []
+        self._held_snapshot = []
         self._live_bytes = sum(
             entry[1] for table in self._tables.values() for entry in table.values()
         )
 
 
 def _unflatten(flat: list[Any]) -> list[list[Any]]:
-    """The ops of a ``_FLAT`` record (replay: checked one by one afterwards)."""
+    """The ops of a ``_FLAT`` record, batched ones as one op per row (replay: checked one by
+    one afterwards)."""
     ops: list[list[Any]] = []
     i, end = 0, len(flat)
     while i < end:
         width = _WIDTH.get(flat[i], 0) if type(flat[i]) is int else 0
         if width == 0 or i + width > end:
             raise StoreError(f"malformed flat batch record at op {len(ops)}: {str(flat[i:])[:80]}")
-        ops.append(flat[i : i + width])
+        if flat[i] >= _ROWS:
+            ops.extend(_batched(flat[i : i + width]))
+        else:
+            ops.append(flat[i : i + width])
         i += width
     return ops
+
+
+def _batched(op: list[Any]) -> list[list[Any]]:
+    """One op per row of a batched op (``_ROWS``, ``_SETS``, ``_DELETES``)."""
+    kind, table, items = op[0], op[1], op[-1]
+    if type(items) is not list or (
+        kind != _DELETES and (type(op[2]) is not int or op[2] < (1 if kind == _ROWS else 0))
+    ):
+        raise StoreError(f"malformed batched keyed-log op: {str(op)[:80]}")
+    stride = 1 if kind == _DELETES else (op[2] + 1 if kind == _ROWS else 2)
+    if len(items) % stride:
+        raise StoreError(f"malformed batched keyed-log op: {str(op)[:80]} (a row is cut short)")
+    if kind == _DELETES:
+        return [[_DELETE, table, key] for key in items]
+    if kind == _SETS:
+        return [[_SET, table, items[j], op[2], items[j + 1]] for j in range(0, len(items), 2)]
+    return [
+        [_PUT, table, items[j], items[j + 1 : j + stride]] for j in range(0, len(items), stride)
+    ]
 
 
 def _set_item(table: dict[Key, _Entry], key: Any, position: int, item: Any) -> None:

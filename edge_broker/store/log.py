@@ -13,8 +13,10 @@ waiting future. While one batch is being fsynced the next one accumulates, so N 
 appends cost far fewer than N fsyncs. Appends are applied in the order they were queued.
 
 Compaction starts when dead bytes exceed both ``compact_ratio`` of the file and
-``compact_min_bytes``. From the async API it runs beside the appends: under the lock it takes a
-snapshot of the live records and the file size (milliseconds), then writes and fsyncs the new
+``compact_min_bytes``. From the async API it runs beside the appends: under the lock, on the
+event loop right after the write that made it due, it takes a snapshot of the live records and
+the file size (milliseconds; the loop thread, so a reducer whose owner changes state there reads
+it consistently: KeyedLog.hold), then writes and fsyncs the new
 file in another thread while appends continue on the old one, and under the lock again copies
 the bytes appended meanwhile, fsyncs, renames and fsyncs the directory. Appends wait only for
 that last step. The synchronous API and ``compact()`` do the whole compaction under the lock.
@@ -65,8 +67,9 @@ class Reducer(Protocol):
 
     def live_records(self) -> Iterable[Any]:
         """Records that rebuild the current state from nothing, for compaction: a snapshot
-        taken now, under the lock, and consumed later outside it while newer records are
-        applied (so it must not read the live state, nor share mutable objects with it)."""
+        taken now, under the lock (on the event loop for a compaction beside appends), and
+        consumed later outside it while newer records are applied (so it must not read the
+        live state, nor share mutable objects with it)."""
 
     def compacted(self, sizes: Sequence[int]) -> None:
         """A compaction wrote the last ``live_records()`` (then the records appended since):
@@ -477,20 +480,28 @@ class Log:
         task = self._compaction_task
         if self._closed or not self.compaction_due() or (task is not None and not task.done()):
             return
+        # The snapshot is taken here, on the thread that writes, right after its write: a
+        # reducer whose state lives partly with its owner (KeyedLog.hold) is read where the
+        # owner changes it, never from the worker thread.
+        with self._lock:
+            records = self._reducer.live_records()
+            tail_from, compactions = self._file.size, self._compactions
         self._compaction_task = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(self._compact_beside_appends)
+            asyncio.to_thread(self._compact_beside_appends, records, tail_from, compactions)
         )
 
-    def _compact_beside_appends(self) -> None:
-        """Compaction that holds the lock only to snapshot and to switch files (module doc)."""
+    def _compact_beside_appends(
+        self, records: Iterable[Any], tail_from: int, compactions: int
+    ) -> None:
+        """Compaction that holds the lock only to switch files (module doc); ``records`` is
+        the snapshot taken when the file was ``tail_from`` bytes long, after ``compactions``
+        compactions (another one since, and it is stale: nothing is done)."""
         if not self._compaction_lock.acquire(blocking=False):
             return
         try:
             with self._lock:
-                if self._closed or not self.compaction_due():
+                if self._closed or self._compactions != compactions:
                     return
-                records = self._reducer.live_records()
-                tail_from = self._file.size
             sizes: list[int] = []
             try:
                 rewrite = self._file.start_rewrite(self._frames(records, sizes))

@@ -1,8 +1,9 @@
-"""A queued message going into flight, and a QoS 2 message released, change their reference row
-with one ``RAW_SET`` op (store/keyed.py: set one item of a stored array) instead of writing the
-whole row again (issue 17 item 2: ten persistent subscribers cost three reference ops each).
-Each test reads the log for that op, then kill -9s the broker and checks the restart restores
-exactly the state the client holds."""
+"""Queued messages going into flight, and QoS 2 messages released, change their reference rows
+with one batched ``RAW_SETS`` op per turn (store/keyed.py: set one item of many stored arrays)
+instead of writing the whole rows again, and the new rows of a turn are one ``RAW_ROWS`` op
+(issue 17: ten persistent subscribers cost one op per step, not ten). Each test reads the log
+for those ops, then kill -9s the broker and checks the restart restores exactly the state the
+client holds."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from persist_support import EXPIRY, RawClient, persistent_config, subscribe
 
 from edge_broker.broker.message import make_message
 from edge_broker.broker.persist_codec import encode_message, now_pair
-from edge_broker.broker.persistence import BROKER_LOG, REF_PID, REF_RELEASED
+from edge_broker.broker.persistence import BROKER_LOG, REF_PID, REF_RELEASED, REF_WIDTH
 from edge_broker.mqtt.packets import (
     NO_PROPERTIES,
     Puback,
@@ -25,11 +26,11 @@ from edge_broker.mqtt.packets import (
     Pubrel,
 )
 from edge_broker.store import KeyedLog, Put
-from edge_broker.store.keyed import _FLAT, RAW_PUT, RAW_SET
+from edge_broker.store.keyed import _FLAT, _WIDTH, RAW_PUT, RAW_ROWS, RAW_SET, RAW_SETS
 
 
 def _flat_ops(state: Path) -> list[list[Any]]:
-    """Every op of the broker's flat records, in log order."""
+    """Every op of the broker's flat records, in log order (batched ops as they are)."""
     import cbor2
 
     from edge_broker.store.frame import scan
@@ -42,7 +43,7 @@ def _flat_ops(state: Path) -> list[list[Any]]:
             continue
         flat, i = record[1], 0
         while i < len(flat):
-            width = {RAW_PUT: 4, RAW_SET: 5}.get(flat[i], 3)
+            width = _WIDTH[flat[i]]
             ops.append(flat[i : i + width])
             i += width
     return ops
@@ -53,7 +54,7 @@ def _kill(b) -> None:
     b.process.wait(10)
 
 
-def test_queued_messages_go_into_flight_with_one_set_and_come_back_in_flight(
+def test_queued_messages_go_into_flight_with_one_batched_set_and_come_back_in_flight(
     broker_factory, tmp_path
 ):
     state = tmp_path / "state"
@@ -73,10 +74,13 @@ def test_queued_messages_go_into_flight_with_one_set_and_come_back_in_flight(
     first = [sub.expect(Publish, 10.0) for _ in range(3)]  # not acknowledged
     assert [p.payload for p in first] == [b"m0", b"m1", b"m2"]
     ops = _flat_ops(state)  # written before the PUBLISHes left (write-ahead)
-    sets = [op for op in ops if op[0] == RAW_SET and op[1] == "ref"]
-    assert [(op[3], op[4]) for op in sets] == [(REF_PID, p.packet_id) for p in first], ops[-8:]
-    puts = [op for op in ops if op[0] == RAW_PUT and op[1] == "ref"]
-    assert len(puts) == 3 and all(op[3][REF_PID] is None for op in puts), puts
+    assert not [op for op in ops if op[0] in (RAW_PUT, RAW_SET) and op[1] == "ref"], ops[-8:]
+    sets = [op for op in ops if op[0] == RAW_SETS and op[1] == "ref"]
+    assert len(sets) == 1 and sets[0][2] == REF_PID, ops[-8:]  # one op for the three
+    assert sets[0][3][1::2] == [p.packet_id for p in first], sets
+    rows = [op for op in ops if op[0] == RAW_ROWS and op[1] == "ref"]
+    assert len(rows) == 3 and all(op[2] == REF_WIDTH for op in rows), rows  # one per publish
+    assert all(op[3][1 + REF_PID] is None for op in rows), rows  # queued
     _kill(b)
     b2 = broker_factory(config)
     sub2 = RawClient(b2.host, b2.port)
@@ -97,7 +101,9 @@ def test_queued_messages_go_into_flight_with_one_set_and_come_back_in_flight(
         keyed.close()
 
 
-def test_a_released_qos2_message_is_one_set_and_comes_back_as_its_pubrel(broker_factory, tmp_path):
+def test_a_released_qos2_message_is_one_batched_set_and_comes_back_as_its_pubrel(
+    broker_factory, tmp_path
+):
     state = tmp_path / "state"
     config = persistent_config(state, "none")
     b = broker_factory(config)
@@ -113,8 +119,8 @@ def test_a_released_qos2_message_is_one_set_and_comes_back_as_its_pubrel(broker_
     got = sub.expect(Publish, 10.0)
     sub.send(Pubrec(got.packet_id or 0))
     assert sub.expect(Pubrel).packet_id == got.packet_id
-    sets = [op for op in _flat_ops(state) if op[0] == RAW_SET and op[1] == "ref"]
-    assert [(op[3], op[4]) for op in sets] == [(REF_RELEASED, True)], sets
+    sets = [op for op in _flat_ops(state) if op[0] == RAW_SETS and op[3][1::2] == [True]]
+    assert [op[2] for op in sets] == [REF_RELEASED], sets
     _kill(b)
     b2 = broker_factory(config)
     sub2 = RawClient(b2.host, b2.port)

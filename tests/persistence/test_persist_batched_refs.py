@@ -62,7 +62,7 @@ def test_a_store_of_the_previous_format_loads_and_is_brought_forward(broker_fact
     # RAW_SET (kind 8) when one went into flight.
     keyed = KeyedLog.open(state / BROKER_LOG, fsync="never")
     keyed.write_flat([RAW_PUT, "meta", "format", 2], 1)
-    now_mono, now_wall = now_pair()
+    now_mono, now_wall = now_pair(time.monotonic)
     flat: list[Any] = []
     for i in range(3):
         message = make_message(f"f2/{i}", b"two %d" % i, 1, False, NO_PROPERTIES, "f2-pub")

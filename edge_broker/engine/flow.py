@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
+from ..mqtt.packet_ids import MAX_PACKET_ID, free_packet_id
+
 PUBREL_HEAD = b"\x62\x02"  # PUBREL, reason 0x00 omitted (MQTT 5 §3.6.2.1): read alike by 3.1.1
 
 
@@ -88,14 +90,12 @@ class QosFlow(Generic[Out]):
     def allocate_packet_id(self) -> int:
         """A packet id not in use by an outgoing message (MQTT 5 §2.2.1), round robin."""
         pid = self.next_packet_id
-        inflight = self.inflight
-        for _ in range(65535):
-            if pid not in inflight:
-                break
-            pid = pid % 65535 + 1
-        else:
-            raise RuntimeError("no free packet identifier")  # impossible: inflight is bounded
-        self.next_packet_id = pid % 65535 + 1
+        if pid in self.inflight:  # the search only when the next one is taken (hot path)
+            found = free_packet_id(pid, self.inflight)
+            if found is None:
+                raise RuntimeError("no free packet identifier")  # impossible: inflight is bounded
+            pid = found
+        self.next_packet_id = pid % MAX_PACKET_ID + 1
         return pid
 
     def publish(self, outgoing: Out, encoded: PublishBytes) -> tuple[int, bytes]:

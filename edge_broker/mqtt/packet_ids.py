@@ -1,8 +1,9 @@
 """Packet identifiers (MQTT 5 §2.2.1, 3.1.1 §2.3.1): 1..65535, one per unfinished flow.
 
-The client sides (``bridge/link.py``, ``smoker_client.py``) take theirs here, round robin, so
-that a new flow never reuses an identifier still in flight and identifiers are not reused
-sooner than needed (a late acknowledgement of an old flow cannot finish a new one).
+The client sides (``bridge/link.py``, ``smoker_client.py``) and the broker's outgoing flow
+(``engine/flow.py``) take theirs here, round robin, so that a new flow never reuses an
+identifier still in flight and identifiers are not reused sooner than needed (a late
+acknowledgement of an old flow cannot finish a new one).
 """
 
 from __future__ import annotations

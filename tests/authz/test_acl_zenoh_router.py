@@ -15,7 +15,6 @@ it exactly when Zenoh accepted the subscription. Put itself is allowed everywher
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from typing import Any
@@ -24,6 +23,7 @@ import pytest
 
 from edge_broker.authz.acl import Acl
 from edge_broker.authz.acl_config import AclMessage, Flow
+from scripts.procs import free_port
 from tests.seed004_tables import MATCHING_TABLE
 
 zenoh = pytest.importorskip(
@@ -76,12 +76,6 @@ def acl_section(default: str) -> dict[str, Any]:
         "subjects": [{"id": "loopback", "interfaces": ["lo"]}],
         "policies": [{"rules": [r["id"] for r in rules], "subjects": ["loopback"]}],
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def zenoh_config(mode: str, port: int, acl: dict[str, Any] | None = None) -> Any:

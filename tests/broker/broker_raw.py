@@ -25,6 +25,7 @@ from edge_broker.mqtt.packets import (
     Subscribe,
     Subscription,
 )
+from scripts.procs import rss_kib as rss_kib  # re-exported: the tests' one RSS reader
 
 P = TypeVar("P")
 
@@ -199,12 +200,3 @@ def unique_id(prefix: str = "") -> str:
     """``prefix`` and 12 random hex digits: a client id (at most 23 characters, as MQTT 3.1
     requires, for a prefix of up to 11) or topic level that no other test, worker or run uses."""
     return f"{prefix}{uuid.uuid4().hex[:12]}"
-
-
-def rss_kib(pid: int) -> int:
-    """The resident set size of process ``pid`` in KiB (Linux /proc)."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no VmRSS line in /proc/{pid}/status")

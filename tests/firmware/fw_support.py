@@ -24,14 +24,6 @@ MicroPythonRunner = Callable[..., str]
 ``micropython`` fixture)."""
 
 
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (for a broker that must keep its port
-    across a restart)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def running_broker(workdir: Path, config: dict[str, Any] | str) -> Iterator[RunningBroker]:
     """The real broker (tests/conftest.py's start_broker) for a module-scoped fixture: one

@@ -18,7 +18,9 @@ import pytest
 from smokermqtt.client import MQTTClient
 from smokermqtt.packets import MQTTError
 
-from .fw_support import free_port, pump, umqtt_poll
+from scripts.procs import free_port
+
+from .fw_support import pump, umqtt_poll
 
 
 def wait_until(predicate: Any, timeout: float = 5.0) -> None:

@@ -24,8 +24,9 @@ from smokermqtt.packets import MQTTError
 
 from edge_broker.auth.methods import AUTHENTICATOR_FACTORIES
 from edge_broker.cli import main as edge_broker
+from scripts.procs import free_port
 
-from .fw_support import free_port, running_broker
+from .fw_support import running_broker
 from .test_fw_provision import keygen, sign
 
 pytestmark = pytest.mark.skipif(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.procs import free_port
 from tests.ops.tls_files import make_cert
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,12 +43,6 @@ def check(conf: Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
 def run_briefly(conf: Path) -> subprocess.CompletedProcess[str]:
     """``run`` of a config that must not start: it exits by itself (or is stopped after 20 s)."""
     return cli("run", "--config", str(conf), timeout=20)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def tls_listener(cert: str, key: str, port: int = 0) -> str:

@@ -21,6 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from paho.mqtt.enums import CallbackAPIVersion
 
+from scripts.procs import free_port
+
 MOSQUITTO = "/usr/sbin/mosquitto"
 
 
@@ -83,12 +85,6 @@ class Pki:
         client_key = ec.generate_private_key(ec.SECP256R1())
         client = write("gateway", issue("gw-tls", client_key), client_key)
         return cls(ca, *server, *client)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Mosquitto:

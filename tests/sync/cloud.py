@@ -6,8 +6,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import socket
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -21,9 +19,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from paho.mqtt.enums import CallbackAPIVersion
 
-from scripts.procs import free_port
+from scripts import procs
 
-MOSQUITTO = "/usr/sbin/mosquitto"
+MOSQUITTO = procs.MOSQUITTO
 
 
 @dataclass(frozen=True)
@@ -87,42 +85,19 @@ class Pki:
         return cls(ca, *server, *client)
 
 
-class Mosquitto:
+class Mosquitto(procs.Mosquitto):
+    """scripts/procs.py's Mosquitto with persistence, so a subscriber's queued messages survive
+    a restart (an uplink outage), and optionally mutual TLS (the gateway shows a certificate of
+    the same CA)."""
+
     def __init__(self, directory: Path, tls: Pki | None = None) -> None:
-        self.directory = directory
-        self.port = free_port()
-        directory.mkdir(parents=True, exist_ok=True)
-        self.conf = directory / "mosquitto.conf"
-        text = (
-            f"user root\nlistener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-            f"persistence_location {directory}/\nlog_dest file {directory}/mosquitto.log\n"
-        )
-        if tls is not None:  # mutual TLS: the gateway shows a certificate of the same CA
-            text += (
+        extra = f"persistence true\npersistence_location {directory}/\n"
+        if tls is not None:
+            extra += (
                 f"cafile {tls.ca}\ncertfile {tls.server_cert}\nkeyfile {tls.server_key}\n"
                 "require_certificate true\n"
             )
-        self.conf.write_text(text)
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [MOSQUITTO, "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"mosquitto did not start on {self.port}")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-        self.process = None
+        super().__init__(directory, extra=extra, verbose=False)
 
 
 class CloudClient:

@@ -28,8 +28,9 @@ import asyncio
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING
 
+from ..matching.reserved_topics import SMOKER_SYSTEM
 from .message import Message
-from .session import Outgoing, Session, SubscriptionEntry
+from .session import Outgoing, Session, SubscriptionEntry, new_outgoing
 from .topic_space import SharedGroup, TopicSpace
 
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ class Delivery:
         if not hits:
             return 0
         policy = self.broker.policy  # read each time: the policy may be swapped at run time
-        if not policy.routable(message):
+        # Policy.routable inlined (once per message): the fact check_publish already computed
+        if message.reservation(policy.reserved_topics) == SMOKER_SYSTEM:
             return 0
         origin = message.origin
         # gates 5-6 check only deliveries through subscriptions marked ``egress`` (issue 21)
@@ -152,7 +154,7 @@ class Delivery:
                 self.stats.dropped += 1
                 return False
             return conn.send_message(message, 0, retain, sub_ids)
-        return self.send(session, Outgoing(message, qos, retain, sub_ids))
+        return self.send(session, new_outgoing(message, qos, retain, sub_ids))
 
     def _deliver_merged(
         self, entries: list[SubscriptionEntry], message: Message, check: bool
@@ -171,7 +173,7 @@ class Delivery:
         qos = min(max(e.qos for e in entries), message.qos)
         retain = message.retain and any(e.retain_as_published for e in entries)
         sub_ids = tuple(sorted({e.subscription_id for e in entries if e.subscription_id}))
-        return self.send(session, Outgoing(message, qos, retain, sub_ids))
+        return self.send(session, new_outgoing(message, qos, retain, sub_ids))
 
     def send(self, session: Session, outgoing: Outgoing) -> bool:
         """Send now, or queue (QoS 1/2), or drop (counted). True if sent or queued."""
@@ -183,7 +185,8 @@ class Delivery:
                 self.stats.dropped += 1
                 return False
             return conn.send_publish(outgoing)
-        if conn is None or conn.paused or session.queue or not session.window_open(conn.send_quota):
+        # session.window_open (engine/flow.py) inlined: this runs once per QoS 1/2 delivery
+        if conn is None or conn.paused or session.queue or len(session.inflight) >= conn.send_quota:
             return self.enqueue(session, outgoing)
         conn.register_inflight(outgoing)
         return True
@@ -302,7 +305,7 @@ class Delivery:
         # a queued message no longer knows its subscription: checked whenever gates 5-6 exist
         check = policy.has_delivery_gates
         while queue and conn is not None and not conn.paused and not conn.closing:
-            if not session.window_open(conn.send_quota):
+            if len(session.inflight) >= conn.send_quota:  # session.window_open, inlined
                 return
             outgoing = queue.popleft()
             size = outgoing.message.size

@@ -192,7 +192,7 @@ async def _await_decision(
 def _decided(
     conn: Connection, packet: Publish, message: Message, decision: Decision
 ) -> Awaitable[None] | None:
-    if decision.denied:
+    if not decision.allowed:  # once per PUBLISH: the attribute, not the ``denied`` property
         publish_denied(conn, packet, decision)
         return None
     broker = conn.broker

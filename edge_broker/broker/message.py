@@ -68,7 +68,13 @@ class Message(Publication):
         expiry = None
         if self.expires_at is not None and v5:
             expiry = self.remaining_expiry(now)
-        key = (v5, qos, retain, sub_ids, expiry, alias, send_topic)
+        key: int | tuple[Any, ...]
+        if sub_ids or expiry is not None or alias or not send_topic:
+            key = (v5, qos, retain, sub_ids, expiry, alias, send_topic)
+        else:
+            # the common variant (once per delivery): an int key, no tuple to build and hash;
+            # an int never equals one of the tuple keys
+            key = (qos << 2) | (retain << 1) | v5
         tpl = self.encoded.get(key)
         if tpl is None:
             props = self.properties

@@ -14,7 +14,8 @@ from edge_broker.matching.reserved_topics import (
     SYS,
     ReservedTopics,
 )
-from edge_broker.mqtt.packets import NO_PROPERTIES, Properties
+from edge_broker.mqtt.codec import encode
+from edge_broker.mqtt.packets import NO_PROPERTIES, Properties, Publish
 
 
 def test_new_message_is_the_message_init_builds() -> None:
@@ -64,3 +65,26 @@ def test_new_outgoing_is_the_outgoing_init_builds() -> None:
     slow = Outgoing(message, 1, True, (3, 4))
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
     assert type(fast) is Outgoing
+
+
+def test_every_variant_of_a_message_is_encoded_as_its_own() -> None:
+    """The template cache keys the common variants by a small int and the others by a tuple:
+    asked in any order, each variant gets its own bytes (a shared key would send one
+    subscriber's QoS, RETAIN flag or protocol to another)."""
+    message = make_message("a/b", b"payload", 2, True, NO_PROPERTIES, "pub")
+    variants = [
+        (v5, qos, retain, sub_ids)
+        for sub_ids in ((), (7,))
+        for retain in (False, True)
+        for qos in (0, 1, 2)
+        for v5 in (False, True)
+        if v5 or not sub_ids
+    ]
+    for order in (variants, variants[::-1]):
+        for v5, qos, retain, sub_ids in order:
+            level = 5 if v5 else 4
+            props = Properties(subscription_identifiers=sub_ids) if sub_ids else NO_PROPERTIES
+            want = Publish("a/b", b"payload", qos, retain, False, 9 if qos else None, props)
+            tpl = message.template(v5, qos, retain, sub_ids, 0, True, level)
+            got = tpl.for_packet_id(9) if qos else tpl.data
+            assert got == encode(want, level), (v5, qos, retain, sub_ids)

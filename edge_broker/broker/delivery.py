@@ -28,7 +28,6 @@ import asyncio
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING
 
-from ..matching.reserved_topics import SMOKER_SYSTEM
 from .message import Message
 from .session import Outgoing, Session, SubscriptionEntry, new_outgoing
 from .topic_space import SharedGroup, TopicSpace
@@ -79,8 +78,7 @@ class Delivery:
         if not hits:
             return 0
         policy = self.broker.policy  # read each time: the policy may be swapped at run time
-        # Policy.routable inlined (once per message): the fact check_publish already computed
-        if message.reservation(policy.reserved_topics) == SMOKER_SYSTEM:
+        if not policy.routable(message):
             return 0
         origin = message.origin
         # gates 5-6 check only deliveries through subscriptions marked ``egress`` (issue 21)
@@ -185,8 +183,7 @@ class Delivery:
                 self.stats.dropped += 1
                 return False
             return conn.send_publish(outgoing)
-        # session.window_open (engine/flow.py) inlined: this runs once per QoS 1/2 delivery
-        if conn is None or conn.paused or session.queue or len(session.inflight) >= conn.send_quota:
+        if conn is None or conn.paused or session.queue or not session.window_open(conn.send_quota):
             return self.enqueue(session, outgoing)
         conn.register_inflight(outgoing)
         return True
@@ -305,7 +302,7 @@ class Delivery:
         # a queued message no longer knows its subscription: checked whenever gates 5-6 exist
         check = policy.has_delivery_gates
         while queue and conn is not None and not conn.paused and not conn.closing:
-            if len(session.inflight) >= conn.send_quota:  # session.window_open, inlined
+            if not session.window_open(conn.send_quota):
                 return
             outgoing = queue.popleft()
             size = outgoing.message.size

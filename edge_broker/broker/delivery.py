@@ -85,13 +85,14 @@ class Delivery:
         check = policy.has_delivery_gates
         count = 0
         if len(hits) == 1:  # the common case: no overlapping filters to merge
+            deliver = self._deliver  # bound once, not per subscriber of a fan-out
             for key, value in hits[0].items():
                 if type(value) is SharedGroup:
                     if self._deliver_shared(value, message, check):
                         count += 1
                 elif value.no_local and key == origin:  # type: ignore[attr-defined]
                     continue
-                elif self._deliver(value, message, check):  # type: ignore[arg-type]
+                elif deliver(value, message, check):  # type: ignore[arg-type]
                     count += 1
             return count
         groups: dict[object, list[SubscriptionEntry]] = {}

@@ -31,16 +31,12 @@ class Message(Publication):
     expires_at: float | None = None
     origin: str | None = None
     encoded: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    # Bytes the message holds, as the queue and retained limits count them (message_size):
+    # computed once, read when it is queued and again when it leaves the queue.
+    size: int = field(init=False, compare=False, repr=False)
 
-    @property
-    def size(self) -> int:
-        """Bytes the message holds, as the queue and retained limits count them: topic,
-        payload and, estimated, its properties (issue 16: 1 MB of empty user properties is
-        200,000 Python tuples, so they must count)."""
-        props = self.properties
-        if props is NO_PROPERTIES:
-            return len(self.topic) + len(self.payload) + 32
-        return len(self.topic) + len(self.payload) + 32 + properties_bytes(props)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", message_size(self.topic, self.payload, self.properties))
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
@@ -110,6 +106,14 @@ class Message(Publication):
 USER_PROPERTY_OVERHEAD = 130  # a (name, value) tuple, two str headers, the tuple slot
 
 
+def message_size(topic: str, payload: bytes, props: Properties) -> int:
+    """:attr:`Message.size`: topic, payload and, estimated, the properties (issue 16: 1 MB of
+    empty user properties is 200,000 Python tuples, so they must count)."""
+    if props is NO_PROPERTIES:
+        return len(topic) + len(payload) + 32
+    return len(topic) + len(payload) + 32 + properties_bytes(props)
+
+
 def properties_bytes(props: Properties) -> int:
     """Estimated bytes a PUBLISH's properties hold in memory (see :attr:`Message.size`)."""
     size = 64
@@ -140,6 +144,7 @@ def _message_constructor() -> Callable[
         "expires_at",
         "origin",
         "encoded",
+        "size",
     )
     if tuple(f.name for f in fields(Message)) != names:
         raise RuntimeError("Message fields changed: update message._message_constructor")
@@ -154,6 +159,7 @@ def _message_constructor() -> Callable[
         set_expiry,
         set_origin,
         set_encoded,
+        set_size,
     ) = (getattr(Message, name).__set__ for name in names)
 
     def make(
@@ -175,6 +181,7 @@ def _message_constructor() -> Callable[
         set_expiry(message, expires_at)
         set_origin(message, origin)
         set_encoded(message, {})
+        set_size(message, message_size(topic, payload, properties))
         return message
 
     return make

@@ -5,6 +5,8 @@ issue 21's measurement), so they must build exactly what ``__init__`` builds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from edge_broker.authz.request import DELETE, PUT, QUERY
 from edge_broker.broker.message import Message, make_message, new_message
 from edge_broker.broker.session import Outgoing, new_outgoing
@@ -88,3 +90,14 @@ def test_every_variant_of_a_message_is_encoded_as_its_own() -> None:
             tpl = message.template(v5, qos, retain, sub_ids, 0, True, level)
             got = tpl.for_packet_id(9) if qos else tpl.data
             assert got == encode(want, level), (v5, qos, retain, sub_ids)
+
+
+def test_the_size_is_counted_once_as_the_limits_count_it() -> None:
+    """``Message.size`` is computed when the message is built (by either constructor, and
+    again by ``dataclasses.replace``): topic, payload, 32, and the properties' estimate."""
+    plain = make_message("a/b", b"xyz", 1, False, NO_PROPERTIES, "pub")
+    assert plain.size == Message("a/b", b"xyz", 1, False).size == 3 + 3 + 32
+    props = Properties(user_properties=(("k", "v"),))
+    with_props = new_message("a/b", b"xyz", 1, False, props, None, None)
+    assert with_props.size == Message("a/b", b"xyz", 1, False, props).size > plain.size
+    assert replace(plain, topic="a/bcd").size == plain.size + 2

@@ -176,6 +176,19 @@ def _read_lines(spark: Any, inputs: list[str], gateway: str | None) -> Records:
     if not files:
         raise PipelineError(f"{', '.join(inputs)}: no audit segments or batches (*.jsonl)")
     df = df.withColumn("_file", F.input_file_name())
+    if gateway is not None:
+        df = df.where((F.col("gw") == gateway) | F.col("gw").isNull())
+    problem = (
+        F.when(F.col("_corrupt_record").isNotNull(), F.lit("not a JSON object of v1 fields"))
+        .when(
+            F.col("v").isNull() | (F.col("v") != FORMAT_VERSION),
+            F.lit(f"not format version {FORMAT_VERSION}"),
+        )
+        .when(~F.col("type").isin("decision", "event"), F.lit("type must be decision or event"))
+    )
+    # cached as parsed: the batch-header check below, the bad-line count and every table read
+    # the JSON once (it was parsed three times: headers, first batch files, then the cache)
+    df = df.withColumn("_problem", problem).cache()
     header = F.col("batch").isNotNull() & F.col("v").isNull() & F.col("_corrupt_record").isNull()
     headers = df.where(header).select("_file", "gw", "batch")
     firsts = headers.groupBy("gw", "batch").agg(F.min("_file").alias("_first"))
@@ -192,17 +205,6 @@ def _read_lines(spark: Any, inputs: list[str], gateway: str | None) -> Records:
         progress(f"dropping {len(repeated_files)} batch file(s) whose batch id was already read")
         df = df.where(~F.col("_file").isin(repeated_files))
     df = df.where(~header)
-    if gateway is not None:
-        df = df.where((F.col("gw") == gateway) | F.col("gw").isNull())
-    problem = (
-        F.when(F.col("_corrupt_record").isNotNull(), F.lit("not a JSON object of v1 fields"))
-        .when(
-            F.col("v").isNull() | (F.col("v") != FORMAT_VERSION),
-            F.lit(f"not format version {FORMAT_VERSION}"),
-        )
-        .when(~F.col("type").isin("decision", "event"), F.lit("type must be decision or event"))
-    )
-    df = df.withColumn("_problem", problem).cache()
     bad = df.where(F.col("_problem").isNotNull()).select(
         "_file", F.col("_problem").alias("reason"), F.col("_corrupt_record").alias("text")
     )

@@ -109,6 +109,20 @@ def per_core(tasks: list[tuple[int, int]], cores: int) -> list[float]:
     return [round(b, 1) for b in busy]
 
 
+def _figures(
+    job: str, wall: float, tasks: list[tuple[int, int]], cores: int, load_before: float
+) -> dict[str, Any]:
+    """One job's columns: wall seconds, busy, task seconds per core, and the machine's 1-minute
+    load average before and after the run (other processes on a shared machine inflate the
+    wall time; a figure taken under a load above the core count says so)."""
+    return {
+        f"{job}_s": round(wall, 1),
+        f"{job}_busy": round(sum(b - a for a, b in tasks) / 1000 / (wall * cores), 2),
+        f"{job}_core_s": per_core(tasks, cores),
+        f"{job}_load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -123,12 +137,20 @@ def main() -> int:
         "--workdir", help="keep inputs and outputs here (default: a temporary directory, removed)"
     )
     p.add_argument("--json", help="append the result lines to this file")
+    p.add_argument(
+        "--jobs",
+        default="compile,audit",
+        help="which jobs to run per size (comma-separated: compile, audit)",
+    )
     a = p.parse_args()
     work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-pipeline-"))
     key_path = work / "cloud.key"
     work.mkdir(parents=True, exist_ok=True)
     write_signing_key(str(key_path), nacl.signing.SigningKey(bytes(32)))
     cores = _cores(a.master)
+    jobs = {j.strip() for j in a.jobs.split(",") if j.strip()}
+    if not jobs or jobs - {"compile", "audit"}:
+        p.error(f"--jobs {a.jobs!r}: name compile and/or audit")
     rows: list[dict[str, Any]] = []
     try:
         for fraction in (float(f) for f in a.fractions.split(",")):
@@ -147,52 +169,54 @@ def main() -> int:
                 seed=1,
             )
             generate = time.monotonic() - t
-            c_wall, c_tasks = _run(
-                [
-                    "compile",
-                    "--input",
-                    fleet.directory,
-                    "--key",
-                    str(key_path),
-                    "-o",
-                    str(d / "out"),
-                    "--issued-at",
-                    "1790000000",
-                ],
-                a.master,
-                work / "events",
-            )
-            a_wall, a_tasks = _run(
-                ["audit", str(Path(fleet.directory) / "audit"), "-o", str(d / "report")],
-                a.master,
-                work / "events",
-            )
-            row = {
+            row: dict[str, Any] = {
                 "fraction": fraction,
                 "master": a.master,
                 "gateways": gateways,
                 "devices": fleet.devices,
                 "records": fleet.audit_records,
                 "generate_s": round(generate, 1),
-                "compile_s": round(c_wall, 1),
-                "compile_busy": round(sum(b - a for a, b in c_tasks) / 1000 / (c_wall * cores), 2),
-                "compile_core_s": per_core(c_tasks, cores),
-                "audit_s": round(a_wall, 1),
-                "audit_busy": round(sum(b - a for a, b in a_tasks) / 1000 / (a_wall * cores), 2),
-                "audit_core_s": per_core(a_tasks, cores),
             }
+            if "compile" in jobs:
+                load = os.getloadavg()[0]
+                wall, tasks = _run(
+                    [
+                        "compile",
+                        "--input",
+                        fleet.directory,
+                        "--key",
+                        str(key_path),
+                        "-o",
+                        str(d / "out"),
+                        "--issued-at",
+                        "1790000000",
+                    ],
+                    a.master,
+                    work / "events",
+                )
+                row.update(_figures("compile", wall, tasks, cores, load))
+            if "audit" in jobs:
+                load = os.getloadavg()[0]
+                wall, tasks = _run(
+                    ["audit", str(Path(fleet.directory) / "audit"), "-o", str(d / "report")],
+                    a.master,
+                    work / "events",
+                )
+                row.update(_figures("audit", wall, tasks, cores, load))
             if rows:
                 prev = rows[-1]
-                row["compile_s_per_1k_devices"] = round(
-                    (row["compile_s"] - prev["compile_s"])
-                    / ((row["devices"] - prev["devices"]) / 1000),
-                    3,
-                )
-                row["audit_s_per_100k_records"] = round(
-                    (row["audit_s"] - prev["audit_s"])
-                    / ((row["records"] - prev["records"]) / 100_000),
-                    3,
-                )
+                if "compile" in jobs:
+                    row["compile_s_per_1k_devices"] = round(
+                        (row["compile_s"] - prev["compile_s"])
+                        / ((row["devices"] - prev["devices"]) / 1000),
+                        3,
+                    )
+                if "audit" in jobs:
+                    row["audit_s_per_100k_records"] = round(
+                        (row["audit_s"] - prev["audit_s"])
+                        / ((row["records"] - prev["records"]) / 100_000),
+                        3,
+                    )
             rows.append(row)
             print(json.dumps(row), flush=True)
             if a.json:
@@ -205,16 +229,22 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
     print(
         f"{'devices':>9} {'gateways':>8} {'records':>9} {'compile s':>9} {'busy':>5} "
-        f"{'s/1k dev':>8} {'task s per core':>16} {'audit s':>8} {'busy':>5} {'s/100k rec':>10} "
-        f"{'task s per core':>16}"
+        f"{'s/1k dev':>8} {'task s per core':>16} {'load':>9} {'audit s':>8} {'busy':>5} "
+        f"{'s/100k rec':>10} {'task s per core':>16} {'load':>9}"
     )
+
+    def cell(r: dict[str, Any], key: str) -> str:
+        value = r.get(key, "-")
+        return "/".join(map(str, value)) if isinstance(value, list) else str(value)
+
     for r in rows:
         print(
-            f"{r['devices']:>9} {r['gateways']:>8} {r['records']:>9} {r['compile_s']:>9} "
-            f"{r['compile_busy']:>5} {r.get('compile_s_per_1k_devices', '-'):>8} "
-            f"{'/'.join(map(str, r['compile_core_s'])):>16} {r['audit_s']:>8} "
-            f"{r['audit_busy']:>5} {r.get('audit_s_per_100k_records', '-'):>10} "
-            f"{'/'.join(map(str, r['audit_core_s'])):>16}"
+            f"{r['devices']:>9} {r['gateways']:>8} {r['records']:>9} {cell(r, 'compile_s'):>9} "
+            f"{cell(r, 'compile_busy'):>5} {cell(r, 'compile_s_per_1k_devices'):>8} "
+            f"{cell(r, 'compile_core_s'):>16} {cell(r, 'compile_load'):>9} "
+            f"{cell(r, 'audit_s'):>8} {cell(r, 'audit_busy'):>5} "
+            f"{cell(r, 'audit_s_per_100k_records'):>10} {cell(r, 'audit_core_s'):>16} "
+            f"{cell(r, 'audit_load'):>9}"
         )
     return 0
 

@@ -336,6 +336,7 @@ def run_compile(
     invalid_frames.append(bad)
 
     sets: dict[str, list[dict[str, Any]]] = {}
+    to_driver: dict[str, Any] = {}  # kind of row -> the DataFrame of them (see _collect_together)
     driver_invalid: list[dict[str, Any]] = []
     tainted_sets: set[str] = set()
     if "permissions" in frames:
@@ -349,20 +350,10 @@ def run_compile(
             F.coalesce(F.col("set"), F.lit(ALL)),
         )
         invalid_frames.append(bad)
-        sets = _build_sets(perms.collect(), separator, driver_invalid, files["permissions"])
-        # a set with any invalid row is never compiled: first-match order makes a dropped deny
-        # row an allow (operator = [admin/# DENY, # allow] must not become [# allow])
-        tainted_sets = {  # one job for both kinds of invalid row
-            r["_scope"] or ALL
-            for r in bad.select("_scope")
-            .unionByName(read_bad["permissions"].select("_scope"))
-            .distinct()
-            .collect()
-        }
-        tainted_sets |= {r["_scope"] for r in driver_invalid}
-        if ALL in tainted_sets:
-            tainted_sets |= set(sets)
-        sets = {name: rules for name, rules in sets.items() if name not in tainted_sets}
+        to_driver["rule"] = perms
+        to_driver["set_scope"] = (
+            bad.select("_scope").unionByName(read_bad["permissions"].select("_scope")).distinct()
+        )
 
     acl = None
     if "acl" in frames:
@@ -384,14 +375,26 @@ def run_compile(
             F.coalesce(F.col("tenant"), F.lit("~")),
         )
         invalid_frames.append(bad)
-        tainted_tenants = {
-            r["_scope"] or "~"
-            for r in bad.select("_scope")
-            .unionByName(read_bad["grants"].select("_scope"))
-            .distinct()
-            .collect()
-        }
-        for r in g.orderBy("_row").collect():
+        to_driver["grant"] = g.select("tenant", "direction", "rule", "_row")
+        to_driver["tenant_scope"] = (
+            bad.select("_scope").unionByName(read_bad["grants"].select("_scope")).distinct()
+        )
+
+    # the rows the driver needs (valid permission and grant rows, what invalid rows taint),
+    # checked by the executors and collected by one Spark job, not one per table and kind
+    driver_rows = _collect_together(to_driver)
+    if "permissions" in frames:
+        sets = _build_sets(driver_rows["rule"], separator, driver_invalid, files["permissions"])
+        # a set with any invalid row is never compiled: first-match order makes a dropped deny
+        # row an allow (operator = [admin/# DENY, # allow] must not become [# allow])
+        tainted_sets = {r["_scope"] or ALL for r in driver_rows["set_scope"]}
+        tainted_sets |= {r["_scope"] for r in driver_invalid}
+        if ALL in tainted_sets:
+            tainted_sets |= set(sets)
+        sets = {name: rules for name, rules in sets.items() if name not in tainted_sets}
+    if "grants" in frames:
+        tainted_tenants = {r["_scope"] or "~" for r in driver_rows["tenant_scope"]}
+        for r in sorted(driver_rows["grant"], key=lambda r: r["_row"]):
             tenant = r["tenant"] or "~"
             entry = grants.setdefault(
                 tenant, {"tenant_ids": [tenant], "allow_channels_pub": [], "allow_channels_sub": []}
@@ -465,8 +468,21 @@ def run_compile(
             )
         )
     invalid = invalid.cache()
-    n_invalid = invalid.count()
-    if devices.limit(1).count() == 0:
+    # one job: how many invalid rows, whether one taints every gateway (an ACL row without a
+    # gateway), whether any valid device row is left
+    gw_tables = invalid.where(F.col("table").isin("gateways", "devices", "acl"))
+    counts = (
+        invalid.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.max(
+                (F.col("table").isin("gateways", "devices", "acl")) & (F.col("_scope") == ALL)
+            ).alias("every"),
+        )
+        .crossJoin(devices.select("_row").limit(1).agg(F.count(F.lit(1)).alias("devices")))
+        .first()
+    )
+    n_invalid = int(counts["n"])
+    if counts["devices"] == 0:
         progress(
             f"warning: {files['devices']} has no valid device rows: every bundle would deny every "
             "client"
@@ -479,29 +495,33 @@ def run_compile(
             "--skip-invalid to compile the gateways none of whose rows are invalid"
         )
 
-    # which gateways lost a row (their bundle is withheld; the gateway keeps its previous one)
-    gw_tables = invalid.where(F.col("table").isin("gateways", "devices", "acl"))
-    every = gw_tables.where(F.col("_scope") == ALL).limit(1).count() > 0
-    withheld = (
-        gw_tables.where(F.col("_scope").isNotNull() & (F.col("_scope") != ALL))
-        .groupBy(F.col("_scope").alias("gateway"))
-        .agg(
-            F.concat(
-                F.lit("invalid row(s) in "), F.concat_ws(", ", F.sort_array(F.collect_set("table")))
-            ).alias("reason"),
-        )
-        .unionByName(uses_withheld)
-    )
-    if every:
-        withheld = withheld.unionByName(
-            gateways.select(
-                "gateway", F.lit("an invalid ACL row for every gateway").alias("reason")
+    # which gateways lost a row (their bundle is withheld; the gateway keeps its previous one).
+    # With no invalid row none did (a tainted set is one with an invalid row): no plan and no
+    # Spark job is spent on it
+    withheld: Any = None
+    if n_invalid:
+        every = bool(counts["every"])
+        withheld = (
+            gw_tables.where(F.col("_scope").isNotNull() & (F.col("_scope") != ALL))
+            .groupBy(F.col("_scope").alias("gateway"))
+            .agg(
+                F.concat(
+                    F.lit("invalid row(s) in "),
+                    F.concat_ws(", ", F.sort_array(F.collect_set("table"))),
+                ).alias("reason"),
             )
+            .unionByName(uses_withheld)
         )
-    withheld = withheld.groupBy("gateway").agg(
-        F.concat_ws("; ", F.sort_array(F.collect_set("reason"))).alias("reason")
-    )
-    gateways = gateways.join(withheld.select("gateway"), "gateway", "left_anti")
+        if every:
+            withheld = withheld.unionByName(
+                gateways.select(
+                    "gateway", F.lit("an invalid ACL row for every gateway").alias("reason")
+                )
+            )
+        withheld = withheld.groupBy("gateway").agg(
+            F.concat_ws("; ", F.sort_array(F.collect_set("reason"))).alias("reason")
+        )
+        gateways = gateways.join(withheld.select("gateway"), "gateway", "left_anti")
 
     progress("assembling one bundle body per gateway on the executors")
     gw_dev = gateways.select("gateway", "version", "acl_default", "_row").join(
@@ -547,18 +567,18 @@ def run_compile(
     stats = bodies.agg(
         F.count(F.lit(1)).alias("n"), F.count("problem").alias("problems")
     ).first()  # all cores
-    problems = [
-        {
-            "table": "gateways",
-            "file": files["gateways"],
-            "row": r["_row"],
-            "key": "gateway",
-            "reason": f"gateway {r['gateway']}: {r['problem']}",
-            "_scope": r["gateway"],
-        }
-        for r in bodies.where(F.col("problem").isNotNull()).limit(INVALID_SAMPLE).collect()
-    ]
     if stats["problems"]:
+        problems = [
+            {
+                "table": "gateways",
+                "file": files["gateways"],
+                "row": r["_row"],
+                "key": "gateway",
+                "reason": f"gateway {r['gateway']}: {r['problem']}",
+                "_scope": r["gateway"],
+            }
+            for r in bodies.where(F.col("problem").isNotNull()).limit(INVALID_SAMPLE).collect()
+        ]
         invalid = invalid.unionByName(
             spark.createDataFrame(
                 problems,
@@ -598,19 +618,22 @@ def run_compile(
             written += 1
             if written % 1000 == 0:
                 progress(f"{written} bundles signed")
+        for tenant, grant in grants.items():  # one file per tenant: the same writer
+            if tenant not in tainted_tenants:
+                writer.write(
+                    join(out, "grants", f"{tenant}.json"),
+                    (json.dumps(grant, sort_keys=True) + "\n").encode("utf-8"),
+                )
     if pending and publish is not None:
         _publish(publish, pending)
     bodies.unpersist()
-    for tenant, grant in grants.items():
-        if tenant not in tainted_tenants:
-            storage.write_text(
-                join(out, "grants", f"{tenant}.json"), json.dumps(grant, sort_keys=True) + "\n"
-            )
 
-    withheld_rows = [
-        r.asDict() for r in withheld.orderBy("gateway").limit(INVALID_SAMPLE).collect()
-    ]
-    n_withheld = withheld.count() if withheld_rows else 0
+    withheld_rows = (
+        []
+        if withheld is None
+        else [r.asDict() for r in withheld.orderBy("gateway").limit(INVALID_SAMPLE).collect()]
+    )
+    n_withheld = withheld.count() if len(withheld_rows) >= INVALID_SAMPLE else len(withheld_rows)
     storage.write_text(
         join(out, "withheld.jsonl"),
         "".join(json.dumps(r, sort_keys=True) + "\n" for r in withheld_rows),
@@ -630,12 +653,34 @@ def run_compile(
     )
 
 
+def _collect_together(frames: dict[str, Any]) -> dict[str, list[Any]]:
+    """The rows of every frame, by its name, collected by one Spark job: the frames are
+    unioned by column name (a column one lacks is null in its rows) with their name in
+    ``_kind``. Each kind of row is bounded by the input (the rule and grant rows, the distinct
+    names an invalid row taints)."""
+    from pyspark.sql import functions as F
+
+    found: dict[str, list[Any]] = {kind: [] for kind in frames}
+    if not frames:
+        return found
+    tagged = [df.withColumn("_kind", F.lit(kind)) for kind, df in frames.items()]
+    union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged)
+    for row in union.collect():
+        found[row["_kind"]].append(row)
+    return found
+
+
 def _write_invalid(storage: Storage, out: str, invalid: Any, count: int) -> None:
     """``invalid.jsonl``: the first INVALID_SAMPLE invalid rows (by table, file, row); with more,
     every one of them in the ``invalid/`` JSON folder written by the executors."""
-    rows = [
-        r.asDict() for r in invalid.orderBy("table", "file", "row").limit(INVALID_SAMPLE).collect()
-    ]
+    rows = (
+        [
+            r.asDict()
+            for r in invalid.orderBy("table", "file", "row").limit(INVALID_SAMPLE).collect()
+        ]
+        if count
+        else []
+    )
     storage.write_text(
         join(out, "invalid.jsonl"),
         "".join(

@@ -93,7 +93,8 @@ def read_table(
             df = df.withColumn(c.name, F.col(c.name).cast("string"))
     corrupt = "_corrupt_record" in df.columns
     keep = names + (["_corrupt_record"] if corrupt else [])
-    rows = _numbered(df.select(*keep)).withColumn("_file", F.lit(path))
+    read_partitions = df.rdd.getNumPartitions()
+    rows = _numbered(df.select(*keep), read_partitions).withColumn("_file", F.lit(path))
     problems = []
     if corrupt:
         problems.append(
@@ -115,7 +116,8 @@ def read_table(
                 )
             )
     problem = F.coalesce(*problems) if problems else F.lit(None).cast("string")
-    rows = _spread(spark, rows.withColumn("_problem", problem)).cache()  # read, numbered once
+    rows = _spread(spark, rows.withColumn("_problem", problem), read_partitions)
+    rows = rows.cache()  # read, numbered once
     invalid = rows.where(F.col("_problem").isNotNull()).select(
         F.lit(table).alias("table"),
         F.col("_file").alias("file"),
@@ -145,23 +147,27 @@ def read_table(
     return good, invalid
 
 
-def _spread(spark: Any, df: Any) -> Any:
-    """``df`` over at least two partitions per core: a CSV read with ``multiLine`` (or one small
-    file) is one partition, and every check after it (the broker's parsers, in Python) would
-    run as one task on one core while the others wait. Numbered before, so row numbers stay
-    those of the file."""
+def _spread(spark: Any, df: Any, partitions: int) -> Any:
+    """``df`` (read as ``partitions``) over at least two partitions per core: a CSV read with
+    ``multiLine`` (or one small file) is one partition, and every check after it (the broker's
+    parsers, in Python) would run as one task on one core while the others wait. Numbered
+    before, so row numbers stay those of the file."""
     cores = max(1, int(spark.sparkContext.defaultParallelism))
-    if df.rdd.getNumPartitions() >= 2 * cores:
+    if partitions >= 2 * cores:
         return df
     return df.repartition(2 * cores)
 
 
-def _numbered(df: Any) -> Any:
-    """``df`` with ``_row``: the 1-based row number in read order (a file's line order for CSV
-    and JSON lines), computed in the JVM: per-partition counts, then each partition's offset
-    plus the record's index within it (the low 33 bits of ``monotonically_increasing_id``)."""
+def _numbered(df: Any, partitions: int) -> Any:
+    """``df`` (read as ``partitions``) with ``_row``: the 1-based row number in read order (a
+    file's line order for CSV and JSON lines), computed in the JVM. One partition (a CSV file
+    read with ``multiLine``, any small file) is numbered by ``monotonically_increasing_id``
+    alone, without a Spark job; more need a job for the per-partition counts, then each
+    partition's offset plus the record's index within it (the low 33 bits of that id)."""
     from pyspark.sql import functions as F
 
+    if partitions == 1:
+        return df.withColumn("_row", (F.monotonically_increasing_id() + 1).cast("long"))
     tagged = df.withColumn("_pid", F.spark_partition_id()).withColumn(
         "_mid", F.monotonically_increasing_id()
     )

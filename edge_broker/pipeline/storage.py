@@ -116,10 +116,22 @@ class Storage:
         finally:
             stream.close()
 
+    def has_part_file(self, uri: str) -> bool:
+        """Whether a ``part-*`` data file is anywhere under ``uri``: the listing stops at the
+        first one (a records folder holds one file per gateway and day, and each listed file
+        is a few Py4J round trips: listing them all cost seconds per thousand files)."""
+        fs, path = self._fs(uri)
+        if not fs.exists(path):
+            return False
+        files = fs.listFiles(path, True)
+        while files.hasNext():
+            if str(files.next().getPath().getName()).startswith("part-"):
+                return True
+        return False
+
     def check_landed(self, uri: str, what: str) -> None:
         """Fail unless the Parquet/JSON folder ``uri`` holds data files the driver can see."""
-        parts = [f for f in self.list_files(uri) if f.rsplit("/", 1)[-1].startswith("part-")]
-        if not parts:
+        if not self.has_part_file(uri):
             raise PipelineError(
                 f"{uri}: the executors' {what} files are not there (only "
                 f"{', '.join(f.rsplit('/', 1)[-1] for f in self.list_files(uri)) or 'nothing'}); "

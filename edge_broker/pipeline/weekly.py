@@ -27,23 +27,21 @@ TABLES = (
 )
 
 
-def weekly_tables(records: Any, last_ts: float | None) -> dict[str, Any]:
-    """The four tables as DataFrames (empty ones when there is no record with a ``ts``)."""
+def weekly_tables(records: Any, last_ts: float | None, denials: Any) -> dict[str, Any]:
+    """The four tables as DataFrames (empty ones when there is no record with a ``ts``);
+    ``denials``: the records' denials counted per key and ``week`` (1: this week, 2: the week
+    before; ``audit.denial_counts``)."""
     from pyspark.sql import functions as F
 
     last = float(last_ts) if last_ts is not None else 0.0
     ts = F.col("ts")
     this_week = (ts > F.lit(last - WEEK)) & (ts <= F.lit(last))
-    week_before = (ts > F.lit(last - 2 * WEEK)) & (ts <= F.lit(last - WEEK))
-    recent = records.where(F.lit(last_ts is not None) & ts.isNotNull() & (this_week | week_before))
-    denials = recent.where(
-        (F.col("type") == "decision") & F.col("outcome").isin("deny", "disconnect")
-    )
+    recent = denials.where(F.col("week").isin(1, 2))
 
     def compare(*keys: Any, order: tuple[str, ...]) -> Any:
-        grouped = denials.groupBy(*keys).agg(
-            F.sum(F.when(this_week, 1).otherwise(0)).alias("this_week"),
-            F.sum(F.when(week_before, 1).otherwise(0)).alias("before"),
+        grouped = recent.groupBy(*keys).agg(
+            F.sum(F.when(F.col("week") == 1, F.col("n")).otherwise(0)).alias("this_week"),
+            F.sum(F.when(F.col("week") == 2, F.col("n")).otherwise(0)).alias("before"),
         )
         change = F.col("this_week") - F.col("before")
         return (

@@ -241,3 +241,34 @@ def test_header_only_devices_table_warns(
         "devices.csv has no valid device rows: every bundle would deny every client"
         in capsys.readouterr().err
     )
+
+
+def test_grants_per_tenant_in_row_order_and_none_for_a_tenant_with_an_invalid_row(
+    spark: object, keys: Keys, tmp_path: Path
+) -> None:
+    """``grants/<tenant>.json`` lists each tenant's valid grant rows in table order (not sorted);
+    a tenant with an invalid grant row gets no grants file, the others still do."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    (directory / "gateways.csv").write_text("gateway,version\ngw-a,3\n")
+    (directory / "devices.csv").write_text("gateway,client_id,sets\ngw-a,s-1,sensor\n")
+    (directory / "permissions.csv").write_text("set,seq,id,topic\nsensor,0,own,sensors/#\n")
+    (directory / "grants.csv").write_text(
+        "tenant,direction,rule\nt1,pub,z/1\nt2,pub,x/y\nt1,sub,b/#\nt1,pub,a/1\nt2,both,x/z\n"
+    )
+    result = run_compile(
+        spark,
+        str(directory),
+        str(tmp_path / "out"),
+        key=keys.key,
+        issued_at=ISSUED_AT,
+        skip_invalid=True,
+    )
+    assert (result.bundles, result.invalid) == (1, 1)
+    assert sorted(p.name for p in (tmp_path / "out" / "grants").iterdir()) == ["t1.json"]
+    assert json.loads((tmp_path / "out" / "grants" / "t1.json").read_text()) == {
+        "tenant_ids": ["t1"],
+        "allow_channels_pub": ["z/1", "a/1"],
+        "allow_channels_sub": ["b/#"],
+    }
+    assert [(r["row"], r["key"]) for r in _report(tmp_path / "out")] == [(5, "direction")]

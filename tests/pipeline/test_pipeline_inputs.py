@@ -121,3 +121,60 @@ def test_bulk_writer_writes_every_file_and_raises_a_failed_write(
         with pytest.raises(Exception, match="blocked"):
             with BulkWriter(storage, str(tmp_path), direct=direct) as writer:
                 writer.write(f"{tmp_path}/blocked/gw-1.cbor", b"x")
+
+
+def _jobs(spark: Any, group: str) -> int:
+    """Spark jobs started so far by this thread under job group ``group``."""
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_one_partition_table_is_numbered_without_a_spark_job(spark: Any, tmp_path: Path) -> None:
+    """Reading a table only plans its checks: a CSV file (one partition) costs the job that
+    reads its header and no other (numbering its rows used to collect per-partition counts
+    first: one more job per table, each a fixed cost on the driver)."""
+    lines = ["gateway,client_id,sets"] + [f"gw-{i % 7},dev-{i},sensor" for i in range(300)]
+    (tmp_path / "devices.csv").write_text("\n".join(lines) + "\n")
+    group = f"one-partition-{tmp_path.name}"
+    spark.sparkContext.setJobGroup(group, "read_table")
+    try:
+        rows, invalid = read_table(
+            spark, str(tmp_path / "devices.csv"), "devices", TABLES["devices"]
+        )
+        assert _jobs(spark, group) == 1  # the header
+        assert sorted((r["_row"], r["client_id"]) for r in rows.collect()) == [
+            (i + 1, f"dev-{i}") for i in range(300)
+        ]
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert invalid.count() == 0
+
+
+def test_rows_for_the_driver_are_collected_by_one_action(spark: Any) -> None:
+    """compile's valid permission and grant rows and the distinct names invalid rows taint come
+    back from one Spark action (the distinct's shuffle is its one extra job under adaptive
+    execution), not one collect per table and kind, each under its name with its own columns."""
+    from edge_broker.pipeline.compile import _collect_together
+
+    rules = spark.createDataFrame([("s", 2, 7), ("s", 1, 9)], "set string, seq long, _row long")
+    grants = spark.createDataFrame(
+        [("t1", "pub", "a/b", 3)], "tenant string, direction string, rule string, _row long"
+    )
+    scopes = spark.createDataFrame([("s",), (None,), ("s",)], "_scope string").distinct()
+    group = "collect-together"
+    spark.sparkContext.setJobGroup(group, "collect")
+    try:
+        got = _collect_together(
+            {"rule": rules, "grant": grants, "scope": scopes, "none": scopes.limit(0)}
+        )
+        assert _jobs(spark, group) <= 2
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert sorted((r["set"], r["seq"], r["_row"]) for r in got["rule"]) == [
+        ("s", 1, 9),
+        ("s", 2, 7),
+    ]
+    assert [(r["tenant"], r["direction"], r["rule"], r["_row"]) for r in got["grant"]] == [
+        ("t1", "pub", "a/b", 3)
+    ]
+    assert sorted(r["_scope"] or "" for r in got["scope"]) == ["", "s"]
+    assert got["none"] == []

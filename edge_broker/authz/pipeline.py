@@ -189,6 +189,12 @@ class GatePipeline:
         self.permissions = permissions
         self.token_gate = token_gate
         self.gates: tuple[PolicyGate, ...] = tuple(gates)
+        # The gates that must see deliveries (egress ACL, claims), found once: a pipeline is
+        # built anew whenever the policy changes (reload, bundle), never changed in place.
+        self.delivery_gates: tuple[PolicyGate, ...] = tuple(
+            g for g in self.gates if getattr(g, "checks_every_delivery", False)
+        )
+        self.has_delivery_gates = bool(self.delivery_gates)
         self.audit = audit
         self.separator = separator
         self.hits: Counter[tuple[str, str]] = Counter()
@@ -196,20 +202,11 @@ class GatePipeline:
 
     # -- bookkeeping ----------------------------------------------------------------------
 
-    @property
-    def has_delivery_gates(self) -> bool:
-        """Gates that must see every delivery (egress ACL, claims)."""
-        return any(getattr(g, "checks_every_delivery", False) for g in self.gates)
-
     def delivers_need_check(self, identity: Identity, topic_filter: str) -> bool:
         """Whether some gate that checks deliveries can deny one through ``topic_filter``
         (without ``$share/<group>/``) to ``identity``: asked per subscription when it is made
         and whenever it is judged again (broker/rejudge.py), never per message (issue 21)."""
-        return any(
-            g.delivers_need_check(identity, topic_filter)
-            for g in self.gates
-            if getattr(g, "checks_every_delivery", False)
-        )
+        return any(g.delivers_need_check(identity, topic_filter) for g in self.delivery_gates)
 
     def _count(
         self,

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING
 
 from .message import Message
-from .session import Outgoing, Session, SubscriptionEntry
+from .session import Outgoing, Session, SubscriptionEntry, new_outgoing
 from .topic_space import SharedGroup, TopicSpace
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ class Delivery:
                 self.stats.dropped += 1
                 return False
             return conn.send_message(message, 0, retain, sub_ids)
-        return self.send(session, Outgoing(message, qos, retain, sub_ids))
+        return self.send(session, new_outgoing(message, qos, retain, sub_ids))
 
     def _deliver_merged(
         self, entries: list[SubscriptionEntry], message: Message, check: bool
@@ -171,7 +171,7 @@ class Delivery:
         qos = min(max(e.qos for e in entries), message.qos)
         retain = message.retain and any(e.retain_as_published for e in entries)
         sub_ids = tuple(sorted({e.subscription_id for e in entries if e.subscription_id}))
-        return self.send(session, Outgoing(message, qos, retain, sub_ids))
+        return self.send(session, new_outgoing(message, qos, retain, sub_ids))
 
     def send(self, session: Session, outgoing: Outgoing) -> bool:
         """Send now, or queue (QoS 1/2), or drop (counted). True if sent or queued."""

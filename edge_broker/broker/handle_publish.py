@@ -129,10 +129,10 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
             deny(GateName.RESERVED, None, "SMOKER claims are disabled on this broker ([claims])"),
         )
         return None
-    # the one value every later step sees: gates, retained store, routing, delivery (issue 21)
-    message = make_message(
-        topic, packet.payload, qos, packet.retain, props, conn.client_id, broker.clock()
-    )
+    # the one value every later step sees: gates, retained store, routing, delivery (issue 21);
+    # the clock is read only for a message that can expire (a call per message otherwise)
+    now = broker.clock() if props.message_expiry_interval is not None else None
+    message = make_message(topic, packet.payload, qos, packet.retain, props, conn.client_id, now)
     verdict = broker.policy.check_publish(identity, message)
     if isinstance(verdict, Decision):
         return _decided(conn, packet, message, verdict)
@@ -192,7 +192,7 @@ async def _await_decision(
 def _decided(
     conn: Connection, packet: Publish, message: Message, decision: Decision
 ) -> Awaitable[None] | None:
-    if decision.denied:
+    if not decision.allowed:  # once per PUBLISH: the attribute, not the ``denied`` property
         publish_denied(conn, packet, decision)
         return None
     broker = conn.broker

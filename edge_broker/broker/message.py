@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..authz.request import Publication
@@ -67,7 +68,13 @@ class Message(Publication):
         expiry = None
         if self.expires_at is not None and v5:
             expiry = self.remaining_expiry(now)
-        key = (v5, qos, retain, sub_ids, expiry, alias, send_topic)
+        key: int | tuple[Any, ...]
+        if sub_ids or expiry is not None or alias or not send_topic:
+            key = (v5, qos, retain, sub_ids, expiry, alias, send_topic)
+        else:
+            # the common variant (once per delivery): an int key, no tuple to build and hash;
+            # an int never equals one of the tuple keys
+            key = (qos << 2) | (retain << 1) | v5
         tpl = self.encoded.get(key)
         if tpl is None:
             props = self.properties
@@ -114,6 +121,68 @@ def properties_bytes(props: Properties) -> int:
     return size
 
 
+def _message_constructor() -> Callable[
+    [str, bytes, int, bool, Properties, float | None, str | None], Message
+]:
+    """``Message(topic, payload, qos, retain, properties, expires_at, origin)`` without the
+    frozen-dataclass ``__init__`` (one ``object.__setattr__`` per field; the slots' own
+    descriptors cost about half): built once per PUBLISH, the :class:`Publication` fields
+    made it cost +35% over the message before them (scripts/bench_egress.py). The field check
+    runs once, at import, so a field added later cannot be left unset silently (as
+    ``mqtt/fast_construct.py`` does for the decoded packets)."""
+    names = (
+        "topic",
+        "payload",
+        "qos",
+        "retain",
+        "properties",
+        "_facts",
+        "expires_at",
+        "origin",
+        "encoded",
+    )
+    if tuple(f.name for f in fields(Message)) != names:
+        raise RuntimeError("Message fields changed: update message._message_constructor")
+    new = object.__new__
+    (
+        set_topic,
+        set_payload,
+        set_qos,
+        set_retain,
+        set_props,
+        set_facts,
+        set_expiry,
+        set_origin,
+        set_encoded,
+    ) = (getattr(Message, name).__set__ for name in names)
+
+    def make(
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        properties: Properties,
+        expires_at: float | None,
+        origin: str | None,
+    ) -> Message:
+        message: Message = new(Message)
+        set_topic(message, topic)
+        set_payload(message, payload)
+        set_qos(message, qos)
+        set_retain(message, retain)
+        set_props(message, properties)
+        set_facts(message, 0)
+        set_expiry(message, expires_at)
+        set_origin(message, origin)
+        set_encoded(message, {})
+        return message
+
+    return make
+
+
+new_message = _message_constructor()
+
+
 def make_message(
     topic: str,
     payload: bytes,
@@ -124,13 +193,14 @@ def make_message(
     now: float | None = None,
 ) -> Message:
     """A Message from a received PUBLISH (properties already stripped of the alias). ``now``
-    is the broker's clock (``Broker.clock``); every broker caller passes it (the default,
-    ``time.monotonic``, the broker's default clock, is for tests and scripts)."""
+    is the broker's clock (``Broker.clock``), read only for a message with a Message Expiry
+    Interval; every broker caller passes it then (the default, ``time.monotonic``, the
+    broker's default clock, is for tests and scripts)."""
     expiry = properties.message_expiry_interval
     if expiry is None:
-        return Message(topic, payload, qos, retain, properties, None, origin)
+        return new_message(topic, payload, qos, retain, properties, None, origin)
     expires_at = (time.monotonic() if now is None else now) + expiry
-    return Message(topic, payload, qos, retain, properties, expires_at, origin)
+    return new_message(topic, payload, qos, retain, properties, expires_at, origin)
 
 
 def will_message(will: Will, origin: str, now: float) -> Message:

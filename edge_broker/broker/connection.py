@@ -22,11 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 from ..auth.chain import Authenticator, ConnectionInfo
 from ..engine.connection import ConnectionEngine
+from ..engine.events import (
+    ENGINE_EVENTS,
+    ConnectionEnded,
+    ConnectRefused,
+    Event,
+    PreAuthExceeded,
+    ProtocolViolation,
+)
 from ..identity import Identity
 from ..mqtt.codec import encode
 from ..mqtt.errors import ProtocolError
-from ..mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Will
-from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
+from ..mqtt.packets import Connect, Packet, Will
+from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.session_states import ConnState, Trigger
 from .dispatch import HANDLERS, Handler
 from .message import Message
@@ -47,20 +55,6 @@ AWAIT_CONNECT, CONNECTING, AUTHENTICATING, CONNECTED, CLOSED = (
     ConnState.CONNECTED,
     ConnState.CLOSED,
 )  # short names for this module
-
-# MQTT 5 reason code -> MQTT 3.x CONNACK return code (3.1.1 §3.2.2.3).
-V3_CONNACK_CODES: dict[int, int] = {
-    ReasonCode.UNSUPPORTED_PROTOCOL_VERSION: ConnackReturnCode.UNACCEPTABLE_PROTOCOL_VERSION,
-    ReasonCode.CLIENT_IDENTIFIER_NOT_VALID: ConnackReturnCode.IDENTIFIER_REJECTED,
-    ReasonCode.BAD_USER_NAME_OR_PASSWORD: ConnackReturnCode.BAD_USERNAME_OR_PASSWORD,
-    ReasonCode.NOT_AUTHORIZED: ConnackReturnCode.NOT_AUTHORIZED,
-    ReasonCode.BAD_AUTHENTICATION_METHOD: ConnackReturnCode.NOT_AUTHORIZED,
-    ReasonCode.BANNED: ConnackReturnCode.NOT_AUTHORIZED,
-    ReasonCode.SERVER_UNAVAILABLE: ConnackReturnCode.SERVER_UNAVAILABLE,
-    ReasonCode.SERVER_BUSY: ConnackReturnCode.SERVER_UNAVAILABLE,
-    ReasonCode.QUOTA_EXCEEDED: ConnackReturnCode.SERVER_UNAVAILABLE,
-    ReasonCode.CONNECTION_RATE_EXCEEDED: ConnackReturnCode.SERVER_UNAVAILABLE,
-}
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -92,7 +86,6 @@ class Connection(asyncio.BufferedProtocol):
         self.authenticator: Authenticator | None = None
         self.auth_state: object = None
         self.will: Will | None = None
-        self.problem_information = True  # MQTT 5 Request Problem Information (default 1)
         self.send_quota = broker.config.limits.max_inflight  # min(ours, client's Receive Maximum)
         self.client_max_packet = 268_435_460  # client's Maximum Packet Size
         self.out: list[bytes] = []
@@ -131,6 +124,12 @@ class Connection(asyncio.BufferedProtocol):
         return self.engine.state
 
     @property
+    def problem_information(self) -> bool:
+        """The client's MQTT 5 Request Problem Information (default 1): Reason Strings may be
+        sent. Learnt by the engine from the CONNECT (engine/connection.py)."""
+        return self.engine.problem_information
+
+    @property
     def last_rx(self) -> float:
         """When the last bytes arrived, on the broker's clock."""
         return self.engine.last_rx
@@ -144,58 +143,48 @@ class Connection(asyncio.BufferedProtocol):
         pool.after_read(self)
 
     def data_received(self, data: bytes) -> None:
-        engine = self.engine
         self.broker.stats.bytes_received += len(data)
-        over_budget = engine.state is not CONNECTED and engine.pre_auth_exceeded(len(data))
         self.bytes_in += len(data)
-        try:
-            packets = engine.receive(data, self.broker.clock())
-        except ProtocolError as exc:
-            before = getattr(exc, "packets_before_error", ())
-            if before and self.backlog is None:
-                self.process(list(before))
-            self.protocol_error(exc)
+        engine = self.engine
+        events = engine.receive(data, self.broker.clock())
+        if engine.ending:  # a violation or a refusal among the events: not the hot path
+            self.act(events)
             return
-        if over_budget:
-            self.refuse_pre_auth(packets)
+        if not events:
             return
-        if not packets:
-            return
+        packets: list[Packet] = events  # type: ignore[assignment]  # only packets (above)
         if self.backlog is not None:
             self.backlog.extend(packets)
             return
         self.process(packets)
 
+    def act(self, events: list[Event]) -> None:
+        """Act on what the engine reported (engine/events.py), in order: packets go to their
+        handlers (unless a handler is still awaited: they came before a violation that ends
+        the connection anyway), the engine's bytes to the transport, and the connection is
+        closed when the engine says it ended."""
+        packets = [event for event in events if type(event) not in ENGINE_EVENTS]
+        if packets and self.backlog is None:
+            self.process(packets)  # type: ignore[arg-type]  # only packets (filtered)
+        for event in events:
+            if isinstance(event, ProtocolViolation):
+                self._violated(event)
+            elif isinstance(event, PreAuthExceeded):
+                self.client_id = event.client_id or self.client_id
+                self.broker.limit_hits.hit(
+                    "limits.max_connect_packet_size",
+                    f"connection refused before authentication: {event.reason}",
+                    self.client_id,
+                )
+            elif isinstance(event, ConnectRefused):
+                self._refused(event)
+            elif isinstance(event, ConnectionEnded):
+                self._ended(event.reason)
+
     def pre_auth_exceeded(self, size: int) -> bool:
         """Count bytes received before CONNACK (the WebSocket upgrade request too); True past
         the pre-authentication budget (engine/connection.py, issue 16)."""
         return self.engine.pre_auth_exceeded(size)
-
-    def refuse_pre_auth(self, packets: list[Packet]) -> None:
-        """Over the pre-authentication byte budget: CONNACK 0x97 in the client's format when
-        its CONNECT is known (``packets`` is what the last read decoded; nothing is kept)."""
-        if self.closing:
-            return
-        limit = self.broker.config.limits.max_connect_packet_size
-        reason = (
-            f"more than {2 * limit} bytes sent before the CONNACK "
-            f"(limits.max_connect_packet_size = {limit})"
-        )
-        first = packets[0] if packets else None
-        if self.state == AWAIT_CONNECT and isinstance(first, Connect):
-            self.level = first.protocol_level
-            self.v5 = self.level == 5
-            self.client_id = first.client_id
-            self.trigger(Trigger.CONNECT)
-        self.broker.limit_hits.hit(
-            "limits.max_connect_packet_size",
-            f"connection refused before authentication: {reason}",
-            self.client_id,
-        )
-        if self.state == AWAIT_CONNECT:
-            self.close(None, reason)  # no CONNECT decoded: no protocol level to answer in
-        else:
-            self.refuse_connect(ReasonCode.QUOTA_EXCEEDED, reason)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.lost:
@@ -303,29 +292,40 @@ class Connection(asyncio.BufferedProtocol):
             if self.write_held or self.transport.get_write_buffer_size():
                 self.broker.write_budget.after_write(self)  # not all sent (write_budget.py)
 
-    def send_publish(self, outgoing: Outgoing, packet_id: int = 0, dup: bool = False) -> bool:
-        """Encode (cached per variant) and queue a PUBLISH; False if it could not be sent
-        (expired, or larger than the client's Maximum Packet Size: dropped and counted)."""
-        return self.send_message(
-            outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids, packet_id, dup
-        )
+    def send_publish(self, outgoing: Outgoing) -> bool:
+        """Encode (cached per variant) and queue a QoS 0 PUBLISH; False if it could not be sent
+        (expired, or larger than the client's Maximum Packet Size: dropped and counted). QoS 1/2
+        go through :meth:`register_inflight` (packet id and in-flight: engine/flow.py)."""
+        return self.send_message(outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids)
 
     def send_message(
-        self,
-        message: Message,
-        qos: int,
-        retain: bool,
-        sub_ids: tuple[int, ...],
-        packet_id: int = 0,
-        dup: bool = False,
+        self, message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]
     ) -> bool:
-        """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path)."""
+        """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path): ``qos``
+        is 0."""
+        template = self.publish_template(message, qos, retain, sub_ids)
+        if template is None:
+            return False
+        # a QoS 0 template's head is the whole packet (mqtt/publish_template.py): read directly,
+        # not through the .data property, so this path costs no more calls than before the
+        # flow took QoS 1/2; .data refuses a QoS 1/2 template (those need register_inflight)
+        self.send(template.data if qos else template.head)
+        self.broker.stats.messages_sent += 1
+        self.msgs_out += 1
+        return True
+
+    def publish_template(
+        self, message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]
+    ) -> Any:
+        """The PUBLISH variant this client gets (cached per variant in the message: its topic
+        alias, its remaining expiry), or None when it cannot be sent: expired, or larger than
+        the client's Maximum Packet Size (dropped and counted)."""
         expires_at = message.expires_at
         now = 0.0
         if expires_at is not None:  # the clock is read only for messages that can expire
             now = self.broker.clock()
             if now >= expires_at:
-                return False
+                return None
         aliases = self.engine.aliases_out
         if aliases is None:
             alias = 0
@@ -340,43 +340,19 @@ class Connection(asyncio.BufferedProtocol):
             template = message.template(
                 self.v5, qos, retain, sub_ids, alias, send_topic, self.level, now
             )
-        data: bytes = template.for_packet_id(packet_id) if packet_id else template.data
-        if len(data) > self.client_max_packet:
+        if template.size > self.client_max_packet:
             if alias and send_topic and aliases is not None:
                 aliases.unassign(message.topic)
             self.broker.stats.dropped_oversize += 1
-            return False
-        if dup:
-            data = bytes((data[0] | 0x08,)) + data[1:]
-        self.send(data)
-        self.broker.stats.messages_sent += 1
-        self.msgs_out += 1
-        return True
+            return None
+        return template
 
     # -- closing ----------------------------------------------------------------------------
 
     def refuse_connect(self, reason_code: int, reason: str) -> None:
-        """CONNACK with an error (5: reason code; 3.x: mapped return code), then close."""
-        if self.v5:
-            props = Properties(reason_string=reason) if self.problem_information else Properties()
-            self.send_packet(Connack(False, reason_code, props))
-        else:
-            code = V3_CONNACK_CODES.get(reason_code, ConnackReturnCode.NOT_AUTHORIZED)
-            self.send_packet(Connack(False, code))
-        log.info(
-            "connect refused",
-            extra={
-                "event": "connect_refused",
-                "client_id": self.client_id,
-                "reason_code": f"0x{reason_code:02X}",
-                "reason": reason,
-                "remote": _addr(self.info.remote_address),
-                "listener": self.listener.name,
-            },
-        )
-        self.broker.stats.connections_refused += 1
-        self.disconnect_reason = reason
-        self.close(None, reason, will=False)
+        """CONNACK with an error (5: reason code; 3.x: mapped return code), then close: the
+        engine writes it (engine/connection.py)."""
+        self.act(self.engine.refuse_connect(reason_code, reason))
 
     def close(self, reason_code: int | None, reason: str, will: bool = True) -> None:
         """Close the connection; MQTT 5 clients past CONNECT get DISCONNECT ``reason_code`` first.
@@ -386,31 +362,22 @@ class Connection(asyncio.BufferedProtocol):
             return
         if not will:
             self.will = None
-        if reason_code is not None and self.v5 and self.state == CONNECTED:
-            props = Properties(reason_string=reason) if self.problem_information else Properties()
-            self.send_packet(Disconnect(reason_code, props))
-        self.disconnect_reason = reason
-        if self.broker.persistence is not None:
-            self.broker.persistence.before_send()  # write-ahead, as Broker._flush (issue 17)
-        self.flush()
-        self.trigger(Trigger.CLOSE)
-        if self.transport is not None:
-            self.transport.close()
+        self.act(self.engine.disconnect(reason_code, reason))
 
     def protocol_error(self, exc: ProtocolError) -> None:
         """A codec or protocol violation: MQTT 5 gets CONNACK/DISCONNECT with the code; close."""
-        code = int(exc.reason_code)
-        if code == ReasonCode.PACKET_TOO_LARGE and self.state != CONNECTED:
-            limit = self.broker.config.limits.max_connect_packet_size
-            exc = ProtocolError(
-                code,
-                f"{exc.message}: limits.max_connect_packet_size is {limit} "
-                f"bytes before authentication",
-                protocol_level=exc.protocol_level,
-            )
+        self.act([self.engine.violation_of(exc)])
+
+    def violation(self, reason_code: int, reason: str) -> None:
+        """A protocol rule broken by a well-formed packet (checked by the broker, not the codec)."""
+        self.act([ProtocolViolation(reason_code, reason)])
+
+    def _violated(self, violation: ProtocolViolation) -> None:
+        code = violation.reason_code
+        if code == ReasonCode.PACKET_TOO_LARGE and self.state is not CONNECTED:
             self.broker.limit_hits.hit(
                 "limits.max_connect_packet_size",
-                f"connection refused before authentication: {exc.message}",
+                f"connection refused before authentication: {violation.reason}",
             )
         log.warning(
             "protocol error",
@@ -418,55 +385,79 @@ class Connection(asyncio.BufferedProtocol):
                 "event": "protocol_error",
                 "client_id": self.client_id,
                 "reason_code": f"0x{code:02X}",
-                "reason": exc.message,
+                "reason": violation.reason,
                 "remote": _addr(self.info.remote_address),
             },
         )
         self.broker.stats.protocol_errors += 1
-        if code == ReasonCode.PACKET_TOO_LARGE and self.state in (CONNECTING, AUTHENTICATING):
-            self.refuse_connect(code, exc.message)  # the CONNECT is known: answer in its format
-            return
-        if self.state == AWAIT_CONNECT:
-            level = getattr(exc, "protocol_level", None) or self.engine.reader.protocol_level
-            if code == ReasonCode.UNSUPPORTED_PROTOCOL_VERSION:
-                self.level = 5 if level == 5 else 4
-                self.v5 = self.level == 5
-                self.refuse_connect(code, exc.message)
-                return
-            if level == 5:
-                self.level = 5
-                self.v5 = True
-                self.refuse_connect(code, exc.message)
-                return
-        self.close(code, exc.message)
+        if not self.closing:
+            self.act(self.engine.answer(violation))  # nothing if answered in receive()
 
-    def violation(self, reason_code: int, reason: str) -> None:
-        """A protocol rule broken by a well-formed packet (checked by the broker, not the codec)."""
-        self.protocol_error(ProtocolError(reason_code, reason))
+    def _refused(self, refused: ConnectRefused) -> None:
+        log.info(
+            "connect refused",
+            extra={
+                "event": "connect_refused",
+                "client_id": self.client_id,
+                "reason_code": f"0x{refused.reason_code:02X}",
+                "reason": refused.reason,
+                "remote": _addr(self.info.remote_address),
+                "listener": self.listener.name,
+            },
+        )
+        self.broker.stats.connections_refused += 1
+        self.will = None  # a refused CONNECT's will is never published
+
+    def _ended(self, reason: str) -> None:
+        """The engine ended the connection: its last bytes out, then the transport closed."""
+        if self.closing:
+            return
+        self.disconnect_reason = reason
+        data = self.engine.data_to_send()
+        if data:
+            self.send(data)
+        if self.broker.persistence is not None:
+            self.broker.persistence.before_send()  # write-ahead, as Broker._flush (issue 17)
+        self.flush()
+        self.trigger(Trigger.CLOSE)
+        if self.transport is not None:
+            self.transport.close()
 
     # -- outgoing flow ----------------------------------------------------------------------
 
     def resend_inflight(self) -> None:
         """Resume a session: resend unacknowledged PUBLISH with DUP and pending PUBREL
-        (MQTT 5 §4.4)."""
+        (MQTT 5 §4.4); the bytes are the flow's (engine/flow.py)."""
         session = self.session
         assert session is not None
-        for pid, inflight in list(session.inflight.items()):
-            if inflight.released:
-                self.send(b"\x62\x02" + pid.to_bytes(2, "big"))
-            elif not self.send_publish(inflight.outgoing, pid, dup=True):
-                session.unsent(pid)
-                session.journal.completed(pid)
+        resend = session.resend(self._template_of)
+        for pid in resend.dropped:
+            session.journal.completed(pid)
+        if resend.data:
+            self.send(resend.data)
+            self.broker.stats.messages_sent += resend.publishes
+            self.msgs_out += resend.publishes
+
+    def _template_of(self, outgoing: Outgoing) -> Any:
+        return self.publish_template(
+            outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids
+        )
 
     def register_inflight(self, outgoing: Outgoing) -> None:
+        """Send a QoS 1/2 message now: the flow gives it a packet id and its bytes."""
         session = self.session
         assert session is not None
-        pid = session.allocate_packet_id()
-        if self.send_publish(outgoing, pid):
-            session.sent(pid, outgoing)
-            session.journal.sent(pid, outgoing)  # stored before this output is flushed
-        else:
+        template = self.publish_template(
+            outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids
+        )
+        if template is None:
             session.journal.dropped(outgoing)
+            return
+        pid, data = session.publish(outgoing, template)  # engine/flow.py
+        session.journal.sent(pid, outgoing)  # stored before this output is flushed
+        self.send(data)
+        self.broker.stats.messages_sent += 1
+        self.msgs_out += 1
 
 
 def _addr(address: tuple[str, int] | None) -> str | None:

@@ -53,8 +53,6 @@ def handle_connect(conn: Connection, packet: Connect) -> Awaitable[None] | None:
     conn.v5 = packet.protocol_level == 5
     conn.client_id = packet.client_id
     conn.connect_packet = packet
-    if conn.v5:
-        conn.problem_information = packet.properties.request_problem_information != 0
     too_many = user_properties_refusal(packet, conn.broker.config.limits)
     if too_many is not None:  # refused before anything keeps the decoded properties
         conn.connect_packet = None

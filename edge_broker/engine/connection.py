@@ -1,34 +1,57 @@
 """``ConnectionEngine``: the sans-io core of one server-side MQTT connection (the shape of
-aioquic's ``QuicConnection``: ``receive(data, now)``, ``timeout(now)``).
+aioquic's ``QuicConnection``: ``receive(data, now)`` and ``handle_timer(now)`` return events,
+``data_to_send()`` the bytes the engine decided to send).
 
 It frames the bytes into packets (``mqtt/reader.py``), holds the connection's state and moves
 it only along ``mqtt/session_states.py``'s transitions, bounds what an unauthenticated client
 may send (issue 16), and knows when the connection's time is up: the keep-alive deadline, one
 and a half times the Keep Alive after the last packet (MQTT 5 §3.1.2.10, 3.1.1 §3.1.2.10), and
-the connect timeout before CONNACK, and the expiry of the token that admitted the client. The
-broker's ``Connection`` (an ``asyncio.Protocol``) feeds
-it and acts on what it returns; the broker's tick asks it :meth:`ConnectionEngine.timeout`.
+the connect timeout before CONNACK, and the expiry of the token that admitted the client.
+
+What the protocol alone decides is answered here, in the client's protocol version: a framing
+error or a refused packet (CONNACK or DISCONNECT with reason code and Reason String, or a
+silent close before any CONNECT), the pre-authentication budget (CONNACK 0x97), a keep-alive
+timeout (DISCONNECT 0x8D), and the broker's own refusals and closes (:meth:`refuse_connect`,
+:meth:`disconnect`). The broker's ``Connection`` (an ``asyncio.Protocol``) feeds it, hands the
+packets to their handlers, writes ``data_to_send()`` and closes the transport on
+:class:`~edge_broker.engine.events.ConnectionEnded`.
 """
 
 from __future__ import annotations
 
-from enum import Enum
-
-from ..mqtt.packets import Packet
+from ..mqtt.codec import encode
+from ..mqtt.errors import ProtocolError
+from ..mqtt.packets import Connack, Connect, Disconnect, Properties
 from ..mqtt.reader import PacketReader
+from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
 from ..mqtt.session_states import ConnState, Trigger, next_state
 from .aliases import InboundAliases, OutboundAliases
+from .events import (
+    ConnectionEnded,
+    ConnectRefused,
+    Event,
+    PreAuthExceeded,
+    ProtocolViolation,
+    TimedOut,
+)
+from .events import Timeout as Timeout
 
+_CONNECTED = ConnState.CONNECTED
+_CLOSED = ConnState.CLOSED
 
-class Timeout(Enum):
-    """What ran out of time (:meth:`ConnectionEngine.timeout`)."""
-
-    KEEP_ALIVE = "keep alive"
-    """Nothing received for 1.5 × Keep Alive (MQTT 5 §3.1.2.10): DISCONNECT 0x8D and close."""
-    CONNECT = "connect timeout"
-    """No CONNACK 0x00 within ``broker.connect_timeout`` (broker/pre_auth.py says why)."""
-    TOKEN = "token expired"
-    """The token that admitted the client expired (broker/token_expiry.py): DISCONNECT 0xA0."""
+# MQTT 5 reason code -> MQTT 3.x CONNACK return code (3.1.1 §3.2.2.3).
+V3_CONNACK_CODES: dict[int, int] = {
+    ReasonCode.UNSUPPORTED_PROTOCOL_VERSION: ConnackReturnCode.UNACCEPTABLE_PROTOCOL_VERSION,
+    ReasonCode.CLIENT_IDENTIFIER_NOT_VALID: ConnackReturnCode.IDENTIFIER_REJECTED,
+    ReasonCode.BAD_USER_NAME_OR_PASSWORD: ConnackReturnCode.BAD_USERNAME_OR_PASSWORD,
+    ReasonCode.NOT_AUTHORIZED: ConnackReturnCode.NOT_AUTHORIZED,
+    ReasonCode.BAD_AUTHENTICATION_METHOD: ConnackReturnCode.NOT_AUTHORIZED,
+    ReasonCode.BANNED: ConnackReturnCode.NOT_AUTHORIZED,
+    ReasonCode.SERVER_UNAVAILABLE: ConnackReturnCode.SERVER_UNAVAILABLE,
+    ReasonCode.SERVER_BUSY: ConnackReturnCode.SERVER_UNAVAILABLE,
+    ReasonCode.QUOTA_EXCEEDED: ConnackReturnCode.SERVER_UNAVAILABLE,
+    ReasonCode.CONNECTION_RATE_EXCEEDED: ConnackReturnCode.SERVER_UNAVAILABLE,
+}
 
 
 class ConnectionEngine:
@@ -44,7 +67,12 @@ class ConnectionEngine:
         "pre_auth_bytes",
         "aliases_in",
         "aliases_out",
+        "level",
+        "problem_information",
+        "ending",
+        "_out",
         "_pre_auth_budget",
+        "_max_connect_packet_size",
         "_max_packet_size",
     )
 
@@ -70,27 +98,105 @@ class ConnectionEngine:
         # outbound maximum is known only from its CONNECT (None: it takes none)
         self.aliases_in = InboundAliases(topic_alias_maximum)
         self.aliases_out: OutboundAliases | None = None
+        # the format refusals are written in: the CONNECT's protocol level and its Request
+        # Problem Information (MQTT 5 §3.1.2.11.7; default 1), learnt when it is decoded
+        self.level = 4
+        self.problem_information = True
+        # True once receive() returned more than packets (a violation, a refusal): the
+        # connection is ending. One attribute read tells the broker's hot path it may hand
+        # the list straight to the handlers (issue 21: CPU per message must not rise).
+        self.ending = False
+        self._out: list[bytes] = []
         self._pre_auth_budget = 2 * max_connect_packet_size
+        self._max_connect_packet_size = max_connect_packet_size
         self._max_packet_size = max_packet_size
 
-    def receive(self, data: bytes | bytearray | memoryview, now: float) -> list[Packet]:
-        """The packets ``data`` completes; raises ``ProtocolError`` (with
-        ``packets_before_error``) at the first violation. Any bytes keep the connection alive."""
+    # -- input ------------------------------------------------------------------------------
+
+    def receive(self, data: bytes | bytearray | memoryview, now: float) -> list[Event]:
+        """The events ``data`` brings: the packets it completes, in order, then at most one of
+        a :class:`ProtocolViolation` (answered at once when no packet precedes it in this read;
+        otherwise the broker handles those packets first and then calls :meth:`answer`) or a
+        :class:`PreAuthExceeded` (answered; its packets are dropped); :attr:`ending` says
+        whether it did. Any bytes keep the connection alive; after the end nothing is
+        decoded."""
         self.last_rx = now
-        return self.reader.feed(data)
+        if self.state is not _CONNECTED:
+            return self._receive_unauthenticated(data)
+        try:
+            return self.reader.feed(data)  # type: ignore[return-value]  # list is invariant
+        except ProtocolError as exc:
+            return self._framing_error(exc)
+
+    def _receive_unauthenticated(self, data: bytes | bytearray | memoryview) -> list[Event]:
+        if self.state is _CLOSED:
+            return []  # an ended connection takes nothing more (bytes still in flight)
+        over_budget = self.pre_auth_exceeded(len(data))
+        try:
+            packets = self.reader.feed(data)
+        except ProtocolError as exc:
+            return self._framing_error(exc)
+        first = packets[0] if packets else None
+        if isinstance(first, Connect) and self.state is ConnState.AWAIT_CONNECT:
+            self.level = first.protocol_level
+            if self.level == 5:
+                self.problem_information = first.properties.request_problem_information != 0
+        if over_budget:
+            return self._refuse_pre_auth(first)
+        return packets  # type: ignore[return-value]  # list is invariant
+
+    def _framing_error(self, exc: ProtocolError) -> list[Event]:
+        self.ending = True
+        violation = self.violation_of(exc)
+        before = exc.packets_before_error
+        if before:
+            return [*before, violation]
+        return [violation, *self.answer(violation)]
+
+    def violation_of(self, exc: ProtocolError) -> ProtocolViolation:
+        """``exc`` as an event; a packet too large before CONNACK names the limit that applies
+        then (``limits.max_connect_packet_size``), not the one after."""
+        code = int(exc.reason_code)
+        reason = exc.message
+        if code == ReasonCode.PACKET_TOO_LARGE and self.state is not _CONNECTED:
+            reason = (
+                f"{reason}: limits.max_connect_packet_size is {self._max_connect_packet_size} "
+                f"bytes before authentication"
+            )
+        return ProtocolViolation(code, reason, exc.protocol_level)
 
     def pre_auth_exceeded(self, size: int) -> bool:
-        """Count ``size`` bytes received before CONNACK; True once past twice the
-        pre-authentication budget (one CONNECT plus as much pipelined after it). Reading pauses
-        while authentication runs, so this bounds the one read that may come first."""
+        """Count ``size`` bytes received before CONNACK (the WebSocket upgrade request too);
+        True once past twice the pre-authentication budget (one CONNECT plus as much pipelined
+        after it). Reading pauses while authentication runs, so this bounds the one read that
+        may come first."""
         self.pre_auth_bytes += size
         return self.pre_auth_bytes > self._pre_auth_budget
+
+    def _refuse_pre_auth(self, first: object) -> list[Event]:
+        limit = self._max_connect_packet_size
+        reason = (
+            f"more than {2 * limit} bytes sent before the CONNACK "
+            f"(limits.max_connect_packet_size = {limit})"
+        )
+        client_id = ""
+        if self.state is ConnState.AWAIT_CONNECT and isinstance(first, Connect):
+            client_id = first.client_id
+            self.trigger(Trigger.CONNECT)
+        event = PreAuthExceeded(reason, client_id)
+        self.ending = True
+        if self.state is ConnState.AWAIT_CONNECT:
+            # no CONNECT decoded: no protocol level to answer in
+            return [event, *self.disconnect(None, reason)]
+        return [event, *self.refuse_connect(ReasonCode.QUOTA_EXCEEDED, reason)]
+
+    # -- state ------------------------------------------------------------------------------
 
     def trigger(self, event: Trigger) -> ConnState:
         """Move along ``event`` (ValueError for a move the table does not have); return the
         new state."""
         state = self.state = next_state(self.state, event)
-        if state is ConnState.CONNECTED:
+        if state is _CONNECTED:
             self.reader.max_packet_size = self._max_packet_size  # past the pre-auth bound
         return state
 
@@ -99,13 +205,76 @@ class ConnectionEngine:
         many topics are given aliases on the way out."""
         self.aliases_out = OutboundAliases(min(maximum, 65535)) if maximum > 0 else None
 
+    # -- output -----------------------------------------------------------------------------
+
+    def data_to_send(self) -> bytes:
+        """The bytes the engine decided to send since the last call, in order (then empty)."""
+        out = self._out
+        if not out:
+            return b""
+        data = b"".join(out)
+        out.clear()
+        return data
+
+    def answer(self, violation: ProtocolViolation) -> list[Event]:
+        """Answer ``violation`` as the state allows and end the connection (nothing if it has
+        ended already): before CONNECT a CONNACK when the client's protocol level is known
+        (MQTT 5, or a version we do not speak: 3.1.1 §3.1.2.2), else a silent close; a packet
+        too large while authenticating a CONNACK 0x95 in its format; once connected a
+        DISCONNECT (MQTT 5 only: 3.x has none)."""
+        state = self.state
+        if state is _CLOSED:
+            return []
+        code, reason = violation.reason_code, violation.reason
+        if code == ReasonCode.PACKET_TOO_LARGE and state in (
+            ConnState.CONNECTING,
+            ConnState.AUTHENTICATING,
+        ):
+            return self.refuse_connect(code, reason)  # the CONNECT is known: its format
+        if state is ConnState.AWAIT_CONNECT:
+            level = violation.protocol_level or self.reader.protocol_level
+            if code == ReasonCode.UNSUPPORTED_PROTOCOL_VERSION:
+                self.level = 5 if level == 5 else 4
+                return self.refuse_connect(code, reason)
+            if level == 5:
+                self.level = 5
+                return self.refuse_connect(code, reason)
+        return self.disconnect(code, reason)
+
+    def refuse_connect(self, reason_code: int, reason: str) -> list[Event]:
+        """CONNACK with an error (5: the reason code, with ``reason`` unless the client asked
+        for no problem information; 3.x: the mapped return code), then the end."""
+        if self.state is _CLOSED:
+            return []
+        if self.level == 5:
+            props = Properties(reason_string=reason) if self.problem_information else Properties()
+            self._out.append(encode(Connack(False, reason_code, props), 5))
+        else:
+            code = V3_CONNACK_CODES.get(reason_code, ConnackReturnCode.NOT_AUTHORIZED)
+            self._out.append(encode(Connack(False, code), self.level))
+        self.state = _CLOSED
+        return [ConnectRefused(reason_code, reason), ConnectionEnded(reason)]
+
+    def disconnect(self, reason_code: int | None, reason: str) -> list[Event]:
+        """End the connection; an MQTT 5 client past CONNACK gets DISCONNECT ``reason_code``
+        first (None: no DISCONNECT, e.g. after the client's own)."""
+        if self.state is _CLOSED:
+            return []
+        if reason_code is not None and self.level == 5 and self.state is _CONNECTED:
+            props = Properties(reason_string=reason) if self.problem_information else Properties()
+            self._out.append(encode(Disconnect(reason_code, props), 5))
+        self.state = _CLOSED
+        return [ConnectionEnded(reason)]
+
+    # -- time -------------------------------------------------------------------------------
+
     def next_deadline(self, connect_timeout: float) -> float | None:
         """The earliest moment :meth:`timeout` could report something, if any: the broker
         looks again then and not before. Bytes received only move it later, so a deadline
         computed earlier is never too late; a new Keep Alive or token deadline must be asked
         for again (the broker does at CONNACK and at every token change)."""
         state = self.state
-        if state is ConnState.CONNECTED:
+        if state is _CONNECTED:
             deadline = self.token_deadline
             keep_alive = self.keep_alive
             if keep_alive:
@@ -113,20 +282,34 @@ class ConnectionEngine:
                 if deadline is None or at < deadline:
                     return at
             return deadline
-        if state is ConnState.CLOSED:
+        if state is _CLOSED:
             return None
         return self.created + connect_timeout
 
     def timeout(self, now: float, connect_timeout: float) -> Timeout | None:
-        """What has run out of time at ``now``, if anything."""
+        """What has run out of time at ``now``, if anything (a question: nothing changes)."""
         state = self.state
-        if state is ConnState.CONNECTED:
+        if state is _CONNECTED:
             keep_alive = self.keep_alive
             if keep_alive and now - self.last_rx > keep_alive * 1.5:
                 return Timeout.KEEP_ALIVE
             deadline = self.token_deadline
             if deadline is not None and now >= deadline:
                 return Timeout.TOKEN
-        elif state is not ConnState.CLOSED and now - self.created > connect_timeout:
+        elif state is not _CLOSED and now - self.created > connect_timeout:
             return Timeout.CONNECT
         return None
+
+    def handle_timer(self, now: float, connect_timeout: float) -> list[Event]:
+        """The timer entry: what ran out at ``now`` as events. A keep-alive timeout is
+        answered here (DISCONNECT 0x8D, MQTT 5 §3.1.2.10) and ends the connection; the connect
+        timeout and an expired token are reported for the broker to answer."""
+        what = self.timeout(now, connect_timeout)
+        if what is None:
+            return []
+        if what is Timeout.KEEP_ALIVE:
+            return [
+                TimedOut(what),
+                *self.disconnect(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout"),
+            ]
+        return [TimedOut(what)]

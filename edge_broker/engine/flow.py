@@ -6,15 +6,28 @@ until PUBREL; each direction's Receive Maximum window is checked here.
 ``broker/session.py``'s ``Session`` is a ``QosFlow``: the tables stay plain attributes of the
 session (``inflight``, ``qos2_incoming``, ``next_packet_id``) because the persistence layer
 (``broker/persistence.py``, ``broker/journal.py``) reads and restores them as they are. The
-methods here only change state and say what happened; the broker sends the packets and writes
-the journal at the same points as before.
+send side returns the bytes to send (:meth:`QosFlow.publish`, :meth:`QosFlow.resend`): the
+PUBLISH under its packet id, the DUP flag of a resend and the PUBREL of a released message are
+written here; the broker's connection only supplies the encoded PUBLISH variant (its topic
+alias and remaining expiry are the connection's) and writes the journal at the same points as
+before. The receive side only changes state and says what happened.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
+
+PUBREL_HEAD = b"\x62\x02"  # PUBREL, reason 0x00 omitted (MQTT 5 §3.6.2.1): read alike by 3.1.1
+
+
+class PublishBytes(Protocol):
+    """A PUBLISH encoded once, written under any packet id (``mqtt/publish_template.py``)."""
+
+    def for_packet_id(self, packet_id: int, dup: bool = False) -> bytes: ...
 
 
 class _HasQos(Protocol):
@@ -41,6 +54,17 @@ class PubrecOutcome(Enum):
     UNKNOWN = "no QoS 2 message in flight under this packet id"  # PUBREL 0x92 (5), PUBREL (3.x)
     REFUSED = "the client refused the message: the flow ends"  # reason code >= 0x80 (§4.3.3)
     RELEASED = "released: send PUBREL, await PUBCOMP"
+
+
+@dataclass(frozen=True, slots=True)
+class Resend:
+    """What :meth:`QosFlow.resend` wrote: ``data`` holds ``publishes`` PUBLISH (DUP set) and
+    the PUBREL of every released message, in the order first sent; ``dropped`` are the packet
+    ids that could not be sent again (expired, too large) and are no longer in flight."""
+
+    data: bytes
+    publishes: int
+    dropped: tuple[int, ...]
 
 
 class QosFlow(Generic[Out]):
@@ -73,6 +97,35 @@ class QosFlow(Generic[Out]):
             raise RuntimeError("no free packet identifier")  # impossible: inflight is bounded
         self.next_packet_id = pid % 65535 + 1
         return pid
+
+    def publish(self, outgoing: Out, encoded: PublishBytes) -> tuple[int, bytes]:
+        """Send ``outgoing`` (QoS 1/2) under a fresh packet id: the id and the PUBLISH bytes;
+        it is in flight until its PUBACK / PUBCOMP (MQTT 5 §4.3.2, §4.3.3). The caller checked
+        the window (:meth:`window_open`) and the client's Maximum Packet Size."""
+        pid = self.allocate_packet_id()
+        self.inflight[pid] = Inflight(outgoing)
+        return pid, encoded.for_packet_id(pid)
+
+    def resend(self, encode: Callable[[Out], PublishBytes | None]) -> Resend:
+        """Everything in flight again, for a resumed session (MQTT 5 §4.4, 3.1.1 §4.4): a
+        PUBLISH with DUP set (§3.3.1.1) where no PUBREC came yet, else the PUBREL. ``encode``
+        gives a message's PUBLISH for this connection, None if it can no longer be sent: that
+        message leaves the flow without an acknowledgement."""
+        out: list[bytes] = []
+        dropped: list[int] = []
+        publishes = 0
+        for pid, inflight in list(self.inflight.items()):
+            if inflight.released:
+                out.append(PUBREL_HEAD + pid.to_bytes(2, "big"))
+                continue
+            encoded = encode(inflight.outgoing)
+            if encoded is None:
+                del self.inflight[pid]
+                dropped.append(pid)
+            else:
+                out.append(encoded.for_packet_id(pid, True))
+                publishes += 1
+        return Resend(b"".join(out), publishes, tuple(dropped))
 
     def sent(self, pid: int, outgoing: Out) -> None:
         """``outgoing`` went out under ``pid`` and awaits its acknowledgement."""

@@ -97,3 +97,40 @@ def test_incoming_qos2_held_until_pubrel_within_the_receive_maximum() -> None:
     assert not flow.pubrel(10)  # released already: PUBCOMP 0x92
     assert not flow.duplicate(10)  # the id may be reused for a new message
     assert not flow.incoming_window_full(2)
+
+
+class Encoded:
+    """A PUBLISH template as mqtt/publish_template.py gives it: head, packet id, tail."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def for_packet_id(self, packet_id: int, dup: bool = False) -> bytes:
+        return bytes((0x3A if dup else 0x32,)) + packet_id.to_bytes(2, "big") + self.body
+
+
+def test_publish_allocates_the_packet_id_records_it_in_flight_and_returns_its_bytes() -> None:
+    flow: QosFlow[Msg] = QosFlow()
+    flow.sent(1, Msg(1))  # restored: 1 is taken
+    pid, data = flow.publish(Msg(1), Encoded(b"a"))
+    assert (pid, data) == (2, b"\x32\x00\x02a")
+    assert list(flow.inflight) == [1, 2]
+    assert flow.puback(2) and list(flow.inflight) == [1]
+
+
+def test_resend_writes_dup_publishes_and_pubrels_in_the_order_first_sent() -> None:
+    flow: QosFlow[Msg] = QosFlow()
+    for qos in (1, 2, 2, 1):
+        flow.publish(Msg(qos), Encoded(b"x"))
+    assert flow.pubrec(2, 0) is PubrecOutcome.RELEASED  # awaits PUBCOMP: PUBREL again
+    expired = flow.inflight[4].outgoing
+    resend = flow.resend(lambda msg: None if msg is expired else Encoded(b"y"))
+    assert resend.data == (
+        b"\x3a\x00\x01y"  # PUBLISH 1, DUP set (MQTT 5 §3.3.1.1)
+        + b"\x62\x02\x00\x02"  # PUBREL 2
+        + b"\x3a\x00\x03y"  # PUBLISH 3, not yet PUBREC'd
+    )
+    assert resend.publishes == 2 and resend.dropped == (4,)
+    assert list(flow.inflight) == [1, 2, 3]  # the one that could not be sent left the flow
+    assert flow.resend(lambda msg: None).dropped == (1, 3)
+    assert list(flow.inflight) == [2]

@@ -40,6 +40,7 @@ class Scheduler:
         "_loop",
         "_handle",
         "_armed_at",
+        "_held_until",
     )
 
     def __init__(self, clock: Callable[[], float], on_fire: Callable[[], None]) -> None:
@@ -51,6 +52,7 @@ class Scheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._armed_at = math.inf  # the broker-clock time the handle fires at
+        self._held_until = -math.inf  # no wake-up before this (after a failed tick)
 
     def __contains__(self, name: object) -> bool:
         """Whether duty ``name`` is planned."""
@@ -111,8 +113,15 @@ class Scheduler:
             self._handle = None
         self._armed_at = math.inf
 
+    def hold(self, until: float) -> None:
+        """No wake-up before ``until`` (broker clock): after a tick that failed, whatever it
+        left due is still due, and re-arming at once would spin the loop and flood the log;
+        this retries it at the pace of the old half-second poll instead."""
+        self._held_until = until
+
     def arm(self, when: float) -> None:
         """Wake the broker by ``when`` (broker clock); an earlier wake-up already armed stays."""
+        when = max(when, self._held_until)
         loop = self._loop
         if loop is None or when >= self._armed_at:
             return

@@ -639,6 +639,7 @@ class Broker:
             self.tick(self.clock())
         except Exception:
             log.exception("periodic broker task failed")
+            self.timers.hold(self.clock() + TICK)  # what it left due: again later, not at once
 
     def watch(self, conn: Connection) -> None:
         """Look at ``conn`` again at its engine's next deadline (engine/connection.py); called

@@ -172,3 +172,32 @@ def test_the_audit_log_is_flushed_only_when_it_has_records(tmp_path: Path) -> No
         assert mb.broker.next_due() is None
         segment = next((tmp_path / "audit").glob("audit-*.jsonl"))
         assert '"event":"connect"' in segment.read_text().replace(" ", "")
+
+
+def test_a_failed_tick_is_retried_after_a_pause_not_at_once() -> None:
+    """A tick that raises leaves its deadline due; re-arming at that (past) time would run it
+    again at once, forever: the broker holds the next wake-up back by ``TICK``."""
+    loop = asyncio.new_event_loop()
+    now = [0.0]
+    calls: list[float] = []
+    timers: Scheduler
+
+    def fire() -> None:  # as Broker._wake does when its tick raises
+        calls.append(now[0])
+        timers.hold(now[0] + TICK)
+
+    timers = Scheduler(lambda: now[0], fire)
+    timers.add_source(lambda: 1.0)  # a deadline the failing tick never clears
+    try:
+        timers.start(loop)
+        handle = timers._handle
+        assert handle is not None
+        now[0] = 1.0
+        handle._run()
+        assert calls == [1.0]
+        again = timers._handle
+        assert again is not None
+        assert math.isclose(again.when() - loop.time(), TICK, abs_tol=0.1)  # not 0: no spin
+    finally:
+        timers.stop()
+        loop.close()

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 from edge_broker.auth.password import PasswordEntry, hash_password, write_password_file
+from edge_broker.mqtt.packets import Properties, Will
+from tests.broker.broker_raw import ClientPackets, unique_id
 from tests.conftest import RunningBroker
 
 PASSWORDS = {"alice": "wonder", "bob": "builder", "carol": "singer"}
@@ -105,3 +107,38 @@ def reload(b: RunningBroker, config: str | None = None) -> None:
     before = b.log().count("policy applied")
     os.kill(b.pid, signal.SIGHUP)
     wait_for_log(b, "policy applied", before + 1)
+
+
+NO_WILLS = (
+    '{ id = "no-wills", topic = "wills/#", type = "DENY", activity = "PUBLISH" }, '
+    '{ id = "all", topic = "#" }'
+)
+"""Site rules that deny publishing (and so every will) under ``wills/``."""
+
+
+def will(topic: str, delay: int | None = None) -> Will:
+    """A QoS 0 will ``gone`` on ``topic``, delayed ``delay`` seconds (None: at once)."""
+    return Will(topic, b"gone", 0, properties=Properties(will_delay_interval=delay))
+
+
+def watching(c: ClientPackets, topic: str, **login: object) -> ClientPackets:
+    """``c`` (a RawClient or an in-memory client) connected with ``login`` and subscribed to
+    ``topic`` at QoS 0."""
+    assert c.connect(unique_id("watch-"), **login).reason_code == 0  # type: ignore[arg-type]
+    assert c.subscribe(topic, 0).reason_codes == (0,)
+    return c
+
+
+def with_token_will(c: ClientPackets, token: str, topic: str, delay: int | None) -> None:
+    """Connect ``c`` with ``token`` (enhanced authentication ``TOKEN``), a 30 s session and
+    :func:`will` on ``topic``; the CONNACK must accept it."""
+    ack = c.connect(
+        unique_id("dev-"),
+        will=will(topic, delay),
+        properties=Properties(
+            session_expiry_interval=30,
+            authentication_method="TOKEN",
+            authentication_data=token.encode(),
+        ),
+    )
+    assert ack.reason_code == 0

@@ -13,12 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from edge_broker.mqtt.packets import Auth, Properties, Will
+from edge_broker.mqtt.packets import Auth, Properties
 from tests.authz.session_support import (
+    NO_WILLS,
     PASSWORDS,
     RULES_WIDE,
     gateway_config,
     reload,
+    watching,
+    will,
+    with_token_will,
     write_passwd,
 )
 from tests.broker.broker_raw import RawClient, unique_id
@@ -27,20 +31,10 @@ from tests.conftest import RunningBroker, start_broker
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 from token_broker import grant, make_token, token_config  # noqa: E402
 
-NO_WILLS = (
-    '{ id = "no-wills", topic = "wills/#", type = "DENY", activity = "PUBLISH" }, '
-    '{ id = "all", topic = "#" }'
-)
-
-
-def will(topic: str, delay: int | None = None) -> Will:
-    return Will(topic, b"gone", 0, properties=Properties(will_delay_interval=delay))
-
 
 def watcher(b: RunningBroker, topic: str, **login: object) -> RawClient:
     c = RawClient(b.host, b.port)
-    assert c.connect(unique_id("watch-"), **login).reason_code == 0  # type: ignore[arg-type]
-    assert c.subscribe(topic, 0).reason_codes == (0,)
+    watching(c, topic, **login)
     return c
 
 
@@ -99,16 +93,7 @@ def token_gateway(tmp_path: Path):
 
 def token_client(b: RunningBroker, token: str, topic: str, delay: int | None) -> RawClient:
     c = RawClient(b.host, b.port)
-    ack = c.connect(
-        unique_id("dev-"),
-        will=will(topic, delay),
-        properties=Properties(
-            session_expiry_interval=30,
-            authentication_method="TOKEN",
-            authentication_data=token.encode(),
-        ),
-    )
-    assert ack.reason_code == 0
+    with_token_will(c, token, topic, delay)
     return c
 
 

@@ -13,8 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from edge_broker.mqtt.packets import Properties, Will
-from tests.authz.session_support import PASSWORDS, RULES_WIDE, gateway_config, write_passwd
+from edge_broker.mqtt.packets import Properties
+from tests.authz.session_support import (
+    NO_WILLS,
+    PASSWORDS,
+    RULES_WIDE,
+    gateway_config,
+    watching,
+    will,
+    with_token_will,
+    write_passwd,
+)
 from tests.broker.broker_raw import unique_id
 from tests.broker.engine_harness import MemoryBroker, MemoryClient, memory_broker
 
@@ -22,10 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "auth"))
 from token_broker import grant, make_token, token_config  # noqa: E402
 
 GRANTS = [grant(["~"], pub=["wills/#"])]
-NO_WILLS = (
-    '{ id = "no-wills", topic = "wills/#", type = "DENY", activity = "PUBLISH" }, '
-    '{ id = "all", topic = "#" }'
-)
 
 
 @pytest.fixture
@@ -33,29 +38,15 @@ def mb(tmp_path: Path) -> Iterator[MemoryBroker]:
     yield from memory_broker(token_config(tmp_path, leeway=0))
 
 
-def will(topic: str, delay: int | None = None) -> Will:
-    return Will(topic, b"gone", 0, properties=Properties(will_delay_interval=delay))
-
-
 def watcher(mb: MemoryBroker, topic: str, **login: object) -> MemoryClient:
     c = mb.client()
-    assert c.connect(unique_id("watch-"), **login).reason_code == 0  # type: ignore[arg-type]
-    assert c.subscribe(topic, 0).reason_codes == (0,)
+    watching(c, topic, **login)
     return c
 
 
 def token_client(mb: MemoryBroker, token: str, topic: str, delay: int | None) -> MemoryClient:
     c = mb.client()
-    ack = c.connect(
-        unique_id("dev-"),
-        will=will(topic, delay),
-        properties=Properties(
-            session_expiry_interval=30,
-            authentication_method="TOKEN",
-            authentication_data=token.encode(),
-        ),
-    )
-    assert ack.reason_code == 0
+    with_token_will(c, token, topic, delay)
     return c
 
 

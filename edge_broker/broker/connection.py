@@ -296,20 +296,17 @@ class Connection(asyncio.BufferedProtocol):
         """Encode (cached per variant) and queue a QoS 0 PUBLISH; False if it could not be sent
         (expired, or larger than the client's Maximum Packet Size: dropped and counted). QoS 1/2
         go through :meth:`register_inflight` (packet id and in-flight: engine/flow.py)."""
-        return self.send_message(outgoing.message, outgoing.qos, outgoing.retain, outgoing.sub_ids)
+        return self.send_message(outgoing.message, outgoing.retain, outgoing.sub_ids)
 
-    def send_message(
-        self, message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]
-    ) -> bool:
-        """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path): ``qos``
-        is 0."""
-        template = self.publish_template(message, qos, retain, sub_ids)
+    def send_message(self, message: Message, retain: bool, sub_ids: tuple[int, ...]) -> bool:
+        """:meth:`send_publish` without an :class:`Outgoing` (the QoS 0 fan-out path)."""
+        template = self.publish_template(message, 0, retain, sub_ids)
         if template is None:
             return False
         # a QoS 0 template's head is the whole packet (mqtt/publish_template.py): read directly,
         # not through the .data property, so this path costs no more calls than before the
-        # flow took QoS 1/2; .data refuses a QoS 1/2 template (those need register_inflight)
-        self.send(template.data if qos else template.head)
+        # flow took QoS 1/2 (those are sent by register_inflight)
+        self.send(template.head)
         self.broker.stats.messages_sent += 1
         self.msgs_out += 1
         return True

@@ -152,7 +152,7 @@ class Delivery:
             if conn.paused:
                 self.stats.dropped += 1
                 return False
-            return conn.send_message(message, 0, retain, sub_ids)
+            return conn.send_message(message, retain, sub_ids)
         return self.send(session, new_outgoing(message, qos, retain, sub_ids))
 
     def _deliver_merged(

@@ -298,3 +298,20 @@ def inprocess_broker_factory() -> Iterator[Callable[..., InProcessBroker]]:
     for ib in started:
         if ib.thread.is_alive():
             ib.stop()
+
+
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The topics of every per-delivery check, in order, of an in-process broker (the real
+    check still decides): how many deliveries paid for an egress check (issue 21 item 4)."""
+    from edge_broker.broker.policy import Policy
+
+    seen: list[str] = []
+    real = Policy.check_deliver
+
+    def counted(self: Policy, session: Any, message: Any, entry: Any = None) -> Any:
+        seen.append(message.topic)
+        return real(self, session, message, entry)
+
+    monkeypatch.setattr(Policy, "check_deliver", counted)
+    return seen

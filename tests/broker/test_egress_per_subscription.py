@@ -17,9 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from edge_broker.broker.policy import Policy
 from edge_broker.broker.reload import apply_config
 from edge_broker.broker.server import Broker
 from edge_broker.config import loads_config
@@ -105,20 +102,6 @@ def running(text: str) -> Iterator[Running]:
         yield r
     finally:
         r.stop()
-
-
-@pytest.fixture
-def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The topics of every per-delivery check, in order (the real check still decides)."""
-    seen: list[str] = []
-    real = Policy.check_deliver
-
-    def counted(self: Policy, session: Any, message: Any, entry: Any = None) -> Any:
-        seen.append(message.topic)
-        return real(self, session, message, entry)
-
-    monkeypatch.setattr(Policy, "check_deliver", counted)
-    return seen
 
 
 def user(r: Running, name: str, client_id: str, **kw: Any) -> RawClient:

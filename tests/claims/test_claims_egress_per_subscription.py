@@ -6,15 +6,12 @@ take no check. Over real sockets against the broker running in this test's event
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import pytest
 from claims_broker import client, restriction, running_broker
 from claims_helpers import OTHER, OTHER_KEY, OWNER, OWNER_KEY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_broker.broker.policy import Policy
 from edge_broker.broker.server import Broker
 from edge_broker.claims.gate import reaches_restricted
 from edge_broker.matching.errors import RuleError
@@ -28,20 +25,6 @@ T = f"restricted/{OWNER}/t"
 def marks(broker: Broker, client_id: str) -> dict[str, bool]:
     (session,) = [s for s in broker.sessions if s.client_id == client_id]
     return {f: e.egress for f, e in session.subscriptions.items()}
-
-
-@pytest.fixture
-def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The topics of every per-delivery check (the real check still decides)."""
-    seen: list[str] = []
-    real = Policy.check_deliver
-
-    def counted(self: Policy, session: Any, message: Any, entry: Any = None) -> Any:
-        seen.append(message.topic)
-        return real(self, session, message, entry)
-
-    monkeypatch.setattr(Policy, "check_deliver", counted)
-    return seen
 
 
 async def test_claim_update_and_unclaim_are_decided_through_checked_subscriptions_only(

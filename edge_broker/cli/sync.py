@@ -201,12 +201,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--issued-at", type=int, help="Unix seconds (default: now); fix it for reproducible bundles"
     )
     create.add_argument("-o", "--output", required=True)
-    create.add_argument(
-        "--separator",
-        default="/",
-        choices=("/", "."),
-        help="the gateways' [topics] separator, for compiling the policy as they will",
-    )
     create.set_defaults(bundle_func=_cmd_create)
 
     verify = sub.add_parser(
@@ -218,13 +212,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     verify.add_argument("--gateway", help="check that the bundle applies to this gateway")
     verify.add_argument("--current-version", type=int, help="refuse versions not newer than this")
-    verify.add_argument(
-        "--separator",
-        default="/",
-        choices=("/", "."),
-        help="the gateways' [topics] separator, for compiling the policy as they will",
-    )
     verify.set_defaults(bundle_func=_cmd_verify)
+
+    for compiling in (create, verify):
+        compiling.add_argument(
+            "--separator",
+            default="/",
+            choices=("/", "."),
+            help="the gateways' [topics] separator, for compiling the policy as they will",
+        )
 
     show = sub.add_parser("show", help="print a bundle's header and policy as JSON")
     show.add_argument("bundle")

@@ -286,7 +286,7 @@ class Bridges:
             packet.retain,
             _inbound_properties(props),
             bridge.origin,
-            self.broker.clock(),
+            self.broker.clock,
         )
         identity = bridge.identity(mapping.tenant)
         verdict = self.broker.policy.check_publish(identity, message)

@@ -120,7 +120,7 @@ def _respond(conn: Connection, topic: str, payload: bytes) -> None:
         False,
         Properties(payload_format_indicator=1),
         conn.client_id,
-        conn.broker.clock(),
+        conn.broker.clock,
     )
     sub_ids = (entry.subscription_id,) if entry.subscription_id else ()
     conn.broker.delivery.send(session, Outgoing(message, min(1, entry.qos), False, sub_ids))

@@ -166,7 +166,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
             )
             conn.refuse_connect(ReasonCode.TOPIC_NAME_INVALID, f"will {reason}")
             return
-        message = will_message(will, conn.client_id, broker.clock())  # as gates judge it
+        message = will_message(will, conn.client_id, broker.clock)  # as gates judge it
         verdict = broker.policy.check_will(identity, message)
         decision = verdict if isinstance(verdict, Decision) else await verdict
         if decision.denied:

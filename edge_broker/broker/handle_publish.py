@@ -129,10 +129,10 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
             deny(GateName.RESERVED, None, "SMOKER claims are disabled on this broker ([claims])"),
         )
         return None
-    # the one value every later step sees: gates, retained store, routing, delivery (issue 21);
-    # the clock is read only for a message that can expire (a call per message otherwise)
-    now = broker.clock() if props.message_expiry_interval is not None else None
-    message = make_message(topic, packet.payload, qos, packet.retain, props, conn.client_id, now)
+    # the one value every later step sees: gates, retained store, routing, delivery (issue 21)
+    message = make_message(
+        topic, packet.payload, qos, packet.retain, props, conn.client_id, broker.clock
+    )
     verdict = broker.policy.check_publish(identity, message)
     if isinstance(verdict, Decision):
         return _decided(conn, packet, message, verdict)

@@ -197,24 +197,23 @@ def make_message(
     retain: bool,
     properties: Properties,
     origin: str | None,
-    now: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Message:
-    """A Message from a received PUBLISH (properties already stripped of the alias). ``now``
-    is the broker's clock (``Broker.clock``), read only for a message with a Message Expiry
-    Interval; every broker caller passes it then (the default, ``time.monotonic``, the
-    broker's default clock, is for tests and scripts)."""
+    """A Message from a received PUBLISH (properties already stripped of the alias). ``clock``
+    is the broker's (``Broker.clock``; every broker caller passes it, the default is the
+    broker's default clock, for scripts and tests), read only for a message with a Message
+    Expiry Interval: a call per message otherwise."""
     expiry = properties.message_expiry_interval
     if expiry is None:
         return new_message(topic, payload, qos, retain, properties, None, origin)
-    expires_at = (time.monotonic() if now is None else now) + expiry
-    return new_message(topic, payload, qos, retain, properties, expires_at, origin)
+    return new_message(topic, payload, qos, retain, properties, clock() + expiry, origin)
 
 
-def will_message(will: Will, origin: str, now: float) -> Message:
+def will_message(will: Will, origin: str, clock: Callable[[], float]) -> Message:
     """A CONNECT's will as the message it would be: what the gates judge at CONNECT and, built
     again when the will is published, what is judged, retained and routed then (issue 21). The
     Will Delay Interval is a CONNECT property, not part of the message."""
     props = will.properties
     if props.will_delay_interval is not None:
         props = replace(props, will_delay_interval=None)
-    return make_message(will.topic, will.payload, will.qos, will.retain, props, origin, now)
+    return make_message(will.topic, will.payload, will.qos, will.retain, props, origin, clock)

@@ -594,7 +594,7 @@ class Broker:
     def publish_will(self, session: Session, will: Will) -> None:
         """Publish ``will`` if the policy in force now allows it (broker/rejudge.py). The
         message is built once: judged, retained and routed as that one value (issue 21)."""
-        message = will_message(will, session.client_id, self.clock())
+        message = will_message(will, session.client_id, self.clock)
         verdict = judge_will(self, session, message)
         if isinstance(verdict, Decision):
             if verdict.denied:

@@ -56,9 +56,17 @@ def test_a_new_message_computes_its_facts_when_asked() -> None:
 
 
 def test_make_message_reads_now_only_for_an_expiring_message() -> None:
-    assert make_message("t", b"", 0, False, NO_PROPERTIES, None, 100.0).expires_at is None
+    reads: list[float] = []
+
+    def clock() -> float:
+        reads.append(100.0)
+        return 100.0
+
+    assert make_message("t", b"", 0, False, NO_PROPERTIES, None, clock).expires_at is None
+    assert reads == []  # no clock call for a message that cannot expire
     expiring = Properties(message_expiry_interval=5)
-    assert make_message("t", b"", 0, False, expiring, None, 100.0).expires_at == 105.0
+    assert make_message("t", b"", 0, False, expiring, None, clock).expires_at == 105.0
+    assert reads == [100.0]
 
 
 def test_new_outgoing_is_the_outgoing_init_builds() -> None:

@@ -422,10 +422,11 @@ class Broker:
         for conn in dirty:
             conn.flush()
         # what a write can start between ticks: bytes left in a transport, a failed store write
-        if self.write_budget.total and "write_resample" not in self.timers:
-            self._plan_duties(self.clock())
         persistence = self.persistence
-        if persistence is not None and not persistence.healthy and "store_probe" not in self.timers:
+        timers = self.timers
+        if (self.write_budget.total and "write_resample" not in timers) or (
+            persistence is not None and not persistence.healthy and "store_probe" not in timers
+        ):
             self._plan_duties(self.clock())
 
     # -- sessions ---------------------------------------------------------------------------

@@ -678,9 +678,10 @@ class Broker:
             # are the broker's to answer (pre_auth.py, token_expiry.py)
             events = conn.engine.handle_timer(now, timeout)
             first = events[0] if events else None  # TimedOut comes first
-            if isinstance(first, TimedOut) and first.what is Timeout.CONNECT:
+            due = first.what if isinstance(first, TimedOut) else None
+            if due is Timeout.CONNECT:
                 connect_timed_out(conn, timeout)
-            elif isinstance(first, TimedOut) and first.what is Timeout.TOKEN:
+            elif due is Timeout.TOKEN:
                 token_expired(conn)
             elif events:
                 conn.act(events)

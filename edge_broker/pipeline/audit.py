@@ -22,7 +22,7 @@ from ..audit.record import FORMAT_VERSION, RECORD_FIELDS
 from ..matching.reserved_topics import CLAIM_TOPIC, UNCLAIM_TOPIC
 from .report import bar_chart, cut_note, page, table, utc_time
 from .session import PipelineError, progress, tune_partitions
-from .storage import Storage, join
+from .storage import SHARED, Storage, join
 from .weekly import TABLES as WEEKLY_TABLES
 from .weekly import WEEK, weekly_section, weekly_tables
 
@@ -172,7 +172,10 @@ def _read_lines(spark: Any, inputs: list[str], gateway: str | None) -> Records:
         df = reader.json(list(inputs))
         files = df.inputFiles()
     except AnalysisException as exc:
-        raise PipelineError(f"{', '.join(inputs)}: {str(exc).splitlines()[0]}") from exc
+        first = str(exc).splitlines()[0]
+        if "PATH_NOT_FOUND" in first:  # the driver lists the input: executors alone do not count
+            first += f"; the driver lists the input files: put them on {SHARED}"
+        raise PipelineError(f"{', '.join(inputs)}: {first}") from exc
     if not files:
         raise PipelineError(f"{', '.join(inputs)}: no audit segments or batches (*.jsonl)")
     df = df.withColumn("_file", F.input_file_name())

@@ -35,7 +35,7 @@ from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
 from .session import PipelineError, progress, tune_partitions
 from .signing import sign_body
-from .storage import BulkWriter, Storage, join
+from .storage import SHARED, BulkWriter, Storage, join
 
 GATEWAY_ID = re.compile(r"[A-Za-z0-9_.@~-]{1,128}")
 
@@ -297,6 +297,11 @@ def run_compile(
         "acl": "gateway",
         "grants": "tenant",
     }
+    if not storage.is_dir(input_dir):  # a folder only the executors see is not there for us
+        raise PipelineError(
+            f"{input_dir}: no such folder where the driver looks; the driver lists the input "
+            f"tables: put them on {SHARED}"
+        )
     for table, columns in TABLES.items():
         path = find_table(storage, input_dir, table)
         if path is None:

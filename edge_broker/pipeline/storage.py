@@ -23,6 +23,9 @@ from typing import Any
 
 from .session import PipelineError
 
+# where job input and output must be: the driver lists and checks them, the executors read and
+# write them (a folder on one machine's own disk is not that, edge_broker/pipeline/README.md)
+SHARED = "storage that the driver and every executor share (HDFS, S3 via s3a://, NFS)"
 WRITER_THREADS = 8  # each small write is ~4 Py4J round trips of waiting, not Python work
 WRITER_WINDOW = 256  # files queued or in flight at most: memory stays bounded while streaming
 
@@ -135,8 +138,7 @@ class Storage:
             raise PipelineError(
                 f"{uri}: the executors' {what} files are not there (only "
                 f"{', '.join(f.rsplit('/', 1)[-1] for f in self.list_files(uri)) or 'nothing'}); "
-                "write to storage that the driver and every executor share (HDFS, S3 via s3a://, "
-                "NFS)"
+                f"write to {SHARED}"
             )
 
 

@@ -3,7 +3,8 @@
 calls of one QoS 1 delivery to a persistent session cost, writing the turns' records included.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_journal.py [--messages 20000]
-        [--subscribers 10] [--repeat 5] [--per-turn 16] [--part all|no-write|harness|floor]
+        [--subscribers 10] [--repeat 5] [--per-turn 16]
+        [--part all|no-write|harness|floor|floor-no-write]
 
 ``--per-turn`` messages are queued to every subscriber's journal in one turn, go into flight in
 the next turn and are completed in the turn after (the order the broker sees under load: a full
@@ -115,7 +116,7 @@ async def run(directory: Path, messages: int, subscribers: int, per_turn: int, p
     store = Persistence(keyed)
     keyed.hold(REFS, store)
     store._recording = True  # what Persistence.recover ends with, on an empty store
-    if part == "no-write":  # the records are made (Persistence._take) but not encoded
+    if part.endswith("no-write"):  # the records are made (Persistence._take) but not encoded
         store.keyed.write_flat = lambda ops, count: 0  # type: ignore[method-assign]
     journals: list[Any] = [
         NO_JOURNAL
@@ -125,7 +126,7 @@ async def run(directory: Path, messages: int, subscribers: int, per_turn: int, p
         )
         for i in range(subscribers)
     ]
-    if part == "floor":
+    if part.startswith("floor"):
         store = Floor(keyed)  # type: ignore[assignment]
         journals = [FloorJournal(store, i) for i in range(subscribers)]  # type: ignore[arg-type]
     payload = b"x" * 64
@@ -160,10 +161,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
         "--part",
-        choices=("all", "no-write", "harness", "floor"),
+        choices=("all", "no-write", "harness", "floor", "floor-no-write"),
         default="all",
         help="no-write: without encoding and writing the records; harness: no store at all; "
-        "floor: the least a per-reference record costs (class Floor)",
+        "floor: the least a per-reference record costs (class Floor), floor-no-write: without "
+        "encoding and writing its records",
     )
     parser.add_argument("--per-turn", type=int, default=16, help="messages per event-loop turn")
     args = parser.parse_args()

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIGURE = re.compile(r"^10 subscriber\(s\): [0-9.]+ µs per message, [0-9.]+ µs per reference")
 
 
-@pytest.mark.parametrize("part", ["all", "no-write", "harness", "floor"])
+@pytest.mark.parametrize("part", ["all", "no-write", "harness", "floor", "floor-no-write"])
 def test_bench_journal_runs_each_part_and_leaves_no_reference(part: str) -> None:
     r = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "bench_journal.py")]

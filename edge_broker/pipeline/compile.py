@@ -33,7 +33,7 @@ from typing import Any
 
 from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
-from .session import PipelineError, progress, tune_partitions
+from .session import PipelineError, progress, static_plans, tune_partitions
 from .signing import sign_body
 from .storage import BulkWriter, Storage, join
 
@@ -281,6 +281,32 @@ def run_compile(
     gateway that uses a permission set with an invalid row, has an invalid device or ACL row (an
     ACL row without a gateway: every gateway), or a duplicate gateway row gets no bundle and keeps
     its previous one (listed in ``withheld.jsonl``)."""
+    with static_plans(spark):
+        return _compile(
+            spark,
+            input_dir,
+            out,
+            key=key,
+            issued_at=issued_at,
+            separator=separator,
+            skip_invalid=skip_invalid,
+            emit_policies=emit_policies,
+            publish=publish,
+        )
+
+
+def _compile(
+    spark: Any,
+    input_dir: str,
+    out: str,
+    *,
+    key: Any,
+    issued_at: int,
+    separator: str,
+    skip_invalid: bool,
+    emit_policies: bool,
+    publish: str | None,
+) -> CompileResult:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 

@@ -300,3 +300,45 @@ def test_compile_plans_each_action_once_and_restores_adaptive_execution(
     assert result.bundles == 4
     assert jobs <= 16, jobs
     assert spark.conf.get("spark.sql.adaptive.enabled") == before == "true"
+
+
+def test_the_invalid_count_and_the_bundle_build_run_at_the_same_time(spark: Any) -> None:
+    """compile counts the invalid rows and builds the bundle bodies at the same time: the
+    second action runs while the first does (the first here only returns once the second has
+    started); the build is cancelled, not awaited, when the count fails the job, and an error
+    of the build is raised in the caller's thread."""
+    import threading
+    import time
+
+    from edge_broker.pipeline.compile import _at_the_same_time
+
+    started = threading.Event()
+
+    def second() -> int:
+        started.set()
+        return 2
+
+    assert _at_the_same_time(
+        spark, lambda: started.wait(20), second, cancel_second=lambda first: False
+    ) == (True, 2)
+
+    def slow(_: Any) -> Any:
+        import time as t
+
+        t.sleep(60)
+        return _
+
+    began = time.monotonic()
+    got = _at_the_same_time(
+        spark,
+        lambda: 1,
+        lambda: spark.sparkContext.parallelize(range(2), 2).map(slow).collect(),
+        cancel_second=lambda first: first == 1,
+    )
+    assert got == (1, None) and time.monotonic() - began < 45
+
+    def broken() -> None:
+        raise ValueError("the build failed")
+
+    with pytest.raises(ValueError, match="the build failed"):
+        _at_the_same_time(spark, lambda: 1, broken, cancel_second=lambda first: False)

@@ -167,7 +167,8 @@ def main() -> int:
     work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-pipeline-")).resolve()
     key_path = work / "cloud.key"
     work.mkdir(parents=True, exist_ok=True)
-    write_signing_key(str(key_path), nacl.signing.SigningKey(bytes(32)))
+    if not key_path.exists():  # a kept --workdir is reused with its key
+        write_signing_key(str(key_path), nacl.signing.SigningKey(bytes(32)))
     cores = _cores(a.master)
     jobs = {j.strip() for j in a.jobs.split(",") if j.strip()}
     if not jobs or jobs - {"compile", "audit"}:

@@ -337,7 +337,8 @@ def _compile(
         "acl": "gateway",
         "grants": "tenant",
     }
-    for table, columns in TABLES.items():
+
+    def read(table: str) -> None:
         path = find_table(storage, input_dir, table)
         if path is None:
             if table in REQUIRED_TABLES:
@@ -345,14 +346,21 @@ def _compile(
                     f"{input_dir}: no {table} table; add {table}.parquet, {table}.csv or "
                     f"{table}.json"
                 )
-            continue
+            return
         progress(f"reading {table} from {path}")
         files[table] = path
-        frames[table], read_bad[table] = read_table(spark, path, table, columns, scopes[table])
+        frames[table], read_bad[table] = read_table(
+            spark, path, table, TABLES[table], scopes[table]
+        )
         invalid_frames.append(read_bad[table])
 
-    partitions = tune_partitions(spark, sum(storage.size(path) for path in files.values()))
-    progress(f"validating rules with the broker's parsers ({partitions} shuffle partitions)")
+    def read_optional() -> None:
+        for table in TABLES:
+            if table not in REQUIRED_TABLES:
+                read(table)
+
+    for table in REQUIRED_TABLES:
+        read(table)
     gateways, bad = _validate(
         frames["gateways"],
         "gateways",
@@ -362,7 +370,7 @@ def _compile(
         F.col("gateway"),
     )
     invalid_frames.append(bad)
-    checked = [bad]  # each table's checked rows (cached by _validate): see _collect_together below
+    checked = [bad.agg(F.count(F.lit(1)).alias("_n"))]
     gateways, bad = _duplicates(gateways, "gateways", ["gateway"], "gateway id")
     invalid_frames.append(bad)
 
@@ -375,7 +383,20 @@ def _compile(
         F.col("gateway"),
     )
     invalid_frames.append(bad)
-    checked.append(bad)
+    checked.append(bad.agg(F.count(F.lit(1)).alias("_n")))
+    progress("checking the gateway and device rows with the broker's parsers")
+    # the executors check every gateway and device row (one count each; the checked rows stay
+    # cached for the queries below) while the driver reads the rule tables and plans: the
+    # cores would otherwise wait for the driver's first action, and the executors' Python
+    # workers start during this job
+    _at_the_same_time(
+        spark,
+        read_optional,
+        lambda: checked[0].unionByName(checked[1]).collect(),
+        cancel_second=lambda _: False,
+    )
+    partitions = tune_partitions(spark, sum(storage.size(path) for path in files.values()))
+    progress(f"checking the rule rows ({partitions} shuffle partitions)")
 
     sets: dict[str, list[dict[str, Any]]] = {}
     to_driver: dict[str, Any] = {}  # kind of row -> the DataFrame of them (see _collect_together)
@@ -423,13 +444,7 @@ def _compile(
         )
 
     # the rows the driver needs (valid permission and grant rows, what invalid rows taint),
-    # checked by the executors and collected by one Spark job, not one per table and kind. The
-    # same job checks every gateway and device row (one count each; the checked rows stay
-    # cached): that work then runs on every core while the executors' Python workers start,
-    # and the invalid count and the bundle build that follow share it instead of each
-    # computing it (they run at the same time)
-    for i, frame in enumerate(checked):
-        to_driver[f"checked{i}"] = frame.agg(F.count(F.lit(1)).alias("_n"))
+    # checked by the executors and collected by one Spark job, not one per table and kind
     driver_rows = _collect_together(to_driver)
     if "permissions" in frames:
         sets = _build_sets(driver_rows["rule"], separator, driver_invalid, files["permissions"])

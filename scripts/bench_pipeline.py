@@ -45,8 +45,11 @@ def _cores(master: str) -> int:
     return os.cpu_count() or 1 if inner == "*" else int(inner)
 
 
-def _run(args: list[str], master: str, events: Path) -> tuple[float, list[tuple[int, int]]]:
-    """(wall seconds, [(task launch ms, task finish ms)]) of one CLI run."""
+def _run(
+    args: list[str], master: str, events: Path, code: Path = ROOT
+) -> tuple[float, list[tuple[int, int]], int]:
+    """(wall seconds, [(task launch ms, task finish ms)], Spark jobs) of one CLI run of the
+    edge_broker package in ``code`` (this checkout by default)."""
     events.mkdir(parents=True, exist_ok=True)
     before = set(events.iterdir())
     cmd = [
@@ -65,31 +68,40 @@ def _run(args: list[str], master: str, events: Path) -> tuple[float, list[tuple[
         "spark.ui.showConsoleProgress=false",
         *args,
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(code)}
     t = time.monotonic()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    # run in ``code``: ``python -m`` puts the working directory first on sys.path, before
+    # PYTHONPATH (from another checkout, that checkout's package would run)
+    done = subprocess.run(cmd, env=env, cwd=code, capture_output=True, text=True)
     wall = time.monotonic() - t
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args[:1])} failed ({done.returncode}): {done.stderr[-2000:]}")
     tasks: list[tuple[int, int]] = []
+    jobs = 0
     for entry in set(events.iterdir()) - before:
         for log in (
             sorted(entry.iterdir()) if entry.is_dir() else [entry]
         ):  # Spark 4: a folder of event files
-            tasks += _tasks(log)
-    return wall, tasks
+            found, started = _tasks(log)
+            tasks += found
+            jobs += started
+    return wall, tasks, jobs
 
 
-def _tasks(log: Path) -> list[tuple[int, int]]:
+def _tasks(log: Path) -> tuple[list[tuple[int, int]], int]:
+    """([(launch ms, finish ms)] of every task, how many Spark jobs started) in one log."""
     found: list[tuple[int, int]] = []
+    jobs = 0
     if log.name.startswith(("appstatus", ".")):  # status marker, Hadoop's .crc files
-        return found
+        return found, jobs
     with open(log, encoding="utf-8") as fh:
         for line in fh:
             if '"SparkListenerTaskEnd"' in line:
                 info = json.loads(line)["Task Info"]
                 found.append((info["Launch Time"], info["Finish Time"]))
-    return found
+            elif '"SparkListenerJobStart"' in line:
+                jobs += 1
+    return found, jobs
 
 
 def per_core(tasks: list[tuple[int, int]], cores: int) -> list[float]:
@@ -110,7 +122,7 @@ def per_core(tasks: list[tuple[int, int]], cores: int) -> list[float]:
 
 
 def _figures(
-    job: str, wall: float, tasks: list[tuple[int, int]], cores: int, load_before: float
+    job: str, wall: float, tasks: list[tuple[int, int]], jobs: int, cores: int, load_before: float
 ) -> dict[str, Any]:
     """One job's columns: wall seconds, busy, task seconds per core, and the machine's 1-minute
     load average before and after the run (other processes on a shared machine inflate the
@@ -120,6 +132,7 @@ def _figures(
         f"{job}_busy": round(sum(b - a for a, b in tasks) / 1000 / (wall * cores), 2),
         f"{job}_core_s": per_core(tasks, cores),
         f"{job}_load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        f"{job}_jobs": jobs,
     }
 
 
@@ -138,19 +151,32 @@ def main() -> int:
     )
     p.add_argument("--json", help="append the result lines to this file")
     p.add_argument(
+        "--code",
+        default=str(ROOT),
+        help="comma-separated checkouts whose edge_broker runs the jobs (default: this one); "
+        "with several, each size runs each checkout in turn, so a before/after comparison "
+        "sees the same inputs and, as far as possible, the same load (e.g. --code "
+        "/tmp/main,. with /tmp/main from git archive)",
+    )
+    p.add_argument(
         "--jobs",
         default="compile,audit",
         help="which jobs to run per size (comma-separated: compile, audit)",
     )
     a = p.parse_args()
-    work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-pipeline-"))
+    work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-pipeline-")).resolve()
     key_path = work / "cloud.key"
     work.mkdir(parents=True, exist_ok=True)
-    write_signing_key(str(key_path), nacl.signing.SigningKey(bytes(32)))
+    if not key_path.exists():  # a kept --workdir is reused with its key
+        write_signing_key(str(key_path), nacl.signing.SigningKey(bytes(32)))
     cores = _cores(a.master)
     jobs = {j.strip() for j in a.jobs.split(",") if j.strip()}
     if not jobs or jobs - {"compile", "audit"}:
         p.error(f"--jobs {a.jobs!r}: name compile and/or audit")
+    codes = [Path(c.strip()).resolve() for c in a.code.split(",") if c.strip()]
+    for code in codes:
+        if not (code / "edge_broker" / "pipeline").is_dir():
+            p.error(f"--code {code}: no edge_broker/pipeline package there")
     rows: list[dict[str, Any]] = []
     try:
         for fraction in (float(f) for f in a.fractions.split(",")):
@@ -169,67 +195,75 @@ def main() -> int:
                 seed=1,
             )
             generate = time.monotonic() - t
-            row: dict[str, Any] = {
-                "fraction": fraction,
-                "master": a.master,
-                "gateways": gateways,
-                "devices": fleet.devices,
-                "records": fleet.audit_records,
-                "generate_s": round(generate, 1),
-            }
-            if "compile" in jobs:
-                load = os.getloadavg()[0]
-                wall, tasks = _run(
-                    [
-                        "compile",
-                        "--input",
-                        fleet.directory,
-                        "--key",
-                        str(key_path),
-                        "-o",
-                        str(d / "out"),
-                        "--issued-at",
-                        "1790000000",
-                    ],
-                    a.master,
-                    work / "events",
-                )
-                row.update(_figures("compile", wall, tasks, cores, load))
-            if "audit" in jobs:
-                load = os.getloadavg()[0]
-                wall, tasks = _run(
-                    ["audit", str(Path(fleet.directory) / "audit"), "-o", str(d / "report")],
-                    a.master,
-                    work / "events",
-                )
-                row.update(_figures("audit", wall, tasks, cores, load))
-            if rows:
-                prev = rows[-1]
+            for code in codes:
+                row: dict[str, Any] = {
+                    "fraction": fraction,
+                    "master": a.master,
+                    "code": str(code),
+                    "gateways": gateways,
+                    "devices": fleet.devices,
+                    "records": fleet.audit_records,
+                    "generate_s": round(generate, 1),
+                }
                 if "compile" in jobs:
-                    row["compile_s_per_1k_devices"] = round(
-                        (row["compile_s"] - prev["compile_s"])
-                        / ((row["devices"] - prev["devices"]) / 1000),
-                        3,
+                    load = os.getloadavg()[0]
+                    wall, tasks, started = _run(
+                        [
+                            "compile",
+                            "--input",
+                            fleet.directory,
+                            "--key",
+                            str(key_path),
+                            "-o",
+                            str(d / "out"),
+                            "--issued-at",
+                            "1790000000",
+                        ],
+                        a.master,
+                        work / "events",
+                        code,
                     )
+                    row.update(_figures("compile", wall, tasks, started, cores, load))
                 if "audit" in jobs:
-                    row["audit_s_per_100k_records"] = round(
-                        (row["audit_s"] - prev["audit_s"])
-                        / ((row["records"] - prev["records"]) / 100_000),
-                        3,
+                    load = os.getloadavg()[0]
+                    wall, tasks, started = _run(
+                        ["audit", str(Path(fleet.directory) / "audit"), "-o", str(d / "report")],
+                        a.master,
+                        work / "events",
+                        code,
                     )
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            if a.json:
-                with open(a.json, "a") as fh:
-                    fh.write(json.dumps(row) + "\n")
+                    row.update(_figures("audit", wall, tasks, started, cores, load))
+                earlier = [r for r in rows if r["code"] == str(code)]
+                if earlier:
+                    prev = earlier[-1]
+                    if "compile" in jobs:
+                        row["compile_s_per_1k_devices"] = round(
+                            (row["compile_s"] - prev["compile_s"])
+                            / ((row["devices"] - prev["devices"]) / 1000),
+                            3,
+                        )
+                    if "audit" in jobs:
+                        row["audit_s_per_100k_records"] = round(
+                            (row["audit_s"] - prev["audit_s"])
+                            / ((row["records"] - prev["records"]) / 100_000),
+                            3,
+                        )
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if a.json:
+                    with open(a.json, "a") as fh:
+                        fh.write(json.dumps(row) + "\n")
             if not a.workdir:
                 shutil.rmtree(d, ignore_errors=True)
     finally:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
+    if len(codes) > 1:
+        print("code: " + ", ".join(f"{i} = {c}" for i, c in enumerate(codes)))
     print(
-        f"{'devices':>9} {'gateways':>8} {'records':>9} {'compile s':>9} {'busy':>5} "
-        f"{'s/1k dev':>8} {'task s per core':>16} {'load':>9} {'audit s':>8} {'busy':>5} "
+        f"{'code':>4} {'devices':>9} {'gateways':>8} {'records':>9} {'compile s':>9} "
+        f"{'busy':>5} {'s/1k dev':>8} {'task s per core':>16} {'load':>9} {'jobs':>4} "
+        f"{'audit s':>8} {'busy':>5} "
         f"{'s/100k rec':>10} {'task s per core':>16} {'load':>9}"
     )
 
@@ -239,9 +273,11 @@ def main() -> int:
 
     for r in rows:
         print(
-            f"{r['devices']:>9} {r['gateways']:>8} {r['records']:>9} {cell(r, 'compile_s'):>9} "
+            f"{[str(c) for c in codes].index(r['code']):>4} {r['devices']:>9} "
+            f"{r['gateways']:>8} {r['records']:>9} {cell(r, 'compile_s'):>9} "
             f"{cell(r, 'compile_busy'):>5} {cell(r, 'compile_s_per_1k_devices'):>8} "
             f"{cell(r, 'compile_core_s'):>16} {cell(r, 'compile_load'):>9} "
+            f"{cell(r, 'compile_jobs'):>4} "
             f"{cell(r, 'audit_s'):>8} {cell(r, 'audit_busy'):>5} "
             f"{cell(r, 'audit_s_per_100k_records'):>10} {cell(r, 'audit_core_s'):>16} "
             f"{cell(r, 'audit_load'):>9}"

@@ -33,7 +33,7 @@ from typing import Any
 
 from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
-from .session import PipelineError, progress, tune_partitions
+from .session import PipelineError, progress, static_plans, tune_partitions
 from .signing import sign_body
 from .storage import SHARED, BulkWriter, Storage, join
 
@@ -217,6 +217,7 @@ def body_builder(
         from ..sync.apply import check_policy
         from ..sync.bundle import BundleError
         from .policy import gateway_policy
+        from .rules import split_list
         from .signing import bundle_body
 
         gw = frame["gateway"].iloc[0]
@@ -235,6 +236,19 @@ def body_builder(
                 for r in acl.sort_values(["_specific", "_row"]).to_dict("records")
             ]
         )
+        tainted = sorted({n for m in members for n in split_list(m["sets"])} - sets.keys())
+        if tainted:  # built before the invalid rows are counted; withheld before signing
+            return pd.DataFrame(
+                {
+                    "gateway": [gw],
+                    "version": [version],
+                    "devices": [len(members)],
+                    "body": [None],
+                    "policy": [None],
+                    "problem": [f"uses permission set(s) {', '.join(tainted)} with invalid rows"],
+                    "_row": [int(frame["_row"].iloc[0])],
+                }
+            )
         policy = gateway_policy(members, sets, acl_rows, acl_default)
         try:
             check_policy(
@@ -281,6 +295,32 @@ def run_compile(
     gateway that uses a permission set with an invalid row, has an invalid device or ACL row (an
     ACL row without a gateway: every gateway), or a duplicate gateway row gets no bundle and keeps
     its previous one (listed in ``withheld.jsonl``)."""
+    with static_plans(spark):
+        return _compile(
+            spark,
+            input_dir,
+            out,
+            key=key,
+            issued_at=issued_at,
+            separator=separator,
+            skip_invalid=skip_invalid,
+            emit_policies=emit_policies,
+            publish=publish,
+        )
+
+
+def _compile(
+    spark: Any,
+    input_dir: str,
+    out: str,
+    *,
+    key: Any,
+    issued_at: int,
+    separator: str,
+    skip_invalid: bool,
+    emit_policies: bool,
+    publish: str | None,
+) -> CompileResult:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -302,7 +342,8 @@ def run_compile(
             f"{input_dir}: no such folder where the driver looks; the driver lists the input "
             f"tables: put them on {SHARED}"
         )
-    for table, columns in TABLES.items():
+
+    def read(table: str) -> None:
         path = find_table(storage, input_dir, table)
         if path is None:
             if table in REQUIRED_TABLES:
@@ -310,14 +351,21 @@ def run_compile(
                     f"{input_dir}: no {table} table; add {table}.parquet, {table}.csv or "
                     f"{table}.json"
                 )
-            continue
+            return
         progress(f"reading {table} from {path}")
         files[table] = path
-        frames[table], read_bad[table] = read_table(spark, path, table, columns, scopes[table])
+        frames[table], read_bad[table] = read_table(
+            spark, path, table, TABLES[table], scopes[table]
+        )
         invalid_frames.append(read_bad[table])
 
-    partitions = tune_partitions(spark, sum(storage.size(path) for path in files.values()))
-    progress(f"validating rules with the broker's parsers ({partitions} shuffle partitions)")
+    def read_optional() -> None:
+        for table in TABLES:
+            if table not in REQUIRED_TABLES:
+                read(table)
+
+    for table in REQUIRED_TABLES:
+        read(table)
     gateways, bad = _validate(
         frames["gateways"],
         "gateways",
@@ -327,6 +375,7 @@ def run_compile(
         F.col("gateway"),
     )
     invalid_frames.append(bad)
+    checked = [bad.agg(F.count(F.lit(1)).alias("_n"))]
     gateways, bad = _duplicates(gateways, "gateways", ["gateway"], "gateway id")
     invalid_frames.append(bad)
 
@@ -339,6 +388,20 @@ def run_compile(
         F.col("gateway"),
     )
     invalid_frames.append(bad)
+    checked.append(bad.agg(F.count(F.lit(1)).alias("_n")))
+    progress("checking the gateway and device rows with the broker's parsers")
+    # the executors check every gateway and device row (one count each; the checked rows stay
+    # cached for the queries below) while the driver reads the rule tables and plans: the
+    # cores would otherwise wait for the driver's first action, and the executors' Python
+    # workers start during this job
+    _at_the_same_time(
+        spark,
+        read_optional,
+        lambda: checked[0].unionByName(checked[1]).collect(),
+        cancel_second=lambda _: False,
+    )
+    partitions = tune_partitions(spark, sum(storage.size(path) for path in files.values()))
+    progress(f"checking the rule rows ({partitions} shuffle partitions)")
 
     sets: dict[str, list[dict[str, Any]]] = {}
     to_driver: dict[str, Any] = {}  # kind of row -> the DataFrame of them (see _collect_together)
@@ -476,59 +539,17 @@ def run_compile(
     # one job: how many invalid rows, whether one taints every gateway (an ACL row without a
     # gateway), whether any valid device row is left
     gw_tables = invalid.where(F.col("table").isin("gateways", "devices", "acl"))
-    counts = (
-        invalid.agg(
-            F.count(F.lit(1)).alias("n"),
-            F.max(
-                (F.col("table").isin("gateways", "devices", "acl")) & (F.col("_scope") == ALL)
-            ).alias("every"),
-        )
-        .crossJoin(devices.select("_row").limit(1).agg(F.count(F.lit(1)).alias("devices")))
-        .first()
-    )
-    n_invalid = int(counts["n"])
-    if counts["devices"] == 0:
-        progress(
-            f"warning: {files['devices']} has no valid device rows: every bundle would deny every "
-            "client"
-        )
-    if n_invalid and not skip_invalid:
-        _write_invalid(storage, out, invalid, n_invalid)
-        invalid.unpersist()
-        raise PipelineError(
-            _invalid_message(invalid, n_invalid, out) + "\nnothing was signed; fix them, or pass "
-            "--skip-invalid to compile the gateways none of whose rows are invalid"
-        )
-
-    # which gateways lost a row (their bundle is withheld; the gateway keeps its previous one).
-    # With no invalid row none did (a tainted set is one with an invalid row): no plan and no
-    # Spark job is spent on it
-    withheld: Any = None
-    if n_invalid:
-        every = bool(counts["every"])
-        withheld = (
-            gw_tables.where(F.col("_scope").isNotNull() & (F.col("_scope") != ALL))
-            .groupBy(F.col("_scope").alias("gateway"))
-            .agg(
-                F.concat(
-                    F.lit("invalid row(s) in "),
-                    F.concat_ws(", ", F.sort_array(F.collect_set("table"))),
-                ).alias("reason"),
-            )
-            .unionByName(uses_withheld)
-        )
-        if every:
-            withheld = withheld.unionByName(
-                gateways.select(
-                    "gateway", F.lit("an invalid ACL row for every gateway").alias("reason")
-                )
-            )
-        withheld = withheld.groupBy("gateway").agg(
-            F.concat_ws("; ", F.sort_array(F.collect_set("reason"))).alias("reason")
-        )
-        gateways = gateways.join(withheld.select("gateway"), "gateway", "left_anti")
-
-    progress("assembling one bundle body per gateway on the executors")
+    counts_query = invalid.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.max((F.col("table").isin("gateways", "devices", "acl")) & (F.col("_scope") == ALL)).alias(
+            "every"
+        ),
+    ).crossJoin(devices.select("_row").limit(1).agg(F.count(F.lit(1)).alias("devices")))
+    progress("checking and assembling one bundle body per gateway on the executors")
+    # every gateway with a valid row is built, at the same time as the invalid rows are
+    # counted (one query would wait for the other; each leaves cores idle at its start and
+    # end); a gateway found to have lost a row is dropped from the bodies before anything
+    # is signed, as if never built
     gw_dev = gateways.select("gateway", "version", "acl_default", "_row").join(
         devices.select("gateway", "client_id", "sets"), "gateway", "left"
     )
@@ -563,15 +584,68 @@ def run_compile(
         ]
     )
     build = body_builder(sets, separator, issued_at, emit_policies)
-    bodies = (
+    all_bodies = (
         gw_dev.groupBy("gateway")
         .cogroup(acl_per_gw.groupBy("gateway"))
         .applyInPandas(build, schema)
         .cache()
     )
-    stats = bodies.agg(
-        F.count(F.lit(1)).alias("n"), F.count("problem").alias("problems")
-    ).first()  # all cores
+    counts, all_stats = _at_the_same_time(
+        spark,
+        counts_query.first,
+        lambda: all_bodies.agg(
+            F.count(F.lit(1)).alias("n"), F.count("problem").alias("problems")
+        ).first(),
+        cancel_second=lambda first: bool(first["n"]) and not skip_invalid,
+    )
+    n_invalid = int(counts["n"])
+    if counts["devices"] == 0:
+        progress(
+            f"warning: {files['devices']} has no valid device rows: every bundle would deny every "
+            "client"
+        )
+    if n_invalid and not skip_invalid:
+        all_bodies.unpersist()
+        _write_invalid(storage, out, invalid, n_invalid)
+        invalid.unpersist()
+        raise PipelineError(
+            _invalid_message(invalid, n_invalid, out) + "\nnothing was signed; fix them, or pass "
+            "--skip-invalid to compile the gateways none of whose rows are invalid"
+        )
+
+    # which gateways lost a row (their bundle is withheld; the gateway keeps its previous one).
+    # With no invalid row none did (a tainted set is one with an invalid row): no plan and no
+    # Spark job is spent on it
+    withheld: Any = None
+    if n_invalid:
+        every = bool(counts["every"])
+        withheld = (
+            gw_tables.where(F.col("_scope").isNotNull() & (F.col("_scope") != ALL))
+            .groupBy(F.col("_scope").alias("gateway"))
+            .agg(
+                F.concat(
+                    F.lit("invalid row(s) in "),
+                    F.concat_ws(", ", F.sort_array(F.collect_set("table"))),
+                ).alias("reason"),
+            )
+            .unionByName(uses_withheld)
+        )
+        if every:
+            withheld = withheld.unionByName(
+                gateways.select(
+                    "gateway", F.lit("an invalid ACL row for every gateway").alias("reason")
+                )
+            )
+        withheld = withheld.groupBy("gateway").agg(
+            F.concat_ws("; ", F.sort_array(F.collect_set("reason"))).alias("reason")
+        )
+        bodies = all_bodies.join(withheld.select("gateway"), "gateway", "left_anti")
+        stats = bodies.agg(
+            F.count(F.lit(1)).alias("n"), F.count("problem").alias("problems")
+        ).first()
+    else:
+        bodies, stats = all_bodies, all_stats
+
     if stats["problems"]:
         problems = [
             {
@@ -631,7 +705,7 @@ def run_compile(
                 )
     if pending and publish is not None:
         _publish(publish, pending)
-    bodies.unpersist()
+    all_bodies.unpersist()
 
     withheld_rows = (
         []
@@ -656,6 +730,55 @@ def run_compile(
         out=out,
         withheld=n_withheld,
     )
+
+
+def _at_the_same_time(spark: Any, first: Any, second: Any, cancel_second: Any) -> tuple[Any, Any]:
+    """(first(), second()): two Spark actions run at the same time, ``second`` in a thread
+    whose jobs carry a tag of their own. When ``cancel_second(first())`` holds, the second's
+    jobs are cancelled (its result is not needed: compile fails on invalid input without
+    building bundles it would not sign) and (first, None) is returned; an error of either
+    action is raised."""
+    import threading
+    import uuid
+
+    from pyspark import InheritableThread
+
+    tag = f"edge-broker-compile-{uuid.uuid4().hex}"
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        spark.sparkContext.addJobTag(tag)
+        try:
+            outcome["value"] = second()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+        finally:
+            spark.sparkContext.removeJobTag(tag)
+            done.set()
+
+    def cancel() -> None:
+        # repeated until the thread is done: a job it submits after a cancellation (the next
+        # job of the same action) must not run either
+        while not done.wait(0.0):
+            spark.sparkContext.cancelJobsWithTag(tag)
+            done.wait(0.5)
+        thread.join()
+
+    thread = InheritableThread(target=run, daemon=True)
+    thread.start()
+    try:
+        result = first()
+    except BaseException:
+        cancel()
+        raise
+    if cancel_second(result):
+        cancel()
+        return result, None
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return result, outcome["value"]
 
 
 def _collect_together(frames: dict[str, Any]) -> dict[str, list[Any]]:

@@ -54,13 +54,21 @@ def read_table(
         )
     names = [c.name for c in columns]
     if fmt == "csv":
+        # the header is read here on the driver (its first line only) and given as the schema,
+        # every column a string: Spark then runs no job to find the columns before the checks.
         # multiLine: a quoted field with a line break is one value of one row, as in every CSV tool
+        header = csv_header(Storage(spark), path)
         df = (
-            spark.read.option("header", "true")
-            .option("inferSchema", "false")
-            .option("mode", "PERMISSIVE")
-            .option("multiLine", "true")
-            .csv(path)
+            spark.createDataFrame([], T.StructType([]))
+            if not header
+            else (
+                spark.read.schema(T.StructType([T.StructField(n, T.StringType()) for n in header]))
+                .option("header", "true")
+                .option("enforceSchema", "true")  # the schema is the header itself, in its order
+                .option("mode", "PERMISSIVE")
+                .option("multiLine", "true")
+                .csv(path)
+            )
         )
     elif fmt == "json":
         schema = T.StructType(
@@ -116,7 +124,9 @@ def read_table(
                 )
             )
     problem = F.coalesce(*problems) if problems else F.lit(None).cast("string")
-    rows = _spread(spark, rows.withColumn("_problem", problem), read_partitions)
+    rows = _spread(
+        spark, rows.withColumn("_problem", problem), read_partitions, Storage(spark).size(path)
+    )
     rows = rows.cache()  # read, numbered once
     invalid = rows.where(F.col("_problem").isNotNull()).select(
         F.lit(table).alias("table"),
@@ -147,15 +157,61 @@ def read_table(
     return good, invalid
 
 
-def _spread(spark: Any, df: Any, partitions: int) -> Any:
-    """``df`` (read as ``partitions``) over at least two partitions per core: a CSV read with
-    ``multiLine`` (or one small file) is one partition, and every check after it (the broker's
-    parsers, in Python) would run as one task on one core while the others wait. Numbered
-    before, so row numbers stay those of the file."""
+HEADER_BYTES = 1024 * 1024  # a CSV header longer than this is refused, not read whole
+
+
+def csv_header(storage: Storage, path: str) -> list[str]:
+    """The column names in the first record of the CSV file ``path`` (of the first data file
+    when ``path`` is a folder of parts), read through Hadoop on the driver: at most
+    HEADER_BYTES, never the table. Named as Spark names them (an empty name is ``_c<i>``); a
+    name given twice is refused, since which column was meant is unknown."""
+    import csv
+    import io
+
+    source = path
+    if storage.is_dir(path):
+        parts = [
+            f for f in storage.list_files(path) if not f.rsplit("/", 1)[-1].startswith(("_", "."))
+        ]
+        if not parts:
+            raise PipelineError(f"{path}: a folder with no CSV file in it")
+        source = parts[0]
+    data, whole = storage.read_head(source, HEADER_BYTES)
+    text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    records = csv.reader(io.StringIO(text if whole else text[: text.rfind("\n") + 1]))
+    first = next(records, None)
+    if not first:
+        if whole and not text.strip():
+            return []  # no columns: the caller names the required ones that are missing
+        raise PipelineError(
+            f"{source}: no header line in the first {HEADER_BYTES} bytes; the first line must "
+            "name the columns"
+        )
+    names = [name or f"_c{i}" for i, name in enumerate(first)]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise PipelineError(
+            f"{source}: column(s) {', '.join(twice)} named twice in the header; name each "
+            "column once"
+        )
+    return names
+
+
+SPREAD_BYTES = 64 * 1024  # input bytes per partition of the checks (about 1,500 device rows)
+
+
+def _spread(spark: Any, df: Any, partitions: int, size: int) -> Any:
+    """``df`` (read as ``partitions``, from ``size`` bytes) over one partition per SPREAD_BYTES,
+    at most two per core: a CSV read with ``multiLine`` (or one small file) is one partition,
+    and every check after it (the broker's parsers, in Python) would run as one task on one
+    core while the others wait. A table smaller than that (a few rule or gateway rows) stays
+    as read: a shuffle of it costs more than its checks. Numbered before, so row numbers stay
+    those of the file."""
     cores = max(1, int(spark.sparkContext.defaultParallelism))
-    if partitions >= 2 * cores:
+    target = min(2 * cores, size // SPREAD_BYTES)
+    if target < 2 or partitions >= target:
         return df
-    return df.repartition(2 * cores)
+    return df.repartition(target)
 
 
 def _numbered(df: Any, partitions: int) -> Any:

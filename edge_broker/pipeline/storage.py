@@ -119,6 +119,17 @@ class Storage:
         finally:
             stream.close()
 
+    def read_head(self, uri: str, limit: int) -> tuple[bytes, bool]:
+        """(the first ``limit`` bytes of the file ``uri``, whether that is the whole file):
+        enough for a CSV header without reading the table on the driver."""
+        fs, path = self._fs(uri)
+        stream = fs.open(path)
+        try:
+            data = bytes(stream.readNBytes(limit + 1))  # java.io.InputStream (Java 11+)
+        finally:
+            stream.close()
+        return data[:limit], len(data) <= limit
+
     def has_part_file(self, uri: str) -> bool:
         """Whether a ``part-*`` data file is anywhere under ``uri``: the listing stops at the
         first one (a records folder holds one file per gateway and day, and each listed file

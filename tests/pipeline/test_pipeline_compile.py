@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import cbor2
 import pytest
@@ -272,3 +273,72 @@ def test_grants_per_tenant_in_row_order_and_none_for_a_tenant_with_an_invalid_ro
         "allow_channels_sub": ["b/#"],
     }
     assert [(r["row"], r["key"]) for r in _report(tmp_path / "out")] == [(5, "direction")]
+
+
+def test_compile_plans_each_action_once_and_restores_adaptive_execution(
+    spark: Any, keys: Keys, tmp_path: Path
+) -> None:
+    """compile runs its few actions as planned queries: with adaptive execution on, every
+    shuffle of its union of checks was a Spark job of its own, re-planned on the driver after
+    each (about 60 jobs for this small fleet, the cores idle between them; 76 for a
+    1,000-gateway one). The session's setting is the caller's again afterwards."""
+    from edge_broker.pipeline.fleet import make_fleet
+
+    fleet = make_fleet(
+        str(tmp_path / "in"), gateways=4, devices_per_gateway=6, tenants=2, audit_records=0, seed=7
+    )
+    before = spark.conf.get("spark.sql.adaptive.enabled")
+    group = f"compile-{tmp_path.name}"
+    spark.sparkContext.setJobGroup(group, "compile")
+    try:
+        result = run_compile(
+            spark, fleet.directory, str(tmp_path / "out"), key=keys.key, issued_at=ISSUED_AT
+        )
+        jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert result.bundles == 4
+    assert jobs <= 16, jobs
+    assert spark.conf.get("spark.sql.adaptive.enabled") == before == "true"
+
+
+def test_the_invalid_count_and_the_bundle_build_run_at_the_same_time(spark: Any) -> None:
+    """compile counts the invalid rows and builds the bundle bodies at the same time: the
+    second action runs while the first does (the first here only returns once the second has
+    started); the build is cancelled, not awaited, when the count fails the job, and an error
+    of the build is raised in the caller's thread."""
+    import threading
+    import time
+
+    from edge_broker.pipeline.compile import _at_the_same_time
+
+    started = threading.Event()
+
+    def second() -> int:
+        started.set()
+        return 2
+
+    assert _at_the_same_time(
+        spark, lambda: started.wait(20), second, cancel_second=lambda first: False
+    ) == (True, 2)
+
+    def slow(_: Any) -> Any:
+        import time as t
+
+        t.sleep(60)
+        return _
+
+    began = time.monotonic()
+    got = _at_the_same_time(
+        spark,
+        lambda: 1,
+        lambda: spark.sparkContext.parallelize(range(2), 2).map(slow).collect(),
+        cancel_second=lambda first: first == 1,
+    )
+    assert got == (1, None) and time.monotonic() - began < 45
+
+    def broken() -> None:
+        raise ValueError("the build failed")
+
+    with pytest.raises(ValueError, match="the build failed"):
+        _at_the_same_time(spark, lambda: 1, broken, cancel_second=lambda first: False)

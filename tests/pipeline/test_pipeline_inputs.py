@@ -74,19 +74,69 @@ def test_quoted_multi_line_csv_field_is_one_row(spark: Any, tmp_path: Path) -> N
 
 
 def test_a_one_file_table_is_checked_on_every_core(spark: Any, tmp_path: Path) -> None:
-    """A multi-line CSV is read by one task; the rows (numbered in file order first) are spread
-    over two partitions per core so the broker's parsers run on every core."""
-    lines = ["gateway,client_id,sets"] + [f"gw-{i % 7},dev-{i},sensor" for i in range(500)]
+    """A multi-line CSV is read by one task; a table of more than SPREAD_BYTES per core (the
+    rows numbered in file order first) is spread over two partitions per core so the broker's
+    parsers run on every core."""
+    from edge_broker.pipeline.inputs import SPREAD_BYTES
+
+    cores = int(spark.sparkContext.defaultParallelism)
+    count = 2 * cores * SPREAD_BYTES // 20  # rows of about 30 bytes: more than enough
+    lines = ["gateway,client_id,sets"] + [f"gw-{i % 7},dev-{i:06d},sensor" for i in range(count)]
     (tmp_path / "devices.csv").write_text("\n".join(lines) + "\n")
     rows, invalid = read_table(spark, str(tmp_path / "devices.csv"), "devices", TABLES["devices"])
-    cores = int(spark.sparkContext.defaultParallelism)
     assert cores >= 2 and rows.rdd.getNumPartitions() >= 2 * cores
     per_partition = rows.rdd.glom().map(len).collect()
     assert sum(1 for n in per_partition if n) >= 2  # the rows really are spread
     assert sorted((r["_row"], r["client_id"]) for r in rows.collect()) == [
-        (i + 1, f"dev-{i}") for i in range(500)
+        (i + 1, f"dev-{i:06d}") for i in range(count)
     ]
     assert invalid.count() == 0
+
+
+def test_a_small_table_is_checked_as_read_without_a_shuffle(spark: Any, tmp_path: Path) -> None:
+    """A table of a few rows (rule sets, a small fleet's gateways) is checked in the partition
+    it was read into: spreading it cost one shuffle, and one more Spark job under adaptive
+    execution, per table for checks that take milliseconds."""
+    lines = ["set,topic"] + [f"s{i % 3},t/{i}" for i in range(40)]
+    (tmp_path / "permissions.csv").write_text("\n".join(lines) + "\n")
+    rows, invalid = read_table(
+        spark, str(tmp_path / "permissions.csv"), "permissions", TABLES["permissions"]
+    )
+    assert rows.rdd.getNumPartitions() == 1
+    assert "Exchange" not in rows._jdf.queryExecution().executedPlan().toString()
+    assert sorted(r["_row"] for r in rows.collect()) == list(range(1, 41))
+    assert invalid.count() == 0
+
+
+def test_csv_header_read_on_the_driver(spark: Any, tmp_path: Path) -> None:
+    """The CSV header is read from the file's first line (a folder's first part file) and
+    becomes the schema; an empty name is Spark's ``_c<i>``, a name given twice is refused with
+    the file named, and an empty file lacks every required column."""
+    from edge_broker.pipeline.inputs import csv_header
+    from edge_broker.pipeline.storage import Storage
+
+    storage = Storage(spark)
+    (tmp_path / "a.csv").write_text('\ufeffgateway,"client_id",,sets\ngw-1,c,x,s\n')
+    assert csv_header(storage, str(tmp_path / "a.csv")) == ["gateway", "client_id", "_c2", "sets"]
+    (tmp_path / "parts.csv").mkdir()
+    (tmp_path / "parts.csv" / "_SUCCESS").write_text("")
+    (tmp_path / "parts.csv" / "part-0.csv").write_text("gateway,version\ngw-1,1\n")
+    (tmp_path / "parts.csv" / "part-1.csv").write_text("gateway,version\ngw-2,2\n")
+    assert csv_header(storage, (tmp_path / "parts.csv").as_uri()) == ["gateway", "version"]
+    rows, invalid = read_table(
+        spark, (tmp_path / "parts.csv").as_uri(), "gateways", TABLES["gateways"]
+    )
+    assert sorted((r["gateway"], r["version"]) for r in rows.collect()) == [
+        ("gw-1", 1),
+        ("gw-2", 2),
+    ]
+    (tmp_path / "devices.csv").write_text("gateway,sets,gateway,client_id\ngw-1,s,gw-2,c\n")
+    with pytest.raises(PipelineError, match=r"devices.csv: column\(s\) gateway named twice"):
+        read_table(spark, str(tmp_path / "devices.csv"), "devices", TABLES["devices"])
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "devices.csv").write_text("")
+    with pytest.raises(PipelineError, match=r"lacks required column\(s\) gateway, client_id"):
+        read_table(spark, str(tmp_path / "empty" / "devices.csv"), "devices", TABLES["devices"])
 
 
 def test_bulk_writer_writes_every_file_and_raises_a_failed_write(
@@ -129,9 +179,9 @@ def _jobs(spark: Any, group: str) -> int:
 
 
 def test_a_one_partition_table_is_numbered_without_a_spark_job(spark: Any, tmp_path: Path) -> None:
-    """Reading a table only plans its checks: a CSV file (one partition) costs the job that
-    reads its header and no other (numbering its rows used to collect per-partition counts
-    first: one more job per table, each a fixed cost on the driver)."""
+    """Reading a table only plans its checks: a CSV file costs no Spark job at all. Its header
+    is read on the driver and given as the schema (Spark used to run one job per table to find
+    the columns), and one partition is numbered without collecting per-partition counts."""
     lines = ["gateway,client_id,sets"] + [f"gw-{i % 7},dev-{i},sensor" for i in range(300)]
     (tmp_path / "devices.csv").write_text("\n".join(lines) + "\n")
     group = f"one-partition-{tmp_path.name}"
@@ -140,7 +190,7 @@ def test_a_one_partition_table_is_numbered_without_a_spark_job(spark: Any, tmp_p
         rows, invalid = read_table(
             spark, str(tmp_path / "devices.csv"), "devices", TABLES["devices"]
         )
-        assert _jobs(spark, group) == 1  # the header
+        assert _jobs(spark, group) == 0
         assert sorted((r["_row"], r["client_id"]) for r in rows.collect()) == [
             (i + 1, f"dev-{i}") for i in range(300)
         ]

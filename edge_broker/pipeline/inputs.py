@@ -53,11 +53,12 @@ def read_table(
             f"{path}: unknown format; name the file .parquet, .csv or .json (JSON lines)"
         )
     names = [c.name for c in columns]
+    storage = Storage(spark)
     if fmt == "csv":
         # the header is read here on the driver (its first line only) and given as the schema,
         # every column a string: Spark then runs no job to find the columns before the checks.
         # multiLine: a quoted field with a line break is one value of one row, as in every CSV tool
-        header = csv_header(Storage(spark), path)
+        header = csv_header(storage, path)
         df = (
             spark.createDataFrame([], T.StructType([]))
             if not header
@@ -124,9 +125,7 @@ def read_table(
                 )
             )
     problem = F.coalesce(*problems) if problems else F.lit(None).cast("string")
-    rows = _spread(
-        spark, rows.withColumn("_problem", problem), read_partitions, Storage(spark).size(path)
-    )
+    rows = _spread(spark, rows.withColumn("_problem", problem), read_partitions, storage.size(path))
     rows = rows.cache()  # read, numbered once
     invalid = rows.where(F.col("_problem").isNotNull()).select(
         F.lit(table).alias("table"),

@@ -12,7 +12,8 @@ The calls, in the order a message goes through a session:
 
 - ``queued(outgoing)``: appended to ``session.queue``;
 - ``dropped(outgoing)``: removed from the queue without going into flight (expired, denied at
-  drain, a queue overflow policy, a removed subscription);
+  drain, a queue overflow policy, a removed subscription); ``dropped_many(outgoings)`` for
+  several at once (a revocation that judged the whole queue);
 - ``sent(pid, outgoing)``: put into ``session.inflight`` under ``pid`` (from the queue, or
   directly); call it before the connection's output is flushed, which is always true when it
   follows ``send_publish`` in the same synchronous code;
@@ -34,6 +35,8 @@ class SessionJournal(Protocol):
     def queued(self, outgoing: Outgoing) -> None: ...
 
     def dropped(self, outgoing: Outgoing) -> None: ...
+
+    def dropped_many(self, outgoings: list[Outgoing]) -> None: ...
 
     def sent(self, pid: int, outgoing: Outgoing) -> None: ...
 
@@ -57,6 +60,9 @@ class _NoJournal:
         pass
 
     def dropped(self, outgoing: Outgoing) -> None:
+        pass
+
+    def dropped_many(self, outgoings: list[Outgoing]) -> None:
         pass
 
     def sent(self, pid: int, outgoing: Outgoing) -> None:

@@ -13,9 +13,12 @@ index keeps no copy (``KeyedLog.hold``), and the ops of a turn are batched per k
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .session import Outgoing, Session
+
+REF_PID = 4  # persistence.REF_PID (its row's packet id field)
 
 if TYPE_CHECKING:
     from .persistence import Persistence
@@ -38,32 +41,92 @@ class PersistentJournal:
         self.store = store
         self.session = session
         self.key = session.key
-        # id(outgoing) -> its Ref while queued; the object is kept, so its id cannot be
-        # reused by another one meanwhile.
-        self.waiting: dict[int, Ref] = {}
+        # The Refs of the queued messages in the order of ``session.queue`` (queued() appends
+        # as the queue does; the queue leaves from its head, so sent() and dropped() find
+        # the message first in the common case, with no hashing and no id()).
+        self.waiting: deque[Ref] = deque()
         self.flight: dict[int, Ref] = {}  # packet id -> Ref (the same tuple as while queued)
         self.released_pids: set[int] = set()  # QoS 2 in flight with PUBREC received
 
     def queued(self, outgoing: Outgoing) -> None:
-        self.waiting[id(outgoing)] = self.store.put_ref(self.key, outgoing)
+        store = self.store
+        entry = store._last
+        if entry[2] is not outgoing.message or not store._recording:
+            self.waiting.append(store.put_ref(self.key, outgoing))
+            return
+        # Persistence.put_ref inlined for the common case (the fan-out's message is stored)
+        seq = store._seq
+        store._seq = seq + 1
+        entry[1] += 1
+        store._live_refs += 1
+        rows = store._new_refs
+        self.waiting.append((outgoing, seq, entry, store._batch_no, len(rows) + 1 + REF_PID))
+        sub_ids = outgoing.sub_ids
+        rows += (
+            seq,
+            self.key,
+            entry[0],
+            outgoing.qos,
+            outgoing.retain,
+            None,
+            False,
+            None if not sub_ids else sub_ids[0] if len(sub_ids) == 1 else list(sub_ids),
+        )
+        if not store._scheduled:  # the message may be from an earlier turn (written already)
+            store._schedule()
 
     def dropped(self, outgoing: Outgoing) -> None:
-        ref = self.waiting.pop(id(outgoing), None)
+        waiting = self.waiting
+        if waiting and waiting[0][0] is outgoing:
+            self.store.delete_ref(waiting.popleft())
+            return
+        ref = self._unqueue(outgoing)
         if ref is not None:
             self.store.delete_ref(ref)
+
+    def dropped_many(self, outgoings: list[Outgoing]) -> None:
+        """``dropped`` for several queued messages at once (a revocation judging the whole
+        queue, broker/rejudge.py): one pass over the queue's references."""
+        if not outgoings:
+            return
+        gone = {id(outgoing) for outgoing in outgoings}
+        kept: deque[Ref] = deque()
+        delete_ref = self.store.delete_ref
+        for ref in self.waiting:
+            if id(ref[0]) in gone:
+                delete_ref(ref)
+            else:
+                kept.append(ref)
+        self.waiting = kept
+
+    def _unqueue(self, outgoing: Outgoing) -> Ref | None:
+        """The Ref of ``outgoing`` taken out of ``waiting`` wherever it is (not at the head:
+        rare), or None when it was never queued (sent directly)."""
+        waiting = self.waiting
+        for i, ref in enumerate(waiting):
+            if ref[0] is outgoing:
+                del waiting[i]
+                return ref
+        return None
 
     def sent(self, pid: int, outgoing: Outgoing) -> None:
         old = self.flight.pop(pid, None)
         if old is not None:  # not expected: an id is free before it is given again
             self.released_pids.discard(pid)
             self.store.delete_ref(old)
-        ref = self.waiting.pop(id(outgoing), None)
+        waiting = self.waiting
+        if waiting and waiting[0][0] is outgoing:  # the queue's head went into flight
+            ref: Ref | None = waiting.popleft()
+        else:
+            ref = self._unqueue(outgoing) if waiting else None
         if ref is not None:
             store = self.store
             if ref[3] == store._batch_no:  # queued in this turn: Persistence.ref_sent, inlined
                 store._new_refs[ref[4]] = pid
-            else:
-                store.ref_sent(ref, pid)
+            elif store._recording:
+                store._moved += (ref[1], pid)
+                if not store._scheduled:
+                    store._schedule()
             self.flight[pid] = ref
         else:
             self.flight[pid] = self.store.put_ref(self.key, outgoing, pid)
@@ -79,7 +142,16 @@ class PersistentJournal:
         if ref is not None:
             if self.released_pids:
                 self.released_pids.discard(pid)
-            self.store.delete_ref(ref)
+            entry = ref[2]
+            store = self.store
+            if entry[1] > 1 and store._recording:  # Persistence.delete_ref, inlined
+                entry[1] -= 1
+                store._live_refs -= 1
+                store._gone.append(ref[1])
+                if not store._scheduled:
+                    store._schedule()
+            else:
+                store.delete_ref(ref)
 
     def qos2_received(self, pid: int) -> None:
         self.store.put_qos2(self.key, pid)
@@ -91,4 +163,4 @@ class PersistentJournal:
         self.store.session_changed(self.session)
 
     def references(self) -> list[Ref]:
-        return [*self.waiting.values(), *self.flight.values()]
+        return [*self.waiting, *self.flight.values()]

@@ -283,6 +283,7 @@ def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int
     dropped = 0
     if denied_queue:
         kept: list[Outgoing] = []
+        denied: list[Outgoing] = []
         for i in range(len(queue)):
             outgoing = queue.popleft()
             session.queued_bytes -= outgoing.message.size
@@ -290,9 +291,10 @@ def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int
             if refusal is None:
                 kept.append(outgoing)
             else:
-                session.journal.dropped(outgoing)  # else a restart would bring it back
+                denied.append(outgoing)
                 _revoked(broker, session, outgoing.message, why, refusal)
                 dropped += 1
+        session.journal.dropped_many(denied)  # else a restart would bring them back
         for outgoing in kept:
             queue.append(outgoing)
             session.queued_bytes += outgoing.message.size

@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import TypeVar
 
 from edge_broker.auth.password import PasswordEntry, hash_password, write_password_file
 from edge_broker.mqtt.packets import Properties, Will
@@ -16,6 +17,7 @@ from tests.conftest import RunningBroker
 
 PASSWORDS = {"alice": "wonder", "bob": "builder", "carol": "singer"}
 _HASHES: dict[str, bytes] = {}
+C = TypeVar("C", bound=ClientPackets)
 
 # alice and carol: "user" (everything but admin/#); bob: "admin" (everything). Anonymous clients
 # (loopback) are unassigned: "deny".
@@ -23,6 +25,21 @@ RULES_WIDE = '{ id = "all", topic = "#" }'
 RULES_NO_ADMIN = (
     '{ id = "no-admin", topic = "admin/#", type = "DENY" }, { id = "all", topic = "#" }'
 )
+
+
+def password_login(client: C, user: str, cid: str, clean: bool = False, **props: int) -> C:
+    """``client`` (a real-socket RawClient or the harness's MemoryClient) connected as ``user``
+    with its password and a 300 s session expiry (``props``: more CONNECT properties); the
+    CONNACK must accept it."""
+    ack = client.connect(
+        cid,
+        clean=clean,
+        username=user,
+        password=PASSWORDS[user].encode(),
+        properties=Properties(session_expiry_interval=300, **props),
+    )
+    assert ack.reason_code == 0, ack
+    return client
 
 
 def hashed(user: str, password: str | None = None) -> bytes:

@@ -24,10 +24,10 @@ from edge_broker.mqtt.packets import (
     Subscription,
 )
 from tests.authz.session_support import (
-    PASSWORDS,
     RULES_NO_ADMIN,
     RULES_WIDE,
     gateway_config,
+    password_login,
     reload,
     write_passwd,
 )
@@ -46,16 +46,7 @@ USER_NO_ADMIN_SUB = (
 
 
 def login(b: RunningBroker, user: str, cid: str, clean: bool = False, **props: int) -> RawClient:
-    c = RawClient(b.host, b.port)
-    ack = c.connect(
-        cid,
-        clean=clean,
-        username=user,
-        password=PASSWORDS[user].encode(),
-        properties=Properties(session_expiry_interval=300, **props),
-    )
-    assert ack.reason_code == 0, ack
-    return c
+    return password_login(RawClient(b.host, b.port), user, cid, clean, **props)
 
 
 def publish(b: RunningBroker, *topics: str) -> None:

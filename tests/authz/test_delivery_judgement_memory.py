@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from edge_broker.audit.log import read_records
-from edge_broker.mqtt.packets import Disconnect, Properties, Puback, Publish
+from edge_broker.mqtt.packets import Disconnect, Puback, Publish
 from tests.authz.session_support import (
     PASSWORDS,
     RULES_NO_ADMIN,
     RULES_WIDE,
     gateway_config,
+    password_login,
     write_passwd,
 )
 from tests.broker.broker_raw import unique_id
@@ -21,16 +22,7 @@ from tests.broker.engine_harness import MemoryBroker, MemoryClient, memory_broke
 
 
 def login(mb: MemoryBroker, user: str, cid: str, clean: bool = False) -> MemoryClient:
-    c = mb.client()
-    ack = c.connect(
-        cid,
-        clean=clean,
-        username=user,
-        password=PASSWORDS[user].encode(),
-        properties=Properties(session_expiry_interval=300),
-    )
-    assert ack.reason_code == 0, ack
-    return c
+    return password_login(mb.client(), user, cid, clean)
 
 
 def publish(mb: MemoryBroker, *topics: str) -> None:

@@ -15,10 +15,10 @@ from edge_broker.broker.persistence import BROKER_LOG
 from edge_broker.mqtt.packets import Properties, Puback, Publish
 from edge_broker.store import KeyedLog
 from tests.authz.session_support import (
-    PASSWORDS,
     RULES_NO_ADMIN,
     RULES_WIDE,
     gateway_config,
+    password_login,
     reload,
     write_passwd,
 )
@@ -35,16 +35,7 @@ def _references(state: Path) -> int:
 
 
 def _login(b: RunningBroker, user: str, cid: str, clean: bool = False) -> RawClient:
-    c = RawClient(b.host, b.port)
-    ack = c.connect(
-        cid,
-        clean=clean,
-        username=user,
-        password=PASSWORDS[user].encode(),
-        properties=Properties(session_expiry_interval=300),
-    )
-    assert ack.reason_code == 0, ack
-    return c
+    return password_login(RawClient(b.host, b.port), user, cid, clean)
 
 
 def test_a_revocation_drops_queued_messages_from_the_middle_and_a_kill_keeps_the_rest(

@@ -22,8 +22,10 @@ every open connection up to a PINGRESP (tests/authz/test_session_authz_property.
   as a strict method-B receiver: tests/persistence/persist_support.py), unless a revocation in
   between (reload, narrower token, clean start) denied it.
 
-The model only owes a message when it is sure the broker routes it (a restored token session
-whose client has not presented a token again owes nothing: the broker judges it at resume).
+The model only owes a message when it is sure the broker routes it. A token session restored
+after a restart is judged by the site ACL at once and by its token when its client resumes
+(revoke() at resume): what the ACL allows is owed to it meanwhile. Found this way: a reload did
+not judge such a session at all (tests/authz/test_restored_session_reload.py).
 """
 
 from __future__ import annotations
@@ -390,7 +392,14 @@ def do_publish(world: World, qos: int, step: str) -> None:
             continue
         for session in world.sessions.values():
             sub_qos = session.subs.get(level, 0)
-            if session.known and min(qos, sub_qos) > 0 and allowed(world, level, session.grants):
+            # a restored token session is judged when its client presents a token (resume):
+            # until then only the site ACL is known; revoke() applies the token at resume
+            rights = (
+                allowed(world, level, session.grants)
+                if session.known
+                else not (world.gw.deny_b and level == "b")
+            )
+            if min(qos, sub_qos) > 0 and rights:
                 session.owed[payload] = level
     pub.send(Disconnect(0))
     pub.close()

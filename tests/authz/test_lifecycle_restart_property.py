@@ -542,6 +542,8 @@ def take(world: World, slot: int, conn: Conn, packet: object, step: str) -> bool
                 f"slot {slot} ({session.owner}, grants {conn.grants}, acl deny b="
                 f"{world.gw.deny_b}) got {packet.topic} {packet.payload!r}",
             )
+        if kind == "x" and level not in session.subs:
+            fail(world, step, f"slot {slot} got {packet.topic} with no {level}/ subscription left")
         session.got.take(packet)
         if conn.ack and packet.qos == 1:
             conn.client.send(Puback(packet.packet_id or 0))
@@ -733,6 +735,19 @@ SEAMS = [
     ],
 ]
 
+# the counterexample of test_restored_session_reload.py: a restored token session kept through
+# a reload the subscription and the queued message the site ACL revoked
+SEAMS.append(
+    [
+        (("connect", "p1", 0, False, "ab", 300, None, True, ("b", 2)), None),
+        (("drop", 0, "normal"), None),
+        (("restart", "kill"), 2),
+        (("reload", True), None),
+        (("reload", False), 2),
+        (("connect", "p1", 0, False, "ab", 300, None, True, None), None),
+    ]
+)
+
 SETTINGS = {
     "deadline": None,
     "derandomize": True,
@@ -745,6 +760,7 @@ SETTINGS = {
 @example(steps=SEAMS[1])
 @example(steps=SEAMS[2])
 @example(steps=SEAMS[3])
+@example(steps=SEAMS[4])
 @given(steps=st.lists(steps_of, min_size=5, max_size=16))
 def test_lifecycle_across_restarts_keeps_every_policy(gateway, steps) -> None:
     check(gateway, steps)

@@ -62,7 +62,8 @@ class Verdict:
 
 def judged_later(identity: Identity | None) -> bool:
     """A session restored from disk for a token client has no grants until the client presents
-    its token again; it is judged then (the resumed-session path), not before."""
+    its token again; its grants are applied then (the resumed-session path) and its will cannot
+    be judged before (the other gates judge it meanwhile: :func:`rejudge_session`)."""
     return identity is None or (identity.method == "token" and identity.grants is None)
 
 
@@ -114,9 +115,12 @@ def apply_verdicts(broker: Broker, session: Session, verdicts: list[Verdict], wh
 
 async def rejudge_session(broker: Broker, session: Session, why: str) -> tuple[int, int]:
     """Judge ``session`` again as its current identity: subscriptions, then what is queued and
-    in flight. Returns (subscriptions checked, removed)."""
+    in flight. Returns (subscriptions checked, removed). A token session restored from disk has
+    no grants yet: the token gate abstains and the gates that never read grants (site ACL,
+    claims, authorizers) judge it now, as any session; its grants apply when its client resumes
+    with a token (a reload skipping it left what the ACL revoked in place until then)."""
     identity = session.identity
-    if judged_later(identity):
+    if identity is None:
         return 0, 0
     checked, verdicts = await judge_subscriptions(broker, session, identity)
     removed = apply_verdicts(broker, session, verdicts, why)

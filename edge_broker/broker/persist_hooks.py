@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from .session import Outgoing, Session
 
-REF_PID = 4  # persistence.REF_PID (its row's packet id field)
-
 if TYPE_CHECKING:
     from .persistence import Persistence
 
@@ -49,37 +47,9 @@ class PersistentJournal:
         self.released_pids: set[int] = set()  # QoS 2 in flight with PUBREC received
 
     def queued(self, outgoing: Outgoing) -> None:
-        store = self.store
-        entry = store._last
-        if entry[2] is not outgoing.message or not store._recording:
-            self.waiting.append(store.put_ref(self.key, outgoing))
-            return
-        # Persistence.put_ref inlined for the common case (the fan-out's message is stored)
-        seq = store._seq
-        store._seq = seq + 1
-        entry[1] += 1
-        store._live_refs += 1
-        rows = store._new_refs
-        self.waiting.append((outgoing, seq, entry, store._batch_no, len(rows) + 1 + REF_PID))
-        sub_ids = outgoing.sub_ids
-        rows += (
-            seq,
-            self.key,
-            entry[0],
-            outgoing.qos,
-            outgoing.retain,
-            None,
-            False,
-            None if not sub_ids else sub_ids[0] if len(sub_ids) == 1 else list(sub_ids),
-        )
-        if not store._scheduled:  # the message may be from an earlier turn (written already)
-            store._schedule()
+        self.waiting.append(self.store.put_ref(self.key, outgoing))
 
     def dropped(self, outgoing: Outgoing) -> None:
-        waiting = self.waiting
-        if waiting and waiting[0][0] is outgoing:
-            self.store.delete_ref(waiting.popleft())
-            return
         ref = self._unqueue(outgoing)
         if ref is not None:
             self.store.delete_ref(ref)
@@ -100,9 +70,11 @@ class PersistentJournal:
         self.waiting = kept
 
     def _unqueue(self, outgoing: Outgoing) -> Ref | None:
-        """The Ref of ``outgoing`` taken out of ``waiting`` wherever it is (not at the head:
-        rare), or None when it was never queued (sent directly)."""
+        """The Ref of ``outgoing`` taken out of ``waiting``: at the head as a rule, anywhere
+        else by looking (rare); None when it was never queued (sent directly)."""
         waiting = self.waiting
+        if waiting and waiting[0][0] is outgoing:
+            return waiting.popleft()
         for i, ref in enumerate(waiting):
             if ref[0] is outgoing:
                 del waiting[i]
@@ -116,17 +88,15 @@ class PersistentJournal:
             self.store.delete_ref(old)
         waiting = self.waiting
         if waiting and waiting[0][0] is outgoing:  # the queue's head went into flight
-            ref: Ref | None = waiting.popleft()
+            ref: Ref | None = waiting.popleft()  # (_unqueue's first case, without its call)
         else:
-            ref = self._unqueue(outgoing) if waiting else None
+            ref = self._unqueue(outgoing)
         if ref is not None:
             store = self.store
             if ref[3] == store._batch_no:  # queued in this turn: Persistence.ref_sent, inlined
                 store._new_refs[ref[4]] = pid
-            elif store._recording:
-                store._moved += (ref[1], pid)
-                if not store._scheduled:
-                    store._schedule()
+            else:
+                store.ref_sent(ref, pid)
             self.flight[pid] = ref
         else:
             self.flight[pid] = self.store.put_ref(self.key, outgoing, pid)
@@ -142,16 +112,7 @@ class PersistentJournal:
         if ref is not None:
             if self.released_pids:
                 self.released_pids.discard(pid)
-            entry = ref[2]
-            store = self.store
-            if entry[1] > 1 and store._recording:  # Persistence.delete_ref, inlined
-                entry[1] -= 1
-                store._live_refs -= 1
-                store._gone.append(ref[1])
-                if not store._scheduled:
-                    store._schedule()
-            else:
-                store.delete_ref(ref)
+            self.store.delete_ref(ref)
 
     def qos2_received(self, pid: int) -> None:
         self.store.put_qos2(self.key, pid)

@@ -6,8 +6,8 @@ Counted with ``sys.settrace`` from the moment the bytes reach the broker's ``Con
 the broker is idle again (CONNACK written; PUBACK to the publisher and PUBLISH to the subscriber
 written). A *switch* is a change of the ``edge_broker`` file that executes, by a call or a
 return; frames outside ``edge_broker`` (asyncio, the harness, the standard library) are skipped
-and do not count, so ``a.py -> asyncio -> a.py`` is no switch. In brackets: the calls alone whose caller
-is in another ``edge_broker`` file (a switch there and back counts once).
+and do not count, so ``a.py -> asyncio -> a.py`` is no switch. In brackets: the calls alone
+whose caller is in another ``edge_broker`` file (a switch there and back counts once).
 
     .venv/bin/python scripts/trace_path.py            # both, with the files listed
     .venv/bin/python scripts/trace_path.py --brief    # the two figures only

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ..auth.chain import Authenticator, ConnectionInfo
@@ -30,13 +30,13 @@ from ..engine.events import (
     PreAuthExceeded,
     ProtocolViolation,
 )
+from ..engine.states import ConnState, Trigger
 from ..identity import Identity
 from ..mqtt.codec import encode
 from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connect, Packet, Will
 from ..mqtt.reason_codes import ReasonCode
-from ..mqtt.session_states import ConnState, Trigger
-from .dispatch import HANDLERS, Handler
+from .dispatch import HANDLERS
 from .message import Message
 from .publish_quota import PublishQuota
 from .session import Outgoing, Session
@@ -73,8 +73,6 @@ class Connection(asyncio.BufferedProtocol):
             limits.max_packet_size,
             broker.config.broker.topic_alias_maximum,
         )
-        # the engine's state and these handlers change together, only in trigger()
-        self.handlers: Mapping[type, Handler] = HANDLERS[AWAIT_CONNECT]
         self.lost = False  # connection_lost ran: the broker was told once
         self.level = 4
         self.v5 = False
@@ -120,7 +118,7 @@ class Connection(asyncio.BufferedProtocol):
 
     @property
     def state(self) -> ConnState:
-        """Where the connection is (mqtt/session_states.py); changed only by :meth:`trigger`."""
+        """Where the connection is (engine/states.py); changed only by :meth:`trigger`."""
         return self.engine.state
 
     @property
@@ -201,10 +199,9 @@ class Connection(asyncio.BufferedProtocol):
         self.broker.connection_closed(self)
 
     def trigger(self, event: Trigger) -> None:
-        """Move to the state ``event`` leads to (mqtt/session_states.py) with its handlers; a
-        closed connection handles no more packets and sends nothing more."""
+        """Move to the state ``event`` leads to (engine/states.py); a closed connection
+        handles no more packets and sends nothing more."""
         state = self.engine.trigger(event)
-        self.handlers = HANDLERS[state]
         if state is CLOSED:
             self.closing = True
         elif state is CONNECTED:
@@ -226,8 +223,8 @@ class Connection(asyncio.BufferedProtocol):
         for i, packet in enumerate(packets):
             if self.closing:
                 return
-            # self.handlers changes with the state (before CONNECT, enhanced auth, connected).
-            pending = self.handlers[type(packet)](self, packet)
+            # the handlers of the engine's state now (before CONNECT, enhanced auth, connected)
+            pending = HANDLERS[self.engine.state][type(packet)](self, packet)
             if pending is not None:
                 self.backlog = deque(packets[i + 1 :])
                 self.transport.pause_reading()
@@ -256,7 +253,7 @@ class Connection(asyncio.BufferedProtocol):
             next_pending: Awaitable[None] | None = None
             while backlog and not self.closing:
                 packet = backlog.popleft()
-                next_pending = self.handlers[type(packet)](self, packet)
+                next_pending = HANDLERS[self.engine.state][type(packet)](self, packet)
                 if next_pending is not None:
                     break
             if next_pending is None:

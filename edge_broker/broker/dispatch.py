@@ -1,20 +1,23 @@
-"""Which handler takes a client packet in each connection state: the broker's half of
-``mqtt/session_states.py`` (one ``handle_*`` module per packet type, as Mosquitto's
-``handle_*.c``).
+"""Which handler takes a client packet in each connection state, derived from the engine's
+state table (``engine/states.py``): one ``handle_*`` module per packet type, as Mosquitto's
+``handle_*.c``.
 
-A state's row maps the packet classes that state admits to their handler; the states that
-refuse packets the codec lets through (CONNECTING, AUTHENTICATING) map every other client
-packet to the refusal. A handler returns None when done, or an awaitable the connection waits
-for before it handles the next packet.
+Each packet class has one handler (:data:`HANDLER_OF`); only enhanced authentication in
+progress (MQTT 5 §4.12) answers AUTH and DISCONNECT differently (:data:`DURING_AUTH`). A
+state's row holds exactly the packets its ``ADMITTED`` row names, so the table cannot drift
+from the engine's; the states that refuse packets the codec lets through (CONNECTING,
+AUTHENTICATING) map every other client packet to the refusal. A handler returns None when
+done, or an awaitable the connection waits for before it handles the next packet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from ..engine.states import ADMITTED, ConnState
 from ..mqtt.packets import (
+    CLIENT_SENDS,
     PACKET_TYPE_OF,
     Auth,
     Connect,
@@ -28,7 +31,6 @@ from ..mqtt.packets import (
     Subscribe,
     Unsubscribe,
 )
-from ..mqtt.session_states import ADMITTED, CLIENT_SENDS, ConnState
 from .handle_auth import handle_auth_continue, handle_reauth, refuse_before_auth
 from .handle_connect import handle_connect
 from .handle_disconnect import handle_disconnect
@@ -48,11 +50,8 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Connection", Any], Awaitable[None] | None]
 
-_CONNECTING_HANDLERS: dict[ConnState, Mapping[type, Handler]] = {
-    ConnState.AWAIT_CONNECT: {Connect: handle_connect},
-    ConnState.AUTHENTICATING: {Auth: handle_auth_continue, Disconnect: refuse_before_auth},
-}
-_CONNECTED_HANDLERS: Mapping[type, Handler] = {
+HANDLER_OF: Mapping[type, Handler] = {
+    Connect: handle_connect,
     Publish: handle_publish,
     Puback: handle_puback,
     Pubrec: handle_pubrec,
@@ -64,30 +63,29 @@ _CONNECTED_HANDLERS: Mapping[type, Handler] = {
     Disconnect: handle_disconnect,
     Auth: handle_reauth,
 }
+"""The handler of each client packet (MQTT 5 Table 2-1)."""
+
+DURING_AUTH: Mapping[type, Handler] = {Auth: handle_auth_continue, Disconnect: refuse_before_auth}
+"""AUTHENTICATING: the client's next AUTH continues the exchange; DISCONNECT gives up."""
+
 _CLIENT_PACKETS = tuple(cls for cls, ptype in PACKET_TYPE_OF.items() if ptype in CLIENT_SENDS)
 
 
 def _row(state: ConnState) -> dict[type, Handler]:
-    """The handlers of ``state``: exactly its admitted packets (checked here, at import, so the
-    table cannot drift from ``ADMITTED``); before CONNACK the rest is refused. A plain dict,
-    never changed after import: it is looked up once per packet, and a read-only proxy costs
-    a fifth more per lookup."""
-    named = (
-        _CONNECTED_HANDLERS if state is ConnState.CONNECTED else _CONNECTING_HANDLERS.get(state, {})
-    )
-    admitted = {cls for cls in _CLIENT_PACKETS if PACKET_TYPE_OF[cls] in ADMITTED[state]}
-    if set(named) != admitted:
-        raise AssertionError(f"handlers of {state.name} do not match the packets it admits")
-    row = dict(named)
+    """The handlers of ``state``: exactly its admitted packets; before CONNACK the rest is
+    refused. A plain dict, never changed after import: it is looked up once per packet, and a
+    read-only proxy costs a fifth more per lookup."""
+    named = DURING_AUTH if state is ConnState.AUTHENTICATING else HANDLER_OF
+    row = {cls: named[cls] for cls in _CLIENT_PACKETS if PACKET_TYPE_OF[cls] in ADMITTED[state]}
     if state in (ConnState.CONNECTING, ConnState.AUTHENTICATING):
         for cls in _CLIENT_PACKETS:
             row.setdefault(cls, refuse_before_auth)
     return row
 
 
-HANDLERS: MappingProxyType[ConnState, dict[type, Handler]] = MappingProxyType(
-    {state: _row(state) for state in ConnState}
-)
-"""state → {packet class: handler}. AWAIT_CONNECT holds CONNECT only and CONNECTED everything
-but CONNECT because the reader already refuses the rest (``mqtt/reader.py``); CLOSED holds
-nothing because a closing connection handles no more packets."""
+HANDLERS: tuple[dict[type, Handler], ...] = tuple(_row(state) for state in ConnState)
+"""``HANDLERS[state]`` → {packet class: handler}, indexed by the state's number (a tuple: the
+lookup per packet costs no hashing). AWAIT_CONNECT holds CONNECT only and CONNECTED everything
+but CONNECT because the reader already refuses the rest (``engine/states.py``
+``READER_ADMITS``); CLOSED holds nothing because a closing connection handles no more
+packets."""

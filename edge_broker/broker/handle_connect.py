@@ -19,10 +19,10 @@ from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, 
 from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
+from ..engine.states import Trigger
 from ..identity import Identity
 from ..mqtt.packets import Auth, Connack, Connect, Properties
 from ..mqtt.reason_codes import ReasonCode
-from ..mqtt.session_states import Trigger
 from .message import will_message
 from .outcomes import will_denied
 from .ownership import Principal, foreign_session_reason, may_resume, principal_of

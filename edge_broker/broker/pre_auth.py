@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..config import LimitsConfig
+from ..engine.states import ConnState
 from ..mqtt.packets import Connect
 from ..mqtt.reason_codes import ReasonCode
-from ..mqtt.session_states import ConnState
 
 if TYPE_CHECKING:
     from .connection import Connection

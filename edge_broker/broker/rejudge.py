@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 
 from ..authz.decision import ALLOW, Decision, GateName, deny
 from ..authz.request import Publication
+from ..engine.states import ConnState
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.subscription_patterns import SubscriptionPattern
 from ..matching.subscription_trie import SubscriptionTrie
 from ..mqtt.packets import Subscription
 from ..mqtt.reason_codes import ReasonCode
-from ..mqtt.session_states import ConnState
 from .message import Message
 from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, Session, SubscriptionEntry

@@ -2,7 +2,9 @@
 changes only by the bytes and the time it is given, with no socket, no asyncio and no clock of
 its own. ``broker/`` is the asyncio layer around it.
 
-    connection.py   one server-side connection: framing, its state (``mqtt/session_states.py``),
+    states.py       the connection states and transitions, and the packets each state admits:
+                    the one table the reader and the broker's handler table derive from
+    connection.py   one server-side connection: framing, its state (``states.py``),
                     the pre-authentication byte budget, keep-alive, connect-timeout and token
                     deadlines
     deadlines.py    what falls due when: will delays and session expiries of offline sessions

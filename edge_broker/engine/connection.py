@@ -3,7 +3,7 @@ aioquic's ``QuicConnection``: ``receive(data, now)`` and ``handle_timer(now)`` r
 ``data_to_send()`` the bytes the engine decided to send).
 
 It frames the bytes into packets (``mqtt/reader.py``), holds the connection's state and moves
-it only along ``mqtt/session_states.py``'s transitions, bounds what an unauthenticated client
+it only along ``engine/states.py``'s transitions, bounds what an unauthenticated client
 may send (issue 16), and knows when the connection's time is up: the keep-alive deadline, one
 and a half times the Keep Alive after the last packet (MQTT 5 §3.1.2.10, 3.1.1 §3.1.2.10), and
 the connect timeout before CONNACK, and the expiry of the token that admitted the client.
@@ -24,7 +24,6 @@ from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connack, Connect, Disconnect, Properties
 from ..mqtt.reader import PacketReader
 from ..mqtt.reason_codes import ConnackReturnCode, ReasonCode
-from ..mqtt.session_states import ConnState, Trigger, next_state
 from .aliases import InboundAliases, OutboundAliases
 from .events import (
     ConnectionEnded,
@@ -35,6 +34,7 @@ from .events import (
     TimedOut,
 )
 from .events import Timeout as Timeout
+from .states import READER_ADMITS, ConnState, Trigger, next_state
 
 _CONNECTED = ConnState.CONNECTED
 _CLOSED = ConnState.CLOSED
@@ -87,7 +87,9 @@ class ConnectionEngine:
         # after it) is bounded by the small pre-authentication limit, raised to
         # max_packet_size when the connection is accepted (issue 16).
         self.reader = PacketReader(
-            side="server", max_packet_size=min(max_connect_packet_size, max_packet_size)
+            side="server",
+            max_packet_size=min(max_connect_packet_size, max_packet_size),
+            admitted=READER_ADMITS,
         )
         self.state = ConnState.AWAIT_CONNECT
         self.created = self.last_rx = now

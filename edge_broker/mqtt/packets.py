@@ -243,3 +243,41 @@ PACKET_TYPE_OF: dict[type, PacketType] = {
     Disconnect: PacketType.DISCONNECT,
     Auth: PacketType.AUTH,
 }
+
+
+CLIENT_SENDS = frozenset(
+    {
+        PacketType.CONNECT,
+        PacketType.PUBLISH,
+        PacketType.PUBACK,
+        PacketType.PUBREC,
+        PacketType.PUBREL,
+        PacketType.PUBCOMP,
+        PacketType.SUBSCRIBE,
+        PacketType.UNSUBSCRIBE,
+        PacketType.PINGREQ,
+        PacketType.DISCONNECT,
+        PacketType.AUTH,
+    }
+)
+"""Packet types a client may send at all (MQTT 5 §2.1.2 Table 2-1)."""
+
+SERVER_SENDS = frozenset(
+    {
+        PacketType.CONNACK,
+        PacketType.PUBLISH,
+        PacketType.PUBACK,
+        PacketType.PUBREC,
+        PacketType.PUBREL,
+        PacketType.PUBCOMP,
+        PacketType.SUBACK,
+        PacketType.UNSUBACK,
+        PacketType.PINGRESP,
+        PacketType.DISCONNECT,
+        PacketType.AUTH,
+    }
+)
+"""Packet types a server may send at all (MQTT 5 §2.1.2 Table 2-1)."""
+
+V5_ONLY_FROM_CLIENT = frozenset({PacketType.AUTH})
+V5_ONLY_FROM_SERVER = frozenset({PacketType.AUTH, PacketType.DISCONNECT})

@@ -9,21 +9,22 @@ After a ``ProtocolError`` the reader is dead: every later ``feed`` raises again.
 
 from __future__ import annotations
 
-from types import MappingProxyType
+from functools import cache
 from typing import Literal
 
 from .decoder import DECODERS, decode_publish
 from .errors import ProtocolError
-from .packets import Connect, Packet, PacketType, Properties
-from .reason_codes import ReasonCode
-from .session_states import (
-    ADMITTED,
+from .packets import (
     CLIENT_SENDS,
     SERVER_SENDS,
     V5_ONLY_FROM_CLIENT,
     V5_ONLY_FROM_SERVER,
-    ConnState,
+    Connect,
+    Packet,
+    PacketType,
+    Properties,
 )
+from .reason_codes import ReasonCode
 from .wire import MALFORMED, MAX_VARINT, PROTOCOL
 
 Side = Literal["server", "client"]
@@ -53,25 +54,25 @@ _REQUIRED_FLAGS: tuple[int | None, ...] = (
 )
 
 
-def _accepted(from_client: bool, level: int | None) -> tuple[bool, ...]:
-    """For each packet type: may it arrive now without further checks? Server side, before
-    CONNECT: what ``AWAIT_CONNECT`` admits; after it: what ``CONNECTED`` admits (packets that
-    arrive while authentication runs are decoded and judged by the broker's state then)."""
-    if from_client:
-        state = ConnState.AWAIT_CONNECT if level is None else ConnState.CONNECTED
-        types, v5_only = ADMITTED[state], V5_ONLY_FROM_CLIENT
+Admits = tuple[frozenset[PacketType], frozenset[PacketType]]
+"""The client packet types a server-side reader lets through before its CONNECT and after it."""
+
+CODEC_ADMITS: Admits = (frozenset({PacketType.CONNECT}), CLIENT_SENDS - {PacketType.CONNECT})
+"""What the codec alone requires (MQTT 5 §3.1, 3.1.1 §3.1.0-1: CONNECT first and only once).
+The broker's connection engine passes its own state table's rows instead
+(``engine/states.py`` ``READER_ADMITS``)."""
+
+
+@cache
+def _accepted(admits: Admits | None, level: int | None) -> tuple[bool, ...]:
+    """For each packet type: may it arrive now without further checks? Server side
+    (``admits`` given): its first set before CONNECT, its second after; client side (None):
+    what a server sends, once the protocol level is known."""
+    if admits is not None:
+        types, v5_only = admits[0 if level is None else 1], V5_ONLY_FROM_CLIENT
     else:
         types, v5_only = (frozenset() if level is None else SERVER_SENDS), V5_ONLY_FROM_SERVER
     return tuple(ptype in types and (level == 5 or ptype not in v5_only) for ptype in range(16))
-
-
-_ACCEPTED: MappingProxyType[tuple[bool, int | None], tuple[bool, ...]] = MappingProxyType(
-    {
-        (from_client, level): _accepted(from_client, level)
-        for from_client in (True, False)
-        for level in (None, 3, 4, 5)
-    }
-)
 
 
 _CONNECT_LEVEL_AT = 9  # a CONNECT's level byte is within 9 bytes of its variable header ("MQIsdp")
@@ -95,6 +96,8 @@ class PacketReader:
     that CONNECT had already arrived. ``side="client"`` decodes what a server sends and needs
     ``protocol_level`` set (argument or attribute) before the first ``feed``.
     ``max_packet_size`` bounds whole packets (fixed header included), MQTT 5 §3.1.2.11.4.
+    ``admitted`` (server side): the packet types let through before and after CONNECT, by
+    default :data:`CODEC_ADMITS`; the broker's engine gives its state table's rows.
     """
 
     __slots__ = (
@@ -102,6 +105,7 @@ class PacketReader:
         "max_packet_size",
         "protocol_level",
         "_from_client",
+        "_admits",
         "_buffer",
         "_need",
         "_error",
@@ -113,6 +117,7 @@ class PacketReader:
         side: Side = "server",
         max_packet_size: int = MAX_PACKET_SIZE,
         protocol_level: int | None = None,
+        admitted: Admits = CODEC_ADMITS,
     ) -> None:
         if side not in ("server", "client"):
             raise ValueError(f"PacketReader side must be 'server' or 'client', not {side!r}")
@@ -124,6 +129,7 @@ class PacketReader:
         self.max_packet_size = max_packet_size
         self.protocol_level = protocol_level
         self._from_client = side == "server"
+        self._admits: Admits | None = admitted if side == "server" else None
         self._buffer = bytearray()
         self._need = 0
         self._error: ProtocolError | None = None
@@ -180,9 +186,10 @@ class PacketReader:
         from_client = self._from_client
         limit = self.max_packet_size
         level = self.protocol_level
-        accepted = _ACCEPTED.get((from_client, level))
-        if accepted is None:
+        if level not in (None, 3, 4, 5):
             raise ValueError(f"protocol_level must be 3, 4, 5 or None, not {level!r}")
+        admits = self._admits
+        accepted = _accepted(admits, level)
         self._need = 0
         while pos < n:
             first = buf[pos]
@@ -247,7 +254,7 @@ class PacketReader:
             if ptype == 1:
                 assert isinstance(packet, Connect)
                 level = self.protocol_level = packet.protocol_level
-                accepted = _ACCEPTED[from_client, level]
+                accepted = _accepted(admits, level)
         return pos
 
     def _refuse(self, ptype: int, level: int | None) -> None:

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from edge_broker.engine.states import ConnState
 from edge_broker.mqtt.packets import Disconnect, Properties, Publish
-from edge_broker.mqtt.session_states import ConnState
 from tests.broker.broker_raw import unique_id
 from tests.broker.engine_harness import MemoryBroker, MemoryClient, memory_broker
 

@@ -6,10 +6,10 @@ import pytest
 
 from edge_broker.engine.connection import ConnectionEngine, Timeout
 from edge_broker.engine.events import ProtocolViolation
+from edge_broker.engine.states import ConnState, Trigger
 from edge_broker.mqtt.codec import encode
 from edge_broker.mqtt.packets import Connect, Pingreq, Publish
 from edge_broker.mqtt.reason_codes import ReasonCode
-from edge_broker.mqtt.session_states import ConnState, Trigger
 
 CONNECT = encode(Connect(5, "eng", True, 10), 5)
 

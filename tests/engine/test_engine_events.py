@@ -16,10 +16,10 @@ from edge_broker.engine.events import (
     ProtocolViolation,
     TimedOut,
 )
+from edge_broker.engine.states import ConnState, Trigger
 from edge_broker.mqtt.codec import PacketReader, encode
 from edge_broker.mqtt.packets import Connack, Connect, Disconnect, Packet, Properties, Publish
 from edge_broker.mqtt.reason_codes import ConnackReturnCode, ReasonCode
-from edge_broker.mqtt.session_states import ConnState, Trigger
 
 # A PUBLISH with QoS 3 (MQTT 5 §3.3.1.2: malformed), well framed so it is the only error.
 BAD_QOS_PUBLISH = b"\x36\x05\x00\x01t\x00\x01"

@@ -2,9 +2,12 @@
 model is h11's ``_state.py`` and its ``EVENT_TRIGGERED_TRANSITIONS``).
 
 Which packet a client may send in which state (MQTT 5 §3.1, §4.1, §4.12; 3.1.1 §3.1.0) and
-which event moves the connection to which state. The reader (``reader.py``) refuses what may
-never arrive before or after CONNECT; the broker (``broker/dispatch.py``) hands each admitted
-packet to the handler of its type, and every state change goes through :func:`next_state`.
+which event moves the connection to which state. Everything else is derived from these two
+tables, never written again: the engine's reader (``mqtt/reader.py``) is given
+:data:`READER_ADMITS` and refuses before decoding what may never arrive before or after CONNECT;
+the broker's handler table (``broker/dispatch.py``) maps exactly the packets of each state's
+row to their handlers; every state change goes through :func:`next_state`. Which packet types a
+client or a server may send at all (MQTT 5 Table 2-1) is the codec's (``mqtt/packets.py``).
 Nothing here knows sockets, clocks or the broker.
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 from enum import Enum, IntEnum
 from types import MappingProxyType
 
-from .packets import PacketType
+from ..mqtt.packets import CLIENT_SENDS, PacketType
 
 
 class ConnState(IntEnum):
@@ -78,43 +81,6 @@ def next_state(state: ConnState, trigger: Trigger) -> ConnState:
     return target
 
 
-CLIENT_SENDS = frozenset(
-    {
-        PacketType.CONNECT,
-        PacketType.PUBLISH,
-        PacketType.PUBACK,
-        PacketType.PUBREC,
-        PacketType.PUBREL,
-        PacketType.PUBCOMP,
-        PacketType.SUBSCRIBE,
-        PacketType.UNSUBSCRIBE,
-        PacketType.PINGREQ,
-        PacketType.DISCONNECT,
-        PacketType.AUTH,
-    }
-)
-"""Packet types a client may send at all (MQTT 5 §2.1.2 Table 2-1)."""
-
-SERVER_SENDS = frozenset(
-    {
-        PacketType.CONNACK,
-        PacketType.PUBLISH,
-        PacketType.PUBACK,
-        PacketType.PUBREC,
-        PacketType.PUBREL,
-        PacketType.PUBCOMP,
-        PacketType.SUBACK,
-        PacketType.UNSUBACK,
-        PacketType.PINGRESP,
-        PacketType.DISCONNECT,
-        PacketType.AUTH,
-    }
-)
-"""Packet types a server may send at all (MQTT 5 §2.1.2 Table 2-1)."""
-
-V5_ONLY_FROM_CLIENT = frozenset({PacketType.AUTH})
-V5_ONLY_FROM_SERVER = frozenset({PacketType.AUTH, PacketType.DISCONNECT})
-
 ADMITTED: MappingProxyType[ConnState, frozenset[PacketType]] = MappingProxyType(
     {
         ConnState.AWAIT_CONNECT: frozenset({PacketType.CONNECT}),
@@ -129,3 +95,10 @@ ADMITTED: MappingProxyType[ConnState, frozenset[PacketType]] = MappingProxyType(
 """state → the client packets handled in it (before the protocol level's own exclusions:
 AUTH is MQTT 5 only). A packet that decodes but is not admitted in the state it arrives in is
 refused by the broker (AUTHENTICATING: CONNACK 0x82)."""
+
+READER_ADMITS: tuple[frozenset[PacketType], frozenset[PacketType]] = (
+    ADMITTED[ConnState.AWAIT_CONNECT],
+    ADMITTED[ConnState.CONNECTED],
+)
+"""What the framing may let through before and after the CONNECT (``PacketReader(admitted=)``):
+packets that arrive while authentication runs are decoded and judged by the state then."""

@@ -1,4 +1,4 @@
-"""The connection states written once (mqtt/session_states.py): the reader's acceptance, the
+"""The connection states written once (engine/states.py): the engine's reader acceptance, the
 broker's handler rows and every state change derive from the one table."""
 
 from __future__ import annotations
@@ -7,17 +7,18 @@ import pytest
 
 from edge_broker.broker.dispatch import HANDLERS
 from edge_broker.broker.handle_auth import refuse_before_auth
-from edge_broker.mqtt.codec import PacketReader
-from edge_broker.mqtt.errors import ProtocolError
-from edge_broker.mqtt.packets import PACKET_TYPE_OF, PacketType
-from edge_broker.mqtt.session_states import (
+from edge_broker.engine.connection import ConnectionEngine
+from edge_broker.engine.states import (
     ADMITTED,
-    CLIENT_SENDS,
+    READER_ADMITS,
     TRANSITIONS,
     ConnState,
     Trigger,
     next_state,
 )
+from edge_broker.mqtt.codec import PacketReader
+from edge_broker.mqtt.errors import ProtocolError
+from edge_broker.mqtt.packets import CLIENT_SENDS, PACKET_TYPE_OF, PacketType
 
 # The smallest well-formed client packet of each type after CONNECT (MQTT 5 framing).
 SMALLEST = {
@@ -51,13 +52,13 @@ def test_the_reader_admits_exactly_what_await_connect_admits_before_connect() ->
     for ptype, data in SMALLEST.items():
         assert ptype not in ADMITTED[ConnState.AWAIT_CONNECT]
         with pytest.raises(ProtocolError, match="first packet must be CONNECT"):
-            PacketReader(side="server").feed(data)
+            _engine_reader().feed(data)
 
 
 @pytest.mark.parametrize("level", [4, 5])
 def test_the_reader_admits_exactly_what_connected_admits_after_connect(level: int) -> None:
     for ptype, data in SMALLEST.items():
-        reader = PacketReader(side="server", protocol_level=level)
+        reader = _engine_reader(level)
         admitted = ptype in ADMITTED[ConnState.CONNECTED] and (level == 5 or ptype != 15)
         if admitted:
             [packet] = reader.feed(data if level == 5 else _v3(ptype, data))
@@ -65,6 +66,28 @@ def test_the_reader_admits_exactly_what_connected_admits_after_connect(level: in
         else:
             with pytest.raises(ProtocolError):
                 reader.feed(data)
+
+
+def _engine_reader(level: int | None = None) -> PacketReader:
+    """A reader as the engine builds it (its admitted rows), with the CONNECT already read when
+    ``level`` is given."""
+    reader = ConnectionEngine(0.0, 1024, 1024).reader
+    reader.protocol_level = level
+    return reader
+
+
+def test_the_engine_reader_is_given_the_table_rows() -> None:
+    reader = ConnectionEngine(0.0, 1024, 1024).reader
+    assert reader._admits == READER_ADMITS
+    assert READER_ADMITS == (ADMITTED[ConnState.AWAIT_CONNECT], ADMITTED[ConnState.CONNECTED])
+
+
+def test_a_reader_admits_what_it_is_given() -> None:
+    only_publish = (frozenset({PacketType.CONNECT}), frozenset({PacketType.PUBLISH}))
+    reader = PacketReader(side="server", protocol_level=5, admitted=only_publish)
+    assert len(reader.feed(SMALLEST[PacketType.PUBLISH])) == 1
+    with pytest.raises(ProtocolError):
+        reader.feed(SMALLEST[PacketType.PINGREQ])
 
 
 def _v3(ptype: PacketType, data: bytes) -> bytes:
@@ -79,14 +102,15 @@ def _v3(ptype: PacketType, data: bytes) -> bytes:
 
 def test_a_second_connect_is_refused_by_the_reader() -> None:
     connect = b"\x10\x0d\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x00"
-    reader = PacketReader(side="server")
+    reader = _engine_reader()
     assert len(reader.feed(connect)) == 1
     with pytest.raises(ProtocolError, match="second CONNECT"):
         reader.feed(connect)
 
 
 def test_handler_rows_follow_the_admitted_packets() -> None:
-    for state, row in HANDLERS.items():
+    for state in ConnState:
+        row = HANDLERS[state]
         handled = {
             PACKET_TYPE_OF[cls] for cls, handler in row.items() if handler is not refuse_before_auth
         }

@@ -82,11 +82,20 @@ class Crossing:
 
 
 def traced(mb: MemoryBroker, client: Any, data: bytes) -> Crossing:
+    """Trace the broker from ``data`` reaching it until it is idle. The clients' own decoding
+    of what the broker writes (their codec, in process) waits until the trace has ended."""
     crossing = Crossing()
+    held: list[tuple[Any, bytes]] = []
+    for each in mb.clients:
+        each.received = lambda data, each=each: held.append((each, data))
     deliver = client.transport.deliver
     mb.loop.call_soon(lambda: (sys.settrace(crossing.tracer), deliver(data)))
     mb.settle()
     sys.settrace(None)
+    for each in mb.clients:
+        del each.received
+    for each, written in held:
+        each.received(written)
     return crossing
 
 

@@ -30,11 +30,12 @@ from ..engine.events import (
     PreAuthExceeded,
     ProtocolViolation,
 )
+from ..engine.negotiation import Agreement
 from ..engine.states import ConnState, Trigger
 from ..identity import Identity
 from ..mqtt.codec import encode
 from ..mqtt.errors import ProtocolError
-from ..mqtt.packets import Connect, Packet, Will
+from ..mqtt.packets import Connect, Packet, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
 from .dispatch import HANDLERS
 from .message import Message
@@ -74,8 +75,6 @@ class Connection(asyncio.BufferedProtocol):
             broker.config.broker.topic_alias_maximum,
         )
         self.lost = False  # connection_lost ran: the broker was told once
-        self.level = 4
-        self.v5 = False
         self.client_id = ""
         self.assigned_client_id: str | None = None
         self.identity: Identity | None = None
@@ -84,9 +83,6 @@ class Connection(asyncio.BufferedProtocol):
         self.authenticator: Authenticator | None = None
         self.auth_state: object = None
         self.will: Will | None = None
-        self.send_quota = broker.config.limits.max_inflight  # min(ours, client's Receive Maximum)
-        self.client_max_packet = 268_435_460  # client's Maximum Packet Size
-        self.out: list[bytes] = []
         self.paused = False
         self.backlog: deque[Packet] | None = None
         self.pending: asyncio.Task[None] | None = None  # the handler awaited (authentication ...)
@@ -120,6 +116,21 @@ class Connection(asyncio.BufferedProtocol):
     def state(self) -> ConnState:
         """Where the connection is (engine/states.py); changed only by :meth:`trigger`."""
         return self.engine.state
+
+    @property
+    def level(self) -> int:
+        """The client's protocol level (3, 4, 5), as the engine learnt it from the CONNECT."""
+        return self.engine.level
+
+    @property
+    def v5(self) -> bool:
+        """MQTT 5 (the engine's protocol level)."""
+        return self.engine.level == 5
+
+    @property
+    def send_quota(self) -> int:
+        """How many QoS 1/2 messages may be in flight to the client (agreed at CONNACK)."""
+        return self.engine.send_quota
 
     @property
     def problem_information(self) -> bool:
@@ -207,6 +218,15 @@ class Connection(asyncio.BufferedProtocol):
         elif state is CONNECTED:
             self.broker.watch(self)  # the Keep Alive agreed at CONNACK: maybe an earlier deadline
 
+    def accept(self, agreement: Agreement, session_present: bool, properties: Properties) -> None:
+        """CONNACK 0x00: the engine applies what the CONNECT and the server agreed
+        (engine/negotiation.py) and writes the CONNACK; the deadlines may move earlier."""
+        idle = not self.engine.out
+        self.engine.accept(agreement, session_present, properties)
+        if idle:
+            self.broker.schedule_flush(self)
+        self.broker.watch(self)  # the Keep Alive agreed at CONNACK: maybe an earlier deadline
+
     def pause_writing(self) -> None:
         self.paused = True
 
@@ -268,7 +288,7 @@ class Connection(asyncio.BufferedProtocol):
     def send(self, data: bytes) -> None:
         if self.closing:
             return
-        out = self.out
+        out = self.engine.out  # the connection's one output buffer
         if not out:
             self.broker.schedule_flush(self)
         out.append(data)
@@ -277,7 +297,7 @@ class Connection(asyncio.BufferedProtocol):
         self.send(encode(packet, self.level))
 
     def flush(self) -> None:
-        out = self.out
+        out = self.engine.out
         if not out:
             return
         data = out[0] if len(out) == 1 else b"".join(out)
@@ -334,7 +354,7 @@ class Connection(asyncio.BufferedProtocol):
             template = message.template(
                 self.v5, qos, retain, sub_ids, alias, send_topic, self.level, now
             )
-        if template.size > self.client_max_packet:
+        if template.size > self.engine.client_max_packet:
             if alias and send_topic and aliases is not None:
                 aliases.unassign(message.topic)
             self.broker.stats.dropped_oversize += 1
@@ -407,9 +427,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.closing:
             return
         self.disconnect_reason = reason
-        data = self.engine.data_to_send()
-        if data:
-            self.send(data)
+        # the engine's last answer is in the one output buffer, after what was sent before
         if self.broker.persistence is not None:
             self.broker.persistence.before_send()  # write-ahead, as Broker._flush (issue 17)
         self.flush()

@@ -184,7 +184,12 @@ class Delivery:
                 self.stats.dropped += 1
                 return False
             return conn.send_publish(outgoing)
-        if conn is None or conn.paused or session.queue or not session.window_open(conn.send_quota):
+        if (
+            conn is None
+            or conn.paused
+            or session.queue
+            or not session.window_open(conn.engine.send_quota)
+        ):
             return self.enqueue(session, outgoing)
         conn.register_inflight(outgoing)
         return True
@@ -303,7 +308,7 @@ class Delivery:
         # a queued message no longer knows its subscription: checked whenever gates 5-6 exist
         check = policy.has_delivery_gates
         while queue and conn is not None and not conn.paused and not conn.closing:
-            if not session.window_open(conn.send_quota):
+            if not session.window_open(conn.engine.send_quota):
                 return
             outgoing = queue.popleft()
             size = outgoing.message.size

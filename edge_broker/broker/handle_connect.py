@@ -19,9 +19,10 @@ from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, 
 from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
+from ..engine.negotiation import negotiate
 from ..engine.states import Trigger
 from ..identity import Identity
-from ..mqtt.packets import Auth, Connack, Connect, Properties
+from ..mqtt.packets import Auth, Connect, Properties
 from ..mqtt.reason_codes import ReasonCode
 from .message import will_message
 from .outcomes import will_denied
@@ -35,7 +36,6 @@ from .rejudge import (
     purge_undeliverable,
     rejudge_session,
 )
-from .session import NEVER_EXPIRES
 from .token_expiry import schedule_token_expiry
 from .topic_limits import topic_limit, topic_limit_reason
 
@@ -48,9 +48,7 @@ log = logging.getLogger("edge_broker.broker")
 
 def handle_connect(conn: Connection, packet: Connect) -> Awaitable[None] | None:
     """The first packet; returns the coroutine that authenticates (packet order is kept)."""
-    conn.trigger(Trigger.CONNECT)
-    conn.level = packet.protocol_level
-    conn.v5 = packet.protocol_level == 5
+    conn.trigger(Trigger.CONNECT)  # the engine knows the protocol level from this CONNECT
     conn.client_id = packet.client_id
     conn.connect_packet = packet
     too_many = user_properties_refusal(packet, conn.broker.config.limits)
@@ -191,12 +189,8 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     conn.will = will
     conn.password_entry = _password_entry(conn, identity)
     conn.token_credential = _token_credential(connect, identity)
-    # Session expiry (MQTT 5 §3.1.2.11); 3.x: clean session 0 keeps the session.
-    if conn.v5:
-        asked = connect.properties.session_expiry_interval or 0
-    else:
-        asked = 0 if connect.clean_start else NEVER_EXPIRES
-    expiry = min(asked, cfg.max_session_expiry)
+    agreement = negotiate(connect, broker.offer())  # engine/negotiation.py
+    expiry = agreement.session_expiry
     session, present = broker.attach_session(conn, connect, identity, expiry, principal, fresh)
     if present:
         if verdicts is not None and session is prior:
@@ -206,23 +200,12 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
             await rejudge_session(broker, session, "a resumed session")
     props = Properties()
     if conn.v5:
-        p = connect.properties
-        conn.send_quota = min(p.receive_maximum or 65535, broker.config.limits.max_inflight)
-        conn.client_max_packet = p.maximum_packet_size or conn.client_max_packet
-        conn.engine.accept_aliases(p.topic_alias_maximum or 0)
-        props = broker.connack_properties(connect, expiry, asked, accepted, conn.assigned_client_id)
-    else:
-        conn.send_quota = broker.config.limits.max_inflight
-    keep_alive = connect.keep_alive
-    if cfg.server_keep_alive:
-        keep_alive = cfg.server_keep_alive
-    elif keep_alive > cfg.max_keep_alive or (keep_alive == 0 and cfg.max_keep_alive < 65535):
-        keep_alive = cfg.max_keep_alive
-    if conn.v5 and keep_alive != connect.keep_alive:
-        props = replace(props, server_keep_alive=keep_alive)
-    conn.engine.keep_alive = keep_alive if conn.v5 else connect.keep_alive
-    conn.trigger(Trigger.CONNACK_SUCCESS)  # the engine lifts the pre-authentication size bound
-    conn.send_packet(Connack(present, ReasonCode.SUCCESS, props))
+        props = broker.connack_properties(
+            connect, expiry, agreement.asked, accepted, conn.assigned_client_id
+        )
+        if agreement.server_keep_alive is not None:
+            props = replace(props, server_keep_alive=agreement.server_keep_alive)
+    conn.accept(agreement, present, props)  # CONNACK; the pre-authentication bound lifts
     schedule_token_expiry(conn)
     audit_events.connected(broker.audit, conn)
     log.info(

@@ -1,25 +1,36 @@
 """PUBLISH and its acknowledgements in both directions (MQTT 5 §3.3–§3.7, §4.3; 3.1.1 §3.3–§3.7).
 
-Incoming: Maximum QoS / Retain Available (0x9B / 0x9A), topic aliases (0x94, §3.3.2.3.4),
-Payload Format Indicator (0x99), QoS 2 duplicates held by packet id until PUBREL (method B of
-§4.3.3: the message is routed on PUBLISH, duplicates are not routed again), Receive Maximum
-(0x93), the policy, then routing and the acknowledgement (0x10 when nobody subscribed).
-Outgoing: PUBACK / PUBREC / PUBCOMP from the client release the session's in-flight window.
+Incoming: what the protocol alone decides is the engine's (``engine/publish.py``: Maximum QoS
+/ Retain Available 0x9B / 0x9A, topic aliases 0x94, Subscription Identifiers, Payload Format
+Indicator 0x99, and the bytes of every acknowledgement); here the broker's limits, QoS 2
+duplicates held by packet id until PUBREL (method B of §4.3.3: the message is routed on
+PUBLISH, duplicates are not routed again), Receive Maximum (0x93), the policy, then routing
+and the acknowledgement (0x10 when nobody subscribed). Outgoing: PUBACK / PUBREC / PUBCOMP
+from the client release the session's in-flight window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision, GateName, deny
 from ..engine.flow import PubrecOutcome
+from ..engine.publish import (
+    PublishRefused,
+    capability_refusal,
+    pubcomp,
+    pubcomp_unknown,
+    publish_ack,
+    pubrec,
+    pubrel,
+    pubrel_unknown,
+    refused_ack,
+    resolve,
+)
 from ..matching.names import shown
-from ..mqtt.errors import ProtocolError
-from ..mqtt.names import payload_is_valid_utf8
-from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, Pubrec, Pubrel
+from ..mqtt.packets import NO_PROPERTIES, Puback, Pubcomp, Publish, Pubrec, Pubrel
 from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
 from .awaiting import all_of
@@ -33,14 +44,6 @@ if TYPE_CHECKING:
     from .connection import Connection
     from .topic_space import TopicSpace
 
-# Success acknowledgements without reason code or properties: identical bytes in 3.1, 3.1.1
-# and 5 (MQTT 5 §3.4.2.1: the reason code may be omitted when it is 0x00 and there are no
-# properties).
-PUBACK_HEAD = b"\x40\x02"
-PUBREC_HEAD = b"\x50\x02"
-PUBREL_HEAD = b"\x62\x02"
-PUBCOMP_HEAD = b"\x70\x02"
-
 
 def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
     broker = conn.broker
@@ -48,14 +51,9 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
     conn.msgs_in += 1
     qos = packet.qos
     cfg = broker.config.broker
-    if qos > cfg.maximum_qos:
-        conn.violation(
-            ReasonCode.QOS_NOT_SUPPORTED,
-            f"QoS {qos} exceeds this broker's maximum QoS {cfg.maximum_qos}",
-        )
-        return None
-    if packet.retain and not cfg.retain_available:
-        conn.violation(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are not supported")
+    refused = capability_refusal(packet, cfg.maximum_qos, cfg.retain_available)  # engine
+    if refused is not None:
+        conn.violation(refused.reason_code, refused.reason)
         return None
     topic = packet.topic
     limits = broker.config.limits
@@ -74,31 +72,15 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
             _refuse_rate(conn, packet, crossed)
             return None
     props = packet.properties
-    if conn.v5 and props is not NO_PROPERTIES:
-        alias = props.topic_alias
-        if alias is not None:
-            try:
-                topic = conn.engine.aliases_in.resolve(alias, topic)  # engine/aliases.py
-            except ProtocolError as exc:
-                conn.protocol_error(exc)
-                return None
-            props = replace(props, topic_alias=None)
-        if props.subscription_identifiers:
-            conn.violation(
-                ReasonCode.PROTOCOL_ERROR,
-                "a client must not send Subscription Identifiers (MQTT 5 §3.3.4)",
-            )
-            return None
-        if props.payload_format_indicator == 1 and not payload_is_valid_utf8(packet.payload):
-            if qos == 0:
-                conn.violation(
-                    ReasonCode.PAYLOAD_FORMAT_INVALID,
-                    "payload format indicator says UTF-8 but the payload is not",
-                )
+    if props is not NO_PROPERTIES:  # MQTT 5 only: aliases, identifiers, payload format
+        resolved = resolve(packet, conn.engine.aliases_in)  # engine/publish.py
+        if isinstance(resolved, PublishRefused):
+            if resolved.violation:
+                conn.violation(resolved.reason_code, resolved.reason)
             else:
-                ack = Puback if qos == 1 else Pubrec
-                conn.send_packet(ack(packet.packet_id or 0, ReasonCode.PAYLOAD_FORMAT_INVALID))
+                conn.send(refused_ack(qos, packet.packet_id or 0, resolved.reason_code, "", False))
             return None
+        topic, props = resolved
     session = conn.session
     assert session is not None
     if qos == 2:
@@ -110,7 +92,7 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
                 return persistence.acknowledge(
                     conn, partial(_pubrec_again, conn, pid), broker.config.limits.receive_maximum
                 )
-            conn.send(PUBREC_HEAD + pid.to_bytes(2, "big"))
+            conn.send(pubrec(pid))
             return None
         if session.incoming_window_full(broker.config.limits.receive_maximum):
             conn.violation(
@@ -174,9 +156,9 @@ def _refuse(
 
 
 def _refused_ack(conn: Connection, packet: Publish, code: ReasonCode, reason: str) -> None:
-    props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
-    ack = Puback if packet.qos == 1 else Pubrec
-    conn.send_packet(ack(packet.packet_id or 0, code, props))
+    conn.send(
+        refused_ack(packet.qos, packet.packet_id or 0, code, reason, conn.problem_information)
+    )
 
 
 async def _await_decision(
@@ -264,8 +246,7 @@ def _ack_stored(
             session.pubrel(pid)  # not stored: the id is not held (the client may resend)
             session.journal.qos2_released(pid)
         if conn.v5 and not conn.closing:
-            props = Properties(reason_string=reason) if conn.problem_information else NO_PROPERTIES
-            conn.send_packet((Puback if qos == 1 else Pubrec)(pid, code, props))
+            conn.send(refused_ack(qos, pid, code, reason, conn.problem_information))
         return
     if not conn.closing:
         _ack(conn, pid, qos, routed)
@@ -273,15 +254,11 @@ def _ack_stored(
 
 def _pubrec_again(conn: Connection, pid: int, error: StoreError | None) -> None:
     if not conn.closing:
-        conn.send(PUBREC_HEAD + pid.to_bytes(2, "big"))
+        conn.send(pubrec(pid))
 
 
 def _ack(conn: Connection, pid: int, qos: int, routed: int) -> None:
-    if routed or not conn.v5:
-        conn.send((PUBACK_HEAD if qos == 1 else PUBREC_HEAD) + pid.to_bytes(2, "big"))
-    else:
-        ack = Puback if qos == 1 else Pubrec
-        conn.send_packet(ack(pid, ReasonCode.NO_MATCHING_SUBSCRIBERS))
+    conn.send(publish_ack(qos, pid, routed, conn.engine.level == 5))  # engine/publish.py
 
 
 def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
@@ -298,18 +275,16 @@ def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
             return persistence.acknowledge(
                 conn, partial(_pubcomp, conn, pid), conn.broker.config.limits.receive_maximum
             )
-        conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
-    elif conn.v5:
-        conn.send_packet(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
+        conn.send(pubcomp(pid))
     else:
-        conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
+        conn.send(pubcomp_unknown(pid, conn.v5))
     return None
 
 
 def _pubcomp(conn: Connection, pid: int, error: StoreError | None) -> None:
     # After a failed store the client resends PUBREL; the packet id is released in memory.
     if not conn.closing:
-        conn.send(PUBCOMP_HEAD + pid.to_bytes(2, "big"))
+        conn.send(pubcomp(pid))
 
 
 def handle_puback(conn: Connection, packet: Puback) -> None:
@@ -327,10 +302,7 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
     pid = packet.packet_id
     outcome = session.pubrec(pid, packet.reason_code)  # engine/flow.py
     if outcome is PubrecOutcome.UNKNOWN:
-        if conn.v5:
-            conn.send_packet(Pubrel(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
-        else:
-            conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
+        conn.send(pubrel_unknown(pid, conn.v5))
         return None
     if outcome is PubrecOutcome.REFUSED:  # the client refused it: the flow ends (MQTT 5 §4.3.3)
         session.journal.completed(pid)
@@ -344,14 +316,14 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
         return persistence.acknowledge(
             conn, partial(_pubrel, conn, pid), conn.broker.config.limits.receive_maximum
         )
-    conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
+    conn.send(pubrel(pid))
     return None
 
 
 def _pubrel(conn: Connection, pid: int, error: StoreError | None) -> None:
     # Not stored: PUBREL all the same (the flow in memory goes on; a crash resends PUBLISH).
     if not conn.closing:
-        conn.send(PUBREL_HEAD + pid.to_bytes(2, "big"))
+        conn.send(pubrel(pid))
 
 
 def handle_pubcomp(conn: Connection, packet: Pubcomp) -> None:

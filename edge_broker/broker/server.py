@@ -23,6 +23,7 @@ from ..config import Config, ListenerConfig, claims_enabled
 from ..engine.connection import Timeout
 from ..engine.deadlines import Deadlines
 from ..engine.events import TimedOut
+from ..engine.negotiation import Offer, departure
 from ..identity import Identity
 from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
@@ -42,7 +43,7 @@ from .rejudge import judge_will, recheck_subscriptions, will_refused
 from .retained import MemoryRetainedStore, RetainedStore
 from .retained_budget import RetainedBudget
 from .scheduler import Scheduler
-from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
+from .session import MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .token_expiry import token_expired
@@ -499,6 +500,17 @@ class Broker:
         self.stats.clients_maximum = max(self.stats.clients_maximum, self.stats.clients_connected)
         return session, present
 
+    def offer(self) -> Offer:
+        """This broker's side of the CONNECT negotiation (engine/negotiation.py), as configured
+        now (a reload may change it)."""
+        cfg = self.config.broker
+        return Offer(
+            server_keep_alive=cfg.server_keep_alive,
+            max_keep_alive=cfg.max_keep_alive,
+            max_session_expiry=cfg.max_session_expiry,
+            max_inflight=self.config.limits.max_inflight,
+        )
+
     def connack_properties(
         self, connect: Connect, expiry: int, asked: int, accepted: Accepted, assigned: str | None
     ) -> Properties:
@@ -550,25 +562,26 @@ class Broker:
         session.token_deadline = conn.engine.token_deadline  # for the will (rejudge.py)
         self.stats.clients_connected -= 1
         will, conn.will = conn.will, None
-        now = self.clock()
+        # what the end of the connection does to the will and the session: the engine's
+        # decision (engine/negotiation.py), this broker's timers and stores act on it
+        gone = departure(will, conn.v5, session.expiry_interval, keep_session, self.clock())
         if will is not None:
-            delay = (will.properties.will_delay_interval or 0) if conn.v5 else 0
-            if delay == 0 or (session.expiry_interval == 0 and not keep_session):
+            if gone.will_now:
                 self.publish_will(session, will)
-            elif not keep_session:
+            elif gone.will_at is not None:
                 session.will = will
-                session.will_at = now + delay
-                self._wills.set(session, session.will_at)
-                self.timers.arm(session.will_at)
+                session.will_at = gone.will_at
+                self._wills.set(session, gone.will_at)
+                self.timers.arm(gone.will_at)
         if keep_session:
             return
-        if session.expiry_interval == 0:
+        if gone.end_session:
             self._end_session(session)
             return
-        if session.expiry_interval != NEVER_EXPIRES:
-            session.expires_at = now + session.expiry_interval
-            self._expiring.set(session, session.expires_at)
-            self.timers.arm(session.expires_at)
+        if gone.expires_at is not None:
+            session.expires_at = gone.expires_at
+            self._expiring.set(session, gone.expires_at)
+            self.timers.arm(gone.expires_at)
         if self.persistence is not None:
             self.persistence.session_changed(session)
 

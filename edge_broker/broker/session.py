@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 # Inflight is re-exported: persistence.py restores in-flight messages with it
 from ..engine.flow import Inflight as Inflight
 from ..engine.flow import QosFlow
+from ..engine.negotiation import NEVER_EXPIRES as NEVER_EXPIRES
 from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.packets import Will
 from .journal import NO_JOURNAL, SessionJournal
@@ -26,8 +27,6 @@ from .message import Message
 if TYPE_CHECKING:
     from .connection import Connection
     from .ownership import Principal
-
-NEVER_EXPIRES = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)

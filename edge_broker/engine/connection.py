@@ -34,6 +34,7 @@ from .events import (
     TimedOut,
 )
 from .events import Timeout as Timeout
+from .negotiation import NO_PACKET_LIMIT, Agreement
 from .states import READER_ADMITS, ConnState, Trigger, next_state
 
 _CONNECTED = ConnState.CONNECTED
@@ -70,7 +71,9 @@ class ConnectionEngine:
         "level",
         "problem_information",
         "ending",
-        "_out",
+        "send_quota",
+        "client_max_packet",
+        "out",
         "_pre_auth_budget",
         "_max_connect_packet_size",
         "_max_packet_size",
@@ -108,7 +111,13 @@ class ConnectionEngine:
         # connection is ending. One attribute read tells the broker's hot path it may hand
         # the list straight to the handlers (issue 21: CPU per message must not rise).
         self.ending = False
-        self._out: list[bytes] = []
+        # agreed at CONNACK (engine/negotiation.py): how many QoS 1/2 messages may be in flight
+        # to the client, and the largest packet it takes
+        self.send_quota = 0
+        self.client_max_packet = NO_PACKET_LIMIT
+        # the connection's one output buffer: the broker's connection appends what its
+        # handlers send, the engine its own answers; whoever flushes takes it all, in order
+        self.out: list[bytes] = []
         self._pre_auth_budget = 2 * max_connect_packet_size
         self._max_connect_packet_size = max_connect_packet_size
         self._max_packet_size = max_packet_size
@@ -140,9 +149,7 @@ class ConnectionEngine:
             return self._framing_error(exc)
         first = packets[0] if packets else None
         if isinstance(first, Connect) and self.state is ConnState.AWAIT_CONNECT:
-            self.level = first.protocol_level
-            if self.level == 5:
-                self.problem_information = first.properties.request_problem_information != 0
+            self.learn_level(first)
         if over_budget:
             return self._refuse_pre_auth(first)
         return packets  # type: ignore[return-value]  # list is invariant
@@ -202,16 +209,33 @@ class ConnectionEngine:
             self.reader.max_packet_size = self._max_packet_size  # past the pre-auth bound
         return state
 
-    def accept_aliases(self, maximum: int) -> None:
-        """The client's Topic Alias Maximum from its CONNECT (MQTT 5 §3.1.2.11.5): up to that
-        many topics are given aliases on the way out."""
-        self.aliases_out = OutboundAliases(min(maximum, 65535)) if maximum > 0 else None
+    def accept(self, agreement: Agreement, session_present: bool, properties: Properties) -> None:
+        """CONNACK 0x00 (``properties``: the capabilities MQTT 5 announces; 3.x sends none)
+        into the output buffer, and from now on what ``agreement`` settled
+        (engine/negotiation.py): the Keep Alive enforced, the send window, the client's packet
+        size and topic aliases; the packet-size bound rises to ``max_packet_size``."""
+        self.keep_alive = agreement.keep_alive
+        self.send_quota = agreement.send_quota
+        self.client_max_packet = agreement.client_max_packet
+        maximum = agreement.topic_alias_maximum
+        self.aliases_out = OutboundAliases(maximum) if maximum > 0 else None
+        self.trigger(Trigger.CONNACK_SUCCESS)
+        self.out.append(
+            encode(Connack(session_present, ReasonCode.SUCCESS, properties), self.level)
+        )
+
+    def learn_level(self, connect: Connect) -> None:
+        """The client's protocol level and Request Problem Information (MQTT 5 §3.1.2.11.7;
+        default 1) from its CONNECT: every answer from now on is written in that format."""
+        self.level = connect.protocol_level
+        if self.level == 5:
+            self.problem_information = connect.properties.request_problem_information != 0
 
     # -- output -----------------------------------------------------------------------------
 
     def data_to_send(self) -> bytes:
         """The bytes the engine decided to send since the last call, in order (then empty)."""
-        out = self._out
+        out = self.out
         if not out:
             return b""
         data = b"".join(out)
@@ -250,10 +274,10 @@ class ConnectionEngine:
             return []
         if self.level == 5:
             props = Properties(reason_string=reason) if self.problem_information else Properties()
-            self._out.append(encode(Connack(False, reason_code, props), 5))
+            self.out.append(encode(Connack(False, reason_code, props), 5))
         else:
             code = V3_CONNACK_CODES.get(reason_code, ConnackReturnCode.NOT_AUTHORIZED)
-            self._out.append(encode(Connack(False, code), self.level))
+            self.out.append(encode(Connack(False, code), self.level))
         self.state = _CLOSED
         return [ConnectRefused(reason_code, reason), ConnectionEnded(reason)]
 
@@ -264,7 +288,7 @@ class ConnectionEngine:
             return []
         if reason_code is not None and self.level == 5 and self.state is _CONNECTED:
             props = Properties(reason_string=reason) if self.problem_information else Properties()
-            self._out.append(encode(Disconnect(reason_code, props), 5))
+            self.out.append(encode(Disconnect(reason_code, props), 5))
         self.state = _CLOSED
         return [ConnectionEnded(reason)]
 

@@ -22,8 +22,7 @@ from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
 from ..mqtt.packet_ids import MAX_PACKET_ID, free_packet_id
-
-PUBREL_HEAD = b"\x62\x02"  # PUBREL, reason 0x00 omitted (MQTT 5 §3.6.2.1): read alike by 3.1.1
+from .publish import pubrel
 
 
 class PublishBytes(Protocol):
@@ -116,7 +115,7 @@ class QosFlow(Generic[Out]):
         publishes = 0
         for pid, inflight in list(self.inflight.items()):
             if inflight.released:
-                out.append(PUBREL_HEAD + pid.to_bytes(2, "big"))
+                out.append(pubrel(pid))  # reason 0x00 left out: read alike by 3.1.1
                 continue
             encoded = encode(inflight.outgoing)
             if encoded is None:

@@ -6,7 +6,10 @@ import pytest
 
 from edge_broker.engine.aliases import InboundAliases, OutboundAliases
 from edge_broker.engine.connection import ConnectionEngine
+from edge_broker.engine.negotiation import Offer, negotiate
+from edge_broker.engine.states import Trigger
 from edge_broker.mqtt.errors import ProtocolError
+from edge_broker.mqtt.packets import Connect, Properties
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 
@@ -60,7 +63,17 @@ def test_the_connection_engine_holds_both_directions() -> None:
     engine = ConnectionEngine(0.0, 1024, 65536, topic_alias_maximum=4)
     assert engine.aliases_in.maximum == 4
     assert engine.aliases_out is None  # until the client's CONNECT asks for some
-    engine.accept_aliases(0)
+    engine.trigger(Trigger.CONNECT)
+    engine.accept(negotiate(_connect(0), OFFER), False, Properties())
     assert engine.aliases_out is None
-    engine.accept_aliases(70000)
+    engine = ConnectionEngine(0.0, 1024, 65536, topic_alias_maximum=4)
+    engine.trigger(Trigger.CONNECT)
+    engine.accept(negotiate(_connect(70000), OFFER), False, Properties())
     assert engine.aliases_out is not None and engine.aliases_out.maximum == 65535
+
+
+OFFER = Offer(server_keep_alive=0, max_keep_alive=65535, max_session_expiry=0, max_inflight=8)
+
+
+def _connect(topic_alias_maximum: int) -> Connect:
+    return Connect(5, "a", True, 60, properties=Properties(topic_alias_maximum=topic_alias_maximum))

@@ -1,0 +1,118 @@
+"""What a CONNECT and the server agree on, and what happens to a session when its connection
+goes: pure functions of the packet, the server's offer and ``now``, no socket and no clock.
+
+- :func:`negotiate`: Keep Alive (MQTT 5 §3.1.2.10, §3.2.2.3.14 Server Keep Alive; 3.1.1 has
+  no way to tell the client, so its own value is kept), Session Expiry Interval (§3.1.2.11.2,
+  capped by the server; 3.x: clean session 0 keeps the session for ever), Receive Maximum
+  (§3.1.2.11.3, capped by ``limits.max_inflight``), the client's Maximum Packet Size
+  (§3.1.2.11.4) and Topic Alias Maximum (§3.1.2.11.5). The connection engine applies the result
+  at CONNACK (``ConnectionEngine.accept``).
+- :func:`departure`: the will and the session when the connection ends (§3.1.2.11.2,
+  §3.1.3.2.2 Will Delay Interval): the will now, later, or never; the session ended now, at an
+  expiry, or never. The broker arms its timers from the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..mqtt.packets import Connect, Will
+
+NEVER_EXPIRES = 0xFFFFFFFF
+"""Session Expiry Interval 0xFFFFFFFF: the session does not expire (MQTT 5 §3.1.2.11.2)."""
+
+NO_PACKET_LIMIT = 268_435_460
+"""The largest packet MQTT can express: the client's limit when its CONNECT names none."""
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """The server's side of the negotiation (``[broker]`` and ``[limits]``)."""
+
+    server_keep_alive: int  # 0: accept the client's; else impose this value
+    max_keep_alive: int  # client keep alives above it (and 0, unless it is 65535) are lowered
+    max_session_expiry: int
+    max_inflight: int  # our cap on the client's Receive Maximum
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """What the CONNACK settles. ``server_keep_alive`` is the Server Keep Alive to announce
+    (MQTT 5 only, None when the client's own value stands); ``keep_alive`` is what the engine
+    enforces; ``asked`` is the Session Expiry Interval the client asked for (CONNACK names the
+    granted one only when it differs)."""
+
+    keep_alive: int
+    server_keep_alive: int | None
+    session_expiry: int
+    asked: int
+    send_quota: int  # min(our max_inflight, the client's Receive Maximum)
+    client_max_packet: int
+    topic_alias_maximum: int  # the client's: how many aliases we may give it
+
+
+def negotiate(connect: Connect, offer: Offer) -> Agreement:
+    """See the module docstring."""
+    v5 = connect.protocol_level == 5
+    if v5:
+        props = connect.properties
+        asked = props.session_expiry_interval or 0
+        send_quota = min(props.receive_maximum or 65535, offer.max_inflight)
+        client_max_packet = props.maximum_packet_size or NO_PACKET_LIMIT
+        topic_alias_maximum = min(props.topic_alias_maximum or 0, 65535)
+    else:
+        asked = 0 if connect.clean_start else NEVER_EXPIRES
+        send_quota = offer.max_inflight
+        client_max_packet = NO_PACKET_LIMIT
+        topic_alias_maximum = 0
+    keep_alive = connect.keep_alive
+    if offer.server_keep_alive:
+        keep_alive = offer.server_keep_alive
+    elif keep_alive > offer.max_keep_alive or (keep_alive == 0 and offer.max_keep_alive < 65535):
+        keep_alive = offer.max_keep_alive
+    changed = keep_alive != connect.keep_alive
+    return Agreement(
+        keep_alive=keep_alive if v5 else connect.keep_alive,
+        server_keep_alive=keep_alive if v5 and changed else None,
+        session_expiry=min(asked, offer.max_session_expiry),
+        asked=asked,
+        send_quota=send_quota,
+        client_max_packet=client_max_packet,
+        topic_alias_maximum=topic_alias_maximum,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Departure:
+    """What the end of a connection does (:func:`departure`): publish the will now
+    (``will_now``), keep it until ``will_at``, end the session now (``end_session``), or let it
+    expire at ``expires_at`` (None with ``end_session`` False: it never expires, or a takeover
+    resumes it at once)."""
+
+    will_now: bool
+    will_at: float | None
+    end_session: bool
+    expires_at: float | None
+
+
+def departure(
+    will: Will | None, v5: bool, expiry_interval: int, keep_session: bool, now: float
+) -> Departure:
+    """The will and the session of a connection that ended at ``now``. ``keep_session``: a new
+    connection takes the session over and resumes it, so it does not expire and a delayed will
+    is not sent (MQTT 5 §3.1.3.2.2). A will is published at once without a delay, and also
+    when the session ends with the connection (the delay never outlives the session)."""
+    will_now = False
+    will_at = None
+    if will is not None:
+        delay = (will.properties.will_delay_interval or 0) if v5 else 0
+        if delay == 0 or (expiry_interval == 0 and not keep_session):
+            will_now = True
+        elif not keep_session:
+            will_at = now + delay
+    if keep_session:
+        return Departure(will_now, will_at, False, None)
+    if expiry_interval == 0:
+        return Departure(will_now, will_at, True, None)
+    expires_at = None if expiry_interval == NEVER_EXPIRES else now + expiry_interval
+    return Departure(will_now, will_at, False, expires_at)

@@ -12,8 +12,7 @@ done, or an awaitable the connection waits for before it handles the next packet
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
 from ..engine.states import ADMITTED, ConnState
 from ..mqtt.packets import (
@@ -44,11 +43,7 @@ from .handle_publish import (
 )
 from .handle_subscribe import handle_subscribe
 from .handle_unsubscribe import handle_unsubscribe
-
-if TYPE_CHECKING:
-    from .connection import Connection
-
-Handler = Callable[["Connection", Any], Awaitable[None] | None]
+from .handler_api import Handler
 
 HANDLER_OF: Mapping[type, Handler] = {
     Connect: handle_connect,

@@ -14,14 +14,13 @@ from ..mqtt.packets import Auth, Connect, Disconnect, Properties
 from ..mqtt.reason_codes import ReasonCode
 from .handle_connect import after_auth, send_auth_continue
 from .pattern_subscriptions import listener_identity
-from .rejudge import rejudge_session
 from .token_expiry import schedule_token_expiry
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .handler_api import ClientContext
 
 
-def handle_auth_continue(conn: Connection, packet: Auth) -> Awaitable[None] | None:
+def handle_auth_continue(conn: ClientContext, packet: Auth) -> Awaitable[None] | None:
     """The client's AUTH during enhanced authentication at CONNECT (MQTT 5 §4.12)."""
     connect = conn.connect_packet
     assert connect is not None
@@ -36,7 +35,7 @@ def handle_auth_continue(conn: Connection, packet: Auth) -> Awaitable[None] | No
     return _continue_auth(conn, connect, packet)
 
 
-async def _continue_auth(conn: Connection, connect: Connect, packet: Auth) -> None:
+async def _continue_auth(conn: ClientContext, connect: Connect, packet: Auth) -> None:
     authenticator = conn.authenticator
     assert authenticator is not None
     tenant = requested_tenant(connect)
@@ -47,7 +46,7 @@ async def _continue_auth(conn: Connection, connect: Connect, packet: Auth) -> No
     await after_auth(conn, request, await authenticator.authenticate(request))
 
 
-def handle_reauth(conn: Connection, packet: Auth) -> Awaitable[None] | None:
+def handle_reauth(conn: ClientContext, packet: Auth) -> Awaitable[None] | None:
     """Re-authentication (AUTH 0x19, then 0x18 exchanges) by the method that accepted the
     connection (MQTT 5 §4.12.1)."""
     connect = conn.connect_packet
@@ -64,7 +63,7 @@ def handle_reauth(conn: Connection, packet: Auth) -> Awaitable[None] | None:
     return _reauth(conn, connect, packet, method)
 
 
-async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str) -> None:
+async def _reauth(conn: ClientContext, connect: Connect, packet: Auth, method: str) -> None:
     authenticator = conn.authenticator
     assert authenticator is not None and conn.identity is not None
     request = AuthRequest(
@@ -99,10 +98,10 @@ async def _reauth(conn: Connection, connect: Connect, packet: Auth, method: str)
         )
         schedule_token_expiry(conn)
         if conn.session is not None:  # the new grants decide from now on (broker/rejudge.py)
-            await rejudge_session(conn.broker, conn.session, "re-authentication")
+            await conn.broker.rejudge(conn.session, "re-authentication")
 
 
-def refuse_before_auth(conn: Connection, packet: object) -> None:
+def refuse_before_auth(conn: ClientContext, packet: object) -> None:
     """Only AUTH (or DISCONNECT) may come while enhanced authentication runs (MQTT 5 §4.12)."""
     if isinstance(packet, Disconnect):
         conn.close(None, "client gave up authentication", will=False)

@@ -29,13 +29,13 @@ from .session import Outgoing
 
 if TYPE_CHECKING:
     from ..claims.runtime import ClaimsRuntime
-    from .connection import Connection
+    from .handler_api import ClientContext
 
 log = logging.getLogger("edge_broker.claims")
 
 
 def handle_claim_publish(
-    conn: Connection, claims: ClaimsRuntime, packet: Publish, topic: str, props: Properties
+    conn: ClientContext, claims: ClaimsRuntime, packet: Publish, topic: str, props: Properties
 ) -> Awaitable[None] | None:
     """Start handling a SMOKER system-topic PUBLISH; the awaitable sends the answer."""
     if packet.qos == 0 and not topic.startswith(CLAIMS_REQUEST_PREFIX):
@@ -49,7 +49,7 @@ def handle_claim_publish(
 
 
 async def _answer(
-    conn: Connection, claims: ClaimsRuntime, packet: Publish, topic: str, props: Properties
+    conn: ClientContext, claims: ClaimsRuntime, packet: Publish, topic: str, props: Properties
 ) -> None:
     identity = conn.identity
     assert identity is not None
@@ -105,7 +105,7 @@ async def _answer(
         _respond(conn, *outcome.response)
 
 
-def _respond(conn: Connection, topic: str, payload: bytes) -> None:
+def _respond(conn: ClientContext, topic: str, payload: bytes) -> None:
     """The claims information, to the requester only, if subscribed to exactly ``topic``."""
     session = conn.session
     if session is None:

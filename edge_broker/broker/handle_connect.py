@@ -29,24 +29,18 @@ from .outcomes import will_denied
 from .ownership import Principal, foreign_session_reason, may_resume, principal_of
 from .pattern_subscriptions import listener_identity
 from .pre_auth import user_properties_refusal
-from .rejudge import (
-    apply_verdicts,
-    judge_subscriptions,
-    judged_later,
-    purge_undeliverable,
-    rejudge_session,
-)
+from .rejudge import judged_later
 from .token_expiry import schedule_token_expiry
 from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry  # argon2: imported only where passwords are used
-    from .connection import Connection
+    from .handler_api import ClientContext
 
 log = logging.getLogger("edge_broker.broker")
 
 
-def handle_connect(conn: Connection, packet: Connect) -> Awaitable[None] | None:
+def handle_connect(conn: ClientContext, packet: Connect) -> Awaitable[None] | None:
     """The first packet; returns the coroutine that authenticates (packet order is kept)."""
     conn.trigger(Trigger.CONNECT)  # the engine knows the protocol level from this CONNECT
     conn.client_id = packet.client_id
@@ -62,7 +56,7 @@ def handle_connect(conn: Connection, packet: Connect) -> Awaitable[None] | None:
     return _connect(conn, packet)
 
 
-async def _connect(conn: Connection, packet: Connect) -> None:
+async def _connect(conn: ClientContext, packet: Connect) -> None:
     broker = conn.broker
     cfg = broker.config.broker
     refusal = broker.admit(conn)
@@ -103,7 +97,7 @@ async def _connect(conn: Connection, packet: Connect) -> None:
     await after_auth(conn, request, outcome)
 
 
-async def after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutcome) -> None:
+async def after_auth(conn: ClientContext, request: AuthRequest, outcome: AuthOutcome) -> None:
     """The authentication chain answered (at CONNECT or an AUTH during it): refuse, challenge
     (AUTHENTICATING) or accept."""
     if conn.closing:
@@ -137,7 +131,7 @@ async def after_auth(conn: Connection, request: AuthRequest, outcome: AuthOutcom
     await _accept(conn, request.connect, outcome)
 
 
-async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> None:
+async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> None:
     broker = conn.broker
     cfg = broker.config.broker
     identity = accepted.identity
@@ -179,7 +173,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     prior = None if connect.clean_start else broker.live_session(identity.tenant, conn.client_id)
     verdicts = None
     if prior is not None and may_resume(prior, principal) and not judged_later(identity):
-        _, verdicts = await judge_subscriptions(broker, prior, identity)
+        verdicts = await broker.judge_resumed(prior, identity)
         if conn.closing:
             return
     fresh = _foreign_session(conn, identity, principal)  # no await from here to the attach
@@ -194,10 +188,9 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     session, present = broker.attach_session(conn, connect, identity, expiry, principal, fresh)
     if present:
         if verdicts is not None and session is prior:
-            removed = apply_verdicts(broker, session, verdicts, "a resumed session")
-            purge_undeliverable(broker, session, "a resumed session", removed)
+            broker.apply_resumed(session, verdicts, "a resumed session")
         else:  # raced with another CONNECT during an authorizer's answer
-            await rejudge_session(broker, session, "a resumed session")
+            await broker.rejudge(session, "a resumed session")
     props = Properties()
     if conn.v5:
         props = broker.connack_properties(
@@ -230,7 +223,7 @@ async def _accept(conn: Connection, connect: Connect, accepted: Accepted) -> Non
     broker.delivery.drain(session)
 
 
-def _foreign_session(conn: Connection, identity: Identity, principal: Principal) -> bool | None:
+def _foreign_session(conn: ClientContext, identity: Identity, principal: Principal) -> bool | None:
     """Session ownership (broker/ownership.py): False when the CONNECT may go on as asked, True
     when it goes on with a fresh session (the other principal's ends), None when it was refused
     with CONNACK 0x87 / 3.x 0x05 (the owner's connection and session untouched)."""
@@ -271,7 +264,7 @@ def _foreign_session(conn: Connection, identity: Identity, principal: Principal)
     return True
 
 
-def _password_entry(conn: Connection, identity: Identity) -> PasswordEntry | None:
+def _password_entry(conn: ClientContext, identity: Identity) -> PasswordEntry | None:
     """The password entry that admitted ``identity`` (a reload compares it, broker/rejudge.py)."""
     if identity.method != "password" or identity.username is None:
         return None
@@ -290,7 +283,7 @@ def _token_credential(connect: Connect, identity: Identity) -> bytes | None:
     return connect.password
 
 
-def send_auth_continue(conn: Connection, method: str, outcome: Continue) -> None:
+def send_auth_continue(conn: ClientContext, method: str, outcome: Continue) -> None:
     """One more step of enhanced authentication (MQTT 5 §4.12): keep the authenticator's state
     and send AUTH 0x18 with its data, at CONNECT and at re-authentication alike."""
     conn.auth_state = outcome.state

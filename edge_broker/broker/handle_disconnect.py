@@ -9,10 +9,10 @@ from ..mqtt.packets import Disconnect
 from ..mqtt.reason_codes import ReasonCode
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .handler_api import ClientContext
 
 
-def handle_disconnect(conn: Connection, packet: Disconnect) -> None:
+def handle_disconnect(conn: ClientContext, packet: Disconnect) -> None:
     """Client DISCONNECT: 0x00 discards the will, 0x04 keeps it (MQTT 5 §3.14.2.1, §3.1.2.5)."""
     session = conn.session
     new_expiry = packet.properties.session_expiry_interval

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 from ..mqtt.packets import Pingreq
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .handler_api import ClientContext
 
 PINGRESP = b"\xd0\x00"
 
 
-def handle_pingreq(conn: Connection, packet: Pingreq) -> None:
+def handle_pingreq(conn: ClientContext, packet: Pingreq) -> None:
     conn.send(PINGRESP)

@@ -41,11 +41,11 @@ from .publish_quota import quota_reason
 from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .handler_api import ClientContext
     from .topic_space import TopicSpace
 
 
-def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
+def handle_publish(conn: ClientContext, packet: Publish) -> Awaitable[None] | None:
     broker = conn.broker
     broker.stats.messages_received += 1
     conn.msgs_in += 1
@@ -121,7 +121,7 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
     return _await_decision(conn, packet, message, verdict)
 
 
-def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
+def _refuse_topic(conn: ClientContext, packet: Publish, limit: str) -> None:
     """A topic beyond ``[limits] max_topic_length/levels`` (broker/topic_limits.py): 0x90."""
     broker = conn.broker
     reason = topic_limit_reason(packet.topic, limit, broker.config.limits, broker.separator)
@@ -133,7 +133,7 @@ def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
     _refuse(conn, packet, ReasonCode.TOPIC_NAME_INVALID, ReasonCode.TOPIC_NAME_INVALID, reason)
 
 
-def _refuse_rate(conn: Connection, packet: Publish, limit: str) -> None:
+def _refuse_rate(conn: ClientContext, packet: Publish, limit: str) -> None:
     """Over ``[limits] publish_rate`` / ``publish_byte_rate`` (broker/publish_quota.py): 0x97 in
     the acknowledgement (MQTT 5 §3.4.2.1 has no 0x96 there), else DISCONNECT 0x96."""
     broker = conn.broker
@@ -145,7 +145,7 @@ def _refuse_rate(conn: Connection, packet: Publish, limit: str) -> None:
 
 
 def _refuse(
-    conn: Connection, packet: Publish, ack_code: ReasonCode, close_code: ReasonCode, reason: str
+    conn: ClientContext, packet: Publish, ack_code: ReasonCode, close_code: ReasonCode, reason: str
 ) -> None:
     """A PUBLISH refused by a limit: MQTT 5 QoS 1/2 get PUBACK/PUBREC ``ack_code`` and keep the
     connection; QoS 0 and 3.x are disconnected with ``close_code`` (nothing else tells them)."""
@@ -155,14 +155,14 @@ def _refuse(
     conn.close(close_code, reason)
 
 
-def _refused_ack(conn: Connection, packet: Publish, code: ReasonCode, reason: str) -> None:
+def _refused_ack(conn: ClientContext, packet: Publish, code: ReasonCode, reason: str) -> None:
     conn.send(
         refused_ack(packet.qos, packet.packet_id or 0, code, reason, conn.problem_information)
     )
 
 
 async def _await_decision(
-    conn: Connection, packet: Publish, message: Message, verdict: object
+    conn: ClientContext, packet: Publish, message: Message, verdict: object
 ) -> None:
     decision = await verdict  # type: ignore[misc]
     if not conn.closing:
@@ -172,7 +172,7 @@ async def _await_decision(
 
 
 def _decided(
-    conn: Connection, packet: Publish, message: Message, decision: Decision
+    conn: ClientContext, packet: Publish, message: Message, decision: Decision
 ) -> Awaitable[None] | None:
     if not decision.allowed:  # once per PUBLISH: the attribute, not the ``denied`` property
         publish_denied(conn, packet, decision)
@@ -215,7 +215,7 @@ def _decided(
     return held
 
 
-def _retain(conn: Connection, packet: Publish, space: TopicSpace, message: Message) -> bool:
+def _retain(conn: ClientContext, packet: Publish, space: TopicSpace, message: Message) -> bool:
     """Store (or clear) the retained message within the retained limits (``Broker.retain``).
     False when the PUBLISH was refused with 0x97 (MQTT 5 QoS 1/2): not routed either; QoS 0
     and 3.x are delivered, not retained (docs/limits-memory.md)."""
@@ -232,7 +232,7 @@ def _retain(conn: Connection, packet: Publish, space: TopicSpace, message: Messa
 
 
 def _ack_stored(
-    conn: Connection, pid: int, qos: int, routed: int, error: StoreError | None
+    conn: ClientContext, pid: int, qos: int, routed: int, error: StoreError | None
 ) -> None:
     """PUBACK/PUBREC once the log stored what this message changed; when it could not
     (disk full, read-only), MQTT 5 gets 0x97/0x80 with a Reason String and 3.x no
@@ -252,16 +252,16 @@ def _ack_stored(
         _ack(conn, pid, qos, routed)
 
 
-def _pubrec_again(conn: Connection, pid: int, error: StoreError | None) -> None:
+def _pubrec_again(conn: ClientContext, pid: int, error: StoreError | None) -> None:
     if not conn.closing:
         conn.send(pubrec(pid))
 
 
-def _ack(conn: Connection, pid: int, qos: int, routed: int) -> None:
+def _ack(conn: ClientContext, pid: int, qos: int, routed: int) -> None:
     conn.send(publish_ack(qos, pid, routed, conn.engine.level == 5))  # engine/publish.py
 
 
-def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
+def handle_pubrel(conn: ClientContext, packet: Pubrel) -> Awaitable[None] | None:
     """Release an incoming QoS 2 packet id (MQTT 5 §4.3.3). A persistent session's release is
     stored before PUBCOMP: a packet id still held after a restart would swallow the client's
     next message with that id (issue 8)."""
@@ -281,13 +281,13 @@ def handle_pubrel(conn: Connection, packet: Pubrel) -> Awaitable[None] | None:
     return None
 
 
-def _pubcomp(conn: Connection, pid: int, error: StoreError | None) -> None:
+def _pubcomp(conn: ClientContext, pid: int, error: StoreError | None) -> None:
     # After a failed store the client resends PUBREL; the packet id is released in memory.
     if not conn.closing:
         conn.send(pubcomp(pid))
 
 
-def handle_puback(conn: Connection, packet: Puback) -> None:
+def handle_puback(conn: ClientContext, packet: Puback) -> None:
     session = conn.session
     assert session is not None
     if session.puback(packet.packet_id):
@@ -296,7 +296,7 @@ def handle_puback(conn: Connection, packet: Puback) -> None:
             conn.broker.delivery.drain(session)
 
 
-def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
+def handle_pubrec(conn: ClientContext, packet: Pubrec) -> Awaitable[None] | None:
     session = conn.session
     assert session is not None
     pid = packet.packet_id
@@ -320,13 +320,13 @@ def handle_pubrec(conn: Connection, packet: Pubrec) -> Awaitable[None] | None:
     return None
 
 
-def _pubrel(conn: Connection, pid: int, error: StoreError | None) -> None:
+def _pubrel(conn: ClientContext, pid: int, error: StoreError | None) -> None:
     # Not stored: PUBREL all the same (the flow in memory goes on; a crash resends PUBLISH).
     if not conn.closing:
         conn.send(pubrel(pid))
 
 
-def handle_pubcomp(conn: Connection, packet: Pubcomp) -> None:
+def handle_pubcomp(conn: ClientContext, packet: Pubcomp) -> None:
     session = conn.session
     assert session is not None
     if session.pubcomp(packet.packet_id):

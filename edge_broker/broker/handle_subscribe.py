@@ -29,10 +29,10 @@ from .session import Outgoing, SubscriptionEntry
 from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .handler_api import ClientContext
 
 
-def handle_subscribe(conn: Connection, packet: Subscribe) -> Awaitable[None] | None:
+def handle_subscribe(conn: ClientContext, packet: Subscribe) -> Awaitable[None] | None:
     cfg = conn.broker.config.broker
     sub_id = (
         packet.properties.subscription_identifiers[0]
@@ -55,7 +55,7 @@ def handle_subscribe(conn: Connection, packet: Subscribe) -> Awaitable[None] | N
 
 
 async def _await_verdicts(
-    conn: Connection, packet: Subscribe, sub_id: int | None, verdicts: list[object]
+    conn: ClientContext, packet: Subscribe, sub_id: int | None, verdicts: list[object]
 ) -> None:
     resolved: list[Decision | int] = []
     for v in verdicts:
@@ -65,7 +65,7 @@ async def _await_verdicts(
 
 
 def _check(
-    conn: Connection, sub: Subscription, user_properties: tuple[tuple[str, str], ...] = ()
+    conn: ClientContext, sub: Subscription, user_properties: tuple[tuple[str, str], ...] = ()
 ) -> object:
     """A reason code the broker decides itself, or the policy's (maybe awaitable) Decision."""
     broker = conn.broker
@@ -96,7 +96,7 @@ def _check(
 
 
 def _subscribe(
-    conn: Connection, packet: Subscribe, sub_id: int | None, verdicts: list[Decision | int]
+    conn: ClientContext, packet: Subscribe, sub_id: int | None, verdicts: list[Decision | int]
 ) -> None:
     broker = conn.broker
     session = conn.session
@@ -183,7 +183,7 @@ def _subscribe(
         _send_retained(conn, retained_for)
 
 
-def _subscription_quota(conn: Connection, held: int, total: int) -> str | None:
+def _subscription_quota(conn: ClientContext, held: int, total: int) -> str | None:
     """The Reason String when a new subscription would pass ``max_subscriptions_per_client``
     (``held`` by this session) or ``max_subscriptions_total`` (``total`` in the broker)."""
     limits = conn.broker.config.limits
@@ -211,7 +211,7 @@ def _named(topic_filter: str) -> str:
 
 
 def _send_retained(
-    conn: Connection, wanted: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]]
+    conn: ClientContext, wanted: list[tuple[SubscriptionEntry, str, SubscriptionPattern | None]]
 ) -> None:
     """Retained messages for new subscriptions, RETAIN set (MQTT 5 §3.3.1.3)."""
     broker = conn.broker

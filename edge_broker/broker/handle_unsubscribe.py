@@ -11,10 +11,10 @@ from ..mqtt.reason_codes import ReasonCode
 from .pattern_subscriptions import split_shared
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .handler_api import ClientContext
 
 
-def handle_unsubscribe(conn: Connection, packet: Unsubscribe) -> None:
+def handle_unsubscribe(conn: ClientContext, packet: Unsubscribe) -> None:
     broker = conn.broker
     session = conn.session
     assert session is not None

@@ -14,7 +14,7 @@ from ..mqtt.packets import Properties, Puback, Publish, Pubrec
 from ..mqtt.reason_codes import SUBACK_FAILURE_V3, ReasonCode
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .handler_api import ClientContext
 
 
 def denial_reason(decision: Decision) -> str:
@@ -25,7 +25,7 @@ def denial_reason(decision: Decision) -> str:
     return f"denied by {gate}{rule}"
 
 
-def _props(conn: Connection, decision: Decision) -> Properties:
+def _props(conn: ClientContext, decision: Decision) -> Properties:
     return (
         Properties(reason_string=denial_reason(decision))
         if conn.problem_information
@@ -33,7 +33,7 @@ def _props(conn: Connection, decision: Decision) -> Properties:
     )
 
 
-def publish_denied(conn: Connection, packet: Publish, decision: Decision) -> None:
+def publish_denied(conn: ClientContext, packet: Publish, decision: Decision) -> None:
     """A denied PUBLISH (AUTHZ.md §3 rows PUBLISH QoS 0/1/2 and authorizer ``disconnect``)."""
     code = decision.reason_code
     disconnect = decision.disconnect or conn.listener.deny_action == "disconnect"
@@ -62,7 +62,7 @@ def publish_denied(conn: Connection, packet: Publish, decision: Decision) -> Non
         conn.close(code, reason)
 
 
-def subscribe_denied(conn: Connection, decision: Decision) -> int | None:
+def subscribe_denied(conn: ClientContext, decision: Decision) -> int | None:
     """The SUBACK code for a denied filter, or ``None``: close the connection (3.1 has no
     failure code; a 3.x filter with invalid syntax closes, MQTT 3.1.1 §4.7 / AUTHZ.md gate 1)."""
     conn.broker.stats.subscribe_denied += 1
@@ -77,7 +77,7 @@ def subscribe_denied(conn: Connection, decision: Decision) -> int | None:
     return SUBACK_FAILURE_V3
 
 
-def will_denied(conn: Connection, decision: Decision) -> None:
+def will_denied(conn: ClientContext, decision: Decision) -> None:
     """A will the policy refuses: CONNACK 0x87 (5) / 0x05 (3.x), close; never published."""
     code = decision.reason_code if conn.v5 else ReasonCode.NOT_AUTHORIZED
     conn.refuse_connect(code, denial_reason(decision))

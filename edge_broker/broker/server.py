@@ -39,7 +39,16 @@ from .ownership import Principal
 from .policy import Policy, build_pipeline, open_audit_log
 from .pre_auth import connect_timed_out
 from .read_pool import ReadPool
-from .rejudge import judge_will, recheck_subscriptions, will_refused
+from .rejudge import (
+    Verdict,
+    apply_verdicts,
+    judge_subscriptions,
+    judge_will,
+    purge_undeliverable,
+    recheck_subscriptions,
+    rejudge_session,
+    will_refused,
+)
 from .retained import MemoryRetainedStore, RetainedStore
 from .retained_budget import RetainedBudget
 from .scheduler import Scheduler
@@ -499,6 +508,23 @@ class Broker:
         self.stats.clients_connected += 1
         self.stats.clients_maximum = max(self.stats.clients_maximum, self.stats.clients_connected)
         return session, present
+
+    # -- re-judgement at CONNECT and re-authentication (the handlers' entry, broker/rejudge.py)
+
+    async def judge_resumed(self, session: Session, identity: Identity) -> list[Verdict]:
+        """What the policy now says of ``session``'s subscriptions as ``identity`` (nothing
+        changes yet): the verdicts that change something."""
+        _, verdicts = await judge_subscriptions(self, session, identity)
+        return verdicts
+
+    def apply_resumed(self, session: Session, verdicts: list[Verdict], why: str) -> None:
+        """Apply :meth:`judge_resumed`'s verdicts and drop what may no longer be delivered."""
+        removed = apply_verdicts(self, session, verdicts, why)
+        purge_undeliverable(self, session, why, removed)
+
+    async def rejudge(self, session: Session, why: str) -> None:
+        """Judge ``session`` again as its current identity (subscriptions, queue, in flight)."""
+        await rejudge_session(self, session, why)
 
     def offer(self) -> Offer:
         """This broker's side of the CONNECT negotiation (engine/negotiation.py), as configured

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 from ..mqtt.reason_codes import ReasonCode
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .handler_api import ClientContext
 
 log = logging.getLogger("edge_broker.broker")
 
 
-def schedule_token_expiry(conn: Connection) -> None:
+def schedule_token_expiry(conn: ClientContext) -> None:
     """(Re)set the connection's deadline for its current identity's token."""
     identity = conn.identity
     if identity is None or identity.token_expires_at is None or conn.closing:
@@ -38,7 +38,7 @@ def schedule_token_expiry(conn: Connection) -> None:
     conn.broker.watch(conn)  # a new token may expire before the deadline the broker had
 
 
-def token_expired(conn: Connection) -> None:
+def token_expired(conn: ClientContext) -> None:
     """The broker's tick found the token's deadline passed (``Timeout.TOKEN``)."""
     conn.engine.token_deadline = None
     identity = conn.identity

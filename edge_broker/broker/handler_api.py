@@ -1,0 +1,155 @@
+"""What a packet handler may touch: the narrow broker interface of the ``handle_*`` modules (as
+Mosquitto's ``handle_*.c`` get one client context and a small set of database calls).
+
+:class:`ClientContext` is the connection as a handler sees it: who the client is, its session
+and engine, and the calls that answer it (``send``, ``refuse_connect``, ``violation``,
+``close`` …). :class:`BrokerServices` names the members of the broker a handler may reach
+through ``conn.broker``. ``broker/connection.py``'s ``Connection`` and ``broker/server.py``'s
+``Broker`` satisfy them structurally (mypy checks it where the connection calls its handlers),
+and the handlers import neither: the ``handle_*`` → ``connection`` back-edges are gone, and
+what a handler may call is written down here, in one place.
+
+Where a handler hands the connection back to the broker (admission, attaching a session,
+storing before an acknowledgement) the parameter is typed ``Any``: the broker takes the whole
+connection there, which a handler does not need to know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..audit.log import AuditLog
+    from ..auth.chain import Accepted, AuthChain, Authenticator, ConnectionInfo
+    from ..auth.password import PasswordEntry
+    from ..claims.runtime import ClaimsRuntime
+    from ..config import Config, ListenerConfig
+    from ..engine.connection import ConnectionEngine
+    from ..engine.negotiation import Agreement, Offer
+    from ..engine.states import Trigger
+    from ..identity import Identity
+    from ..mqtt.errors import ProtocolError
+    from ..mqtt.packets import Connect, Packet, Properties, Will
+    from .bridging import Bridging
+    from .delivery import Delivery
+    from .limit_hits import LimitHits
+    from .message import Message
+    from .ownership import Principal
+    from .persistence import Persistence
+    from .policy import Policy
+    from .publish_quota import PublishQuota
+    from .rejudge import Verdict
+    from .session import Session
+    from .stats import BrokerStats
+    from .topic_space import TopicSpace
+
+
+class BrokerServices(Protocol):
+    """The broker members a handler may use (read-only: a handler never replaces them)."""
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def separator(self) -> str: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def limit_hits(self) -> LimitHits: ...
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def delivery(self) -> Delivery: ...
+    @property
+    def persistence(self) -> Persistence | None: ...
+    @property
+    def audit(self) -> AuditLog | None: ...
+    @property
+    def claims(self) -> ClaimsRuntime | None: ...
+    @property
+    def bridges(self) -> Bridging | None: ...
+    @property
+    def topic_spaces(self) -> dict[str, TopicSpace]: ...
+
+    def topic_space(self, tenant: str) -> TopicSpace: ...
+    def retain(
+        self, space: TopicSpace, message: Message, client_id: str, what: str
+    ) -> tuple[str, str] | None: ...
+    def live_session(self, tenant: str, client_id: str) -> Session | None: ...
+    def auth_chain(self, listener: ListenerConfig) -> AuthChain: ...
+    def offer(self) -> Offer: ...
+    def connack_properties(
+        self, connect: Connect, expiry: int, asked: int, accepted: Accepted, assigned: str | None
+    ) -> Properties: ...
+    def admit(self, conn: Any) -> tuple[int, str] | None: ...
+    def attach_session(
+        self,
+        conn: Any,
+        connect: Connect,
+        identity: Identity,
+        expiry: int,
+        principal: Principal,
+        fresh: bool = False,
+    ) -> tuple[Session, bool]: ...
+    def watch(self, conn: Any) -> None: ...
+    async def judge_resumed(self, session: Session, identity: Identity) -> list[Verdict]: ...
+    def apply_resumed(self, session: Session, verdicts: list[Verdict], why: str) -> None: ...
+    async def rejudge(self, session: Session, why: str) -> None: ...
+
+
+class ClientContext(Protocol):
+    """One client's connection as its handlers see it. Plain attributes are the handlers' to
+    set (what the CONNECT and authentication establish); properties are read-only."""
+
+    client_id: str
+    assigned_client_id: str | None
+    identity: Identity | None
+    connect_packet: Connect | None
+    authenticator: Authenticator | None
+    auth_state: object
+    will: Will | None
+    password_entry: PasswordEntry | None
+    token_credential: bytes | None
+    msgs_in: int
+
+    @property
+    def broker(self) -> BrokerServices: ...
+    @property
+    def engine(self) -> ConnectionEngine: ...
+    @property
+    def session(self) -> Session | None: ...
+    @property
+    def listener(self) -> ListenerConfig: ...
+    @property
+    def info(self) -> ConnectionInfo: ...
+    @property
+    def closing(self) -> bool: ...
+    @property
+    def level(self) -> int: ...
+    @property
+    def v5(self) -> bool: ...
+    @property
+    def problem_information(self) -> bool: ...
+    @property
+    def last_rx(self) -> float: ...
+    @property
+    def publish_quota(self) -> PublishQuota | None: ...
+
+    def send(self, data: bytes) -> None: ...
+    def send_packet(self, packet: Packet) -> None: ...
+    def trigger(self, event: Trigger) -> None: ...
+    def accept(
+        self, agreement: Agreement, session_present: bool, properties: Properties
+    ) -> None: ...
+    def refuse_connect(self, reason_code: int, reason: str) -> None: ...
+    def violation(self, reason_code: int, reason: str) -> None: ...
+    def protocol_error(self, exc: ProtocolError) -> None: ...
+    def close(self, reason_code: int | None, reason: str, will: bool = True) -> None: ...
+    def resend_inflight(self) -> None: ...
+
+
+Handler = Callable[[ClientContext, Any], Awaitable[None] | None]
+"""A packet handler: done (None), or an awaitable the connection waits for before the next
+packet."""

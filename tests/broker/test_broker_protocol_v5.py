@@ -13,10 +13,7 @@ from edge_broker.mqtt.packets import (
     Pingresp,
     Properties,
     Puback,
-    Pubcomp,
     Publish,
-    Pubrec,
-    Pubrel,
     Suback,
     Subscribe,
     Subscription,
@@ -28,21 +25,6 @@ from edge_broker.mqtt.packets import (
 
 def cid(prefix: str = "c") -> str:
     return unique_id(prefix)
-
-
-def test_connack_announces_capabilities(client):
-    c = client()
-    ack = c.connect(cid())
-    assert ack.reason_code == 0 and not ack.session_present
-    p = ack.properties
-    assert p.receive_maximum == 32
-    assert p.maximum_packet_size == 1_048_576
-    assert p.topic_alias_maximum == 10
-    assert p.retain_available == 1
-    assert p.wildcard_subscription_available == 1
-    assert p.subscription_identifier_available == 1
-    assert p.shared_subscription_available == 1
-    assert p.maximum_qos is None  # QoS 2 supported: the property is absent (§3.2.2.3.4)
 
 
 def test_empty_client_id_gets_assigned_identifier(client):
@@ -97,68 +79,6 @@ def test_pingreq_pingresp(client):
     c.connect(cid())
     c.send(Pingreq())
     c.expect(Pingresp)
-
-
-def test_qos0_1_2_roundtrip_and_puback_0x10(client):
-    sub, pub = client(), client()
-    sub.connect(cid())
-    pub.connect(cid())
-    topic = cid("t/")
-    pub.send(Publish(topic + "/none", b"x", 1, packet_id=7))
-    ack = pub.expect(Puback)
-    assert ack.packet_id == 7 and ack.reason_code == 0x10  # no matching subscribers
-    sub.send(Subscribe(1, (Subscription(topic + "/#", 2),)))
-    assert sub.expect(Suback).reason_codes == (2,)
-    for qos in (0, 1, 2):
-        pub.send(Publish(topic + f"/{qos}", b"m%d" % qos, qos, packet_id=qos or None))
-        got = sub.expect(Publish)
-        assert (got.topic, got.payload, got.qos) == (topic + f"/{qos}", b"m%d" % qos, qos)
-        if qos == 1:
-            assert pub.expect(Puback).reason_code == 0
-            sub.send(Puback(got.packet_id))
-        if qos == 2:
-            assert pub.expect(Pubrec).reason_code == 0
-            pub.send(Pubrel(2))
-            pub.expect(Pubcomp)
-            sub.send(Pubrec(got.packet_id))
-            assert sub.expect(Pubrel).packet_id == got.packet_id
-            sub.send(Pubcomp(got.packet_id))
-
-
-def test_qos2_duplicate_not_routed_twice(client):
-    sub, pub = client(), client()
-    sub.connect(cid())
-    pub.connect(cid())
-    topic = cid("dup/")
-    sub.subscribe(topic)
-    pub.send(Publish(topic, b"once", 2, packet_id=9))
-    pub.expect(Pubrec)
-    pub.send(Publish(topic, b"once", 2, dup=True, packet_id=9))
-    pub.expect(Pubrec)
-    assert sub.expect(Publish).payload == b"once"
-    sub.nothing()
-    pub.send(Pubrel(9))
-    pub.expect(Pubcomp)
-    pub.send(Pubrel(9))  # unknown now
-    assert pub.expect(Pubcomp).reason_code == 0x92
-
-
-def test_payload_format_indicator_checked_0x99(client):
-    c = client()
-    c.connect(cid())
-    c.send(
-        Publish(
-            cid("pf/"),
-            b"\xff\xfe",
-            1,
-            packet_id=1,
-            properties=Properties(payload_format_indicator=1),
-        )
-    )
-    assert c.expect(Puback).reason_code == 0x99
-    c.send(Publish(cid("pf/"), b"\xff", 0, properties=Properties(payload_format_indicator=1)))
-    got = c.closed()
-    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x99
 
 
 def test_publish_to_sys_denied_and_not_routed(client):
@@ -260,47 +180,6 @@ def test_overlapping_subscriptions_one_copy_all_identifiers(client):
     c.nothing()
 
 
-def test_inbound_topic_alias(client):
-    sub, pub = client(), client()
-    sub.connect(cid())
-    pub.connect(cid())
-    t = cid("al/")
-    sub.subscribe(t)
-    pub.send(Publish(t, b"1", 0, properties=Properties(topic_alias=3)))
-    pub.send(Publish("", b"2", 0, properties=Properties(topic_alias=3)))
-    assert sub.expect(Publish).topic == t
-    assert sub.expect(Publish).topic == t
-    pub.send(Publish("", b"3", 0, properties=Properties(topic_alias=11)))
-    got = pub.closed()
-    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x94
-
-
-def test_unknown_inbound_alias_is_protocol_error(client):
-    c = client()
-    c.connect(cid())
-    c.send(Publish("", b"2", 0, properties=Properties(topic_alias=4)))
-    got = c.closed()
-    assert isinstance(got[-1], Disconnect) and got[-1].reason_code == 0x82
-
-
-def test_outbound_topic_alias(client):
-    sub, pub = client(), client()
-    sub.connect(cid(), properties=Properties(topic_alias_maximum=2))
-    pub.connect(cid())
-    t = cid("oa/")
-    sub.subscribe(t + "/#")
-    pub.send(Publish(t + "/a", b"1", 0))
-    pub.send(Publish(t + "/a", b"2", 0))
-    first, second = sub.expect(Publish), sub.expect(Publish)
-    assert first.topic == t + "/a" and first.properties.topic_alias == 1
-    assert second.topic == "" and second.properties.topic_alias == 1
-    for name in ("b", "c"):  # alias 2, then no alias left: full topic
-        pub.send(Publish(f"{t}/{name}", b"x", 0))
-    assert sub.expect(Publish).properties.topic_alias == 2
-    last = sub.expect(Publish)
-    assert last.topic == t + "/c" and last.properties.topic_alias is None
-
-
 def test_request_response_properties_passed_through(client):
     c = client()
     c.connect(cid())
@@ -336,17 +215,6 @@ def test_shared_subscription_round_robin(client):
     assert sorted(got_a + got_b) == [b"%d" % i for i in range(6)]
     a.nothing()
     b.nothing()
-
-
-def test_maximum_packet_size_of_client_respected(client):
-    sub, pub = client(), client()
-    sub.connect(cid(), properties=Properties(maximum_packet_size=64))
-    pub.connect(cid())
-    t = cid("mp/")
-    sub.subscribe(t)
-    pub.send(Publish(t, b"x" * 200, 0))
-    pub.send(Publish(t, b"small", 0))
-    assert sub.expect(Publish).payload == b"small"
 
 
 def test_packet_too_large_for_broker(broker_factory):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..engine.events import ProtocolViolation
+from ..engine.negotiation import expiry_at_disconnect
 from ..mqtt.packets import Disconnect
 from ..mqtt.reason_codes import ReasonCode
 
@@ -17,13 +19,12 @@ def handle_disconnect(conn: ClientContext, packet: Disconnect) -> None:
     session = conn.session
     new_expiry = packet.properties.session_expiry_interval
     if conn.v5 and new_expiry is not None and session is not None:
-        if session.expiry_interval == 0 and new_expiry != 0:
-            conn.violation(
-                ReasonCode.PROTOCOL_ERROR,
-                "a DISCONNECT must not set a session expiry when the CONNECT set none",
-            )
+        maximum = conn.broker.config.broker.max_session_expiry
+        expiry = expiry_at_disconnect(session.expiry_interval, new_expiry, maximum)  # engine
+        if isinstance(expiry, ProtocolViolation):
+            conn.violation(expiry.reason_code, expiry.reason)
             return
-        session.expiry_interval = min(new_expiry, conn.broker.config.broker.max_session_expiry)
+        session.expiry_interval = expiry
     keep_will = conn.v5 and packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
     reason = (
         "client disconnected"

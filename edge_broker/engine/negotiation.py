@@ -7,6 +7,8 @@ goes: pure functions of the packet, the server's offer and ``now``, no socket an
   (§3.1.2.11.3, capped by ``limits.max_inflight``), the client's Maximum Packet Size
   (§3.1.2.11.4) and Topic Alias Maximum (§3.1.2.11.5). The connection engine applies the result
   at CONNACK (``ConnectionEngine.accept``).
+- :func:`expiry_at_disconnect`: a Session Expiry Interval in the client's DISCONNECT
+  (§3.14.2.2.2): capped as at CONNECT, and a protocol error when the CONNECT set none.
 - :func:`departure`: the will and the session when the connection ends (§3.1.2.11.2,
   §3.1.3.2.2 Will Delay Interval): the will now, later, or never; the session ended now, at an
   expiry, or never. The broker arms its timers from the answer.
@@ -17,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..mqtt.packets import Connect, Will
+from ..mqtt.reason_codes import ReasonCode
+from .events import ProtocolViolation
 
 NEVER_EXPIRES = 0xFFFFFFFF
 """Session Expiry Interval 0xFFFFFFFF: the session does not expire (MQTT 5 §3.1.2.11.2)."""
@@ -116,3 +120,15 @@ def departure(
         return Departure(will_now, will_at, True, None)
     expires_at = None if expiry_interval == NEVER_EXPIRES else now + expiry_interval
     return Departure(will_now, will_at, False, expires_at)
+
+
+def expiry_at_disconnect(current: int, asked: int, maximum: int) -> int | ProtocolViolation:
+    """The session's expiry after an MQTT 5 DISCONNECT asking for ``asked`` seconds: capped
+    by ``maximum`` (``broker.max_session_expiry``); from 0 to anything else is a protocol
+    error (MQTT 5 §3.14.2.2.2: the session may already be gone)."""
+    if current == 0 and asked != 0:
+        return ProtocolViolation(
+            ReasonCode.PROTOCOL_ERROR,
+            "a DISCONNECT must not set a session expiry when the CONNECT set none",
+        )
+    return min(asked, maximum)

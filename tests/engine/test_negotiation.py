@@ -9,11 +9,13 @@ from hypothesis import strategies as st
 
 from edge_broker.engine.aliases import InboundAliases
 from edge_broker.engine.connection import ConnectionEngine
+from edge_broker.engine.events import ProtocolViolation
 from edge_broker.engine.negotiation import (
     NEVER_EXPIRES,
     NO_PACKET_LIMIT,
     Offer,
     departure,
+    expiry_at_disconnect,
     negotiate,
 )
 from edge_broker.engine.publish import (
@@ -202,3 +204,12 @@ def test_acknowledgements() -> None:
     assert _read(pubrel_unknown(7, False), 4) == Pubrel(7)
     assert _read(pubcomp_unknown(7, True)) == Pubcomp(7, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND)
     assert _read(pubcomp_unknown(7, False), 4) == Pubcomp(7)
+
+
+def test_expiry_at_disconnect() -> None:
+    assert expiry_at_disconnect(60, 7200, 3600) == 3600
+    assert expiry_at_disconnect(60, 0, 3600) == 0
+    assert expiry_at_disconnect(0, 0, 3600) == 0
+    refused = expiry_at_disconnect(0, 10, 3600)
+    assert isinstance(refused, ProtocolViolation)
+    assert refused.reason_code == ReasonCode.PROTOCOL_ERROR

@@ -211,12 +211,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def trigger(self, event: Trigger) -> None:
         """Move to the state ``event`` leads to (engine/states.py); a closed connection
-        handles no more packets and sends nothing more."""
-        state = self.engine.trigger(event)
-        if state is CLOSED:
+        handles no more packets and sends nothing more. CONNACK 0x00 is :meth:`accept`."""
+        if self.engine.trigger(event) is CLOSED:
             self.closing = True
-        elif state is CONNECTED:
-            self.broker.watch(self)  # the Keep Alive agreed at CONNACK: maybe an earlier deadline
 
     def accept(self, agreement: Agreement, session_present: bool, properties: Properties) -> None:
         """CONNACK 0x00: the engine applies what the CONNECT and the server agreed

@@ -521,10 +521,16 @@ class Broker:
         )
 
     def connection_closed(self, conn: Connection) -> None:
+        """The socket is gone (after :meth:`connection_ended`; a closing one drains first,
+        broker/graceful_close.py): it no longer counts among the open connections."""
         self.connections.discard(conn)
-        self._timeouts.discard(conn)
         if self._all_closed is not None and not self.connections:
             self._all_closed.set()
+
+    def connection_ended(self, conn: Connection) -> None:
+        """The MQTT connection is over: no more deadlines, the session detached (will, expiry),
+        the client no longer counted as connected."""
+        self._timeouts.discard(conn)
         if conn.session is not None:
             self._detach(conn)
         if conn.client_id and conn.identity is not None:

@@ -43,6 +43,15 @@ class WebSocketTransport(asyncio.Transport):
     def close(self) -> None:
         self._outer.close()
 
+    def can_write_eof(self) -> bool:
+        return True  # the end of the output is a Close frame, answered by the client
+
+    def write_eof(self) -> None:
+        self._outer.close()
+
+    def abort(self) -> None:
+        self._outer.abort()
+
     def is_closing(self) -> bool:
         t = self._outer.transport
         return t is None or t.is_closing() or self._outer.closed
@@ -99,7 +108,13 @@ class WebSocketProtocol(asyncio.Protocol):
         self.mqtt.connection_made(self.inner)
 
     def data_received(self, data: bytes) -> None:
-        if not self.opened:
+        if self.closed:
+            # our Close frame is sent: read on only for the client's (graceful_close.py);
+            # its bytes are counted against the drain's bound and never reach MQTT
+            self.mqtt.discard(len(data))
+            if self.transport is None or self.transport.is_closing():
+                return
+        elif not self.opened:
             # The upgrade request is part of the pre-authentication budget: a handshake that
             # grows past it is refused, not buffered (websockets would take ~1 MB of headers).
             if self.mqtt.pre_auth_exceeded(len(data)):
@@ -116,7 +131,7 @@ class WebSocketProtocol(asyncio.Protocol):
             if isinstance(event, Request):
                 self._handshake(event)
             elif isinstance(event, Frame):
-                if event.opcode in (Opcode.BINARY, Opcode.CONT) and self.opened:
+                if event.opcode in (Opcode.BINARY, Opcode.CONT) and self.opened and not self.closed:
                     self.mqtt.data_received(bytes(event.data))
                     self.broker.read_pool.after_read(self.mqtt)
                 elif event.opcode == Opcode.TEXT:
@@ -151,6 +166,9 @@ class WebSocketProtocol(asyncio.Protocol):
                 transport.close()  # EOF requested by the protocol
 
     def close(self) -> None:
+        """A Close frame (1000), then the client's Close frame is awaited: the WebSocket
+        closing handshake (RFC 6455 §7.1.2) ends with the TCP close once it answers; the MQTT
+        connection bounds the wait (graceful_close.py). Before the upgrade: closed at once."""
         if self.closed:
             return
         self.closed = True
@@ -159,9 +177,16 @@ class WebSocketProtocol(asyncio.Protocol):
                 self.ws.send_close(1000)
             except Exception:  # the websocket is already closing
                 pass
+            else:
+                self.pump()
+                return
             self.pump()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

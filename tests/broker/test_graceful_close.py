@@ -21,7 +21,6 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest

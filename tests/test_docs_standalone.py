@@ -105,23 +105,25 @@ def _where(page: Path, number: int) -> str:
     return f"{page.relative_to(ROOT)}:{number}"
 
 
+def _hits(page: Path, pattern: re.Pattern[str], group: int = 0) -> list[tuple[str, str]]:
+    """(file:line, matched text) of every match of ``pattern`` in ``page``."""
+    return [
+        (_where(page, n), m.group(group))
+        for n, line in _lines(page)
+        for m in pattern.finditer(line)
+    ]
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_reference_a_reader_cannot_resolve(page: Path) -> None:
-    found = [
-        f"{_where(page, n)}: {m.group(0)!r}"
-        for n, line in _lines(page)
-        for m in UNRESOLVABLE.finditer(line)
-    ]
+    found = [f"{where}: {text!r}" for where, text in _hits(page, UNRESOLVABLE)]
     assert not found, "say it in our docs instead:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_named_file_is_in_the_repository(page: Path) -> None:
     missing = [
-        f"{_where(page, n)}: {m.group(1)}"
-        for n, line in _lines(page)
-        for m in FILE_NAME.finditer(line)
-        if not _exists(m.group(1), page)
+        f"{where}: {name}" for where, name in _hits(page, FILE_NAME, 1) if not _exists(name, page)
     ]
     assert not missing, "these files are not in the repository:\n" + "\n".join(missing)
 

@@ -47,7 +47,7 @@ class WebSocketTransport(asyncio.Transport):
         return True  # the end of the output is a Close frame, answered by the client
 
     def write_eof(self) -> None:
-        self._outer.close()
+        self._outer.end_output()
 
     def abort(self) -> None:
         self._outer.abort()
@@ -166,9 +166,6 @@ class WebSocketProtocol(asyncio.Protocol):
                 transport.close()  # EOF requested by the protocol
 
     def close(self) -> None:
-        """A Close frame (1000), then the client's Close frame is awaited: the WebSocket
-        closing handshake (RFC 6455 §7.1.2) ends with the TCP close once it answers; the MQTT
-        connection bounds the wait (graceful_close.py). Before the upgrade: closed at once."""
         if self.closed:
             return
         self.closed = True
@@ -177,12 +174,27 @@ class WebSocketProtocol(asyncio.Protocol):
                 self.ws.send_close(1000)
             except Exception:  # the websocket is already closing
                 pass
-            else:
-                self.pump()
-                return
             self.pump()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+
+    def end_output(self) -> None:
+        """A Close frame (1000), then the client's Close frame is awaited, reading on: the
+        WebSocket closing handshake (RFC 6455 §7.1.2) ends with the TCP close once it answers.
+        The MQTT connection bounds the wait (graceful_close.py). Before the upgrade, or when
+        the Close frame cannot be sent: closed at once."""
+        if self.closed:
+            return
+        if not self.opened:
+            self.close()
+            return
+        try:
+            self.ws.send_close(1000)
+        except Exception:  # the websocket is already closing
+            self.close()
+            return
+        self.closed = True
+        self.pump()
 
     def abort(self) -> None:
         if self.transport is not None:

@@ -142,6 +142,7 @@ class WebSocketPipe(Pipe):
         while not isinstance(self._events(sock.recv(65536))[0], Response):
             pass
         self.closed_by_broker = False
+        self.answer_close = True  # False: a client that never answers the broker's Close frame
 
     def _flush(self) -> None:
         for chunk in self.ws.data_to_send():
@@ -168,7 +169,8 @@ class WebSocketPipe(Pipe):
                 out.extend(self.reader.feed(bytes(event.data)))
             elif isinstance(event, Frame) and event.opcode is Opcode.CLOSE:
                 self.closed_by_broker = True
-        self._flush()  # the answer to the broker's Close frame
+        if self.answer_close:
+            self._flush()  # the answer to the broker's Close frame
         return out
 
 
@@ -273,15 +275,18 @@ def _send_until_refused(pipe: Pipe, chunk: bytes, limit: int, pause: float = 0.0
     pytest.fail(f"the broker still took bytes after {sent} sent to a closing connection")
 
 
-@pytest.mark.parametrize("listener", ["tcp", "tls"])
+@pytest.mark.parametrize("listener", ["tcp", "tls", "ws"])
 def test_the_drain_is_bounded(broker: RunningBroker, listener: str) -> None:
     """A client that keeps sending after its DISCONNECT is cut off once the broker has read
     and discarded its bound; one that reads the DISCONNECT but never closes is cut off when the
     time bound passes (one byte every 10 ms, for at most 30 s: far past the bound, far below
     the byte bound). Over TLS the end of the broker's output, close_notify, comes at the time
-    bound, and the socket goes a grace period later."""
-    for flood in (True, False):
+    bound, and the socket goes a grace period later. Over WebSocket the client here never
+    answers the broker's Close frame (it cannot flood: its bytes must be frames)."""
+    for flood in (True, False) if listener != "ws" else (False,):
         pipe = open_pipe(broker, listener)
+        if isinstance(pipe, WebSocketPipe):
+            pipe.answer_close = False
         try:
             pipe.send(encode(Connect(5, unique_id("gc"), True, 60), 5))
             assert pipe.expect_connack().reason_code == 0
@@ -294,6 +299,23 @@ def test_the_drain_is_bounded(broker: RunningBroker, listener: str) -> None:
             else:
                 got = pipe.read_until_closed()
                 assert isinstance(got[-1], Disconnect), got
+                if isinstance(pipe, WebSocketPipe):
+                    assert pipe.closed_by_broker
                 assert _send_until_refused(pipe, b"\0", 3000, pause=0.01) < 3000
         finally:
             pipe.close()
+
+
+def test_a_websocket_that_sent_nothing_to_protect_is_closed_at_once(broker: RunningBroker) -> None:
+    """A connection the broker ends before sending it any MQTT byte (here: PINGREQ before
+    CONNECT) has nothing a reset could destroy: its socket is closed at once, not held open
+    waiting for a client that never answers the Close frame."""
+    pipe = open_pipe(broker, "ws")
+    assert isinstance(pipe, WebSocketPipe)
+    pipe.answer_close = False
+    pipe.sock.settimeout(1.5)  # below the drain's time bound: it must not be what ends this
+    try:
+        pipe.send(bytes([0xC0, 0]))  # PINGREQ
+        assert pipe.read_until_closed() == []
+    finally:
+        pipe.close()

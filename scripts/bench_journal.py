@@ -25,9 +25,9 @@ from typing import Any
 
 from edge_broker.broker.journal import NO_JOURNAL
 from edge_broker.broker.message import Message, make_message
-from edge_broker.broker.persist_codec import encode_message, now_pair
-from edge_broker.broker.persist_hooks import PersistentJournal
-from edge_broker.broker.persistence import REFS, Persistence
+from edge_broker.broker.persist.codec import encode_message, now_pair
+from edge_broker.broker.persist.hooks import PersistentJournal
+from edge_broker.broker.persist.persistence import REFS, Persistence
 from edge_broker.broker.session import Outgoing, Session, new_outgoing
 from edge_broker.identity import DEFAULT_TENANT, Identity
 from edge_broker.mqtt.packets import NO_PROPERTIES

@@ -158,7 +158,7 @@ class Bridges:
         for bc in config.bridges:
             store: Any
             if config.persistence.enabled:
-                from ..broker.persistence import FSYNC
+                from ..broker.persist.persistence import FSYNC
                 from ..claims.runtime import state_dir
 
                 directory = state_dir(config)

@@ -38,7 +38,7 @@ from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.session_states import ConnState, Trigger
 from .dispatch import HANDLERS, Handler
 from .message import Message
-from .publish_quota import PublishQuota
+from .limits.publish_quota import PublishQuota
 from .session import Outgoing, Session
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .outcomes import denial_reason, subscribe_denied
 from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, SubscriptionEntry
-from .topic_limits import topic_limit, topic_limit_reason
+from .limits.topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from .connection import Connection

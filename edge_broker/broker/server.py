@@ -29,30 +29,30 @@ from ..mqtt.reason_codes import ReasonCode
 from .bridging import Bridging
 from .connection import Connection
 from .delivery import Delivery
-from .fd_budget import accept_error_handler, connection_cap, log_cap_change, raise_soft_limit
-from .interfaces import InterfaceMap
-from .limit_hits import LimitHits
+from .limits.fd_budget import accept_error_handler, connection_cap, log_cap_change, raise_soft_limit
+from .network_interfaces import InterfaceMap
+from .limits.limit_hits import LimitHits
 from .listeners import connection_info, start_listener
 from .message import Message, will_message
 from .ownership import Principal
 from .policy import Policy, build_pipeline, open_audit_log
-from .pre_auth import connect_timed_out
-from .read_pool import ReadPool
+from .limits.pre_auth import connect_timed_out
+from .limits.read_pool import ReadPool
 from .rejudge import judge_will, recheck_subscriptions, will_refused
 from .retained import MemoryRetainedStore, RetainedStore
-from .retained_budget import RetainedBudget
+from .limits.retained_budget import RetainedBudget
 from .scheduler import Scheduler
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .token_expiry import token_expired
 from .topic_space import TopicSpace
-from .write_budget import WriteBudget
+from .limits.write_budget import WriteBudget
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
     from ..claims.runtime import ClaimsRuntime
-    from .persistence import Persistence
+    from .persist.persistence import Persistence
     from .reload import ReloadResult
 
 log = logging.getLogger("edge_broker.broker")
@@ -189,7 +189,7 @@ class Broker:
 
     def _open_persistence(self) -> None:
         """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""
-        from .persistence import Persistence, PersistentRetainedStore
+        from .persist.persistence import Persistence, PersistentRetainedStore
 
         persistence = self.persistence = Persistence.open(self.config, self.clock)
         separator = self.separator
@@ -313,7 +313,7 @@ class Broker:
             self._connection_cap = cap
         if len(self.connections) > self._connection_cap:
             # Far over the limit: do not even read a CONNECT (half-open floods), and never let
-            # connections use up the file descriptors (broker/fd_budget.py).
+            # connections use up the file descriptors (broker/limits/fd_budget.py).
             reason = (
                 f"{len(self.connections)} connections open, limits.max_connections is "
                 f"{self.config.limits.max_connections} (+64 before CONNECT, and at most "

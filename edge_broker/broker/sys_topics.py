@@ -48,7 +48,7 @@ def sys_values(broker: Broker) -> dict[str, str]:
 
 def limit_values(broker: Broker) -> dict[str, str]:
     """The totals the ``[limits]`` budgets compare against (issue 16); what each key refused is
-    ``limits/<key>/hits`` (broker/limit_hits.py)."""
+    ``limits/<key>/hits`` (broker/limits/limit_hits.py)."""
     values: dict[str, str] = {}
     budget = broker.retained_budget
     values["limits/retained/count"] = str(budget.count)

@@ -215,7 +215,7 @@ def test_a_session_from_an_older_state_gets_a_safe_owner() -> None:
     come from the stored verified name; token and anonymous ones are unknown, which nobody
     matches (ended for a fresh session, never resumed)."""
     from edge_broker.broker.ownership import Principal, may_resume
-    from edge_broker.broker.persistence import _decode_session
+    from edge_broker.broker.persist.persistence import _decode_session
 
     def old_record(identity: dict[str, object]) -> list[object]:
         return ["~", identity, 5, 300, None, None, None, None, [], 1]

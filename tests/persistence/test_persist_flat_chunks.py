@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from edge_broker.broker.message import Message
-from edge_broker.broker.persistence import CHUNK_BYTES, Persistence, _flat_chunks
+from edge_broker.broker.persist.persistence import CHUNK_BYTES, Persistence, _flat_chunks
 from edge_broker.broker.session import Outgoing
 from edge_broker.store import KeyedLog
 from edge_broker.store.keyed import RAW_DELETE, RAW_PUT

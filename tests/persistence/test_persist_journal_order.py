@@ -10,8 +10,8 @@ import asyncio
 from pathlib import Path
 
 from edge_broker.broker.message import make_message
-from edge_broker.broker.persist_hooks import PersistentJournal
-from edge_broker.broker.persistence import REFS, Persistence
+from edge_broker.broker.persist.hooks import PersistentJournal
+from edge_broker.broker.persist.persistence import REFS, Persistence
 from edge_broker.broker.session import Outgoing, Session, new_outgoing
 from edge_broker.identity import DEFAULT_TENANT, Identity
 from edge_broker.mqtt.packets import NO_PROPERTIES

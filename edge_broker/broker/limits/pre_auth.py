@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..config import LimitsConfig
-from ..mqtt.packets import Connect
-from ..mqtt.reason_codes import ReasonCode
-from ..mqtt.session_states import ConnState
+from ...config import LimitsConfig
+from ...mqtt.packets import Connect
+from ...mqtt.reason_codes import ReasonCode
+from ...mqtt.session_states import ConnState
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from ..connection import Connection
 
 
 def user_properties_refusal(connect: Connect, limits: LimitsConfig) -> str | None:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ..mqtt.reason_codes import ReasonCode
-from .connection import CONNECTED, CONNECTING
+from ...mqtt.reason_codes import ReasonCode
+from ..connection import CONNECTED, CONNECTING
 
 if TYPE_CHECKING:
-    from .connection import Connection
-    from .server import Broker
+    from ..connection import Connection
+    from ..server import Broker
 
 LIMIT_KEY = "read_pool_size"
 # The most one socket read takes. asyncio reads 256 KiB; a quarter of it keeps the bytes one

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .connection import Connection
-    from .server import Broker
+    from ..connection import Connection
+    from ..server import Broker
 
 LIMIT_KEY = "max_write_buffer_total"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from .session import Outgoing, Session
+from ..session import Outgoing, Session
 
 if TYPE_CHECKING:
     from .persistence import Persistence

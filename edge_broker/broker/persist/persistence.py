@@ -49,18 +49,18 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import Config
-from ..mqtt.packets import Will
-from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
-from ..store.damage import damage_hint, open_or_set_aside
-from ..store.errors import StoreOpenError
-from ..store.gcpause import fewer_young_collections
-from ..store.keyed import RAW_DELETE, RAW_DELETES, RAW_PUT, RAW_ROWS, RAW_SET, RAW_SETS
-from .awaiting import all_of
-from .journal import NO_JOURNAL
-from .message import Message
-from .ownership import owner_of_restored, principal_from_record
-from .persist_codec import (
+from ...config import Config
+from ...mqtt.packets import Will
+from ...store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
+from ...store.damage import damage_hint, open_or_set_aside
+from ...store.errors import StoreOpenError
+from ...store.gcpause import fewer_young_collections
+from ...store.keyed import RAW_DELETE, RAW_DELETES, RAW_PUT, RAW_ROWS, RAW_SET, RAW_SETS
+from ..awaiting import all_of
+from ..journal import NO_JOURNAL
+from ..message import Message
+from ..ownership import owner_of_restored, principal_from_record
+from .codec import (
     RecordError,
     decode_identity,
     decode_message,
@@ -73,12 +73,12 @@ from .persist_codec import (
     to_mono,
     to_wall,
 )
-from .persist_hooks import PersistentJournal, Ref
-from .retained import MemoryRetainedStore
-from .session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
+from .hooks import PersistentJournal, Ref
+from ..retained import MemoryRetainedStore
+from ..session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
 
 if TYPE_CHECKING:
-    from .server import Broker
+    from ..server import Broker
 
 log = logging.getLogger("edge_broker.persistence")
 
@@ -102,7 +102,7 @@ _NO_ENTRY: list[Any] = [0, 0, None]  # Persistence._last before any message (mat
 
 
 def log_path(config: Config) -> Path:
-    from ..claims.runtime import state_dir  # one place decides the state directory
+    from ...claims.runtime import state_dir  # one place decides the state directory
 
     return state_dir(config) / BROKER_LOG
 
@@ -755,7 +755,7 @@ class Persistence:
     def _recover_sessions(
         self, broker: Broker, now_mono: float, now_wall: float, drop: list[Op]
     ) -> dict[str, Session]:
-        from .pattern_subscriptions import subscription_pattern
+        from ..pattern_subscriptions import subscription_pattern
 
         sessions: dict[str, Session] = {}
         for key, raw in self.keyed.iter_items(SESSIONS):

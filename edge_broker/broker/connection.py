@@ -37,8 +37,8 @@ from ..mqtt.packets import Connect, Packet, Will
 from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.session_states import ConnState, Trigger
 from .dispatch import HANDLERS, Handler
-from .message import Message
 from .limits.publish_quota import PublishQuota
+from .message import Message
 from .session import Outgoing, Session
 
 if TYPE_CHECKING:

@@ -30,24 +30,24 @@ from .bridging import Bridging
 from .connection import Connection
 from .delivery import Delivery
 from .limits.fd_budget import accept_error_handler, connection_cap, log_cap_change, raise_soft_limit
-from .network_interfaces import InterfaceMap
 from .limits.limit_hits import LimitHits
-from .listeners import connection_info, start_listener
-from .message import Message, will_message
-from .ownership import Principal
-from .policy import Policy, build_pipeline, open_audit_log
 from .limits.pre_auth import connect_timed_out
 from .limits.read_pool import ReadPool
+from .limits.retained_budget import RetainedBudget
+from .limits.write_budget import WriteBudget
+from .listeners import connection_info, start_listener
+from .message import Message, will_message
+from .network_interfaces import InterfaceMap
+from .ownership import Principal
+from .policy import Policy, build_pipeline, open_audit_log
 from .rejudge import judge_will, recheck_subscriptions, will_refused
 from .retained import MemoryRetainedStore, RetainedStore
-from .limits.retained_budget import RetainedBudget
 from .scheduler import Scheduler
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .token_expiry import token_expired
 from .topic_space import TopicSpace
-from .limits.write_budget import WriteBudget
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog

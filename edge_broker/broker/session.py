@@ -153,7 +153,7 @@ class Session(QosFlow[Outgoing]):
 
 
 class SessionStore(Protocol):
-    """Where sessions live, by :func:`session_key` (persisted through broker/persist/persistence.py)."""
+    """Where sessions live, by :func:`session_key` (persisted through broker/persist/)."""
 
     def get(self, key: str) -> Session | None: ...
 

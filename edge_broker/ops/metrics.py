@@ -289,7 +289,7 @@ def _state_metrics(w: _Writer, broker: Broker) -> None:
         "subscriptions in every topic space",
         sum(space.subscription_count() for space in spaces),
     )
-    # kept up to date by every retained set/delete (broker/limits/retained_budget.py): nothing to walk
+    # kept up to date by every retained set/delete (broker/limits/retained_budget.py): no walk
     budget = broker.retained_budget
     w.one(
         "edge_broker_retained_messages",

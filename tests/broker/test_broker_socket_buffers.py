@@ -1,7 +1,7 @@
 """Issue 16: the bytes of packets being read and of unsent output are bounded broker-wide
 (``[limits] read_buffer_size``, ``read_pool_size``, ``read_pool_timeout``,
-``max_write_buffer_total``; broker/limits/read_pool.py, broker/limits/write_budget.py), over real sockets
-against the real broker. Without them ``max_connections × max_packet_size`` and
+``max_write_buffer_total``; broker/limits/read_pool.py, broker/limits/write_budget.py), over real
+sockets against the real broker. Without them ``max_connections × max_packet_size`` and
 ``max_connections × write_buffer_high`` were the worst case (2.5 GiB with the defaults)."""
 
 from __future__ import annotations

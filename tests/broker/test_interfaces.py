@@ -1,5 +1,5 @@
-"""broker/network_interfaces.py: local address -> interface name for site-ACL subjects, with a scripted
-address source and clock (the real system is exercised in
+"""broker/network_interfaces.py: local address -> interface name for site-ACL subjects, with a
+scripted address source and clock (the real system is exercised in
 tests/authz/test_acl_broker_interfaces.py)."""
 
 from __future__ import annotations

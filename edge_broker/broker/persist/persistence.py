@@ -60,6 +60,8 @@ from ..awaiting import all_of
 from ..journal import NO_JOURNAL
 from ..message import Message
 from ..ownership import owner_of_restored, principal_from_record
+from ..retained import MemoryRetainedStore
+from ..session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
 from .codec import (
     RecordError,
     decode_identity,
@@ -74,8 +76,6 @@ from .codec import (
     to_wall,
 )
 from .hooks import PersistentJournal, Ref
-from ..retained import MemoryRetainedStore
-from ..session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
 
 if TYPE_CHECKING:
     from ..server import Broker

@@ -189,7 +189,9 @@ class Broker:
 
     def _open_persistence(self) -> None:
         """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""
-        from .persist.persistence import Persistence, PersistentRetainedStore
+        from .persist.persistence import Persistence
+        from .persist.recovery import recover
+        from .persist.retained import PersistentRetainedStore
 
         persistence = self.persistence = Persistence.open(self.config, self.clock)
         separator = self.separator
@@ -202,7 +204,7 @@ class Broker:
             if len(space.retained) == 0:
                 space.retained = retained_store(tenant)
                 self._count_retained(space)
-        persistence.recover(self)
+        recover(persistence, self)
 
     def restore_session(self, session: Session) -> None:
         """Recovery: an offline session from the store, with its expiry and delayed will."""

@@ -98,7 +98,7 @@ def _state_problems(config: Config) -> list[str]:
 
     paths = []
     if config.persistence.enabled:
-        from ..broker.persist.persistence import log_path
+        from ..broker.persist.tables import log_path
 
         paths.append(log_path(config))
     if claims_enabled(config):

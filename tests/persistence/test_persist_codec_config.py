@@ -18,7 +18,7 @@ from edge_broker.broker.persist.codec import (
     encode_outgoing,
     encode_will,
 )
-from edge_broker.broker.persist.persistence import BROKER_LOG, log_path
+from edge_broker.broker.persist.tables import BROKER_LOG, log_path
 from edge_broker.broker.session import Outgoing
 from edge_broker.claims.runtime import store_path
 from edge_broker.config import ConfigError, loads_config

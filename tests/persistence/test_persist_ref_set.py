@@ -16,7 +16,7 @@ from persist_support import EXPIRY, RawClient, persistent_config, subscribe
 
 from edge_broker.broker.message import make_message
 from edge_broker.broker.persist.codec import encode_message, now_pair
-from edge_broker.broker.persist.persistence import BROKER_LOG, REF_PID, REF_RELEASED, REF_WIDTH
+from edge_broker.broker.persist.tables import BROKER_LOG, REF_PID, REF_RELEASED, REF_WIDTH
 from edge_broker.mqtt.packets import (
     NO_PROPERTIES,
     Puback,

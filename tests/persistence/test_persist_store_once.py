@@ -11,7 +11,7 @@ from persist_support import EXPIRY, RawClient, drain, persistent_config, subscri
 
 from edge_broker.broker.message import make_message
 from edge_broker.broker.persist.codec import encode_outgoing, now_pair
-from edge_broker.broker.persist.persistence import BROKER_LOG
+from edge_broker.broker.persist.tables import BROKER_LOG
 from edge_broker.broker.session import Outgoing
 from edge_broker.mqtt.packets import NO_PROPERTIES, Properties, Puback, Publish, Pubrec
 from edge_broker.store import KeyedLog, Put

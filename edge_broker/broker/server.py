@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..audit import events as audit_events
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..authz.decision import Decision
-from ..config import Config, ListenerConfig, claims_enabled
+from ..config import Config, ConfigError, ListenerConfig, claims_enabled, load_config
 from ..engine.connection import Timeout
 from ..engine.deadlines import Deadlines
 from ..engine.events import TimedOut
@@ -39,8 +39,12 @@ from .listeners import connection_info, start_listener
 from .message import Message, will_message
 from .network_interfaces import InterfaceMap
 from .ownership import Principal
+from .persist.persistence import Persistence
+from .persist.recovery import recover
+from .persist.retained import PersistentRetainedStore
 from .policy import Policy, build_pipeline, open_audit_log
 from .rejudge import judge_will, recheck_subscriptions, will_refused
+from .reload import ReloadResult, apply_config
 from .retained import MemoryRetainedStore, RetainedStore
 from .scheduler import Scheduler
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
@@ -52,8 +56,6 @@ from .topic_space import TopicSpace
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
     from ..claims.runtime import ClaimsRuntime
-    from .persist.persistence import Persistence
-    from .reload import ReloadResult
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -189,10 +191,6 @@ class Broker:
 
     def _open_persistence(self) -> None:
         """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""
-        from .persist.persistence import Persistence
-        from .persist.recovery import recover
-        from .persist.retained import PersistentRetainedStore
-
         persistence = self.persistence = Persistence.open(self.config, self.clock)
         separator = self.separator
 
@@ -221,7 +219,7 @@ class Broker:
             # Imported only when needed: the websockets package costs memory on small boards.
             from .websocket import WebSocketProtocol
 
-            return lambda: WebSocketProtocol(self, listener)
+            return lambda: WebSocketProtocol(Connection(self, listener))
         return lambda: Connection(self, listener)
 
     def request_stop(self) -> None:
@@ -230,9 +228,6 @@ class Broker:
     async def reload(self, path: str) -> ReloadResult:
         """SIGHUP / ``edge-broker reload``: validate ``path`` and apply it (broker/reload.py);
         a file with errors keeps the running policy (never fails open)."""
-        from ..config import ConfigError, load_config
-        from .reload import ReloadResult, apply_config
-
         try:
             # parsing and compiling a large policy takes seconds on a Pi: not on the event loop
             new = await asyncio.to_thread(load_config, path)
@@ -682,7 +677,7 @@ class Broker:
             first = events[0] if events else None  # TimedOut comes first
             due = first.what if isinstance(first, TimedOut) else None
             if due is Timeout.CONNECT:
-                connect_timed_out(conn, timeout)
+                connect_timed_out(conn, timeout, self.limit_hits)
             elif due is Timeout.TOKEN:
                 token_expired(conn)
             elif events:

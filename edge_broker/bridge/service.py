@@ -159,7 +159,7 @@ class Bridges:
             store: Any
             if config.persistence.enabled:
                 from ..broker.persist.persistence import FSYNC
-                from ..claims.runtime import state_dir
+                from ..store.state_dir import state_dir
 
                 directory = state_dir(config)
                 settings = config.persistence

@@ -31,6 +31,7 @@ from ...config import Config
 from ...mqtt.packets import Will
 from ...store import Op, Put
 from ...store.keyed import RAW_DELETE, RAW_DELETES, RAW_PUT, RAW_ROWS, RAW_SET, RAW_SETS
+from ...store.state_dir import state_dir
 from ..ownership import owner_of_restored, principal_from_record
 from ..session import Session, SubscriptionEntry, client_id_of
 from .codec import (
@@ -57,9 +58,7 @@ CHUNK_BYTES = 1 << 20  # ops of one commit beyond this are split into several re
 
 
 def log_path(config: Config) -> Path:
-    from ...claims.runtime import state_dir  # one place decides the state directory
-
-    return state_dir(config) / BROKER_LOG
+    return state_dir(config) / BROKER_LOG  # store/state_dir.py: one place decides the directory
 
 
 def ref_row(cid: str, ref: Ref, pid: int | None, released: bool) -> list[Any]:

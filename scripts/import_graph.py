@@ -141,8 +141,10 @@ def project_imports(root: Path) -> list[Import]:
 
 
 def package_of(module: str) -> str:
-    """The top-level folder or module: ``broker.persist.journal`` → ``broker``."""
-    if module == "__main__":
+    """The top-level folder or module: ``broker.persist.journal`` → ``broker``. Every
+    ``__main__.py`` (``python -m edge_broker``, ``python -m edge_broker.broker``) is the unit
+    ``__main__``: a process entry point, above everything, that nothing imports."""
+    if module == "__main__" or module.endswith(".__main__"):
         return "__main__"
     return module.split(".")[0]
 
@@ -151,7 +153,7 @@ def node_in(module: str, package: str) -> str | None:
     """Inside ``package``: the next level down (a module or a sub-folder), else None."""
     if module == package:
         return package  # the package's __init__
-    if not module.startswith(package + "."):
+    if not module.startswith(package + ".") or package_of(module) == "__main__":
         return None
     return package + "." + module[len(package) + 1 :].split(".")[0]
 

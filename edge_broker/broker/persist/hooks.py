@@ -14,18 +14,13 @@ index keeps no copy (``KeyedLog.hold``), and the ops of a turn are batched per k
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..session import Inflight, Outgoing, Session
+from .tables import Ref
 
 if TYPE_CHECKING:
     from .persistence import Persistence
-
-
-# A reference held by a journal: (outgoing, reference number, the message's entry in
-# Persistence._messages ([message id, references, message]), the number of the turn batch its
-# row went into (-1: restored) and the place of its packet id there (Persistence.ref_sent)).
-Ref = tuple[Outgoing, int, list[Any], int, int]
 
 
 class PersistentJournal:

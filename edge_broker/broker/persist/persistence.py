@@ -41,7 +41,7 @@ from .codec import (
     now_pair,
     to_wall,
 )
-from .hooks import PersistentJournal, Ref
+from .hooks import PersistentJournal
 from .tables import (
     BATCH_ROWS,
     CHUNK_BYTES,
@@ -54,6 +54,7 @@ from .tables import (
     REFS,
     RETAINED,
     SESSIONS,
+    Ref,
     flat_chunks,
     log_path,
     ref_row,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config import Config
 from ...mqtt.packets import Will
@@ -33,18 +33,13 @@ from ...store import Op, Put
 from ...store.keyed import RAW_DELETE, RAW_DELETES, RAW_PUT, RAW_ROWS, RAW_SET, RAW_SETS
 from ...store.state_dir import state_dir
 from ..ownership import owner_of_restored, principal_from_record
-from ..session import Session, SubscriptionEntry, client_id_of
+from ..session import Outgoing, Session, SubscriptionEntry, client_id_of
 from .codec import (
     RecordError,
     decode_identity,
     decode_will,
     to_mono,
 )
-from .hooks import Ref
-
-if TYPE_CHECKING:
-    pass
-
 
 BROKER_LOG = "broker.log"
 SESSIONS, QOS2, RETAINED, META = "s", "q", "r", "meta"
@@ -55,6 +50,12 @@ BATCH_ROWS = 4096  # references per batched op: a turn's refs become ops of at m
 OLD_MESSAGES, OLD_FLIGHT = "m", "f"  # the previous format (a message per session), migrated
 FORMAT = 3  # 3: batched reference ops (kinds 9-11) and a 7-field reference row; 2 is read
 CHUNK_BYTES = 1 << 20  # ops of one commit beyond this are split into several records
+
+
+# A reference held by a journal: (outgoing, reference number, the message's entry in
+# Persistence._messages ([message id, references, message]), the number of the turn batch its
+# row went into (-1: restored) and the place of its packet id there (Persistence.ref_sent)).
+Ref = tuple[Outgoing, int, list[Any], int, int]
 
 
 def log_path(config: Config) -> Path:

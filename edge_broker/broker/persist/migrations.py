@@ -18,8 +18,6 @@ from .tables import CHUNK_BYTES, FORMAT, MESSAGES, META, OLD_FLIGHT, OLD_MESSAGE
 if TYPE_CHECKING:
     from .persistence import Persistence
 
-    pass
-
 log = logging.getLogger("edge_broker.persistence")
 
 

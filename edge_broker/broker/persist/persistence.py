@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config import Config
 from ...store import KeyedLog, Put, StoreError, StoreHealth
@@ -59,9 +59,6 @@ from .tables import (
     log_path,
     ref_row,
 )
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("edge_broker.persistence")
 

@@ -10,8 +10,6 @@ from ..retained import MemoryRetainedStore
 if TYPE_CHECKING:
     from .persistence import Persistence
 
-    pass
-
 
 class PersistentRetainedStore(MemoryRetainedStore):
     """Retained messages of one topic space, written through to the log (``$`` topics not)."""

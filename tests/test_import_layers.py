@@ -165,10 +165,6 @@ PENDING: dict[tuple[str, str], str] = {
             "token_expiry",
         )
     },
-    ("broker.session", "broker.connection"): (
-        "a session names its connection through a Protocol of what delivery, persistence and "
-        "the topic spaces call on it"
-    ),
     ("broker.connection", "broker.server"): _ENGINE_STEP + " (conn.broker is then that Protocol)",
     ("broker.journal", "broker.session"): "Outgoing moves below the session (type only)",
     ("broker.ownership", "broker.session"): "Principal moves below the session (type only)",

@@ -465,6 +465,7 @@ class Broker:
         )
         if existing is not None and existing.connection is not None:
             old = existing.connection
+            assert isinstance(old, Connection)  # only attach_session attaches a session
             old.close(ReasonCode.SESSION_TAKEN_OVER, "session taken over by a new connection")
             old.disconnect_reason = "session taken over"
             self._detach(old, keep_session=resume)

@@ -167,7 +167,6 @@ PENDING: dict[tuple[str, str], str] = {
     },
     ("broker.connection", "broker.server"): _ENGINE_STEP + " (conn.broker is then that Protocol)",
     ("broker.journal", "broker.session"): "Outgoing moves below the session (type only)",
-    ("broker.ownership", "broker.session"): "Principal moves below the session (type only)",
     # a cycle inside a sub-folder: each of its imports is listed
     **{
         pair: "the journal and the store it writes to name each other: a Protocol for the store"

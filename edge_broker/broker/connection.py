@@ -38,8 +38,8 @@ from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.session_states import ConnState, Trigger
 from .dispatch import HANDLERS, Handler
 from .graceful_close import Drain, close_gracefully
+from .limits.publish_quota import PublishQuota
 from .message import Message
-from .publish_quota import PublishQuota
 from .session import Outgoing, Session
 
 if TYPE_CHECKING:

@@ -18,8 +18,7 @@ from websockets.server import ServerProtocol
 from .connection import Connection
 
 if TYPE_CHECKING:
-    from ..config import ListenerConfig
-    from .server import Broker
+    pass
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -85,16 +84,17 @@ def _select_subprotocol(protocol: ServerProtocol, offered: Any) -> Any:
 class WebSocketProtocol(asyncio.Protocol):
     """The socket-facing protocol: HTTP upgrade, then frames in and out."""
 
-    def __init__(self, broker: Broker, listener: ListenerConfig) -> None:
-        self.broker = broker
-        self.listener = listener
+    def __init__(self, mqtt: Connection) -> None:
+        """``mqtt``: the connection its frames carry, made by the listener for this socket."""
+        self.broker = broker = mqtt.broker
+        self.listener = mqtt.listener
         self.transport: asyncio.Transport | None = None
         self.ws = ServerProtocol(
             subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
             select_subprotocol=_select_subprotocol,
             max_size=broker.config.limits.max_packet_size + 5,
         )
-        self.mqtt = Connection(broker, listener)
+        self.mqtt = mqtt
         self.inner = WebSocketTransport(self)
         self.opened = False
         self.closed = False

@@ -26,17 +26,41 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .message import Message
 from .session import Outgoing, Session, SubscriptionEntry, new_outgoing
 from .topic_space import SharedGroup, TopicSpace
 
 if TYPE_CHECKING:
-    from .server import Broker
+    from ..config import Config
+    from .bridging import Bridging
+    from .limits.limit_hits import LimitHits
+    from .policy import Policy
+    from .stats import BrokerStats
 
 
 QUEUE_ENTRY_BYTES = 120  # an Outgoing and its deque slot, besides the message's own size
+
+
+class DeliveryHost(Protocol):
+    """What delivery reads of the broker (``Broker`` is one). The policy is read at each use: a
+    reload or a bundle swaps it."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def limit_hits(self) -> LimitHits: ...
+
+    @property
+    def bridges(self) -> Bridging | None: ...
 
 
 class Delivery:
@@ -54,7 +78,7 @@ class Delivery:
         "queued_total",
     )
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: DeliveryHost) -> None:
         self.broker = broker
         self.stats = broker.stats
         limits = broker.config.limits
@@ -184,12 +208,7 @@ class Delivery:
                 self.stats.dropped += 1
                 return False
             return conn.send_publish(outgoing)
-        if (
-            conn is None
-            or conn.paused
-            or session.queue
-            or not session.window_open(conn.engine.send_quota)
-        ):
+        if conn is None or conn.paused or session.queue or not session.window_open(conn.send_quota):
             return self.enqueue(session, outgoing)
         conn.register_inflight(outgoing)
         return True
@@ -308,7 +327,7 @@ class Delivery:
         # a queued message no longer knows its subscription: checked whenever gates 5-6 exist
         check = policy.has_delivery_gates
         while queue and conn is not None and not conn.paused and not conn.closing:
-            if not session.window_open(conn.engine.send_quota):
+            if not session.window_open(conn.send_quota):
                 return
             outgoing = queue.popleft()
             size = outgoing.message.size

@@ -33,12 +33,12 @@ if TYPE_CHECKING:
     from ..mqtt.packets import Connect, Packet, Properties, Will
     from .bridging import Bridging
     from .delivery import Delivery
-    from .limit_hits import LimitHits
+    from .limits.limit_hits import LimitHits
+    from .limits.publish_quota import PublishQuota
     from .message import Message
     from .ownership import Principal
-    from .persistence import Persistence
+    from .persist.persistence import Persistence
     from .policy import Policy
-    from .publish_quota import PublishQuota
     from .rejudge import Verdict
     from .session import Session
     from .stats import BrokerStats

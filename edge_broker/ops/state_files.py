@@ -15,6 +15,8 @@ Kinds:
   would not accept (a key no longer trusted) is ``blocked``, never moved;
 - ``cursor``: the audit upload position: damaged, it is refused and may be set aside (the
   upload starts again at the oldest record);
+- ``audit``: a segment of the audit log (``[audit] dir``, often inside the state directory):
+  a damaged line is skipped by the upload and the analytics, never fatal;
 - ``derived``: rewritten by the broker, never read at start (``status.json``, the password
   files written from a bundle, the ``.lock`` files whose content is unused): damage there does
   not matter, and they are listed so that an operator knows what each file is.
@@ -69,12 +71,38 @@ def _log(path: Path, what: str, used: bool, reader: Reader = read_keyed) -> Stat
     return StateFile(path, what, "log", used, inspect, reader)
 
 
-def _derived(path: Path, what: str) -> StateFile:
+def _derived(path: Path, what: str, detail: str) -> StateFile:
     def inspect() -> LogCondition:
-        state = "ok" if path.exists() else "missing"
-        return LogCondition(str(path), state, f"{what}: rewritten by the broker, never read")
+        return LogCondition(str(path), "ok" if path.exists() else "missing", detail)
 
     return StateFile(path, what, "derived", False, inspect)
+
+
+def _audit_segment(path: Path) -> StateFile:
+    def inspect() -> LogCondition:
+        from ..audit.record import AuditRecordError, decode_record
+
+        records = damaged = 0
+        try:
+            with path.open("r", encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if not line.endswith("\n"):
+                        break  # the torn tail of the segment being written
+                    try:
+                        decode_record(line)
+                        records += 1
+                    except AuditRecordError:
+                        damaged += 1
+        except FileNotFoundError:
+            return LogCondition(str(path), "missing", "rotated away")
+        except OSError as exc:
+            return LogCondition(str(path), "unreadable", f"{path}: {exc.strerror}")
+        if damaged:
+            detail = f"{records} records; {damaged} damaged lines are skipped by the upload"
+            return LogCondition(str(path), "salvaged", detail)
+        return LogCondition(str(path), "ok", f"{records} records")
+
+    return StateFile(path, "audit log segment", "audit", False, inspect)
 
 
 def _trusted_keys(config: Config) -> dict[str, VerifyKey]:
@@ -144,15 +172,27 @@ def state_files(config: Config) -> list[StateFile]:
                 uploads and config.audit.dir is not None,
                 judge_cursor,
             ),
-            _derived(sync / STATUS_FILE, "policy status"),
         ]
+        status = sync / STATUS_FILE
+        if config.sync.source == "directory" or status.exists():
+            files.append(_derived(status, "policy status", "written at each bundle, never read"))
         if sync.is_dir():
             files += [
-                _derived(path, "password file written from the bundle")
+                _derived(path, "password file of the bundle", "written again at each start")
                 for path in sorted(sync.glob(PASSWORD_FILES))
             ]
+    if config.audit.dir is not None:
+        from ..audit.log import list_segments
+
+        files += [_audit_segment(path) for _, path in list_segments(config.audit.dir)]
+    folders = {f.path.parent for f in files if f.path.parent.is_dir()}
     files += [
-        _derived(Path(f"{f.path}.lock"), f"lock of {f.path.name}")
+        _derived(path, "set aside", "moved aside for inspection, never read: delete it when done")
+        for folder in sorted(folders)
+        for path in sorted(folder.glob("*.damaged-*"))
+    ]
+    files += [
+        _derived(Path(f"{f.path}.lock"), f"lock of {f.path.name}", "locked while open; empty")
         for f in list(files)
         if f.kind == "log" and Path(f"{f.path}.lock").exists()
     ]

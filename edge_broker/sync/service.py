@@ -137,6 +137,7 @@ class SyncService:
         the ways out. Refusing beats serving the last bundle unverified: a rotated key may mean
         the old one is compromised.
         """
+        self._load_cursor()
         data = self.state.load_bundle()
         if data is None:
             return
@@ -183,6 +184,34 @@ class SyncService:
             )
         )
 
+    def _load_cursor(self) -> None:
+        """The audit upload position (before the broker serves: a damaged cursor refuses the
+        start, or is set aside under ``on_damage = "set-aside"``)."""
+        if not (
+            self.settings.source == "mqtt"
+            and self.settings.audit_upload
+            and self.broker.audit is not None
+        ):
+            return
+        try:
+            self._cursor = self.state.load_cursor()
+        except SyncStateError as exc:
+            if self.base.persistence.on_damage != "set-aside":
+                raise SyncError(str(exc)) from exc
+            cursor = self.state.path / CURSOR_FILE
+            moved = set_aside(cursor)
+            log.error(
+                "the audit upload cursor %s is damaged: moved to %s; the upload starts "
+                "again at the oldest audit record (the cloud may receive some twice)",
+                cursor,
+                moved,
+                extra={
+                    "event": "store_set_aside",
+                    "path": str(cursor),
+                    "moved_to": str(moved),
+                },
+            )
+
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         if self.settings.source == "mqtt":
@@ -193,24 +222,6 @@ class SyncService:
                     extra={"event": "audit_upload_off"},
                 )
             if self.settings.audit_upload and self.broker.audit is not None:
-                try:
-                    self._cursor = self.state.load_cursor()
-                except SyncStateError as exc:
-                    if self.base.persistence.on_damage != "set-aside":
-                        raise SyncError(str(exc)) from exc
-                    cursor = self.state.path / CURSOR_FILE
-                    moved = set_aside(cursor)
-                    log.error(
-                        "the audit upload cursor %s is damaged: moved to %s; the upload starts "
-                        "again at the oldest audit record (the cloud may receive some twice)",
-                        cursor,
-                        moved,
-                        extra={
-                            "event": "store_set_aside",
-                            "path": str(cursor),
-                            "moved_to": str(moved),
-                        },
-                    )
                 self._spawn(self._upload_loop())
         elif self.settings.source == "directory":
             self._spawn(self._directory_loop())

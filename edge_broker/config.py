@@ -35,6 +35,7 @@ from .authz.permissions_config import PermissionsConfig, parse_permissions_confi
 from .config_section import ConfigError as ConfigError  # re-exported: callers import it here
 from .config_section import Section as Section
 from .config_section import unknown_name
+from .ops.preflight import is_loopback
 from .ops.settings import MetricsConfig, SyncConfig, parse_metrics, parse_sync
 
 if TYPE_CHECKING:
@@ -312,15 +313,6 @@ def parse_broker(s: Section) -> BrokerConfig:
     )
 
 
-def _is_loopback(bind: str) -> bool:
-    if bind == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        return False
-
-
 def parse_listener(s: Section, index: int) -> ListenerConfig:
     name = s.string("name", f"listener{index}")
     bind = s.string("bind", "127.0.0.1")
@@ -342,7 +334,7 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
     methods: tuple[str, ...]
     if raw_methods is None:
         # Mosquitto 2: anonymous only where nobody else can reach the socket.
-        methods = ("anonymous",) if _is_loopback(bind) else ()
+        methods = ("anonymous",) if is_loopback(bind) else ()
         if not methods and not s.misspelt("auth_methods"):  # a typo is reported as one
             # Never suggest opening anonymous access: name the methods that check who connects.
             s.problem(

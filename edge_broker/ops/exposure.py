@@ -15,12 +15,13 @@ Warnings, not errors: the broker runs either way, and a lab bench may want it so
 from __future__ import annotations
 
 import grp
-import ipaddress
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .preflight import is_loopback
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -93,15 +94,6 @@ def _inline_secrets(config: Config) -> list[str]:
     return keys
 
 
-def _loopback(bind: str) -> bool:
-    if bind == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        return False
-
-
 def exposure_warnings(config: Config) -> list[str]:
     """Every warning of the module docstring, each naming the file or key and what to change."""
     warnings = []
@@ -121,7 +113,7 @@ def exposure_warnings(config: Config) -> list[str]:
                 f"chmod 0640 {config.file} (owner root, group {SERVICE_GROUP})"
             )
     metrics = config.metrics
-    if metrics.enabled and not _loopback(metrics.bind):
+    if metrics.enabled and not is_loopback(metrics.bind):
         warnings.append(
             f"{config.file}: metrics.bind: [metrics] serves /metrics, /healthz and /readyz on "
             f"{metrics.bind or '*'}:{metrics.port} without TLS or authentication: anyone who "

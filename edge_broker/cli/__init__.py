@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command. A closed stdout or stderr (a pipe to ``head``) ends it quietly with
     status 141, for every command, ``--help`` included: no traceback, no "Broken pipe"."""
     streams = (sys.stdout, sys.stderr)
-    sys.stdout = _Guarded(sys.stdout, 1)  # type: ignore[assignment]
-    sys.stderr = _Guarded(sys.stderr, 2)  # type: ignore[assignment]
+    sys.stdout = _Guarded(sys.stdout, 1)
+    sys.stderr = _Guarded(sys.stderr, 2)
     try:
         try:
             return _dispatch(sys.argv[1:] if argv is None else argv)

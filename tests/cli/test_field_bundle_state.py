@@ -5,8 +5,6 @@ broker will not use (``blocked``: never set aside, the operator decides), as ``s
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import cbor2
@@ -14,8 +12,8 @@ import nacl.signing
 
 from edge_broker.sync.bundle import create_bundle, key_id, stored_damage
 from edge_broker.sync.state import inspect_bundle
+from tests.cli.field_cli import cli
 
-ROOT = Path(__file__).resolve().parents[2]
 POLICY = {"permissions": {"unassigned": "allow"}}
 
 
@@ -62,23 +60,12 @@ def test_a_blocked_bundle_fails_check_and_is_never_set_aside(tmp_path: Path) -> 
         f'[sync]\nsource = "directory"\ndirectory = "{tmp_path}"\ngateway_id = "gw-1"\n'
         f'trusted_keys = ["{public}"]\n'
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "edge_broker", *args, "--config", str(conf)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
-
-    status = cli("state", "check")
+    status = cli("state", "check", "--config", str(conf))
     assert status.returncode == 1
     assert f"{saved} (policy bundle): blocked: {saved}: bundle is signed by key" in status.stdout
-    aside = cli("state", "set-aside")
+    aside = cli("state", "set-aside", "--config", str(conf))
     assert aside.returncode == 0 and aside.stdout.rstrip().endswith("0 file(s) set aside")
     assert saved.read_bytes() == bundle(other)
-    check = cli("check")
+    check = cli("check", "--config", str(conf))
     assert check.returncode == 1, check.stderr
     assert f"{conf}: sync: {saved}: bundle is signed by key" in check.stderr

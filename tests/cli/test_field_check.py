@@ -4,30 +4,13 @@ commands run as subprocesses, as an operator runs them; ``bridge status`` reads 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from edge_broker.auth.password import set_user, write_password_file
 from scripts.procs import free_port
+from tests.cli.field_cli import cli
 from tests.conftest import BrokerFactory
 from tests.ops.tls_files import make_cert
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("EDGE_BROKER_STATE_DIR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "edge_broker", *args],
-        capture_output=True,
-        text=True,
-        cwd="/",
-        env=env,
-        timeout=60,
-    )
 
 
 def test_a_typo_gets_the_real_key_and_never_a_suggestion_to_open_anonymous(tmp_path: Path) -> None:

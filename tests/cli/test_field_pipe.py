@@ -14,8 +14,7 @@ import pytest
 
 from edge_broker.cli import COMMANDS, EXIT_PIPE_CLOSED
 from scripts.procs import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli.field_cli import cli, cli_env
 
 
 def closed_stdout(*args: str, stderr_too: bool = False) -> subprocess.CompletedProcess[str]:
@@ -29,7 +28,7 @@ def closed_stdout(*args: str, stderr_too: bool = False) -> subprocess.CompletedP
             stderr=write if stderr_too else subprocess.PIPE,
             text=True,
             cwd="/",
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=cli_env(),
             timeout=60,
         )
     finally:
@@ -63,40 +62,15 @@ def test_commands_that_print(config: Path, tmp_path: Path) -> None:
     assert_quiet(closed_stdout("lint", "--config", str(config)))
     assert_quiet(closed_stdout("--version"))
     key = tmp_path / "cloud"
-    made = subprocess.run(
-        [sys.executable, "-m", "edge_broker", "bundle", "keygen", str(key)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=60,
-    )
+    made = cli("bundle", "keygen", str(key))
     assert made.returncode == 0, made.stderr
     policy = tmp_path / "policy.toml"
     policy.write_text('[permissions]\nunassigned = "allow"\n')
     bundle = tmp_path / "b.cbor"
-    created = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "edge_broker",
-            "bundle",
-            "create",
-            "--key",
-            str(key),
-            "--version",
-            "1",
-            "--gateway",
-            "gw-1",
-            "--policy",
-            str(policy),
-            "--output",
-            str(bundle),
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=60,
-    )
+    created = cli(
+        "bundle", "create", "--key", str(key), "--version", "1", "--gateway", "gw-1",
+        "--policy", str(policy), "--output", str(bundle),
+    )  # fmt: skip
     assert created.returncode == 0, created.stderr
     assert_quiet(closed_stdout("bundle", "show", str(bundle)))
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,9 +26,9 @@ import pytest
 from edge_broker.auth.password import set_user, write_password_file
 from edge_broker.config import load_config
 from edge_broker.ops.state_files import state_files
+from tests.cli.field_cli import cli
 from tests.conftest import BrokerFactory, start_broker
 
-ROOT = Path(__file__).resolve().parents[2]
 GATEWAY = "gw-1"
 # the files that stop `run` when damaged beyond repair (each `set-aside`-able)
 REFUSED = (
@@ -48,19 +46,6 @@ LENIENT = (
     "sync/passwd.v1",
     "audit/audit-00000001.jsonl",
 )
-
-
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("EDGE_BROKER_STATE_DIR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "edge_broker", *args],
-        capture_output=True,
-        text=True,
-        cwd="/",
-        env=env,
-        timeout=timeout,
-    )
 
 
 def gateway_config(state: Path, keys: Path, cloud_port: int, on_damage: str = "refuse") -> str:

@@ -29,11 +29,12 @@ from ..identity import Identity
 from ..matching.names import shown
 from ..mqtt.packets import NO_PROPERTIES, Publish
 from ..store import StoreError
+from ..store.damage import damage_hint, open_or_set_aside
 from ..store.errors import StoreOpenError
 from .config import BridgeConfig, TopicMapping
 from .link import BridgeLink
 from .queue import Entry, OutboundQueue
-from .store import BridgeStore, MemoryStore
+from .store import BridgeStore, MemoryStore, queue_path, read_queue
 from .topics import ORIGIN_PROPERTY, TopicMap, origin_marker
 
 if TYPE_CHECKING:
@@ -164,15 +165,22 @@ class Bridges:
                 directory = state_dir(config)
                 settings = config.persistence
                 fsync: str | float = FSYNC.get(settings.durability, settings.interval_ms / 1000.0)
-                path = directory / f"bridge-{bc.name}.log"
+                path = queue_path(directory, bc.name)
                 try:
                     directory.mkdir(parents=True, exist_ok=True)
-                    store = BridgeStore(path, fsync)
+                    store = open_or_set_aside(
+                        path,
+                        partial(BridgeStore, path, fsync),
+                        settings.on_damage,
+                        log,
+                        read_queue,
+                        f"messages queued for bridge {bc.name}",
+                    )
                 except (StoreError, OSError) as exc:
                     raise StoreOpenError(
                         f"bridge {bc.name}: cannot open its queue log {str(path)!r}: {exc}; check "
                         "that no other broker uses the state directory and that it is writable, or "
-                        "set [persistence] state_dir"
+                        "set [persistence] state_dir" + damage_hint(path, read_queue)
                     ) from exc
             else:
                 store = MemoryStore()

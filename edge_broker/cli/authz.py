@@ -122,6 +122,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
                 "name no tenant may enter any tenant they name; remove it unless tenants are not "
                 "a security boundary here"
             )
+    from ..ops.exposure import exposure_warnings
+
+    findings += exposure_warnings(config)
     for finding in findings:
         print(finding)
     print(f"{len(findings)} finding(s) in {config.file}")

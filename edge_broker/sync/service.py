@@ -41,10 +41,18 @@ from typing import TYPE_CHECKING, Any
 import nacl.signing
 
 from ..keys import load_verify_key
+from ..store.damage import set_aside
 from .apply import merged_config
-from .bundle import BundleError, PolicyBundle, check_acceptable, key_id, verify_bundle
+from .bundle import (
+    BundleError,
+    PolicyBundle,
+    check_acceptable,
+    key_id,
+    stored_damage,
+    verify_bundle,
+)
 from .errors import SyncError
-from .state import BUNDLE_FILE, SyncStateDir, SyncStateError, SyncStatus
+from .state import BUNDLE_FILE, CURSOR_FILE, STATUS_FILE, SyncStateDir, SyncStateError, SyncStatus
 from .upload import AuditBatch, UploadStatus, next_batch
 
 if TYPE_CHECKING:
@@ -57,7 +65,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edge_broker.sync")
 
-STATUS_FILE = "status.json"
 RESEND_AFTER = (
     60.0  # seconds without PUBACK (and no reconnect that resends it) before sending again
 )
@@ -130,8 +137,22 @@ class SyncService:
         the ways out. Refusing beats serving the last bundle unverified: a rotated key may mean
         the old one is compromised.
         """
+        self._load_cursor()
         data = self.state.load_bundle()
         if data is None:
+            return
+        saved = self.state.path / BUNDLE_FILE
+        damage = stored_damage(data, self.trusted)
+        if damage is not None and self.base.persistence.on_damage == "set-aside":
+            moved = set_aside(saved)
+            log.error(
+                "the saved policy bundle %s is damaged (%s): moved to %s; starting WITHOUT it, on "
+                "the base config alone, until the cloud sends a bundle",
+                saved,
+                damage,
+                moved,
+                extra={"event": "store_set_aside", "path": str(saved), "moved_to": str(moved)},
+            )
             return
         ok, reason, _ = await self.handle(data, persist=False, report=False)
         if ok:
@@ -142,7 +163,6 @@ class SyncService:
                 extra={"event": "bundle_restored", "version": self.status.version},
             )
             return
-        saved = self.state.path / BUNDLE_FILE
         log.error(
             "the persisted policy bundle %s cannot be applied: %s",
             saved,
@@ -156,7 +176,41 @@ class SyncService:
             "old and new keys trusted while rotating), or fix what changed ([sync] gateway_id, "
             f"the base config), or delete {saved} to start deliberately from the base config "
             "until the cloud sends a new bundle"
+            + (
+                ""
+                if damage is None
+                else "; the file is damaged: `edge-broker state set-aside --config FILE` moves it "
+                'aside (or set [persistence] on_damage = "set-aside" to do so at start)'
+            )
         )
+
+    def _load_cursor(self) -> None:
+        """The audit upload position (before the broker serves: a damaged cursor refuses the
+        start, or is set aside under ``on_damage = "set-aside"``)."""
+        if not (
+            self.settings.source == "mqtt"
+            and self.settings.audit_upload
+            and self.broker.audit is not None
+        ):
+            return
+        try:
+            self._cursor = self.state.load_cursor()
+        except SyncStateError as exc:
+            if self.base.persistence.on_damage != "set-aside":
+                raise SyncError(str(exc)) from exc
+            cursor = self.state.path / CURSOR_FILE
+            moved = set_aside(cursor)
+            log.error(
+                "the audit upload cursor %s is damaged: moved to %s; the upload starts "
+                "again at the oldest audit record (the cloud may receive some twice)",
+                cursor,
+                moved,
+                extra={
+                    "event": "store_set_aside",
+                    "path": str(cursor),
+                    "moved_to": str(moved),
+                },
+            )
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -168,10 +222,6 @@ class SyncService:
                     extra={"event": "audit_upload_off"},
                 )
             if self.settings.audit_upload and self.broker.audit is not None:
-                try:
-                    self._cursor = self.state.load_cursor()
-                except SyncStateError as exc:
-                    raise SyncError(str(exc)) from exc
                 self._spawn(self._upload_loop())
         elif self.settings.source == "directory":
             self._spawn(self._directory_loop())

@@ -298,3 +298,42 @@ def connect_refused(audit: Any, conn: Any, reason_code: int, reason: str) -> Non
         reason=reason,
         detail=f"listener {listener}",
     )
+
+
+def tls_refused(audit: Any, info: Any, exc: BaseException) -> None:
+    """A TLS listener's handshake failed (an untrusted, expired or missing client certificate,
+    or plain MQTT sent to the TLS port): no CONNECT was read, so no ``rc``; logged at INFO and
+    written as a refused ``connect`` decision with where it came from, aggregated like the
+    others. ``info``: the connection's ``ConnectionInfo``."""
+    detail = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
+    reason = f"TLS handshake failed: {detail or type(exc).__name__}"
+    remote = info.remote_address
+    listener = info.listener
+
+    def line(repeats: int, seconds: float) -> None:
+        extra = {
+            "event": "tls_refused",
+            "reason": reason,
+            "remote": remote and f"{remote[0]}:{remote[1]}",
+            "listener": listener,
+        }
+        if repeats:
+            broker_log.info(
+                "TLS handshake refused %d more time(s) in %.0f s",
+                repeats,
+                seconds,
+                extra={**extra, "count": repeats},
+            )
+        else:
+            broker_log.info("TLS handshake refused: %s", reason, extra=extra)
+
+    audit.decision(
+        line,
+        action="connect",
+        addr=_host(remote),
+        iface=info.interface,
+        topic="",
+        outcome="deny",
+        reason=reason,
+        detail=f"listener {listener}",
+    )

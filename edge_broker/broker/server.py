@@ -180,7 +180,9 @@ class Broker:
             self.bridges = self.open_bridges(self)
             self.bridges.start()
         for listener in self.config.listeners:
-            server = await start_listener(listener, self._factory(listener), self.tls_contexts)
+            server = await start_listener(
+                listener, self._factory(listener), self.tls_contexts, self._tls_refused
+            )
             self.servers.append(server)
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
@@ -231,6 +233,14 @@ class Broker:
 
             return lambda: WebSocketProtocol(self, listener)
         return lambda: Connection(self, listener)
+
+    def _tls_refused(
+        self, listener: ListenerConfig, transport: asyncio.BaseTransport, exc: BaseException
+    ) -> None:
+        """A TLS handshake failed (listeners.TlsAcceptor): logged and audited, aggregated."""
+        info = connection_info(listener, transport, self._interfaces)
+        audit_events.tls_refused(self.decisions, info, exc)
+        self.stats.connections_refused += 1
 
     def request_stop(self) -> None:
         self._stop.set()

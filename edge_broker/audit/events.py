@@ -1,13 +1,17 @@
-"""What the broker writes to the audit log besides gate decisions: connect, disconnect, claim
-and periodic ``client_stats`` events (format in ``record.py``; read by the pipeline's ``audit``
-job: ``top_talkers`` sums ``client_stats``).
+"""What the broker writes to the audit log: gate decisions (``decision``: every field a gate
+reads), refused CONNECTs and TLS handshakes (``connect_refused``, ``tls_refused``), and the
+connect, disconnect, claim and periodic ``client_stats`` events (format in ``record.py``; read by
+the pipeline's ``audit`` job: ``top_talkers`` sums ``client_stats``).
 
-The broker calls these from one line each (``handle_connect``, ``connection_closed``,
-``handle_claims``, ``tick``) so that the record fields are decided here, next to the format.
-``client_stats`` is bounded: at most one record per connected client per ``[audit]
-stats_interval`` seconds, only for clients that sent or received something since their last
-one (plus a last one at disconnect), carrying the *deltas* since then, so summing the records
-of a client gives its totals with no double counting.
+The broker calls these from one line each (``handle_connect``, ``Connection._refused``,
+``connection_closed``, ``handle_claims``, ``tick``, the gate pipeline's ``_count``) so that the
+record fields are decided here, next to the format. Decisions, refusals and refused claims go
+through the broker's :class:`~.aggregate.DecisionWindow`, which writes repeated identical ones
+once per window with a ``count`` and logs their INFO line the same way (each function passes it
+the ``line`` that logs it). ``client_stats`` is bounded: at most one record per connected client
+per ``[audit] stats_interval`` seconds (0: none at all), only for clients that sent or received
+something since their last one (plus a last one at disconnect), carrying the *deltas* since
+then, so summing the records of a client gives its totals with no double counting.
 """
 
 from __future__ import annotations

@@ -38,6 +38,30 @@ def _who(conn: Any) -> dict[str, Any]:
     }
 
 
+def _say(
+    logger: logging.Logger,
+    head: str,
+    args: tuple[Any, ...],
+    reason: str | None,
+    extra: dict[str, Any],
+    repeats: int,
+    seconds: float,
+) -> None:
+    """A decision's INFO line: ``head: reason`` for the first of its kind, ``head N more
+    time(s) in S s: reason`` (and ``count`` in the structured fields) when its window ends."""
+    if repeats:
+        logger.info(
+            head + " %d more time(s) in %.0f s: %s",
+            *args,
+            repeats,
+            seconds,
+            reason,
+            extra={**extra, "count": repeats},
+        )
+    else:
+        logger.info(head + ": %s", *args, reason, extra=extra)
+
+
 def _host(address: Any) -> str | None:
     return str(address[0]) if address else None
 
@@ -194,21 +218,15 @@ def decision(
                 "rule": decided.rule,
                 "reason_code": rc,
             }
-            if repeats:
-                authz_log.info(
-                    "denied %s %r for %s %d more time(s) in %.0f s: %s",
-                    action,
-                    topic,
-                    client,
-                    repeats,
-                    seconds,
-                    reason,
-                    extra={**extra, "count": repeats},
-                )
-            else:
-                authz_log.info(
-                    "denied %s %r for %s: %s", action, topic, client, reason, extra=extra
-                )
+            _say(
+                authz_log,
+                "denied %s %r for %s",
+                (action, topic, client),
+                reason,
+                extra,
+                repeats,
+                seconds,
+            )
 
     if audit is None:
         if line is not None:
@@ -258,15 +276,7 @@ def connect_refused(audit: Any, conn: Any, reason_code: int, reason: str) -> Non
             "remote": remote and f"{remote[0]}:{remote[1]}",
             "listener": listener,
         }
-        if repeats:
-            broker_log.info(
-                "connect refused %d more time(s) in %.0f s",
-                repeats,
-                seconds,
-                extra={**extra, "count": repeats},
-            )
-        else:
-            broker_log.info("connect refused", extra=extra)
+        _say(broker_log, "connect refused", (), reason, extra, repeats, seconds)
 
     if audit is None:
         line(0, 0.0)
@@ -321,15 +331,7 @@ def tls_refused(audit: Any, info: Any, exc: BaseException) -> None:
             "remote": remote and f"{remote[0]}:{remote[1]}",
             "listener": listener,
         }
-        if repeats:
-            broker_log.info(
-                "TLS handshake refused %d more time(s) in %.0f s",
-                repeats,
-                seconds,
-                extra={**extra, "count": repeats},
-            )
-        else:
-            broker_log.info("TLS handshake refused: %s", reason, extra=extra)
+        _say(broker_log, "TLS handshake refused", (), reason, extra, repeats, seconds)
 
     audit.decision(
         line,

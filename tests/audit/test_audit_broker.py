@@ -27,6 +27,7 @@ from edge_broker.audit.log import read_records
 from edge_broker.auth.password import set_user, write_password_file
 from edge_broker.authz.grants import Grants
 from edge_broker.mqtt.packets import Connack
+from edge_broker.mqtt.packets import Properties as MqttProperties
 from tests.authz.paho_sync import reason_value
 from tests.broker.broker_raw import RawClient
 from tests.conftest import RunningBroker, start_broker
@@ -228,7 +229,9 @@ def test_decision_records_carry_every_attribute_the_gates_read(tmp_path: Path) -
 
 
 def test_every_refused_connect_is_audited(tmp_path: Path) -> None:
-    broker, audit_dir = _broker(tmp_path, audit="stats_interval = 0")
+    broker, audit_dir = _broker(
+        tmp_path, audit="stats_interval = 0", limits="max_connect_user_properties = 2"
+    )
     pw, tok = broker.ports["pw"], broker.ports["tok"]
     assert login(pw, "anon-1") == 0x87  # no method of the listener applies: anonymous refused
     assert login(pw, "sensor-a", username="sensor-a", password="wrong") == 0x86
@@ -237,13 +240,23 @@ def test_every_refused_connect_is_audited(tmp_path: Path) -> None:
     with RawClient(broker.host, pw, level=4) as raw:  # MQTT 3.1.1: return code 4
         ack = raw.connect("v3-client", username="sensor-a", password=b"wrong")
         assert isinstance(ack, Connack) and ack.reason_code == 4
+    with RawClient(broker.host, pw) as raw:  # refused before authentication (pre-auth budget)
+        props = MqttProperties(user_properties=(("a", "1"), ("b", "2"), ("c", "3")))
+        assert raw.connect("props-client", properties=props).reason_code == 0x97
     assert broker.stop() == 0
     refused = {
         r["client"]: r
         for r in _records(audit_dir)
         if r["type"] == "decision" and r["action"] == "connect"
     }
-    assert set(refused) == {"anon-1", "sensor-a", "not-the-console", "tok-bad", "v3-client"}
+    assert set(refused) == {
+        "anon-1",
+        "sensor-a",
+        "not-the-console",
+        "tok-bad",
+        "v3-client",
+        "props-client",
+    }
     for record in refused.values():
         assert record["outcome"] == "deny" and record["addr"] == "127.0.0.1"
         assert record["reason"] and record["detail"].startswith("listener ")
@@ -253,6 +266,7 @@ def test_every_refused_connect_is_audited(tmp_path: Path) -> None:
     assert (refused["not-the-console"]["rc"], refused["not-the-console"]["user"]) == (0x85, "ops")
     assert refused["tok-bad"]["method"] == "token" and refused["tok-bad"]["rc"] >= 0x80
     assert refused["v3-client"]["rc"] == 0x86  # the MQTT 5 code, whatever the client speaks
+    assert "max_connect_user_properties" in refused["props-client"]["reason"]
 
 
 def test_connect_rate_refusals_are_audited(tmp_path: Path) -> None:

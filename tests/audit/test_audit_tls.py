@@ -8,8 +8,6 @@ import socket
 import ssl
 from pathlib import Path
 
-import pytest
-
 from edge_broker.audit.log import read_records
 from edge_broker.mqtt.codec import encode
 from edge_broker.mqtt.packets import Connect
@@ -71,8 +69,3 @@ def test_refused_tls_handshakes_are_audited(tmp_path: Path) -> None:
     assert any("certificate" in reason.lower() for reason in reasons)
     events = [r for r in records if r.get("event") == "connect"]
     assert [r["client"] for r in events] == [client.client_id]
-
-
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SSLKEYLOGFILE", raising=False)

@@ -22,6 +22,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..audit import events as audit_events
 from ..authz.decision import Decision, GateName
 from ..broker.awaiting import all_of
 from ..broker.message import Message, make_message
@@ -326,32 +327,17 @@ class Bridges:
         if decision.denied:
             bridge.stats.denied_in += 1
             if decision.gate in (GateName.SYNTAX, GateName.RESERVED):
-                # gates 1-2 are decided before the pipeline, which audits the others
-                if broker.audit is not None:
-                    broker.audit.decision(
-                        action="publish",
-                        client=identity.client_id,
-                        user=identity.username,
-                        tenant=identity.tenant,
-                        method=identity.method,
-                        topic=packet.topic,
-                        outcome="deny",
-                        gate=decision.gate.value,
-                        rule=decision.rule,
-                        rc=int(decision.reason_code),
-                        reason=decision.reason,
-                    )
-                log.info(
-                    "denied bridged publish %r from bridge %s: %s",
+                # gates 1-2 are decided before the pipeline, which audits the others; logged
+                # and audited as they do, aggregated (a bridge must not flood the audit log)
+                audit_events.decision(
+                    broker.decisions,
+                    "publish",
+                    identity,
                     packet.topic,
-                    bridge.name,
-                    decision.reason,
-                    extra={
-                        "event": "denied",
-                        "action": "publish",
-                        "client_id": identity.client_id,
-                        "topic": packet.topic,
-                    },
+                    decision,
+                    None,
+                    packet.qos,
+                    packet.retain,
                 )
             return True  # acknowledged to the remote (MQTT 3.x style), never routed
         message = packet

@@ -91,12 +91,14 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     from ..auth.client_id_lint import lint_client_id_binding
+    from ..auth.principal_lint import lint_unpermitted_principals
     from ..authz.permissions_lint import lint_permissions
 
     findings: list[str] = []
     if config.permissions is not None:
         findings += lint_permissions(config.permissions)
         findings += lint_client_id_binding(config)
+        findings += lint_unpermitted_principals(config)
     acl_config = getattr(config, "acl", None)
     if acl_config is not None and getattr(acl_config, "enabled", False):
         try:

@@ -91,8 +91,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     from ..auth.client_id_lint import lint_client_id_binding
-    from ..auth.principal_lint import lint_unpermitted_principals
     from ..authz.permissions_lint import lint_permissions
+    from ..ops.principal_lint import lint_unpermitted_principals
 
     findings: list[str] = []
     if config.permissions is not None:

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from edge_broker.auth.principal_lint import lint_unpermitted_principals
 from edge_broker.config import loads_config
+from edge_broker.ops.principal_lint import lint_unpermitted_principals
 
 BRIDGE = """
 [[listeners]]

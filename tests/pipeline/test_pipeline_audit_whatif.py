@@ -241,7 +241,7 @@ def test_uploaded_batches_are_input_once(spark: Any, tmp_path: Path, broker_fact
                     "-o",
                     str(store),
                     "--count",
-                    "3",
+                    "2",  # new batches: the repeat of the first is stored once
                     "--idle",
                     "20",
                 ]

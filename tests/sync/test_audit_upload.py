@@ -71,10 +71,17 @@ def denied_publishes(b: RunningBroker, topics: list[str]) -> None:
         client.disconnect()
 
 
+def batch_files(folder: Path) -> list[Path]:
+    """The stored batches in upload order: by segment, then first line (numerically)."""
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("*.jsonl"), key=lambda p: tuple(int(n) for n in p.stem.split("-")))
+
+
 def stored_records(store: Path) -> list[dict[str, Any]]:
     """Every record a collector stored (header lines skipped), in batch order."""
     out = []
-    files = sorted((store / GW).glob("*.jsonl")) if (store / GW).is_dir() else []
+    files = batch_files(store / GW)
     for path in files:
         lines = path.read_text().splitlines()
         assert json.loads(lines[0])["gw"] == GW
@@ -180,7 +187,7 @@ def test_no_batch_is_lost_whatever_starts_first(
         # batch ids name consecutive line ranges of one segment each, and no line is stored
         # under two ids
         position: dict[int, int] = {}
-        for path in sorted((store / GW).glob("*.jsonl")):
+        for path in batch_files(store / GW):
             header = json.loads(path.read_text().splitlines()[0])
             assert header["first"] == position.get(header["segment"], 0) + 1
             assert header["last"] - header["first"] + 1 == header["count"] <= 7
@@ -218,7 +225,7 @@ def test_collectors_share_the_batches_and_store_each_once(
 
         def topics(name: str) -> list[str]:
             out = []
-            for path in sorted((store / name).glob("*.jsonl")) if (store / name).is_dir() else []:
+            for path in batch_files(store / name):
                 out += [
                     json.loads(line)["topic"]
                     for line in path.read_text().splitlines()[1:]

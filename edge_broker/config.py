@@ -252,6 +252,10 @@ class AuditConfig:
     max_segments: int = 16
     log_allowed: bool = False  # also record allowed decisions (large; for what-if replays)
     stats_interval: int = 60  # seconds between client_stats events per active client; 0: none
+    # repeated identical decisions: one record (and log line) with a count per window
+    # (edge_broker/audit/aggregate.py); 0: every one written
+    aggregate_window: float = 60.0
+    aggregate_max_keys: int = 2000  # distinct keys held per window; past it counted as overflow
 
 
 def _default_listeners() -> tuple[ListenerConfig, ...]:
@@ -636,6 +640,8 @@ def parse_audit(s: Section) -> AuditConfig:
         max_segments=s.integer("max_segments", d.max_segments, 2, 100_000),
         log_allowed=s.boolean("log_allowed", d.log_allowed),
         stats_interval=s.integer("stats_interval", d.stats_interval, 0, 86_400),
+        aggregate_window=s.number("aggregate_window", d.aggregate_window, 0, 86_400),
+        aggregate_max_keys=s.integer("aggregate_max_keys", d.aggregate_max_keys, 1, 1_000_000),
     )
 
 

@@ -186,7 +186,7 @@ def collect(
     client.on_message = on_message
     client.on_connect = on_connect
     client.on_subscribe = on_subscribe
-    connect_props = Properties(PacketTypes.CONNECT)
+    connect_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
     connect_props.SessionExpiryInterval = 0
     try:
         client.connect(host, int(port), clean_start=True, properties=connect_props)

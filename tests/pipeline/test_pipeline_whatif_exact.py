@@ -28,7 +28,7 @@ from edge_broker.audit.log import read_records
 from edge_broker.auth.password import set_user, write_password_file
 from edge_broker.pipeline.whatif import run_whatif
 from edge_broker.sync.bundle import PolicyBundle
-from tests.conftest import BrokerFactory, to_toml
+from tests.conftest import BrokerFactory
 
 GW = "gw-exact"
 # user -> (password, roles); client id -> user
@@ -133,11 +133,29 @@ def traffic(draw: Any) -> list[tuple[str, str, str, int, bool]]:
     return out
 
 
+def _inline(value: Any) -> str:
+    """A TOML inline value (tables nest inline: a policy's sets hold arrays of tables)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_inline(v) for v in value) + "]"
+    return "{" + ", ".join(f"{json.dumps(k)} = {_inline(v)}" for k, v in value.items()) + "}"
+
+
 def _config(passwd: Path, audit: Path, sections: dict[str, Any]) -> str:
+    """The broker under ``sections``: password logins, every decision in the audit log.
+    Top-level keys go first, before any table header."""
+    policy = "".join(f"{name} = {_inline(body)}\n" for name, body in sections.items())
     return (
-        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
-        f'[sys]\ninterval = 0\n[passwords]\nfile = "{passwd}"\n'
-        f'[audit]\ndir = "{audit}"\ngateway_id = "{GW}"\nlog_allowed = true\n' + to_toml(sections)
+        policy
+        + '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
+        + 'auth_methods = ["password"]\n'
+        + f'[sys]\ninterval = 0\n[passwords]\nfile = "{passwd}"\n'
+        + f'[audit]\ndir = "{audit}"\ngateway_id = "{GW}"\nlog_allowed = true\n'
     )
 
 

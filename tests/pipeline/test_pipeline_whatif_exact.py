@@ -101,8 +101,15 @@ def policy(draw: Any) -> dict[str, Any]:
             rules.append(
                 {
                     "id": f"acl-{i}",
-                    # every message kind a PUBLISH can be: the record need not say which
-                    "messages": ["put", "delete", "query", "reply", "declare_subscriber"],
+                    # every message kind a PUBLISH or SUBSCRIBE can be: no record says which
+                    "messages": [
+                        "put",
+                        "delete",
+                        "query",
+                        "reply",
+                        "declare_subscriber",
+                        "declare_queryable",
+                    ],
                     "flows": ["ingress"],
                     "permission": draw(st.sampled_from(("allow", "deny"))),
                     "key_exprs": [draw(st.sampled_from(("a/**", "b/*", "*/a", "**", "c1/**")))],

@@ -375,7 +375,7 @@ def test_what_changed_this_week(spark: Any, tmp_path: Path) -> None:
 
 
 def test_whatif_counts_cannot_judge_per_rule_and_weights_by_count(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 30: an older record (no qos) judged against a rule with a QoS condition is not
     replayed as QoS 0 but counted as "cannot judge" under that rule, and the job fails unless
@@ -435,3 +435,19 @@ def test_whatif_counts_cannot_judge_per_rule_and_weights_by_count(
         1,
         2,
     )
+    # the command line: exit 4 with the count on stderr, 0 with --accept-unjudged
+    import nacl.signing
+
+    from edge_broker.pipeline.cli import main
+    from edge_broker.sync.bundle import create_bundle
+
+    signer = nacl.signing.SigningKey(bytes(32))
+    (tmp_path / "c.cbor").write_bytes(
+        create_bundle(signer, version=2, gateway="g", issued_at=1, policy=policy)
+    )
+    args = ["--master", "local[2]", "whatif", str(tmp_path / "logs")]
+    args += ["--candidate", str(tmp_path / "c.cbor"), "-o", str(tmp_path / "cli")]
+    assert main(args) == 4
+    assert "cannot be judged" in capsys.readouterr().err
+    assert main([*args, "--accept-unjudged"]) == 0
+    assert "1 of 2 distinct requests would change, 1 cannot be judged" in capsys.readouterr().out

@@ -122,6 +122,7 @@ def collect(
     from paho.mqtt.packettypes import PacketTypes
     from paho.mqtt.properties import Properties
 
+    from ..mqtt.names import SHARE_PREFIX
     from ..sync.upload import COLLECTORS_ONLINE, stored_topic
 
     host, _, port = broker.rpartition(":")
@@ -133,7 +134,7 @@ def collect(
             "without / + # or spaces"
         )
     Path(directory).mkdir(parents=True, exist_ok=True)
-    topic = "edge/+/audit" if group is None else f"$share/{group}/edge/+/audit"
+    topic = "edge/+/audit" if group is None else f"{SHARE_PREFIX}{group}/edge/+/audit"
     counters = stats if stats is not None else CollectStats()
     acks: list[Any] = []
     last = [time.monotonic()]

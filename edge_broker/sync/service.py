@@ -24,7 +24,14 @@ that restarts with its uplink down keeps the last policy it accepted.
 ``<state_dir>/status.json``.
 
 With ``audit_upload`` and an ``[audit] dir``, audit batches go to ``edge/<gateway>/audit`` over
-the same client (``sync.upload``): QoS 1, one batch in flight, the cursor saved after the PUBACK.
+the same client (``sync.upload``): QoS 1, one batch in flight. The cursor moves (and is saved)
+only when a collector confirms the batch *stored* on ``edge/<gateway>/audit/stored`` (payload:
+the batch id), never on the cloud broker's PUBACK: a PUBACK only says the broker took the
+message, which it drops when no collector is subscribed. Unconfirmed, the batch is sent again
+every ``STORED_WAIT`` seconds, and at once when a collector announces itself on
+``edge/collectors/online`` (``edge-broker-pipeline collect`` does on every connect). So no batch
+is lost whatever starts first, gateway or collector, and a collector restart costs no session
+state on the cloud broker (docs: ``edge_broker/pipeline/README.md`` "collect").
 """
 
 from __future__ import annotations
@@ -53,7 +60,14 @@ from .bundle import (
 )
 from .errors import SyncError
 from .state import BUNDLE_FILE, CURSOR_FILE, STATUS_FILE, SyncStateDir, SyncStateError, SyncStatus
-from .upload import AuditBatch, UploadStatus, next_batch
+from .upload import (
+    COLLECTORS_ONLINE,
+    AuditBatch,
+    UploadStatus,
+    audit_topic,
+    next_batch,
+    stored_topic,
+)
 
 if TYPE_CHECKING:
     import paho.mqtt.client as paho
@@ -65,10 +79,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edge_broker.sync")
 
-RESEND_AFTER = (
-    60.0  # seconds without PUBACK (and no reconnect that resends it) before sending again
-)
 UPLOAD_IDLE = 0.5  # seconds between looks at the audit log when nothing is pending
+STORED_WAIT = 30.0  # seconds without a collector's "stored" before the batch is sent again
 
 
 def policy_topic(gateway: str) -> str:
@@ -77,10 +89,6 @@ def policy_topic(gateway: str) -> str:
 
 def status_topic(gateway: str) -> str:
     return f"edge/{gateway}/policy/status"
-
-
-def audit_topic(gateway: str) -> str:
-    return f"edge/{gateway}/audit"
 
 
 def default_state_dir(config: Config) -> Path:
@@ -407,7 +415,6 @@ class SyncService:
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
-        client.on_publish = self._on_publish
         self._client = client
         client.connect_async(s.host, s.port, s.keepalive)
         client.loop_start()
@@ -426,6 +433,8 @@ class SyncService:
             )
             return
         client.subscribe(policy_topic(self.gateway), qos=1)
+        if self.settings.audit_upload and self.broker.audit is not None:
+            client.subscribe([(stored_topic(self.gateway), 1), (COLLECTORS_ONLINE, 1)])
         self._threadsafe(self._set_connected, True)
 
     def _on_disconnect(
@@ -441,22 +450,30 @@ class SyncService:
                 extra={"event": "uplink_up" if connected else "uplink_down"},
             )
         self.status.connected = connected
+        if connected and self.upload.pending is not None:
+            # a "stored" sent while we were away is lost (clean session): ask again now
+            self._send(self.upload.pending)
 
     def _on_message(self, client: paho.Client, userdata: Any, message: Any) -> None:
         if message.topic == policy_topic(self.gateway) and message.payload:
             self._threadsafe(self._spawn, self.handle(bytes(message.payload)))
-
-    def _on_publish(
-        self, client: paho.Client, userdata: Any, mid: int, reason: Any, properties: Any
-    ) -> None:
-        self._threadsafe(self._acked, mid)
+        elif message.topic == stored_topic(self.gateway):
+            self._threadsafe(self._stored, bytes(message.payload).decode("utf-8", "replace"))
+        elif message.topic == COLLECTORS_ONLINE:
+            self._threadsafe(self._collector_online)
 
     # -- audit upload -------------------------------------------------------------------------
 
-    def _acked(self, mid: int) -> None:
+    def _collector_online(self) -> None:
+        """A collector (re)connected: what waits for a "stored" may have reached nobody."""
+        if self.upload.pending is not None and self.status.connected:
+            self._send(self.upload.pending)
+
+    def _stored(self, batch_id: str) -> None:
+        """A collector stored ``batch_id``: only now does the cursor move past it."""
         batch = self.upload.pending
-        if batch is None or mid != self._pending_mid:
-            return
+        if batch is None or batch_id.strip() != batch.batch_id:
+            return  # a late confirmation of an earlier batch, or of another sender's
         self.upload.pending = None
         self._pending_mid = None
         self._cursor = (batch.segment, batch.last)
@@ -471,8 +488,8 @@ class SyncService:
         while True:
             pending = self.upload.pending
             if pending is not None:
-                if self.status.connected and time.monotonic() - self._pending_since > RESEND_AFTER:
-                    self._send(pending)  # not acknowledged and not resent by a reconnect: again
+                if self.status.connected and time.monotonic() - self._pending_since > STORED_WAIT:
+                    self._send(pending)  # no collector confirmed it stored: again
                 await asyncio.sleep(UPLOAD_IDLE)
                 continue
             if not self.status.connected:

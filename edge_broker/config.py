@@ -34,6 +34,8 @@ from .authz.permissions import PermissionConfigError
 from .authz.permissions_config import PermissionsConfig, parse_permissions_config
 from .config_section import ConfigError as ConfigError  # re-exported: callers import it here
 from .config_section import Section as Section
+from .config_section import unknown_name
+from .ops.preflight import is_loopback
 from .ops.settings import MetricsConfig, SyncConfig, parse_metrics, parse_sync
 
 if TYPE_CHECKING:
@@ -252,6 +254,10 @@ class AuditConfig:
     max_segments: int = 16
     log_allowed: bool = False  # also record allowed decisions (large; for what-if replays)
     stats_interval: int = 60  # seconds between client_stats events per active client; 0: none
+    # repeated identical decisions: one record (and log line) with a count per window
+    # (edge_broker/audit/aggregate.py); 0: every one written
+    aggregate_window: float = 60.0
+    aggregate_max_keys: int = 2000  # distinct keys held per window; past it counted as overflow
 
 
 def _default_listeners() -> tuple[ListenerConfig, ...]:
@@ -311,15 +317,6 @@ def parse_broker(s: Section) -> BrokerConfig:
     )
 
 
-def _is_loopback(bind: str) -> bool:
-    if bind == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        return False
-
-
 def parse_listener(s: Section, index: int) -> ListenerConfig:
     name = s.string("name", f"listener{index}")
     bind = s.string("bind", "127.0.0.1")
@@ -341,12 +338,14 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
     methods: tuple[str, ...]
     if raw_methods is None:
         # Mosquitto 2: anonymous only where nobody else can reach the socket.
-        methods = ("anonymous",) if _is_loopback(bind) else ()
-        if not methods:
+        methods = ("anonymous",) if is_loopback(bind) else ()
+        if not methods and not s.misspelt("auth_methods"):  # a typo is reported as one
+            # Never suggest opening anonymous access: name the methods that check who connects.
             s.problem(
                 "auth_methods",
-                f"listener {name!r} binds {bind!r}, which is not loopback, so anonymous access is "
-                'off by default: write auth_methods = ["anonymous"] to allow it explicitly',
+                f"listener {name!r} binds {bind!r}, which is not loopback, so it needs "
+                'auth_methods: write the methods clients must use, e.g. ["password"] or '
+                '["certificate"]',
             )
     elif not isinstance(raw_methods, list) or not all(isinstance(m, str) for m in raw_methods):
         s.problem("auth_methods", 'expected a list of method names, e.g. ["anonymous"]')
@@ -636,6 +635,8 @@ def parse_audit(s: Section) -> AuditConfig:
         max_segments=s.integer("max_segments", d.max_segments, 2, 100_000),
         log_allowed=s.boolean("log_allowed", d.log_allowed),
         stats_interval=s.integer("stats_interval", d.stats_interval, 0, 86_400),
+        aggregate_window=s.number("aggregate_window", d.aggregate_window, 0, 86_400),
+        aggregate_max_keys=s.integer("aggregate_max_keys", d.aggregate_max_keys, 1, 1_000_000),
     )
 
 
@@ -648,7 +649,8 @@ def parse_passwords(s: Section) -> PasswordsConfig:
         try:
             entries = MappingProxyType(load_password_file(file))
         except PasswordFileError as exc:
-            s.problem("file", str(exc))
+            for problem in exc.problems:  # every bad line, each with its line number
+                s.problem("file", problem)
     d = PasswordsConfig()
     return PasswordsConfig(
         file=file,
@@ -811,13 +813,7 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
     known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers", "acl", "bridges"}
     for name in data:
         if name not in known:
-            problems.append(
-                ConfigError(
-                    file,
-                    name,
-                    f"unknown section: remove it or use one of: {', '.join(sorted(known))}",
-                )
-            )
+            problems.append(ConfigError(file, name, unknown_name("section", name, known)))
     if problems:
         raise ConfigError(problems[0].file, problems[0].key, problems[0].message, problems[1:])
     return Config(file=file, **values)

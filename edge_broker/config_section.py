@@ -9,7 +9,8 @@ imports). Depends on nothing of ours.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -117,5 +118,27 @@ class Section:
         """Unknown keys are errors (a typo must not silently become a default)."""
         for name in self.table:
             if name not in self.used:
-                known = ", ".join(sorted(self.used))
-                self.problem(name, f"unknown key: remove it or use one of: {known}")
+                self.problem(name, unknown_name("key", name, self.used))
+
+    def misspelt(self, name: str) -> bool:
+        """True when the table has an unknown key that looks like a typo of ``name`` (it is
+        reported by :meth:`finish` with a suggestion of ``name``)."""
+        return any(
+            closest(other, (name,)) == name for other in self.table if other not in self.used
+        )
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name ``name`` is most likely a typo of (difflib), or None."""
+    matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return matches[0] if matches else None
+
+
+def unknown_name(what: str, name: str, known: Iterable[str]) -> str:
+    """The message for an unknown ``what`` (key, section): the real name it is most likely a
+    typo of, else every name there is."""
+    names = sorted(known)
+    guess = closest(name, names)
+    if guess is not None:
+        return f"unknown {what}: did you mean {guess!r}? rename it to {guess}"
+    return f"unknown {what}: remove it or use one of: {', '.join(names)}"

@@ -36,6 +36,8 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 
 die() { echo "install.sh: $*" >&2; exit 2; }
 say() { echo "install.sh: $*"; }
+# A device path as this run writes it: under --root, the file under DIR (and the device's path).
+at() { if [ -n "$ROOT" ]; then echo "$ROOT$1 (on the device: $1)"; else echo "$1"; fi; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -152,7 +154,7 @@ relocate_venv() {
         echo "include-system-site-packages = false"
         echo "version = $version"
     } > "$VENV/pyvenv.cfg"
-    say "relocated $PREFIX/venv to run on the device with $DEVICE_PYTHON"
+    say "relocated $VENV to run as $PREFIX/venv on the device with $DEVICE_PYTHON"
 }
 
 # The venv's site-packages are lib/pythonX.Y of --python: the image's interpreter must be X.Y.
@@ -174,13 +176,13 @@ if [ "$UNINSTALL" = 1 ]; then
     rm -f "$UNIT" "$TMPFILES"
     [ "$SYSTEMCTL" = 0 ] || systemctl daemon-reload
     rm -rf "$ROOT$PREFIX"
-    say "removed the service and $PREFIX"
+    say "removed the service and $(at "$PREFIX")"
     if [ "$PURGE" = 1 ]; then
         rm -rf "$ETC" "$STATE"
         remove_user
-        say "purged /etc/edge-broker, /var/lib/edge-broker and the $USER_NAME user"
+        say "purged $ETC, $STATE and the $USER_NAME user"
     else
-        say "kept /etc/edge-broker and /var/lib/edge-broker (--purge removes them)"
+        say "kept $ETC and $STATE (--purge removes them)"
     fi
     exit 0
 fi
@@ -197,7 +199,7 @@ add_user
 mkdir -p "$ROOT$PREFIX" "$ETC" "$STATE" "$(dirname "$UNIT")"
 if [ ! -e "$VENV/pyvenv.cfg" ]; then
     "$PYTHON" -m venv "$VENV"
-    say "created $PREFIX/venv"
+    say "created the virtual environment $(at "$PREFIX/venv")"
 elif [ -n "$ROOT" ]; then
     "$PYTHON" -m venv --upgrade "$VENV"  # a relocated venv names the device's Python: back to --python
 fi
@@ -209,7 +211,7 @@ cp "$SRC/pyproject.toml" "$SRC/README.md" "$BUILD/"
 tar -C "$SRC" --exclude=__pycache__ -cf - edge_broker | tar -C "$BUILD" -xf -
 # shellcheck disable=SC2086  # EDGE_BROKER_PIP_ARGS is a list of options
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check ${EDGE_BROKER_PIP_ARGS:-} "$BUILD"
-say "installed $("$VENV/bin/edge-broker" --version) into $PREFIX/venv"
+say "installed $("$VENV/bin/edge-broker" --version) into $VENV"
 [ -z "$ROOT" ] || relocate_venv
 
 if [ -e "$CONF" ]; then
@@ -232,8 +234,16 @@ d /var/lib/edge-broker 0750 $USER_NAME $USER_NAME -
 EOF
 chmod 0644 "$TMPFILES"
 
-mkdir -p "$ROOT$PREFIX/doc"  # the unit's Documentation=
-install -m 0644 "$SRC/README.md" "$SRC/docs/operations.md" "$ROOT$PREFIX/doc/"
+# The documentation, laid out as in the source tree so that every relative link resolves:
+# README.md links docs/*.md and the pipeline's README; the docs link each other. The unit's
+# Documentation= names doc/docs/operations.md and doc/README.md. A re-run replaces the folder.
+DOC=$ROOT$PREFIX/doc
+rm -rf "$DOC"
+mkdir -p "$DOC/docs" "$DOC/edge_broker/pipeline"
+install -m 0644 "$SRC/README.md" "$DOC/"
+install -m 0644 "$SRC"/docs/*.md "$DOC/docs/"
+install -m 0644 "$SRC/edge_broker/pipeline/README.md" "$DOC/edge_broker/pipeline/"
+say "installed the documentation into $DOC ($(find "$DOC" -name '*.md' | wc -l) pages)"
 sed "s|@PREFIX@|$PREFIX|g" "$SRC/systemd/edge-broker.service" > "$UNIT.tmp"
 chmod 0644 "$UNIT.tmp"
 mv "$UNIT.tmp" "$UNIT"
@@ -249,5 +259,12 @@ if [ "$SYSTEMCTL" = 1 ]; then
         say "enabled, not started (--no-start): systemctl start edge-broker"
     fi
 else
-    say "--root: systemctl not called"
+    say "--root: systemctl not called; nothing was installed on this machine. Built under $ROOT:"
+    for built in "$PREFIX/venv" "$PREFIX/doc" /etc/edge-broker/edge-broker.toml \
+        /etc/systemd/system/edge-broker.service /usr/lib/tmpfiles.d/edge-broker.conf \
+        /var/lib/edge-broker; do
+        say "  $ROOT$built"
+    done
+    say "the image runs them from those paths without $ROOT; enable the unit there"
+    say "(systemctl --root=$ROOT enable edge-broker.service, or on the device)"
 fi

@@ -113,8 +113,12 @@ class AuditLog:
             self.on_buffered()
         self._buffer.append(encode_record(rec) + "\n")
 
-    def decision(self, **fields: Any) -> None:
+    def decision(self, line: Callable[[int, float], None] | None = None, **fields: Any) -> None:
+        """One decision record, written as is (the broker aggregates through
+        ``aggregate.DecisionWindow``); ``line`` logs it."""
         self.record("decision", **fields)
+        if line is not None:
+            line(0, 0.0)
 
     def event(self, event: str, **fields: Any) -> None:
         self.record("event", event=event, **fields)

@@ -19,11 +19,21 @@ action     str     decision: ``connect``, ``will``, ``publish``, ``subscribe``, 
 event      str     event: ``connect``, ``disconnect``, ``claim``, ``unclaim``,
                    ``policy_applied``, ``policy_rejected``, ``client_stats``, ...
 client     str     client identifier (deliver: the publisher, when known)
-user       str     username, when authenticated with one
+user       str     username, when authenticated with one (deliver: the receiver's)
 tenant     str     tenant (``~`` by default)
 method     str     authentication method
 topic      str     topic or topic filter the decision is about
-qos        int     QoS of the publish or subscription
+qos        int     publish, will, deliver: the message's QoS; subscribe: the requested QoS
+retain     bool    publish, will, deliver: the message's RETAIN flag
+roles      list    the principal's roles (str, sorted); absent when it has none
+cn         str     subject CN of the client's TLS certificate (certificate logins)
+iface      str     name of the local network interface the connection arrived on (the
+                   site ACL's ``interfaces``)
+grants     str     token clients: sha256 hex of their grants for the tenant (``grants_digest``
+                   in ``events.py``): equal digests, equal grants
+set        str     permission set(s) (comma-separated, in assignment order) the client's
+                   assignment chose, or ``unassigned``; written when default permissions judge
+addr       str     connect: the client's IP address (no port)
 outcome    str     ``allow``, ``deny`` or ``disconnect``
 gate       str     deciding gate: syntax, reserved, authorizer, permissions, token, acl, claims
 rule       str     id of the deciding rule, when one decided
@@ -36,6 +46,10 @@ msgs_out   int     client_stats: PUBLISH packets sent to the client (delta)
 bytes_in   int     client_stats: bytes received (delta)
 bytes_out  int     client_stats: bytes sent (delta)
 detail     str     free text for events
+count      int     aggregated records: how many identical requests this record stands for
+                   (absent means 1); see ``aggregate.py``
+first_ts   float   aggregated records: time of the first request counted in ``count``
+last_ts    float   aggregated records: time of the last request counted in ``count``
 =========  ======  =================================================================
 """
 
@@ -60,6 +74,13 @@ RECORD_FIELDS: dict[str, type] = {
     "method": str,
     "topic": str,
     "qos": int,
+    "retain": bool,
+    "roles": list,
+    "cn": str,
+    "iface": str,
+    "grants": str,
+    "set": str,
+    "addr": str,
     "outcome": str,
     "gate": str,
     "rule": str,
@@ -71,8 +92,25 @@ RECORD_FIELDS: dict[str, type] = {
     "bytes_in": int,
     "bytes_out": int,
     "detail": str,
+    "count": int,
+    "first_ts": float,
+    "last_ts": float,
 }
 RECORD_TYPES = ("decision", "event")
+
+
+def _is(value: Any, expected: type) -> bool:
+    """JSON's types as the fields use them: a float field takes an integer, a bool is never a
+    number, a list holds strings (``roles``)."""
+    if expected is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if expected is float:
+        return isinstance(value, (int, float))
+    if expected is list:
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    return isinstance(value, expected)
 
 
 class AuditRecordError(ValueError):
@@ -108,12 +146,7 @@ def decode_record(line: str) -> dict[str, Any]:
         expected = RECORD_FIELDS.get(key)
         if expected is None:
             continue  # fields added later within version 1 are tolerated by older readers
-        ok = (
-            isinstance(value, (int, float)) and not isinstance(value, bool)
-            if expected is float
-            else (isinstance(value, expected) and not isinstance(value, bool))
-        )
-        if not ok:
+        if not _is(value, expected):
             raise AuditRecordError(
                 f"field {key!r} must be {expected.__name__}, not {type(value).__name__}"
             )

@@ -10,9 +10,9 @@ something only when the method that accepted the client proves the identifier:
 - ``anonymous`` and ``certificate``: never.
 
 For every assignment whose sets use ``${clientid}`` this reports each method that can reach it
-(the listeners' ``auth_methods``, narrowed by the assignment's ``method`` selector) and does not
-bind ids, and for ``password`` the entries (narrowed by ``username``/``role`` selectors)
-without ``clientids``.
+(the listeners' ``auth_methods``, narrowed by the assignment's ``method`` selector and by the
+selectors the method's clients never match, ``NEVER_SET``) and does not bind ids, and for
+``password`` the entries (narrowed by ``username``/``role`` selectors) without ``clientids``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,15 @@ NEVER_BINDS = {
     "certificate": "a certificate proves its CN, not the client id",
 }
 MAX_NAMED = 5  # entries named in one finding; the rest are counted
+# The selectors an identity accepted by a method never has a value for, so an assignment
+# selecting on one of them never reaches that method's clients: only ``password`` entries give
+# roles, and an anonymous client has no username (the one it sent was not verified).
+NEVER_SET = {
+    "anonymous": frozenset({"username", "role"}),
+    "certificate": frozenset({"role"}),
+    "token": frozenset({"role"}),
+    "smoker": frozenset({"role"}),
+}
 
 
 def _uses_client_id(permissions: PermissionsConfig, assignment: Assignment) -> list[str]:
@@ -58,7 +67,13 @@ def lint_client_id_binding(config: Config) -> list[str]:
         if not rules:
             continue
         wanted = _selector(assignment, "method")
-        reaching = [m for m in methods if wanted is None or fnmatchcase(m, wanted)]
+        selected = {key for key, _ in assignment.selectors}
+        reaching = [
+            m
+            for m in methods
+            if (wanted is None or fnmatchcase(m, wanted))
+            and not selected & NEVER_SET.get(m, frozenset())
+        ]
         where = f"{assignment.label} (rules {', '.join(rules)})"
         for method in reaching:
             problem = _unbound(config, assignment, method)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -36,12 +37,20 @@ from .errors import AuthError
 OPSLIMIT = 5
 MEMLIMIT = 7 * 1024 * 1024
 
+REDO = "`edge-broker passwd add`"
 _NAME_FORBIDDEN = (":", "\n", "\r", "\x00")
 _LIST_SEPARATOR = ","
 
 
 class PasswordFileError(AuthError):
-    """A password file that cannot be read or a request that cannot be carried out."""
+    """A password file that cannot be read or a request that cannot be carried out.
+
+    ``problems``: one message per bad line of the file (``file:line: what is wrong``), or the
+    message alone."""
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,43 +107,53 @@ def _split_list(text: str) -> tuple[str, ...]:
 
 
 def parse_password_file(text: str, path: str = "<password file>") -> dict[str, PasswordEntry]:
-    """Parse the file's text; every error names the file and line and says what to write."""
+    """Parse the file's text; every error names the file and line and says what to write. Every
+    bad line is reported (``PasswordFileError.problems``), not just the first: an operator who
+    fixes one line should not find the next only at the next start."""
     entries: dict[str, PasswordEntry] = {}
+    problems: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        fields = line.split(":")
-        # the hash itself contains no ':' (argon2id strings use '$' and ',')
-        if len(fields) < 2 or len(fields) > 5:
-            raise PasswordFileError(
-                f"{path}:{lineno}: expected "
-                "'username:argon2id-hash[:tenants[:roles[:clientids]]]'; "
-                "create entries with `edge-broker passwd add`"
+        entry = _parse_line(line)
+        if isinstance(entry, str):
+            problems.append(f"{path}:{lineno}: {entry}")
+        elif entry.username in entries:
+            problems.append(
+                f"{path}:{lineno}: user {entry.username!r} appears twice; keep one line"
             )
-        username, hashed = fields[0], fields[1]
-        if not username:
-            raise PasswordFileError(f"{path}:{lineno}: empty username")
-        if not hashed.startswith("$argon2id$"):
-            from .mosquitto_hashes import hash_problem  # a mosquitto_passwd $6$/$7$ hash is fine
-
-            problem = hash_problem(hashed)
-            if problem is not None:
-                raise PasswordFileError(
-                    f"{path}:{lineno}: user {username!r}: {problem}; "
-                    "set the password again with `edge-broker passwd add`"
-                )
-        if username in entries:
-            raise PasswordFileError(
-                f"{path}:{lineno}: user {username!r} appears twice; keep one line"
-            )
-        tenants = _split_list(fields[2]) if len(fields) > 2 else ()
-        roles = _split_list(fields[3]) if len(fields) > 3 else ()
-        clientids = _split_list(fields[4]) if len(fields) > 4 else ()
-        entries[username] = PasswordEntry(
-            username, hashed.encode("ascii"), tenants, roles, clientids
-        )
+        else:
+            entries[entry.username] = entry
+    if problems:
+        raise PasswordFileError("\n".join(problems), problems)
     return entries
+
+
+def _parse_line(line: str) -> PasswordEntry | str:
+    """One entry, or what is wrong with the line (without the file and line number)."""
+    fields = line.split(":")
+    # the hash itself contains no ':' (argon2id strings use '$' and ',')
+    if len(fields) < 2 or len(fields) > 5:
+        return (
+            "expected 'username:argon2id-hash[:tenants[:roles[:clientids]]]'; "
+            "create entries with `edge-broker passwd add`"
+        )
+    username, hashed = fields[0], fields[1]
+    if not username:
+        return "empty username"
+    if not hashed.isascii():
+        return f"user {username!r}: the hash is not ASCII; set the password again with {REDO}"
+    if not hashed.startswith("$argon2id$"):
+        from .mosquitto_hashes import hash_problem  # a mosquitto_passwd $6$/$7$ hash is fine
+
+        problem = hash_problem(hashed)
+        if problem is not None:
+            return f"user {username!r}: {problem}; set the password again with {REDO}"
+    tenants = _split_list(fields[2]) if len(fields) > 2 else ()
+    roles = _split_list(fields[3]) if len(fields) > 3 else ()
+    clientids = _split_list(fields[4]) if len(fields) > 4 else ()
+    return PasswordEntry(username, hashed.encode("ascii"), tenants, roles, clientids)
 
 
 def load_password_file(path: str | os.PathLike[str]) -> dict[str, PasswordEntry]:

@@ -70,20 +70,27 @@ class PermissionsConfig:
     def enabled(self) -> bool:
         return bool(self.assignments) or self.unassigned is not None
 
-    def select(self, identity: Identity) -> tuple[PermissionList, str]:
-        """The client's list (before placeholders are bound) and a label saying why."""
+    def assignment_for(self, identity: Identity) -> Assignment | None:
+        """The first assignment matching ``identity`` (None: unassigned)."""
         for assignment in self.assignments:
             if assignment.matches(identity):
-                lists = [self.sets[name] for name in assignment.sets]
-                if len(lists) == 1:
-                    return lists[0], assignment.label
-                merged = tuple(p for plist in lists for p in plist.permissions)
-                defaults = [
-                    plist.default_allow for plist in lists if plist.default_allow is not None
-                ]
-                return PermissionList(
-                    merged, defaults[0] if defaults else None, self.separator
-                ), assignment.label
+                return assignment
+        return None
+
+    def assigned_list(self, assignment: Assignment) -> PermissionList:
+        """The list ``assignment`` gives (its sets merged in order), before placeholders."""
+        lists = [self.sets[name] for name in assignment.sets]
+        if len(lists) == 1:
+            return lists[0]
+        merged = tuple(p for plist in lists for p in plist.permissions)
+        defaults = [plist.default_allow for plist in lists if plist.default_allow is not None]
+        return PermissionList(merged, defaults[0] if defaults else None, self.separator)
+
+    def select(self, identity: Identity) -> tuple[PermissionList, str]:
+        """The client's list (before placeholders are bound) and a label saying why."""
+        assignment = self.assignment_for(identity)
+        if assignment is not None:
+            return self.assigned_list(assignment), assignment.label
         default = None if self.unassigned is None else self.unassigned == "allow"
         return PermissionList((), default, self.separator), "unassigned"
 

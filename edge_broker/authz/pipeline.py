@@ -19,7 +19,6 @@ builds its policy (``Broker.build_policy``); it then runs after the identity pol
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -34,8 +33,6 @@ from .gate import PolicyGate
 from .permissions import PermissionBindError, PermissionList, PermissionVerdict
 from .permissions_config import PermissionsConfig
 from .request import Publication, SubscribeFilter
-
-log = logging.getLogger("edge_broker.authz")
 
 MaybeDecision = Decision | Awaitable[Decision]
 _MAX_BOUND_LISTS = 10_000
@@ -75,6 +72,7 @@ class PermissionsGate:
         self._last: tuple[
             Identity | None, tuple[PermissionList, str] | PermissionBindError | None
         ] = (None, None)
+        self._last_sets: tuple[Identity | None, str] = (None, "")
         self._publish_cache: DecisionCache[tuple[int, str, int, bool], Decision] = DecisionCache(
             _MAX_CACHED_DECISIONS,
             cache_bytes,  # [limits] decision_cache_bytes
@@ -83,6 +81,17 @@ class PermissionsGate:
     @property
     def gate(self) -> GateName:
         return GateName.PERMISSIONS
+
+    def set_names(self, identity: Identity) -> str:
+        """The permission set(s) ``identity``'s assignment chose (comma-separated, in the
+        assignment's order), or ``unassigned``: written in audit records, so that default-deny
+        denials are told apart per set."""
+        last, names = self._last_sets
+        if last is not identity:
+            assignment = self.config.assignment_for(identity)
+            names = ",".join(assignment.sets) if assignment is not None else "unassigned"
+            self._last_sets = (identity, names)
+        return names
 
     def list_for(self, identity: Identity) -> tuple[PermissionList, str]:
         """The client's bound list and the assignment that chose it; raises PermissionBindError."""
@@ -215,34 +224,36 @@ class GatePipeline:
         identity: Identity,
         topic: str,
         origin: str | None = None,
+        qos: int | None = None,
+        retain: bool | None = None,
     ) -> Decision:
         gate = decision.gate.value if decision.gate is not None else "none"
         rule = decision.rule or "-"
         if decision.allowed:
             self.hits[(gate, rule)] += 1
-            if self.audit is not None and self.audit.log_allowed:
-                audit_events.decision(self.audit, action, identity, topic, decision)
-            return decision
-        self.denials[(gate, rule)] += 1
-        if self.audit is not None:  # fields per action: edge_broker/audit/events.py
-            audit_events.decision(self.audit, action, identity, topic, decision, origin)
-        log.info(
-            "denied %s %r for %s: %s",
+            if self.audit is None or not self.audit.log_allowed:
+                return decision
+        else:
+            self.denials[(gate, rule)] += 1
+        # the INFO line and the audit record, aggregated: edge_broker/audit/events.py
+        audit_events.decision(
+            self.audit,
             action,
+            identity,
             topic,
-            identity.client_id,
-            decision.reason,
-            extra={
-                "event": "denied",
-                "action": action,
-                "client_id": identity.client_id,
-                "topic": topic,
-                "gate": gate,
-                "rule": decision.rule,
-                "reason_code": int(decision.reason_code),
-            },
+            decision,
+            origin,
+            qos,
+            retain,
+            self._permission_set(identity),
         )
         return decision
+
+    def _permission_set(self, identity: Identity) -> str | None:
+        """The set(s) default permissions judged ``identity`` by, for the audit record."""
+        if self.permissions is None or _token_client(identity):
+            return None
+        return self.permissions.set_names(identity)
 
     def admit(self, identity: Identity) -> Decision:
         """At CONNECT, before the will: a client whose permissions cannot be bound is refused."""
@@ -290,14 +301,16 @@ class GatePipeline:
         if self.authorizers is not None and self.authorizers.has_publish:
             return self._publish_async(identity, message, False)
         decision = self._after_authorizers_publish(identity, message, False, None)
-        return self._count(decision, "publish", identity, message.topic)
+        return self._count(
+            decision, "publish", identity, message.topic, None, message.qos, message.retain
+        )
 
     def check_will(self, identity: Identity, will: Publication) -> MaybeDecision:
         """A will as the message it would be (built from the CONNECT's will)."""
         if self.authorizers is not None and self.authorizers.has_publish:
             return self._publish_async(identity, will, True)
         decision = self._after_authorizers_publish(identity, will, True, None)
-        return self._count(decision, "will", identity, will.topic)
+        return self._count(decision, "will", identity, will.topic, None, will.qos, will.retain)
 
     async def _publish_async(
         self, identity: Identity, message: Publication, will: bool
@@ -317,10 +330,11 @@ class GatePipeline:
         )
         decided = await self.authorizers.authorize_publish(request)
         action = "will" if will else "publish"
+        qos, retain = message.qos, message.retain
         if decided is not None and decided.denied:
-            return self._count(decided, action, identity, topic)
+            return self._count(decided, action, identity, topic, None, qos, retain)
         decision = self._after_authorizers_publish(identity, message, will, decided)
-        return self._count(decision, action, identity, topic)
+        return self._count(decision, action, identity, topic, None, qos, retain)
 
     # -- subscribe ------------------------------------------------------------------------
 
@@ -385,7 +399,9 @@ class GatePipeline:
         decision = self._after_authorizers_subscribe(
             identity, subscription, topic_filter, group, None, covering, user_properties
         )
-        return self._count(decision, "subscribe", identity, subscription.topic_filter)
+        return self._count(
+            decision, "subscribe", identity, subscription.topic_filter, None, subscription.qos
+        )
 
     async def _subscribe_async(
         self,
@@ -408,12 +424,13 @@ class GatePipeline:
             user_properties,
         )
         decided = await self.authorizers.authorize_subscribe(request)
+        qos = subscription.qos
         if decided is not None and decided.denied:
-            return self._count(decided, "subscribe", identity, subscription.topic_filter)
+            return self._count(decided, "subscribe", identity, subscription.topic_filter, None, qos)
         decision = self._after_authorizers_subscribe(
             identity, subscription, topic_filter, group, decided, covering, user_properties
         )
-        return self._count(decision, "subscribe", identity, subscription.topic_filter)
+        return self._count(decision, "subscribe", identity, subscription.topic_filter, None, qos)
 
     # -- deliver (synchronous, hot path) ----------------------------------------------------
 
@@ -431,13 +448,17 @@ class GatePipeline:
         if recheck and not _token_client(identity) and self.permissions is not None:
             decision = self.permissions.check_delivery(identity, message.topic, qos, group)
             if decision.denied:
-                return self._count(
-                    decision, "deliver", identity, message.topic, getattr(message, "origin", None)
-                )
+                return self._deliver_denied(decision, identity, message)
         for gate in self.gates:
             answer = gate.check_deliver(identity, message)
             if answer is not None and answer.denied:
-                return self._count(
-                    answer, "deliver", identity, message.topic, getattr(message, "origin", None)
-                )
+                return self._deliver_denied(answer, identity, message)
         return decision
+
+    def _deliver_denied(
+        self, decision: Decision, identity: Identity, message: Publication
+    ) -> Decision:
+        origin = getattr(message, "origin", None)
+        return self._count(
+            decision, "deliver", identity, message.topic, origin, message.qos, message.retain
+        )

@@ -22,6 +22,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..audit import events as audit_events
 from ..authz.decision import Decision, GateName
 from ..broker.awaiting import all_of
 from ..broker.message import Message, make_message
@@ -29,11 +30,12 @@ from ..identity import Identity
 from ..matching.names import shown
 from ..mqtt.packets import NO_PROPERTIES, Publish
 from ..store import StoreError
+from ..store.damage import damage_hint, open_or_set_aside
 from ..store.errors import StoreOpenError
 from .config import BridgeConfig, TopicMapping
 from .link import BridgeLink
 from .queue import Entry, OutboundQueue
-from .store import BridgeStore, MemoryStore
+from .store import BridgeStore, MemoryStore, queue_path, read_queue
 from .topics import ORIGIN_PROPERTY, TopicMap, origin_marker
 
 if TYPE_CHECKING:
@@ -164,15 +166,22 @@ class Bridges:
                 directory = state_dir(config)
                 settings = config.persistence
                 fsync: str | float = FSYNC.get(settings.durability, settings.interval_ms / 1000.0)
-                path = directory / f"bridge-{bc.name}.log"
+                path = queue_path(directory, bc.name)
                 try:
                     directory.mkdir(parents=True, exist_ok=True)
-                    store = BridgeStore(path, fsync)
+                    store = open_or_set_aside(
+                        path,
+                        partial(BridgeStore, path, fsync),
+                        settings.on_damage,
+                        log,
+                        read_queue,
+                        f"messages queued for bridge {bc.name}",
+                    )
                 except (StoreError, OSError) as exc:
                     raise StoreOpenError(
                         f"bridge {bc.name}: cannot open its queue log {str(path)!r}: {exc}; check "
                         "that no other broker uses the state directory and that it is writable, or "
-                        "set [persistence] state_dir"
+                        "set [persistence] state_dir" + damage_hint(path, read_queue)
                     ) from exc
             else:
                 store = MemoryStore()
@@ -318,32 +327,17 @@ class Bridges:
         if decision.denied:
             bridge.stats.denied_in += 1
             if decision.gate in (GateName.SYNTAX, GateName.RESERVED):
-                # gates 1-2 are decided before the pipeline, which audits the others
-                if broker.audit is not None:
-                    broker.audit.decision(
-                        action="publish",
-                        client=identity.client_id,
-                        user=identity.username,
-                        tenant=identity.tenant,
-                        method=identity.method,
-                        topic=packet.topic,
-                        outcome="deny",
-                        gate=decision.gate.value,
-                        rule=decision.rule,
-                        rc=int(decision.reason_code),
-                        reason=decision.reason,
-                    )
-                log.info(
-                    "denied bridged publish %r from bridge %s: %s",
+                # gates 1-2 are decided before the pipeline, which audits the others; logged
+                # and audited as they do, aggregated (a bridge must not flood the audit log)
+                audit_events.decision(
+                    broker.decisions,
+                    "publish",
+                    identity,
                     packet.topic,
-                    bridge.name,
-                    decision.reason,
-                    extra={
-                        "event": "denied",
-                        "action": "publish",
-                        "client_id": identity.client_id,
-                        "topic": packet.topic,
-                    },
+                    decision,
+                    None,
+                    packet.qos,
+                    packet.retain,
                 )
             return True  # acknowledged to the remote (MQTT 3.x style), never routed
         message = packet

@@ -116,6 +116,17 @@ class _Live:
         return [self.messages[seq][0] for seq in sorted(self.messages)]
 
 
+def queue_path(state_dir: Path, name: str) -> Path:
+    """The queue log of bridge ``name`` in the broker's state directory."""
+    return state_dir / f"bridge-{name}.log"
+
+
+def read_queue(path: str) -> Log:
+    """The queue log opened read-only and replayed (``edge-broker state check``: a bridge log
+    is judged by its own reducer, not as a keyed log)."""
+    return Log.open(path, _Live({}), readonly=True)
+
+
 class BridgeStore:
     """The durable queue log of one bridge (module docstring)."""
 

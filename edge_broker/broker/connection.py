@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from ..audit import events as audit_events
 from ..auth.chain import Authenticator, ConnectionInfo
 from ..engine.connection import ConnectionEngine
 from ..engine.events import (
@@ -45,6 +46,7 @@ from .session import Outgoing, Session
 
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry
+    from ..authz.decision import Decision
     from ..config import ListenerConfig
     from .server import Broker
 
@@ -84,6 +86,8 @@ class Connection(asyncio.BufferedProtocol):
         self.session: Session | None = None
         self.connect_packet: Connect | None = None
         self.authenticator: Authenticator | None = None
+        # the policy decision that refuses the CONNECT, and whom it judged (audit record)
+        self.refusal: tuple[Decision, Identity | None] | None = None
         self.auth_state: object = None
         self.will: Will | None = None
         self.paused = False
@@ -433,16 +437,9 @@ class Connection(asyncio.BufferedProtocol):
             self.act(self.engine.answer(violation))  # nothing if answered in receive()
 
     def _refused(self, refused: ConnectRefused) -> None:
-        log.info(
-            "connect refused",
-            extra={
-                "event": "connect_refused",
-                "client_id": self.client_id,
-                "reason_code": f"0x{refused.reason_code:02X}",
-                "reason": refused.reason,
-                "remote": _addr(self.info.remote_address),
-                "listener": self.listener.name,
-            },
+        # logged and audited, aggregated (a login storm writes counts, not a flood)
+        audit_events.connect_refused(
+            self.broker.decisions, self, refused.reason_code, refused.reason
         )
         self.broker.stats.connections_refused += 1
         self.will = None  # a refused CONNECT's will is never published

@@ -137,7 +137,7 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
     identity = accepted.identity
     admitted = broker.policy.admit(identity)
     if admitted.denied:
-        will_denied(conn, admitted)  # CONNACK 0x87 / 0x05 with the reason, then close
+        will_denied(conn, admitted, identity)  # CONNACK 0x87 / 0x05 with the reason, then close
         return
     will = connect.will
     if will is not None:
@@ -162,7 +162,7 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
         verdict = broker.policy.check_will(identity, message)
         decision = verdict if isinstance(verdict, Decision) else await verdict
         if decision.denied:
-            will_denied(conn, decision)
+            will_denied(conn, decision, identity)
             return
     if conn.closing:
         return
@@ -235,20 +235,10 @@ def _foreign_session(conn: ClientContext, identity: Identity, principal: Princip
     if owner is not None and owner.named and broker.config.broker.foreign_session == "refuse":
         broker.stats.sessions_refused += 1
         reason = foreign_session_reason(existing, principal)
-        if broker.audit is not None:
-            broker.audit.decision(
-                action="connect",
-                client=conn.client_id,
-                tenant=identity.tenant,
-                user=identity.username,
-                method=identity.method,
-                topic="",
-                outcome="deny",
-                gate=None,
-                rule="session-ownership",
-                rc=int(ReasonCode.NOT_AUTHORIZED),
-                reason=reason,
-            )
+        conn.refusal = (
+            Decision(False, None, "session-ownership", ReasonCode.NOT_AUTHORIZED),
+            identity,
+        )
         conn.refuse_connect(ReasonCode.NOT_AUTHORIZED, reason)
         return None
     log.info(

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..audit.log import AuditLog
     from ..auth.chain import Accepted, AuthChain, Authenticator, ConnectionInfo
     from ..auth.password import PasswordEntry
+    from ..authz.decision import Decision
     from ..claims.runtime import ClaimsRuntime
     from ..config import Config, ListenerConfig
     from ..engine.connection import ConnectionEngine
@@ -113,6 +114,7 @@ class ClientContext(Protocol):
     password_entry: PasswordEntry | None
     token_credential: bytes | None
     msgs_in: int
+    refusal: tuple[Decision, Identity | None] | None  # the decision a refused CONNACK names
 
     @property
     def broker(self) -> BrokerServices: ...

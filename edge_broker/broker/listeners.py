@@ -111,10 +111,89 @@ def connection_info(
     )
 
 
+HandshakeRefused = Callable[[ListenerConfig, asyncio.BaseTransport, BaseException], None]
+
+
+class TlsAcceptor(asyncio.Protocol):
+    """A TLS listener's connection until its handshake is done: the handshake runs here
+    (``loop.start_tls``) instead of inside ``create_server``, so that one that fails (an
+    untrusted or missing client certificate, a client speaking plain MQTT to the TLS port) is
+    reported with the peer's address (``refused``: the broker logs and audits it) instead of
+    vanishing in asyncio. Once it succeeds the real protocol gets the TLS transport."""
+
+    def __init__(
+        self,
+        listener: ListenerConfig,
+        factory: Callable[[], asyncio.BaseProtocol],
+        ctx: ssl.SSLContext,
+        refused: HandshakeRefused | None,
+    ) -> None:
+        self._listener = listener
+        self._factory = factory
+        self._ctx = ctx
+        self._refused = refused
+        self._task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()  # the ClientHello waits for start_tls, which resumes reading
+        self._task = asyncio.get_running_loop().create_task(self._handshake(transport))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        pass  # before the handshake ended: start_tls raises, _handshake reports it
+
+    async def _handshake(self, transport: asyncio.Transport) -> None:
+        early = _Handshaking()
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                transport, early, self._ctx, server_side=True
+            )
+        except (OSError, ssl.SSLError, ConnectionError, TimeoutError, RuntimeError) as exc:
+            if self._refused is not None:
+                self._refused(self._listener, transport, exc)
+            transport.abort()
+            return
+        if tls is None:  # closed during the handshake
+            return
+        app = self._factory()
+        tls.set_protocol(app)
+        app.connection_made(tls)
+        early.hand_over(app)
+
+
+class _Handshaking(asyncio.Protocol):
+    """The protocol ``start_tls`` talks to until it returns: what arrives between the end of
+    the handshake and then (a CONNECT sent right after it) is kept and handed over, in order."""
+
+    def __init__(self) -> None:
+        self.data: list[bytes] = []
+        self.eof = False
+        self.lost: tuple[Exception | None] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self.data.append(data)
+
+    def eof_received(self) -> bool | None:
+        self.eof = True
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = (exc,)
+
+    def hand_over(self, app: Any) -> None:
+        for chunk in self.data:
+            app.data_received(chunk)
+        if self.eof:
+            app.eof_received()
+        if self.lost is not None:
+            app.connection_lost(self.lost[0])
+
+
 async def start_listener(
     listener: ListenerConfig,
     factory: Callable[[], asyncio.Protocol],
     contexts: dict[str, ssl.SSLContext] | None = None,
+    refused: HandshakeRefused | None = None,
 ) -> asyncio.Server:
     """Bind one listener. An OSError (address in use, permission, a TLS file) says which
     listener and where, for ``run``'s one-line message (issue 20)."""
@@ -133,9 +212,13 @@ async def start_listener(
     if ssl_ctx is not None and contexts is not None:
         contexts[listener.name] = ssl_ctx
     host = listener.bind or None
+    serve: Callable[[], asyncio.BaseProtocol] = factory
+    if ssl_ctx is not None:  # the handshake in TlsAcceptor: a failed one is reported
+        tls_ctx = ssl_ctx
+        serve = lambda: TlsAcceptor(listener, factory, tls_ctx, refused)  # noqa: E731
     try:
         return await loop.create_server(
-            factory, host=host, port=listener.port, ssl=ssl_ctx, reuse_address=True, backlog=1024
+            serve, host=host, port=listener.port, reuse_address=True, backlog=1024
         )
     except OSError as exc:
         hint = {

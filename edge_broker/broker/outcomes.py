@@ -14,6 +14,7 @@ from ..mqtt.packets import Properties, Puback, Publish, Pubrec
 from ..mqtt.reason_codes import SUBACK_FAILURE_V3, ReasonCode
 
 if TYPE_CHECKING:
+    from ..identity import Identity
     from .handler_api import ClientContext
 
 
@@ -77,7 +78,9 @@ def subscribe_denied(conn: ClientContext, decision: Decision) -> int | None:
     return SUBACK_FAILURE_V3
 
 
-def will_denied(conn: ClientContext, decision: Decision) -> None:
-    """A will the policy refuses: CONNACK 0x87 (5) / 0x05 (3.x), close; never published."""
+def will_denied(conn: ClientContext, decision: Decision, identity: Identity | None = None) -> None:
+    """A will the policy refuses (or permissions that cannot be bound for ``identity``): CONNACK
+    0x87 (5) / 0x05 (3.x), close; never published. The audit record names the decision."""
+    conn.refusal = (decision, identity)
     code = decision.reason_code if conn.v5 else ReasonCode.NOT_AUTHORIZED
     conn.refuse_connect(code, denial_reason(decision))

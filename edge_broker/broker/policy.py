@@ -35,6 +35,7 @@ from .pattern_subscriptions import subscription_pattern
 from .session import Session, SubscriptionEntry
 
 if TYPE_CHECKING:
+    from ..audit.aggregate import DecisionWindow
     from ..audit.log import AuditLog
     from ..authz.gate import PolicyGate
     from ..claims.runtime import ClaimsRuntime
@@ -194,7 +195,7 @@ def open_audit_log(config: AuditConfig, sync_gateway_id: str = "") -> AuditLog |
 
 
 def build_pipeline(
-    config: Config, claims: ClaimsRuntime | None, audit: AuditLog | None
+    config: Config, claims: ClaimsRuntime | None, audit: DecisionWindow | AuditLog | None
 ) -> GatePipeline | None:
     """Gates 3–6 as configured, or None when nothing beyond gates 1–2 applies."""
     authorizers = None

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..audit import events as audit_events
+from ..audit.aggregate import DecisionWindow
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..authz.decision import Decision
 from ..config import Config, ConfigError, ListenerConfig, claims_enabled, load_config
@@ -105,6 +106,13 @@ class Broker:
         # does not import the bridges, which are built on it (issue 21 item 5)
         self.open_bridges: Callable[[Broker], Bridging] | None = None
         self.audit: AuditLog | None = open_audit_log(config.audit, config.sync.gateway_id)
+        # denials (and allowed decisions) aggregated into the audit log and the INFO lines
+        self.decisions = DecisionWindow(
+            self.audit,
+            window=config.audit.aggregate_window,
+            max_keys=config.audit.aggregate_max_keys,
+            clock=clock,
+        )
         self.policy = self.build_policy(config)
         self.generation = 0  # bumped by every policy change (reload, bundle)
         self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
@@ -136,6 +144,8 @@ class Broker:
         self.timers = Scheduler(clock, self._wake)
         for heap in (self._timeouts, self._wills, self._expiring):
             self.timers.add_source(heap.next_at)
+        self.timers.add_source(self.decisions.next_due)
+        self.decisions.on_due = self.timers.arm
         if self.audit is not None:
             self.audit.on_buffered = self._audit_buffered
             self._audit_buffered()  # whatever opening the broker recorded
@@ -182,7 +192,9 @@ class Broker:
             self.bridges = self.open_bridges(self)
             self.bridges.start()
         for listener in self.config.listeners:
-            server = await start_listener(listener, self._factory(listener), self.tls_contexts)
+            server = await start_listener(
+                listener, self._factory(listener), self.tls_contexts, self._tls_refused
+            )
             self.servers.append(server)
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
@@ -231,6 +243,14 @@ class Broker:
 
             return lambda: WebSocketProtocol(Connection(self, listener))
         return lambda: Connection(self, listener)
+
+    def _tls_refused(
+        self, listener: ListenerConfig, transport: asyncio.BaseTransport, exc: BaseException
+    ) -> None:
+        """A TLS handshake failed (listeners.TlsAcceptor): logged and audited, aggregated."""
+        info = connection_info(listener, transport, self._interfaces)
+        audit_events.tls_refused(self.decisions, info, exc)
+        self.stats.connections_refused += 1
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -288,6 +308,7 @@ class Broker:
             await self.claims.close()
         if self.persistence is not None:
             await self.persistence.aclose()
+        self.decisions.close()
         if self.audit is not None:
             self.audit.close()
         for server in self.servers:
@@ -302,7 +323,7 @@ class Broker:
         """Gates 1–2 plus, when anything is configured, the pipeline of gates 3–6 (AUTHZ.md §2):
         authorizers, default permissions / token grants, and the claims gate. A broker with none
         of them keeps the fast path: no per-message policy work beyond gates 1–2."""
-        return Policy(config.topics.separator, build_pipeline(config, self.claims, self.audit))
+        return Policy(config.topics.separator, build_pipeline(config, self.claims, self.decisions))
 
     # -- connections ------------------------------------------------------------------------
 
@@ -738,6 +759,7 @@ class Broker:
                     self.persistence.session_changed(session)
         for session in self._expiring.due(now):
             self._end_session(session)
+        self.decisions.expire(now)
         duties = self.timers.due(now)
         if "store_probe" in duties and self.persistence is not None:
             self.persistence.tick()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from typing import Any, TextIO
 
 from .. import __version__
 
@@ -57,8 +59,75 @@ def _modules_for(argv: list[str]) -> tuple[str, ...]:
     return (module,) if module is not None else COMMAND_MODULES
 
 
+class OutputClosed(BaseException):
+    """The reader of stdout or stderr went away (``edge-broker check | head -1``). A
+    BaseException, so that no command's ``except OSError`` reports it as its own failure
+    ("None: Broken pipe"): it reaches :func:`main`, which exits quietly as Unix tools do."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd)
+        self.fd = fd
+
+
+class _Guarded:
+    """A text stream whose broken pipe raises :class:`OutputClosed` (everything else is the
+    stream's own)."""
+
+    def __init__(self, stream: TextIO, fd: int) -> None:
+        self._stream = stream
+        self._fd = fd
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise OutputClosed(self._fd) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise OutputClosed(self._fd) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+EXIT_PIPE_CLOSED = 128 + 13  # what a shell reports for a tool that SIGPIPE ended
+
+
 def main(argv: list[str] | None = None) -> int:
-    args_list = sys.argv[1:] if argv is None else argv
+    """Run one command. A closed stdout or stderr (a pipe to ``head``) ends it quietly with
+    status 141, for every command, ``--help`` included: no traceback, no "Broken pipe"."""
+    streams = (sys.stdout, sys.stderr)
+    sys.stdout = _Guarded(sys.stdout, 1)
+    sys.stderr = _Guarded(sys.stderr, 2)
+    try:
+        try:
+            return _dispatch(sys.argv[1:] if argv is None else argv)
+        finally:  # what is still buffered meets the closed pipe here, not at interpreter exit
+            sys.stdout.flush()
+            sys.stderr.flush()
+    except OutputClosed as closed:
+        _discard_output(closed.fd)
+        return EXIT_PIPE_CLOSED
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _discard_output(fd: int) -> None:
+    """Point the closed descriptor at /dev/null, so the interpreter's last flush of what is
+    still buffered does not print "Exception ignored ... BrokenPipeError"."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    except OSError:  # nothing left to protect
+        pass
+    finally:
+        os.close(devnull)
+
+
+def _dispatch(args_list: list[str]) -> int:
     parser = build_parser(_modules_for(args_list))
     args = parser.parse_args(args_list)
     try:

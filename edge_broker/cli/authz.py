@@ -92,11 +92,13 @@ def cmd_lint(args: argparse.Namespace) -> int:
         return 2
     from ..auth.client_id_lint import lint_client_id_binding
     from ..authz.permissions_lint import lint_permissions
+    from ..ops.principal_lint import lint_unpermitted_principals
 
     findings: list[str] = []
     if config.permissions is not None:
         findings += lint_permissions(config.permissions)
         findings += lint_client_id_binding(config)
+        findings += lint_unpermitted_principals(config)
     acl_config = getattr(config, "acl", None)
     if acl_config is not None and getattr(acl_config, "enabled", False):
         try:
@@ -122,6 +124,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
                 "name no tenant may enter any tenant they name; remove it unless tenants are not "
                 "a security boundary here"
             )
+    from ..ops.exposure import exposure_warnings
+
+    findings += exposure_warnings(config)
     for finding in findings:
         print(finding)
     print(f"{len(findings)} finding(s) in {config.file}")

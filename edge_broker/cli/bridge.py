@@ -8,6 +8,7 @@ import json
 import re
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 SAMPLE = re.compile(
@@ -22,7 +23,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     status = sub.add_parser("status", help="connected state, queue depth and counters per bridge")
     status.add_argument("--config", help="the broker's config file ([metrics] bind and port)")
     status.add_argument(
-        "--url", help="the metrics URL (default: from --config, else http://127.0.0.1:9883/metrics)"
+        "--url",
+        help="the metrics URL, or the endpoint's base URL http://HOST:PORT (default: from "
+        "--config, else http://127.0.0.1:9883/metrics)",
     )
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status.set_defaults(func=_status)
@@ -46,9 +49,23 @@ def parse_status(text: str) -> dict[str, dict[str, object]]:
     return out
 
 
+METRICS_PATH = "/metrics"
+
+
+def metrics_url(url: str) -> str:
+    """``--url`` as given, or the metrics endpoint of a base URL: ``http://host:port`` (or
+    ``host:port``, or ``.../``) gets ``/metrics``; a path given is kept as it is."""
+    if "://" not in url:
+        url = f"http://{url}"
+    parts = urllib.parse.urlsplit(url)
+    if parts.path in ("", "/"):
+        parts = parts._replace(path=METRICS_PATH)
+    return urllib.parse.urlunsplit(parts)
+
+
 def _url(args: argparse.Namespace) -> str:
     if args.url:
-        return str(args.url)
+        return metrics_url(str(args.url))
     if args.config:
         from ..config import ConfigError, load_config
 
@@ -73,6 +90,19 @@ def _status(args: argparse.Namespace) -> int:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
             text = response.read().decode()
+    except urllib.error.HTTPError as exc:
+        path = urllib.parse.urlsplit(url).path
+        hint = (
+            f"the broker serves its metrics at {METRICS_PATH}: give --url "
+            f"{url.removesuffix(path)}{METRICS_PATH}"
+            if exc.code == 404 and path != METRICS_PATH
+            else "is this the broker's [metrics] endpoint?"
+        )
+        print(
+            f"edge-broker bridge status: {url}: HTTP {exc.code} {exc.reason}; {hint}",
+            file=sys.stderr,
+        )
+        return 1
     except (urllib.error.URLError, OSError) as exc:
         print(
             f"edge-broker bridge status: cannot read {url}: {exc}; is the broker running with "

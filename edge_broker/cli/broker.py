@@ -44,16 +44,40 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     check.set_defaults(func=cmd_check)
 
 
-def _build_problems(config: Config) -> list[str]:
-    """What ``run`` does with a parsed config before binding, done the same way: authorizer
-    constructors run (``build_pipeline``, as ``Broker`` does), so one that raises fails here."""
+def _build_problems(config: Config, warnings: list[str]) -> list[str]:
+    """What ``run`` does with a parsed config before serving, done the same way: authorizer
+    constructors run (``build_pipeline``, as ``Broker`` does), so one that raises fails here;
+    the state files are judged and every port is bound (and closed) once."""
     from ..broker.policy import build_pipeline
 
     try:
         build_pipeline(config, None, None)
     except Exception as exc:  # a plugin constructor's own error, reported, never a traceback
         return [f"{exc}" if str(exc).startswith(config.file) else f"{config.file}: {exc}"]
-    return _directory_problems(config) + _state_problems(config)
+    return (
+        _directory_problems(config)
+        + _state_problems(config, warnings)
+        + _port_problems(config, warnings)
+    )
+
+
+def _port_problems(config: Config, warnings: list[str]) -> list[str]:
+    """Every listener and [metrics] bound as ``run`` binds them (ops/ports.py)."""
+    from ..ops.ports import bind_problem
+
+    sockets = [
+        (f"listeners[{i}].port", f"listener {lc.name!r}", lc.bind, lc.port)
+        for i, lc in enumerate(config.listeners)
+    ]
+    if config.metrics.enabled:
+        sockets.append(("metrics.port", "[metrics]", config.metrics.bind, config.metrics.port))
+    problems: list[str] = []
+    for key, what, bind, port in sockets:
+        found = bind_problem(key, what, bind, port, config.file)
+        if found is not None:
+            text = f"{config.file}: {found.key}: {found.message}"
+            (problems if found.error else warnings).append(text)
+    return problems
 
 
 def _directory_problems(config: Config) -> list[str]:
@@ -87,30 +111,32 @@ def _directory_problems(config: Config) -> list[str]:
     return problems
 
 
-def _state_problems(config: Config) -> list[str]:
-    """A state log ``run`` would refuse (``on_damage = "refuse"``) fails the check too; a sound
-    one is not replayed here, as ``run`` replays it right after (store/damage.py ``refusal``)."""
-    from ..config import claims_enabled
+def _state_problems(config: Config, warnings: list[str] | None = None) -> list[str]:
+    """A state file ``run`` would refuse fails the check too (every file of
+    ``ops/state_files.py`` the broker opens); a damaged one only with ``on_damage = "refuse"``,
+    since ``set-aside`` moves it at start. A sound log is not replayed here, as ``run`` replays
+    it right after (store/damage.py ``refusal``)."""
+    from ..ops.state_files import state_files
 
-    if config.persistence.on_damage != "refuse":
-        return []
-    from ..store.damage import refusal
-
-    paths = []
-    if config.persistence.enabled:
-        from ..broker.persist.tables import log_path
-
-        paths.append(log_path(config))
-    if claims_enabled(config):
-        from ..claims.runtime import store_path
-
-        paths.append(store_path(config))
-    return [
-        f"{config.file}: persistence.on_damage: {c.detail}: the broker will not start on it; run "
-        f'`edge-broker state set-aside --config {config.file}` or write on_damage = "set-aside"'
-        for c in map(refusal, paths)
-        if c is not None
-    ]
+    problems = []
+    for state_file in state_files(config):
+        condition = state_file.refusal()
+        if condition is None:
+            continue
+        if condition.state == "blocked":
+            problems.append(f"{config.file}: sync: {condition.detail}")
+        elif config.persistence.on_damage == "set-aside":
+            (problems if warnings is None else warnings).append(
+                f"{config.file}: persistence.on_damage: {condition.detail}: the broker will "
+                "move it aside at start and start without it"
+            )
+        else:
+            problems.append(
+                f"{config.file}: persistence.on_damage: {condition.detail}: the broker will "
+                "not start on it; run `edge-broker state "
+                f'set-aside --config {config.file}` or write on_damage = "set-aside"'
+            )
+    return problems
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -121,7 +147,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         print(f"{len(exc.problems)} error(s)", file=sys.stderr)
         return 1
-    problems = _build_problems(config)
+    from ..ops.exposure import exposure_warnings
+
+    warnings = exposure_warnings(config)
+    problems = _build_problems(config, warnings)
+    for text in warnings:
+        print(f"warning: {text}", file=sys.stderr)
     if problems:
         for text in problems:
             print(text, file=sys.stderr)
@@ -138,6 +169,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     lines, _over = budget_report(config, Path(args.unit) if args.unit else None)
     print("\n".join(lines))  # a warning, not an error: the budget is a worst case
+    from ..ops.principal_lint import lint_unpermitted_principals
+
+    for finding in lint_unpermitted_principals(config):  # runs, but denies all they do
+        print(f"warning: {finding}")
     return 0
 
 

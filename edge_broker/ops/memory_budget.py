@@ -23,6 +23,7 @@ SUBSCRIPTION_BYTES = 700  # one subscription besides its filter text, measured ~
 RETAINED_OVERHEAD = 700  # one retained message besides its topic and payload, measured ~520 B
 CREDENTIAL_BYTES = 200  # one cached credential digest (32 B) in its OrderedDict, estimated
 QUEUED_OVERHEAD = 200  # a queued message's entry besides what Message.size counts
+AUDIT_KEY_BYTES = 2560  # one open audit aggregation key (its record's fields), measured ~2.1 KiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,13 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
             "retained messages", retained, "max_retained_bytes + max_retained_messages × 700 B"
         ),
         cache_term(config),
+        BudgetTerm(  # repeated denials, held per window (audit/aggregate.py)
+            "audit aggregation",
+            config.audit.aggregate_max_keys * AUDIT_KEY_BYTES
+            if config.audit.aggregate_window
+            else 0,
+            "audit.aggregate_max_keys × 2.5 KiB",
+        ),
     ]
 
 

@@ -77,6 +77,16 @@ def address_conflicts(
     return problems
 
 
+def is_loopback(bind: str) -> bool:
+    """True when only this machine can reach ``bind`` (``localhost`` or a loopback address)."""
+    if bind == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False
+
+
 def _no_password() -> bytes:
     raise ValueError("encrypted")
 

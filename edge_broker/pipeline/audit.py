@@ -8,6 +8,10 @@ top talkers. Written as Parquet under ``<out>/<name>/`` and summarised in ``<out
 - egress-filtered deliveries: ``action = deliver`` and ``outcome = deny`` (``to`` is the receiver).
 - top talkers: ``event = client_stats`` summed per gateway, tenant and client.
 
+An aggregated record (one with ``count``: the broker writes repeated identical decisions once
+per window) counts as ``count`` requests in every table; a default-deny denial (no rule) is
+grouped under the permission set(s) that applied (its ``set``).
+
 Lines that are not JSON objects or not version 1 are counted and listed (file and text) in the
 report; ``strict`` makes them fail the job.
 """
@@ -55,7 +59,13 @@ class AuditResult:
 def record_schema() -> Any:
     from pyspark.sql import types as T
 
-    kinds = {int: T.LongType(), float: T.DoubleType(), str: T.StringType()}
+    kinds = {
+        int: T.LongType(),
+        float: T.DoubleType(),
+        str: T.StringType(),
+        bool: T.BooleanType(),
+        list: T.ArrayType(T.StringType()),
+    }
     fields = [T.StructField(name, kinds[kind]) for name, kind in RECORD_FIELDS.items()]
     # "batch": the header line of an uploaded batch (edge_broker/sync/upload.py), not a record
     return T.StructType(
@@ -267,12 +277,37 @@ def bad_line_sample(spark: Any, bad: Any, limit: int = 50) -> list[dict[str, Any
     return [r.asDict() for r in rows]
 
 
+def weight() -> Any:
+    """How many requests a record stands for: its ``count`` (an aggregated record), else 1."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("count"), F.lit(1))
+
+
+def rule_label() -> Any:
+    """The deciding rule, or for a denial no rule decided (default deny) the permission set(s)
+    that applied, from the record's ``set``: ``(no rule: set a,b)``, ``(no rule: unassigned)``;
+    ``(no rule)`` when neither is known (records written before ``set``, other gates)."""
+    from pyspark.sql import functions as F
+
+    sets = F.col("set")
+    return F.coalesce(
+        F.col("rule"),
+        F.when(sets == "unassigned", F.lit("(no rule: unassigned)")).when(
+            sets.isNotNull(), F.concat(F.lit("(no rule: set "), sets, F.lit(")"))
+        ),
+        F.lit("(no rule)"),
+    )
+
+
 def denial_counts(records: Any, last_ts: float | None) -> Any:
     """Denials (``type = decision``, ``outcome`` deny or disconnect) counted per gateway, tenant
-    (``~`` for none), client, action, topic, gate, rule, rc, UTC day and ``week`` (1: this
-    week, 2: the week before, 0: earlier; :mod:`.weekly`): every denials table, this week's
-    included, is a sum over these counts. One pass over the records makes them; the tables
-    then read this far smaller frame (cached by the caller) instead of all the records each."""
+    (``~`` for none), client, action, topic, gate, rule (:func:`rule_label`: default-deny
+    denials per permission set), rc, UTC day and ``week`` (1: this week, 2: the week before,
+    0: earlier; :mod:`.weekly`): every denials table, this week's included, is a sum over these
+    counts, and an aggregated record counts as its ``count`` requests (:func:`weight`). One
+    pass over the records makes them; the tables then read this far smaller frame (cached by
+    the caller) instead of all the records each."""
     from pyspark.sql import functions as F
 
     last = float(last_ts) if last_ts is not None else 0.0
@@ -293,11 +328,11 @@ def denial_counts(records: Any, last_ts: float | None) -> Any:
         "action",
         "topic",
         "gate",
-        "rule",
+        rule_label().alias("rule"),
         "rc",
         F.date_format(F.from_unixtime(ts), "yyyy-MM-dd").alias("day"),
         week.alias("week"),
-    ).agg(F.count(F.lit(1)).alias("n"))
+    ).agg(F.sum(weight()).alias("n"))
 
 
 def audit_tables(records: Any, top: int = 20, denials: Any = None) -> dict[str, Any]:
@@ -334,7 +369,7 @@ def audit_tables(records: Any, top: int = 20, denials: Any = None) -> dict[str, 
     out["claim_flood"] = (
         flood.groupBy("gw", tenant, "client")
         .agg(
-            F.count(F.lit(1)).alias("refused_claims"),
+            F.sum(weight()).alias("refused_claims"),
             F.min("ts").alias("first_ts"),
             F.max("ts").alias("last_ts"),
         )
@@ -342,13 +377,13 @@ def audit_tables(records: Any, top: int = 20, denials: Any = None) -> dict[str, 
     )
     egress = decisions.where((F.col("action") == "deliver") & (F.col("outcome") == "deny"))
     out["egress_filtered"] = (
-        egress.groupBy("gw", tenant, "to", "topic", "gate", "rule")
-        .agg(F.count(F.lit(1)).alias("filtered"))
+        egress.groupBy("gw", tenant, "to", "topic", "gate", rule_label().alias("rule"))
+        .agg(F.sum(weight()).alias("filtered"))
         .orderBy(F.desc("filtered"), "gw", "to", "topic")
     )
     out["egress_by_rule"] = (
-        egress.groupBy("gate", F.coalesce(F.col("rule"), F.lit("(no rule)")).alias("rule"))
-        .agg(F.count(F.lit(1)).alias("filtered"))
+        egress.groupBy("gate", rule_label().alias("rule"))
+        .agg(F.sum(weight()).alias("filtered"))
         .orderBy(F.desc("filtered"), "gate", "rule")
     )
     out["denials_by_gateway"] = denials.groupBy("gw").agg(count).orderBy(F.desc("denials"), "gw")

@@ -1,8 +1,10 @@
-"""``edge-broker-pipeline`` / ``python -m edge_broker.pipeline``: compile | audit | whatif.
+"""``edge-broker-pipeline`` (``python -m edge_broker.pipeline``): compile | collect | audit |
+whatif.
 
 Exit status: 0 done; 1 invalid rows reported (compile without ``--skip-invalid``: nothing
 signed); 2 unusable input or arguments (the message names the file, row and problem); 3 the Spark
-job failed on the cluster (one line; the executors' logs have the traceback).
+job failed on the cluster (one line; the executors' logs have the traceback); 4 whatif: some
+logged requests cannot be judged against the candidate (outputs written; ``--accept-unjudged``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from .session import PipelineError, get_session, parse_conf, progress
 
@@ -100,7 +103,18 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         help="folder: <gateway>/<segment>-<first>-<last>.jsonl per batch",
     )
-    k.add_argument("--count", type=int, help="stop after this many batches")
+    k.add_argument(
+        "--group",
+        default="collectors",
+        help="MQTT 5 shared subscription group: run several collectors with the same group and "
+        "each batch goes to one of them (default collectors; 'none': a plain subscription)",
+    )
+    k.add_argument("--client-id", help="MQTT client id (default: edge-broker-collect-<host>-<pid>)")
+    k.add_argument("--username", help="user name on the cloud broker")
+    k.add_argument(
+        "--password-file", help="file holding the password on the cloud broker (first line)"
+    )
+    k.add_argument("--count", type=int, help="stop after this many new batches")
     k.add_argument("--idle", type=float, help="stop when nothing arrived for this many seconds")
 
     w = sub.add_parser("whatif", help="replay logged requests against a candidate bundle")
@@ -114,6 +128,12 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="verify the bundles with this public key (repeatable)",
+    )
+    w.add_argument(
+        "--accept-unjudged",
+        action="store_true",
+        help="exit 0 even when some requests cannot be judged (records without the attributes "
+        "the candidate's rules read; counted in summary.json cannot_judge)",
     )
     w.add_argument("-o", "--out", required=True)
     return parser
@@ -177,10 +197,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"invalid rows, in {result.out}"
             )
         elif args.command == "collect":
-            from .batches import collect
+            from .batches import CollectStats, collect
 
-            stored = collect(args.broker, args.out, count=args.count, idle=args.idle)
-            print(f"{stored} batches stored in {args.out}")
+            password = None
+            if args.password_file:
+                try:
+                    password = Path(args.password_file).read_text().splitlines()[0]
+                except (OSError, IndexError) as exc:
+                    raise PipelineError(
+                        f"--password-file {args.password_file}: cannot read a password ({exc})"
+                    ) from exc
+            stats = CollectStats()
+            collect(
+                args.broker,
+                args.out,
+                count=args.count,
+                idle=args.idle,
+                client_id=args.client_id,
+                group=None if args.group == "none" else args.group,
+                username=args.username,
+                password=password,
+                stats=stats,
+            )
+            print(
+                f"{stats.stored} batches stored in {args.out} ({stats.repeats} received again, "
+                f"{stats.refused} refused)"
+            )
         elif args.command == "audit":
             from .audit import run_audit
 
@@ -198,17 +240,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"report {audit.out}/report.html"
             )
         else:
-            from .whatif import load_bundle, run_whatif
+            from .whatif import CannotJudge, load_bundle, run_whatif
 
             candidate = load_bundle(args.candidate, args.trust)
             baseline = load_bundle(args.baseline, args.trust) if args.baseline else None
             spark = get_session(args.master, conf, ship_code=args.ship_code)
-            wi = run_whatif(
-                spark, args.inputs, candidate, args.out, baseline=baseline, separator=args.separator
-            )
+            try:
+                wi = run_whatif(
+                    spark,
+                    args.inputs,
+                    candidate,
+                    args.out,
+                    baseline=baseline,
+                    separator=args.separator,
+                    accept_unjudged=args.accept_unjudged,
+                )
+            except CannotJudge as exc:
+                print(
+                    f"{exc.result.changed} of {exc.result.requests} distinct requests would "
+                    f"change; {exc.result.out}/summary.json"
+                )
+                print(f"edge-broker-pipeline whatif: {exc}", file=sys.stderr)
+                return 4
             print(
-                f"{wi.changed} of {wi.requests} distinct requests would change; "
-                f"{wi.out}/summary.json"
+                f"{wi.changed} of {wi.requests} distinct requests would change"
+                + (
+                    f", {wi.unjudged} cannot be judged ({wi.unjudged_logged} logged)"
+                    if wi.unjudged
+                    else ""
+                )
+                + f"; {wi.out}/summary.json"
             )
     except PipelineError as exc:
         print(f"edge-broker-pipeline {args.command}: {exc}", file=sys.stderr)

@@ -290,6 +290,7 @@ def _write_audit(
                         "action": "publish",
                         "topic": topic,
                         "qos": 1,
+                        "retain": False,
                         "outcome": "allow" if ok else "deny",
                     }
                     if not ok:
@@ -331,6 +332,7 @@ def _write_audit(
                         "action": "publish",
                         "topic": CLAIM_TOPIC,
                         "qos": 1,
+                        "retain": False,
                         "outcome": "deny",
                         "gate": "claims",
                         "rc": 0x97,

@@ -6,10 +6,14 @@ policy sections exactly as ``edge-broker explain`` does (``parse_config`` then
 logged publish or subscribe. Pure Python: the Spark job calls it per partition, the tests call
 it directly.
 
-What an audit record does not carry cannot be replayed: the identity is rebuilt from ``client``,
-``user``, ``tenant`` and ``method`` (no roles, certificate CN, interface or token grants), the
-publish is replayed with retain off and an empty payload, and SMOKER claims (gate 6) are not
-consulted (they live on the gateway, not in the bundle).
+The identity is rebuilt from the record's ``client``, ``user``, ``tenant``, ``method``,
+``roles``, ``cn`` and ``iface``; the publish from ``topic``, ``qos``, ``retain`` and the ACL
+message kind ``message`` (``put``/``delete``/``query``/``reply``: a payload and the properties
+that make it that kind), the subscribe from ``topic``, ``qos`` and ``message``
+(``declare_queryable``: the user property ``queryable=true``). What a record lacks is not
+guessed here: :mod:`.judge` decides every value it could take. Token grants are not in any
+bundle (:mod:`.judge` uses the logged decision), and SMOKER claims (gate 6) are not consulted
+(they live on the gateway, not in the bundle).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 from ..authz.decision import Decision
 from ..broker.message import Message
 from ..identity import Identity
-from ..mqtt.packets import Subscription
+from ..mqtt.packets import Properties, Subscription
 
 REPLAYED_ACTIONS = ("publish", "subscribe")
 
@@ -74,12 +78,24 @@ def _resolve(value: Any) -> Decision:
 
 
 def identity_of(record: Mapping[str, Any]) -> Identity:
+    roles = record.get("roles") or ()
+    if isinstance(roles, str):
+        roles = [r for r in roles.split(",") if r]
     return Identity(
         client_id=record.get("client") or "",
         method=record.get("method") or "anonymous",
         tenant=record.get("tenant") or "~",
         username=record.get("user"),
+        cert_cn=record.get("cn"),
+        interface=record.get("iface"),
+        roles=tuple(sorted(str(r) for r in roles)),
     )
+
+
+_KIND_PROPERTIES = {
+    "query": Properties(response_topic="reply/to"),
+    "reply": Properties(correlation_data=b"c"),
+}
 
 
 def verdict_of(decision: Decision) -> Verdict:
@@ -89,19 +105,31 @@ def verdict_of(decision: Decision) -> Verdict:
 
 
 def decide(policy: Any, record: Mapping[str, Any]) -> Verdict:
-    """The policy's verdict on a logged publish or subscribe (``action``, ``topic``, ``qos``);
-    a client the policy would not admit at CONNECT gets the admission's refusal."""
+    """The policy's verdict on a logged publish or subscribe (``action``, ``topic``, ``qos``,
+    ``retain``, ``message``); a client the policy would not admit at CONNECT gets the
+    admission's refusal."""
     identity = identity_of(record)
     admitted = policy.admit(identity)
     if not admitted.allowed:
         return verdict_of(admitted)
     topic = record.get("topic") or ""
     qos = int(record.get("qos") or 0)
+    kind = record.get("message") or record.get("msg")
     if record.get("action") == "publish":
-        message = Message(topic, b"", qos, False)
+        retain = bool(record.get("retain"))
+        payload = b"" if kind == "delete" and retain else b"x"
+        properties = _KIND_PROPERTIES.get(str(kind))
+        message = (
+            Message(topic, payload, qos, retain)
+            if properties is None
+            else Message(topic, payload, qos, retain, properties)
+        )
         return verdict_of(_resolve(policy.check_publish(identity, message)))
     if record.get("action") == "subscribe":
-        return verdict_of(_resolve(policy.check_subscribe(identity, Subscription(topic, qos))))
+        queryable = (("queryable", "true"),) if kind == "declare_queryable" else ()
+        return verdict_of(
+            _resolve(policy.check_subscribe(identity, Subscription(topic, qos), queryable))
+        )
     raise ValueError(
         f"cannot replay action {record.get('action')!r}; only {', '.join(REPLAYED_ACTIONS)}"
     )

@@ -17,20 +17,39 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from .errors import StoreError
 from .frame import HEADER_SIZE, header_problem, is_header_prefix
 from .keyed import KeyedLog
+from .logfile import RecoveryReport
 
 T = TypeVar("T")
+
+
+class Replayed(Protocol):
+    """A log opened read-only and replayed: what :func:`inspect_log` reads of it."""
+
+    @property
+    def report(self) -> RecoveryReport: ...
+    def close(self) -> None: ...
+
+
+Reader = Callable[[str], Replayed]  # opens a log read-only with the reducer of its owner
+
+
+def read_keyed(path: str) -> Replayed:
+    """The reader of the :class:`KeyedLog` files (broker.log, claims.log)."""
+    return KeyedLog.open(path, readonly=True)
 
 
 @dataclass(frozen=True, slots=True)
 class LogCondition:
     """What a read-only open of one log found. ``state``: ``missing`` | ``ok`` | ``salvaged``
     (opens; damaged ranges will be dropped) | ``refused`` (will not open: damaged) |
-    ``unreadable`` (an OS error: permissions, I/O)."""
+    ``unreadable`` (an OS error: permissions, I/O) | ``blocked`` (intact, but the broker will
+    not use it as it is: e.g. a policy bundle signed by a key no longer trusted; the detail
+    says what to change; never set aside, as it is not damage)."""
 
     path: str
     state: str
@@ -41,12 +60,14 @@ class LogCondition:
         return self.state == "refused"
 
 
-def inspect_log(path: str | os.PathLike[str]) -> LogCondition:
+def inspect_log(path: str | os.PathLike[str], reader: Reader = read_keyed) -> LogCondition:
+    """Open ``path`` read-only with ``reader`` (the owner's reducer: a bridge queue is not a
+    keyed log) and say what the broker will do with it."""
     name = str(path)
     if not os.path.exists(name):
         return LogCondition(name, "missing", "no file: the broker starts empty and creates it")
     try:
-        keyed = KeyedLog.open(name, readonly=True)
+        keyed = reader(name)
     except StoreError as exc:
         if exc.errno is not None:
             return LogCondition(name, "unreadable", str(exc))
@@ -60,7 +81,7 @@ def inspect_log(path: str | os.PathLike[str]) -> LogCondition:
     return LogCondition(name, "salvaged", f"opens, dropping what is damaged: {report}")
 
 
-def refusal(path: str | os.PathLike[str]) -> LogCondition | None:
+def refusal(path: str | os.PathLike[str], reader: Reader = read_keyed) -> LogCondition | None:
     """What :func:`inspect_log` would say if it refuses ``path``, else None, without replaying a
     log whose header is sound: such a log always opens (damage after the header is salvaged),
     so only a bad header needs the replay that looks for an intact record. ``edge-broker
@@ -73,7 +94,7 @@ def refusal(path: str | os.PathLike[str]) -> LogCondition | None:
         return None
     if is_header_prefix(head) or header_problem(head) is None:
         return None
-    condition = inspect_log(path)
+    condition = inspect_log(path, reader)
     return condition if condition.refused else None
 
 
@@ -95,31 +116,37 @@ def set_aside(path: str | os.PathLike[str], now: float | None = None) -> Path:
 
 
 def open_or_set_aside(
-    path: str | os.PathLike[str], opener: Callable[[], T], on_damage: str, log: logging.Logger
+    path: str | os.PathLike[str],
+    opener: Callable[[], T],
+    on_damage: str,
+    log: logging.Logger,
+    reader: Reader = read_keyed,
+    lost: str = "sessions, retained messages or claims",
 ) -> T:
     """``opener()``; when it fails because the log is damaged (:func:`inspect_log` says
     ``refused``) and ``on_damage`` is ``"set-aside"``, move the log aside, say so at error
-    level, and open an empty one. Any other failure is raised as it is."""
+    level (``lost``: what was in it), and open an empty one. Any other failure is raised as
+    it is."""
     try:
         return opener()
     except StoreError:
-        if on_damage != "set-aside" or not inspect_log(path).refused:
+        if on_damage != "set-aside" or not inspect_log(path, reader).refused:
             raise
     moved = set_aside(path)
     log.error(
         "the state file %s was damaged beyond repair: moved to %s, starting with an EMPTY "
-        "store (sessions, retained messages or claims in it are not restored); inspect it with "
-        "`edge-broker state check`",
+        "store (%s in it are not restored); inspect it with `edge-broker state check`",
         path,
         moved,
+        lost,
         extra={"event": "store_set_aside", "path": str(path), "moved_to": str(moved)},
     )
     return opener()
 
 
-def damage_hint(path: str | os.PathLike[str]) -> str:
+def damage_hint(path: str | os.PathLike[str], reader: Reader = read_keyed) -> str:
     """The way out, appended to a refusal when the log is damaged (not busy, not unreadable)."""
-    if not inspect_log(path).refused:
+    if not inspect_log(path, reader).refused:
         return ""
     return (
         "; the file is damaged: `edge-broker state set-aside --config FILE` moves it aside "

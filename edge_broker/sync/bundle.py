@@ -190,3 +190,24 @@ def check_acceptable(bundle: PolicyBundle, gateway_id: str, current_version: int
             f"bundle v{bundle.version} is not newer than the applied v{current_version}; refused "
             "(anti-rollback)"
         )
+
+
+def stored_damage(data: bytes, trusted_keys: Mapping[str, nacl.signing.VerifyKey]) -> str | None:
+    """What is wrong with a saved bundle when its bytes are damaged (not an envelope, or a
+    signature that a trusted key's does not match: bytes changed after signing), else None.
+
+    A sound bundle signed by a key no longer trusted, or for another gateway, is not damage:
+    ``[persistence] on_damage = "set-aside"`` never moves it, since starting on the base config
+    instead of a policy the operator deliberately stopped trusting must be a decision."""
+    try:
+        envelope = read_envelope(data)
+    except BundleError as exc:
+        return str(exc)
+    key = trusted_keys.get(envelope["kid"])
+    if key is None:
+        return None
+    try:
+        key.verify(envelope["body"], envelope["sig"])
+    except (nacl.exceptions.BadSignatureError, ValueError):
+        return "its signature does not verify: the file was altered after it was saved"
+    return None

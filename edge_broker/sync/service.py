@@ -24,7 +24,14 @@ that restarts with its uplink down keeps the last policy it accepted.
 ``<state_dir>/status.json``.
 
 With ``audit_upload`` and an ``[audit] dir``, audit batches go to ``edge/<gateway>/audit`` over
-the same client (``sync.upload``): QoS 1, one batch in flight, the cursor saved after the PUBACK.
+the same client (``sync.upload``): QoS 1, one batch in flight. The cursor moves (and is saved)
+only when a collector confirms the batch *stored* on ``edge/<gateway>/audit/stored`` (payload:
+the batch id), never on the cloud broker's PUBACK: a PUBACK only says the broker took the
+message, which it drops when no collector is subscribed. Unconfirmed, the batch is sent again
+every ``STORED_WAIT`` seconds, and at once when a collector announces itself on
+``edge/collectors/online`` (``edge-broker-pipeline collect`` does on every connect). So no batch
+is lost whatever starts first, gateway or collector, and a collector restart costs no session
+state on the cloud broker (docs: ``edge_broker/pipeline/README.md`` "collect").
 """
 
 from __future__ import annotations
@@ -41,11 +48,26 @@ from typing import TYPE_CHECKING, Any
 import nacl.signing
 
 from ..keys import load_verify_key
+from ..store.damage import set_aside
 from .apply import merged_config
-from .bundle import BundleError, PolicyBundle, check_acceptable, key_id, verify_bundle
+from .bundle import (
+    BundleError,
+    PolicyBundle,
+    check_acceptable,
+    key_id,
+    stored_damage,
+    verify_bundle,
+)
 from .errors import SyncError
-from .state import BUNDLE_FILE, SyncStateDir, SyncStateError, SyncStatus
-from .upload import AuditBatch, UploadStatus, next_batch
+from .state import BUNDLE_FILE, CURSOR_FILE, STATUS_FILE, SyncStateDir, SyncStateError, SyncStatus
+from .upload import (
+    COLLECTORS_ONLINE,
+    AuditBatch,
+    UploadStatus,
+    audit_topic,
+    next_batch,
+    stored_topic,
+)
 
 if TYPE_CHECKING:
     import paho.mqtt.client as paho
@@ -57,11 +79,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edge_broker.sync")
 
-STATUS_FILE = "status.json"
-RESEND_AFTER = (
-    60.0  # seconds without PUBACK (and no reconnect that resends it) before sending again
-)
 UPLOAD_IDLE = 0.5  # seconds between looks at the audit log when nothing is pending
+STORED_WAIT = 30.0  # seconds without a collector's "stored" before the batch is sent again
 
 
 def policy_topic(gateway: str) -> str:
@@ -70,10 +89,6 @@ def policy_topic(gateway: str) -> str:
 
 def status_topic(gateway: str) -> str:
     return f"edge/{gateway}/policy/status"
-
-
-def audit_topic(gateway: str) -> str:
-    return f"edge/{gateway}/audit"
 
 
 def default_state_dir(config: Config) -> Path:
@@ -130,8 +145,22 @@ class SyncService:
         the ways out. Refusing beats serving the last bundle unverified: a rotated key may mean
         the old one is compromised.
         """
+        self._load_cursor()
         data = self.state.load_bundle()
         if data is None:
+            return
+        saved = self.state.path / BUNDLE_FILE
+        damage = stored_damage(data, self.trusted)
+        if damage is not None and self.base.persistence.on_damage == "set-aside":
+            moved = set_aside(saved)
+            log.error(
+                "the saved policy bundle %s is damaged (%s): moved to %s; starting WITHOUT it, on "
+                "the base config alone, until the cloud sends a bundle",
+                saved,
+                damage,
+                moved,
+                extra={"event": "store_set_aside", "path": str(saved), "moved_to": str(moved)},
+            )
             return
         ok, reason, _ = await self.handle(data, persist=False, report=False)
         if ok:
@@ -142,7 +171,6 @@ class SyncService:
                 extra={"event": "bundle_restored", "version": self.status.version},
             )
             return
-        saved = self.state.path / BUNDLE_FILE
         log.error(
             "the persisted policy bundle %s cannot be applied: %s",
             saved,
@@ -156,7 +184,41 @@ class SyncService:
             "old and new keys trusted while rotating), or fix what changed ([sync] gateway_id, "
             f"the base config), or delete {saved} to start deliberately from the base config "
             "until the cloud sends a new bundle"
+            + (
+                ""
+                if damage is None
+                else "; the file is damaged: `edge-broker state set-aside --config FILE` moves it "
+                'aside (or set [persistence] on_damage = "set-aside" to do so at start)'
+            )
         )
+
+    def _load_cursor(self) -> None:
+        """The audit upload position (before the broker serves: a damaged cursor refuses the
+        start, or is set aside under ``on_damage = "set-aside"``)."""
+        if not (
+            self.settings.source == "mqtt"
+            and self.settings.audit_upload
+            and self.broker.audit is not None
+        ):
+            return
+        try:
+            self._cursor = self.state.load_cursor()
+        except SyncStateError as exc:
+            if self.base.persistence.on_damage != "set-aside":
+                raise SyncError(str(exc)) from exc
+            cursor = self.state.path / CURSOR_FILE
+            moved = set_aside(cursor)
+            log.error(
+                "the audit upload cursor %s is damaged: moved to %s; the upload starts "
+                "again at the oldest audit record (the cloud may receive some twice)",
+                cursor,
+                moved,
+                extra={
+                    "event": "store_set_aside",
+                    "path": str(cursor),
+                    "moved_to": str(moved),
+                },
+            )
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -168,10 +230,6 @@ class SyncService:
                     extra={"event": "audit_upload_off"},
                 )
             if self.settings.audit_upload and self.broker.audit is not None:
-                try:
-                    self._cursor = self.state.load_cursor()
-                except SyncStateError as exc:
-                    raise SyncError(str(exc)) from exc
                 self._spawn(self._upload_loop())
         elif self.settings.source == "directory":
             self._spawn(self._directory_loop())
@@ -357,7 +415,6 @@ class SyncService:
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
-        client.on_publish = self._on_publish
         self._client = client
         client.connect_async(s.host, s.port, s.keepalive)
         client.loop_start()
@@ -376,6 +433,8 @@ class SyncService:
             )
             return
         client.subscribe(policy_topic(self.gateway), qos=1)
+        if self.settings.audit_upload and self.broker.audit is not None:
+            client.subscribe([(stored_topic(self.gateway), 1), (COLLECTORS_ONLINE, 1)])
         self._threadsafe(self._set_connected, True)
 
     def _on_disconnect(
@@ -391,22 +450,30 @@ class SyncService:
                 extra={"event": "uplink_up" if connected else "uplink_down"},
             )
         self.status.connected = connected
+        if connected and self.upload.pending is not None:
+            # a "stored" sent while we were away is lost (clean session): ask again now
+            self._send(self.upload.pending)
 
     def _on_message(self, client: paho.Client, userdata: Any, message: Any) -> None:
         if message.topic == policy_topic(self.gateway) and message.payload:
             self._threadsafe(self._spawn, self.handle(bytes(message.payload)))
-
-    def _on_publish(
-        self, client: paho.Client, userdata: Any, mid: int, reason: Any, properties: Any
-    ) -> None:
-        self._threadsafe(self._acked, mid)
+        elif message.topic == stored_topic(self.gateway):
+            self._threadsafe(self._stored, bytes(message.payload).decode("utf-8", "replace"))
+        elif message.topic == COLLECTORS_ONLINE:
+            self._threadsafe(self._collector_online)
 
     # -- audit upload -------------------------------------------------------------------------
 
-    def _acked(self, mid: int) -> None:
+    def _collector_online(self) -> None:
+        """A collector (re)connected: what waits for a "stored" may have reached nobody."""
+        if self.upload.pending is not None and self.status.connected:
+            self._send(self.upload.pending)
+
+    def _stored(self, batch_id: str) -> None:
+        """A collector stored ``batch_id``: only now does the cursor move past it."""
         batch = self.upload.pending
-        if batch is None or mid != self._pending_mid:
-            return
+        if batch is None or batch_id.strip() != batch.batch_id:
+            return  # a late confirmation of an earlier batch, or of another sender's
         self.upload.pending = None
         self._pending_mid = None
         self._cursor = (batch.segment, batch.last)
@@ -421,8 +488,8 @@ class SyncService:
         while True:
             pending = self.upload.pending
             if pending is not None:
-                if self.status.connected and time.monotonic() - self._pending_since > RESEND_AFTER:
-                    self._send(pending)  # not acknowledged and not resent by a reconnect: again
+                if self.status.connected and time.monotonic() - self._pending_since > STORED_WAIT:
+                    self._send(pending)  # no collector confirmed it stored: again
                 await asyncio.sleep(UPLOAD_IDLE)
                 continue
             if not self.status.connected:

@@ -11,11 +11,14 @@ written (format in ``edge_broker/audit/record.py``)::
     ...
 
 The batch id ``segment:first-last`` names the lines exactly, so the cloud can drop a batch it
-already stored. The cursor moves (and is persisted) only after the PUBACK: a batch sent into an
-outage is sent again with the same id (at least once); in the normal case each batch is sent
-once. Records wait in the audit log itself, whose rotation bounds the disk used; segments that
-rotation deleted before they were uploaded are counted in ``lost_segments`` of the next batch
-and in ``UploadStatus.segments_lost``.
+already stored. The cursor moves (and is persisted) only when a collector confirms the batch
+stored, by publishing its id on ``edge/<gateway>/audit/stored`` (:func:`stored_topic`); the
+cloud broker's PUBACK is not enough (with no collector subscribed it drops the message). A batch
+not confirmed is sent again with the same id (at least once): after a wait, on reconnect, and
+when a collector announces itself on :data:`COLLECTORS_ONLINE`; collectors store by batch id, so
+a batch sent twice is stored once. Records wait in the audit log itself, whose rotation bounds
+the disk used; segments that rotation deleted before they were uploaded are counted in
+``lost_segments`` of the next batch and in ``UploadStatus.segments_lost``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,20 @@ from dataclasses import dataclass
 
 from ..audit.log import list_segments, read_records
 from ..audit.record import encode_record
+
+COLLECTORS_ONLINE = "edge/collectors/online"
+"""A collector publishes here (QoS 1, its client id) once subscribed: gateways resend at once
+the batch they wait on, so a collector that starts after them gets it without delay."""
+
+
+def audit_topic(gateway: str) -> str:
+    """Where ``gateway`` publishes its batches."""
+    return f"edge/{gateway}/audit"
+
+
+def stored_topic(gateway: str) -> str:
+    """Where a collector confirms a batch of ``gateway`` stored (payload: the batch id)."""
+    return f"edge/{gateway}/audit/stored"
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,7 +177,9 @@ def test_lint_warns_where_clientid_is_not_bound(tmp_path: Path) -> None:
     assert "ops" not in out.split("password entries without clientids:")[1].split(";")[0]
     assert "for method 'token': tokens without a 'client_id' claim" in out
     assert "for method 'smoker'" not in out
-    assert "2 finding(s)" in out
+    # and ops, whom no assignment selects under unassigned = "deny", can do nothing
+    assert "passwords: user(s) 'ops' can log in but have no permissions" in out
+    assert "3 finding(s)" in out
 
 
 def test_lint_reports_open_tenant_choice(tmp_path: Path) -> None:
@@ -189,7 +191,7 @@ def test_lint_reports_open_tenant_choice(tmp_path: Path) -> None:
 
 def test_lint_is_quiet_when_every_method_binds_the_client_id(tmp_path: Path) -> None:
     out = _lint_binding(tmp_path, "require_client_id_binding = true", "sensor-*")
-    assert "${clientid}" not in out and "0 finding(s)" in out
+    assert "${clientid}" not in out and "1 finding(s)" in out  # only: 'ops' has no permissions
 
 
 def test_lint_clean_config(tmp_path: Path) -> None:

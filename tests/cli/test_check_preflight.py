@@ -108,7 +108,13 @@ def test_run_names_the_listener_whose_port_is_taken(tmp_path: Path) -> None:
         port = holder.getsockname()[1]
         conf = tmp_path / "b.toml"
         conf.write_text(f'[[listeners]]\nname = "plain"\nport = {port}\n')
-        assert check(conf).returncode == 0  # another process: only binding finds it
+        checked = check(conf)  # another process: only trying the bind finds it (issue 29)
+        assert checked.returncode == 1 and "Traceback" not in checked.stderr
+        assert (
+            f"listeners[0].port: listener 'plain' on 127.0.0.1:{port}: the port is in use, held "
+            f"by python" in checked.stderr
+        )
+        assert f"(pid {os.getpid()}: " in checked.stderr  # who holds it: this test
         result = run_briefly(conf)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr

@@ -139,7 +139,7 @@ def test_second_run_is_idempotent_then_uninstall_and_purge(
 
     (copy / "var/lib/edge-broker/claims.log").write_text("state")
     out = run("--root", str(copy), "--uninstall").stdout
-    assert "kept /etc/edge-broker" in out
+    assert f"kept {copy}/etc/edge-broker and {copy}/var/lib/edge-broker" in out  # what it kept
     assert not (copy / "etc/systemd/system/edge-broker.service").exists()
     assert not (copy / "opt/edge-broker").exists()
     assert conf.exists() and (copy / "var/lib/edge-broker/claims.log").exists()
@@ -304,3 +304,45 @@ def test_root_image_runs_when_root_becomes_slash(
     assert broker.returncode == 0, out
     assert "Traceback" not in out
     assert any(p.name == "broker.log" for p in state.rglob("*")), list(state.rglob("*"))
+
+
+def test_root_build_says_what_it_built_where(installed: tuple[Path, str]) -> None:
+    """Under --root nothing is installed on this machine: each line names the file it wrote
+    under DIR, never a device path as if it had been created (issue 29 row 13)."""
+    root, out = installed
+    assert "install.sh: created /opt/edge-broker/venv" not in out
+    assert "into /opt/edge-broker/venv" not in out
+    assert (
+        f"created the virtual environment {root}/opt/edge-broker/venv "
+        "(on the device: /opt/edge-broker/venv)"
+    ) in out
+    assert f"into {root}/opt/edge-broker/venv" in out
+    assert "nothing was installed on this machine" in out
+    built = [
+        line.removeprefix("install.sh:").strip()
+        for line in out.splitlines()
+        if line.startswith(f"install.sh:   {root}/")
+    ]
+    assert len(built) == 6, out
+    for path in built:
+        assert Path(path).exists(), path
+
+
+def test_installed_docs_resolve_every_link(installed: tuple[Path, str]) -> None:
+    """The doc folder holds every page the README and the docs link, as in the source tree
+    (issue 29 row 13: only README.md and operations.md were installed)."""
+    import re
+
+    root, _ = installed
+    doc = root / "opt/edge-broker/doc"
+    pages = sorted(doc.rglob("*.md"))
+    assert doc / "README.md" in pages and doc / "docs/operations.md" in pages
+    assert {p.name for p in (ROOT / "docs").glob("*.md")} <= {p.name for p in pages}
+    checked = 0
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            assert (page.parent / target).is_file(), f"{page.relative_to(doc)} links {target}"
+            checked += 1
+    assert checked > 20  # README's and docs/README.md's links at least

@@ -241,7 +241,7 @@ def test_uploaded_batches_are_input_once(spark: Any, tmp_path: Path, broker_fact
                     "-o",
                     str(store),
                     "--count",
-                    "3",
+                    "2",  # new batches: the repeat of the first is stored once
                     "--idle",
                     "20",
                 ]
@@ -372,3 +372,82 @@ def test_what_changed_this_week(spark: Any, tmp_path: Path) -> None:
     assert "Denials: 10 this week, 6 the week before." in section
     assert "<td>claims</td><td>(no rule)</td><td>4</td>" in section  # a new denial
     assert list((tmp_path / "out" / "week_new_clients").glob("*.parquet"))
+
+
+def test_whatif_counts_cannot_judge_per_rule_and_weights_by_count(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 30: an older record (no qos) judged against a rule with a QoS condition is not
+    replayed as QoS 0 but counted as "cannot judge" under that rule, and the job fails unless
+    told to accept it; a record's ``count`` weighs its request."""
+    from edge_broker.pipeline.whatif import CannotJudge
+
+    base = {"v": 1, "ts": 1.0, "gw": "g", "type": "decision", "action": "publish"}
+    lines = [
+        # current format: judged; aggregated (count 5) and QoS 1: newly refused
+        {**base, "client": "c1", "topic": "sensors/c1/t", "qos": 1, "retain": False,
+         "outcome": "allow", "count": 5},
+        # older format (no qos, no retain): depends on the QoS condition
+        {**base, "client": "c1", "topic": "sensors/c1/h", "outcome": "allow"},
+        {**base, "client": "c1", "topic": "sensors/c1/h", "outcome": "allow"},
+    ]  # fmt: skip
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    policy = {
+        "permissions": {
+            "unassigned": "deny",
+            "sets": {
+                "s": {
+                    "rules": [
+                        {
+                            "id": "own-data",
+                            "topic": "sensors/${clientid}/#",
+                            "activity": "PUBLISH",
+                            "qos": "ZERO",
+                        }
+                    ]
+                }
+            },
+            "assign": [{"client_id": "c*", "sets": ["s"]}],
+        }
+    }
+    candidate = PolicyBundle(2, "g", 0, policy, "k", b"")
+    with pytest.raises(CannotJudge, match="1 of 2 distinct requests \\(2 logged\\) cannot be"):
+        run_whatif(spark, [str(tmp_path / "logs")], candidate, str(tmp_path / "wi"))
+    summary = json.loads((tmp_path / "wi" / "summary.json").read_text())
+    assert summary["cannot_judge"]["requests"] == 1 and summary["cannot_judge"]["logged"] == 2
+    assert summary["cannot_judge"]["by_rule"] == [
+        {
+            "tenant": "~",
+            "rules": "(no rule) | own-data",
+            "missing": "qos",
+            "requests": 1,
+            "logged": 2,
+        }
+    ]
+    assert summary["logged"] == 7 and summary["changed"] == 1 and summary["changed_logged"] == 5
+    result = run_whatif(
+        spark, [str(tmp_path / "logs")], candidate, str(tmp_path / "wi2"), accept_unjudged=True
+    )
+    assert (result.requests, result.changed, result.unjudged, result.unjudged_logged) == (
+        2,
+        1,
+        1,
+        2,
+    )
+    # the command line: exit 4 with the count on stderr, 0 with --accept-unjudged
+    import nacl.signing
+
+    from edge_broker.pipeline.cli import main
+    from edge_broker.sync.bundle import create_bundle
+
+    signer = nacl.signing.SigningKey(bytes(32))
+    (tmp_path / "c.cbor").write_bytes(
+        create_bundle(signer, version=2, gateway="g", issued_at=1, policy=policy)
+    )
+    args = ["--master", "local[2]", "whatif", str(tmp_path / "logs")]
+    args += ["--candidate", str(tmp_path / "c.cbor"), "-o", str(tmp_path / "cli")]
+    assert main(args) == 4
+    assert "cannot be judged" in capsys.readouterr().err
+    assert main([*args, "--accept-unjudged"]) == 0
+    assert "1 of 2 distinct requests would change, 1 cannot be judged" in capsys.readouterr().out

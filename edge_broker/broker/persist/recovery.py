@@ -84,10 +84,12 @@ def recover(store: Persistence, broker: RecoveryTarget) -> None:
     # compaction asks held_rows (issue 17: a copy per reference cost as much as its ops).
     store.keyed.hold(REFS, store)
     store._recording = True
+    # Only deletions are drops: rows rewritten in place and the format mark are not.
+    dropped = sum(isinstance(op, Delete) for op in drop)
     log.info(
         f"broker store {store.keyed.path}: {len(sessions)} sessions, {messages} queued "
         f"messages, {retained} retained messages restored in "
-        f"{time.perf_counter() - started:.3f} s ({len(drop)} expired or unusable records "
+        f"{time.perf_counter() - started:.3f} s ({dropped} expired or unusable records "
         "dropped)",
         extra={
             "event": "store_loaded",
@@ -95,7 +97,7 @@ def recover(store: Persistence, broker: RecoveryTarget) -> None:
             "sessions": len(sessions),
             "messages": messages,
             "retained": retained,
-            "dropped": len(drop),
+            "dropped": dropped,
         },
     )
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..audit import events as audit_events
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
+from ..auth.login_fairness import login_source
 from ..authz.decision import Decision
 from ..config import Config, ListenerConfig, claims_enabled
 from ..engine.connection import Timeout
@@ -36,7 +37,7 @@ from .listeners import connection_info, start_listener
 from .message import Message, will_message
 from .ownership import Principal
 from .policy import Policy, build_pipeline, open_audit_log
-from .pre_auth import connect_timed_out
+from .pre_auth import SourceRates, connect_timed_out, source_rate_refusal
 from .read_pool import ReadPool
 from .rejudge import judge_will, recheck_subscriptions, will_refused
 from .retained import MemoryRetainedStore, RetainedStore
@@ -118,6 +119,9 @@ class Broker:
         self._connect_timeout = config.broker.connect_timeout
         self._rate_tokens = float(config.limits.connect_burst)
         self._rate_at = clock()
+        self.source_rates = SourceRates()  # per-source connect rate (issue 31 item 4)
+        # what authentication methods keep across reloads (auth/methods.py KEEPS_STATE)
+        self.auth_kept: dict[str, object] = {}
         self._stop = asyncio.Event()
         self._all_closed: asyncio.Event | None = None  # set by shutdown() while it waits
         # the one source of "when next": the heaps above and the periodic duties (tick())
@@ -333,6 +337,9 @@ class Broker:
                 "limits.max_connections", f"CONNECT refused: {reason}", conn.client_id
             )
             return (ReasonCode.QUOTA_EXCEEDED, reason)
+        source_refusal = source_rate_refusal(conn)
+        if source_refusal is not None:
+            return (ReasonCode.CONNECTION_RATE_EXCEEDED, source_refusal)
         now = self.clock()
         self._rate_tokens = min(
             float(limits.connect_burst),
@@ -342,6 +349,7 @@ class Broker:
         if self._rate_tokens < 1.0:
             reason = "too many connections per second (limits.connect_rate)"
             self.limit_hits.hit("limits.connect_rate", f"CONNECT refused: {reason}", conn.client_id)
+            self.source_rates.give_back(login_source(conn.info.remote_address))
             return (ReasonCode.CONNECTION_RATE_EXCEEDED, reason)
         self._rate_tokens -= 1.0
         return None
@@ -349,7 +357,9 @@ class Broker:
     def auth_chain(self, listener: ListenerConfig) -> AuthChain:
         chain = self._chains.get(listener.name)
         if chain is None:
-            chain = self._chains[listener.name] = AuthChain.from_config(listener, self.config)
+            chain = self._chains[listener.name] = AuthChain.from_config(
+                listener, self.config, self.auth_kept
+            )
         return chain
 
     def topic_space(self, tenant: str) -> TopicSpace:

@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
-import re
 import signal
 import subprocess
 import sys
@@ -39,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_logins import password_file  # noqa: E402
+from bench_logins import launch, password_file  # noqa: E402
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
 from edge_broker.mqtt.packets import Connack, Connect, Disconnect  # noqa: E402
@@ -60,31 +58,12 @@ def device_address(i: int) -> str:
 def start_broker(
     root: Path, workdir: Path, passwd: Path
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
-    config = workdir / "broker.toml"
-    config.write_text(
+    return launch(
+        root,
+        workdir,
         f'[passwords]\nfile = "{passwd}"\n\n'
-        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
+        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n',
     )
-    log = workdir / "broker.log"
-    env = dict(os.environ, PYTHONPATH=str(root))
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "edge_broker", "run", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=root,
-            env=env,
-        )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
-        if found:
-            return proc, int(found.group(1)), log
-        if proc.poll() is not None:
-            raise SystemExit(f"broker exited:\n{log.read_text()}")
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("broker did not start")
 
 
 async def connect(

@@ -223,3 +223,29 @@ def test_origin_values_are_keyed() -> None:
     assert NAME == ORIGIN_PROPERTY
     a, b = origin_value("gw", b"k" * 16), origin_value("gw", b"j" * 16)
     assert a != b and a.startswith("gw ") and origin_value("gw", b"k" * 16) == a
+
+
+def test_a_forged_origin_in_a_will_does_not_hide_it_from_the_bridge(
+    broker_factory: Any, mosquitto_factory: Any
+) -> None:
+    """The will is published by the broker, later, from what the client sent in CONNECT: its
+    forged entry stops nothing either (only the tagged value of one of our bridges does)."""
+    import socket
+
+    from edge_broker.mqtt.packets import Properties as MqttProperties
+    from edge_broker.mqtt.packets import Will
+
+    cloud = mosquitto_factory()
+    gw = gateway(broker_factory, cloud.port, "3.1.1", ALARMS)
+    wait_log(gw, "bridge cloud connected")
+    on_cloud = Collector(cloud.port, [("alarms/#", 1)], protocol=paho.MQTTv311)
+    try:
+        forged_props = MqttProperties(user_properties=((ORIGIN_PROPERTY, "gw-cloud"),))
+        will = Will("alarms/gone", b"will", 1, False, forged_props)
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as sock:
+            sock.sendall(encode(Connect(5, "dying", True, 60, will), 5))
+            assert sock.recv(64)[:1] == b"\x20"  # CONNACK; then the socket just closes
+        got = on_cloud.wait_for(1)
+    finally:
+        on_cloud.close()
+    assert [(t, p) for t, p, *_ in got] == [("alarms/gone", b"will")]

@@ -108,13 +108,13 @@ class LimitsConfig:
     max_subscriptions_total: int = 20_000  # all clients and topic spaces together (issue 16)
     connect_rate: float = 200.0  # new connections per second, token bucket
     connect_burst: int = 400
-    # One source's bucket beside the global one (issue 31 item 4, broker/pre_auth.py): this
+    # One source's bucket beside the global one (issue 31 item 4, broker/limits/pre_auth.py): this
     # share of connect_rate and connect_burst per client address (IPv6: per /64)
     source_connect_share: float = 0.5
     max_connect_sources: int = 10_000  # sources with a bucket; least recently seen dropped
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
     write_buffer_low: int = 64 * 1024
-    # Broker-wide bounds on socket buffers (issue 16, broker/read_pool.py, write_budget.py):
+    # Broker-wide bounds on socket buffers (issue 16, broker/limits/read_pool.py, write_budget.py):
     # max_connections × max_packet_size and × write_buffer_high would be 2.5 GiB.
     read_buffer_size: int = 8 * 1024  # unfinished-packet bytes a connection holds on its own
     read_pool_size: int = 4 * 1024 * 1024  # beyond that, shared by all connections
@@ -189,7 +189,7 @@ class ClaimsConfig:
 
 @dataclass(frozen=True, slots=True)
 class PersistenceConfig:
-    """``[persistence]`` (issue 8, broker/persistence.py): persistent sessions and retained
+    """``[persistence]`` (issue 8, broker/persist/persistence.py): persistent sessions and retained
     messages in ``<state_dir>/broker.log``. ``state_dir`` ``None``: ``$EDGE_BROKER_STATE_DIR``,
     else /var/lib/edge-broker when writable, else ./var/edge-broker (claims live there too).
     ``durability``: ``sync`` (PUBACK/PUBREC after fsync), ``interval`` (fsync every

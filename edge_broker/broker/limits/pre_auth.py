@@ -11,16 +11,33 @@ SMOKER nonce exchange, a wait for a password-check slot).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ..auth.login_fairness import login_source
-from ..config import LimitsConfig
-from ..mqtt.packets import Connect
-from ..mqtt.reason_codes import ReasonCode
-from ..mqtt.session_states import ConnState
+from ...config import LimitsConfig
+from ...mqtt.packets import Connect
+from ...mqtt.reason_codes import ReasonCode
+from ...mqtt.session_states import ConnState
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .limit_hits import LimitHits
+
+
+class Peer(Protocol):
+    """A connection as the bounds before and around authentication see it (``Connection`` is
+    one): its state, and the two ways it is ended."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def state(self) -> ConnState: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    def close(self, reason_code: int | None, reason: str, will: bool = True) -> None: ...
+
+    def refuse_connect(self, reason_code: int, reason: str) -> None: ...
 
 
 class SourceRates:
@@ -58,21 +75,23 @@ class SourceRates:
         return len(self._buckets)
 
 
-def source_rate_refusal(conn: Connection) -> str | None:
-    """The Reason String when the connection's source has spent its share of the connect rate
-    (counted and logged as ``limits.source_connect_share``), or None (a token taken)."""
-    broker = conn.broker
-    limits = broker.config.limits
-    source = login_source(conn.info.remote_address)
-    if broker.source_rates.take(source, limits, broker.clock()):
+def source_rate_refusal(
+    rates: SourceRates,
+    source: str,
+    limits: LimitsConfig,
+    now: float,
+    hits: LimitHits,
+    client_id: str,
+) -> str | None:
+    """The Reason String when ``source`` has spent its share of the connect rate (counted and
+    logged as ``limits.source_connect_share``), or None (a token taken)."""
+    if rates.take(source, limits, now):
         return None
     reason = (
         f"too many connections per second from {source} (limits.source_connect_share: "
         f"{limits.source_connect_share:g} of limits.connect_rate per address)"
     )
-    broker.limit_hits.hit(
-        "limits.source_connect_share", f"CONNECT refused: {reason}", conn.client_id
-    )
+    hits.hit("limits.source_connect_share", f"CONNECT refused: {reason}", client_id)
     return reason
 
 
@@ -90,7 +109,7 @@ def user_properties_refusal(connect: Connect, limits: LimitsConfig) -> str | Non
     )
 
 
-def connect_timed_out(conn: Connection, timeout: float) -> None:
+def connect_timed_out(conn: Peer, timeout: float, hits: LimitHits) -> None:
     """``broker.connect_timeout`` passed before CONNACK: say what did not finish in time.
 
     Waiting for CONNECT (TCP or a WebSocket that never finished its upgrade) is closed; a client
@@ -101,7 +120,6 @@ def connect_timed_out(conn: Connection, timeout: float) -> None:
     if conn.closing:
         return  # already on its way out (a taken-over session's old connection flushing)
     limit = "broker.connect_timeout"
-    hits = conn.broker.limit_hits
     if conn.state is ConnState.AWAIT_CONNECT:
         reason = f"no CONNECT within broker.connect_timeout ({timeout:g} s)"
         hits.hit(limit, f"connection closed: {reason}")

@@ -23,6 +23,7 @@ from ..mqtt.packets import NO_PROPERTIES, Properties, Puback, Pubcomp, Publish, 
 from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
 from .awaiting import all_of
+from .bridging import client_properties
 from .handle_claims import handle_claim_publish
 from .limits.publish_quota import quota_reason
 from .limits.topic_limits import topic_limit, topic_limit_reason
@@ -83,6 +84,7 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
                 conn.protocol_error(exc)
                 return None
             props = replace(props, topic_alias=None)
+        props = client_properties(broker.bridges, props)  # no forged bridge origin (issue 31)
         if props.subscription_identifiers:
             conn.violation(
                 ReasonCode.PROTOCOL_ERROR,

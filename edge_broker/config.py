@@ -110,6 +110,10 @@ class LimitsConfig:
     max_subscriptions_total: int = 20_000  # all clients and topic spaces together (issue 16)
     connect_rate: float = 200.0  # new connections per second, token bucket
     connect_burst: int = 400
+    # One source's bucket beside the global one (issue 31 item 4, broker/limits/pre_auth.py): this
+    # share of connect_rate and connect_burst per client address (IPv6: per /64)
+    source_connect_share: float = 0.5
+    max_connect_sources: int = 10_000  # sources with a bucket; least recently seen dropped
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
     write_buffer_low: int = 64 * 1024
     # Broker-wide bounds on socket buffers (issue 16, broker/limits/read_pool.py, write_budget.py):
@@ -182,7 +186,7 @@ class ClaimsConfig:
     request_burst: float = 10.0
     request_page_claims: int = 50  # claims in one answer page (claims/info.py: "nextPage")
     request_page_bytes: int = 64 * 1024  # and about this many bytes (at least one claim)
-    request_scan_rate: float = 10_000.0  # claims all requests may examine per second
+    request_scan_rate: float = 10_000.0  # claims one client's requests may examine per second
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +243,11 @@ class PasswordsConfig:
     max_concurrent: int = 2  # argon2id checks at once
     max_hash_memory: int = 64 * 1024 * 1024  # bytes all running checks may allocate (m= of each)
     max_waiting: int = 1000  # CONNECTs waiting for a check; beyond: CONNACK 0x89 Server busy
+    # Issue 31 item 4 (auth/hash_slots.py, auth/login_fairness.py): logins fair between sources
+    max_waiting_per_source: int = 100  # of those, from one address (IPv6: one /64)
+    failure_backoff: float = 1.0  # s a (source, user) waits after a failed check, doubling
+    failure_backoff_max: float = 60.0
+    backoff_entries: int = 10_000  # (source, user) pairs remembered; oldest forgotten first
     cache_entries: int = 10_000  # verified credentials kept as keyed hashes (0: no cache)
 
 
@@ -440,6 +449,8 @@ def parse_limits(s: Section) -> LimitsConfig:
         ),
         connect_rate=s.number("connect_rate", d.connect_rate, 0.001, 1_000_000),
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
+        source_connect_share=s.number("source_connect_share", d.source_connect_share, 0.001, 1.0),
+        max_connect_sources=s.integer("max_connect_sources", d.max_connect_sources, 1, 10_000_000),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
         write_buffer_low=s.integer("write_buffer_low", d.write_buffer_low, 0, 1 << 30),
         read_buffer_size=s.integer("read_buffer_size", d.read_buffer_size, 1024, 1 << 24),
@@ -652,12 +663,26 @@ def parse_passwords(s: Section) -> PasswordsConfig:
             for problem in exc.problems:  # every bad line, each with its line number
                 s.problem("file", problem)
     d = PasswordsConfig()
+    backoff = s.number("failure_backoff", d.failure_backoff, 0, 3600)
+    backoff_max = s.number("failure_backoff_max", d.failure_backoff_max, 0, 86400)
+    if backoff_max < backoff:
+        s.problem(
+            "failure_backoff_max",
+            f"{backoff_max:g} is below failure_backoff {backoff:g}: raise it (or lower "
+            "failure_backoff; 0 turns the back-off off)",
+        )
     return PasswordsConfig(
         file=file,
         entries=entries,
         max_concurrent=s.integer("max_concurrent", d.max_concurrent, 1, 64),
         max_hash_memory=s.integer("max_hash_memory", d.max_hash_memory, 1 << 20, 1 << 40),
         max_waiting=s.integer("max_waiting", d.max_waiting, 0, 1_000_000),
+        max_waiting_per_source=s.integer(
+            "max_waiting_per_source", d.max_waiting_per_source, 0, 1_000_000
+        ),
+        failure_backoff=backoff,
+        failure_backoff_max=max(backoff, backoff_max),
+        backoff_entries=s.integer("backoff_entries", d.backoff_entries, 0, 10_000_000),
         cache_entries=s.integer("cache_entries", d.cache_entries, 0, 10_000_000),
     )
 

@@ -72,13 +72,23 @@ def start_broker(
     root: Path, workdir: Path, passwd: Path, cache_entries: int | None, connect_timeout: float
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
     extra = f"cache_entries = {cache_entries}\n" if cache_entries is not None else ""
-    config = workdir / "broker.toml"
-    config.write_text(
+    return launch(
+        root,
+        workdir,
         f'[passwords]\nfile = "{passwd}"\n{extra}\n'
         f"[broker]\nconnect_timeout = {connect_timeout}\n\n"
         "[limits]\nconnect_rate = 100000\nconnect_burst = 100000\nmax_connections = 5000\n\n"
-        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
+        '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n',
     )
+
+
+def launch(
+    root: Path, workdir: Path, config_text: str
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """``python -m edge_broker run`` of checkout ``root`` with ``config_text`` (one TCP
+    listener on 127.0.0.1 port 0); returns the process, its port and its log."""
+    config = workdir / "broker.toml"
+    config.write_text(config_text)
     log = workdir / "broker.log"
     env = dict(os.environ, PYTHONPATH=str(root))
     with open(log, "wb") as out:

@@ -22,7 +22,7 @@ factory takes the listener's config and the whole broker config and returns an A
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -31,7 +31,7 @@ from ..matching.errors import RuleError
 from ..matching.names import normalize_tenant
 from ..mqtt.packets import Auth, Connect
 from ..mqtt.reason_codes import ReasonCode
-from .methods import AUTHENTICATOR_FACTORIES
+from .methods import AUTHENTICATOR_FACTORIES, KEEPS_STATE
 
 if TYPE_CHECKING:
     from ..config import Config, ListenerConfig
@@ -118,13 +118,23 @@ class AuthChain:
         self.authenticators = tuple(authenticators)
 
     @classmethod
-    def from_config(cls, listener: ListenerConfig, config: Config) -> AuthChain:
+    def from_config(
+        cls,
+        listener: ListenerConfig,
+        config: Config,
+        kept: MutableMapping[str, object] | None = None,
+    ) -> AuthChain:
+        """``kept``: where methods in ``KEEPS_STATE`` keep what outlives a reload (the broker
+        owns the mapping; the password method's slots, cache and back-off)."""
         built: list[Authenticator] = []
         for name in listener.auth_methods:
             target = AUTHENTICATOR_FACTORIES[name]
             module_name, _, func = target.partition(":")
             factory = getattr(importlib.import_module(module_name), func)
-            built.append(factory(listener, config))
+            if name in KEEPS_STATE:
+                built.append(factory(listener, config, kept))
+            else:
+                built.append(factory(listener, config))
         return cls(built)
 
     def select(self, request: AuthRequest) -> Authenticator | None:

@@ -6,14 +6,15 @@ Pi), so 1,000 devices would wait a minute. A client whose exact (username, passw
 verified against the current entry of the password file skips the slow hash on its next CONNECT.
 
 What is kept: ``BLAKE2b(key, username ‖ password ‖ entry hash)`` with a 32-byte key drawn at
-random per process and never written anywhere. Nothing reaches disk; a reload builds a new
-authenticator (a new, empty cache) and a changed password changes the entry hash, so an old
-digest can never match again. Only successes are remembered: a wrong password always pays the
-full argon2id cost, so the cache gives an online guesser nothing. The trade-off (README,
-docs/limits-admission.md): whoever can read the broker's memory can test guesses against the
-cached digests at BLAKE2b speed instead of argon2id speed; such an attacker also sees every
-password as it arrives in CONNECT, so the cache mainly weakens the protection of the password
-of a client that is not connecting right now.
+random per process and never written anywhere. Nothing reaches disk. A changed password
+changes the entry hash, so an old digest can never match again; that is why the cache survives
+a reload (issue 31 item 4): an entry whose hash did not change keeps its digests and its devices
+stay warm. Only successes are remembered: a wrong password always pays the full argon2id cost
+(within its source's share, auth/hash_slots.py), so the cache gives an online guesser nothing.
+The trade-off (README, docs/limits-admission.md): whoever can read the broker's memory can
+test guesses against the cached digests at BLAKE2b speed instead of argon2id speed; such an
+attacker also sees every password as it arrives in CONNECT, so the cache mainly weakens the
+protection of the password of a client that is not connecting right now.
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ class CredentialCache:
             return
         self._digests[self._digest(username, password, entry_hash)] = None
         while len(self._digests) > self.max_entries:
+            self._digests.popitem(last=False)
+
+    def resize(self, max_entries: int) -> None:
+        """A new bound (a reload): the least recently used digests go first; 0 empties it."""
+        self.max_entries = max_entries
+        while len(self._digests) > max_entries:
             self._digests.popitem(last=False)
 
     def __len__(self) -> int:

@@ -19,3 +19,7 @@ AUTHENTICATOR_FACTORIES: Mapping[str, str] = MappingProxyType(
     }
 )
 """Method name (as written in a listener's ``auth_methods``) → ``module:factory``."""
+
+KEEPS_STATE: frozenset[str] = frozenset({"password"})
+"""Methods whose factory takes a third argument: the broker's mapping of state kept across
+reloads (the password method's hash slots, credential cache and failure back-off)."""

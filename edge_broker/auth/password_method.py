@@ -20,15 +20,25 @@ tells a stranger nothing; ``${clientid}`` in its permissions is then a verified 
 argon2id is deliberately slow (tens of ms here, more on a Pi) and allocates its memory cost
 for each check: verification runs in a worker thread, bounded by ``[passwords]
 max_concurrent`` checks and ``max_hash_memory`` bytes at once, with at most ``max_waiting``
-clients waiting (beyond: CONNACK 0x89 Server busy, auth/hash_slots.py). A client whose exact
-password was verified before against the current entry skips the slow check (an in-memory
-keyed-hash cache, auth/credential_cache.py; ``cache_entries``, 0 turns it off).
+clients waiting, ``max_waiting_per_source`` from one address (beyond: CONNACK 0x89 Server
+busy), served by source in turn (auth/hash_slots.py). A client whose exact password was
+verified before against the current entry skips the slow check (an in-memory keyed-hash cache,
+auth/credential_cache.py; ``cache_entries``, 0 turns it off); after failed checks a (source,
+user) pair waits ``failure_backoff`` seconds, doubling, before its next one (0x9F meanwhile,
+auth/login_fairness.py).
+
+The slots, the cache and the back-off are :class:`PasswordLogins`, kept by the broker across
+reloads (issue 31 item 4): a reload re-reads the file and the limits, and a cached credential
+whose entry hash did not change still skips the slow check (the digest covers the entry hash,
+so a changed or removed entry can never match).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
+from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING
 
 from ..identity import Identity
@@ -36,29 +46,63 @@ from ..mqtt.reason_codes import ReasonCode
 from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
 from .credential_cache import CredentialCache
 from .hash_slots import HashSlots, SlotsFull, hash_memory_kib
+from .login_fairness import FailureBackoff, login_source
 from .password import PasswordEntry, hash_password, verify_password
 
 if TYPE_CHECKING:
-    from ..config import Config, ListenerConfig
+    from ..config import Config, ListenerConfig, PasswordsConfig
 
 _JWT_RE = re.compile(rb"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
 _BAD = "bad user name or password"
 
 
+class PasswordLogins:
+    """What the password method keeps across reloads: the hash slots (shared by every listener:
+    the memory bound is the broker's), the credential cache and the failure back-off."""
+
+    __slots__ = ("slots", "cache", "backoff")
+
+    def __init__(self, passwords: PasswordsConfig) -> None:
+        self.slots = HashSlots(
+            passwords.max_concurrent,
+            passwords.max_hash_memory // 1024,
+            passwords.max_waiting,
+            passwords.max_waiting_per_source,
+        )
+        self.cache = CredentialCache(passwords.cache_entries)
+        self.backoff = FailureBackoff(
+            passwords.failure_backoff, passwords.failure_backoff_max, passwords.backoff_entries
+        )
+
+    def configure(self, passwords: PasswordsConfig) -> None:
+        """The limits of a reloaded config; what is cached and counted stays."""
+        slots = self.slots
+        slots.max_concurrent = passwords.max_concurrent
+        slots.max_memory_kib = passwords.max_hash_memory // 1024
+        slots.max_waiting = passwords.max_waiting
+        slots.max_waiting_per_source = passwords.max_waiting_per_source
+        self.cache.resize(passwords.cache_entries)
+        self.backoff.configure(
+            passwords.failure_backoff, passwords.failure_backoff_max, passwords.backoff_entries
+        )
+
+
 class PasswordAuthenticator:
-    __slots__ = ("entries", "slots", "cache", "_defer_jwt", "_dummy")
+    __slots__ = ("entries", "slots", "cache", "backoff", "_defer_jwt", "_dummy", "_clock")
 
     def __init__(
         self,
         entries: dict[str, PasswordEntry],
-        slots: HashSlots,
-        cache: CredentialCache,
+        logins: PasswordLogins,
         defer_jwt: bool,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.entries = entries
-        self.slots = slots
-        self.cache = cache
+        self.slots = logins.slots
+        self.cache = logins.cache
+        self.backoff = logins.backoff
         self._defer_jwt = defer_jwt
+        self._clock = clock
         # unknown users are checked against this, so they cost the same time as known ones
         self._dummy = PasswordEntry("", hash_password("edge-broker-unknown-user"))
 
@@ -86,17 +130,30 @@ class PasswordAuthenticator:
         if entry is not None and password and self.cache.verified(username, password, entry.hash):
             ok = True
         else:
+            source = login_source(request.info.remote_address)
+            wait = self.backoff.wait(source, username, self._clock())
+            if wait > 0:
+                return Refused(
+                    ReasonCode.CONNECTION_RATE_EXCEEDED,
+                    f"failed logins for this user from this address: the next password check "
+                    f"in {wait:.1f} s (passwords.failure_backoff)",
+                    limit="passwords.failure_backoff",
+                )
             try:
-                ok = await self._verify(entry or self._dummy, password, entry is not None)
-            except SlotsFull:
+                ok = await self._verify(entry or self._dummy, password, entry is not None, source)
+            except SlotsFull as full:
+                whose = "from this address " if full.limit.endswith("per_source") else ""
                 return Refused(
                     ReasonCode.SERVER_BUSY,
-                    f"{self.slots.max_waiting} logins are already waiting for a password check "
-                    "(passwords.max_waiting): connect again in a few seconds",
-                    limit="passwords.max_waiting",
+                    f"{full.waiting} logins {whose}are already waiting for a password check "
+                    f"({full.limit}): connect again in a few seconds",
+                    limit=full.limit,
                 )
             if ok and entry is not None and password:
                 self.cache.remember(username, password, entry.hash)
+                self.backoff.succeeded(source, username)
+            else:
+                self.backoff.failed(source, username, self._clock())
         if entry is None or not ok or not password:
             return Refused(ReasonCode.BAD_USER_NAME_OR_PASSWORD, _BAD)
         if not entry.allows_client_id(connect.client_id):  # issue 15 item 8: bound client ids
@@ -138,11 +195,13 @@ class PasswordAuthenticator:
             )
         )
 
-    async def _verify(self, entry: PasswordEntry, password: bytes, known: bool) -> bool:
-        """The slow check in a worker thread, inside the slots; its slot and memory are
-        released when the thread is done, even if the client left (and this task was
-        cancelled) meanwhile, so the bounds hold for the work actually running."""
-        weight = await self.slots.acquire(hash_memory_kib(entry.hash))
+    async def _verify(
+        self, entry: PasswordEntry, password: bytes, known: bool, source: str
+    ) -> bool:
+        """The slow check in a worker thread, inside the slots (in ``source``'s turn); its
+        slot and memory are released when the thread is done, even if the client left (and
+        this task was cancelled) meanwhile, so the bounds hold for the work actually running."""
+        weight = await self.slots.acquire(hash_memory_kib(entry.hash), source)
         if known and self.cache.verified(entry.username, password, entry.hash):
             # verified while we waited (devices sharing one user reconnecting together)
             self.slots.release(weight)
@@ -157,18 +216,25 @@ class PasswordAuthenticator:
                 work.add_done_callback(lambda _: self.slots.release(weight))
 
 
-def build(listener: ListenerConfig, config: Config) -> PasswordAuthenticator:
-    """One authenticator per listener, rebuilt on reload (so the credential cache starts empty
-    whenever the password file may have changed)."""
+def build(
+    listener: ListenerConfig,
+    config: Config,
+    kept: MutableMapping[str, object] | None = None,
+) -> PasswordAuthenticator:
+    """One authenticator per listener, rebuilt on reload; ``kept`` is where the broker keeps
+    the :class:`PasswordLogins` from one build to the next (a new one without it)."""
     passwords = config.passwords
     if passwords.file is None:
         raise ValueError("the password method needs [passwords] file")
-    slots = HashSlots(
-        passwords.max_concurrent, passwords.max_hash_memory // 1024, passwords.max_waiting
-    )
+    logins = kept.get("password") if kept is not None else None
+    if isinstance(logins, PasswordLogins):
+        logins.configure(passwords)
+    else:
+        logins = PasswordLogins(passwords)
+        if kept is not None:
+            kept["password"] = logins
     return PasswordAuthenticator(
         dict(passwords.entries),  # as load_config read the file (config.PasswordsConfig)
-        slots,
-        CredentialCache(passwords.cache_entries),
+        logins,
         "token" in listener.auth_methods,
     )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..config_section import ConfigError, Section
 from ..matching.errors import RuleError
-from ..matching.mqtt_topics import validate_topic_filter
+from ..matching.mqtt_topics import filters_overlap, validate_topic_filter
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DIRECTIONS = ("out", "in", "both")
@@ -50,6 +51,45 @@ class TopicMapping:
         return self.remote_prefix + self.local[len(self.local_prefix) :]
 
 
+def echo_pair(topics: Sequence[TopicMapping]) -> tuple[TopicMapping, TopicMapping] | None:
+    """An out mapping and an in mapping (possibly one ``both`` mapping) that share remote
+    topics: what the bridge sends there, a remote without No Local sends back. None if the
+    remote topics of the two directions are disjoint."""
+    for out in (m for m in topics if m.outbound):
+        for into in (m for m in topics if m.inbound):
+            if filters_overlap(out.remote, into.remote):
+                return out, into
+    return None
+
+
+def echo_problem(topics: Sequence[TopicMapping], protocol: int, bridge_mode: bool) -> str | None:
+    """Why a bridge would have to guess which messages are echoes, or None.
+
+    A 3.1.1 remote sends the bridge back what the bridge published on a topic it subscribed to
+    (3.1.1 has no No Local), and a 3.1.1 PUBLISH carries nothing to tell an echo from a message
+    the remote really sent. Only two ways avoid a guess: the bridge protocol flag
+    (``bridge_mode``, Mosquitto stops echoing) or remote topics that no inbound mapping
+    subscribes to. A guess (the old fingerprint filter) dropped real commands."""
+    if protocol == 5 or bridge_mode:
+        return None
+    pair = echo_pair(topics)
+    if pair is None:
+        return None
+    out, into = pair
+    what = (
+        f"the {out.direction!r} mapping {out.local!r}"
+        if out is into
+        else f"the out mapping {out.local!r} and the in mapping {into.local!r}"
+    )
+    return (
+        f'false with protocol = "3.1.1": {what} share remote topics '
+        f"({out.remote!r}, {into.remote!r}), so the remote would echo what this "
+        "bridge sends and nothing in a 3.1.1 message tells an echo from a real one: "
+        'set bridge_mode = true (a Mosquitto remote), protocol = "5", or split it '
+        "into out and in mappings with disjoint remote_prefix"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class BridgeConfig:
     name: str
@@ -58,6 +98,10 @@ class BridgeConfig:
     topics: tuple[TopicMapping, ...]
     transport: str = "tcp"
     protocol: int = 5  # 5 or 4 (3.1.1)
+    # 3.1.1: CONNECT with the bridge protocol flag (0x80 on the level byte, Mosquitto's
+    # try_private) when out and in mappings share remote topics, so that the remote does not
+    # send back what the bridge published (echo_pair; without shared topics nothing echoes)
+    bridge_mode: bool = True
     client_id: str = ""
     username: str | None = None
     password: str | None = None
@@ -131,6 +175,12 @@ def _parse_bridge(s: Section, file: str, problems: list[ConfigError]) -> BridgeC
     if protocol is None:
         s.problem("protocol", f'{protocol_text!r} is not supported: write "5" or "3.1.1"')
         protocol = 5
+    bridge_mode = s.boolean("bridge_mode", True)
+    if protocol == 5 and "bridge_mode" in s.table:
+        s.problem(
+            "bridge_mode",
+            'only used with protocol = "3.1.1" (MQTT 5 bridges subscribe with No Local): remove it',
+        )
     client_id = s.string("client_id", f"{socket.gethostname()}.{name}")
     if not client_id:
         s.problem(
@@ -207,6 +257,9 @@ def _parse_bridge(s: Section, file: str, problems: list[ConfigError]) -> BridgeC
         s.problem(
             "topics", 'no mapping: add [[bridges.topics]] direction = "out" local = "sensors/#"'
         )
+    echo = echo_problem(topics, protocol, bridge_mode)
+    if echo is not None:
+        s.problem("bridge_mode", echo)
     if transport == "websocket" and websocket_tls:
         transport = "websockets"  # WebSocket over TLS
     return BridgeConfig(
@@ -216,6 +269,7 @@ def _parse_bridge(s: Section, file: str, problems: list[ConfigError]) -> BridgeC
         topics=tuple(topics),
         transport=transport,
         protocol=protocol,
+        bridge_mode=bridge_mode,
         client_id=client_id,
         username=username,
         password=password,

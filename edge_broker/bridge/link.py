@@ -6,6 +6,8 @@ logged once; repeated failed attempts while disconnected are not logged again un
 changes (``last_error`` and the metrics keep the latest). A connection:
 
 1. CONNECT (clean start / session expiry as configured), wait for CONNACK;
+   (3.1.1: with the bridge protocol flag when out and in mappings share remote topics,
+   unless ``bridge_mode = false``; topics.py);
 2. SUBSCRIBE to the remote filters of the ``in``/``both`` mappings (MQTT 5: No Local);
 3. resend the in-flight QoS 1/2 messages with DUP and their packet ids, PUBREL for the ones the
    remote already answered with PUBREC (MQTT 5 §4.4);
@@ -52,9 +54,9 @@ from ..mqtt.packets import (
 from ..mqtt.properties import encode_properties
 from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.wire import encode_string, u16
-from .config import BridgeConfig
+from .config import BridgeConfig, echo_pair
 from .queue import Entry, OutboundQueue
-from .topics import ORIGIN_PROPERTY, EchoFilter, TopicMap
+from .topics import ORIGIN_PROPERTY, TopicMap, with_bridge_flag
 
 log = logging.getLogger("edge_broker.bridge")
 
@@ -83,6 +85,7 @@ class LinkStats:
     received: int = 0  # PUBLISH packets from the remote
     denied_in: int = 0  # the bridge principal may not publish it locally
     echoes: int = 0  # came back from the remote (loop prevention)
+    forged_origin: int = 0  # client PUBLISHes naming this bridge in a forged origin entry
     connects: int = 0
     last_error: str = ""
 
@@ -137,8 +140,11 @@ class BridgeLink:
         inbound: Inbound,
         topics: TopicMap,
         max_packet_size: int = 1 << 20,
+        origin: str | None = None,
     ) -> None:
         self.config = config
+        # this bridge's entry in the origin path (topics.py origin_value): client id and tag
+        self.origin = origin if origin is not None else config.client_id
         self.max_packet_size = max_packet_size  # what we accept from the remote (bounded memory)
         self.queue = queue
         self.store = store
@@ -146,7 +152,6 @@ class BridgeLink:
         self.topics = topics
         self.stats = LinkStats()
         self.level = config.protocol
-        self.echo = EchoFilter() if self.level < 5 else None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stream: Any = None
@@ -169,7 +174,7 @@ class BridgeLink:
         # path (topics.py) for MQTT 5, nothing for 3.1.1
         self._plain_properties = (
             encode_properties(
-                Properties(user_properties=((ORIGIN_PROPERTY, config.client_id),)),
+                Properties(user_properties=((ORIGIN_PROPERTY, self.origin),)),
                 PacketType.PUBLISH,
             )
             if self.level == 5
@@ -309,7 +314,9 @@ class BridgeLink:
             side="client", protocol_level=self.level, max_packet_size=self.max_packet_size
         )
         self._out.clear()
-        self._send(self._connect_packet())
+        connect = encode(self._connect_packet(), self.level)
+        flagged = self.level == 4 and cfg.bridge_mode and echo_pair(cfg.topics) is not None
+        self._out.append(with_bridge_flag(connect) if flagged else connect)
         self._flush()
         await stream.drain()
         connack = await asyncio.wait_for(self._first_packet(reader), cfg.connect_timeout)
@@ -319,9 +326,19 @@ class BridgeLink:
             why = connack.properties.reason_string or connack_meaning(
                 connack.reason_code, self.level
             )
+            hint = ""
+            if flagged and connack.reason_code == 0x01:
+                # no silent fallback: without the flag the remote echoes, and nothing in a 3.1.1
+                # PUBLISH tells the echo from a message the remote really sent
+                hint = (
+                    "; it does not accept the bridge protocol flag (bridge_mode = true): use "
+                    'protocol = "5", or set bridge_mode = false with out and in mappings whose '
+                    "remote topics are disjoint"
+                )
             raise LinkError(
                 f"the remote refused the connection (reason code 0x{connack.reason_code:02X}"
                 + (f": {why})" if why else ")")
+                + hint
             )
         self._session_limits(connack)
         self.stats.connects += 1
@@ -410,8 +427,6 @@ class BridgeLink:
     def _publish(self, entry: Entry, pid: int | None, dup: bool = False) -> None:
         qos = min(entry.qos, self._max_qos)
         if entry.props is None:  # the common case: the properties field is the same every time
-            if self.level < 5 and self.echo is not None and self.topics.inbound:
-                self.echo.sent(entry.topic, entry.payload)
             first = 0x30 | (qos << 1) | (0x01 if entry.retain else 0) | (0x08 if dup and qos else 0)
             parts = [encode_string(entry.topic, "topic name")]
             if qos:
@@ -429,7 +444,7 @@ class BridgeLink:
                 upl, content_type, payload_format, response_topic, correlation = entry.props
                 user = tuple((k, v) for k, v in upl)
             # the origin path: one property per bridge crossed (topics.py "Loops")
-            user += ((ORIGIN_PROPERTY, self.config.client_id),)
+            user += ((ORIGIN_PROPERTY, self.origin),)
             props = Properties(
                 payload_format_indicator=payload_format,
                 content_type=content_type,
@@ -437,8 +452,6 @@ class BridgeLink:
                 correlation_data=correlation,
                 user_properties=user,
             )
-        elif self.echo is not None and self.topics.inbound:
-            self.echo.sent(entry.topic, entry.payload)
         self._send(
             Publish(entry.topic, entry.payload, qos, entry.retain, dup, pid if qos else None, props)
         )

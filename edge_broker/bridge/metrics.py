@@ -18,6 +18,7 @@ COUNTERS = (
     ("denied_out", "local messages the bridge principal may not receive (never forwarded)"),
     ("denied_in", "remote messages the bridge principal may not publish (never routed)"),
     ("echoes", "messages dropped by loop prevention"),
+    ("forged_origin", "client messages whose forged edge-bridge-origin naming it was stripped"),
     ("connects", "successful connections to the remote"),
 )
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import Awaitable
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +30,7 @@ from ..broker.awaiting import all_of
 from ..broker.message import Message, make_message
 from ..identity import Identity
 from ..matching.names import shown
-from ..mqtt.packets import NO_PROPERTIES, Publish
+from ..mqtt.packets import NO_PROPERTIES, Properties, Publish
 from ..store import StoreError
 from ..store.damage import damage_hint, open_or_set_aside
 from ..store.errors import StoreOpenError
@@ -36,7 +38,15 @@ from .config import BridgeConfig, TopicMapping
 from .link import BridgeLink
 from .queue import Entry, OutboundQueue
 from .store import BridgeStore, MemoryStore, queue_path, read_queue
-from .topics import ORIGIN_PROPERTY, TopicMap, origin_marker
+from .topics import (
+    ORIGIN_KEY_BYTES,
+    ORIGIN_PROPERTY,
+    TopicMap,
+    origin_marker,
+    origin_name,
+    origin_value,
+    strip_forged_origins,
+)
 
 if TYPE_CHECKING:
     from ..broker.server import Broker
@@ -54,10 +64,15 @@ class Bridge:
         separator: str,
         inbound: Any,
         max_packet_size: int = 1 << 20,
+        origin_key: bytes | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
         self.origin = origin_marker(config.name)
+        # this bridge's entry in the MQTT 5 origin path (topics.py): only this process makes it
+        self.origin_value = origin_value(
+            config.client_id, origin_key or secrets.token_bytes(ORIGIN_KEY_BYTES)
+        )
         self.topics = TopicMap(config.topics, separator)
         self.queue = OutboundQueue(
             config.queue_max_messages, config.queue_max_bytes, config.overflow
@@ -66,7 +81,9 @@ class Bridge:
         entries, self.next_seq = store.recovered()
         for entry in entries:
             self.queue.restore(entry)
-        self.link = BridgeLink(config, self.queue, store, inbound, self.topics, max_packet_size)
+        self.link = BridgeLink(
+            config, self.queue, store, inbound, self.topics, max_packet_size, self.origin_value
+        )
         self._identities: dict[str, Identity] = {}
         self._overflow_logged = 0.0
 
@@ -150,7 +167,9 @@ class Bridges:
     def __init__(self, broker: Broker, bridges: list[Bridge]) -> None:
         self.broker = broker
         self.bridges = bridges
-        self.own_ids: frozenset[str] = frozenset()
+        self.own_ids: frozenset[str] = frozenset()  # the bridges' client ids
+        self.own_origins: frozenset[str] = frozenset()  # their origin values (with the tag)
+        self.origin_key = secrets.token_bytes(ORIGIN_KEY_BYTES)  # per process, never stored
 
     @classmethod
     def open(cls, broker: Broker) -> Bridges:
@@ -186,7 +205,12 @@ class Bridges:
             else:
                 store = MemoryStore()
             bridge = Bridge(
-                bc, store, broker.separator, instance._inbound, config.limits.max_packet_size
+                bc,
+                store,
+                broker.separator,
+                instance._inbound,
+                config.limits.max_packet_size,
+                instance.origin_key,
             )
             if len(bridge.queue):
                 log.info(
@@ -199,6 +223,7 @@ class Bridges:
                 )
             bridges.append(bridge)
         instance.own_ids = frozenset(b.config.client_id for b in bridges)
+        instance.own_origins = frozenset(b.origin_value for b in bridges)
         return instance
 
     def start(self) -> None:
@@ -250,9 +275,34 @@ class Bridges:
 
     def _left_before(self, user_properties: tuple[tuple[str, str], ...]) -> bool:
         """The message's origin path (MQTT 5 user properties ``ORIGIN_PROPERTY``, one per
-        bridge it crossed) names one of this broker's bridges."""
-        own = self.own_ids
+        bridge it crossed) holds the value of one of this broker's bridges, tag included: a
+        client that only knows a bridge's client id cannot make a message look bridged."""
+        own = self.own_origins
         return any(k == ORIGIN_PROPERTY and v in own for k, v in user_properties)
+
+    def client_properties(self, props: Properties) -> Properties:
+        """A client's PUBLISH properties with every forged ``edge-bridge-origin`` entry naming
+        one of our bridges removed (counted per bridge as ``forged_origin``); the same object
+        when there is none (broker/bridging.py ``client_properties``, at PUBLISH ingress)."""
+        kept = strip_forged_origins(props.user_properties, self.own_ids, self.own_origins)
+        if kept is None:
+            return props
+        forged = {
+            origin_name(v)
+            for k, v in props.user_properties
+            if k == ORIGIN_PROPERTY and (k, v) not in kept
+        }
+        for bridge in self.bridges:
+            if bridge.config.client_id in forged:
+                bridge.stats.forged_origin += 1
+        log.warning(
+            "a client PUBLISH named bridge client id(s) %s in %s without this broker's tag: "
+            "the entries were removed, the message is bridged as any other",
+            ", ".join(sorted(forged)),
+            ORIGIN_PROPERTY,
+            extra={"event": "bridge_forged_origin"},
+        )
+        return replace(props, user_properties=kept)
 
     def take_pending(self) -> Awaitable[None] | None:
         """handle_publish: the bridge queues' write of the message just published, which the
@@ -276,9 +326,6 @@ class Bridges:
         """A PUBLISH from the remote: map, authorize, route locally. True: acknowledge it."""
         bridge = self._bridge_of(link)
         stats = link.stats
-        if link.echo is not None and link.echo.is_echo(packet.topic, packet.payload):
-            stats.echoes += 1
-            return True
         props = packet.properties
         if props.user_properties and self._left_before(props.user_properties):
             stats.echoes += 1  # went out over one of our bridges and came back
@@ -387,6 +434,7 @@ class Bridges:
                     base + "denied/out": str(s.denied_out),
                     base + "denied/in": str(s.denied_in),
                     base + "echoes": str(s.echoes),
+                    base + "forged_origin": str(s.forged_origin),
                     base + "last_error": s.last_error or (bridge.store.last_error or ""),
                 }
             )
@@ -398,8 +446,6 @@ def _inbound_properties(props: Any) -> Any:
     ids) are dropped (MQTT 5 §3.3.2.3.4, §3.3.4)."""
     if props is NO_PROPERTIES or (props.topic_alias is None and not props.subscription_identifiers):
         return props
-    from dataclasses import replace
-
     return replace(props, topic_alias=None, subscription_identifiers=())
 
 

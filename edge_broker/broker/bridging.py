@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Protocol
 
+from ..mqtt.packets import Properties
 from .message import Message
 
 
@@ -29,6 +30,19 @@ class Bridging(Protocol):
         """The queue logs' write of the message just published, which its PUBACK waits for."""
         ...
 
+    def client_properties(self, props: Properties) -> Properties:
+        """A client's PUBLISH properties without forged bridge origin entries."""
+        ...
+
     def values(self) -> dict[str, str]:
         """``$SYS/broker/bridge/<name>/…`` values."""
         ...
+
+
+def client_properties(bridges: Bridging | None, props: Properties) -> Properties:
+    """PUBLISH ingress from a client (issue 31 item 7): what the bridges rely on in a message
+    (the ``edge-bridge-origin`` path naming one of them) is never taken from a client; the
+    properties pass unchanged when there are no bridges or no user properties."""
+    if bridges is None or not props.user_properties:
+        return props
+    return bridges.client_properties(props)

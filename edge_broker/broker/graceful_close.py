@@ -95,5 +95,9 @@ def close_gracefully(
         return None
     if half_close:
         # TCP: FIN once the buffered bytes are sent; WebSocket: a Close frame. Reading goes on.
-        transport.write_eof()
+        try:
+            transport.write_eof()
+        except OSError:  # the peer already reset or left (ENOTCONN): nothing left to drain
+            transport.close()
+            return None
     return Drain(transport, seconds, max_bytes, output_ended=half_close)

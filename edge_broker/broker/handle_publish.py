@@ -34,6 +34,7 @@ from ..mqtt.packets import NO_PROPERTIES, Puback, Pubcomp, Publish, Pubrec, Pubr
 from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
 from .awaiting import all_of
+from .bridging import client_properties
 from .handle_claims import handle_claim_publish
 from .limits.publish_quota import quota_reason
 from .limits.topic_limits import topic_limit, topic_limit_reason
@@ -81,6 +82,7 @@ def handle_publish(conn: ClientContext, packet: Publish) -> Awaitable[None] | No
                 conn.send(refused_ack(qos, packet.packet_id or 0, resolved.reason_code, "", False))
             return None
         topic, props = resolved
+        props = client_properties(broker.bridges, props)  # no forged bridge origin (issue 31)
     session = conn.session
     assert session is not None
     if qos == 2:

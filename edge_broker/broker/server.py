@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..audit import events as audit_events
 from ..audit.aggregate import DecisionWindow
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
+from ..auth.login_fairness import login_source
 from ..authz.decision import Decision
 from ..config import Config, ConfigError, ListenerConfig, claims_enabled, load_config
 from ..engine.connection import Timeout
@@ -33,7 +34,7 @@ from .connection import Connection
 from .delivery import Delivery
 from .limits.fd_budget import accept_error_handler, connection_cap, log_cap_change, raise_soft_limit
 from .limits.limit_hits import LimitHits
-from .limits.pre_auth import connect_timed_out
+from .limits.pre_auth import SourceRates, connect_timed_out, source_rate_refusal
 from .limits.read_pool import ReadPool
 from .limits.retained_budget import RetainedBudget
 from .limits.write_budget import WriteBudget
@@ -138,6 +139,9 @@ class Broker:
         self._connect_timeout = config.broker.connect_timeout
         self._rate_tokens = float(config.limits.connect_burst)
         self._rate_at = clock()
+        self.source_rates = SourceRates()  # per-source connect rate (issue 31 item 4)
+        # what authentication methods keep across reloads (auth/methods.py KEEPS_STATE)
+        self.auth_kept: dict[str, object] = {}
         self._stop = asyncio.Event()
         self._all_closed: asyncio.Event | None = None  # set by shutdown() while it waits
         # the one source of "when next": the heaps above and the periodic duties (tick())
@@ -362,6 +366,12 @@ class Broker:
             )
             return (ReasonCode.QUOTA_EXCEEDED, reason)
         now = self.clock()
+        source = login_source(conn.info.remote_address)
+        refused = source_rate_refusal(
+            self.source_rates, source, limits, now, self.limit_hits, conn.client_id
+        )
+        if refused is not None:
+            return (ReasonCode.CONNECTION_RATE_EXCEEDED, refused)
         self._rate_tokens = min(
             float(limits.connect_burst),
             self._rate_tokens + (now - self._rate_at) * limits.connect_rate,
@@ -370,6 +380,7 @@ class Broker:
         if self._rate_tokens < 1.0:
             reason = "too many connections per second (limits.connect_rate)"
             self.limit_hits.hit("limits.connect_rate", f"CONNECT refused: {reason}", conn.client_id)
+            self.source_rates.give_back(source)
             return (ReasonCode.CONNECTION_RATE_EXCEEDED, reason)
         self._rate_tokens -= 1.0
         return None
@@ -377,7 +388,9 @@ class Broker:
     def auth_chain(self, listener: ListenerConfig) -> AuthChain:
         chain = self._chains.get(listener.name)
         if chain is None:
-            chain = self._chains[listener.name] = AuthChain.from_config(listener, self.config)
+            chain = self._chains[listener.name] = AuthChain.from_config(
+                listener, self.config, self.auth_kept
+            )
         return chain
 
     def topic_space(self, tenant: str) -> TopicSpace:

@@ -21,8 +21,10 @@ Claims are per tenant (AUTHZ.md §1: every tenant is an isolated topic space).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
-from collections.abc import Callable, Collection, Mapping
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -42,7 +44,7 @@ from .info import (
     is_involved,
     parse_page_request,
 )
-from .model import Activity, Claim
+from .model import ANY_CLIENT, Activity, Claim
 from .persistence import ClaimPersistence, record_value, verify_record
 from .throttle import ClientBuckets, FloodGuard, ThrottleLimits
 from .topics import owner_segment
@@ -98,6 +100,7 @@ class ClaimService:
         "_wall_clock",
         "_index",
         "_owned",
+        "_naming",
         "_inflight",
         "_seq",
         "_tasks",
@@ -122,10 +125,15 @@ class ClaimService:
         self.guard = FloodGuard(limits or ThrottleLimits(), now=clock())
         limits = self.guard.limits
         self.requests = ClientBuckets(limits.request_rate, limits.request_burst)
+        # per requester (issue 31 item 6): one client's requests never spend another's budget
         self.request_scans = ClientBuckets(limits.request_scan_rate, limits.request_scan_rate)
         self.generation = 0  # bumped on every change: decision caches key on it
         self._index: dict[str, dict[str, ClaimRecord | _Pending]] = {}
         self._owned: dict[tuple[str, str], set[str]] = {}
+        # (tenant, bucket of a client id, or -1 for "*") -> sorted topics of the claims whose
+        # permissions name a client of that bucket: a claims request reads its bucket instead
+        # of scanning the tenant's claims (bounded keys: see _bucket)
+        self._naming: dict[tuple[str, int], list[str]] = {}
         self._inflight: dict[tuple[str, str], tuple[int, str | None]] = {}
         self._seq = 0
         self._tasks: set[asyncio.Task[str | None]] = set()
@@ -163,6 +171,7 @@ class ClaimService:
         found: list[tuple[str, str, str]] = []
         verified = self._verified(tenant, topic, record.value, found)
         self._index[tenant][topic] = verified
+        self._name(tenant, topic, verified, True)
         self._pending.pop((tenant, topic), None)
         if found:
             report = self.load_report
@@ -321,9 +330,9 @@ class ClaimService:
                 f"not subscribed to {outcome.response_topic}: subscribe to it first, the answer "
                 "is published there",
             ), None
+        limits = self.guard.limits
         wait = self.requests.take(identity.smoker_id, self._clock())
         if wait is not None:
-            limits = self.guard.limits
             return InfoRequestOutcome(
                 ReasonCode.QUOTA_EXCEEDED,
                 f"claims requests over {limits.request_rate:g}/s (burst {limits.request_burst:g}, "
@@ -334,16 +343,17 @@ class ClaimService:
         if isinstance(cursor, str):
             return InfoRequestOutcome(ReasonCode.PAYLOAD_FORMAT_INVALID, cursor), None
         me, tenant = identity.smoker_id, identity.tenant
-        table = self._index.get(tenant, _EMPTY)
-        wait = self.request_scans.take("*", self._clock(), len(table))
-        if wait is not None:
+        now = self._clock()
+        wait = self.request_scans.take(me, now, 0.0)
+        if wait is not None:  # this client's earlier requests spent its scan budget
             return InfoRequestOutcome(
                 ReasonCode.QUOTA_EXCEEDED,
-                f"the broker is answering too many claims requests "
-                f"(claims.request_scan_rate); retry in {wait:.1f} s",
+                f"claims requests of {me} examined over {limits.request_scan_rate:g} claims/s "
+                f"(claims.request_scan_rate, per client); retry in {wait:.1f} s",
                 limit="claims.request_scan_rate",
             ), None
         self.verify_all()
+        table = self._index.get(tenant, _EMPTY)
         after_owned = cursor.topic if cursor is not None and cursor.section == OWNED else None
         skip_owned = cursor is not None and cursor.section == INVOLVED
         owned_topics = (
@@ -355,19 +365,16 @@ class ClaimService:
                 if after_owned is None or t > after_owned
             )
         )
+        examined = [len(owned_topics)]
         owned = (r for r in (table.get(t) for t in owned_topics) if isinstance(r, Claim))
         after_involved = cursor.topic if cursor is not None and cursor.section == INVOLVED else None
-        involved = (
-            r
-            for t, r in sorted(table.items(), key=_first)
-            if (after_involved is None or t > after_involved)
-            and isinstance(r, Claim)
-            and is_involved(r, me)
-        )
-        limits = self.guard.limits
+        involved = self._involving(tenant, me, after_involved, examined)
         page = claims_info_page(
             me, owned, involved, limits.request_page_claims, limits.request_page_bytes
         )
+        # charged after the fact (bounded by a page plus the client's own claims), so a client
+        # may end one request in debt and wait for its next one
+        self.request_scans.charge(me, now, examined[0])
         return outcome, page.payload
 
     # -- internals --------------------------------------------------------------------------------
@@ -414,6 +421,8 @@ class ClaimService:
         if type(record) is not _Pending:
             self._pending.pop((tenant, topic), None)
         table = self._index.setdefault(tenant, {})
+        self._name(tenant, topic, table.get(topic), False)
+        self._name(tenant, topic, record, True)
         owner = owner_segment(topic) or ""
         owned = self._owned.setdefault((tenant, owner), set())
         if record is None:
@@ -426,10 +435,60 @@ class ClaimService:
             owned.add(topic)
         self.generation += 1
 
+    def _name(self, tenant: str, topic: str, record: object, add: bool) -> None:
+        """Add (or remove) ``topic`` to the sorted list of every bucket its claim names."""
+        if not isinstance(record, Claim):
+            return
+        for bucket in {_bucket(p.client_id) for p in record.restriction.permissions}:
+            key = (tenant, bucket)
+            topics = self._naming.get(key)
+            if add:
+                if topics is None:
+                    self._naming[key] = [topic]
+                elif (i := bisect_left(topics, topic)) == len(topics) or topics[i] != topic:
+                    topics.insert(i, topic)
+            elif topics is not None:
+                i = bisect_left(topics, topic)
+                if i < len(topics) and topics[i] == topic:
+                    del topics[i]
+                    if not topics:
+                        del self._naming[key]
+
+    def _named_after(self, tenant: str, client: str, after: str | None) -> Iterator[str]:
+        topics = self._naming.get((tenant, _bucket(client)), [])
+        start = 0 if after is None else bisect_right(topics, after)
+        return (topics[i] for i in range(start, len(topics)))
+
+    def _involving(
+        self, tenant: str, me: str, after: str | None, examined: list[int]
+    ) -> Iterator[Claim]:
+        """Claims of others that name ``me`` or ``*``, in topic order past ``after``; each
+        topic read adds one to ``examined[0]``. Reads only two lists (the client's bucket and
+        ``*``), from the cursor on, as far as the caller consumes (SMOKER.md claims requests);
+        a claim in the bucket that names another client of it is read and skipped."""
+        table = self._index.get(tenant, _EMPTY)
+        last = None
+        for topic in heapq.merge(*(self._named_after(tenant, c, after) for c in (me, ANY_CLIENT))):
+            examined[0] += 1
+            if topic == last:
+                continue  # in both lists: names a client of the bucket and "*"
+            last = topic
+            record = table.get(topic)
+            if isinstance(record, Claim) and is_involved(record, me):
+                yield record
+
 
 def _topic_of(claim: Claim) -> str:
     return claim.topic_name
 
 
-def _first(item: tuple[str, object]) -> str:
-    return item[0]
+NAMING_BUCKETS = 4096
+"""Buckets of the involvement index per tenant. Keyed by client id, the index could hold one
+list per distinct SMOKER ID named anywhere (up to ~1.5 million for 10,000 maximum-size claims,
+~150 bytes each); by bucket it holds at most 4,097 lists per tenant and 8 bytes per (claim,
+bucket) pair. The bucket comes from Python's per-process salted string hash, so nobody can
+aim claims at another client's bucket."""
+
+
+def _bucket(client_id: str) -> int:
+    return -1 if client_id == ANY_CLIENT else hash(client_id) % NAMING_BUCKETS

@@ -48,8 +48,9 @@ class ThrottleLimits:
     request_burst: float = 10.0
     request_page_claims: int = 50
     request_page_bytes: int = 64 * 1024
-    # claims all requests together may examine per second: finding a client's involved claims
-    # scans the tenant's claims (~12 µs each at the maximum claim size on this machine)
+    # claims one client's requests may examine per second (issue 31 item 6: per requester, so
+    # no client spends another's): a request reads the involvement index from its cursor on
+    # (~12 µs per claim at the maximum claim size on this machine)
     request_scan_rate: float = 10_000.0
 
     def __post_init__(self) -> None:
@@ -243,6 +244,16 @@ class ClientBuckets:
             }
             self._prune_at = max(_PRUNE_FLOOR, 2 * len(self._buckets))
         return None
+
+    def charge(self, client: str, now: float, cost: float) -> None:
+        """Take ``cost`` tokens for work already done; the bucket may go below zero (the
+        client then waits for its next :meth:`take` until it has paid)."""
+        if cost <= 0:
+            return
+        bucket = refill(
+            self._buckets.get(client) or full_bucket(self.burst, now), self.rate, self.burst, now
+        )
+        self._buckets[client] = Bucket(bucket.tokens - cost, bucket.stamp)
 
     def __len__(self) -> int:
         return len(self._buckets)

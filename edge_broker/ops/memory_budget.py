@@ -22,6 +22,8 @@ CLIENT_BYTES = 6 * 1024  # one idle connection and its session, measured 4.6 KiB
 SUBSCRIPTION_BYTES = 700  # one subscription besides its filter text, measured ~610 B
 RETAINED_OVERHEAD = 700  # one retained message besides its topic and payload, measured ~520 B
 CREDENTIAL_BYTES = 200  # one cached credential digest (32 B) in its OrderedDict, estimated
+BACKOFF_BYTES = 300  # one (source, user) failure count: key tuple, strings, entry; estimated
+SOURCE_BYTES = 250  # one source's connect-rate bucket (address key, two floats); estimated
 QUEUED_OVERHEAD = 200  # a queued message's entry besides what Message.size counts
 AUDIT_KEY_BYTES = 2560  # one open audit aggregation key (its record's fields), measured ~2.1 KiB
 
@@ -94,7 +96,8 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
 
 def cache_term(config: Config) -> BudgetTerm:
     """The byte-bounded caches of the gates this configuration turns on, the default topic
-    space's two routing caches, and the verified-credentials cache of password listeners."""
+    space's two routing caches, the verified-credentials cache and failure back-off of
+    password listeners, and the per-source connect-rate buckets."""
     lim = config.limits
     parts: list[tuple[int, str]] = [(2 * lim.routing_cache_bytes, "2 × routing_cache_bytes")]
     if config.permissions is not None and config.permissions.enabled:
@@ -106,6 +109,9 @@ def cache_term(config: Config) -> BudgetTerm:
     if any("password" in listener.auth_methods for listener in config.listeners):
         entries = config.passwords.cache_entries
         parts.append((entries * CREDENTIAL_BYTES, "passwords.cache_entries × 200 B"))
+        backoff = config.passwords.backoff_entries
+        parts.append((backoff * BACKOFF_BYTES, "passwords.backoff_entries × 300 B"))
+    parts.append((lim.max_connect_sources * SOURCE_BYTES, "max_connect_sources × 250 B"))
     return BudgetTerm("caches", sum(n for n, _ in parts), " + ".join(how for _, how in parts))
 
 

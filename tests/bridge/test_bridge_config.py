@@ -196,3 +196,29 @@ def test_status_url_from_the_config(tmp_path):
     config.write_text("")
     with pytest.raises(SystemExit, match=r"no \[metrics\] endpoint"):
         _url(argparse.Namespace(url=None, config=str(config)))
+
+
+def test_a_both_mapping_that_would_need_an_echo_guess_is_refused():
+    """3.1.1 without the bridge flag: the remote would echo and nothing tells an echo from a
+    real message (issue 31 item 7). ``edge-broker check`` prints this problem."""
+    text = """
+[[bridges]]
+name = "cloud"
+address = "mqtt.example.com"
+protocol = "3.1.1"
+bridge_mode = false
+
+[[bridges.topics]]
+direction = "both"
+local = "cmd/#"
+"""
+    message = problems(text)["bridges[0].bridge_mode"]
+    assert "'cmd/#'" in message and "bridge_mode = true" in message
+    assert 'protocol = "5"' in message and "disjoint remote_prefix" in message
+    assert loads_config(text.replace("bridge_mode = false\n", "")).bridges[0].bridge_mode
+    split = text.replace('direction = "both"', 'direction = "out"') + (
+        '\n[[bridges.topics]]\ndirection = "in"\nlocal = "cmd/#"\nremote_prefix = "down/"\n'
+    )
+    assert not loads_config(split).bridges[0].bridge_mode  # disjoint remote topics: no guess
+    v5 = text.replace('protocol = "3.1.1"', 'protocol = "5"')
+    assert "only used with protocol" in problems(v5)["bridges[0].bridge_mode"]

@@ -9,7 +9,6 @@ from pathlib import Path
 from edge_broker.bridge.link import backoff_delay
 from edge_broker.bridge.queue import Entry, OutboundQueue
 from edge_broker.bridge.store import BridgeStore
-from edge_broker.bridge.topics import EchoFilter
 
 
 def entry(seq: int, qos: int = 1, size: int = 10) -> Entry:
@@ -129,17 +128,3 @@ def test_backoff_grows_with_jitter_and_a_cap():
     assert backoff_delay(30, 1.0, 60.0, lambda: 1.0) == 60.0
     assert backoff_delay(30, 1.0, 60.0, lambda: 0.0) == 1.0
     assert 1.0 <= backoff_delay(5, 1.0, 60.0) <= 32.0
-
-
-def test_echo_filter_consumes_one_echo_per_send():
-    f = EchoFilter(window=10.0, capacity=4)
-    f.sent("a", b"1", now=0.0)
-    f.sent("a", b"1", now=0.0)
-    assert f.is_echo("a", b"1", now=1.0)
-    assert f.is_echo("a", b"1", now=1.0)
-    assert not f.is_echo("a", b"1", now=1.0)
-    f.sent("b", b"2", now=0.0)
-    assert not f.is_echo("b", b"2", now=11.0)  # too late to be the echo
-    for i in range(10):
-        f.sent("c", bytes([i]), now=0.0)
-    assert len(f._seen) == 4

@@ -255,11 +255,12 @@ def test_login_storm_every_client_gets_a_connack(broker_factory, tmp_path):
     assert "logins are already waiting for a password check" in log
 
 
-def test_verified_credentials_skip_the_slow_check_until_reload(broker_factory, tmp_path):
+def test_verified_credentials_skip_the_slow_check_across_a_reload(broker_factory, tmp_path):
     """With one check slot and no waiting line, a client whose password was verified before
     still gets in while the slot is busy (the keyed-hash cache); one never verified gets 0x89.
-    A reload empties the cache. bob's hash is an old, deliberately slow 64 MiB one: it still
-    verifies."""
+    A reload keeps the cache (issue 31 item 4: the entry's hash did not change, so the digest
+    still means "verified"); before, every device was cold after any SIGHUP. bob's hash is an
+    old, deliberately slow 64 MiB one: it still verifies."""
     import signal
 
     pw = password_file(
@@ -277,15 +278,16 @@ def test_verified_credentials_skip_the_slow_check_until_reload(broker_factory, t
         )
         return c
 
-    def busy_slot_then(*who: tuple[str, bytes]) -> list[int]:
-        blocker = login("bob", b"b-pw")  # holds the only slot for a while
+    def busy_slot_then(*who: tuple[str, bytes], blocker_password: bytes = b"b-pw") -> list[int]:
+        blocker = login("bob", blocker_password)  # holds the only slot for a while
         time.sleep(0.3)
         codes = []
         for user, password in who:
             with login(user, password) as c:
                 codes.append(c.expect(Connack, timeout=30).reason_code)
         with blocker:
-            assert blocker.expect(Connack, timeout=30).reason_code == 0
+            expected = 0 if blocker_password == b"b-pw" else 0x86
+            assert blocker.expect(Connack, timeout=30).reason_code == expected
         return codes
 
     with login("alice", b"a-pw") as c:
@@ -299,7 +301,11 @@ def test_verified_credentials_skip_the_slow_check_until_reload(broker_factory, t
     deadline = time.monotonic() + 10
     while "policy applied" not in b.log() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert busy_slot_then(("alice", b"a-pw")) == [0x89]
+    # bob is cached now too: a wrong password of his holds the slot instead
+    assert busy_slot_then(("alice", b"a-pw"), ("carol", b"c-pw"), blocker_password=b"x") == [
+        0,
+        0x89,
+    ]
 
 
 def wait_for_log(b, text: str, timeout: float = 60.0) -> None:

@@ -78,8 +78,9 @@ def test_cache_byte_bounds_are_limits_keys_counted_in_the_budget(tmp_path):
     assert small.topic_space("~").trie.cached_bytes <= 2000
     assert default.topic_space("~").trie.cached_bytes > 10_000
     r = check(tmp_path, "[limits]\nrouting_cache_bytes = 4194304\n")
-    assert "8.0 MiB  2 × routing_cache_bytes" in r.stdout
+    # + the per-source connect-rate buckets (issue 31): 10,000 × 250 B
+    assert "10.4 MiB  2 × routing_cache_bytes + max_connect_sources × 250 B" in r.stdout
     r = check(tmp_path, "[limits]\ndecision_cache_bytes = 1048576\n[claims]\nenabled = true\n")
-    assert "3.0 MiB  2 × routing_cache_bytes + decision_cache_bytes (claims)" in r.stdout, (
-        r.stdout + r.stderr
-    )
+    assert (
+        "5.4 MiB  2 × routing_cache_bytes + decision_cache_bytes (claims) + max_conn" in r.stdout
+    ), r.stdout + r.stderr

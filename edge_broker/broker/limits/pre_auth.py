@@ -1,5 +1,5 @@
 """What an unauthenticated connection may make the broker hold (issue 16, "pre-authentication
-budget").
+budget"), and how fast one source may connect (issue 31 item 4).
 
 The codec bounds the bytes (``limits.max_connect_packet_size``, enforced by the connection's
 ``PacketReader`` until CONNACK); this module bounds what those bytes decode into. A user
@@ -10,6 +10,7 @@ SMOKER nonce exchange, a wait for a password-check slot).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Protocol
 
 from ...config import LimitsConfig
@@ -37,6 +38,61 @@ class Peer(Protocol):
     def close(self, reason_code: int | None, reason: str, will: bool = True) -> None: ...
 
     def refuse_connect(self, reason_code: int, reason: str) -> None: ...
+
+
+class SourceRates:
+    """A connect-rate token bucket per source beside the broker's global one (issue 31 item 4):
+    a source may take ``limits.source_connect_share`` of ``connect_rate`` and ``connect_burst``,
+    so one address flooding CONNECTs is refused (0x9F) by its own bucket while the global one
+    keeps room for every other address. A source refused by its own bucket takes no global
+    token. At most ``limits.max_connect_sources`` buckets, the least recently seen dropped
+    first (a dropped bucket is a full one: nothing an attacker can gain beyond one burst)."""
+
+    __slots__ = ("_buckets",)
+
+    def __init__(self) -> None:
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def take(self, source: str, limits: LimitsConfig, now: float) -> bool:
+        """Take one token from ``source``'s bucket; False when it has none."""
+        share = limits.source_connect_share
+        rate, burst = limits.connect_rate * share, max(1.0, limits.connect_burst * share)
+        tokens, at = self._buckets.pop(source, (burst, now))
+        tokens = min(burst, tokens + max(0.0, now - at) * rate)
+        ok = tokens >= 1.0
+        self._buckets[source] = (tokens - 1.0 if ok else tokens, now)
+        while len(self._buckets) > limits.max_connect_sources:
+            self._buckets.popitem(last=False)
+        return ok
+
+    def give_back(self, source: str) -> None:
+        """The global bucket refused the CONNECT: the source's token is returned."""
+        found = self._buckets.get(source)
+        if found is not None:
+            self._buckets[source] = (found[0] + 1.0, found[1])
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+
+def source_rate_refusal(
+    rates: SourceRates,
+    source: str,
+    limits: LimitsConfig,
+    now: float,
+    hits: LimitHits,
+    client_id: str,
+) -> str | None:
+    """The Reason String when ``source`` has spent its share of the connect rate (counted and
+    logged as ``limits.source_connect_share``), or None (a token taken)."""
+    if rates.take(source, limits, now):
+        return None
+    reason = (
+        f"too many connections per second from {source} (limits.source_connect_share: "
+        f"{limits.source_connect_share:g} of limits.connect_rate per address)"
+    )
+    hits.hit("limits.source_connect_share", f"CONNECT refused: {reason}", client_id)
+    return reason
 
 
 def user_properties_refusal(connect: Connect, limits: LimitsConfig) -> str | None:

@@ -78,7 +78,7 @@ def client_stats(audit: Any, connections: Any, now: float) -> None:
 def decision(
     audit: Any, action: str, identity: Any, topic: str, decided: Any, origin: str | None = None
 ) -> None:
-    """A gate decision (``authz.pipeline``): every denial; allowed ones only with ``[audit]
+    """A gate decision (``authz.gates``): every denial; allowed ones only with ``[audit]
     log_allowed`` and never for ``deliver`` (one per receiver per message would dwarf the rest;
     what-if replays publishes and subscribes). A ``deliver`` record names the receiver in ``to``
     and the publisher (when known) in ``client``; its ``tenant`` is the receiver's."""

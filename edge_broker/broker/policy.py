@@ -2,7 +2,7 @@
 
 Every will (at CONNECT), publish, subscribe (per filter) and delivery is decided here. This
 module implements gates 1 (syntax) and 2 (reserved topics); whatever they allow goes on to the
-:class:`~edge_broker.authz.pipeline.GatePipeline` (gates 3–6: authorizers, identity policy, site
+:class:`~edge_broker.authz.gates.GatePipeline` (gates 3–6: authorizers, identity policy, site
 ACL, claims) when one is configured, and is allowed otherwise.
 
 ``check_publish``, ``check_subscribe`` and ``check_will`` return a :class:`Decision`, or an
@@ -22,7 +22,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from ..authz.decision import ALLOW, Decision, GateName, deny
-from ..authz.pipeline import GatePipeline
+from ..authz.gates import GatePipeline
 from ..authz.request import Publication, SubscribeFilter
 from ..identity import Identity
 from ..matching.errors import RuleError
@@ -209,7 +209,7 @@ def build_pipeline(
         )
     permissions = None
     if config.permissions is not None and config.permissions.enabled:
-        from ..authz.pipeline import PermissionsGate
+        from ..authz.gates import PermissionsGate
 
         permissions = PermissionsGate(config.permissions, config.limits.decision_cache_bytes)
     token_gate = None

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from .session import PipelineError, get_session, parse_conf, progress
+from .spark import PipelineError, get_session, parse_conf, progress
 
 
 def _parser() -> argparse.ArgumentParser:

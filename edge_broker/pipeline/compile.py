@@ -33,8 +33,8 @@ from typing import Any
 
 from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
-from .session import PipelineError, progress, static_plans, tune_partitions
 from .signing import sign_body
+from .spark import PipelineError, progress, static_plans, tune_partitions
 from .storage import SHARED, BulkWriter, Storage, join
 
 GATEWAY_ID = re.compile(r"[A-Za-z0-9_.@~-]{1,128}")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .audit import read_records
-from .session import PipelineError, progress, tune_partitions
+from .spark import PipelineError, progress, tune_partitions
 from .storage import Storage, join
 
 KEYS = ["gw", "client", "user", "tenant", "method", "action", "topic", "qos"]

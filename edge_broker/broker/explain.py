@@ -1,7 +1,7 @@
 """``edge-broker explain`` (AUTHZ.md §4): why a client would be allowed or denied, computed with
 the same objects the broker runs.
 
-It builds the broker's :class:`~edge_broker.broker.policy.Policy` from the config and asks each
+It builds the broker's :class:`~edge_broker.authz.policy.Policy` from the config and asks each
 gate on its own (so every gate's verdict is shown, not only the first denial), then the whole
 policy (the verdict the broker would give). It lives in ``broker/`` because it judges the
 broker's whole policy; ``authz`` does not import ``broker`` (DESIGN.md, one direction of imports).
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 from ..authz.authorizers import PublishRequest, SubscribeRequest
 from ..authz.decision import Decision, GateName
+from ..authz.policy import Policy
 from ..authz.request import SubscribeFilter
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import parse_shared, validate_topic_name
 from ..mqtt.packets import NO_PROPERTIES, Subscription
 from ..mqtt.reason_codes import ReasonCode
-from .policy import Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +58,7 @@ async def explain(
 ) -> tuple[list[GateVerdict], Decision]:
     """Every gate's verdict for one request, and the policy's overall decision."""
     from ..broker.message import Message
-    from ..broker.policy import Policy
 
-    assert isinstance(policy, Policy)
     pipeline = policy.pipeline
     verdicts: list[GateVerdict] = []
     base = Policy(policy.separator)  # gates 1-2 alone

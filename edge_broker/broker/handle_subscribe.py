@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..authz.decision import Decision
 from ..matching.errors import RuleError
 from ..matching.names import SHOWN_CHARS, shown
-from ..matching.subscription_patterns import SubscriptionPattern
+from ..matching.subscription_patterns import SubscriptionPattern, subscription_pattern
 from ..mqtt.packets import (
     NO_PROPERTIES,
     Properties,
@@ -24,7 +24,6 @@ from ..mqtt.packets import (
 )
 from ..mqtt.reason_codes import ReasonCode
 from .outcomes import denial_reason, subscribe_denied
-from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, SubscriptionEntry
 from .topic_limits import topic_limit, topic_limit_reason
 

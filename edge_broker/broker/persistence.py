@@ -755,7 +755,7 @@ class Persistence:
     def _recover_sessions(
         self, broker: Broker, now_mono: float, now_wall: float, drop: list[Op]
     ) -> dict[str, Session]:
-        from .pattern_subscriptions import subscription_pattern
+        from ..matching.subscription_patterns import subscription_pattern
 
         sessions: dict[str, Session] = {}
         for key, raw in self.keyed.iter_items(SESSIONS):

@@ -29,13 +29,12 @@ from ..authz.decision import ALLOW, Decision, GateName, deny
 from ..authz.request import Publication
 from ..identity import Identity
 from ..matching.errors import RuleError
-from ..matching.subscription_patterns import SubscriptionPattern
+from ..matching.subscription_patterns import SubscriptionPattern, subscription_pattern
 from ..matching.subscription_trie import SubscriptionTrie
 from ..mqtt.packets import Subscription
 from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.session_states import ConnState
 from .message import Message
-from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, Session, SubscriptionEntry
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..audit import events as audit_events
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..authz.decision import Decision
+from ..authz.policy import Policy, build_policy
 from ..config import Config, ListenerConfig, claims_enabled
 from ..engine.connection import Timeout
 from ..engine.deadlines import Deadlines
@@ -35,7 +36,7 @@ from .limit_hits import LimitHits
 from .listeners import connection_info, start_listener
 from .message import Message, will_message
 from .ownership import Principal
-from .policy import Policy, build_pipeline, open_audit_log
+from .policy import open_audit_log
 from .pre_auth import connect_timed_out
 from .read_pool import ReadPool
 from .rejudge import judge_will, recheck_subscriptions, will_refused
@@ -295,7 +296,8 @@ class Broker:
         """Gates 1–2 plus, when anything is configured, the pipeline of gates 3–6 (AUTHZ.md §2):
         authorizers, default permissions / token grants, and the claims gate. A broker with none
         of them keeps the fast path: no per-message policy work beyond gates 1–2."""
-        return Policy(config.topics.separator, build_pipeline(config, self.claims, self.audit))
+        claims_gate = self.claims.gate if self.claims is not None else None
+        return build_policy(config, claims_gate, self.audit)
 
     # -- connections ------------------------------------------------------------------------
 

@@ -61,14 +61,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 2
+    from ..authz.policy import build_policy
     from ..broker.explain import explain_sync
-    from ..broker.policy import Policy, build_pipeline
 
     identity = _identity(args, config)
     if isinstance(identity, str):
         print(identity, file=sys.stderr)
         return 2
-    policy = Policy(config.topics.separator, build_pipeline(config, None, None))
+    policy = build_policy(config)
     verdicts, final = explain_sync(policy, identity, args.action, args.topic, args.qos, args.retain)
     who = f"client {identity.client_id!r} (method {identity.method}, tenant {identity.tenant}"
     who += f", username {identity.username!r}" if identity.username else ""

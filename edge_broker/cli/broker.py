@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _build_problems(config: Config) -> list[str]:
     """What ``run`` does with a parsed config before binding, done the same way: authorizer
     constructors run (``build_pipeline``, as ``Broker`` does), so one that raises fails here."""
-    from ..broker.policy import build_pipeline
+    from ..authz.policy import build_pipeline
 
     try:
         build_pipeline(config, None, None)

@@ -1,8 +1,8 @@
 """Deciding logged requests again with the broker's own gate code (the what-if job's core).
 
-:func:`policy_from_sections` builds :class:`~edge_broker.broker.policy.Policy` from a bundle's
+:func:`policy_from_sections` builds :class:`~edge_broker.authz.policy.Policy` from a bundle's
 policy sections exactly as ``edge-broker explain`` does (``parse_config`` then
-``Policy(separator, build_pipeline(config, None, None))``); :func:`decide` asks it about one
+``build_policy(config)``); :func:`decide` asks it about one
 logged publish or subscribe. Pure Python: the Spark job calls it per partition, the tests call
 it directly.
 
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..authz.decision import Decision
-from ..broker.message import Message
+from ..authz.request import Publication
 from ..identity import Identity
-from ..mqtt.packets import Subscription
+from ..mqtt.packets import NO_PROPERTIES, Subscription
 
 REPLAYED_ACTIONS = ("publish", "subscribe")
 
@@ -38,11 +38,11 @@ class Verdict:
 
 def policy_from_sections(sections: Mapping[str, Any], separator: str = "/") -> Any:
     """The broker's Policy for a bundle's policy sections (raises ConfigError if refused)."""
-    from ..broker.policy import Policy, build_pipeline
+    from ..authz.policy import build_policy
     from ..config import parse_config
 
     config = parse_config({**sections, "topics": {"separator": separator}}, "<bundle>")
-    return Policy(config.topics.separator, build_pipeline(config, None, None))
+    return build_policy(config)
 
 
 _POLICIES: dict[tuple[str, str], Any] = {}
@@ -98,7 +98,7 @@ def decide(policy: Any, record: Mapping[str, Any]) -> Verdict:
     topic = record.get("topic") or ""
     qos = int(record.get("qos") or 0)
     if record.get("action") == "publish":
-        message = Message(topic, b"", qos, False)
+        message = Publication(topic, b"", qos, False, NO_PROPERTIES)
         return verdict_of(_resolve(policy.check_publish(identity, message)))
     if record.get("action") == "subscribe":
         return verdict_of(_resolve(policy.check_subscribe(identity, Subscription(topic, qos))))

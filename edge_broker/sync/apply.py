@@ -110,7 +110,7 @@ def check_policy(
     gates compiled) — over a gateway config with no policy of its own. ``bundle create`` and
     ``bundle verify`` run it, so no bundle is signed or passed that every gateway refuses
     (issue 20). BundleError naming the problem."""
-    from ..broker.policy import build_pipeline
+    from ..authz.policy import build_pipeline
 
     with tempfile.TemporaryDirectory(prefix="edge-broker-policy-") as scratch:
         config = _merge(

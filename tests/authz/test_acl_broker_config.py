@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from edge_broker.authz.acl_gate import AclGate
-from edge_broker.broker.policy import build_pipeline
+from edge_broker.authz.policy import build_pipeline
 from edge_broker.config import ConfigError, load_config, loads_config
 from tests.authz.acl_paho import NOT_AUTHORIZED, AclClient, acl_json_file, toml_with_acl
 from tests.conftest import ROOT, start_broker

@@ -61,15 +61,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 2
+    from ..authz.explain import explain_sync
     from ..authz.policy import build_policy
-    from ..broker.explain import explain_sync
+    from ..mqtt.packets import NO_PROPERTIES
 
     identity = _identity(args, config)
     if isinstance(identity, str):
         print(identity, file=sys.stderr)
         return 2
     policy = build_policy(config)
-    verdicts, final = explain_sync(policy, identity, args.action, args.topic, args.qos, args.retain)
+    verdicts, final = explain_sync(
+        policy, identity, args.action, args.topic, args.qos, args.retain, NO_PROPERTIES
+    )
     who = f"client {identity.client_id!r} (method {identity.method}, tenant {identity.tenant}"
     who += f", username {identity.username!r}" if identity.username else ""
     who += f", roles {','.join(identity.roles)}" if identity.roles else ""

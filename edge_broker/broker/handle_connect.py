@@ -19,6 +19,7 @@ from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, 
 from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
+from ..authz.session_verdicts import judged_later
 from ..identity import Identity
 from ..mqtt.packets import Auth, Connack, Connect, Properties
 from ..mqtt.reason_codes import ReasonCode
@@ -31,7 +32,6 @@ from .pre_auth import user_properties_refusal
 from .rejudge import (
     apply_verdicts,
     judge_subscriptions,
-    judged_later,
     purge_undeliverable,
     rejudge_session,
 )

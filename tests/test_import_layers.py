@@ -63,6 +63,10 @@ RANKS: dict[str, int] = {
 # Imports a rank alone would allow but DESIGN.md forbids: (importing unit, imported module).
 FORBIDDEN: tuple[tuple[str, str], ...] = (
     ("authz", "mqtt.packets"),  # gates judge request values, not the codec's packets
+    # policy sync and the PySpark pipeline judge with authz's policy object and reach the
+    # running broker through sync.host.PolicyHost, never its internals (issue 28 item 1)
+    ("sync", "broker"),
+    ("pipeline", "broker"),
 )
 
 # Imports that still go the wrong way: (importer, imported) module names → what removes it.

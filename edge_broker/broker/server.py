@@ -248,6 +248,13 @@ class Broker:
             return ReloadResult(False, message)
         return await apply_config(self, new, f"reload of {path}")
 
+    async def apply_config(self, new: Config, source: str) -> ReloadResult:
+        """Compile ``new``'s policy, swap it in, judge live sessions again (broker/reload.py):
+        what policy sync calls with a merged bundle (``sync.host.PolicyHost``)."""
+        from .reload import apply_config
+
+        return await apply_config(self, new, source)
+
     def reset_authentication(self) -> None:
         """Rebuild every listener's authentication chain on its next CONNECT (new keys, files)."""
         self._chains.clear()

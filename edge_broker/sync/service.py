@@ -8,7 +8,7 @@ are handled one at a time:
 1. verify the signature against ``[sync] trusted_keys`` (``bundle.verify_bundle``);
 2. refuse a bundle for another gateway, and a version not newer than the applied one;
 3. build the merged config and validate it (``sync.apply.merged_config``, in a thread);
-4. compile and swap (``broker.reload.apply_config``: re-checks live subscriptions);
+4. compile and swap (``PolicyHost.apply_config``, the broker's: re-checks live subscriptions);
 5. persist the bundle (atomic write + fsync) and report on ``edge/<gateway>/policy/status``
    (retained JSON: ``{"gateway", "version", "applied_version", "ok", "reason", "at"}``).
 
@@ -44,14 +44,13 @@ from ..keys import load_verify_key
 from .apply import merged_config
 from .bundle import BundleError, PolicyBundle, check_acceptable, key_id, verify_bundle
 from .errors import SyncError
+from .host import Applied, PolicyHost, Refused
 from .state import BUNDLE_FILE, SyncStateDir, SyncStateError, SyncStatus
 from .upload import AuditBatch, UploadStatus, next_batch
 
 if TYPE_CHECKING:
     import paho.mqtt.client as paho
 
-    from ..broker.reload import ReloadResult
-    from ..broker.server import Broker
     from ..config import Config
     from ..ops.settings import SyncConfig
 
@@ -85,7 +84,7 @@ def default_state_dir(config: Config) -> Path:
 
 
 class SyncService:
-    def __init__(self, broker: Broker, base: Config) -> None:
+    def __init__(self, broker: PolicyHost, base: Config) -> None:
         settings = base.sync
         self.broker = broker
         self.base = base
@@ -232,10 +231,8 @@ class SyncService:
             return ok, reason, version
 
     async def _apply(self, bundle: PolicyBundle, persist: bool) -> tuple[bool, str]:
-        from ..broker.reload import apply_config
-
         new = await asyncio.to_thread(merged_config, self.base, bundle, self.state)
-        result = await apply_config(self.broker, new, f"policy bundle v{bundle.version}")
+        result = await self.broker.apply_config(new, f"policy bundle v{bundle.version}")
         if not result.ok:
             return False, result.message
         self._applied = bundle.raw
@@ -245,10 +242,9 @@ class SyncService:
         self.state.remove_password_files(keep=bundle.version)
         return True, result.message
 
-    async def reload_base(self, path: str) -> ReloadResult:
+    async def reload_base(self, path: str) -> Applied:
         """SIGHUP with sync running: the new config file, with the applied bundle's sections
         over it again (a reload must not silently drop the cloud's policy)."""
-        from ..broker.reload import ReloadResult, apply_config
         from ..config import ConfigError, load_config
 
         async with self._lock:
@@ -273,11 +269,11 @@ class SyncService:
                 except BundleError as exc:
                     message = f"reload of {path} refused: {exc}; the running policy is kept"
                     log.error(message, extra={"event": "reload_refused"})
-                    return ReloadResult(False, message)
+                    return Refused(message)
             source = f"reload of {path}" + (
                 f" with policy bundle v{bundle.version}" if bundle else ""
             )
-            result = await apply_config(self.broker, merged, source)
+            result = await self.broker.apply_config(merged, source)
             if result.ok:
                 self.base = new
             return result

@@ -83,3 +83,78 @@ def test_runtime_pattern_detection_is_the_parsers_view() -> None:
     for text in ("#", "a/#", "+/b", "a/b", "$SYS/#"):
         assert not is_runtime_pattern(text)
     assert is_runtime_pattern("a.re#", ".") and not is_runtime_pattern("a.#", ".")
+
+
+# -- issue 28 item 4: one definition per concept ---------------------------------------------
+
+# names that may be defined (def, class, or a module-level assignment) in one module only
+DEFINED_ONCE: tuple[str, ...] = (
+    "DEFAULT_TENANT",
+    "PUBREL_HEAD",
+    "MAX_TOPIC_BYTES",
+    "_password_entries",
+)
+
+# literal copies of DEFAULT_TENANT still in files other helpers own at the time of writing
+# (pipeline/replay.py, whatif.py: the what-if replay; pipeline/audit.py: the audit grouping);
+# this list may only shrink
+TENANT_LITERAL_PENDING = {"pipeline/replay.py", "pipeline/whatif.py", "pipeline/audit.py"}
+
+
+def _definitions(name: str) -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            names: list[str] = []
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            if name in names:
+                found.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_each_concept_is_defined_once() -> None:
+    copies = {name: _definitions(name) for name in DEFINED_ONCE}
+    assert all(len(where) <= 1 for where in copies.values()), copies
+    assert _definitions("DEFAULT_TENANT") == ["matching/names.py:20"]
+
+
+def test_the_default_tenant_is_spelled_once() -> None:
+    """PATTERNS.md D14's ``~`` as a string literal only where DEFAULT_TENANT is defined."""
+    copies = sorted(
+        f"{path.relative_to(PACKAGE).as_posix()}:{line}"
+        for path in PACKAGE.rglob("*.py")
+        for text, line in _literals(path)
+        if text == "~"
+        and path.relative_to(PACKAGE).as_posix()
+        not in {"matching/names.py", *TENANT_LITERAL_PENDING}
+    )
+    assert not copies, f"import DEFAULT_TENANT instead: {copies}"
+    still = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if any(text == "~" for text, _ in _literals(path))
+    }
+    assert TENANT_LITERAL_PENDING <= still, "a pending copy is gone: remove it from the list"
+
+
+def test_one_json5_reader() -> None:
+    """JSON5 is read by authz/json5_text.py alone (fast, with the json5 package's messages)."""
+    readers = sorted(
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if any(
+            isinstance(node, ast.Import | ast.ImportFrom)
+            and any(
+                (getattr(node, "module", None) or alias.name).split(".")[0] == "json5"
+                for alias in node.names
+            )
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    )
+    assert readers == ["authz/json5_text.py"]

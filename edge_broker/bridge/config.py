@@ -15,6 +15,7 @@ from typing import Any
 from ..config_section import ConfigError, Section
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import validate_topic_filter
+from ..matching.names import DEFAULT_TENANT
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DIRECTIONS = ("out", "in", "both")
@@ -34,7 +35,7 @@ class TopicMapping:
     local_prefix: str = ""
     remote_prefix: str = ""
     qos: int = 1
-    tenant: str = "~"
+    tenant: str = DEFAULT_TENANT
 
     @property
     def outbound(self) -> bool:
@@ -271,7 +272,7 @@ def _parse_mapping(t: Any) -> TopicMapping | None:
             "write the part of the filter that remote_prefix replaces",
         )
     qos = t.integer("qos", 1, 0, 2)
-    tenant = t.string("tenant", "~") or "~"
+    tenant = t.string("tenant", DEFAULT_TENANT) or DEFAULT_TENANT
     if direction not in DIRECTIONS:
         return None
     return TopicMapping(direction, local, local_prefix, remote_prefix, qos, tenant)

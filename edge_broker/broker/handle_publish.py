@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision, GateName, deny
-from ..engine.flow import PubrecOutcome
+from ..engine.flow import PUBREL_HEAD, PubrecOutcome
 from ..matching.names import shown
 from ..mqtt.errors import ProtocolError
 from ..mqtt.names import payload_is_valid_utf8
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 # properties).
 PUBACK_HEAD = b"\x40\x02"
 PUBREC_HEAD = b"\x50\x02"
-PUBREL_HEAD = b"\x62\x02"
 PUBCOMP_HEAD = b"\x70\x02"
 
 

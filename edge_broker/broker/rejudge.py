@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -47,7 +47,6 @@ from .message import Message
 from .session import Outgoing, Session, SubscriptionEntry
 
 if TYPE_CHECKING:
-    from ..auth.password import PasswordEntry
     from ..config import Config
     from .connection import Connection
     from .server import Broker
@@ -328,7 +327,8 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
     ]
     if not live:
         return ended
-    entries = _password_entries(new)
+    # the new configuration's entries as load_config read them (no password file: nobody)
+    entries = None if new.passwords.file is None else new.passwords.entries
     ended = 0
     for conn in live:
         identity = conn.identity
@@ -413,9 +413,3 @@ def _recheck_tokens(broker: Broker, new: Config, why: str) -> int:
             _revoke_connection(broker, conn, reason)
             ended += 1
     return ended
-
-
-def _password_entries(new: Config) -> Mapping[str, PasswordEntry] | None:
-    """The new configuration's password entries as load_config read them (None: no password
-    file, nobody is listed)."""
-    return None if new.passwords.file is None else new.passwords.entries

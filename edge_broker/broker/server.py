@@ -24,7 +24,7 @@ from ..config import Config, ListenerConfig, claims_enabled
 from ..engine.connection import Timeout
 from ..engine.deadlines import Deadlines
 from ..engine.events import TimedOut
-from ..identity import Identity
+from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
 from .bridging import Bridging
@@ -128,7 +128,7 @@ class Broker:
         if self.audit is not None:
             self.audit.on_buffered = self._audit_buffered
             self._audit_buffered()  # whatever opening the broker recorded
-        self.topic_space("~")
+        self.topic_space(DEFAULT_TENANT)
         self._plan_duties(clock())
         if self.config.sys.interval:
             self.timers.at("sys", clock())  # $SYS is there from the start, then every interval
@@ -369,7 +369,7 @@ class Broker:
                 tenant, self.separator, retained, self.config.limits.routing_cache_bytes
             )
             self._count_retained(space)
-            if "space_sweep" not in self.timers and tenant != "~":
+            if "space_sweep" not in self.timers and tenant != DEFAULT_TENANT:
                 self.timers.every("space_sweep", SPACE_SWEEP_INTERVAL, self.clock())
         return space
 
@@ -383,7 +383,7 @@ class Broker:
         empty = [
             tenant
             for tenant, space in self.topic_spaces.items()
-            if tenant != "~" and tenant not in in_use and space.is_empty()
+            if tenant != DEFAULT_TENANT and tenant not in in_use and space.is_empty()
         ]
         for tenant in empty:
             del self.topic_spaces[tenant]

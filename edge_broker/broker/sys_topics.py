@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..matching.names import DEFAULT_TENANT
 from ..matching.reserved_topics import SYS_ROOT
 from .message import Message
 
@@ -104,7 +105,11 @@ def publish_sys(broker: Broker) -> None:
     sep = broker.separator
     values = sys_values(broker)
     for tenant, space in list(broker.topic_spaces.items()):
-        items = values.items() if tenant != "~" else {**values, **authz_values(broker)}.items()
+        items = (
+            values.items()
+            if tenant != DEFAULT_TENANT
+            else {**values, **authz_values(broker)}.items()
+        )
         for name, value in items:
             topic = SYS_ROOT + sep + "broker" + sep + name.replace("/", sep)
             message = Message(topic, value.encode(), 0, True)

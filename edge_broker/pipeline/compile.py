@@ -31,6 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from ..matching.names import DEFAULT_TENANT
 from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
 from .signing import sign_body
@@ -440,7 +441,7 @@ def _compile(
             check_grant,
             ["tenant", "direction", "rule"],
             separator,
-            F.coalesce(F.col("tenant"), F.lit("~")),
+            F.coalesce(F.col("tenant"), F.lit(DEFAULT_TENANT)),
         )
         invalid_frames.append(bad)
         to_driver["grant"] = g.select("tenant", "direction", "rule", "_row")
@@ -461,9 +462,9 @@ def _compile(
             tainted_sets |= set(sets)
         sets = {name: rules for name, rules in sets.items() if name not in tainted_sets}
     if "grants" in frames:
-        tainted_tenants = {r["_scope"] or "~" for r in driver_rows["tenant_scope"]}
+        tainted_tenants = {r["_scope"] or DEFAULT_TENANT for r in driver_rows["tenant_scope"]}
         for r in sorted(driver_rows["grant"], key=lambda r: r["_row"]):
-            tenant = r["tenant"] or "~"
+            tenant = r["tenant"] or DEFAULT_TENANT
             entry = grants.setdefault(
                 tenant, {"tenant_ids": [tenant], "allow_channels_pub": [], "allow_channels_sub": []}
             )

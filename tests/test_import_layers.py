@@ -31,6 +31,7 @@ RANKS: dict[str, int] = {
     "matching": 0,  # the pattern languages
     "keys": 0,
     "sdnotify": 0,
+    "tls": 0,  # the TLS contexts of the listeners and the uplinks: ssl only
     "config_section": 0,  # a TOML table being read, and ConfigError
     # credential formats and the method names: config.py checks them while it reads the file
     "auth.errors": 0,

@@ -158,3 +158,31 @@ def test_one_json5_reader() -> None:
         )
     )
     assert readers == ["authz/json5_text.py"]
+
+
+def test_the_authentication_methods_build_identity_in_one_place() -> None:
+    """What the connection says of an accepted client (client id, tenant asked for, certificate
+    CN, interface, addresses) is copied into its Identity by AuthRequest.identity_for alone."""
+    builders = sorted(
+        f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno}"
+        for path in (PACKAGE / "auth").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "Identity"
+    )
+    assert [b.split(":")[0] for b in builders] == ["auth/chain.py"], builders
+
+
+def test_tls_contexts_are_built_in_one_module() -> None:
+    """Every SSLContext (listeners, bridges, policy sync's uplink) comes from edge_broker/tls.py;
+    ops/preflight.py only tries the listener's files in a scratch context."""
+    builders = sorted(
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if "create_default_context" in path.read_text(encoding="utf-8")
+        or "load_cert_chain" in path.read_text(encoding="utf-8")
+    )
+    assert builders == ["ops/preflight.py", "tls.py"], builders
+    assert _definitions("_no_password") == []
+    assert [w.split(":")[0] for w in _definitions("tls_context")] == ["broker/listeners.py"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import ssl
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import nacl.signing
 
 from ..keys import load_verify_key
+from ..tls import client_context
 from .apply import merged_config
 from .bundle import BundleError, PolicyBundle, check_acceptable, key_id, verify_bundle
 from .errors import SyncError
@@ -345,10 +345,7 @@ class SyncService:
         if s.username is not None:
             client.username_pw_set(s.username, s.password)
         if s.tls:
-            context = ssl.create_default_context(cafile=s.ca)
-            if s.cert is not None:
-                context.load_cert_chain(s.cert, s.key)
-            client.tls_set_context(context)
+            client.tls_set_context(client_context(s.ca, s.cert, s.key))
         client.reconnect_delay_set(min_delay=min(1.0, s.reconnect_max), max_delay=s.reconnect_max)  # type: ignore[arg-type]
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect

@@ -186,3 +186,24 @@ def test_tls_contexts_are_built_in_one_module() -> None:
     assert builders == ["ops/preflight.py", "tls.py"], builders
     assert _definitions("_no_password") == []
     assert [w.split(":")[0] for w in _definitions("tls_context")] == ["broker/listeners.py"]
+
+
+def test_the_bundle_body_is_encoded_in_one_module() -> None:
+    """The canonical body of a policy bundle (format id, header checks, CBOR) is built by
+    sync/bundle.py alone; the Spark compiler calls its bundle_body/sign_body instead of
+    importing its private checks."""
+    builders = sorted(
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if "BODY_FORMAT" in path.read_text(encoding="utf-8")
+    )
+    assert builders == ["sync/bundle.py"], builders
+    private_imports = sorted(
+        f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").endswith("bundle")
+        and any(alias.name.startswith("_") for alias in node.names)
+    )
+    assert not private_imports, private_imports

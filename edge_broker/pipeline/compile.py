@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..matching.names import DEFAULT_TENANT
+from ..sync.bundle import sign_body
 from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
-from .signing import sign_body
 from .spark import PipelineError, progress, static_plans, tune_partitions
 from .storage import SHARED, BulkWriter, Storage, join
 
@@ -216,10 +216,9 @@ def body_builder(
         import pandas as pd
 
         from ..sync.apply import check_policy
-        from ..sync.bundle import BundleError
+        from ..sync.bundle import BundleError, bundle_body
         from .policy import gateway_policy
         from .rules import split_list
-        from .signing import bundle_body
 
         gw = frame["gateway"].iloc[0]
         version = int(frame["version"].iloc[0])

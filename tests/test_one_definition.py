@@ -220,3 +220,17 @@ def test_the_bundle_body_is_encoded_in_one_module() -> None:
         and any(alias.name.startswith("_") for alias in node.names)
     )
     assert not private_imports, private_imports
+
+
+def test_the_matching_tries_name_their_node_types_apart() -> None:
+    """Five trie modules each had a class ``_Node`` for five different shapes (MQTT filters,
+    seed-001 patterns, key expressions, first-match rules, concrete topics); a class name is
+    now defined once in matching/, so a reader (and a grep) finds the one that is meant."""
+    seen: dict[str, list[str]] = {}
+    for path, _, tree in _modules():
+        if path.parent.name != "matching":
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                seen.setdefault(node.name, []).append(path.name)
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}

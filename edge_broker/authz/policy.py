@@ -48,12 +48,8 @@ if TYPE_CHECKING:
 MaybeDecision = Decision | Awaitable[Decision]
 
 
-class RequestedSubscription(Protocol):
-    """One filter of a SUBSCRIBE with its options (MQTT 5 §3.8.3.1): the codec's
-    ``Subscription`` or a :class:`SubscribeFilter`."""
-
-    @property
-    def topic_filter(self) -> str: ...
+class SubscriptionOptions(Protocol):
+    """The options of a subscription (MQTT 5 §3.8.3.1)."""
 
     @property
     def qos(self) -> int: ...
@@ -66,6 +62,14 @@ class RequestedSubscription(Protocol):
 
     @property
     def retain_handling(self) -> int: ...
+
+
+class RequestedSubscription(SubscriptionOptions, Protocol):
+    """One filter of a SUBSCRIBE with its options: the codec's ``Subscription`` or a
+    :class:`SubscribeFilter`."""
+
+    @property
+    def topic_filter(self) -> str: ...
 
 
 class Recipient(Protocol):

@@ -21,36 +21,19 @@ from ..matching.subscription_patterns import SubscriptionPattern, subscription_p
 from ..matching.subscription_trie import SubscriptionTrie
 from ..mqtt.reason_codes import ReasonCode
 from .decision import Decision, GateName, deny
-from .policy import MaybeDecision, Policy, Recipient
+from .policy import DeliveryRoute, MaybeDecision, Policy, Recipient, SubscriptionOptions
 from .request import Publication, SubscribeFilter
 
 TOKEN_EXPIRED = "token-expired"  # the rule id of a will refused because its token expired
 TOKEN_NOT_KEPT = "token-not-kept"  # ... because its grants were not kept across a restart
 
 
-class JudgedSubscription(Protocol):
-    """One subscription of a session as the policy judges it again."""
-
-    @property
-    def qos(self) -> int: ...
-
-    @property
-    def no_local(self) -> bool: ...
-
-    @property
-    def retain_as_published(self) -> bool: ...
-
-    @property
-    def retain_handling(self) -> int: ...
-
-    @property
-    def share_group(self) -> str | None: ...
+class JudgedSubscription(SubscriptionOptions, DeliveryRoute, Protocol):
+    """One subscription of a session as the policy judges it again: its options, the route
+    its deliveries take, and the marks the policy keeps on it."""
 
     @property
     def queryable(self) -> bool: ...
-
-    @property
-    def recheck(self) -> bool: ...
 
     @property
     def egress(self) -> bool: ...

@@ -10,7 +10,6 @@ broker builds for it, with an empty payload and no properties.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
@@ -163,15 +162,3 @@ def _topic_name_problem(topic: str, separator: str) -> Decision | None:
             False, GateName.SYNTAX, None, ReasonCode.TOPIC_NAME_INVALID, str(exc), disconnect=True
         )
     return None
-
-
-def explain_sync(
-    policy: Policy,
-    identity: Identity,
-    action: str,
-    topic: str,
-    qos: int = 0,
-    retain: bool = False,
-    properties: PublishProperties = NO_PUBLISH_PROPERTIES,
-) -> tuple[list[GateVerdict], Decision]:
-    return asyncio.run(explain(policy, identity, action, topic, qos, retain, properties))

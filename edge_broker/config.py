@@ -110,7 +110,7 @@ class LimitsConfig:
     connect_burst: int = 400
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
     write_buffer_low: int = 64 * 1024
-    # Broker-wide bounds on socket buffers (issue 16, broker/read_pool.py, write_budget.py):
+    # Broker-wide bounds on socket buffers (issue 16, broker/limits/read_pool.py, write_budget.py):
     # max_connections × max_packet_size and × write_buffer_high would be 2.5 GiB.
     read_buffer_size: int = 8 * 1024  # unfinished-packet bytes a connection holds on its own
     read_pool_size: int = 4 * 1024 * 1024  # beyond that, shared by all connections
@@ -185,7 +185,7 @@ class ClaimsConfig:
 
 @dataclass(frozen=True, slots=True)
 class PersistenceConfig:
-    """``[persistence]`` (issue 8, broker/persistence.py): persistent sessions and retained
+    """``[persistence]`` (issue 8, broker/persist/persistence.py): persistent sessions and retained
     messages in ``<state_dir>/broker.log``. ``state_dir`` ``None``: ``$EDGE_BROKER_STATE_DIR``,
     else /var/lib/edge-broker when writable, else ./var/edge-broker (claims live there too).
     ``durability``: ``sync`` (PUBACK/PUBREC after fsync), ``interval`` (fsync every

@@ -25,9 +25,10 @@ from typing import Any
 
 from edge_broker.broker.journal import NO_JOURNAL
 from edge_broker.broker.message import Message, make_message
-from edge_broker.broker.persist_codec import encode_message, now_pair
-from edge_broker.broker.persist_hooks import PersistentJournal
-from edge_broker.broker.persistence import REFS, Persistence
+from edge_broker.broker.persist.codec import encode_message, now_pair
+from edge_broker.broker.persist.hooks import PersistentJournal
+from edge_broker.broker.persist.persistence import Persistence
+from edge_broker.broker.persist.tables import REFS
 from edge_broker.broker.session import Outgoing, Session, new_outgoing
 from edge_broker.identity import DEFAULT_TENANT, Identity
 from edge_broker.mqtt.packets import NO_PROPERTIES
@@ -115,7 +116,7 @@ async def run(directory: Path, messages: int, subscribers: int, per_turn: int, p
     keyed = KeyedLog.open(directory / "broker.log", fsync="none", compact_min_bytes=1 << 40)
     store = Persistence(keyed)
     keyed.hold(REFS, store)
-    store._recording = True  # what Persistence.recover ends with, on an empty store
+    store._recording = True  # what recovery.recover ends with, on an empty store
     if part.endswith("no-write"):  # the records are made (Persistence._take) but not encoded
         store.keyed.write_flat = lambda ops, count: 0  # type: ignore[method-assign]
     journals: list[Any] = [

@@ -41,6 +41,16 @@ LISTEN_RE = re.compile(r"listener (\S+) \((\w+)\) listening on (\S+):(\d+)")
 
 DEFAULT_SYS_INTERVAL = 2
 
+# pyproject's global ``timeout`` (300 s) bounds every CI test; a soak test runs for as long as it
+# is asked to (``-m soak``), so it gets an hour unless it names its own ``timeout`` mark.
+SOAK_TIMEOUT = 3600
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("soak") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
+
 
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):

@@ -1,64 +1,116 @@
-"""Imports run one way (DESIGN.md "One direction of imports", CONVENTIONS.md, issue 21 item 5).
+"""Folders are layers: imports run one way (DESIGN.md "Where the core is going", CONVENTIONS.md).
 
-Every module's imports are read with ``ast`` -- module-level ones, function-local ones and those
-under ``if TYPE_CHECKING:`` alike, since a type named in a signature is a dependency too -- and
-each import of a project module must go from a unit to a unit of a *lower* rank in
-:data:`RANKS`. The ranks are a total order, so the table cannot describe a cycle, and
-``docs/architecture.md`` prints the same table (checked below, since a clone has no DESIGN.md).
+Every import is read with ``ast`` by ``scripts/import_graph.py``: module-level ones,
+function-local ones and those under ``if TYPE_CHECKING:`` alike (a type named in a signature is
+a dependency too), and the plugin loads done through ``importlib`` (a string such as
+``"edge_broker.auth.anonymous:build"`` is an import of that module).
+
+Two tables hold the tree to its layers, each a total order (so neither can describe a cycle):
+
+- :data:`RANKS` ranks the FOLDERS of ``edge_broker`` (and its top-level modules): a module may
+  import modules of its own folder and of folders of a lower rank, nothing else. Every
+  ``__main__.py`` is a process entry point, the unit ``__main__``, above everything.
+- :data:`BROKER_RANKS` ranks what is inside ``broker/``: its sub-folders (``persist``,
+  ``limits``) and its modules, by the same rule; and no sub-folder of ``broker/`` holds a cycle.
+
+``docs/architecture.md`` prints both tables (checked below, since a clone has no DESIGN.md).
 
 :data:`PENDING` lists the imports that still go the wrong way, each with the change that removes
 it. It may only shrink: an entry whose import is gone fails the test, so whoever removes an
 import also removes its entry.
+
+The engine stays sans-io: ``engine/`` imports only ``mqtt`` and the standard library, no asyncio
+or other I/O module, and reads no clock (time is a parameter).
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+import sys
 from functools import cache
 from pathlib import Path
+
+from scripts.import_graph import (
+    Import,
+    graph,
+    node_in,
+    package_of,
+    strongly_connected,
+)
+from scripts.import_graph import project_imports as read_imports
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "edge_broker"
 
-# unit → rank. A module belongs to the longest unit that is a prefix of its dotted name (after
-# "edge_broker."); a unit may import its own modules and units of a lower rank, nothing else.
+# folder (or top-level module) → rank. "" is edge_broker/__init__.py (the version string).
 RANKS: dict[str, int] = {
     # nothing of ours below them
-    "": 0,  # edge_broker/__init__.py: the version string
+    "": 0,
     "mqtt": 0,  # the sans-io codec
     "matching": 0,  # the pattern languages
     "keys": 0,
     "sdnotify": 0,
     "tls": 0,  # the TLS contexts of the listeners and the uplinks: ssl only
     "config_section": 0,  # a TOML table being read, and ConfigError
-    # credential formats and the method names: config.py checks them while it reads the file
-    "auth.errors": 0,
-    "auth.methods": 0,
-    "auth.mosquitto_hashes": 0,
-    "auth.token_keys": 1,
-    "auth.password": 1,
-    "engine": 1,  # the sans-io connection engine and deadlines: mqtt only
+    "engine": 1,  # the sans-io session engine: mqtt only
     "identity": 1,  # who is connected: what auth produces and the gates judge (matching only)
-    "store": 1,
+    "store": 1,  # the append-only log, and where the logs live (state_dir)
     "audit": 1,
-    "authz": 2,  # the gate pipeline: matching, identity, audit, mqtt.reason_codes
-    # the section parsers that live with their packages; config.py composes them
-    "ops.settings": 3,
-    "ops.preflight": 4,
-    "bridge.config": 4,
-    "config": 5,
-    "claims": 6,
-    "auth": 7,
-    "broker": 8,
-    "bridge": 9,
-    "sync": 9,
-    "ops": 10,
-    "pipeline": 11,  # cloud side: reuses matching and authz; nothing imports it
-    "smoker_client": 11,
-    "cli": 12,  # the command-line front ends of every package
-    "__main__": 13,  # python -m entry points (edge_broker/__main__.py, broker/__main__.py)
+    "authz": 2,  # the gates: matching, identity, audit, mqtt.reason_codes
+    "claims": 3,
+    "auth": 4,  # authentication methods; auth.smoker verifies claims
+    "config": 5,  # reads the file and assembles the sections
+    "broker": 6,  # the asyncio layer
+    "bridge": 7,  # clients of the broker
+    "sync": 8,
+    "ops": 9,  # metrics, health, preflight, the service that wires broker, bridges and sync
+    "pipeline": 10,  # cloud side: nothing imports it
+    "smoker_client": 10,
+    "cli": 11,  # the command-line front ends: nothing imports cli
+    "__main__": 12,  # python -m entry points (edge_broker/__main__.py, broker/__main__.py)
+}
+
+# inside broker/: sub-folder or module → rank (same rule, one level down).
+BROKER_RANKS: dict[str, int] = {
+    "broker": 0,  # broker/__init__.py
+    "awaiting": 0,
+    "message": 0,
+    "network_interfaces": 0,
+    "pattern_subscriptions": 0,
+    "scheduler": 0,
+    "graceful_close": 0,
+    "stats": 0,
+    "journal": 0,  # the interface a session reports its changes through
+    "logs": 0,
+    "ownership": 0,
+    "outcomes": 0,
+    "token_expiry": 0,
+    "handle_ping": 0,
+    "handle_disconnect": 0,
+    "bridging": 1,
+    "limits": 1,  # budgets, quotas, admission
+    "listeners": 1,
+    "session": 1,
+    "handle_unsubscribe": 1,
+    "handle_claims": 2,
+    "handle_subscribe": 2,
+    "policy": 2,
+    "retained": 2,
+    "explain": 3,
+    "topic_space": 3,
+    "delivery": 4,
+    "handle_publish": 4,
+    "persist": 4,  # reference tables, write-ahead, recovery, migrations
+    "rejudge": 5,
+    "sys_topics": 5,
+    "handle_connect": 6,
+    "reload": 6,
+    "handle_auth": 7,
+    "dispatch": 8,
+    "connection": 9,
+    "websocket": 10,
+    "server": 11,
 }
 
 # Imports a rank alone would allow but DESIGN.md forbids: (importing unit, imported module).
@@ -70,110 +122,133 @@ FORBIDDEN: tuple[tuple[str, str], ...] = (
     ("pipeline", "broker"),
 )
 
+_CONFIG_SECTIONS = (
+    "config.py keeps only the file reading and the assembly; each package parses its own "
+    "section and takes that section, not Config (DESIGN.md: auth/ claims/ store/ audit/ each "
+    "parse their own config section)"
+)
+_ENGINE_STEP = (
+    "the engine step: handlers act on engine events through a narrow Protocol naming what they "
+    "may call, not the whole Connection and Broker"
+)
+
 # Imports that still go the wrong way: (importer, imported) module names → what removes it.
-PENDING: dict[tuple[str, str], str] = {}
-
-
-@dataclass(frozen=True, slots=True)
-class Import:
-    importer: str  # dotted, without "edge_broker."
-    imported: str
-    line: int
-    local: bool  # inside a function body
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
-    if not node.level:
-        base = node.module or ""
-        if not base.startswith("edge_broker"):
-            return []
-        names = [base]
-    else:
-        here = ["edge_broker", *filter(None, module.split("."))]
-        package = here if is_package else here[:-1]
-        anchor = package[: len(package) - (node.level - 1)]
-        names = [".".join([*anchor, *([node.module] if node.module else [])])]
-        if node.module is None:  # from . import x: x may be a module
-            names = [f"{names[0]}.{alias.name}" for alias in node.names]
-    return [name.removeprefix("edge_broker").removeprefix(".") for name in names]
+PENDING: dict[tuple[str, str], str] = {
+    **{
+        (f"auth.{module}", "config"): _CONFIG_SECTIONS
+        for module in (
+            "anonymous",
+            "certificate",
+            "chain",
+            "client_id_lint",
+            "password_method",
+            "smoker",
+            "tenant_choice",
+            "token_method",
+        )
+    },
+    ("claims.runtime", "config"): _CONFIG_SECTIONS,
+    # config reads sections whose packages sit above the broker
+    ("config", "bridge.config"): _CONFIG_SECTIONS + "; [[bridges]] read below the broker",
+    ("config", "ops.settings"): _CONFIG_SECTIONS + "; [service]/[metrics] read below the broker",
+    ("config", "ops.preflight"): _CONFIG_SECTIONS + "; the checks run by ops, not by config",
+    ("sync.service", "ops.settings"): "sync takes its settings from the assembly, not from ops",
+    # inside broker/
+    **{
+        (f"broker.{module}", "broker.connection"): _ENGINE_STEP
+        for module in (
+            "dispatch",
+            "handle_auth",
+            "handle_claims",
+            "handle_connect",
+            "handle_disconnect",
+            "handle_ping",
+            "handle_publish",
+            "handle_subscribe",
+            "handle_unsubscribe",
+            "outcomes",
+            "rejudge",
+            "token_expiry",
+        )
+    },
+    ("broker.connection", "broker.server"): _ENGINE_STEP + " (conn.broker is then that Protocol)",
+    ("broker.journal", "broker.session"): "Outgoing moves below the session (type only)",
+    # a cycle inside a sub-folder: each of its imports is listed
+    **{
+        pair: "the journal and the store it writes to name each other: a Protocol for the store"
+        for pair in (
+            ("broker.persist.hooks", "broker.persist.persistence"),
+            ("broker.persist.persistence", "broker.persist.hooks"),
+        )
+    },
+}
 
 
 @cache
-def project_imports() -> list[Import]:
-    found: list[Import] = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = _module_name(path)
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        in_function: set[int] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                in_function.update(id(sub) for sub in ast.walk(node) if sub is not node)
-        for node in ast.walk(tree):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [
-                    a.name.removeprefix("edge_broker").removeprefix(".")
-                    for a in node.names
-                    if a.name.split(".")[0] == "edge_broker"
-                ]
-            elif isinstance(node, ast.ImportFrom):
-                targets = _absolute(module, path.name == "__init__.py", node)
-            for target in targets:
-                found.append(Import(module, target, node.lineno, id(node) in in_function))
-    return found
+def project_imports() -> tuple[Import, ...]:
+    return tuple(read_imports(ROOT))
 
 
 def unit_of(module: str) -> str:
-    if module == "__main__" or module.endswith(".__main__"):
-        return "__main__"
-    best = ""
-    for unit in RANKS:
-        if unit and (module == unit or module.startswith(unit + ".")) and len(unit) > len(best):
-            best = unit
-    return best
+    """The folder (or top-level module) ``module`` is in; ``__main__`` for entry points."""
+    return package_of(module) if module else ""
 
 
-@cache
-def _module_of(target: str) -> str:
-    """``from ..x import name`` names the module ``x``; a name inside a module maps to it."""
-    while target and not (
-        (PACKAGE / target.replace(".", "/")).with_suffix(".py").exists()
-        or (PACKAGE / target.replace(".", "/") / "__init__.py").exists()
-    ):
-        target = target.rpartition(".")[0]
-    return target
+def broker_unit_of(module: str) -> str | None:
+    """Inside broker/: the sub-folder or module ``module`` is in (None outside broker/)."""
+    node = node_in(module, "broker")
+    return None if node is None else node.removeprefix("broker.") or "broker"
+
+
+def _wrong(imp: Import) -> bool:
+    source, dest = unit_of(imp.importer), unit_of(imp.imported)
+    forbidden = any(
+        source == unit and (imp.imported == banned or imp.imported.startswith(banned + "."))
+        for unit, banned in FORBIDDEN
+    )
+    if forbidden or (source != dest and RANKS[dest] >= RANKS[source]):
+        return True
+    inner_source, inner_dest = broker_unit_of(imp.importer), broker_unit_of(imp.imported)
+    if inner_source is None or inner_dest is None or inner_source == inner_dest:
+        return False
+    return BROKER_RANKS[inner_dest] >= BROKER_RANKS[inner_source]
+
+
+def _in_subfolder_cycle() -> set[tuple[str, str]]:
+    """Imports inside one sub-folder of broker/ that close a cycle there."""
+    found: set[tuple[str, str]] = set()
+    for folder in {
+        f"broker.{name}" for name in BROKER_RANKS if (PACKAGE / "broker" / name).is_dir()
+    }:
+        inner = graph(
+            (a, b)
+            for imp in project_imports()
+            if (a := node_in(imp.importer, folder)) and (b := node_in(imp.imported, folder))
+        )
+        for component in strongly_connected(inner):
+            found.update((a, b) for a in component for b in inner[a] if b in component)
+    return found
 
 
 def wrong_way() -> dict[tuple[str, str], list[Import]]:
+    cyclic = _in_subfolder_cycle()
     bad: dict[tuple[str, str], list[Import]] = {}
     for imp in project_imports():
-        target = _module_of(imp.imported)
-        source, dest = unit_of(imp.importer), unit_of(target)
-        forbidden = any(
-            source == unit and (target == banned or target.startswith(banned + "."))
-            for unit, banned in FORBIDDEN
-        )
-        if forbidden or (source != dest and RANKS[dest] >= RANKS[source]):
-            bad.setdefault((imp.importer, target), []).append(imp)
+        key = (imp.importer, imp.imported)
+        if _wrong(imp) or key in cyclic:
+            bad.setdefault(key, []).append(imp)
     return bad
 
 
-def test_every_module_belongs_to_a_ranked_unit() -> None:
+def test_every_folder_and_module_is_ranked() -> None:
     top_level = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()}
-    top_level -= {"__pycache__", "__init__", "py"}
-    unranked = sorted(
-        name
-        for name in top_level
-        if not name.startswith(".") and name not in RANKS and name != "__main__"
-    )
+    top_level -= {"__pycache__", "__init__", "__main__", "py"}
+    unranked = sorted(n for n in top_level if not n.startswith(".") and n not in RANKS)
     assert not unranked, f"add {unranked} to RANKS here and in docs/architecture.md"
+    inside = {p.stem if p.is_file() else p.name for p in (PACKAGE / "broker").iterdir()}
+    inside -= {"__pycache__", "__init__", "__main__", "py"}
+    unranked = sorted(n for n in inside if not n.startswith(".") and n not in BROKER_RANKS)
+    assert not unranked, f"add {unranked} to BROKER_RANKS here and in docs/architecture.md"
 
 
 def test_imports_go_down_the_ranks() -> None:
@@ -184,8 +259,9 @@ def test_imports_go_down_the_ranks() -> None:
         if key not in PENDING
     }
     assert not new, (
-        "imports against DESIGN.md's direction (importer, imported): "
-        f"{new}; move the shared piece down a rank instead"
+        "imports against the layers (importer, imported): "
+        f"{new}; move the shared piece down a rank, or hand the collaborator in through a "
+        "Protocol that names what is used"
     )
 
 
@@ -197,30 +273,123 @@ def test_pending_wrong_way_imports_still_exist() -> None:
 def test_mqtt_matching_identity_import_nothing_of_ours() -> None:
     for imp in project_imports():
         if unit_of(imp.importer) in {"mqtt", "matching", "identity"}:
-            allowed = {unit_of(imp.importer)} | (
-                {"matching"} if imp.importer == "identity" else set()
-            )
-            assert unit_of(_module_of(imp.imported)) in allowed, imp
+            allowed = {unit_of(imp.importer)}
+            if imp.importer == "identity":  # the tenant names of PATTERNS.md D14
+                allowed.add("matching")
+            assert unit_of(imp.imported) in allowed, imp
 
 
-def test_nothing_imports_cli_or_pipeline() -> None:
+def test_nothing_imports_cli_pipeline_or_an_entry_point() -> None:
     for imp in project_imports():
-        dest = unit_of(_module_of(imp.imported))
-        if dest in {"cli", "pipeline"}:
+        dest = unit_of(imp.imported)
+        if dest in {"cli", "pipeline", "__main__"}:
             assert unit_of(imp.importer) in {dest, "__main__"}, imp
 
 
-def test_architecture_doc_prints_the_same_table() -> None:
+# The engine is sans-io (DESIGN.md): no event loop, no sockets, no threads, no clock.
+ENGINE_BANNED_MODULES = frozenset(
+    {"asyncio", "socket", "selectors", "select", "ssl", "threading", "time", "datetime", "os"}
+)
+CLOCK_READS = frozenset(
+    {"monotonic", "monotonic_ns", "perf_counter", "time", "time_ns", "now", "utcnow", "today"}
+)
+
+
+def _engine_violations(tree: ast.AST, where: str) -> list[str]:
+    found: list[str] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        for name in names:
+            top = name.split(".")[0]
+            if top == "edge_broker" or top in ENGINE_BANNED_MODULES:
+                found.append(f"{where}:{node.lineno} imports {name}")
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                found.append(f"{where}:{node.lineno} imports {name}, not the standard library")
+        if isinstance(node, ast.ImportFrom) and node.level:
+            if node.level > 2 or (node.level == 2 and (node.module or "").split(".")[0] != "mqtt"):
+                found.append(f"{where}:{node.lineno} imports {'.' * node.level}{node.module}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in CLOCK_READS | {"get_running_loop", "get_event_loop"}
+        ):
+            found.append(f"{where}:{node.lineno} reads {ast.unparse(node.func)}()")
+    return found
+
+
+def test_the_engine_is_pure() -> None:
+    """engine/ imports only mqtt and the standard library, nothing of asyncio, I/O or threads,
+    and reads no clock: ``now`` is passed in."""
+    found: list[str] = []
+    for path in sorted((PACKAGE / "engine").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        found += _engine_violations(tree, str(path.relative_to(ROOT)))
+    assert not found, found
+
+
+def test_the_engine_check_sees_a_clock_an_event_loop_and_the_broker() -> None:
+    """The purity check itself fails on what it forbids."""
+    samples = {
+        "import time\nnow = time.monotonic()\n": 2,
+        "import asyncio\n": 1,
+        "from datetime import datetime\nx = datetime.now()\n": 2,
+        "from ..broker import server\n": 1,
+        "from ...config import Config\n": 1,
+        "import cbor2\n": 1,
+        "def f(loop):\n    return loop.time()\n": 1,
+        "from ..mqtt.codec import encode\nfrom .events import Event\nimport heapq\n": 0,
+    }
+    for source, count in samples.items():
+        assert len(_engine_violations(ast.parse(source), "x.py")) == count, source
+
+
+def _table(text: str, heading: str) -> dict[str, int]:
+    section = text.split(heading, 1)[1]
+    section = section.split("\n#", 1)[0]
+    rows = re.findall(r"^\| *(\d+) *\| *`([^`]*)` *\|", section, flags=re.MULTILINE)
+    return {unit: int(rank) for rank, unit in rows}
+
+
+def test_architecture_doc_prints_the_same_tables() -> None:
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| *(\d+) *\| *`([^`]*)` *\|", text, flags=re.MULTILINE)
-    documented = {("" if unit == "edge_broker" else unit): int(rank) for rank, unit in rows}
+    folders = _table(text, "## Layers")
+    documented = {("" if unit == "edge_broker" else unit): rank for unit, rank in folders.items()}
     assert documented == RANKS
+    inside = _table(text, "## Inside broker/")
+    assert {unit.removeprefix("broker/") for unit in inside} == set(BROKER_RANKS)
+    assert {unit.removeprefix("broker/"): r for unit, r in inside.items()} == BROKER_RANKS
 
 
-def test_the_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
-    """The parser itself: a function-local relative import and a TYPE_CHECKING one are seen."""
-    names = {(i.importer, i.imported, i.local) for i in project_imports()}
-    assert ("broker.__main__", "cli.broker", False) in names
-    assert any(local for _, _, local in names)
-    assert unit_of("ops.settings") == "ops.settings" and unit_of("ops.service") == "ops"
-    assert unit_of("broker.__main__") == "__main__" and unit_of("") == ""
+def test_the_reader_sees_every_kind_of_import() -> None:
+    """The reader itself: function-local, TYPE_CHECKING and importlib plugin loads are seen."""
+    imports = project_imports()
+    names = {(i.importer, i.imported, i.kind) for i in imports}
+    assert ("broker.__main__", "cli.broker", "import") in names
+    assert ("auth.methods", "auth.anonymous", "plugin") in names  # AUTHENTICATOR_FACTORIES
+    assert ("cli", "cli.token", "plugin") in names  # COMMANDS
+    assert any(i.local for i in imports)
+    type_only = [
+        i for i in imports if (i.importer, i.imported) == ("broker.rejudge", "broker.connection")
+    ]
+    assert type_only and not any(i.local for i in type_only)  # under TYPE_CHECKING
+    assert ("broker.reload", "broker.rejudge", "import") in names
+    assert unit_of("ops.settings") == "ops" and unit_of("broker.__main__") == "__main__"
+    assert unit_of("") == "" and broker_unit_of("broker.persist.tables") == "persist"
+    assert broker_unit_of("broker.__main__") is None and broker_unit_of("config") is None
+
+
+def test_a_wrong_way_type_only_import_counts(tmp_path: Path) -> None:
+    """An import under ``if TYPE_CHECKING:`` is an edge like any other."""
+    (tmp_path / "edge_broker" / "mqtt").mkdir(parents=True)
+    (tmp_path / "edge_broker" / "broker").mkdir()
+    for path in ("__init__.py", "mqtt/__init__.py", "broker/__init__.py", "broker/server.py"):
+        (tmp_path / "edge_broker" / path).write_text("")
+    (tmp_path / "edge_broker" / "mqtt" / "codec.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..broker.server import X\n"
+    )
+    found = read_imports(tmp_path)
+    assert [(i.importer, i.imported) for i in found] == [("mqtt.codec", "broker.server")]

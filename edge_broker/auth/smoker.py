@@ -146,7 +146,8 @@ class SmokerAuthenticator:
         if first_data:
             return Refused(
                 ReasonCode.NOT_AUTHORIZED,
-                "send no Authentication Data before the broker's nonce (SMOKER.md step 1)",
+                "send no Authentication Data before the broker's nonce "
+                "(SMOKER: the CONNECT carries only the method)",
             )
         challenge = issue_challenge(client_id, secrets.token_bytes(NONCE_BYTES))
         if isinstance(challenge, Refused):

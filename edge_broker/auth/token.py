@@ -254,7 +254,7 @@ class TokenVerifier:
         if bound is not None and client_id is not None and bound != client_id:
             raise _bad(f"token is bound to client id {bound!r}, not {client_id!r}")
         if GRANTS_CLAIM not in payload:
-            raise _bad(f"token has no '{GRANTS_CLAIM}' claim (seed 000 permissions)")
+            raise _bad(f"token has no '{GRANTS_CLAIM}' claim (the tenants and channels it grants)")
         grants = self._grants(payload[GRANTS_CLAIM])
         return VerifiedToken(
             subject,

@@ -103,8 +103,8 @@ def lint_permissions(config: PermissionsConfig) -> list[str]:
             )
     if config.sets and config.unassigned is None and all(a.selectors for a in config.assignments):
         findings.append(
-            "permissions: clients that no assignment selects get no permissions, which seed 003 "
-            "treats as ALLOW everything; add a catch-all [[permissions.assign]] or set "
+            "permissions: clients that no assignment selects get no permissions, which the HiveMQ "
+            "model treats as ALLOW everything; add a catch-all [[permissions.assign]] or set "
             'permissions.unassigned = "deny"'
         )
     return findings

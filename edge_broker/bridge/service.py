@@ -158,8 +158,8 @@ class Bridges:
         for bc in config.bridges:
             store: Any
             if config.persistence.enabled:
-                from ..broker.persistence import FSYNC
-                from ..claims.runtime import state_dir
+                from ..broker.persist.persistence import FSYNC
+                from ..store.state_dir import state_dir
 
                 directory = state_dir(config)
                 settings = config.persistence

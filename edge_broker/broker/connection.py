@@ -37,8 +37,9 @@ from ..mqtt.packets import Connect, Packet, Will
 from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.session_states import ConnState, Trigger
 from .dispatch import HANDLERS, Handler
+from .graceful_close import Drain, close_gracefully
+from .limits.publish_quota import PublishQuota
 from .message import Message
-from .publish_quota import PublishQuota
 from .session import Outgoing, Session
 
 if TYPE_CHECKING:
@@ -75,7 +76,9 @@ class Connection(asyncio.BufferedProtocol):
         )
         # the engine's state and these handlers change together, only in trigger()
         self.handlers: Mapping[type, Handler] = HANDLERS[AWAIT_CONNECT]
-        self.lost = False  # connection_lost ran: the broker was told once
+        self.lost = False  # the MQTT connection is over and the broker was told (_forget)
+        self.gone = False  # connection_lost ran: the socket is closed
+        self.drain: Drain | None = None  # the socket's bounded close (graceful_close.py)
         self.level = 4
         self.v5 = False
         self.client_id = ""
@@ -135,14 +138,21 @@ class Connection(asyncio.BufferedProtocol):
         return self.engine.last_rx
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self.drain is not None:  # read only to be thrown away: no reservation needed
+            return self.broker.read_pool.view
         return self.broker.read_pool.buffer_for(self)  # bounded reads (read_pool.py)
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self.drain is not None:
+            self.drain.discard(nbytes)
+            return
         pool = self.broker.read_pool
         self.data_received(bytes(pool.view[:nbytes]))  # copied out before the next read
         pool.after_read(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.drain is not None:  # closing: counted by the socket's protocol (WebSocket)
+            return
         self.broker.stats.bytes_received += len(data)
         self.bytes_in += len(data)
         engine = self.engine
@@ -187,6 +197,22 @@ class Connection(asyncio.BufferedProtocol):
         return self.engine.pre_auth_exceeded(size)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.gone:
+            return
+        self.gone = True
+        if self.drain is not None:
+            self.drain.finished()
+        self._forget()
+        self.broker.connection_closed(self)
+
+    def discard(self, nbytes: int) -> None:
+        """Bytes the socket read while closing and threw away (WebSocket: every byte)."""
+        if self.drain is not None:
+            self.drain.discard(nbytes)
+
+    def _forget(self) -> None:
+        """The MQTT connection is over (its last packet sent, or the socket gone): the broker
+        detaches the session and stops counting the client, once."""
         if self.lost:
             return
         self.lost = True
@@ -198,7 +224,7 @@ class Connection(asyncio.BufferedProtocol):
         self.broker.read_pool.forget(self)
         self.broker.write_budget.forget(self)
         self.trigger(Trigger.CLOSE)
-        self.broker.connection_closed(self)
+        self.broker.connection_ended(self)
 
     def trigger(self, event: Trigger) -> None:
         """Move to the state ``event`` leads to (mqtt/session_states.py) with its handlers; a
@@ -215,6 +241,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self.paused = False
+        if self.lost:  # the last bytes of a closing socket: nothing is counted for it any more
+            return
         self.broker.write_budget.resumed(self)
         session = self.session
         if session is not None and self.state == CONNECTED:
@@ -417,8 +445,19 @@ class Connection(asyncio.BufferedProtocol):
             self.broker.persistence.before_send()  # write-ahead, as Broker._flush (issue 17)
         self.flush()
         self.trigger(Trigger.CLOSE)
-        if self.transport is not None:
-            self.transport.close()
+        transport = self.transport
+        if transport is None:
+            return
+        if not self.bytes_out:  # nothing sent that a reset could destroy (closed at accept)
+            transport.close()
+            return
+        # send, half-close, drain for a bounded time, close (graceful_close.py); the session is
+        # let go on the next loop iteration, as when the socket closed at once: never from
+        # inside the handler that ended the connection (a takeover detaches it itself)
+        self.drain = close_gracefully(transport)
+        if self.drain is not None:
+            transport.resume_reading()  # paused for an authentication or the read pool
+            asyncio.get_running_loop().call_soon(self._forget)
 
     # -- outgoing flow ----------------------------------------------------------------------
 

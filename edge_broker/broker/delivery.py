@@ -26,17 +26,41 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .message import Message
 from .session import Outgoing, Session, SubscriptionEntry, new_outgoing
 from .topic_space import SharedGroup, TopicSpace
 
 if TYPE_CHECKING:
-    from .server import Broker
+    from ..authz.policy import Policy
+    from ..config import Config
+    from .bridging import Bridging
+    from .limits.limit_hits import LimitHits
+    from .stats import BrokerStats
 
 
 QUEUE_ENTRY_BYTES = 120  # an Outgoing and its deque slot, besides the message's own size
+
+
+class DeliveryHost(Protocol):
+    """What delivery reads of the broker (``Broker`` is one). The policy is read at each use: a
+    reload or a bundle swaps it."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def limit_hits(self) -> LimitHits: ...
+
+    @property
+    def bridges(self) -> Bridging | None: ...
 
 
 class Delivery:
@@ -54,7 +78,7 @@ class Delivery:
         "queued_total",
     )
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: DeliveryHost) -> None:
         self.broker = broker
         self.stats = broker.stats
         limits = broker.config.limits

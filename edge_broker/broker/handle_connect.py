@@ -24,11 +24,12 @@ from ..identity import Identity
 from ..mqtt.packets import Auth, Connack, Connect, Properties
 from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.session_states import Trigger
+from .limits.pre_auth import user_properties_refusal
+from .limits.topic_limits import topic_limit, topic_limit_reason
 from .message import will_message
 from .outcomes import will_denied
 from .ownership import Principal, foreign_session_reason, may_resume, principal_of
 from .pattern_subscriptions import listener_identity
-from .pre_auth import user_properties_refusal
 from .rejudge import (
     apply_verdicts,
     judge_subscriptions,
@@ -37,7 +38,6 @@ from .rejudge import (
 )
 from .session import NEVER_EXPIRES
 from .token_expiry import schedule_token_expiry
-from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry  # argon2: imported only where passwords are used

@@ -24,10 +24,10 @@ from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
 from .awaiting import all_of
 from .handle_claims import handle_claim_publish
+from .limits.publish_quota import quota_reason
+from .limits.topic_limits import topic_limit, topic_limit_reason
 from .message import Message, make_message
 from .outcomes import publish_denied
-from .publish_quota import quota_reason
-from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -139,7 +139,7 @@ def handle_publish(conn: Connection, packet: Publish) -> Awaitable[None] | None:
 
 
 def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
-    """A topic beyond ``[limits] max_topic_length/levels`` (broker/topic_limits.py): 0x90."""
+    """A topic beyond ``[limits] max_topic_length/levels`` (broker/limits/topic_limits.py): 0x90."""
     broker = conn.broker
     reason = topic_limit_reason(packet.topic, limit, broker.config.limits, broker.separator)
     broker.limit_hits.limits_key(
@@ -151,8 +151,8 @@ def _refuse_topic(conn: Connection, packet: Publish, limit: str) -> None:
 
 
 def _refuse_rate(conn: Connection, packet: Publish, limit: str) -> None:
-    """Over ``[limits] publish_rate`` / ``publish_byte_rate`` (broker/publish_quota.py): 0x97 in
-    the acknowledgement (MQTT 5 §3.4.2.1 has no 0x96 there), else DISCONNECT 0x96."""
+    """Over ``[limits] publish_rate`` / ``publish_byte_rate`` (broker/limits/publish_quota.py):
+    0x97 in the acknowledgement (MQTT 5 §3.4.2.1 has no 0x96 there), else DISCONNECT 0x96."""
     broker = conn.broker
     reason = quota_reason(limit, broker.config.limits)
     broker.limit_hits.limits_key(

@@ -23,9 +23,9 @@ from ..mqtt.packets import (
     Subscription,
 )
 from ..mqtt.reason_codes import ReasonCode
+from .limits.topic_limits import topic_limit, topic_limit_reason
 from .outcomes import denial_reason, subscribe_denied
 from .session import Outgoing, SubscriptionEntry
-from .topic_limits import topic_limit, topic_limit_reason
 
 if TYPE_CHECKING:
     from .connection import Connection

@@ -2,7 +2,7 @@
 persistence at each point that changes durable state.
 
 A persistent session (expiry > 0, or 3.x clean session 0) has a
-:class:`~edge_broker.broker.persist_hooks.PersistentJournal` in ``session.journal``; every other
+:class:`~edge_broker.broker.persist.hooks.PersistentJournal` in ``session.journal``; every other
 session has :data:`NO_JOURNAL`, whose calls do nothing. The session's containers (``queue``,
 ``inflight``, ``qos2_incoming``, ``subscriptions``) are plain ``deque``/``OrderedDict``/``set``/
 ``dict``: code that changes one of them calls the matching method here right after, and a

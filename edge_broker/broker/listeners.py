@@ -14,7 +14,7 @@ from typing import Any
 from ..auth.chain import ConnectionInfo
 from ..config import ListenerConfig
 from ..tls import load_server_files, server_context
-from .interfaces import InterfaceMap
+from .network_interfaces import InterfaceMap
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -87,7 +87,7 @@ def _pair(value: Any) -> tuple[str, int] | None:
 def connection_info(
     listener: ListenerConfig, transport: asyncio.BaseTransport, interfaces: InterfaceMap
 ) -> ConnectionInfo:
-    """``interfaces``: the broker's address → interface map (broker/interfaces.py); the
+    """``interfaces``: the broker's address → interface map (broker/network_interfaces.py); the
     interface is computed here once per connection."""
     local = _pair(transport.get_extra_info("sockname"))
     remote = _pair(transport.get_extra_info("peername"))

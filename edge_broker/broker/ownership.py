@@ -19,11 +19,10 @@ their holders apart; each resume by one is judged again under its own grants
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ..identity import Identity
-    from .session import Session
 
 UNKNOWN = "unknown"  # a session restored from a state written before owners were recorded
 
@@ -97,13 +96,23 @@ def owner_of_restored(identity: Identity) -> Principal:
     return Principal(UNKNOWN, identity.method)
 
 
-def may_resume(session: Session, principal: Principal) -> bool:
+class Owned(Protocol):
+    """A session as ownership sees it (``Session`` is one): its client id and its owner."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def owner(self) -> Principal | None: ...
+
+
+def may_resume(session: Owned, principal: Principal) -> bool:
     """Whether ``principal`` may resume or take over ``session`` (its owner only)."""
     owner = session.owner
     return owner is not None and owner.method != UNKNOWN and owner == principal
 
 
-def foreign_session_reason(session: Session, principal: Principal) -> str:
+def foreign_session_reason(session: Owned, principal: Principal) -> str:
     """The Reason String of the refusal (names the rule and the option)."""
     return (
         f"client id {session.client_id!r} belongs to a session of another principal; "

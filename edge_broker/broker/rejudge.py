@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..authz.decision import ALLOW, Decision, GateName
 from ..authz.request import Publication
@@ -47,15 +47,52 @@ from .message import Message
 from .session import Outgoing, Session, SubscriptionEntry
 
 if TYPE_CHECKING:
+    from ..audit.log import AuditLog
+    from ..authz.policy import Policy
     from ..config import Config
     from .connection import Connection
-    from .server import Broker
+    from .delivery import Delivery
+    from .session import SessionStore
+    from .stats import BrokerStats
+    from .topic_space import TopicSpace
 
 log = logging.getLogger("edge_broker.broker")
 
 
+class RejudgeHost(Protocol):
+    """What judging again reads and changes in the broker (``Broker`` is one): the policy at each
+    use (a reload swaps it), the sessions and live connections it judges, the topic spaces their
+    subscriptions leave, and where a removal is counted and audited."""
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def separator(self) -> str: ...
+
+    @property
+    def sessions(self) -> SessionStore: ...
+
+    @property
+    def connections(self) -> Iterable[Connection]: ...
+
+    @property
+    def delivery(self) -> Delivery: ...
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+    @property
+    def audit(self) -> AuditLog | None: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    def topic_space(self, tenant: str) -> TopicSpace: ...
+
+
 async def judge_subscriptions(
-    broker: Broker, session: Session, identity: Identity
+    broker: RejudgeHost, session: Session, identity: Identity
 ) -> tuple[int, list[Verdict[SubscriptionEntry]]]:
     """(subscriptions checked, verdicts that change something) for ``session`` as ``identity``
     under ``broker.policy`` (``authz.session_verdicts.subscription_verdicts``). Without
@@ -67,7 +104,7 @@ async def judge_subscriptions(
 
 
 def apply_verdicts(
-    broker: Broker, session: Session, verdicts: list[Verdict[SubscriptionEntry]], why: str
+    broker: RejudgeHost, session: Session, verdicts: list[Verdict[SubscriptionEntry]], why: str
 ) -> int:
     """Remove the denied subscriptions, re-mark the others; returns how many were removed."""
     removed = 0
@@ -83,7 +120,7 @@ def apply_verdicts(
     return removed
 
 
-async def rejudge_session(broker: Broker, session: Session, why: str) -> tuple[int, int]:
+async def rejudge_session(broker: RejudgeHost, session: Session, why: str) -> tuple[int, int]:
     """Judge ``session`` again as its current identity: subscriptions, then what is queued and
     in flight. Returns (subscriptions checked, removed). A token session restored from disk has
     no grants yet: the token gate abstains and the gates that never read grants (site ACL,
@@ -101,7 +138,7 @@ async def rejudge_session(broker: Broker, session: Session, why: str) -> tuple[i
     return checked, removed
 
 
-async def recheck_subscriptions(broker: Broker, why: str) -> tuple[int, int]:
+async def recheck_subscriptions(broker: RejudgeHost, why: str) -> tuple[int, int]:
     """Every session (online and offline) judged again after a policy change or at start."""
     checked = removed = 0
     for session in list(broker.sessions):
@@ -114,7 +151,7 @@ async def recheck_subscriptions(broker: Broker, why: str) -> tuple[int, int]:
 # -- subscriptions ------------------------------------------------------------------------
 
 
-def _split(broker: Broker, session: Session, topic_filter: str) -> tuple[str, object]:
+def _split(broker: RejudgeHost, session: Session, topic_filter: str) -> tuple[str, object]:
     identity = session.identity
     patterns = identity is not None and identity.subscription_patterns
     try:
@@ -125,7 +162,7 @@ def _split(broker: Broker, session: Session, topic_filter: str) -> tuple[str, ob
 
 
 def remove_subscription(
-    broker: Broker, session: Session, topic_filter: str, why: str, decision: Decision
+    broker: RejudgeHost, session: Session, topic_filter: str, why: str, decision: Decision
 ) -> None:
     """Remove a subscription a policy change no longer allows: unrouted, logged, counted and
     audited. Every such removal (reload, bundle, re-authentication, resumed session, restart)
@@ -163,7 +200,9 @@ def remove_subscription(
         )
 
 
-def _replace(broker: Broker, session: Session, entry: SubscriptionEntry, topic_filter: str) -> None:
+def _replace(
+    broker: RejudgeHost, session: Session, entry: SubscriptionEntry, topic_filter: str
+) -> None:
     inner, pattern = _split(broker, session, topic_filter)
     session.subscriptions[topic_filter] = entry
     session.journal.changed()
@@ -173,7 +212,7 @@ def _replace(broker: Broker, session: Session, entry: SubscriptionEntry, topic_f
 # -- queued and in-flight messages -----------------------------------------------------------
 
 
-def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int = 0) -> int:
+def purge_undeliverable(broker: RejudgeHost, session: Session, why: str, removed: int = 0) -> int:
     """Drop what is queued or in flight for ``session`` that it may no longer receive (counted
     in ``$SYS/broker/authz/deliveries_revoked``, logged, audited). QoS 2 messages past PUBREC
     stay: the client has them already, only PUBREL is left. Returns how many were dropped.
@@ -223,7 +262,7 @@ def purge_undeliverable(broker: Broker, session: Session, why: str, removed: int
 
 
 def _revoked(
-    broker: Broker, session: Session, message: Message, why: str, decision: Decision
+    broker: RejudgeHost, session: Session, message: Message, why: str, decision: Decision
 ) -> None:
     broker.stats.deliveries_revoked += 1
     log.info(
@@ -257,7 +296,7 @@ def _revoked(
 
 
 def judge_will(
-    broker: Broker, session: Session, will: Publication
+    broker: RejudgeHost, session: Session, will: Publication
 ) -> Decision | Awaitable[Decision]:
     """A will at the moment it is published, as ``authz.session_verdicts.will_verdict`` judges
     it: the policy in force then, for the session's identity then, unless its token expired."""
@@ -274,7 +313,9 @@ def judge_will(
     return will_verdict(broker.policy, identity, will, expired)
 
 
-def will_refused(broker: Broker, session: Session, will: Publication, decision: Decision) -> None:
+def will_refused(
+    broker: RejudgeHost, session: Session, will: Publication, decision: Decision
+) -> None:
     broker.stats.wills_denied += 1
     log.info(
         "will not published: %s",
@@ -310,7 +351,7 @@ def will_refused(broker: Broker, session: Session, will: Publication, decision: 
 # -- live credentials ----------------------------------------------------------------------------
 
 
-def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
+def recheck_credentials(broker: RejudgeHost, new: Config, why: str) -> int:
     """After a reload: every live password connection whose entry is gone or whose hash changed
     is ended (MQTT 5 DISCONNECT 0x87 with a Reason String; 3.x: closed); changed roles or
     tenants take effect (a tenant or client id no longer listed ends the connection); every live
@@ -362,7 +403,7 @@ def recheck_credentials(broker: Broker, new: Config, why: str) -> int:
     return ended
 
 
-def _revoke_connection(broker: Broker, conn: Connection, reason: str) -> None:
+def _revoke_connection(broker: RejudgeHost, conn: Connection, reason: str) -> None:
     identity = conn.identity
     broker.stats.connections_revoked += 1
     log.info(
@@ -379,7 +420,7 @@ def _revoke_connection(broker: Broker, conn: Connection, reason: str) -> None:
     conn.close(ReasonCode.NOT_AUTHORIZED, reason)
 
 
-def _recheck_tokens(broker: Broker, new: Config, why: str) -> int:
+def _recheck_tokens(broker: RejudgeHost, new: Config, why: str) -> int:
     """Verify every live token connection's JWT again as a CONNECT under ``new`` would: the
     keys, audience, issuer and client-id binding of the reloaded ``[tokens]``, and grants that
     still name the connection's tenant. Expiry has its own timer (token_expiry.py)."""

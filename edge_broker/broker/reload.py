@@ -20,17 +20,34 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from .rejudge import recheck_credentials, recheck_subscriptions, remove_subscription
+from .rejudge import RejudgeHost, recheck_credentials, recheck_subscriptions, remove_subscription
 
 __all__ = ["ReloadResult", "apply_config", "recheck_subscriptions", "remove_subscription"]
 
 if TYPE_CHECKING:
+    from ..authz.policy import Policy
     from ..config import Config
-    from .server import Broker
+    from .scheduler import Scheduler
 
 log = logging.getLogger("edge_broker.broker")
+
+
+class ReloadHost(RejudgeHost, Protocol):
+    """What a policy change swaps in the broker (``Broker`` is one), besides what judging the
+    sessions again needs."""
+
+    config: Config
+    policy: Policy
+    generation: int  # bumped by every policy change
+
+    @property
+    def timers(self) -> Scheduler: ...
+
+    def build_policy(self, config: Config) -> Policy: ...
+
+    def reset_authentication(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +58,7 @@ class ReloadResult:
     subscriptions_removed: int = 0
 
 
-async def apply_config(broker: Broker, new: Config, source: str) -> ReloadResult:
+async def apply_config(broker: ReloadHost, new: Config, source: str) -> ReloadResult:
     """Compile ``new``'s policy, swap it in, re-check subscriptions (module docstring)."""
     old = broker.config
     if new.listeners != old.listeners:
@@ -101,6 +118,6 @@ async def apply_config(broker: Broker, new: Config, source: str) -> ReloadResult
     return ReloadResult(True, message, checked, removed)
 
 
-def _audit(broker: Broker, event: str, detail: str) -> None:
+def _audit(broker: ReloadHost, event: str, detail: str) -> None:
     if broker.audit is not None:
         broker.audit.event(event, detail=detail)

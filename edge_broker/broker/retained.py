@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from .message import Message
 
 if TYPE_CHECKING:
-    from .retained_budget import RetainedBudget
+    from .limits.retained_budget import RetainedBudget
 
 
 class RetainedStore(Protocol):

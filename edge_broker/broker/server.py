@@ -20,7 +20,7 @@ from ..audit import events as audit_events
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..authz.decision import Decision
 from ..authz.policy import Policy, build_policy
-from ..config import Config, ListenerConfig, claims_enabled
+from ..config import Config, ConfigError, ListenerConfig, claims_enabled, load_config
 from ..engine.connection import Timeout
 from ..engine.deadlines import Deadlines
 from ..engine.events import TimedOut
@@ -30,31 +30,33 @@ from ..mqtt.reason_codes import ReasonCode
 from .bridging import Bridging
 from .connection import Connection
 from .delivery import Delivery
-from .fd_budget import accept_error_handler, connection_cap, log_cap_change, raise_soft_limit
-from .interfaces import InterfaceMap
-from .limit_hits import LimitHits
+from .limits.fd_budget import accept_error_handler, connection_cap, log_cap_change, raise_soft_limit
+from .limits.limit_hits import LimitHits
+from .limits.pre_auth import connect_timed_out
+from .limits.read_pool import ReadPool
+from .limits.retained_budget import RetainedBudget
+from .limits.write_budget import WriteBudget
 from .listeners import connection_info, start_listener
 from .message import Message, will_message
+from .network_interfaces import InterfaceMap
 from .ownership import Principal
+from .persist.persistence import Persistence
+from .persist.recovery import recover
+from .persist.retained import PersistentRetainedStore
 from .policy import open_audit_log
-from .pre_auth import connect_timed_out
-from .read_pool import ReadPool
 from .rejudge import judge_will, recheck_subscriptions, will_refused
+from .reload import ReloadResult, apply_config
 from .retained import MemoryRetainedStore, RetainedStore
-from .retained_budget import RetainedBudget
 from .scheduler import Scheduler
 from .session import NEVER_EXPIRES, MemorySessionStore, Session, SessionStore, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .token_expiry import token_expired
 from .topic_space import TopicSpace
-from .write_budget import WriteBudget
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
     from ..claims.runtime import ClaimsRuntime
-    from .persistence import Persistence
-    from .reload import ReloadResult
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -190,8 +192,6 @@ class Broker:
 
     def _open_persistence(self) -> None:
         """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""
-        from .persistence import Persistence, PersistentRetainedStore
-
         persistence = self.persistence = Persistence.open(self.config, self.clock)
         separator = self.separator
 
@@ -203,7 +203,7 @@ class Broker:
             if len(space.retained) == 0:
                 space.retained = retained_store(tenant)
                 self._count_retained(space)
-        persistence.recover(self)
+        recover(persistence, self)
 
     def restore_session(self, session: Session) -> None:
         """Recovery: an offline session from the store, with its expiry and delayed will."""
@@ -220,7 +220,7 @@ class Broker:
             # Imported only when needed: the websockets package costs memory on small boards.
             from .websocket import WebSocketProtocol
 
-            return lambda: WebSocketProtocol(self, listener)
+            return lambda: WebSocketProtocol(Connection(self, listener))
         return lambda: Connection(self, listener)
 
     def request_stop(self) -> None:
@@ -229,9 +229,6 @@ class Broker:
     async def reload(self, path: str) -> ReloadResult:
         """SIGHUP / ``edge-broker reload``: validate ``path`` and apply it (broker/reload.py);
         a file with errors keeps the running policy (never fails open)."""
-        from ..config import ConfigError, load_config
-        from .reload import ReloadResult, apply_config
-
         try:
             # parsing and compiling a large policy takes seconds on a Pi: not on the event loop
             new = await asyncio.to_thread(load_config, path)
@@ -251,8 +248,6 @@ class Broker:
     async def apply_config(self, new: Config, source: str) -> ReloadResult:
         """Compile ``new``'s policy, swap it in, judge live sessions again (broker/reload.py):
         what policy sync calls with a merged bundle (``sync.host.PolicyHost``)."""
-        from .reload import apply_config
-
         return await apply_config(self, new, source)
 
     def reset_authentication(self) -> None:
@@ -322,7 +317,7 @@ class Broker:
             self._connection_cap = cap
         if len(self.connections) > self._connection_cap:
             # Far over the limit: do not even read a CONNECT (half-open floods), and never let
-            # connections use up the file descriptors (broker/fd_budget.py).
+            # connections use up the file descriptors (broker/limits/fd_budget.py).
             reason = (
                 f"{len(self.connections)} connections open, limits.max_connections is "
                 f"{self.config.limits.max_connections} (+64 before CONNECT, and at most "
@@ -477,6 +472,7 @@ class Broker:
         )
         if existing is not None and existing.connection is not None:
             old = existing.connection
+            assert isinstance(old, Connection)  # only attach_session attaches a session
             old.close(ReasonCode.SESSION_TAKEN_OVER, "session taken over by a new connection")
             old.disconnect_reason = "session taken over"
             self._detach(old, keep_session=resume)
@@ -530,10 +526,16 @@ class Broker:
         )
 
     def connection_closed(self, conn: Connection) -> None:
+        """The socket is gone (after :meth:`connection_ended`; a closing one drains first,
+        broker/graceful_close.py): it no longer counts among the open connections."""
         self.connections.discard(conn)
-        self._timeouts.discard(conn)
         if self._all_closed is not None and not self.connections:
             self._all_closed.set()
+
+    def connection_ended(self, conn: Connection) -> None:
+        """The MQTT connection is over: no more deadlines, the session detached (will, expiry),
+        the client no longer counted as connected."""
+        self._timeouts.discard(conn)
         if conn.session is not None:
             self._detach(conn)
         if conn.client_id and conn.identity is not None:
@@ -689,7 +691,7 @@ class Broker:
             first = events[0] if events else None  # TimedOut comes first
             due = first.what if isinstance(first, TimedOut) else None
             if due is Timeout.CONNECT:
-                connect_timed_out(conn, timeout)
+                connect_timed_out(conn, timeout, self.limit_hits)
             elif due is Timeout.TOKEN:
                 token_expired(conn)
             elif events:

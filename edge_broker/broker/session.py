@@ -24,10 +24,41 @@ from .journal import NO_JOURNAL, SessionJournal
 from .message import Message
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from ..mqtt.session_states import ConnState
     from .ownership import Principal
 
 NEVER_EXPIRES = 0xFFFFFFFF
+
+
+class Attached(Protocol):
+    """The connection a session is attached to, as delivery, persistence, the topic spaces and
+    a takeover use it (``Connection`` is one): whether it can take more now, the ways to send,
+    its live will, and how it is closed."""
+
+    disconnect_reason: str
+
+    @property
+    def state(self) -> ConnState: ...
+
+    @property
+    def paused(self) -> bool: ...  # its transport is full: deliveries wait
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def send_quota(self) -> int: ...  # min(our max_inflight, the client's Receive Maximum)
+
+    @property
+    def will(self) -> Will | None: ...  # the connected client's will
+
+    def send_message(self, message: Message, retain: bool, sub_ids: tuple[int, ...]) -> bool: ...
+
+    def send_publish(self, outgoing: Outgoing) -> bool: ...
+
+    def register_inflight(self, outgoing: Outgoing) -> None: ...
+
+    def close(self, reason_code: int | None, reason: str, will: bool = True) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +172,7 @@ class Session(QosFlow[Outgoing]):
         self.expires_at: float | None = None  # monotonic deadline while offline
         self.will: Will | None = None  # pending delayed will (after the connection closed)
         self.will_at: float | None = None
-        self.connection: Connection | None = None
+        self.connection: Attached | None = None
         # the principal that created the session (broker/ownership.py); None only while restoring
         self.owner: Principal | None = None
         self.journal: SessionJournal = NO_JOURNAL  # persistence: broker/journal.py (issue 17)
@@ -153,7 +184,7 @@ class Session(QosFlow[Outgoing]):
 
 
 class SessionStore(Protocol):
-    """Where sessions live, by :func:`session_key` (persisted through broker/persistence.py)."""
+    """Where sessions live, by :func:`session_key` (persisted through broker/persist/)."""
 
     def get(self, key: str) -> Session | None: ...
 

@@ -3,7 +3,8 @@ refreshed every ``[sys] interval`` seconds."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from .. import __version__
 from ..matching.names import DEFAULT_TENANT
@@ -11,10 +12,63 @@ from ..matching.reserved_topics import SYS_ROOT
 from .message import Message
 
 if TYPE_CHECKING:
-    from .server import Broker
+    from ..authz.policy import Policy
+    from .bridging import Bridging
+    from .delivery import Delivery
+    from .limits.limit_hits import LimitHits
+    from .limits.read_pool import ReadPool
+    from .limits.retained_budget import RetainedBudget
+    from .limits.write_budget import WriteBudget
+    from .persist.persistence import Persistence
+    from .session import SessionStore
+    from .stats import BrokerStats
+    from .topic_space import TopicSpace
 
 
-def sys_values(broker: Broker) -> dict[str, str]:
+class SysHost(Protocol):
+    """What ``$SYS`` reports and where it publishes (``Broker`` is one)."""
+
+    @property
+    def separator(self) -> str: ...
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+    @property
+    def topic_spaces(self) -> Mapping[str, TopicSpace]: ...
+
+    @property
+    def sessions(self) -> SessionStore: ...
+
+    @property
+    def delivery(self) -> Delivery: ...
+
+    @property
+    def limit_hits(self) -> LimitHits: ...
+
+    @property
+    def retained_budget(self) -> RetainedBudget: ...
+
+    @property
+    def read_pool(self) -> ReadPool: ...
+
+    @property
+    def write_budget(self) -> WriteBudget: ...
+
+    @property
+    def persistence(self) -> Persistence | None: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def bridges(self) -> Bridging | None: ...
+
+
+def sys_values(broker: SysHost) -> dict[str, str]:
     """Topic (below ``$SYS/broker/``) → value text."""
     s = broker.stats
     subscriptions = sum(space.subscription_count() for space in broker.topic_spaces.values())
@@ -47,9 +101,9 @@ def sys_values(broker: Broker) -> dict[str, str]:
     }
 
 
-def limit_values(broker: Broker) -> dict[str, str]:
+def limit_values(broker: SysHost) -> dict[str, str]:
     """The totals the ``[limits]`` budgets compare against (issue 16); what each key refused is
-    ``limits/<key>/hits`` (broker/limit_hits.py)."""
+    ``limits/<key>/hits`` (broker/limits/limit_hits.py)."""
     values: dict[str, str] = {}
     budget = broker.retained_budget
     values["limits/retained/count"] = str(budget.count)
@@ -61,7 +115,7 @@ def limit_values(broker: Broker) -> dict[str, str]:
     return values
 
 
-def store_values(broker: Broker) -> dict[str, str]:
+def store_values(broker: SysHost) -> dict[str, str]:
     """``store/healthy`` 1/0 and ``store/refused`` (issue 8), when persistence is on."""
     persistence = broker.persistence
     if persistence is None:
@@ -72,7 +126,7 @@ def store_values(broker: Broker) -> dict[str, str]:
     }
 
 
-def authz_values(broker: Broker) -> dict[str, str]:
+def authz_values(broker: SysHost) -> dict[str, str]:
     """``authz/...`` counters (AUTHZ.md §4): per (gate, rule) hits and denials, and totals.
 
     Rule ids are operator-written: a ``/`` or ``.`` in one becomes ``_`` so that each counter
@@ -99,7 +153,7 @@ def authz_values(broker: Broker) -> dict[str, str]:
     return values
 
 
-def publish_sys(broker: Broker) -> None:
+def publish_sys(broker: SysHost) -> None:
     """Publish every value as a retained message in every topic space (the authz counters only
     in the default tenant ``~``: rule names and counts are the operator's, not a tenant's)."""
     sep = broker.separator

@@ -18,8 +18,7 @@ from websockets.server import ServerProtocol
 from .connection import Connection
 
 if TYPE_CHECKING:
-    from ..config import ListenerConfig
-    from .server import Broker
+    pass
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -42,6 +41,15 @@ class WebSocketTransport(asyncio.Transport):
 
     def close(self) -> None:
         self._outer.close()
+
+    def can_write_eof(self) -> bool:
+        return True  # the end of the output is a Close frame, answered by the client
+
+    def write_eof(self) -> None:
+        self._outer.end_output()
+
+    def abort(self) -> None:
+        self._outer.abort()
 
     def is_closing(self) -> bool:
         t = self._outer.transport
@@ -76,16 +84,17 @@ def _select_subprotocol(protocol: ServerProtocol, offered: Any) -> Any:
 class WebSocketProtocol(asyncio.Protocol):
     """The socket-facing protocol: HTTP upgrade, then frames in and out."""
 
-    def __init__(self, broker: Broker, listener: ListenerConfig) -> None:
-        self.broker = broker
-        self.listener = listener
+    def __init__(self, mqtt: Connection) -> None:
+        """``mqtt``: the connection its frames carry, made by the listener for this socket."""
+        self.broker = broker = mqtt.broker
+        self.listener = mqtt.listener
         self.transport: asyncio.Transport | None = None
         self.ws = ServerProtocol(
             subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
             select_subprotocol=_select_subprotocol,
             max_size=broker.config.limits.max_packet_size + 5,
         )
-        self.mqtt = Connection(broker, listener)
+        self.mqtt = mqtt
         self.inner = WebSocketTransport(self)
         self.opened = False
         self.closed = False
@@ -99,7 +108,13 @@ class WebSocketProtocol(asyncio.Protocol):
         self.mqtt.connection_made(self.inner)
 
     def data_received(self, data: bytes) -> None:
-        if not self.opened:
+        if self.closed:
+            # our Close frame is sent: read on only for the client's (graceful_close.py);
+            # its bytes are counted against the drain's bound and never reach MQTT
+            self.mqtt.discard(len(data))
+            if self.transport is None or self.transport.is_closing():
+                return
+        elif not self.opened:
             # The upgrade request is part of the pre-authentication budget: a handshake that
             # grows past it is refused, not buffered (websockets would take ~1 MB of headers).
             if self.mqtt.pre_auth_exceeded(len(data)):
@@ -116,7 +131,7 @@ class WebSocketProtocol(asyncio.Protocol):
             if isinstance(event, Request):
                 self._handshake(event)
             elif isinstance(event, Frame):
-                if event.opcode in (Opcode.BINARY, Opcode.CONT) and self.opened:
+                if event.opcode in (Opcode.BINARY, Opcode.CONT) and self.opened and not self.closed:
                     self.mqtt.data_received(bytes(event.data))
                     self.broker.read_pool.after_read(self.mqtt)
                 elif event.opcode == Opcode.TEXT:
@@ -162,6 +177,28 @@ class WebSocketProtocol(asyncio.Protocol):
             self.pump()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+
+    def end_output(self) -> None:
+        """A Close frame (1000), then the client's Close frame is awaited, reading on: the
+        WebSocket closing handshake (RFC 6455 §7.1.2) ends with the TCP close once it answers.
+        The MQTT connection bounds the wait (graceful_close.py). Before the upgrade, or when
+        the Close frame cannot be sent: closed at once."""
+        if self.closed:
+            return
+        if not self.opened:
+            self.close()
+            return
+        try:
+            self.ws.send_close(1000)
+        except Exception:  # the websocket is already closing
+            self.close()
+            return
+        self.closed = True
+        self.pump()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +23,7 @@ from ..matching.decision_cache import DEFAULT_MAX_BYTES
 from ..store import StoreError
 from ..store.damage import damage_hint, open_or_set_aside
 from ..store.errors import StoreOpenError
+from ..store.state_dir import state_dir
 from .gate import ClaimsGate
 from .persistence import CLAIMS_LOG, KeyedClaimStore
 from .service import ClaimService, LoadReport
@@ -33,10 +33,6 @@ if TYPE_CHECKING:
     from ..config import ClaimsConfig, Config
 
 log = logging.getLogger("edge_broker.claims")
-
-STATE_DIR_ENV = "EDGE_BROKER_STATE_DIR"
-SYSTEM_STATE_DIR = "/var/lib/edge-broker"
-USER_STATE_DIR = "var/edge-broker"  # relative to the working directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,21 +46,6 @@ class ClaimsStats:
     throttled_clients: int
     store_healthy: bool
     store_error: str | None
-
-
-def state_dir(config: Config) -> Path:
-    """The broker's state directory: ``[persistence] state_dir`` when the config has one, else
-    ``$EDGE_BROKER_STATE_DIR``, else /var/lib/edge-broker when writable, else ./var/edge-broker."""
-    persistence = getattr(config, "persistence", None)
-    configured = getattr(persistence, "state_dir", None)
-    if isinstance(configured, str) and configured:
-        return Path(configured)
-    from_env = os.environ.get(STATE_DIR_ENV)
-    if from_env:
-        return Path(from_env)
-    if os.access(SYSTEM_STATE_DIR, os.W_OK):
-        return Path(SYSTEM_STATE_DIR)
-    return Path(USER_STATE_DIR)
 
 
 def store_path(config: Config) -> Path:

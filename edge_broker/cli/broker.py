@@ -98,7 +98,7 @@ def _state_problems(config: Config) -> list[str]:
 
     paths = []
     if config.persistence.enabled:
-        from ..broker.persistence import log_path
+        from ..broker.persist.tables import log_path
 
         paths.append(log_path(config))
     if claims_enabled(config):
@@ -134,7 +134,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
     from pathlib import Path
 
-    from ..broker.budget import budget_report
+    from ..ops.memory_budget import budget_report
 
     lines, _over = budget_report(config, Path(args.unit) if args.unit else None)
     print("\n".join(lines))  # a warning, not an error: the budget is a worst case

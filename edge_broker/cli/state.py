@@ -20,7 +20,7 @@ from ..config import Config, ConfigError, load_config
 
 
 def _logs(config: Config) -> list[tuple[str, Path]]:
-    from ..broker.persistence import log_path
+    from ..broker.persist.tables import log_path
     from ..claims.runtime import store_path
 
     return [("sessions and retained messages", log_path(config)), ("claims", store_path(config))]

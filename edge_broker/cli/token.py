@@ -271,7 +271,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         required=True,
         metavar="JSON|@FILE",
-        help="a grant object or a list of grants (seed 000 shape); repeatable",
+        help='a grant object {"tenant_ids": [...], "allow_channels_pub": [...], '
+        '"allow_channels_sub": [...]} or a list of them; repeatable',
     )
     create.add_argument("--ttl", default="1h", help="lifetime: 3600, 15m, 1h, 7d (default 1h)")
     create.add_argument("--sub", help="subject")

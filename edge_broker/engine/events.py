@@ -26,7 +26,7 @@ class Timeout(Enum):
     KEEP_ALIVE = "keep alive"
     """Nothing received for 1.5 × Keep Alive (MQTT 5 §3.1.2.10): DISCONNECT 0x8D and close."""
     CONNECT = "connect timeout"
-    """No CONNACK 0x00 within ``broker.connect_timeout`` (broker/pre_auth.py says why)."""
+    """No CONNACK 0x00 within ``broker.connect_timeout`` (broker/limits/pre_auth.py says why)."""
     TOKEN = "token expired"
     """The token that admitted the client expired (broker/token_expiry.py): DISCONNECT 0xA0."""
 

@@ -5,7 +5,7 @@ until PUBREL; each direction's Receive Maximum window is checked here.
 
 ``broker/session.py``'s ``Session`` is a ``QosFlow``: the tables stay plain attributes of the
 session (``inflight``, ``qos2_incoming``, ``next_packet_id``) because the persistence layer
-(``broker/persistence.py``, ``broker/journal.py``) reads and restores them as they are. The
+(``broker/persist/persistence.py``, ``broker/journal.py``) reads and restores them as they are. The
 send side returns the bytes to send (:meth:`QosFlow.publish`, :meth:`QosFlow.resend`): the
 PUBLISH under its packet id, the DUP flag of a resend and the PUBREL of a released message are
 written here; the broker's connection only supplies the encoded PUBLISH variant (its topic

@@ -138,7 +138,7 @@ class PacketReader:
     def pending_size(self) -> int:
         """Size of the packet being received (fixed header included) once its Remaining Length
         has arrived, else the bytes held; 0 when nothing is held. The broker reserves memory
-        for it before reading on (broker/read_pool.py)."""
+        for it before reading on (broker/limits/read_pool.py)."""
         return max(self._need, len(self._buffer)) if self._buffer else 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Packet]:

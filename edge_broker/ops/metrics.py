@@ -132,7 +132,7 @@ def render_metrics(
     w.family(
         "edge_broker_limit_hits_total",
         "counter",
-        "requests refused by a configured bound, by config key (broker/limit_hits.py)",
+        "requests refused by a configured bound, by config key (broker/limits/limit_hits.py)",
         [({"limit": k}, v) for k, v in sorted(broker.limit_hits.counts.items())],
     )
     w.one("edge_broker_topic_spaces", "gauge", "tenant topic spaces held", len(broker.topic_spaces))
@@ -289,7 +289,7 @@ def _state_metrics(w: _Writer, broker: Broker) -> None:
         "subscriptions in every topic space",
         sum(space.subscription_count() for space in spaces),
     )
-    # kept up to date by every retained set/delete (broker/retained_budget.py): nothing to walk
+    # kept up to date by every retained set/delete (broker/limits/retained_budget.py): no walk
     budget = broker.retained_budget
     w.one(
         "edge_broker_retained_messages",

@@ -23,7 +23,7 @@ queue can rely on it.
 
 A *held* table (:meth:`KeyedLog.hold`) is kept by its owner instead of the index: after the
 owner read it at start, writes to it go to the file only, and compaction asks the owner for
-its live rows (:class:`HeldRows`). The broker's references are one (broker/persistence.py): it
+its live rows (:class:`HeldRows`). The broker's references are one (broker/persist/): it
 holds each in its sessions' journals already, and a second copy in the index cost a tuple, a
 dict entry and a row copy per reference per step.
 

@@ -78,7 +78,7 @@ def audit_topic(gateway: str) -> str:
 def default_state_dir(config: Config) -> Path:
     if config.sync.state_dir:
         return Path(config.sync.state_dir)
-    from ..claims.runtime import state_dir
+    from ..store.state_dir import state_dir
 
     return state_dir(config) / "sync"
 

@@ -9,7 +9,8 @@ Configure it with::
     fallback = "deny"
     options = { forbidden_prefix = "forbidden/", admin_prefix = "admin/" }
 
-Behaviour (after seed 003's MyPublishAuthorizer / MySubscriptionAuthorizer):
+Behaviour (modelled on the publish and subscription authorizer examples of HiveMQ's
+extension SDK):
 - admins (username "admin") may publish and subscribe under ``admin/``: allow;
 - anything under ``forbidden/``: deny with 0x87 and a reason;
 - a PUBLISH with the user property ``notallowed``: disconnect with 0x98 Administrative action;

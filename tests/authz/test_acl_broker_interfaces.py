@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_broker.broker.interfaces import InterfaceMap, list_interface_addresses
+from edge_broker.broker.network_interfaces import InterfaceMap, list_interface_addresses
 from tests.authz.acl_paho import NOT_AUTHORIZED, AclClient, acl_json_file, toml_with_acl
 from tests.conftest import RunningBroker, start_broker
 

@@ -215,18 +215,18 @@ def test_a_session_from_an_older_state_gets_a_safe_owner() -> None:
     come from the stored verified name; token and anonymous ones are unknown, which nobody
     matches (ended for a fresh session, never resumed)."""
     from edge_broker.broker.ownership import Principal, may_resume
-    from edge_broker.broker.persistence import _decode_session
+    from edge_broker.broker.persist.tables import decode_session
 
     def old_record(identity: dict[str, object]) -> list[object]:
         return ["~", identity, 5, 300, None, None, None, None, [], 1]
 
-    pw, _ = _decode_session(
+    pw, _ = decode_session(
         "c1", old_record({"client_id": "c1", "method": "password", "username": "bob"}), 0.0, 0.0
     )
     assert pw.owner == Principal("password", "bob")
     assert may_resume(pw, Principal("password", "bob"))
     assert not may_resume(pw, Principal("password", "alice"))
-    tok, _ = _decode_session(
+    tok, _ = decode_session(
         "c2", old_record({"client_id": "c2", "method": "token", "username": "admin"}), 0.0, 0.0
     )
     assert tok.owner is not None and not tok.owner.named

@@ -9,7 +9,7 @@ import time
 from broker_raw import RawClient, rss_kib
 from nacl.signing import SigningKey
 
-from edge_broker.broker.limit_hits import LOG_INTERVAL
+from edge_broker.broker.limits.limit_hits import LOG_INTERVAL
 from edge_broker.claims.smoker_id import smoker_id
 from edge_broker.mqtt.codec import encode
 from edge_broker.mqtt.packets import Auth, Connack, Connect, Properties
@@ -318,9 +318,9 @@ def test_half_open_websockets_at_the_fd_limit_do_not_lock_clients_out(broker_fac
 
     The broker is stopped while the 300 connect, so it accepts them in one burst that runs out
     of descriptors, as a loaded machine does: the connections set up right after the burst find
-    no descriptor for the interface scan (broker/interfaces.py), which used to leave them open,
-    unregistered and never timed out. Nothing here depends on how fast the machine is: the test
-    waits for what the broker logs, and its deadlines only bound a hang."""
+    no descriptor for the interface scan (broker/network_interfaces.py), which used to leave them
+    open, unregistered and never timed out. Nothing here depends on how fast the machine is: the
+    test waits for what the broker logs, and its deadlines only bound a hang."""
     import os
     import resource
     import signal

@@ -1,5 +1,5 @@
-"""broker/interfaces.py: local address -> interface name for site-ACL subjects, with a scripted
-address source and clock (the real system is exercised in
+"""broker/network_interfaces.py: local address -> interface name for site-ACL subjects, with a
+scripted address source and clock (the real system is exercised in
 tests/authz/test_acl_broker_interfaces.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 
-from edge_broker.broker.interfaces import (
+from edge_broker.broker.network_interfaces import (
     InterfaceAddress,
     InterfaceMap,
     list_interface_addresses,
@@ -110,7 +110,7 @@ def test_map_is_rebuilt_when_old_so_moved_addresses_are_seen() -> None:
 def test_a_failing_scan_keeps_the_map_and_is_retried_after_the_interval() -> None:
     """At the descriptor limit the scan cannot open its socket (EMFILE). The lookup runs in
     ``connection_made``: a raise there left the accepted socket open and unregistered, so a
-    half-open flood held every descriptor for good (broker/interfaces.py)."""
+    half-open flood held every descriptor for good (broker/network_interfaces.py)."""
     m, source, clock = make()
     assert m.lookup("192.168.4.1") == "wlan0"
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from edge_broker.broker.limit_hits import LimitHits
+from edge_broker.broker.limits.limit_hits import LimitHits
 
 
 def test_counts_every_hit_and_logs_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:

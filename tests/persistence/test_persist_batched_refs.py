@@ -15,8 +15,8 @@ import cbor2
 from persist_support import EXPIRY, RawClient, drain, persistent_config, subscribe
 
 from edge_broker.broker.message import make_message
-from edge_broker.broker.persist_codec import encode_message, now_pair
-from edge_broker.broker.persistence import BROKER_LOG, FORMAT, REF_PID, REF_WIDTH
+from edge_broker.broker.persist.codec import encode_message, now_pair
+from edge_broker.broker.persist.tables import BROKER_LOG, FORMAT, REF_PID, REF_WIDTH
 from edge_broker.mqtt.packets import (
     NO_PROPERTIES,
     Properties,
@@ -184,7 +184,7 @@ def test_a_reference_queued_and_sent_in_one_turn_is_one_row_with_its_packet_id(
     import asyncio
 
     from edge_broker.broker.message import Message
-    from edge_broker.broker.persistence import Persistence
+    from edge_broker.broker.persist.persistence import Persistence
     from edge_broker.broker.session import Outgoing
     from edge_broker.store.keyed import _FLAT, RAW_ROWS, RAW_SETS
 

@@ -1,4 +1,4 @@
-"""Records of persist_codec.py round-trip; damaged ones raise RecordError naming the record;
+"""Records of broker/persist/codec.py round-trip; damaged ones raise RecordError naming the record;
 ``[persistence]`` parses with clear errors and one state directory serves claims and broker."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_broker.broker.message import Message
-from edge_broker.broker.persist_codec import (
+from edge_broker.broker.persist.codec import (
     RecordError,
     decode_identity,
     decode_message,
@@ -18,7 +18,7 @@ from edge_broker.broker.persist_codec import (
     encode_outgoing,
     encode_will,
 )
-from edge_broker.broker.persistence import BROKER_LOG, log_path
+from edge_broker.broker.persist.tables import BROKER_LOG, log_path
 from edge_broker.broker.session import Outgoing
 from edge_broker.claims.runtime import store_path
 from edge_broker.config import ConfigError, loads_config

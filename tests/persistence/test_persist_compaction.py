@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from persist_support import EXPIRY, RawClient, drain, persistent_config, subscribe
 
-from edge_broker.broker.persistence import BROKER_LOG
+from edge_broker.broker.persist.tables import BROKER_LOG
 from edge_broker.mqtt.packets import Puback, Publish
 
 

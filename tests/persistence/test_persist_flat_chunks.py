@@ -7,7 +7,8 @@ import asyncio
 from pathlib import Path
 
 from edge_broker.broker.message import Message
-from edge_broker.broker.persistence import CHUNK_BYTES, Persistence, _flat_chunks
+from edge_broker.broker.persist.persistence import Persistence
+from edge_broker.broker.persist.tables import CHUNK_BYTES, flat_chunks
 from edge_broker.broker.session import Outgoing
 from edge_broker.store import KeyedLog
 from edge_broker.store.keyed import RAW_DELETE, RAW_PUT
@@ -19,7 +20,7 @@ def test_flat_chunks_split_by_weight_and_keep_every_op_once_in_order() -> None:
     for i in range(7):
         flat += [RAW_PUT, "msg", i, big, RAW_PUT, "ref", 100 + i, ["c", i, 1, False, None, False]]
         flat += [RAW_DELETE, "ref", 50 + i]
-    chunks = list(_flat_chunks(flat))
+    chunks = list(flat_chunks(flat))
     assert len(chunks) >= 3
     assert [x for chunk, _, _ in chunks for x in chunk] == flat
     assert sum(n for _, _, n in chunks) == 21

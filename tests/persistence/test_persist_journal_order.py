@@ -10,8 +10,9 @@ import asyncio
 from pathlib import Path
 
 from edge_broker.broker.message import make_message
-from edge_broker.broker.persist_hooks import PersistentJournal
-from edge_broker.broker.persistence import REFS, Persistence
+from edge_broker.broker.persist.hooks import PersistentJournal
+from edge_broker.broker.persist.persistence import Persistence
+from edge_broker.broker.persist.tables import REFS
 from edge_broker.broker.session import Outgoing, Session, new_outgoing
 from edge_broker.identity import DEFAULT_TENANT, Identity
 from edge_broker.mqtt.packets import NO_PROPERTIES
@@ -30,7 +31,7 @@ def _run(tmp_path: Path, steps) -> tuple[list[str], int, list[tuple[str, int | N
         keyed = KeyedLog.open(tmp_path / "broker.log", fsync="none")
         store = Persistence(keyed)
         keyed.hold(REFS, store)
-        store._recording = True  # what Persistence.recover ends with, on an empty store
+        store._recording = True  # what recovery.recover ends with, on an empty store
         session = Session("s", DEFAULT_TENANT, Identity("s", "anonymous"), 5)
         store._tracked[session.key] = session
         journal = PersistentJournal(store, session)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from persist_support import EXPIRY, RawClient, persistent_config, subscribe
 
-from edge_broker.broker.persistence import BROKER_LOG
+from edge_broker.broker.persist.tables import BROKER_LOG
 from edge_broker.broker.server import Broker
 from edge_broker.config import loads_config
 from edge_broker.mqtt.packets import Puback, Publish

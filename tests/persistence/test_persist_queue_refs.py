@@ -11,7 +11,7 @@ from pathlib import Path
 
 from persist_support import EXPIRY, RawClient, persistent_config, subscribe
 
-from edge_broker.broker.persistence import BROKER_LOG
+from edge_broker.broker.persist.tables import BROKER_LOG
 from edge_broker.mqtt.packets import Properties, Puback, Publish
 from edge_broker.store import KeyedLog
 from tests.authz.session_support import (

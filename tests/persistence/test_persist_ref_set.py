@@ -15,8 +15,8 @@ from typing import Any
 from persist_support import EXPIRY, RawClient, persistent_config, subscribe
 
 from edge_broker.broker.message import make_message
-from edge_broker.broker.persist_codec import encode_message, now_pair
-from edge_broker.broker.persistence import BROKER_LOG, REF_PID, REF_RELEASED, REF_WIDTH
+from edge_broker.broker.persist.codec import encode_message, now_pair
+from edge_broker.broker.persist.tables import BROKER_LOG, REF_PID, REF_RELEASED, REF_WIDTH
 from edge_broker.mqtt.packets import (
     NO_PROPERTIES,
     Puback,

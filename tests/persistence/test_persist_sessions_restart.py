@@ -9,7 +9,7 @@ import time
 
 from persist_support import EXPIRY, RawClient, drain, persistent_config
 
-from edge_broker.broker.persistence import BROKER_LOG
+from edge_broker.broker.persist.tables import BROKER_LOG
 from edge_broker.mqtt.packets import (
     Properties,
     Puback,

@@ -10,8 +10,8 @@ from pathlib import Path
 from persist_support import EXPIRY, RawClient, drain, persistent_config, subscribe
 
 from edge_broker.broker.message import make_message
-from edge_broker.broker.persist_codec import encode_outgoing, now_pair
-from edge_broker.broker.persistence import BROKER_LOG
+from edge_broker.broker.persist.codec import encode_outgoing, now_pair
+from edge_broker.broker.persist.tables import BROKER_LOG
 from edge_broker.broker.session import Outgoing
 from edge_broker.mqtt.packets import NO_PROPERTIES, Properties, Puback, Publish, Pubrec
 from edge_broker.store import KeyedLog, Put
@@ -120,7 +120,7 @@ def test_references_hold_no_nested_array_and_rows_of_either_shape_are_restored(
     """A reference row lays its subscription ids at its tail (an array inside the row cost
     as much to encode as the row's data, issue 17); rows written by earlier builds
     (``[…, retain, [sub ids], packet id, released]``) are restored as well."""
-    from edge_broker.broker.persist_codec import encode_message
+    from edge_broker.broker.persist.codec import encode_message
     from edge_broker.mqtt.packets import Suback, Subscribe, Subscription
 
     state = tmp_path / "state"

@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from claims_helpers import OTHER, OWNER, OWNER_KEY, NoThrottle, claim_payload, restriction
-from claims_helpers import smoker_identity as identity
 
 from edge_broker.claims.evaluate import evaluate_claim
 from edge_broker.claims.model import Activity, RestrictionType
@@ -21,6 +19,15 @@ from edge_broker.claims.smoker_id import is_smoker_id
 from edge_broker.cli import main
 from edge_broker.keys import load_signing_key, write_signing_key
 from edge_broker.mqtt.reason_codes import ReasonCode
+from tests.claims.claims_helpers import (
+    OTHER,
+    OWNER,
+    OWNER_KEY,
+    NoThrottle,
+    claim_payload,
+    restriction,
+)
+from tests.claims.claims_helpers import smoker_identity as identity
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -197,7 +204,7 @@ def test_console_script_is_wired(tmp_path: Path) -> None:
 async def test_list_filters_are_tinydb_queries_on_the_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from claims_helpers import OTHER_KEY, THIRD
+    from tests.claims.claims_helpers import OTHER_KEY, THIRD
 
     service = ClaimService(KeyedClaimStore.open(str(tmp_path / "claims.log")))
     mine = restriction(f"restricted/{OWNER}/a", RestrictionType.WHITELIST, (OTHER, Activity.ALL))

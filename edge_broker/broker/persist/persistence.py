@@ -1,28 +1,10 @@
-"""Persistent sessions and retained messages on the append-only log (issues 8 and 17).
+"""Persistent sessions and retained messages on the append-only log (issues 8 and 17): the
+changes of a turn, written ahead of its output.
 
-One :class:`~edge_broker.store.KeyedLog` file, ``<state_dir>/broker.log``, with tables:
-
-- ``s``: session key → session record (tenant, identity, protocol level, expiry interval, expiry
-  deadline while offline, pending delayed will, the connected client's will, subscriptions with
-  options and identifiers, next packet id, owning principal); only sessions that outlive their
-  connection. A record without an owner (older state) gets ``ownership.owner_of_restored``.
-- ``msg``: message id → a QoS 1/2 message held by persistent sessions, stored once however many
-  hold it; ``ref``: reference id → ``[session key, message id, qos, retain, packet id or None,
-  released, subscription ids (None, one id or a list)]``, one per session holding it, queued
-  (no packet id) or in flight (rows of format 2, ``[…, released, *subscription ids]``, and
-  earlier, ``[…, retain, [subscription ids], packet id, released]``, are read as well).
-  A message is deleted with its last reference (counted in ``_messages``). The references of
-  a turn are written as batched ops (one per kind: new rows, packet ids, releases, deletes;
-  store/keyed.py), and after recovery the journals hold them instead of the store's index
-  (``KeyedLog.hold``; compaction reads :meth:`Persistence.held_rows`).
-- ``q``: ``session key NUL packet id`` → incoming QoS 2 awaiting PUBREL (exactly once).
-- ``r``: ``tenant NUL topic`` → retained message (``$`` topics such as ``$SYS`` are not stored).
-- ``meta``: ``format`` → 3. Format 2 loads as it is; format 1 (tables ``m``/``f``: a whole
-  message per session) is migrated at start (:meth:`Persistence._migrate`).
-
-The session and delivery code report changes through ``session.journal`` (broker/journal.py;
-persist_hooks.py for persistent sessions); they become ops collected during an event-loop
-turn and written as one record at its end, before the turn's output goes to any socket
+The tables and their rows are in tables.py, the start in recovery.py and migrations.py. The
+session and delivery code report changes through ``session.journal`` (broker/journal.py;
+hooks.py for persistent sessions); they become ops collected during an event-loop turn and
+written as one record at its end, before the turn's output goes to any socket
 (``Broker._flush`` → :meth:`Persistence.before_send`): nothing leaves on a socket that the log
 does not already hold. Acknowledgements that depend on stored state go through
 :meth:`Persistence.acknowledge`: right after that write (``none``/``interval``), or after its
@@ -30,12 +12,6 @@ fsync (``sync``: group-committed across clients, never blocking writes). When a 
 (disk full, read-only, I/O error), the publish is refused (handle_publish.py) and ``healthy``
 turns false until a probe written on the broker tick succeeds again;
 ``$SYS/broker/store/healthy`` shows it. docs/persistence.md has the guarantees.
-
-Recovery (:meth:`Persistence.recover`) replays the log (a torn tail is truncated and reported),
-drops expired sessions and messages, restores subscriptions into the topic spaces, sessions
-into ``broker.sessions`` (so reload re-checks them) and their queues and in-flight windows,
-then the broker serves. A session whose client was connected at the crash is treated as
-disconnected at start: its expiry starts then and its will (if any) follows its delay.
 """
 
 from __future__ import annotations
@@ -44,53 +20,49 @@ import asyncio
 import errno
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from functools import partial
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..config import Config
-from ..mqtt.packets import Will
-from ..store import Delete, KeyedLog, Op, Put, StoreError, StoreHealth
-from ..store.damage import damage_hint, open_or_set_aside
-from ..store.errors import StoreOpenError
-from ..store.gcpause import fewer_young_collections
-from ..store.keyed import RAW_DELETE, RAW_DELETES, RAW_PUT, RAW_ROWS, RAW_SET, RAW_SETS
-from .awaiting import all_of
-from .journal import NO_JOURNAL
-from .message import Message
-from .ownership import owner_of_restored, principal_from_record
-from .persist_codec import (
-    RecordError,
-    decode_identity,
-    decode_message,
-    decode_outgoing,
-    decode_will,
+from ...config import Config
+from ...store import KeyedLog, Put, StoreError, StoreHealth
+from ...store.damage import damage_hint, open_or_set_aside
+from ...store.errors import StoreOpenError
+from ...store.gcpause import fewer_young_collections
+from ...store.keyed import RAW_DELETE, RAW_DELETES, RAW_PUT, RAW_ROWS, RAW_SETS
+from ..awaiting import all_of
+from ..journal import NO_JOURNAL
+from ..message import Message
+from ..session import Outgoing, Session
+from .codec import (
     encode_identity,
     encode_message,
     encode_will,
     now_pair,
-    to_mono,
     to_wall,
 )
-from .persist_hooks import PersistentJournal, Ref
-from .retained import MemoryRetainedStore
-from .session import NEVER_EXPIRES, Inflight, Outgoing, Session, SubscriptionEntry, client_id_of
-
-if TYPE_CHECKING:
-    from .server import Broker
+from .hooks import PersistentJournal
+from .tables import (
+    BATCH_ROWS,
+    CHUNK_BYTES,
+    MESSAGES,
+    META,
+    QOS2,
+    REF_PID,
+    REF_RELEASED,
+    REF_WIDTH,
+    REFS,
+    RETAINED,
+    SESSIONS,
+    Ref,
+    flat_chunks,
+    log_path,
+    ref_row,
+)
 
 log = logging.getLogger("edge_broker.persistence")
 
-BROKER_LOG = "broker.log"
-SESSIONS, QOS2, RETAINED, META = "s", "q", "r", "meta"
-MESSAGES, REFS = "msg", "ref"  # each message once; queued/in-flight references to it
-REF_PID, REF_RELEASED = 4, 5  # positions in a reference row, changed by RAW_SET(S)
-REF_WIDTH = 7  # fields of a reference row written by this build (RAW_ROWS, compaction)
-BATCH_ROWS = 4096  # references per batched op: a turn's refs become ops of at most this many
-OLD_MESSAGES, OLD_FLIGHT = "m", "f"  # the previous format (a message per session), migrated
-FORMAT = 3  # 3: batched reference ops (kinds 9-11) and a 7-field reference row; 2 is read
-CHUNK_BYTES = 1 << 20  # ops of one commit beyond this are split into several records
+
 FSYNC = {"sync": "always", "none": "never"}
 # Compact once three quarters of the file are dead (the file is 4x its live records): a queue
 # backlog churns references fast, and each compaction re-encodes every live record, so at 1/2
@@ -99,12 +71,6 @@ COMPACT_RATIO = 0.75
 
 
 _NO_ENTRY: list[Any] = [0, 0, None]  # Persistence._last before any message (matches none)
-
-
-def log_path(config: Config) -> Path:
-    from ..claims.runtime import state_dir  # one place decides the state directory
-
-    return state_dir(config) / BROKER_LOG
 
 
 class Persistence:
@@ -315,10 +281,10 @@ class Persistence:
             if not isinstance(journal, PersistentJournal):
                 continue
             for ref in journal.waiting:
-                rows.append((ref[1], _ref_row(cid, ref, None, False)))
+                rows.append((ref[1], ref_row(cid, ref, None, False)))
             released = journal.released_pids
             for pid, ref in journal.flight.items():
-                rows.append((ref[1], _ref_row(cid, ref, pid, pid in released)))
+                rows.append((ref[1], ref_row(cid, ref, pid, pid in released)))
         rows.sort(key=_first)
         return rows
 
@@ -480,7 +446,7 @@ class Persistence:
         )
         ops, count = self._take()
         large = weight > CHUNK_BYTES // 2
-        for chunk, size, n in _flat_chunks(ops) if large else ((ops, weight, count),):
+        for chunk, size, n in flat_chunks(ops) if large else ((ops, weight, count),):
             try:
                 self._ticket = self.keyed.write_flat(chunk, n)
             except StoreError as exc:
@@ -679,436 +645,6 @@ class Persistence:
             },
         )
 
-    # -- recovery ---------------------------------------------------------------------------
-
-    def recover(self, broker: Broker) -> None:
-        """Load retained messages and sessions into ``broker`` (module docstring)."""
-        started = time.perf_counter()  # how long recovery took, for the log line
-        report = self.keyed.report
-        if not report.clean:
-            log.warning(
-                f"broker store recovery: {report}",
-                extra={
-                    "event": "store_recovery",
-                    "path": self.keyed.path,
-                    "bytes_dropped": report.bytes_dropped,
-                    "tail_bytes_dropped": report.tail_bytes_dropped,
-                },
-            )
-        now_mono, now_wall = now_pair(self.clock)
-        drop: list[Op] = []
-        retained = self._recover_retained(broker, now_mono, now_wall, drop)
-        sessions = self._recover_sessions(broker, now_mono, now_wall, drop)
-        messages = self._recover_messages(sessions, now_mono, now_wall, drop)
-        for key, _ in self.keyed.iter_items(QOS2):
-            cid, _, pid = str(key).rpartition("\x00")  # the session key may hold a U+0000 too
-            session = sessions.get(cid)
-            if session is None or not pid.isdigit():
-                drop.append(Delete(QOS2, key))
-            else:
-                session.qos2_incoming.add(int(pid))
-        for session in sessions.values():
-            broker.restore_session(session)
-        if drop:
-            try:
-                self.keyed.commit_sync(drop, split_to_fit=True)
-            except StoreError as exc:
-                self._failed(exc)
-        # From here the journals hold the references; the index keeps no copy of them, and
-        # compaction asks held_rows (issue 17: a copy per reference cost as much as its ops).
-        self.keyed.hold(REFS, self)
-        self._recording = True
-        log.info(
-            f"broker store {self.keyed.path}: {len(sessions)} sessions, {messages} queued "
-            f"messages, {retained} retained messages restored in "
-            f"{time.perf_counter() - started:.3f} s ({len(drop)} expired or unusable records "
-            "dropped)",
-            extra={
-                "event": "store_loaded",
-                "path": self.keyed.path,
-                "sessions": len(sessions),
-                "messages": messages,
-                "retained": retained,
-                "dropped": len(drop),
-            },
-        )
-
-    def _recover_retained(
-        self, broker: Broker, now_mono: float, now_wall: float, drop: list[Op]
-    ) -> int:
-        count = 0
-        for key, raw in self.keyed.iter_items(RETAINED):
-            tenant, _, topic = str(key).partition("\x00")
-            try:
-                message = decode_message(raw, f"retained {topic!r}", now_mono, now_wall)
-            except RecordError as exc:
-                log.warning(f"broker store: {exc}; dropped", extra={"event": "store_record"})
-                drop.append(Delete(RETAINED, key))
-                continue
-            if message.expired(now_mono) or not topic:
-                drop.append(Delete(RETAINED, key))
-                continue
-            broker.topic_space(tenant).retained.set(message)
-            count += 1
-        return count
-
-    def _recover_sessions(
-        self, broker: Broker, now_mono: float, now_wall: float, drop: list[Op]
-    ) -> dict[str, Session]:
-        from ..matching.subscription_patterns import subscription_pattern
-
-        sessions: dict[str, Session] = {}
-        for key, raw in self.keyed.iter_items(SESSIONS):
-            cid = str(key)
-            try:
-                session, live_will = _decode_session(cid, raw, now_mono, now_wall)
-            except (RecordError, TypeError, ValueError) as exc:
-                log.warning(
-                    f"broker store: session {cid!r}: {exc}; dropped",
-                    extra={"event": "store_record"},
-                )
-                drop.append(Delete(SESSIONS, key))
-                continue
-            if session.expires_at is None and session.expiry_interval != NEVER_EXPIRES:
-                session.expires_at = now_mono + session.expiry_interval  # was online at the crash
-            if live_will is not None and session.will is None:
-                delay = live_will.properties.will_delay_interval or 0
-                session.will = live_will
-                session.will_at = now_mono + min(delay, session.expiry_interval)
-            if session.expires_at is not None and session.expires_at <= now_mono:
-                drop.append(Delete(SESSIONS, key))
-                if session.will is not None:
-                    broker.publish_will(session, session.will)
-                continue
-            space = broker.topic_space(session.tenant)
-            for topic_filter, entry in list(session.subscriptions.items()):
-                try:
-                    _, inner, pattern = subscription_pattern(
-                        topic_filter, broker.separator, session.identity.subscription_patterns
-                    )
-                except Exception as exc:  # a rule the running config no longer accepts
-                    log.warning(
-                        f"broker store: subscription {topic_filter!r} of {cid!r} dropped: {exc}",
-                        extra={"event": "store_record"},
-                    )
-                    del session.subscriptions[topic_filter]
-                    continue
-                space.subscribe(entry, inner, pattern)
-            self._tracked[cid] = session
-            session.journal = PersistentJournal(self, session)
-            sessions[cid] = session
-        return sessions
-
-    def _recover_messages(
-        self, sessions: dict[str, Session], now_mono: float, now_wall: float, drop: list[Op]
-    ) -> int:
-        messages: dict[int, Message] = {}
-        highest = 0
-        for key, raw in self.keyed.iter_items(MESSAGES):
-            if not isinstance(key, int):
-                drop.append(Delete(MESSAGES, key))
-                continue
-            highest = max(highest, key)
-            try:
-                messages[key] = decode_message(raw, f"message {key}", now_mono, now_wall)
-            except RecordError as exc:
-                log.warning(f"broker store: {exc}; dropped", extra={"event": "store_record"})
-                drop.append(Delete(MESSAGES, key))
-        count = 0
-        refs = [(key, raw) for key, raw in self.keyed.iter_items(REFS) if isinstance(key, int)]
-        drop.extend(
-            Delete(REFS, key) for key, _ in self.keyed.iter_items(REFS) if not isinstance(key, int)
-        )
-        for key, raw in sorted(refs, key=lambda item: item[0]):
-            highest = max(highest, key)
-            ref = _decode_ref(raw)
-            session = None if ref is None else sessions.get(ref[0])
-            message = None if ref is None else messages.get(ref[1])
-            if ref is None:
-                log.warning(
-                    f"broker store: reference {key} {raw!r:.80} does not decode; dropped",
-                    extra={"event": "store_record"},
-                )
-            if session is None or message is None or message.expired(now_mono):
-                drop.append(Delete(REFS, key))
-                continue
-            assert ref is not None
-            cid, message_id, qos, retain, sub_ids, pid, released = ref
-            restored = self._restore(
-                session, key, Outgoing(message, qos, retain, sub_ids), pid, released, message_id
-            )
-            if isinstance(raw[4], list) or (restored is None and (pid is not None or released)):
-                # RAW_SET changes a row in place (ref_sent, ref_released): rows of the old
-                # shape, and queued rows still naming a packet id, are written as it expects.
-                row = [cid, message_id, qos, retain, restored, released and restored is not None]
-                drop.append(Put(REFS, key, [*row, *sub_ids]))
-            count += 1
-        for message_id, message in messages.items():  # no reference left (all expired)
-            if id(message) not in self._messages:
-                drop.append(Delete(MESSAGES, message_id))
-        self._seq = highest + 1
-        return count + self._migrate(sessions, now_mono, now_wall, drop)
-
-    def _restore(
-        self,
-        session: Session,
-        seq: int,
-        outgoing: Outgoing,
-        pid: int | None,
-        released: bool,
-        message_id: int,
-    ) -> int | None:
-        """Recovery: reference ``seq`` back in flight under ``pid`` (the packet id the client
-        saw) or in the queue; returns the packet id it is in flight under."""
-        journal = session.journal
-        assert isinstance(journal, PersistentJournal)
-        ref = (outgoing, seq, self._hold(outgoing.message, message_id), -1, 0)
-        if pid is not None and 0 < pid <= 65535 and pid not in session.inflight:
-            item = Inflight(outgoing)
-            item.released = released
-            session.inflight[pid] = item
-            journal.flight[pid] = ref
-            if released:
-                journal.released_pids.add(pid)
-            # The counter goes on after the newest id in flight (reference order is
-            # assignment order), never back to one the client may still hold.
-            session.next_packet_id = pid % 65535 + 1
-            return pid
-        session.queue.append(outgoing)
-        session.queued_bytes += outgoing.message.size
-        journal.waiting.append(ref)
-        return None
-
-    def _migrate(
-        self, sessions: dict[str, Session], now_mono: float, now_wall: float, drop: list[Op]
-    ) -> int:
-        """A store of the previous format (tables ``m``: a whole message per session and
-        ``f``: its packet id) becomes references to messages stored once; each message's
-        conversion is one atomic record, so a crash midway resumes at the next start."""
-        if not (self.keyed.has_table(OLD_MESSAGES) or self.keyed.has_table(OLD_FLIGHT)):
-            if self.keyed.lookup(META, "format") != FORMAT:
-                drop.append(Put(META, "format", FORMAT))
-            return 0
-        flights = self.keyed.rows(OLD_FLIGHT)
-        groups: list[list[Op]] = []
-        count = 0
-        for key, raw in self.keyed.iter_items(OLD_MESSAGES):
-            old: list[Op] = [Delete(OLD_MESSAGES, key)]
-            flight = flights.pop(key, None)
-            if flight is not None:
-                old.append(Delete(OLD_FLIGHT, key))
-            try:
-                cid, outgoing = decode_outgoing(raw, f"message {key!r}", now_mono, now_wall)
-            except RecordError as exc:
-                log.warning(f"broker store: {exc}; dropped", extra={"event": "store_record"})
-                groups.append(old)
-                continue
-            session = sessions.get(cid)
-            if session is None or outgoing.message.expired(now_mono):
-                groups.append(old)
-                continue
-            pid, released = None, False
-            if isinstance(flight, list) and len(flight) == 2 and isinstance(flight[0], int):
-                pid, released = flight[0], bool(flight[1])
-            seq, message_id = self._seq, self._seq + 1
-            self._seq += 2
-            pid = self._restore(session, seq, outgoing, pid, released, message_id)
-            groups.append(
-                [
-                    Put(MESSAGES, message_id, encode_message(outgoing.message, now_mono, now_wall)),
-                    Put(
-                        REFS,
-                        seq,
-                        [
-                            cid,
-                            message_id,
-                            outgoing.qos,
-                            outgoing.retain,
-                            pid,
-                            released and pid is not None,
-                            *outgoing.sub_ids,
-                        ],
-                    ),
-                    *old,
-                ]
-            )
-            count += 1
-        groups.extend([Delete(OLD_FLIGHT, key)] for key in flights)
-        groups.append([Put(META, "format", FORMAT)])
-        record: list[Op] = []
-        try:
-            for group in groups:
-                if record and _weight(record) + _weight(group) > CHUNK_BYTES:
-                    self.keyed.commit_sync(record)
-                    record = []
-                record.extend(group)
-            if record:
-                self.keyed.commit_sync(record)
-        except StoreError as exc:
-            self._failed(exc)
-            log.error(
-                f"broker store: migrating the previous format failed: {exc}; it is "
-                "retried at the next start",
-                extra={"event": "store_migration"},
-            )
-            return count
-        log.warning(
-            f"broker store {self.keyed.path}: migrated {count} queued messages from "
-            "the previous format (one record per session) to messages stored once",
-            extra={"event": "store_migration", "messages": count},
-        )
-        return count
-
-
-def _ref_row(cid: str, ref: Ref, pid: int | None, released: bool) -> list[Any]:
-    """A reference row as this build writes it (REF_WIDTH fields; see put_ref)."""
-    outgoing = ref[0]
-    sub_ids = outgoing.sub_ids
-    return [
-        cid,
-        ref[2][0],
-        outgoing.qos,
-        outgoing.retain,
-        pid,
-        released,
-        None if not sub_ids else sub_ids[0] if len(sub_ids) == 1 else list(sub_ids),
-    ]
-
 
 def _first(item: tuple[Any, Any]) -> Any:
     return item[0]
-
-
-def _decode_ref(raw: Any) -> tuple[str, int, int, bool, tuple[int, ...], int | None, bool] | None:
-    """``[session key, message id, qos, retain, packet id or None, released, sub ids]`` with
-    the subscription ids ``None``, one id or a list (format 3), ``[…, released, *sub ids]``
-    (format 2), or ``[…, retain, [sub ids], packet id or None, released]`` (earlier)."""
-    if not isinstance(raw, list) or len(raw) < 6:
-        return None
-    if isinstance(raw[4], list):
-        if len(raw) != 7:
-            return None
-        cid, message_id, qos, retain, sub_ids, pid, released = raw
-    else:
-        cid, message_id, qos, retain, pid, released = raw[:6]
-        sub_ids = raw[6:]
-        if len(sub_ids) == 1 and (sub_ids[0] is None or isinstance(sub_ids[0], list)):
-            sub_ids = sub_ids[0] or []
-    if (
-        not isinstance(cid, str)
-        or not isinstance(message_id, int)
-        or qos not in (1, 2)
-        or not all(type(i) is int for i in sub_ids)
-        or not (pid is None or type(pid) is int)
-    ):
-        return None
-    return cid, message_id, qos, bool(retain), tuple(sub_ids), pid, bool(released)
-
-
-def _decode_session(
-    cid: str, raw: Any, now_mono: float, now_wall: float
-) -> tuple[Session, Will | None]:
-    what = f"session {cid!r}"
-    if isinstance(raw, list | tuple) and len(raw) == 10:
-        raw = [*raw, None]  # written before sessions recorded their owner (issue 15)
-    (
-        tenant,
-        identity_raw,
-        level,
-        expiry,
-        expires,
-        will_raw,
-        will_at,
-        live_raw,
-        subs,
-        next_pid,
-        owner_raw,
-    ) = raw
-    identity = decode_identity(identity_raw, what)
-    if not isinstance(tenant, str) or level not in (3, 4, 5) or not isinstance(expiry, int):
-        raise RecordError(f"{what}: tenant/protocol level/expiry have the wrong types")
-    session = Session(client_id_of(cid), tenant, identity, level)
-    if session.key != cid:
-        raise RecordError(f"{what}: the record's tenant {tenant!r} does not match its key")
-    session.owner = principal_from_record(owner_raw) or owner_of_restored(identity)
-    session.expiry_interval = expiry
-    session.expires_at = to_mono(expires, now_mono, now_wall)
-    session.will = None if will_raw is None else decode_will(will_raw, what)
-    session.will_at = to_mono(will_at, now_mono, now_wall)
-    session.next_packet_id = next_pid if isinstance(next_pid, int) and 0 < next_pid <= 65535 else 1
-    for sub in subs:
-        topic_filter, qos, no_local, rap, rh, sub_id, share_group, recheck = sub
-        if not isinstance(topic_filter, str) or qos not in (0, 1, 2):
-            raise RecordError(f"{what}: subscription {sub!r:.80} has the wrong types")
-        session.subscriptions[topic_filter] = SubscriptionEntry(
-            session,
-            topic_filter,
-            qos,
-            bool(no_local),
-            bool(rap),
-            int(rh),
-            sub_id if isinstance(sub_id, int) else None,
-            share_group if isinstance(share_group, str) else None,
-            bool(recheck),
-        )
-    live_will = None if live_raw is None else decode_will(live_raw, what)
-    return session, live_will
-
-
-def _op_weight(op: Op) -> int:
-    """About the bytes ``op`` takes in a record (payloads dominate)."""
-    if isinstance(op, Put) and op.table in (MESSAGES, RETAINED):
-        return 64 + len(op.value[1])
-    return 64
-
-
-def _flat_chunks(ops: list[Any]) -> Iterator[tuple[list[Any], int, int]]:
-    """Flat ops (``Persistence._ops``) in chunks of about ``CHUNK_BYTES`` each, with their
-    weight and op count."""
-    start = i = size = count = 0
-    end = len(ops)
-    while i < end:
-        kind = ops[i]
-        width = _FLAT_WIDTH[kind]
-        weight = 64
-        if kind == RAW_PUT and ops[i + 1] in (MESSAGES, RETAINED):
-            weight += len(ops[i + 3][1])
-        elif kind >= RAW_ROWS:  # batched: its list of rows is its last field
-            weight += 4 * len(ops[i + width - 1])
-        if count and size + weight > CHUNK_BYTES:
-            yield ops[start:i], size, count
-            start, size, count = i, 0, 0
-        i += width
-        size += weight
-        count += 1
-    if count:
-        yield ops[start:], size, count
-
-
-_FLAT_WIDTH = {RAW_PUT: 4, RAW_DELETE: 3, RAW_SET: 5, RAW_ROWS: 4, RAW_SETS: 4, RAW_DELETES: 3}
-
-
-def _weight(ops: list[Op]) -> int:
-    return sum(_op_weight(op) for op in ops)
-
-
-class PersistentRetainedStore(MemoryRetainedStore):
-    """Retained messages of one topic space, written through to the log (``$`` topics not)."""
-
-    __slots__ = ("_store", "_tenant")
-
-    def __init__(self, store: Persistence, tenant: str, separator: str = "/") -> None:
-        super().__init__(separator)
-        self._store = store
-        self._tenant = tenant
-
-    def set(self, message: Message) -> None:
-        super().set(message)
-        if message.topic[:1] != "$":
-            self._store.retained_set(self._tenant, message)
-
-    def delete(self, topic: str) -> None:
-        before = len(self)
-        super().delete(topic)
-        if len(self) != before and topic[:1] != "$":
-            self._store.retained_delete(self._tenant, topic)

@@ -14,18 +14,13 @@ index keeps no copy (``KeyedLog.hold``), and the ops of a turn are batched per k
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .session import Outgoing, Session
+from ..session import Inflight, Outgoing, Session
+from .tables import Ref
 
 if TYPE_CHECKING:
     from .persistence import Persistence
-
-
-# A reference held by a journal: (outgoing, reference number, the message's entry in
-# Persistence._messages ([message id, references, message]), the number of the turn batch its
-# row went into (-1: restored) and the place of its packet id there (Persistence.ref_sent)).
-Ref = tuple[Outgoing, int, list[Any], int, int]
 
 
 class PersistentJournal:
@@ -125,3 +120,34 @@ class PersistentJournal:
 
     def references(self) -> list[Ref]:
         return [*self.waiting, *self.flight.values()]
+
+
+def restore(
+    store: Persistence,
+    session: Session,
+    seq: int,
+    outgoing: Outgoing,
+    pid: int | None,
+    released: bool,
+    message_id: int,
+) -> int | None:
+    """Recovery and migration: reference ``seq`` back in flight under ``pid`` (the packet id the
+    client saw) or in the queue; returns the packet id it is in flight under."""
+    journal = session.journal
+    assert isinstance(journal, PersistentJournal)
+    ref = (outgoing, seq, store._hold(outgoing.message, message_id), -1, 0)
+    if pid is not None and 0 < pid <= 65535 and pid not in session.inflight:
+        item = Inflight(outgoing)
+        item.released = released
+        session.inflight[pid] = item
+        journal.flight[pid] = ref
+        if released:
+            journal.released_pids.add(pid)
+        # The counter goes on after the newest id in flight (reference order is
+        # assignment order), never back to one the client may still hold.
+        session.next_packet_id = pid % 65535 + 1
+        return pid
+    session.queue.append(outgoing)
+    session.queued_bytes += outgoing.message.size
+    journal.waiting.append(ref)
+    return None

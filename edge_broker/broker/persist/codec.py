@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..identity import Identity
-from ..mqtt.packets import NO_PROPERTIES, Properties, Will
-from .message import Message
-from .session import Outgoing
+from ...identity import Identity
+from ...mqtt.packets import NO_PROPERTIES, Properties, Will
+from ..message import Message
+from ..session import Outgoing
 
 _TUPLE_FIELDS = ("subscription_identifiers", "user_properties")
 _PROPERTY_NAMES = frozenset(f.name for f in dataclasses.fields(Properties))

@@ -4,8 +4,8 @@ let the broker hold at most, term by term, against the systemd unit's ``MemoryMa
 The per-item costs are measured on this tree (``scripts/bench_memory.py``, docs/limits-memory.md)
 and rounded up; the terms multiply them by the limits. It is a worst case: every connection
 open, each with its subscriptions, a full queue and its own read buffer full; the read pool and
-the write buffers at their broker-wide bounds (broker/read_pool.py, write_budget.py; the write
-bound may be passed by one event-loop turn's output, counted as one largest packet); the
+the write buffers at their broker-wide bounds (broker/limits/read_pool.py, write_budget.py; the
+write bound may be passed by one event-loop turn's output, counted as one largest packet); the
 retained store full; every cache full.
 """
 

@@ -18,13 +18,35 @@ high, never low. The bound can be passed by what one event-loop turn writes to e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .connection import Connection
-    from .server import Broker
+    from ...config import Config
+    from .limit_hits import LimitHits
 
 LIMIT_KEY = "max_write_buffer_total"
+
+
+class LimitsHost(Protocol):
+    """Where a broker-wide bound reads its limits (``Broker`` is one): the config at each use,
+    since a reload swaps it, and the counters of refusals."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def limit_hits(self) -> LimitHits: ...
+
+
+class Writer(Protocol):
+    """What the budget reads and sets on a connection (``Connection`` is one)."""
+
+    transport: Any  # its asyncio transport; None once closed
+    write_held: int  # bytes of it counted in ``WriteBudget.total``
+    held_back: bool
+
+    @property
+    def client_id(self) -> str: ...
 
 
 class WriteBudget:
@@ -32,12 +54,12 @@ class WriteBudget:
 
     __slots__ = ("broker", "total", "_holding")
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: LimitsHost) -> None:
         self.broker = broker
         self.total = 0
-        self._holding: set[Connection] = set()  # connections whose transports hold bytes
+        self._holding: set[Writer] = set()  # connections whose transports hold bytes
 
-    def after_write(self, conn: Connection) -> None:
+    def after_write(self, conn: Writer) -> None:
         """``conn`` wrote to its transport: count what the transport could not send yet."""
         size = conn.transport.get_write_buffer_size()
         if size == conn.write_held:
@@ -52,7 +74,7 @@ class WriteBudget:
         ):
             self._hold_back(conn)
 
-    def resumed(self, conn: Connection) -> None:
+    def resumed(self, conn: Writer) -> None:
         """The transport of ``conn`` has drained to its low-water mark (``resume_writing``)."""
         if conn.held_back:
             conn.held_back = False
@@ -67,11 +89,11 @@ class WriteBudget:
         for conn in list(self._holding):
             self._set(conn, 0 if conn.transport is None else conn.transport.get_write_buffer_size())
 
-    def forget(self, conn: Connection) -> None:
+    def forget(self, conn: Writer) -> None:
         """``conn`` is closed: its transport's bytes are freed with it."""
         self._set(conn, 0)
 
-    def _set(self, conn: Connection, size: int) -> None:
+    def _set(self, conn: Writer, size: int) -> None:
         self.total += size - conn.write_held
         conn.write_held = size
         if size:
@@ -79,7 +101,7 @@ class WriteBudget:
         else:
             self._holding.discard(conn)
 
-    def _hold_back(self, conn: Connection) -> None:
+    def _hold_back(self, conn: Writer) -> None:
         conn.held_back = True
         limit = self.broker.config.limits.max_write_buffer_total
         self.broker.limit_hits.limits_key(

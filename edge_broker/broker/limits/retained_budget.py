@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .message import Message
+from ..message import Message
 
 if TYPE_CHECKING:
-    from ..config import LimitsConfig
+    from ...config import LimitsConfig
 
 
 class RetainedBudget:

@@ -11,7 +11,7 @@ the key.
 
 from __future__ import annotations
 
-from ..config import LimitsConfig
+from ...config import LimitsConfig
 
 
 def topic_limit(topic: str, limits: LimitsConfig, separator: str) -> str | None:

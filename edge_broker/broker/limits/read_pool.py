@@ -23,14 +23,21 @@ bytes borrows the difference from the pool for that read, when nobody waits; the
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..mqtt.reason_codes import ReasonCode
-from .connection import CONNECTED, CONNECTING
+from ...mqtt.reason_codes import ReasonCode
+from ...mqtt.session_states import ConnState
+from .pre_auth import Peer
+from .write_budget import LimitsHost
 
 if TYPE_CHECKING:
-    from .connection import Connection
-    from .server import Broker
+    from collections import deque
+
+    from ...engine.connection import ConnectionEngine
+    from ...mqtt.packets import Packet
+    from .write_budget import WriteBudget
+
+CONNECTED, CONNECTING = ConnState.CONNECTED, ConnState.CONNECTING
 
 LIMIT_KEY = "read_pool_size"
 # The most one socket read takes. asyncio reads 256 KiB; a quarter of it keeps the bytes one
@@ -39,28 +46,49 @@ LIMIT_KEY = "read_pool_size"
 READ_MAX = 64 * 1024
 
 
+class PoolHost(LimitsHost, Protocol):
+    """What the pool reads of the broker (``Broker`` is one): reads wait while the write buffers
+    are over their bound too."""
+
+    @property
+    def write_budget(self) -> WriteBudget: ...
+
+
+class Reader(Peer, Protocol):
+    """What the pool reads, sets and calls on a connection (``Connection`` is one)."""
+
+    transport: Any  # its asyncio transport: paused while it waits for bytes
+    read_grant: int  # bytes of the pool reserved for its unfinished packet
+
+    @property
+    def backlog(self) -> deque[Packet] | None: ...  # packets read while it was paused
+
+    @property
+    def engine(self) -> ConnectionEngine: ...
+
+
 class ReadPool:
     """See the module docstring; one per broker. ``used`` counts reserved bytes."""
 
     __slots__ = ("broker", "used", "view", "_waiting", "_lent_to", "_lent")
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: PoolHost) -> None:
         self.broker = broker
         self.used = 0
         self.view = memoryview(bytearray(READ_MAX))  # what every read goes into
         # connection → (bytes it still needs, its timeout); insertion order is arrival order
-        self._waiting: dict[Connection, tuple[int, asyncio.TimerHandle]] = {}
+        self._waiting: dict[Reader, tuple[int, asyncio.TimerHandle]] = {}
         # bytes lent for the read under way: get_buffer and buffer_updated come in one call
         # of the transport, so a loan still open at the next get_buffer was for a read that
         # brought nothing (EAGAIN, a partial TLS record) and goes back then
-        self._lent_to: Connection | None = None
+        self._lent_to: Reader | None = None
         self._lent = 0
 
     @property
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def buffer_for(self, conn: Connection) -> memoryview:
+    def buffer_for(self, conn: Reader) -> memoryview:
         """Where the next socket read of ``conn`` goes: no more than it may hold."""
         if self._lent_to is not None:
             self._end_loan()
@@ -91,7 +119,7 @@ class ReadPool:
                 self._lent = borrow
         return self.view[:room] if room < READ_MAX else self.view
 
-    def after_read(self, conn: Connection) -> None:
+    def after_read(self, conn: Reader) -> None:
         """Reserve what the unfinished packet of ``conn`` needs beyond its own bytes, give back
         what it no longer needs; wait (not reading) when the pool is short."""
         if self._lent_to is conn:
@@ -124,7 +152,7 @@ class ReadPool:
         self._waiting[conn] = (want, timer)
         self._serve_waiting()  # it may fit now, past unauthenticated waiters that do not
 
-    def forget(self, conn: Connection) -> None:
+    def forget(self, conn: Reader) -> None:
         """``conn`` is closed: its reservation goes back, it waits no more."""
         if self._lent_to is conn:
             self._lent_to = None  # its grant, loan included, goes back below
@@ -144,14 +172,14 @@ class ReadPool:
         if self._waiting:
             self._serve_waiting()
 
-    def _fits(self, conn: Connection, extra: int) -> bool:
+    def _fits(self, conn: Reader, extra: int) -> bool:
         """Unauthenticated connections (a CONNECT larger than read_buffer_size) reserve only
         while the pool is less than half used, so that they can never starve clients that
         have logged in."""
         size = self.broker.config.limits.read_pool_size
         return self.used + extra <= (size if conn.state == CONNECTED else size // 2)
 
-    def _give_back(self, conn: Connection, keep: int) -> None:
+    def _give_back(self, conn: Reader, keep: int) -> None:
         self.used -= conn.read_grant - keep
         conn.read_grant = keep
         if self._waiting:
@@ -174,7 +202,7 @@ class ReadPool:
                 # a connection whose handler is still running resumes reading when it is done
                 conn.transport.resume_reading()
 
-    def _timed_out(self, conn: Connection, want: int) -> None:
+    def _timed_out(self, conn: Reader, want: int) -> None:
         if self._waiting.pop(conn, None) is None or conn.closing:
             return
         limits = self.broker.config.limits

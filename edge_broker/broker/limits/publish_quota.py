@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..config import LimitsConfig
+    from ...config import LimitsConfig
 
 
 class PublishQuota:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_broker.broker.persistence import log_path
+from edge_broker.broker.persist.tables import log_path
 from edge_broker.cli.broker import _state_problems
 from edge_broker.config import loads_config
 from edge_broker.store.damage import inspect_log, refusal

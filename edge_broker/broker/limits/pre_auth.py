@@ -10,15 +10,33 @@ SMOKER nonce exchange, a wait for a password-check slot).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ..config import LimitsConfig
-from ..mqtt.packets import Connect
-from ..mqtt.reason_codes import ReasonCode
-from ..mqtt.session_states import ConnState
+from ...config import LimitsConfig
+from ...mqtt.packets import Connect
+from ...mqtt.reason_codes import ReasonCode
+from ...mqtt.session_states import ConnState
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .limit_hits import LimitHits
+
+
+class Peer(Protocol):
+    """A connection as the bounds before and around authentication see it (``Connection`` is
+    one): its state, and the two ways it is ended."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def state(self) -> ConnState: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    def close(self, reason_code: int | None, reason: str, will: bool = True) -> None: ...
+
+    def refuse_connect(self, reason_code: int, reason: str) -> None: ...
 
 
 def user_properties_refusal(connect: Connect, limits: LimitsConfig) -> str | None:
@@ -35,7 +53,7 @@ def user_properties_refusal(connect: Connect, limits: LimitsConfig) -> str | Non
     )
 
 
-def connect_timed_out(conn: Connection, timeout: float) -> None:
+def connect_timed_out(conn: Peer, timeout: float, hits: LimitHits) -> None:
     """``broker.connect_timeout`` passed before CONNACK: say what did not finish in time.
 
     Waiting for CONNECT (TCP or a WebSocket that never finished its upgrade) is closed; a client
@@ -46,7 +64,6 @@ def connect_timed_out(conn: Connection, timeout: float) -> None:
     if conn.closing:
         return  # already on its way out (a taken-over session's old connection flushing)
     limit = "broker.connect_timeout"
-    hits = conn.broker.limit_hits
     if conn.state is ConnState.AWAIT_CONNECT:
         reason = f"no CONNECT within broker.connect_timeout ({timeout:g} s)"
         hits.hit(limit, f"connection closed: {reason}")

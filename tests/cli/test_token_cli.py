@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from token_test_keys import HS_SECRET, private_keys, private_pem, public_pem
 
 from edge_broker.auth.token import TokenVerifier
 from edge_broker.auth.token_keys import TokenKey
 from edge_broker.cli import main
 from edge_broker.cli.errors import UsageError
 from edge_broker.cli.token import parse_duration
+from tests.auth.token_test_keys import HS_SECRET, private_keys, private_pem, public_pem
 
 GRANT = {
     "tenant_ids": ["acme"],
@@ -240,7 +240,7 @@ def test_inspect_json_and_stdin(keys: Path, capsys: pytest.CaptureFixture[str]) 
 def test_inspect_shows_invalid_rules_and_expiry(
     keys: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from token_test_keys import forge
+    from tests.auth.token_test_keys import forge
 
     grants = [{"tenant_ids": ["a"], "allow_channels_sub": ["a/(b|)/c"]}]
     token = forge({"alg": "HS256"}, {"exp": 1000, "tenant_grants": grants}, HS_SECRET)

@@ -1,6 +1,7 @@
 """Who is connected: the result of authentication (AUTHZ.md §1), and what the gates judge.
 
-Depends on nothing of ours (DESIGN.md `identity.py`): `authz`, `claims` and `auth` all import it.
+Depends only on `matching` (the tenant names of PATTERNS.md D14: an empty or absent tenant
+becomes ``DEFAULT_TENANT``): `authz`, `claims` and `auth` all import it.
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_TENANT = "~"  # PATTERNS.md D14: an empty or absent tenant becomes "~"
+from .matching.names import DEFAULT_TENANT
+
+__all__ = ["DEFAULT_TENANT", "Identity"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -314,7 +314,7 @@ def inprocess_broker_factory() -> Iterator[Callable[..., InProcessBroker]]:
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The topics of every per-delivery check, in order, of an in-process broker (the real
     check still decides): how many deliveries paid for an egress check (issue 21 item 4)."""
-    from edge_broker.broker.policy import Policy
+    from edge_broker.authz.policy import Policy
 
     seen: list[str] = []
     real = Policy.check_deliver

@@ -180,7 +180,7 @@ def decision(
     retain: bool | None = None,
     permission_set: str | None = None,
 ) -> None:
-    """A gate decision (``authz.pipeline``): every denial, logged at INFO and written to the
+    """A gate decision (``authz.gates``): every denial, logged at INFO and written to the
     audit log (``audit``: a :class:`~.aggregate.DecisionWindow`, or None: the line alone);
     allowed ones only with ``[audit] log_allowed`` and never for ``deliver`` (one per receiver
     per message would dwarf the rest; what-if replays publishes and subscribes). Every field a

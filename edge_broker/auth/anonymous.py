@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..identity import Identity
 from .chain import Accepted, AuthOutcome, AuthRequest
 
 if TYPE_CHECKING:
@@ -31,18 +30,7 @@ class AnonymousAuthenticator:
         return request.connect.properties.authentication_method is None
 
     async def authenticate(self, request: AuthRequest) -> AuthOutcome:
-        info = request.info
-        return Accepted(
-            Identity(
-                client_id=request.connect.client_id,
-                method="anonymous",
-                tenant=request.tenant,
-                cert_cn=info.cert_cn,
-                interface=info.interface,
-                local_address=info.local_address,
-                remote_address=info.remote_address,
-            )
-        )
+        return Accepted(request.identity_for("anonymous"))
 
 
 def build(listener: ListenerConfig, config: Config) -> AnonymousAuthenticator:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..identity import Identity
 from .chain import Accepted, AuthOutcome, AuthRequest
 
 if TYPE_CHECKING:
@@ -35,19 +34,7 @@ class CertificateAuthenticator:
         )
 
     async def authenticate(self, request: AuthRequest) -> AuthOutcome:
-        info = request.info
-        return Accepted(
-            Identity(
-                client_id=request.connect.client_id,
-                method="certificate",
-                tenant=request.tenant,
-                username=info.cert_cn,
-                cert_cn=info.cert_cn,
-                interface=info.interface,
-                local_address=info.local_address,
-                remote_address=info.remote_address,
-            )
-        )
+        return Accepted(request.identity_for("certificate", username=request.info.cert_cn))
 
 
 def build(listener: ListenerConfig, config: Config) -> CertificateAuthenticator:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..identity import DEFAULT_TENANT, Identity
 from ..matching.errors import RuleError
@@ -65,6 +65,23 @@ class AuthRequest:
     state: object = None  # what this authenticator's previous Continue carried
     reauthenticating: bool = False
     identity: Identity | None = None  # the current identity while re-authenticating
+
+    def identity_for(self, method: str, **verified: Any) -> Identity:
+        """The :class:`Identity` of a client ``method`` accepts: what the connection says
+        (Client Identifier, the tenant asked for, certificate CN, interface, addresses) is
+        filled here, once for every method; ``verified`` holds what the method itself
+        established (``tenant``, ``username``, ``roles``, ``grants``, ...), which wins."""
+        info = self.info
+        fields: dict[str, Any] = {
+            "client_id": self.connect.client_id,
+            "tenant": self.tenant,
+            "cert_cn": info.cert_cn,
+            "interface": info.interface,
+            "local_address": info.local_address,
+            "remote_address": info.remote_address,
+        }
+        fields.update(verified)
+        return Identity(method=method, **fields)
 
 
 @dataclass(frozen=True, slots=True)

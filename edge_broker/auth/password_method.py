@@ -41,7 +41,6 @@ import time
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING
 
-from ..identity import Identity
 from ..mqtt.reason_codes import ReasonCode
 from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
 from .credential_cache import CredentialCache
@@ -178,17 +177,11 @@ class PasswordAuthenticator:
                 f"user {username!r} may use tenants {', '.join(entry.tenants)}: name one "
                 f"in the CONNECT user property {TENANT_PROPERTY!r} (MQTT 5)",
             )
-        info = request.info
         return Accepted(
-            Identity(
-                client_id=connect.client_id,
-                method="password",
+            request.identity_for(
+                "password",
                 tenant=tenant,
                 username=username,
-                cert_cn=info.cert_cn,
-                interface=info.interface,
-                local_address=info.local_address,
-                remote_address=info.remote_address,
                 roles=entry.roles,
                 tenant_verified=bool(entry.tenants),
                 client_id_verified=bool(entry.clientids),

@@ -156,17 +156,9 @@ class SmokerAuthenticator:
 
     @staticmethod
     def _identity(request: AuthRequest) -> Identity:
-        info = request.info
-        client_id = request.connect.client_id
-        return Identity(
-            client_id=client_id,
-            method="smoker",
-            tenant=request.tenant,
-            cert_cn=info.cert_cn,
-            interface=info.interface,
-            local_address=info.local_address,
-            remote_address=info.remote_address,
-            smoker_id=client_id,
+        return request.identity_for(
+            "smoker",
+            smoker_id=request.connect.client_id,
             client_id_verified=True,  # the signature over the nonce proves the SMOKER id
         )
 

@@ -32,7 +32,7 @@ from jwt.types import Options
 
 from ..authz.grants import CompiledTenantGrants, GrantError, Grants
 from ..matching.errors import RuleError
-from ..matching.names import DEFAULT_SEPARATOR, check_separator
+from ..matching.names import DEFAULT_SEPARATOR, DEFAULT_TENANT, check_separator
 from ..mqtt.reason_codes import ReasonCode
 from .errors import AuthError
 from .token_keys import ALGORITHMS, TokenKey
@@ -100,7 +100,8 @@ class VerifiedToken:
             named = ", ".join(sorted(self.grants.tenants))
             raise TokenError(
                 ReasonCode.NOT_AUTHORIZED,
-                f"token grants no access to tenant {tenant or '~'!r} (it names: {named})",
+                f"token grants no access to tenant {tenant or DEFAULT_TENANT!r} "
+                f"(it names: {named})",
             )
         return compiled
 

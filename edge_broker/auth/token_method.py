@@ -34,7 +34,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
-from ..identity import DEFAULT_TENANT, Identity
+from ..identity import DEFAULT_TENANT
 from ..matching.errors import RuleError
 from ..matching.names import normalize_tenant
 from ..mqtt.reason_codes import ReasonCode
@@ -144,18 +144,12 @@ class TokenAuthenticator:
             self._check_binding(verified)
         except TokenError as exc:
             return Refused(exc.reason_code, _short(exc.reason))
-        info = request.info
         return Accepted(
-            Identity(
-                client_id=connect.client_id,
-                method="token",
+            request.identity_for(
+                "token",
                 tenant=tenant,
                 # never the CONNECT User Name: nothing verified it (issue 15 item 6)
                 username=verified.subject,
-                cert_cn=info.cert_cn,
-                interface=info.interface,
-                local_address=info.local_address,
-                remote_address=info.remote_address,
                 grants=grants,
                 token_expires_at=self._deadline(verified),
                 tenant_verified=True,  # for_tenant refused the token unless its grants name it

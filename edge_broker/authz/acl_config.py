@@ -1,8 +1,9 @@
 """The ``access_control`` section of a Zenoh ``config.json5``, read and validated (seed 004
 "Access Control Config", AUTHZ.md §2 gate 5).
 
-Accepted as Zenoh 1.x writes it, from JSON5 text (:func:`load_acl_json5`, the ``json5``
-package) or from the same structure as a Python mapping (:func:`load_acl_config`, e.g. a TOML
+Accepted as Zenoh 1.x writes it, from JSON5 text (:func:`load_acl_json5`, read by
+:func:`~edge_broker.authz.json5_text.loads_json5`: fast, with the ``json5`` package's messages)
+or from the same structure as a Python mapping (:func:`load_acl_config`, e.g. a TOML
 table). Either the WHOLE section is valid and an immutable :class:`AclConfig` comes back, or
 :class:`AclError` lists every problem found, each naming the entry (``rules[1] (id "r1")``) and
 what to change. Nothing is ever half-loaded.
@@ -34,11 +35,10 @@ from enum import Enum, StrEnum
 from itertools import product
 from typing import Any
 
-import json5
-
 from ..matching.errors import RuleError
 from ..matching.keyexpr import KeyExpr
 from .errors import AuthzError
+from .json5_text import loads_json5
 
 
 class AclError(AuthzError):
@@ -386,7 +386,7 @@ def load_acl_json5(text: str, source: str = "config.json5") -> AclConfig:
     """Read JSON5 text: either a whole Zenoh config with an ``access_control`` key, or the
     section itself (an object with ``enabled``)."""
     try:
-        data = json5.loads(text)
+        data = loads_json5(text)
     except ValueError as exc:
         raise AclError([f"not valid JSON5: {exc}"], source) from None
     if isinstance(data, Mapping) and "access_control" in data:

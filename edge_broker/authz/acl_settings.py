@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .acl import Acl
-from .acl_config import AclConfig, AclError, load_acl_config
+from .acl_config import AclError, load_acl_json5
 from .errors import AuthzError
-from .json5_text import loads_json5
 
 
 class AclSettingsError(AuthzError):
@@ -46,19 +45,6 @@ def _acl_path(value: str, config_file: str) -> Path:
         )
         path = base / path
     return path
-
-
-def _load_json5_section(text: str, source: str) -> AclConfig:
-    """As :func:`~edge_broker.authz.acl_config.load_acl_json5` (a whole Zenoh config or just
-    its ``access_control`` object), with the fast JSON5 reader (authz/json5_text.py)."""
-    try:
-        data = loads_json5(text)
-    except ValueError as exc:
-        raise AclError([f"not valid JSON5: {exc}"], source) from None
-    if isinstance(data, Mapping) and "access_control" in data:
-        data = data["access_control"]
-        source = f"{source}: access_control"
-    return load_acl_config(data, source)
 
 
 def load_acl_section(raw: Mapping[str, Any], config_file: str) -> Acl:
@@ -92,7 +78,7 @@ def load_acl_section(raw: Mapping[str, Any], config_file: str) -> Acl:
                 [("acl.file", f"{str(path)!r} is not UTF-8: save it as UTF-8")]
             ) from exc
         try:
-            return Acl.compile(_load_json5_section(text, str(path)))
+            return Acl.compile(load_acl_json5(text, str(path)))
         except AclError as exc:
             raise AclSettingsError(
                 [("acl.file", f"{exc.source}: {p}") for p in exc.problems]

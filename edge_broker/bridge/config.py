@@ -16,6 +16,7 @@ from typing import Any
 from ..config_section import ConfigError, Section
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import filters_overlap, validate_topic_filter
+from ..matching.names import DEFAULT_TENANT
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DIRECTIONS = ("out", "in", "both")
@@ -35,7 +36,7 @@ class TopicMapping:
     local_prefix: str = ""
     remote_prefix: str = ""
     qos: int = 1
-    tenant: str = "~"
+    tenant: str = DEFAULT_TENANT
 
     @property
     def outbound(self) -> bool:
@@ -325,7 +326,7 @@ def _parse_mapping(t: Any) -> TopicMapping | None:
             "write the part of the filter that remote_prefix replaces",
         )
     qos = t.integer("qos", 1, 0, 2)
-    tenant = t.string("tenant", "~") or "~"
+    tenant = t.string("tenant", DEFAULT_TENANT) or DEFAULT_TENANT
     if direction not in DIRECTIONS:
         return None
     return TopicMapping(direction, local, local_prefix, remote_prefix, qos, tenant)

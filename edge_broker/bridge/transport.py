@@ -7,9 +7,9 @@ WebSocket (subprotocol ``mqtt``, MQTT 5 §6), plain or over TLS.
 from __future__ import annotations
 
 import asyncio
-import ssl
 from typing import Any, Protocol
 
+from ..tls import client_context
 from .config import BridgeConfig
 
 READ_SIZE = 65536
@@ -24,17 +24,6 @@ class Stream(Protocol):
     async def drain(self) -> None: ...
 
     def close(self) -> None: ...
-
-
-def tls_context(config: BridgeConfig) -> ssl.SSLContext:
-    """Verify the remote against ``tls_ca`` (system CAs when unset) and its name; present
-    ``tls_cert``/``tls_key`` when given (mutual authentication). Raises OSError/ssl.SSLError."""
-    context = ssl.create_default_context(cafile=config.tls_ca)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.check_hostname = config.tls_verify_hostname
-    if config.tls_cert is not None:
-        context.load_cert_chain(config.tls_cert, config.tls_key)
-    return context
 
 
 class _TcpStream:
@@ -89,7 +78,10 @@ class _WebSocketStream:
 async def open_stream(config: BridgeConfig) -> Stream:
     """Connect within ``connect_timeout``; raises OSError, ssl.SSLError or TimeoutError."""
     secure = config.transport in ("tls", "websockets")
-    context = tls_context(config) if secure else None
+    context = None
+    if secure:  # tls_ca (system CAs when unset), the client certificate, the name check
+        c = config
+        context = client_context(c.tls_ca, c.tls_cert, c.tls_key, c.tls_verify_hostname)
     server_name = config.tls_server_name or config.address
     if config.transport in ("tcp", "tls"):
         reader, writer = await asyncio.wait_for(

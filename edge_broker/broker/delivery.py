@@ -33,10 +33,10 @@ from .session import Outgoing, Session, SubscriptionEntry, new_outgoing
 from .topic_space import SharedGroup, TopicSpace
 
 if TYPE_CHECKING:
+    from ..authz.policy import Policy
     from ..config import Config
     from .bridging import Bridging
     from .limits.limit_hits import LimitHits
-    from .policy import Policy
     from .stats import BrokerStats
 
 

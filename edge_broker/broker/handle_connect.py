@@ -19,6 +19,7 @@ from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, 
 from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
+from ..authz.session_verdicts import judged_later
 from ..engine.negotiation import negotiate
 from ..engine.states import Trigger
 from ..identity import Identity
@@ -30,7 +31,6 @@ from .message import will_message
 from .outcomes import will_denied
 from .ownership import Principal, foreign_session_reason, may_resume, principal_of
 from .pattern_subscriptions import listener_identity
-from .rejudge import judged_later
 from .token_expiry import schedule_token_expiry
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..authz.decision import Decision
 from ..matching.errors import RuleError
 from ..matching.names import SHOWN_CHARS, shown
-from ..matching.subscription_patterns import SubscriptionPattern
+from ..matching.subscription_patterns import SubscriptionPattern, subscription_pattern
 from ..mqtt.packets import (
     NO_PROPERTIES,
     Properties,
@@ -25,7 +25,6 @@ from ..mqtt.packets import (
 from ..mqtt.reason_codes import ReasonCode
 from .limits.topic_limits import topic_limit, topic_limit_reason
 from .outcomes import denial_reason, subscribe_denied
-from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, SubscriptionEntry
 
 if TYPE_CHECKING:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..matching.subscription_patterns import split_shared
 from ..mqtt.packets import Properties, Unsuback, Unsubscribe
 from ..mqtt.reason_codes import ReasonCode
-from .pattern_subscriptions import split_shared
 
 if TYPE_CHECKING:
     from .handler_api import ClientContext

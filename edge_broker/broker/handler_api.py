@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from ..auth.chain import Accepted, AuthChain, Authenticator, ConnectionInfo
     from ..auth.password import PasswordEntry
     from ..authz.decision import Decision
+    from ..authz.policy import Policy
+    from ..authz.session_verdicts import Verdict
     from ..claims.runtime import ClaimsRuntime
     from ..config import Config, ListenerConfig
     from ..engine.connection import ConnectionEngine
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
     from .message import Message
     from .ownership import Principal
     from .persist.persistence import Persistence
-    from .policy import Policy
-    from .rejudge import Verdict
     from .session import Session
     from .stats import BrokerStats
     from .topic_space import TopicSpace

@@ -13,33 +13,24 @@ from typing import Any
 
 from ..auth.chain import ConnectionInfo
 from ..config import ListenerConfig
+from ..tls import load_server_files, server_context
 from .network_interfaces import InterfaceMap
 
 log = logging.getLogger("edge_broker.broker")
 
 
-def _no_password() -> bytes:
-    # an encrypted key would make OpenSSL prompt on a terminal a service does not have
-    raise ValueError(
-        "the TLS key is encrypted: store it decrypted, readable by root and group edge-broker"
+def tls_context(listener: ListenerConfig) -> ssl.SSLContext:
+    """A server context from the listener's PEM files; client certificates optional or
+    required (their subject CN is kept for authentication, AUTHZ.md §1)."""
+    assert listener.tls_cert is not None and listener.tls_key is not None
+    return server_context(
+        listener.tls_cert, listener.tls_key, listener.tls_ca, listener.require_client_cert
     )
 
 
 def _load_files(ctx: ssl.SSLContext, listener: ListenerConfig) -> None:
     assert listener.tls_cert is not None and listener.tls_key is not None
-    ctx.load_cert_chain(listener.tls_cert, listener.tls_key, password=_no_password)
-    if listener.tls_ca is not None:
-        ctx.load_verify_locations(listener.tls_ca)
-
-
-def tls_context(listener: ListenerConfig) -> ssl.SSLContext:
-    """A server context from the listener's PEM files; client certificates optional or
-    required (their subject CN is kept for authentication, AUTHZ.md §1)."""
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    _load_files(ctx, listener)
-    if listener.tls_ca is not None:
-        ctx.verify_mode = ssl.CERT_REQUIRED if listener.require_client_cert else ssl.CERT_OPTIONAL
-    return ctx
+    load_server_files(ctx, listener.tls_cert, listener.tls_key, listener.tls_ca)
 
 
 def reload_tls(contexts: Mapping[str, ssl.SSLContext], listeners: Sequence[ListenerConfig]) -> int:

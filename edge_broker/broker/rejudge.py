@@ -8,7 +8,9 @@ identity connected now (:func:`judge_subscriptions`), the denied ones are remove
 in flight under them goes with them (:func:`purge_undeliverable`): a message stays only while a
 remaining subscription of the session matches it and the delivery gates allow it now. A will is
 judged again when it is published (:func:`judge_will`), and a reload ends connections whose
-password entry is gone or changed (:func:`recheck_credentials`).
+password entry is gone or changed (:func:`recheck_credentials`). The judging itself (what the
+policy says of each subscription, queued message and will) is
+:mod:`edge_broker.authz.session_verdicts`; this module acts on its verdicts.
 
 Live deliveries need none of this on the hot path: a message is routed only through
 subscriptions that passed the policy in force (this path keeps that true) and the policy's
@@ -21,30 +23,35 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from ..authz.decision import ALLOW, Decision, GateName, deny
+from ..authz.decision import ALLOW, Decision, GateName
 from ..authz.request import Publication
+from ..authz.session_verdicts import (
+    TOKEN_EXPIRED,
+    TOKEN_NOT_KEPT,
+    SessionFilters,
+    Verdict,
+    delivery_right,
+    subscription_verdicts,
+    will_verdict,
+)
 from ..engine.states import ConnState
 from ..identity import Identity
 from ..matching.errors import RuleError
-from ..matching.subscription_patterns import SubscriptionPattern
-from ..matching.subscription_trie import SubscriptionTrie
-from ..mqtt.packets import Subscription
+from ..matching.subscription_patterns import subscription_pattern
 from ..mqtt.reason_codes import ReasonCode
 from .message import Message
-from .pattern_subscriptions import subscription_pattern
 from .session import Outgoing, Session, SubscriptionEntry
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
-    from ..auth.password import PasswordEntry
+    from ..authz.policy import Policy
     from ..config import Config
     from .connection import Connection
     from .delivery import Delivery
-    from .policy import Policy
     from .session import SessionStore
     from .stats import BrokerStats
     from .topic_space import TopicSpace
@@ -84,59 +91,21 @@ class RejudgeHost(Protocol):
     def topic_space(self, tenant: str) -> TopicSpace: ...
 
 
-TOKEN_EXPIRED = "token-expired"  # the rule id of a will refused because its token expired
-TOKEN_NOT_KEPT = "token-not-kept"  # ... because its grants were not kept across a restart
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What the policy in force says of one subscription that must change."""
-
-    topic_filter: str
-    entry: SubscriptionEntry  # as it was judged (a client change meanwhile wins)
-    decision: Decision
-    egress: bool = True  # Policy.delivers_need_check now (SubscriptionEntry.egress)
-
-
-def judged_later(identity: Identity | None) -> bool:
-    """A session restored from disk for a token client has no grants until the client presents
-    its token again; its grants are applied then (the resumed-session path) and its will cannot
-    be judged before (the other gates judge it meanwhile: :func:`rejudge_session`)."""
-    return identity is None or (identity.method == "token" and identity.grants is None)
-
-
 async def judge_subscriptions(
     broker: RejudgeHost, session: Session, identity: Identity
-) -> tuple[int, list[Verdict]]:
+) -> tuple[int, list[Verdict[SubscriptionEntry]]]:
     """(subscriptions checked, verdicts that change something) for ``session`` as ``identity``
-    under ``broker.policy``. Without asynchronous authorizers nothing here suspends, so a caller
-    that awaits this and then applies it sees no delivery in between."""
-    if broker.policy.pipeline is None:
-        # gates 1-2 only: syntax and reserved topics cannot change while the broker runs, and
-        # without gates 3-6 nothing is checked per delivery (a stale mark costs nothing)
-        return len(session.subscriptions), []
-    verdicts: list[Verdict] = []
-    checked = 0
-    for topic_filter, entry in list(session.subscriptions.items()):
-        checked += 1
-        subscription = Subscription(
-            topic_filter,
-            entry.qos,
-            entry.no_local,
-            entry.retain_as_published,
-            entry.retain_handling,
-        )
-        user_properties = (("queryable", "true"),) if entry.queryable else ()
-        verdict = broker.policy.check_subscribe(identity, subscription, user_properties)
-        decision = verdict if isinstance(verdict, Decision) else await verdict
-        # whether gates 5-6 can deny its deliveries changes with the policy and the identity
-        egress = _egress(broker, identity, topic_filter)
-        if decision.denied or decision.recheck != entry.recheck or egress != entry.egress:
-            verdicts.append(Verdict(topic_filter, entry, decision, egress))
-    return checked, verdicts
+    under ``broker.policy`` (``authz.session_verdicts.subscription_verdicts``). Without
+    asynchronous authorizers nothing here suspends, so a caller that awaits this and then
+    applies it sees no delivery in between."""
+    return await subscription_verdicts(
+        broker.policy, broker.separator, identity, session.subscriptions
+    )
 
 
-def apply_verdicts(broker: RejudgeHost, session: Session, verdicts: list[Verdict], why: str) -> int:
+def apply_verdicts(
+    broker: RejudgeHost, session: Session, verdicts: list[Verdict[SubscriptionEntry]], why: str
+) -> int:
     """Remove the denied subscriptions, re-mark the others; returns how many were removed."""
     removed = 0
     for v in verdicts:
@@ -180,18 +149,6 @@ async def recheck_subscriptions(broker: RejudgeHost, why: str) -> tuple[int, int
 
 
 # -- subscriptions ------------------------------------------------------------------------
-
-
-def _egress(broker: RejudgeHost, identity: Identity, topic_filter: str) -> bool:
-    """``SubscriptionEntry.egress`` for ``topic_filter`` as ``identity`` under the policy now
-    (True for a filter that cannot be parsed: it is checked, never skipped)."""
-    try:
-        _, inner, _ = subscription_pattern(
-            topic_filter, broker.separator, identity.subscription_patterns
-        )
-    except RuleError:
-        return True
-    return broker.policy.delivers_need_check(identity, inner)
 
 
 def _split(broker: RejudgeHost, session: Session, topic_filter: str) -> tuple[str, object]:
@@ -255,56 +212,6 @@ def _replace(
 # -- queued and in-flight messages -----------------------------------------------------------
 
 
-class SessionFilters:
-    """The session's subscriptions, parsed and indexed once per purge: MQTT filters in a
-    :class:`SubscriptionTrie` (a queue of Q messages costs Q trie lookups, not Q x S filter
-    comparisons), runtime patterns checked one by one (rare)."""
-
-    __slots__ = ("separator", "trie", "patterns")
-
-    def __init__(self, broker: RejudgeHost, session: Session) -> None:
-        self.separator = broker.separator
-        self.trie: SubscriptionTrie[str, SubscriptionEntry] = SubscriptionTrie(self.separator)
-        self.patterns: list[tuple[SubscriptionEntry, SubscriptionPattern]] = []
-        allowed = session.identity is not None and session.identity.subscription_patterns
-        for topic_filter, entry in session.subscriptions.items():
-            try:
-                _, inner, pattern = subscription_pattern(topic_filter, self.separator, allowed)
-            except RuleError:
-                continue
-            if pattern is None:
-                self.trie.add(inner, topic_filter, entry)
-            else:
-                self.patterns.append((entry, pattern))
-
-    def matching(self, topic: str) -> list[SubscriptionEntry]:
-        found = [entry for hits in self.trie.match(topic) for entry in hits.values()]
-        if self.patterns and topic[:1] != "$":
-            found += [entry for entry, pattern in self.patterns if pattern.matches(topic)]
-        return found
-
-
-def delivery_right(
-    broker: RejudgeHost, session: Session, message: Message, filters: SessionFilters
-) -> Decision:
-    """May ``session`` receive ``message`` now: through a subscription it still holds
-    (``filters``), and past the delivery gates of the policy in force (``Policy.check_deliver``,
-    which counts and audits its own denials)."""
-    matching = filters.matching(message.topic)
-    if not matching:
-        return Decision(
-            False,
-            None,
-            None,
-            ReasonCode.NOT_AUTHORIZED,
-            "no subscription of the session admits this topic any more",
-        )
-    # as live routing does (delivery.py _deliver_merged): an unmarked subscription admits the
-    # topic already; when all are marked, the widest one is checked per topic
-    through = None if any(not e.recheck for e in matching) else max(matching, key=lambda e: e.qos)
-    return broker.policy.check_deliver(session, message, through)
-
-
 def purge_undeliverable(broker: RejudgeHost, session: Session, why: str, removed: int = 0) -> int:
     """Drop what is queued or in flight for ``session`` that it may no longer receive (counted
     in ``$SYS/broker/authz/deliveries_revoked``, logged, audited). QoS 2 messages past PUBREC
@@ -317,11 +224,11 @@ def purge_undeliverable(broker: RejudgeHost, session: Session, why: str, removed
         return 0
     if not session.queue and not session.inflight:
         return 0
-    filters = SessionFilters(broker, session)
+    filters = SessionFilters(broker.separator, session.subscriptions, session.identity)
     queue = session.queue
     denied_queue: dict[int, Decision] = {}
     for i, outgoing in enumerate(queue):
-        decision = delivery_right(broker, session, outgoing.message, filters)
+        decision = delivery_right(broker.policy, session, outgoing.message, filters)
         if decision.denied:
             denied_queue[i] = decision
     dropped = 0
@@ -345,7 +252,7 @@ def purge_undeliverable(broker: RejudgeHost, session: Session, why: str, removed
     for pid, inflight in list(session.inflight.items()):
         if inflight.released:
             continue
-        decision = delivery_right(broker, session, inflight.outgoing.message, filters)
+        decision = delivery_right(broker.policy, session, inflight.outgoing.message, filters)
         if decision.denied:
             del session.inflight[pid]
             session.journal.completed(pid)
@@ -391,29 +298,19 @@ def _revoked(
 def judge_will(
     broker: RejudgeHost, session: Session, will: Publication
 ) -> Decision | Awaitable[Decision]:
-    """A will at the moment it is published (MQTT 5 §3.1.2.5; a delayed will at the end of its
-    delay): the policy and claims in force then, for the session's identity then. A will whose
-    client's token has expired by then is not published, nor the will of a token client whose
-    grants died with a restart (nothing can judge it: fail closed)."""
+    """A will at the moment it is published, as ``authz.session_verdicts.will_verdict`` judges
+    it: the policy in force then, for the session's identity then, unless its token expired."""
     identity = session.identity
     if identity is None:
         return ALLOW
-    if judged_later(identity):
-        return deny(
-            GateName.TOKEN,
-            TOKEN_NOT_KEPT,
-            "the token grants of the will's client were not "
-            "kept across the restart; its will cannot be judged",
-        )
     expires = identity.token_expires_at
     # exp is wall-clock time (RFC 7519 §4.1.4); the last connection's deadline for it is on the
     # broker's clock (token_expiry.py): whichever has passed ends the token (fail closed)
     deadline = session.token_deadline
-    if expires is not None and (
+    expired = expires is not None and (
         time.time() >= expires or (deadline is not None and broker.clock() >= deadline)
-    ):
-        return deny(GateName.TOKEN, TOKEN_EXPIRED, "the token of the will's client has expired")
-    return broker.policy.check_will(identity, will)
+    )
+    return will_verdict(broker.policy, identity, will, expired)
 
 
 def will_refused(
@@ -471,7 +368,8 @@ def recheck_credentials(broker: RejudgeHost, new: Config, why: str) -> int:
     ]
     if not live:
         return ended
-    entries = _password_entries(new)
+    # the new configuration's entries as load_config read them (no password file: nobody)
+    entries = None if new.passwords.file is None else new.passwords.entries
     ended = 0
     for conn in live:
         identity = conn.identity
@@ -556,9 +454,3 @@ def _recheck_tokens(broker: RejudgeHost, new: Config, why: str) -> int:
             _revoke_connection(broker, conn, reason)
             ended += 1
     return ended
-
-
-def _password_entries(new: Config) -> Mapping[str, PasswordEntry] | None:
-    """The new configuration's password entries as load_config read them (None: no password
-    file, nobody is listed)."""
-    return None if new.passwords.file is None else new.passwords.entries

@@ -27,8 +27,8 @@ from .rejudge import RejudgeHost, recheck_credentials, recheck_subscriptions, re
 __all__ = ["ReloadResult", "apply_config", "recheck_subscriptions", "remove_subscription"]
 
 if TYPE_CHECKING:
+    from ..authz.policy import Policy
     from ..config import Config
-    from .policy import Policy
     from .scheduler import Scheduler
 
 log = logging.getLogger("edge_broker.broker")

@@ -21,12 +21,14 @@ from ..audit.aggregate import DecisionWindow
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..auth.login_fairness import login_source
 from ..authz.decision import Decision
+from ..authz.policy import Policy, build_policy
+from ..authz.session_verdicts import Verdict
 from ..config import Config, ConfigError, ListenerConfig, claims_enabled, load_config
 from ..engine.connection import Timeout
 from ..engine.deadlines import Deadlines
 from ..engine.events import TimedOut
 from ..engine.negotiation import Offer, departure
-from ..identity import Identity
+from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
 from .bridging import Bridging
@@ -45,9 +47,8 @@ from .ownership import Principal
 from .persist.persistence import Persistence
 from .persist.recovery import recover
 from .persist.retained import PersistentRetainedStore
-from .policy import Policy, build_pipeline, open_audit_log
+from .policy import open_audit_log
 from .rejudge import (
-    Verdict,
     apply_verdicts,
     judge_subscriptions,
     judge_will,
@@ -153,7 +154,7 @@ class Broker:
         if self.audit is not None:
             self.audit.on_buffered = self._audit_buffered
             self._audit_buffered()  # whatever opening the broker recorded
-        self.topic_space("~")
+        self.topic_space(DEFAULT_TENANT)
         self._plan_duties(clock())
         if self.config.sys.interval:
             self.timers.at("sys", clock())  # $SYS is there from the start, then every interval
@@ -278,6 +279,11 @@ class Broker:
             return ReloadResult(False, message)
         return await apply_config(self, new, f"reload of {path}")
 
+    async def apply_config(self, new: Config, source: str) -> ReloadResult:
+        """Compile ``new``'s policy, swap it in, judge live sessions again (broker/reload.py):
+        what policy sync calls with a merged bundle (``sync.host.PolicyHost``)."""
+        return await apply_config(self, new, source)
+
     def reset_authentication(self) -> None:
         """Rebuild every listener's authentication chain on its next CONNECT (new keys, files)."""
         self._chains.clear()
@@ -327,7 +333,8 @@ class Broker:
         """Gates 1–2 plus, when anything is configured, the pipeline of gates 3–6 (AUTHZ.md §2):
         authorizers, default permissions / token grants, and the claims gate. A broker with none
         of them keeps the fast path: no per-message policy work beyond gates 1–2."""
-        return Policy(config.topics.separator, build_pipeline(config, self.claims, self.decisions))
+        claims_gate = self.claims.gate if self.claims is not None else None
+        return build_policy(config, claims_gate, self.decisions)
 
     # -- connections ------------------------------------------------------------------------
 
@@ -401,7 +408,7 @@ class Broker:
                 tenant, self.separator, retained, self.config.limits.routing_cache_bytes
             )
             self._count_retained(space)
-            if "space_sweep" not in self.timers and tenant != "~":
+            if "space_sweep" not in self.timers and tenant != DEFAULT_TENANT:
                 self.timers.every("space_sweep", SPACE_SWEEP_INTERVAL, self.clock())
         return space
 
@@ -415,7 +422,7 @@ class Broker:
         empty = [
             tenant
             for tenant, space in self.topic_spaces.items()
-            if tenant != "~" and tenant not in in_use and space.is_empty()
+            if tenant != DEFAULT_TENANT and tenant not in in_use and space.is_empty()
         ]
         for tenant in empty:
             del self.topic_spaces[tenant]

@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from .. import __version__
+from ..matching.names import DEFAULT_TENANT
 from ..matching.reserved_topics import SYS_ROOT
 from .message import Message
 
 if TYPE_CHECKING:
+    from ..authz.policy import Policy
     from .bridging import Bridging
     from .delivery import Delivery
     from .limits.limit_hits import LimitHits
@@ -18,7 +20,6 @@ if TYPE_CHECKING:
     from .limits.retained_budget import RetainedBudget
     from .limits.write_budget import WriteBudget
     from .persist.persistence import Persistence
-    from .policy import Policy
     from .session import SessionStore
     from .stats import BrokerStats
     from .topic_space import TopicSpace
@@ -158,7 +159,11 @@ def publish_sys(broker: SysHost) -> None:
     sep = broker.separator
     values = sys_values(broker)
     for tenant, space in list(broker.topic_spaces.items()):
-        items = values.items() if tenant != "~" else {**values, **authz_values(broker)}.items()
+        items = (
+            values.items()
+            if tenant != DEFAULT_TENANT
+            else {**values, **authz_values(broker)}.items()
+        )
         for name, value in items:
             topic = SYS_ROOT + sep + "broker" + sep + name.replace("/", sep)
             message = Message(topic, value.encode(), 0, True)

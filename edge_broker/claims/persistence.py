@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from ..matching.names import DEFAULT_TENANT
 from ..mqtt.reason_codes import ReasonCode
 from ..store import Delete, KeyedLog, Op, Put
 from ..store.tinydb_storage import PREFIX as TINYDB_PREFIX
@@ -41,7 +42,7 @@ class ClaimPersistence(Protocol):
     async def delete(self, tenant: str, topic: str) -> None: ...
 
 
-def record_value(claim: Claim, stored_at: float, tenant: str = "~") -> dict[str, Any]:
+def record_value(claim: Claim, stored_at: float, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
     """The stored document of ``claim``."""
     restriction = claim.restriction
     return {
@@ -86,7 +87,7 @@ def _where(key: object, doc: Any) -> tuple[str, str]:
         tenant, topic = doc.get("tenant"), doc.get("topic")
         if isinstance(tenant, str) and isinstance(topic, str):
             return tenant, topic
-    return "~", f"<claim store document {key!r}>"
+    return DEFAULT_TENANT, f"<claim store document {key!r}>"
 
 
 class KeyedClaimStore:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ..identity import Identity
+from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.reason_codes import ReasonCode
 from ..store import StoreError
 from .access import AccessResult, ClaimRecord, Quarantined, decide
@@ -223,7 +223,7 @@ class ClaimService:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def lookup(self, topic: str, tenant: str = "~") -> ClaimRecord | None:
+    def lookup(self, topic: str, tenant: str = DEFAULT_TENANT) -> ClaimRecord | None:
         """The claim (or quarantined record) on ``topic``, verified before it is returned."""
         record = self._index.get(tenant, _EMPTY).get(topic)
         if isinstance(record, _Pending):
@@ -235,7 +235,7 @@ class ClaimService:
         tenant = identity.tenant
         return decide(identity.smoker_id, topic, activity, lambda t: self.lookup(t, tenant))
 
-    def owned_claims(self, owner: str, tenant: str = "~") -> list[Claim]:
+    def owned_claims(self, owner: str, tenant: str = DEFAULT_TENANT) -> list[Claim]:
         self.verify_all()
         table = self._index.get(tenant, _EMPTY)
         records = (table.get(t) for t in self._owned.get((tenant, owner), ()))
@@ -244,12 +244,12 @@ class ClaimService:
     def tenants(self) -> list[str]:
         return sorted(t for t, table in self._index.items() if table)
 
-    def records(self, tenant: str = "~") -> list[ClaimRecord]:
+    def records(self, tenant: str = DEFAULT_TENANT) -> list[ClaimRecord]:
         """Every claim and quarantined record of ``tenant``."""
         self.verify_all()
         return [r for r in self._index.get(tenant, _EMPTY).values() if not isinstance(r, _Pending)]
 
-    def quarantined(self, tenant: str = "~") -> list[Quarantined]:
+    def quarantined(self, tenant: str = DEFAULT_TENANT) -> list[Quarantined]:
         self.verify_all()
         return [r for r in self._index.get(tenant, _EMPTY).values() if isinstance(r, Quarantined)]
 

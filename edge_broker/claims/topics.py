@@ -9,6 +9,7 @@ carry no claim, so every client is denied on it).
 from __future__ import annotations
 
 # defined once, in matching.reserved_topics; re-exported for the claim modules
+from ..matching.mqtt_topics import MAX_TOPIC_BYTES
 from ..matching.reserved_topics import CLAIM_TOPIC as CLAIM_TOPIC
 from ..matching.reserved_topics import CLAIMS_REQUEST_PREFIX as CLAIMS_REQUEST_PREFIX
 from ..matching.reserved_topics import RESTRICTED_PREFIX as RESTRICTED_PREFIX
@@ -20,7 +21,6 @@ from .errors import ClaimError, shown
 from .smoker_id import is_smoker_id
 
 CLAIMS_RESPONSE_LEVEL = "claims"
-MAX_TOPIC_BYTES = 65535  # MQTT 5 §1.5.4: a UTF-8 string is at most 65,535 bytes
 
 
 def is_smoker_system_topic(topic: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
 from ..config import Config, ConfigError, load_config
@@ -61,15 +62,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 2
-    from ..broker.explain import explain_sync
-    from ..broker.policy import Policy, build_pipeline
+    from ..authz.explain import explain
+    from ..authz.policy import build_policy
+    from ..mqtt.packets import NO_PROPERTIES
 
     identity = _identity(args, config)
     if isinstance(identity, str):
         print(identity, file=sys.stderr)
         return 2
-    policy = Policy(config.topics.separator, build_pipeline(config, None, None))
-    verdicts, final = explain_sync(policy, identity, args.action, args.topic, args.qos, args.retain)
+    policy = build_policy(config)
+    verdicts, final = asyncio.run(
+        explain(policy, identity, args.action, args.topic, args.qos, args.retain, NO_PROPERTIES)
+    )
     who = f"client {identity.client_id!r} (method {identity.method}, tenant {identity.tenant}"
     who += f", username {identity.username!r}" if identity.username else ""
     who += f", roles {','.join(identity.roles)}" if identity.roles else ""

@@ -48,7 +48,7 @@ def _build_problems(config: Config, warnings: list[str]) -> list[str]:
     """What ``run`` does with a parsed config before serving, done the same way: authorizer
     constructors run (``build_pipeline``, as ``Broker`` does), so one that raises fails here;
     the state files are judged and every port is bound (and closed) once."""
-    from ..broker.policy import build_pipeline
+    from ..authz.policy import build_pipeline
 
     try:
         build_pipeline(config, None, None)

@@ -27,6 +27,7 @@ from ..claims.service import ClaimService
 from ..claims.signature import sign_restriction, verify_claim
 from ..claims.smoker_id import smoker_id
 from ..claims.topics import RESTRICTED_PREFIX
+from ..identity import DEFAULT_TENANT
 from ..keys import KeyFileError, load_signing_key, write_signing_key
 from ..store import LogStorage, StoreError
 from .errors import UsageError
@@ -269,7 +270,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--store", required=name != "verify", help="the broker's state directory")
-        p.add_argument("--tenant", default=None if name == "list" else "~")
+        p.add_argument("--tenant", default=None if name == "list" else DEFAULT_TENANT)
         if name == "list":
             p.add_argument("--owner", metavar="ID", help="only claims owned by this SMOKER ID")
             p.add_argument(

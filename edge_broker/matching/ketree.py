@@ -23,11 +23,11 @@ from types import MappingProxyType
 
 from .keyexpr import Chunk, ChunkKind, KeyExpr, as_keyexpr, chunk_includes
 
-_NO_LITERALS: Mapping[str, _Node] = MappingProxyType({})
-_NO_PATTERNS: Mapping[str, list[tuple[Chunk, _Node]]] = MappingProxyType({})
+_NO_LITERALS: Mapping[str, _KeNode] = MappingProxyType({})
+_NO_PATTERNS: Mapping[str, list[tuple[Chunk, _KeNode]]] = MappingProxyType({})
 
 
-class _Node:
+class _KeNode:
     """A trie node; mutable only while it is being built, never after (nodes are then shared
     between trees by :meth:`KeTree.union`)."""
 
@@ -42,23 +42,23 @@ class _Node:
     )
 
     def __init__(self, is_double: bool = False) -> None:
-        self.literal: Mapping[str, _Node] = _NO_LITERALS  # a dict once it has an entry
-        self.star: _Node | None = None
-        self.double: _Node | None = None
-        self.patterns: Mapping[str, list[tuple[Chunk, _Node]]] = _NO_PATTERNS
+        self.literal: Mapping[str, _KeNode] = _NO_LITERALS  # a dict once it has an entry
+        self.star: _KeNode | None = None
+        self.double: _KeNode | None = None
+        self.patterns: Mapping[str, list[tuple[Chunk, _KeNode]]] = _NO_PATTERNS
         self.prefix_lengths: tuple[int, ...] = ()
         self.is_double = is_double  # reached through a "**" edge: absorbs request chunks
         self.terminal: tuple[int, str] | None = None  # (rank, payload); lowest rank wins
 
-    def child(self, chunk: Chunk) -> _Node:
+    def child(self, chunk: Chunk) -> _KeNode:
         kind = chunk.kind
         if kind is ChunkKind.STAR:
             if self.star is None:
-                self.star = _Node()
+                self.star = _KeNode()
             return self.star
         if kind is ChunkKind.DOUBLE_STAR:
             if self.double is None:
-                self.double = _Node(is_double=True)
+                self.double = _KeNode(is_double=True)
             return self.double
         if kind is ChunkKind.PATTERN:
             if not isinstance(self.patterns, dict):
@@ -67,7 +67,7 @@ class _Node:
             for existing, node in group:
                 if existing.text == chunk.text:
                     return node
-            node = _Node()
+            node = _KeNode()
             group.append((chunk, node))
             self.prefix_lengths = tuple(sorted({len(p) for p in self.patterns}))
             return node
@@ -75,24 +75,24 @@ class _Node:
         if found is None:
             if not isinstance(self.literal, dict):
                 self.literal = {}
-            found = _Node()
+            found = _KeNode()
             self.literal[chunk.text] = found
         return found
 
 
-def _merge(nodes: list[_Node]) -> _Node:
+def _merge(nodes: list[_KeNode]) -> _KeNode:
     """The union of tries; a subtree present in only one input is shared, not copied."""
     if len(nodes) > 1:
         nodes = list({id(n): n for n in nodes}.values())  # the same subtree twice: once
     if len(nodes) == 1:
         return nodes[0]
-    out = _Node(is_double=nodes[0].is_double)
+    out = _KeNode(is_double=nodes[0].is_double)
     terminals = [n.terminal for n in nodes if n.terminal is not None]
     out.terminal = min(terminals) if terminals else None
-    literal: dict[str, list[_Node]] = {}
-    patterns: dict[str, dict[str, tuple[Chunk, list[_Node]]]] = {}
-    stars: list[_Node] = []
-    doubles: list[_Node] = []
+    literal: dict[str, list[_KeNode]] = {}
+    patterns: dict[str, dict[str, tuple[Chunk, list[_KeNode]]]] = {}
+    stars: list[_KeNode] = []
+    doubles: list[_KeNode] = []
     for n in nodes:
         for text, child in n.literal.items():
             literal.setdefault(text, []).append(child)
@@ -121,7 +121,7 @@ def _merge(nodes: list[_Node]) -> _Node:
 class KeTree:
     """An immutable compiled set of key expressions with payloads."""
 
-    _root: _Node
+    _root: _KeNode
     size: int
 
     @classmethod
@@ -136,7 +136,7 @@ class KeTree:
         """Compile ``(key expression, rank, payload)``; when several members include a
         request, the one with the lowest rank is reported (ranks order trees too, so a
         :meth:`union` reports the same member as one tree built from all members)."""
-        root = _Node()
+        root = _KeNode()
         count = 0
         for expr, rank, payload in members:
             node = root
@@ -152,7 +152,7 @@ class KeTree:
         """One tree holding every member of ``trees``; costs the size of their overlap only."""
         nonempty = [t for t in trees if t.size]
         if not nonempty:
-            return cls(_Node(), 0)
+            return cls(_KeNode(), 0)
         return cls(_merge([t._root for t in nonempty]), sum(t.size for t in nonempty))
 
     def __len__(self) -> int:
@@ -167,7 +167,7 @@ class KeTree:
         if self.size == 0:
             return None
         chunks = as_keyexpr(request).chunks
-        active: list[_Node] = [self._root]
+        active: list[_KeNode] = [self._root]
         for chunk in chunks:
             if len(active) == 1:
                 # Fast path: one node with literal edges only, a literal or verbatim chunk.
@@ -195,7 +195,7 @@ class KeTree:
         return None if best is None else best[1]
 
 
-def _close(nodes: list[_Node]) -> list[_Node]:
+def _close(nodes: list[_KeNode]) -> list[_KeNode]:
     """Add the nodes reachable through "**" matching zero chunks."""
     extra = [n.double for n in nodes if n.double is not None]
     if not extra:
@@ -209,11 +209,11 @@ def _close(nodes: list[_Node]) -> list[_Node]:
     return out
 
 
-def _step(nodes: list[_Node], chunk: Chunk) -> list[_Node]:
+def _step(nodes: list[_KeNode], chunk: Chunk) -> list[_KeNode]:
     """The nodes reached from ``nodes`` by one request chunk, by inclusion."""
     kind = chunk.kind
     text = chunk.text
-    out: list[_Node] = []
+    out: list[_KeNode] = []
     for node in nodes:
         if node.is_double and kind is not ChunkKind.VERBATIM:
             out.append(node)  # "**" absorbs any non-verbatim chunk, "*" and "**" included
@@ -239,7 +239,7 @@ def _step(nodes: list[_Node], chunk: Chunk) -> list[_Node]:
                 if chunk_includes(pattern, chunk):
                     out.append(child)
     if len(out) > 1:
-        unique: dict[int, _Node] = {}
+        unique: dict[int, _KeNode] = {}
         for n in out:
             unique.setdefault(id(n), n)
         return list(unique.values())

@@ -79,7 +79,10 @@ class _PrefixMap(Generic[V]):
         return found
 
 
-class _Node(Generic[K, V]):
+class _PatternNode(Generic[K, V]):
+    """One level of a seed-001 pattern trie: literal, ``*`` and prefix (``p*``) edges, and the
+    subscriptions ending here or in a tail wildcard (``#``, ``>``, ``p#``, ``p>``) here."""
+
     __slots__ = (
         "exact",
         "star",
@@ -92,9 +95,9 @@ class _Node(Generic[K, V]):
     )
 
     def __init__(self) -> None:
-        self.exact: Mapping[str, _Node[K, V]] = _NO_CHILDREN
-        self.star: _Node[K, V] | None = None
-        self.prefix: _PrefixMap[_Node[K, V]] | None = None
+        self.exact: Mapping[str, _PatternNode[K, V]] = _NO_CHILDREN
+        self.star: _PatternNode[K, V] | None = None
+        self.prefix: _PrefixMap[_PatternNode[K, V]] | None = None
         self.subs: dict[K, V] | None = None  # the pattern ends here
         self.hash_subs: dict[K, V] | None = None  # '#' starts here
         self.gt_subs: dict[K, V] | None = None  # '>' starts here
@@ -133,7 +136,7 @@ class PatternTrie(RoutingIndex[K, V]):
         if separator not in (".", "/"):
             raise ValueError(f"separator must be '.' or '/', not {separator!r}")
         super().__init__(separator, cache_size, cache_bytes)
-        self._root: _Node[K, V] = _Node()
+        self._root: _PatternNode[K, V] = _PatternNode()
 
     @property
     def pattern_count(self) -> int:
@@ -158,7 +161,7 @@ class PatternTrie(RoutingIndex[K, V]):
             if token.kind is TokenKind.LITERAL:
                 nxt = node.exact.get(token.text)
                 if nxt is None:
-                    nxt = _Node()
+                    nxt = _PatternNode()
                     exact = node.exact
                     if isinstance(exact, dict):
                         exact[token.text] = nxt
@@ -167,18 +170,18 @@ class PatternTrie(RoutingIndex[K, V]):
             elif token.kind is TokenKind.STAR:
                 nxt = node.star
                 if nxt is None:
-                    nxt = node.star = _Node()
+                    nxt = node.star = _PatternNode()
             else:
                 if node.prefix is None:
                     node.prefix = _PrefixMap()
-                nxt = node.prefix.add_default(token.text, _Node)
+                nxt = node.prefix.add_default(token.text, _PatternNode)
             node = nxt
         subs = self._terminal(node, compiled, create=True)
         assert subs is not None
         self._subscribe(subs, key, value)
 
     def _terminal(
-        self, node: _Node[K, V], compiled: SubscriptionPattern, *, create: bool
+        self, node: _PatternNode[K, V], compiled: SubscriptionPattern, *, create: bool
     ) -> dict[K, V] | None:
         tail = compiled.tail
         if tail is None:
@@ -211,7 +214,7 @@ class PatternTrie(RoutingIndex[K, V]):
         return pmap.items.get(tail.text)
 
     @staticmethod
-    def _drop_terminal(node: _Node[K, V], compiled: SubscriptionPattern) -> None:
+    def _drop_terminal(node: _PatternNode[K, V], compiled: SubscriptionPattern) -> None:
         tail = compiled.tail
         if tail is None:
             node.subs = None
@@ -233,8 +236,8 @@ class PatternTrie(RoutingIndex[K, V]):
     def remove(self, pattern: SubscriptionPattern | str, key: K) -> bool:
         """Unsubscribe ``key`` from ``pattern``. False if it was not subscribed."""
         compiled = self._compile(pattern)
-        path: list[tuple[_Node[K, V], TokenKind, str]] = []
-        node: _Node[K, V] | None = self._root
+        path: list[tuple[_PatternNode[K, V], TokenKind, str]] = []
+        node: _PatternNode[K, V] | None = self._root
         for token in compiled.body:
             assert node is not None
             path.append((node, token.kind, token.text))
@@ -275,10 +278,10 @@ class PatternTrie(RoutingIndex[K, V]):
         found: list[Mapping[K, V]] = []
         tokens = channel.split(self._sep)
         last = len(tokens) - 1
-        nodes: list[_Node[K, V]] = [self._root]
+        nodes: list[_PatternNode[K, V]] = [self._root]
         for i, token in enumerate(tokens):
             more = i < last  # at least one token after this one
-            nxt: list[_Node[K, V]] = []
+            nxt: list[_PatternNode[K, V]] = []
             for node in nodes:
                 # Tails starting at this node cover tokens[i:], which is never empty here.
                 if node.hash_subs is not None:

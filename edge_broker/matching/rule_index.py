@@ -30,15 +30,18 @@ _ORDERED_FROM = 8  # nodes with more children than this keep them ordered by min
 
 
 # Leaves share one read-only empty mapping instead of an empty dict each (memory on a Pi).
-_NO_CHILDREN: Mapping[str, _Node] = MappingProxyType({})
+_NO_CHILDREN: Mapping[str, _RuleNode] = MappingProxyType({})
 
 
-class _Node:
+class _RuleNode:
+    """One level of the first-match rule index: MQTT filter edges plus the rule indices and
+    subtree minima that let a query stop at the first rule before the limit."""
+
     __slots__ = ("children", "plus", "end", "hash", "end_first", "hash_first", "min", "order")
 
     def __init__(self) -> None:
-        self.children: Mapping[str, _Node] = {}
-        self.plus: _Node | None = None
+        self.children: Mapping[str, _RuleNode] = {}
+        self.plus: _RuleNode | None = None
         # Lists while building, tuples once finished (the empty tuple is shared).
         self.end: Sequence[int] = []  # rules whose filter ends at this node
         self.hash: Sequence[int] = []  # rules whose filter is this node's path + '#'
@@ -48,7 +51,7 @@ class _Node:
         # For a node with many children: (minima, names, nodes) ordered by subtree minimum,
         # so a scan over the children for a '+' or '#' query level stops at the first child
         # that holds no rule before the limit. Parallel tuples cost less than a tuple each.
-        self.order: tuple[tuple[int, ...], tuple[str, ...], tuple[_Node, ...]] | None = None
+        self.order: tuple[tuple[int, ...], tuple[str, ...], tuple[_RuleNode, ...]] | None = None
 
     def finish(self) -> int:
         """Freeze the subtree bottom-up: sort the lists, compute firsts and minima."""
@@ -70,7 +73,7 @@ class _Node:
             self.order = (tuple(node.min for node in nodes), tuple(names), nodes)
         return low
 
-    def children_before(self, limit: int) -> Iterable[tuple[str, _Node]]:
+    def children_before(self, limit: int) -> Iterable[tuple[str, _RuleNode]]:
         """Children whose subtree holds a rule ``< limit`` (smallest minimum first when the
         node has many children)."""
         if self.order is None:
@@ -124,7 +127,7 @@ class FirstMatchIndex:
             raise ValueError(f"separator must be one character, got {separator!r}")
         self._sep = separator
         self._filters = tuple(filters)
-        self._root = _Node()
+        self._root = _RuleNode()
         for index, topic_filter in enumerate(self._filters):
             try:
                 validate_topic_filter(topic_filter, separator)
@@ -144,14 +147,14 @@ class FirstMatchIndex:
         for level in levels:
             if level == "+":
                 if node.plus is None:
-                    node.plus = _Node()
+                    node.plus = _RuleNode()
                 node = node.plus
             else:
                 children = node.children
                 assert isinstance(children, dict)  # only frozen by finish()
                 nxt = children.get(level)
                 if nxt is None:
-                    nxt = children[level] = _Node()
+                    nxt = children[level] = _RuleNode()
                 node = nxt
         rules = node.hash if tail_hash else node.end
         assert isinstance(rules, list)
@@ -176,7 +179,7 @@ class FirstMatchIndex:
         levels = topic.split(self._sep)
         best = _NONE
         # The first level is taken apart so the '$' rule costs nothing on deeper levels.
-        nodes: list[_Node] = []
+        nodes: list[_RuleNode] = []
         child = root.children.get(levels[0])
         if child is not None:
             nodes.append(child)
@@ -187,7 +190,7 @@ class FirstMatchIndex:
                 nodes.append(plus)
         for i in range(1, len(levels)):
             level = levels[i]
-            nxt: list[_Node] = []
+            nxt: list[_RuleNode] = []
             for node in nodes:
                 if node.min >= best:
                     continue
@@ -217,7 +220,7 @@ class FirstMatchIndex:
         dollar = topic[:1] == "$"
         nodes = [root]
         for level in topic.split(self._sep):
-            nxt: list[_Node] = []
+            nxt: list[_RuleNode] = []
             for node in nodes:
                 wild = not (dollar and node is root)
                 if wild:
@@ -246,7 +249,7 @@ class FirstMatchIndex:
         dollar = q[0][:1] == "$"
         n = len(q)
         found: list[int] = []
-        stack: list[tuple[_Node, int]] = [(root, 0)]
+        stack: list[tuple[_RuleNode, int]] = [(root, 0)]
         while stack:
             node, k = stack.pop()
             wild = not (dollar and node is root)
@@ -296,7 +299,7 @@ class FirstMatchIndex:
         n = len(q)
         found: list[int] = []
         # (node, k, contained): ``contained`` says the rule path so far contains q[:k].
-        stack: list[tuple[_Node, int, bool]] = [(root, 0, True)]
+        stack: list[tuple[_RuleNode, int, bool]] = [(root, 0, True)]
         empty_first = root.children.get("")
         while stack:
             node, k, cont = stack.pop()

@@ -32,15 +32,15 @@ DEFAULT_CACHE_SIZE = DEFAULT_RESULT_CACHE_SIZE
 _NO_CHILDREN: Mapping[str, Any] = MappingProxyType({})
 
 
-class _Node(Generic[K, V]):
+class _FilterNode(Generic[K, V]):
     """One level of the trie. ``subs`` holds the filters ending here, ``hash_subs`` the
     filters ending in ``#`` here (``#`` is always last, so it needs no node of its own)."""
 
     __slots__ = ("children", "plus", "subs", "hash_subs")
 
     def __init__(self) -> None:
-        self.children: Mapping[str, _Node[K, V]] = _NO_CHILDREN
-        self.plus: _Node[K, V] | None = None
+        self.children: Mapping[str, _FilterNode[K, V]] = _NO_CHILDREN
+        self.plus: _FilterNode[K, V] | None = None
         self.subs: dict[K, V] | None = None
         self.hash_subs: dict[K, V] | None = None
 
@@ -71,7 +71,7 @@ class SubscriptionTrie(RoutingIndex[K, V]):
         if len(separator) != 1:
             raise ValueError(f"separator must be one character, got {separator!r}")
         super().__init__(separator, cache_size, cache_bytes)
-        self._root: _Node[K, V] = _Node()
+        self._root: _FilterNode[K, V] = _FilterNode()
 
     @property
     def filter_count(self) -> int:
@@ -90,11 +90,11 @@ class SubscriptionTrie(RoutingIndex[K, V]):
             if level == "+":
                 nxt = node.plus
                 if nxt is None:
-                    nxt = node.plus = _Node()
+                    nxt = node.plus = _FilterNode()
             else:
                 nxt = node.children.get(level)
                 if nxt is None:
-                    nxt = _Node()
+                    nxt = _FilterNode()
                     children = node.children
                     if isinstance(children, dict):
                         children[level] = nxt
@@ -116,8 +116,8 @@ class SubscriptionTrie(RoutingIndex[K, V]):
         tail_hash = levels[-1] == "#"
         if tail_hash:
             levels.pop()
-        path: list[tuple[_Node[K, V], str]] = []
-        node: _Node[K, V] | None = self._root
+        path: list[tuple[_FilterNode[K, V], str]] = []
+        node: _FilterNode[K, V] | None = self._root
         for level in levels:
             assert node is not None
             path.append((node, level))
@@ -153,7 +153,7 @@ class SubscriptionTrie(RoutingIndex[K, V]):
         levels = topic.split(self._sep)
         root = self._root
         # The first level is taken apart so the '$' rule costs nothing on deeper levels.
-        nodes: list[_Node[K, V]] = []
+        nodes: list[_FilterNode[K, V]] = []
         child = root.children.get(levels[0])
         if child is not None:
             nodes.append(child)
@@ -166,7 +166,7 @@ class SubscriptionTrie(RoutingIndex[K, V]):
             if not nodes:
                 return tuple(found)
             level = levels[i]
-            nxt: list[_Node[K, V]] = []
+            nxt: list[_FilterNode[K, V]] = []
             for node in nodes:
                 if node.hash_subs is not None:
                     found.append(node.hash_subs)
@@ -185,7 +185,7 @@ class SubscriptionTrie(RoutingIndex[K, V]):
 
     def filters(self) -> Iterator[tuple[str, Mapping[K, V]]]:
         """Every filter with its subscriber mapping (for inspection, ``$SYS`` and tests)."""
-        stack: list[tuple[_Node[K, V], list[str]]] = [(self._root, [])]
+        stack: list[tuple[_FilterNode[K, V], list[str]]] = [(self._root, [])]
         sep = self._sep
         while stack:
             node, prefix = stack.pop()

@@ -21,11 +21,13 @@ V = TypeVar("V")
 _ABSENT = object()
 
 
-class _Node:
+class _TopicNode:
+    """One level of a tree of concrete topic names (retained messages): no wildcard edges."""
+
     __slots__ = ("children", "value")
 
     def __init__(self) -> None:
-        self.children: dict[str, _Node] = {}
+        self.children: dict[str, _TopicNode] = {}
         self.value: object = _ABSENT
 
 
@@ -40,7 +42,7 @@ class TopicTree(Generic[V]):
     def __init__(self, separator: str = "/") -> None:
         if len(separator) != 1:
             raise ValueError(f"separator must be one character, got {separator!r}")
-        self._root = _Node()
+        self._root = _TopicNode()
         self._sep = separator
         self._count = 0
 
@@ -54,8 +56,8 @@ class TopicTree(Generic[V]):
     def __contains__(self, topic: object) -> bool:
         return isinstance(topic, str) and self._find(topic) is not None
 
-    def _find(self, topic: str) -> _Node | None:
-        node: _Node | None = self._root
+    def _find(self, topic: str) -> _TopicNode | None:
+        node: _TopicNode | None = self._root
         for level in topic.split(self._sep):
             assert node is not None
             node = node.children.get(level)
@@ -71,7 +73,7 @@ class TopicTree(Generic[V]):
         for level in topic.split(self._sep):
             nxt = node.children.get(level)
             if nxt is None:
-                nxt = node.children[level] = _Node()
+                nxt = node.children[level] = _TopicNode()
             node = nxt
         if node.value is _ABSENT:
             self._count += 1
@@ -84,7 +86,7 @@ class TopicTree(Generic[V]):
 
     def delete(self, topic: str) -> bool:
         """Remove ``topic``; False if it was not stored. Empty nodes are pruned."""
-        path: list[tuple[_Node, str]] = []
+        path: list[tuple[_TopicNode, str]] = []
         node = self._root
         for level in topic.split(self._sep):
             nxt = node.children.get(level)
@@ -112,7 +114,7 @@ class TopicTree(Generic[V]):
         levels = topic_filter.split(sep)
         n = len(levels)
         # (node, index of the next filter level, topic levels so far)
-        stack: list[tuple[_Node, int, tuple[str, ...]]] = [(self._root, 0, ())]
+        stack: list[tuple[_TopicNode, int, tuple[str, ...]]] = [(self._root, 0, ())]
         while stack:
             node, k, path = stack.pop()
             if k == n:
@@ -144,11 +146,11 @@ class TopicTree(Generic[V]):
                     stack.append((same, k + 1, (*path, level)))
 
     def _subtree(
-        self, top: _Node, prefix: tuple[str, ...], *, skip_dollar: bool
+        self, top: _TopicNode, prefix: tuple[str, ...], *, skip_dollar: bool
     ) -> Iterator[tuple[str, V]]:
         """Every value strictly below ``top`` (``#`` matching one or more further levels)."""
         sep = self._sep
-        stack: list[tuple[_Node, tuple[str, ...]]] = []
+        stack: list[tuple[_TopicNode, tuple[str, ...]]] = []
         for name, child in top.children.items():
             if skip_dollar and name[:1] == "$":
                 continue

@@ -6,21 +6,15 @@
     template = encode_publish_template(topic, payload, qos, retain, dup, properties, level)
     template.data / template.for_packet_id(pid)
 
-Topic and payload checks whose consequence is the broker's decision are plain functions that
-return an error text: ``validate_topic_name``, ``validate_topic_filter``,
-``payload_is_valid_utf8``.
+The payload check whose consequence is the broker's decision is a plain function:
+``payload_is_valid_utf8``. Topic names and filters are validated by ``edge_broker.matching``.
 """
 
 from __future__ import annotations
 
 from .encoder import encode
 from .errors import ProtocolError
-from .names import (
-    parse_shared_filter,
-    payload_is_valid_utf8,
-    validate_topic_filter,
-    validate_topic_name,
-)
+from .names import payload_is_valid_utf8
 from .publish_template import PublishTemplate, encode_publish_template
 from .reader import MAX_PACKET_SIZE, PacketReader, Side
 
@@ -32,8 +26,5 @@ __all__ = [
     "Side",
     "encode",
     "encode_publish_template",
-    "parse_shared_filter",
     "payload_is_valid_utf8",
-    "validate_topic_filter",
-    "validate_topic_name",
 ]

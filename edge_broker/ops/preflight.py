@@ -15,6 +15,7 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..tls import refuse_key_password
 from .settings import MetricsConfig
 
 
@@ -87,10 +88,6 @@ def is_loopback(bind: str) -> bool:
         return False
 
 
-def _no_password() -> bytes:
-    raise ValueError("encrypted")
-
-
 def tls_problem(cert: str, key: str, ca: str | None) -> tuple[str, str] | None:
     """(key name, message) when ``ssl`` would not load this certificate and key, else None."""
     import ssl
@@ -123,7 +120,7 @@ def tls_problem(cert: str, key: str, ca: str | None) -> tuple[str, str] | None:
         )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        ctx.load_cert_chain(cert, key, password=_no_password)
+        ctx.load_cert_chain(cert, key, password=refuse_key_password)
     except ValueError:
         return (
             "tls_key",

@@ -58,7 +58,7 @@ class Watchdog:
             self._handle = None
 
 
-def _route_sighup(loop: asyncio.AbstractEventLoop, sync: SyncService) -> None:
+def _route_sighup(loop: asyncio.AbstractEventLoop, broker: Broker, sync: SyncService) -> None:
     """With sync running, SIGHUP reloads the file with the applied bundle over it again."""
     import signal
 
@@ -67,7 +67,7 @@ def _route_sighup(loop: asyncio.AbstractEventLoop, sync: SyncService) -> None:
     from ..broker.listeners import reload_tls
 
     def on_hup() -> None:
-        reload_tls(sync.broker.tls_contexts, sync.broker.config.listeners)
+        reload_tls(broker.tls_contexts, broker.config.listeners)
         task: asyncio.Task[object] = loop.create_task(sync.reload_base(sync.base.file))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -113,7 +113,7 @@ async def run_service(
             await metrics.start()
         if sync is not None:
             await sync.start()
-            _route_sighup(loop, sync)
+            _route_sighup(loop, broker, sync)
         notifier.ready(status_line(broker, sync))
         watchdog.start()
         # the status line every 30 s only for a systemd that reads it: otherwise no wake-ups

@@ -25,7 +25,7 @@ from typing import Any
 from ..audit.record import FORMAT_VERSION, RECORD_FIELDS
 from ..matching.reserved_topics import CLAIM_TOPIC, UNCLAIM_TOPIC
 from .report import bar_chart, cut_note, page, table, utc_time
-from .session import PipelineError, progress, tune_partitions
+from .spark import PipelineError, progress, tune_partitions
 from .storage import SHARED, Storage, join
 from .weekly import TABLES as WEEKLY_TABLES
 from .weekly import WEEK, weekly_section, weekly_tables

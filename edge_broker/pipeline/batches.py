@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .session import PipelineError, progress
+from .spark import PipelineError, progress
 
 BATCH_ID = re.compile(r"^(\d{8}):(\d{1,12})-(\d{1,12})$")
 GATEWAY = re.compile(r"^[A-Za-z0-9_.@~-]{1,128}$")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .session import PipelineError, get_session, parse_conf, progress
+from .spark import PipelineError, get_session, parse_conf, progress
 
 
 def _parser() -> argparse.ArgumentParser:

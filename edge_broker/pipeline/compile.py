@@ -31,10 +31,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from ..matching.names import DEFAULT_TENANT
+from ..sync.bundle import sign_body
 from .inputs import INVALID_COLUMNS, Column, find_table, read_table
 from .rules import check_acl, check_device, check_grant, check_permission, permission_rule
-from .session import PipelineError, progress, static_plans, tune_partitions
-from .signing import sign_body
+from .spark import PipelineError, progress, static_plans, tune_partitions
 from .storage import SHARED, BulkWriter, Storage, join
 
 GATEWAY_ID = re.compile(r"[A-Za-z0-9_.@~-]{1,128}")
@@ -215,10 +216,9 @@ def body_builder(
         import pandas as pd
 
         from ..sync.apply import check_policy
-        from ..sync.bundle import BundleError
+        from ..sync.bundle import BundleError, bundle_body
         from .policy import gateway_policy
         from .rules import split_list
-        from .signing import bundle_body
 
         gw = frame["gateway"].iloc[0]
         version = int(frame["version"].iloc[0])
@@ -440,7 +440,7 @@ def _compile(
             check_grant,
             ["tenant", "direction", "rule"],
             separator,
-            F.coalesce(F.col("tenant"), F.lit("~")),
+            F.coalesce(F.col("tenant"), F.lit(DEFAULT_TENANT)),
         )
         invalid_frames.append(bad)
         to_driver["grant"] = g.select("tenant", "direction", "rule", "_row")
@@ -461,9 +461,9 @@ def _compile(
             tainted_sets |= set(sets)
         sets = {name: rules for name, rules in sets.items() if name not in tainted_sets}
     if "grants" in frames:
-        tainted_tenants = {r["_scope"] or "~" for r in driver_rows["tenant_scope"]}
+        tainted_tenants = {r["_scope"] or DEFAULT_TENANT for r in driver_rows["tenant_scope"]}
         for r in sorted(driver_rows["grant"], key=lambda r: r["_row"]):
-            tenant = r["tenant"] or "~"
+            tenant = r["tenant"] or DEFAULT_TENANT
             entry = grants.setdefault(
                 tenant, {"tenant_ids": [tenant], "allow_channels_pub": [], "allow_channels_sub": []}
             )

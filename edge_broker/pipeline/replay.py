@@ -1,8 +1,8 @@
 """Deciding logged requests again with the broker's own gate code (the what-if job's core).
 
-:func:`policy_from_sections` builds :class:`~edge_broker.broker.policy.Policy` from a bundle's
+:func:`policy_from_sections` builds :class:`~edge_broker.authz.policy.Policy` from a bundle's
 policy sections exactly as ``edge-broker explain`` does (``parse_config`` then
-``Policy(separator, build_pipeline(config, None, None))``); :func:`decide` asks it about one
+``build_policy(config)``); :func:`decide` asks it about one
 logged publish or subscribe. Pure Python: the Spark job calls it per partition, the tests call
 it directly.
 
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..authz.decision import Decision
-from ..broker.message import Message
+from ..authz.request import Publication
 from ..identity import Identity
-from ..mqtt.packets import Properties, Subscription
+from ..mqtt.packets import NO_PROPERTIES, Properties, Subscription
 
 REPLAYED_ACTIONS = ("publish", "subscribe")
 
@@ -42,11 +42,11 @@ class Verdict:
 
 def policy_from_sections(sections: Mapping[str, Any], separator: str = "/") -> Any:
     """The broker's Policy for a bundle's policy sections (raises ConfigError if refused)."""
-    from ..broker.policy import Policy, build_pipeline
+    from ..authz.policy import build_policy
     from ..config import parse_config
 
     config = parse_config({**sections, "topics": {"separator": separator}}, "<bundle>")
-    return Policy(config.topics.separator, build_pipeline(config, None, None))
+    return build_policy(config)
 
 
 _POLICIES: dict[tuple[str, str], Any] = {}
@@ -119,10 +119,8 @@ def decide(policy: Any, record: Mapping[str, Any]) -> Verdict:
         retain = bool(record.get("retain"))
         payload = b"" if kind == "delete" and retain else b"x"
         properties = _KIND_PROPERTIES.get(str(kind))
-        message = (
-            Message(topic, payload, qos, retain)
-            if properties is None
-            else Message(topic, payload, qos, retain, properties)
+        message = Publication(
+            topic, payload, qos, retain, NO_PROPERTIES if properties is None else properties
         )
         return verdict_of(_resolve(policy.check_publish(identity, message)))
     if record.get("action") == "subscribe":

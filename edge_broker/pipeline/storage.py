@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
 
-from .session import PipelineError
+from .spark import PipelineError
 
 # where job input and output must be: the driver lists and checks them, the executors read and
 # write them (a folder on one machine's own disk is not that, edge_broker/pipeline/README.md)

@@ -28,7 +28,7 @@ from typing import Any
 
 from .audit import read_records
 from .judge import merge_witnesses, witnesses
-from .session import PipelineError, progress, tune_partitions
+from .spark import PipelineError, progress, tune_partitions
 from .storage import Storage, join
 
 KEYS = ["gw", "client", "user", "tenant", "method", "action", "topic", "qos"]

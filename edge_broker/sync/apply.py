@@ -5,9 +5,9 @@ the file's: ``permissions``, ``acl``, ``authorizers`` and ``tokens`` replace the
 ``claims`` keys update the file's ``[claims]`` (limits; the store location stays the gateway's);
 ``passwords`` (a list of ``{username, hash, tenants, roles, clientids}``) is written to a password
 file in the sync state directory and ``[passwords] file`` points at it. The merged table goes
-through :func:`~edge_broker.config.parse_config` (same checks, same messages) and then
-:func:`~edge_broker.broker.reload.apply_config`, which compiles everything before it swaps anything:
-a bad bundle never replaces a good one.
+through :func:`~edge_broker.config.parse_config` (same checks, same messages) and then the
+broker's ``apply_config`` (``sync.host.PolicyHost``), which compiles everything before it swaps
+anything: a bad bundle never replaces a good one.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def check_policy(
     gates compiled) — over a gateway config with no policy of its own. ``bundle create`` and
     ``bundle verify`` run it, so no bundle is signed or passed that every gateway refuses
     (issue 20). BundleError naming the problem."""
-    from ..broker.policy import build_pipeline
+    from ..authz.policy import build_pipeline
 
     with tempfile.TemporaryDirectory(prefix="edge-broker-policy-") as scratch:
         config = _merge(

@@ -87,6 +87,39 @@ def _check_header(version: Any, gateway: Any, issued_at: Any) -> None:
         raise BundleError(f"bundle issued_at must be Unix seconds (an integer), not {issued_at!r}")
 
 
+def bundle_body(*, version: int, gateway: str, issued_at: int, policy: Mapping[str, Any]) -> bytes:
+    """The canonical, unsigned body of a policy bundle (safe to compute anywhere: the Spark
+    compiler computes it on the executors, which never see the signing key)."""
+    _check_header(version, gateway, issued_at)
+    return bytes(
+        cbor2.dumps(
+            {
+                "format": BODY_FORMAT,
+                "version": version,
+                "gateway": gateway,
+                "issued_at": issued_at,
+                "policy": _check_policy(policy),
+            },
+            canonical=True,
+        )
+    )
+
+
+def sign_body(signing_key: nacl.signing.SigningKey, body: bytes) -> bytes:
+    """The signed envelope around ``body``: ``sign_body(key, bundle_body(...))`` is
+    :func:`create_bundle`, byte for byte."""
+    envelope = {
+        "format": ENVELOPE_FORMAT,
+        "kid": key_id(signing_key.verify_key),
+        "body": bytes(body),
+        "sig": signing_key.sign(bytes(body)).signature,
+    }
+    data = bytes(cbor2.dumps(envelope, canonical=True))
+    if len(data) > MAX_BUNDLE_BYTES:
+        raise BundleError(f"bundle is {len(data)} bytes; the limit is {MAX_BUNDLE_BYTES}")
+    return data
+
+
 def create_bundle(
     signing_key: nacl.signing.SigningKey,
     *,
@@ -96,28 +129,8 @@ def create_bundle(
     policy: Mapping[str, Any],
 ) -> bytes:
     """Encode and sign a bundle; deterministic for the same arguments."""
-    _check_header(version, gateway, issued_at)
-    body = cbor2.dumps(
-        {
-            "format": BODY_FORMAT,
-            "version": version,
-            "gateway": gateway,
-            "issued_at": issued_at,
-            "policy": _check_policy(policy),
-        },
-        canonical=True,
-    )
-    signature = signing_key.sign(body).signature
-    envelope = {
-        "format": ENVELOPE_FORMAT,
-        "kid": key_id(signing_key.verify_key),
-        "body": body,
-        "sig": signature,
-    }
-    data = cbor2.dumps(envelope, canonical=True)
-    if len(data) > MAX_BUNDLE_BYTES:
-        raise BundleError(f"bundle is {len(data)} bytes; the limit is {MAX_BUNDLE_BYTES}")
-    return data
+    body = bundle_body(version=version, gateway=gateway, issued_at=issued_at, policy=policy)
+    return sign_body(signing_key, body)
 
 
 def _decode(data: bytes, what: str) -> Any:

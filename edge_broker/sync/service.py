@@ -8,7 +8,7 @@ are handled one at a time:
 1. verify the signature against ``[sync] trusted_keys`` (``bundle.verify_bundle``);
 2. refuse a bundle for another gateway, and a version not newer than the applied one;
 3. build the merged config and validate it (``sync.apply.merged_config``, in a thread);
-4. compile and swap (``broker.reload.apply_config``: re-checks live subscriptions);
+4. compile and swap (``PolicyHost.apply_config``, the broker's: re-checks live subscriptions);
 5. persist the bundle (atomic write + fsync) and report on ``edge/<gateway>/policy/status``
    (retained JSON: ``{"gateway", "version", "applied_version", "ok", "reason", "at"}``).
 
@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import ssl
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -49,6 +48,7 @@ import nacl.signing
 
 from ..keys import load_verify_key
 from ..store.damage import set_aside
+from ..tls import client_context
 from .apply import merged_config
 from .bundle import (
     BundleError,
@@ -59,6 +59,7 @@ from .bundle import (
     verify_bundle,
 )
 from .errors import SyncError
+from .host import Applied, PolicyHost, Refused
 from .state import BUNDLE_FILE, CURSOR_FILE, STATUS_FILE, SyncStateDir, SyncStateError, SyncStatus
 from .upload import (
     COLLECTORS_ONLINE,
@@ -72,8 +73,6 @@ from .upload import (
 if TYPE_CHECKING:
     import paho.mqtt.client as paho
 
-    from ..broker.reload import ReloadResult
-    from ..broker.server import Broker
     from ..config import Config
     from ..ops.settings import SyncConfig
 
@@ -100,7 +99,7 @@ def default_state_dir(config: Config) -> Path:
 
 
 class SyncService:
-    def __init__(self, broker: Broker, base: Config) -> None:
+    def __init__(self, broker: PolicyHost, base: Config) -> None:
         settings = base.sync
         self.broker = broker
         self.base = base
@@ -290,10 +289,8 @@ class SyncService:
             return ok, reason, version
 
     async def _apply(self, bundle: PolicyBundle, persist: bool) -> tuple[bool, str]:
-        from ..broker.reload import apply_config
-
         new = await asyncio.to_thread(merged_config, self.base, bundle, self.state)
-        result = await apply_config(self.broker, new, f"policy bundle v{bundle.version}")
+        result = await self.broker.apply_config(new, f"policy bundle v{bundle.version}")
         if not result.ok:
             return False, result.message
         self._applied = bundle.raw
@@ -303,10 +300,9 @@ class SyncService:
         self.state.remove_password_files(keep=bundle.version)
         return True, result.message
 
-    async def reload_base(self, path: str) -> ReloadResult:
+    async def reload_base(self, path: str) -> Applied:
         """SIGHUP with sync running: the new config file, with the applied bundle's sections
         over it again (a reload must not silently drop the cloud's policy)."""
-        from ..broker.reload import ReloadResult, apply_config
         from ..config import ConfigError, load_config
 
         async with self._lock:
@@ -331,11 +327,11 @@ class SyncService:
                 except BundleError as exc:
                     message = f"reload of {path} refused: {exc}; the running policy is kept"
                     log.error(message, extra={"event": "reload_refused"})
-                    return ReloadResult(False, message)
+                    return Refused(message)
             source = f"reload of {path}" + (
                 f" with policy bundle v{bundle.version}" if bundle else ""
             )
-            result = await apply_config(self.broker, merged, source)
+            result = await self.broker.apply_config(merged, source)
             if result.ok:
                 self.base = new
             return result
@@ -407,10 +403,7 @@ class SyncService:
         if s.username is not None:
             client.username_pw_set(s.username, s.password)
         if s.tls:
-            context = ssl.create_default_context(cafile=s.ca)
-            if s.cert is not None:
-                context.load_cert_chain(s.cert, s.key)
-            client.tls_set_context(context)
+            client.tls_set_context(client_context(s.ca, s.cert, s.key))
         client.reconnect_delay_set(min_delay=min(1.0, s.reconnect_max), max_delay=s.reconnect_max)  # type: ignore[arg-type]
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from edge_broker.authz.acl_gate import AclGate
-from edge_broker.broker.policy import build_pipeline
+from edge_broker.authz.policy import build_pipeline
 from edge_broker.config import ConfigError, load_config, loads_config
 from tests.authz.acl_paho import NOT_AUTHORIZED, AclClient, acl_json_file, toml_with_acl
 from tests.conftest import ROOT, start_broker
@@ -211,13 +211,12 @@ def test_reload_never_fails_open_and_applies_a_good_acl(tmp_path: Path) -> None:
 
 def test_readme_example_loads_and_decides_as_documented() -> None:
     from edge_broker.authz.acl import Acl
-    from edge_broker.authz.acl_config import AclMessage, Flow
-    from edge_broker.authz.acl_settings import _load_json5_section
+    from edge_broker.authz.acl_config import AclMessage, Flow, load_acl_json5
 
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("### Site ACL") :]
     block = section[section.index("```json5") + len("```json5") :]
-    acl = Acl.compile(_load_json5_section(block[: block.index("```")], "README.md"))
+    acl = Acl.compile(load_acl_json5(block[: block.index("```")], "README.md"))
 
     def decide(
         subject: tuple[str | None, str | None, str | None], key: str

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import json5
 import pytest
 
 from edge_broker.authz.acl import Acl, AclDecision
-from edge_broker.authz.acl_config import AclError, AclMessage, Flow, load_acl_json5
-from edge_broker.authz.acl_settings import _load_json5_section
+from edge_broker.authz.acl_config import (
+    AclError,
+    AclMessage,
+    Flow,
+    load_acl_config,
+    load_acl_json5,
+)
 from edge_broker.identity import Identity
 from tests.seed004_tables import MATCHING_TABLE
 
@@ -75,8 +81,9 @@ ALL_FLOWS = (Flow.INGRESS, Flow.EGRESS)
 @pytest.fixture(scope="module")
 def sample() -> Acl:
     # the broker's reader (authz/json5_text.py), checked against the json5 package's
-    acl = Acl.compile(_load_json5_section(SEED_SAMPLE, "config.json5"))
-    assert acl.config == load_acl_json5(SEED_SAMPLE)
+    acl = Acl.compile(load_acl_json5(SEED_SAMPLE, "config.json5"))
+    reference = json5.loads(SEED_SAMPLE)["access_control"]
+    assert acl.config == load_acl_config(reference, "config.json5: access_control")
     return acl
 
 

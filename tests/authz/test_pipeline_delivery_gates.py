@@ -6,8 +6,8 @@ policy (reload, bundle) builds a new pipeline, so the answer follows it."""
 from __future__ import annotations
 
 from edge_broker.authz.decision import GateName
-from edge_broker.authz.pipeline import GatePipeline
-from edge_broker.broker.policy import Policy, build_pipeline
+from edge_broker.authz.gates import GatePipeline
+from edge_broker.authz.policy import Policy, build_pipeline
 from edge_broker.config import loads_config
 from edge_broker.identity import Identity
 

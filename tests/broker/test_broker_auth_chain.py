@@ -17,7 +17,7 @@ from edge_broker.auth.chain import (
     Refused,
 )
 from edge_broker.authz.decision import ALLOW, Decision, GateName, deny
-from edge_broker.broker.policy import Policy
+from edge_broker.authz.policy import Policy
 from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import (
     Auth,

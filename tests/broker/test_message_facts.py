@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from edge_broker.authz.decision import Decision, GateName
+from edge_broker.authz.policy import Policy
 from edge_broker.authz.request import Publication
 from edge_broker.broker.delivery import Delivery
 from edge_broker.broker.message import Message
-from edge_broker.broker.policy import Policy
 from edge_broker.claims import gate as claims_gate
 from edge_broker.claims.gate import ClaimsGate
 from edge_broker.identity import Identity

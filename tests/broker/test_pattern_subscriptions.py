@@ -7,18 +7,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_broker.broker.pattern_subscriptions import (
-    runtime_pattern,
-    split_shared,
-    subscription_pattern,
-)
-from edge_broker.broker.policy import covering_mqtt_filter
+from edge_broker.authz.policy import covering_mqtt_filter
 from edge_broker.broker.session import Session, SubscriptionEntry
 from edge_broker.broker.topic_space import TopicSpace
 from edge_broker.identity import Identity
 from edge_broker.matching.errors import RuleError
 from edge_broker.matching.mqtt_topics import topic_matches
-from edge_broker.matching.subscription_patterns import parse_pattern
+from edge_broker.matching.subscription_patterns import (
+    parse_pattern,
+    runtime_pattern,
+    split_shared,
+    subscription_pattern,
+)
 from edge_broker.mqtt.packets import Publish, Unsuback, Unsubscribe
 from tests.broker.broker_raw import RawClient
 from tests.conftest import start_broker

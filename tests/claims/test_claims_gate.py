@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_broker.authz.decision import Decision, GateName, deny
-from edge_broker.authz.pipeline import GatePipeline
+from edge_broker.authz.gates import GatePipeline
+from edge_broker.authz.policy import Policy
 from edge_broker.broker.message import Message
-from edge_broker.broker.policy import Policy
 from edge_broker.claims.gate import ClaimsGate, reaches_restricted
 from edge_broker.claims.model import Activity, RestrictionType
 from edge_broker.claims.persistence import KeyedClaimStore

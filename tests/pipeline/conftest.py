@@ -16,7 +16,7 @@ pyspark = pytest.importorskip("pyspark")
 
 from edge_broker.keys import write_signing_key, write_verify_key  # noqa: E402
 from edge_broker.pipeline.fleet import INVALID_KINDS, Fleet, make_fleet  # noqa: E402
-from edge_broker.pipeline.session import PipelineError, get_session  # noqa: E402
+from edge_broker.pipeline.spark import PipelineError, get_session  # noqa: E402
 
 ISSUED_AT = 1_790_000_000
 

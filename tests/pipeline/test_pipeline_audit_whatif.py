@@ -290,7 +290,7 @@ def test_uris_go_through_hadoop_not_the_local_disk(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from edge_broker.pipeline.session import PipelineError
+    from edge_broker.pipeline.spark import PipelineError
 
     audit, records = logs
     monkeypatch.chdir(tmp_path)
@@ -305,7 +305,7 @@ def test_uris_go_through_hadoop_not_the_local_disk(
 
 def test_output_the_driver_cannot_see_fails_loudly(spark: Any, tmp_path: Path) -> None:
     """What a driver sees when a worker committed to its own, unshared disk: only _SUCCESS."""
-    from edge_broker.pipeline.session import PipelineError
+    from edge_broker.pipeline.spark import PipelineError
     from edge_broker.pipeline.storage import Storage
 
     (tmp_path / "denials_by_tenant").mkdir()

@@ -15,7 +15,7 @@ import pytest
 
 from edge_broker.audit.log import read_records
 from edge_broker.pipeline.audit import run_audit
-from edge_broker.pipeline.session import PipelineError
+from edge_broker.pipeline.spark import PipelineError
 from edge_broker.pipeline.whatif import run_whatif
 from edge_broker.sync.bundle import PolicyBundle
 from tests.authz.acl_paho import AclClient, password_file

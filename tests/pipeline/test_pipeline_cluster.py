@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_broker.pipeline.session import python_env
+from edge_broker.pipeline.spark import python_env
 from edge_broker.sync.bundle import verify_bundle
 from tests.pipeline.conftest import ISSUED_AT, Keys
 

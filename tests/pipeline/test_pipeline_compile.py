@@ -113,7 +113,7 @@ def test_bundles_equal_the_cli_and_the_independent_policy(
 
 
 def test_bad_input_files_name_file_and_column(spark: object, keys: Keys, tmp_path: Path) -> None:
-    from edge_broker.pipeline.session import PipelineError
+    from edge_broker.pipeline.spark import PipelineError
 
     (tmp_path / "gateways.csv").write_text("gateway,version\ngw-1,1\ngw-2,two\n")
     (tmp_path / "devices.csv").write_text("gateway,client\ngw-1,c1\n")
@@ -139,7 +139,7 @@ def _operator_fleet(directory: Path) -> None:
 
 
 def test_a_set_that_lost_a_row_is_never_compiled(spark: object, keys: Keys, tmp_path: Path) -> None:
-    from edge_broker.pipeline.session import PipelineError
+    from edge_broker.pipeline.spark import PipelineError
 
     _operator_fleet(tmp_path / "in")
     try:

@@ -12,7 +12,7 @@ import pytest
 
 from edge_broker.pipeline.compile import TABLES
 from edge_broker.pipeline.inputs import read_table
-from edge_broker.pipeline.session import PipelineError
+from edge_broker.pipeline.spark import PipelineError
 
 
 def _bad(invalid: Any) -> list[tuple[int, str, str]]:

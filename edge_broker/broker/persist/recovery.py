@@ -125,7 +125,7 @@ def _recover_retained(
 def _recover_sessions(
     store: Persistence, broker: RecoveryTarget, now_mono: float, now_wall: float, drop: list[Op]
 ) -> dict[str, Session]:
-    from ..pattern_subscriptions import subscription_pattern
+    from ...matching.subscription_patterns import subscription_pattern
 
     sessions: dict[str, Session] = {}
     for key, raw in store.keyed.iter_items(SESSIONS):

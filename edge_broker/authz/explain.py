@@ -1,27 +1,26 @@
 """``edge-broker explain`` (AUTHZ.md §4): why a client would be allowed or denied, computed with
 the same objects the broker runs.
 
-It builds the broker's :class:`~edge_broker.broker.policy.Policy` from the config and asks each
-gate on its own (so every gate's verdict is shown, not only the first denial), then the whole
-policy (the verdict the broker would give). It lives in ``broker/`` because it judges the
-broker's whole policy; ``authz`` does not import ``broker`` (DESIGN.md, one direction of imports).
+It takes the broker's :class:`~edge_broker.authz.policy.Policy` (built from the config by
+:func:`~edge_broker.authz.policy.build_policy`) and asks each gate on its own (so every gate's
+verdict is shown, not only the first denial), then the whole policy (the verdict the broker
+would give). A PUBLISH is judged as the :class:`~edge_broker.authz.request.Publication` the
+broker builds for it, with an empty payload and no properties.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
-from ..authz.authorizers import PublishRequest, SubscribeRequest
-from ..authz.decision import Decision, GateName
-from ..authz.request import SubscribeFilter
 from ..identity import Identity
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import parse_shared, validate_topic_name
-from ..mqtt.packets import NO_PROPERTIES, Subscription
 from ..mqtt.reason_codes import ReasonCode
+from .authorizers import PublishRequest, SubscribeRequest
+from .decision import Decision, GateName
 from .policy import Policy
+from .request import NO_PUBLISH_PROPERTIES, Publication, PublishProperties, SubscribeFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,24 +53,29 @@ async def _resolve(value: Decision | Awaitable[Decision]) -> Decision:
 
 
 async def explain(
-    policy: Policy, identity: Identity, action: str, topic: str, qos: int = 0, retain: bool = False
+    policy: Policy,
+    identity: Identity,
+    action: str,
+    topic: str,
+    qos: int = 0,
+    retain: bool = False,
+    properties: PublishProperties = NO_PUBLISH_PROPERTIES,
 ) -> tuple[list[GateVerdict], Decision]:
-    """Every gate's verdict for one request, and the policy's overall decision."""
-    from ..broker.message import Message
-    from ..broker.policy import Policy
-
-    assert isinstance(policy, Policy)
+    """Every gate's verdict for one request, and the policy's overall decision. ``properties``
+    are the PUBLISH's (the command line passes the codec's empty ``Properties``, as the broker
+    would for a PUBLISH without any, so an authorizer reads every MQTT 5 field)."""
     pipeline = policy.pipeline
     verdicts: list[GateVerdict] = []
     base = Policy(policy.separator)  # gates 1-2 alone
-    message = Message(topic, b"", qos, retain)  # what the gates judge of a PUBLISH
+    # what the gates judge of a PUBLISH (the broker's Message is this Publication)
+    message = Publication(topic, b"", qos, retain, properties)
     if action == "publish":
         malformed = _topic_name_problem(topic, policy.separator)
         if malformed is not None:  # the broker's decoder stops it before any gate: no other verdict
             return [_verdict("syntax+reserved", malformed)], malformed
         first = await _resolve(base.check_publish(identity, message))
     else:
-        subscription = Subscription(topic, qos)
+        subscription = SubscribeFilter(topic, qos)
         first = await _resolve(base.check_subscribe(identity, subscription))
     verdicts.append(_verdict("syntax+reserved", first))
     if pipeline is not None:
@@ -89,7 +93,7 @@ async def explain(
         else:
             if action == "publish":
                 decided = await pipeline.authorizers.authorize_publish(
-                    PublishRequest(identity, topic, b"", qos, retain, False, NO_PROPERTIES)
+                    PublishRequest(identity, topic, b"", qos, retain, False, properties)
                 )
             else:
                 decided = await pipeline.authorizers.authorize_subscribe(
@@ -144,7 +148,7 @@ async def explain(
     if action == "publish":
         final = await _resolve(policy.check_publish(identity, message))
     else:
-        final = await _resolve(policy.check_subscribe(identity, Subscription(topic, qos)))
+        final = await _resolve(policy.check_subscribe(identity, SubscribeFilter(topic, qos)))
     return verdicts, final
 
 
@@ -158,9 +162,3 @@ def _topic_name_problem(topic: str, separator: str) -> Decision | None:
             False, GateName.SYNTAX, None, ReasonCode.TOPIC_NAME_INVALID, str(exc), disconnect=True
         )
     return None
-
-
-def explain_sync(
-    policy: Policy, identity: Identity, action: str, topic: str, qos: int = 0, retain: bool = False
-) -> tuple[list[GateVerdict], Decision]:
-    return asyncio.run(explain(policy, identity, action, topic, qos, retain))

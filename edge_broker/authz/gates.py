@@ -1,6 +1,6 @@
 """Gates 3–6 of AUTHZ.md §2 in one object: authorizers, identity policy, site ACL, claims.
 
-The broker's :class:`~edge_broker.broker.policy.Policy` runs gates 1–2 (syntax, reserved
+The broker's :class:`~edge_broker.authz.policy.Policy` runs gates 1–2 (syntax, reserved
 topics) and hands every request they allow to a :class:`GatePipeline`:
 
 3. authorizers (async, only when configured): ``allow``/``deny`` decide gate 4, ``disconnect``

@@ -18,6 +18,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from ..identity import Identity
+from ..matching.names import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from ..authz.permissions import PermissionList
@@ -34,7 +35,7 @@ def _nothing(plist: PermissionList) -> bool:
 def _bridge_findings(config: Config, permissions: PermissionsConfig) -> list[str]:
     findings = []
     for bridge in config.bridges:
-        for tenant in sorted({m.tenant for m in bridge.topics}) or ["~"]:
+        for tenant in sorted({m.tenant for m in bridge.topics}) or [DEFAULT_TENANT]:
             identity = Identity(
                 client_id=bridge.name,
                 method="bridge",
@@ -50,7 +51,7 @@ def _bridge_findings(config: Config, permissions: PermissionsConfig) -> list[str
                 if label == "unassigned"
                 else f"{label} gives it no permission and denies by default"
             )
-            where = "" if tenant == "~" else f" in tenant {tenant!r}"
+            where = "" if tenant == DEFAULT_TENANT else f" in tenant {tenant!r}"
             findings.append(
                 f'bridges.{bridge.name}: the bridge\'s principal (method "bridge", username '
                 f'"{bridge.name}"){where} has no permissions: {why}; every message it bridges '

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..audit.record import FORMAT_VERSION, RECORD_FIELDS
+from ..matching.names import DEFAULT_TENANT
 from ..matching.reserved_topics import CLAIM_TOPIC, UNCLAIM_TOPIC
 from .report import bar_chart, cut_note, page, table, utc_time
 from .spark import PipelineError, progress, tune_partitions
@@ -323,7 +324,7 @@ def denial_counts(records: Any, last_ts: float | None) -> Any:
     )
     return denials.groupBy(
         "gw",
-        F.coalesce(F.col("tenant"), F.lit("~")).alias("tenant"),
+        F.coalesce(F.col("tenant"), F.lit(DEFAULT_TENANT)).alias("tenant"),
         "client",
         "action",
         "topic",
@@ -344,7 +345,7 @@ def audit_tables(records: Any, top: int = 20, denials: Any = None) -> dict[str, 
         denials = denial_counts(records, None)
     decisions = records.where(F.col("type") == "decision")
     count = F.sum("n").alias("denials")
-    tenant = F.coalesce(F.col("tenant"), F.lit("~")).alias("tenant")
+    tenant = F.coalesce(F.col("tenant"), F.lit(DEFAULT_TENANT)).alias("tenant")
     out = {
         "denials_by_tenant": denials.groupBy("tenant")
         .agg(count)

@@ -27,6 +27,7 @@ from typing import Any
 from ..authz.decision import Decision
 from ..authz.request import Publication
 from ..identity import Identity
+from ..matching.names import DEFAULT_TENANT
 from ..mqtt.packets import NO_PROPERTIES, Properties, Subscription
 
 REPLAYED_ACTIONS = ("publish", "subscribe")
@@ -84,7 +85,7 @@ def identity_of(record: Mapping[str, Any]) -> Identity:
     return Identity(
         client_id=record.get("client") or "",
         method=record.get("method") or "anonymous",
-        tenant=record.get("tenant") or "~",
+        tenant=record.get("tenant") or DEFAULT_TENANT,
         username=record.get("user"),
         cert_cn=record.get("cn"),
         interface=record.get("iface"),

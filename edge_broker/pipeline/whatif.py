@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..matching.names import DEFAULT_TENANT
 from .audit import read_records
 from .judge import merge_witnesses, witnesses
 from .spark import PipelineError, progress, tune_partitions
@@ -262,7 +263,7 @@ def run_whatif(
     storage.check_landed(join(out, "changes"), "Parquet")
     by_rule = (
         changes.groupBy(
-            F.coalesce("tenant", F.lit("~")).alias("tenant"),
+            F.coalesce("tenant", F.lit(DEFAULT_TENANT)).alias("tenant"),
             "before_outcome",
             "after_outcome",
             F.coalesce("after_gate", F.lit("")).alias("after_gate"),
@@ -277,7 +278,7 @@ def run_whatif(
     unjudged = decided.where(F.col("missing").isNotNull())
     unjudged_by_rule = (
         unjudged.groupBy(
-            F.coalesce("tenant", F.lit("~")).alias("tenant"),
+            F.coalesce("tenant", F.lit(DEFAULT_TENANT)).alias("tenant"),
             F.col("unjudged_rules").alias("rules"),
             "missing",
         )

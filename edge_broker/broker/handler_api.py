@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .message import Message
     from .ownership import Principal
     from .persist.persistence import Persistence
-    from .session import Session
+    from .session import Session, SubscriptionEntry
     from .stats import BrokerStats
     from .topic_space import TopicSpace
 
@@ -95,8 +95,12 @@ class BrokerServices(Protocol):
         fresh: bool = False,
     ) -> tuple[Session, bool]: ...
     def watch(self, conn: Any) -> None: ...
-    async def judge_resumed(self, session: Session, identity: Identity) -> list[Verdict]: ...
-    def apply_resumed(self, session: Session, verdicts: list[Verdict], why: str) -> None: ...
+    async def judge_resumed(
+        self, session: Session, identity: Identity
+    ) -> list[Verdict[SubscriptionEntry]]: ...
+    def apply_resumed(
+        self, session: Session, verdicts: list[Verdict[SubscriptionEntry]], why: str
+    ) -> None: ...
     async def rejudge(self, session: Session, why: str) -> None: ...
 
 

@@ -60,7 +60,7 @@ from .rejudge import (
 from .reload import ReloadResult, apply_config
 from .retained import MemoryRetainedStore, RetainedStore
 from .scheduler import Scheduler
-from .session import MemorySessionStore, Session, SessionStore, session_key
+from .session import MemorySessionStore, Session, SessionStore, SubscriptionEntry, session_key
 from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .token_expiry import token_expired
@@ -550,13 +550,17 @@ class Broker:
 
     # -- re-judgement at CONNECT and re-authentication (the handlers' entry, broker/rejudge.py)
 
-    async def judge_resumed(self, session: Session, identity: Identity) -> list[Verdict]:
+    async def judge_resumed(
+        self, session: Session, identity: Identity
+    ) -> list[Verdict[SubscriptionEntry]]:
         """What the policy now says of ``session``'s subscriptions as ``identity`` (nothing
         changes yet): the verdicts that change something."""
         _, verdicts = await judge_subscriptions(self, session, identity)
         return verdicts
 
-    def apply_resumed(self, session: Session, verdicts: list[Verdict], why: str) -> None:
+    def apply_resumed(
+        self, session: Session, verdicts: list[Verdict[SubscriptionEntry]], why: str
+    ) -> None:
         """Apply :meth:`judge_resumed`'s verdicts and drop what may no longer be delivered."""
         removed = apply_verdicts(self, session, verdicts, why)
         purge_undeliverable(self, session, why, removed)

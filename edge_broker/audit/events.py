@@ -179,15 +179,17 @@ def decision(
     qos: int | None = None,
     retain: bool | None = None,
     permission_set: str | None = None,
+    msg: str | None = None,
 ) -> None:
     """A gate decision (``authz.gates``): every denial, logged at INFO and written to the
     audit log (``audit``: a :class:`~.aggregate.DecisionWindow`, or None: the line alone);
     allowed ones only with ``[audit] log_allowed`` and never for ``deliver`` (one per receiver
     per message would dwarf the rest; what-if replays publishes and subscribes). Every field a
     gate reads is written (``qos``, ``retain``, ``roles``, ``cn``, ``iface``, ``grants``,
-    ``set``: the record's docstring). A ``deliver`` record names the receiver in ``to`` and the
-    publisher (when known) in ``client``; its ``user``, ``tenant`` and the principal's fields
-    are the receiver's, whom the gates judged."""
+    ``set`` and the site ACL's message kind ``msg``: the record's docstring). A ``deliver``
+    record names the receiver in ``to`` and the publisher (when known) in ``client``; its
+    ``user``, ``tenant`` and the principal's fields are the receiver's, whom the gates
+    judged."""
     if decided.allowed and (audit is None or not audit.log_allowed or action == "deliver"):
         return
     outcome = "allow" if decided.allowed else ("disconnect" if decided.disconnect else "deny")
@@ -241,6 +243,7 @@ def decision(
         qos=qos,
         retain=retain,
         set=permission_set,
+        msg=msg,
         outcome=outcome,
         gate=gate,
         rule=decided.rule,

@@ -33,6 +33,8 @@ grants     str     token clients: sha256 hex of their grants for the tenant (``g
                    in ``events.py``): equal digests, equal grants
 set        str     permission set(s) (comma-separated, in assignment order) the client's
                    assignment chose, or ``unassigned``; written when default permissions judge
+msg        str     publish, will, subscribe: the site ACL's message kind (``put``, ``delete``,
+                   ``query``, ``reply``; ``declare_subscriber``, ``declare_queryable``)
 addr       str     connect: the client's IP address (no port)
 outcome    str     ``allow``, ``deny`` or ``disconnect``
 gate       str     deciding gate: syntax, reserved, authorizer, permissions, token, acl, claims
@@ -80,6 +82,7 @@ RECORD_FIELDS: dict[str, type] = {
     "iface": str,
     "grants": str,
     "set": str,
+    "msg": str,
     "addr": str,
     "outcome": str,
     "gate": str,

@@ -27,6 +27,7 @@ from ..audit import events as audit_events
 from ..identity import Identity
 from ..matching.decision_cache import DEFAULT_MAX_BYTES, DecisionCache
 from ..matching.names import shown
+from .acl_mqtt import subscribe_message
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
 from .decision import ALLOW, Decision, GateName, deny
 from .gate import PolicyGate
@@ -226,6 +227,8 @@ class GatePipeline:
         origin: str | None = None,
         qos: int | None = None,
         retain: bool | None = None,
+        message: Publication | None = None,
+        user_properties: tuple[tuple[str, str], ...] | None = None,
     ) -> Decision:
         gate = decision.gate.value if decision.gate is not None else "none"
         rule = decision.rule or "-"
@@ -246,6 +249,7 @@ class GatePipeline:
             qos,
             retain,
             self._permission_set(identity),
+            _acl_kind(message, user_properties),
         )
         return decision
 
@@ -302,7 +306,7 @@ class GatePipeline:
             return self._publish_async(identity, message, False)
         decision = self._after_authorizers_publish(identity, message, False, None)
         return self._count(
-            decision, "publish", identity, message.topic, None, message.qos, message.retain
+            decision, "publish", identity, message.topic, None, message.qos, message.retain, message
         )
 
     def check_will(self, identity: Identity, will: Publication) -> MaybeDecision:
@@ -310,7 +314,9 @@ class GatePipeline:
         if self.authorizers is not None and self.authorizers.has_publish:
             return self._publish_async(identity, will, True)
         decision = self._after_authorizers_publish(identity, will, True, None)
-        return self._count(decision, "will", identity, will.topic, None, will.qos, will.retain)
+        return self._count(
+            decision, "will", identity, will.topic, None, will.qos, will.retain, will
+        )
 
     async def _publish_async(
         self, identity: Identity, message: Publication, will: bool
@@ -332,9 +338,9 @@ class GatePipeline:
         action = "will" if will else "publish"
         qos, retain = message.qos, message.retain
         if decided is not None and decided.denied:
-            return self._count(decided, action, identity, topic, None, qos, retain)
+            return self._count(decided, action, identity, topic, None, qos, retain, message)
         decision = self._after_authorizers_publish(identity, message, will, decided)
-        return self._count(decision, action, identity, topic, None, qos, retain)
+        return self._count(decision, action, identity, topic, None, qos, retain, message)
 
     # -- subscribe ------------------------------------------------------------------------
 
@@ -400,7 +406,13 @@ class GatePipeline:
             identity, subscription, topic_filter, group, None, covering, user_properties
         )
         return self._count(
-            decision, "subscribe", identity, subscription.topic_filter, None, subscription.qos
+            decision,
+            "subscribe",
+            identity,
+            subscription.topic_filter,
+            None,
+            subscription.qos,
+            user_properties=user_properties,
         )
 
     async def _subscribe_async(
@@ -426,11 +438,27 @@ class GatePipeline:
         decided = await self.authorizers.authorize_subscribe(request)
         qos = subscription.qos
         if decided is not None and decided.denied:
-            return self._count(decided, "subscribe", identity, subscription.topic_filter, None, qos)
+            return self._count(
+                decided,
+                "subscribe",
+                identity,
+                subscription.topic_filter,
+                None,
+                qos,
+                user_properties=user_properties,
+            )
         decision = self._after_authorizers_subscribe(
             identity, subscription, topic_filter, group, decided, covering, user_properties
         )
-        return self._count(decision, "subscribe", identity, subscription.topic_filter, None, qos)
+        return self._count(
+            decision,
+            "subscribe",
+            identity,
+            subscription.topic_filter,
+            None,
+            qos,
+            user_properties=user_properties,
+        )
 
     # -- deliver (synchronous, hot path) ----------------------------------------------------
 
@@ -462,3 +490,18 @@ class GatePipeline:
         return self._count(
             decision, "deliver", identity, message.topic, origin, message.qos, message.retain
         )
+
+
+_PUBLISH_KINDS = ("put", "delete", "query", "reply")  # authz/request.py PUT, DELETE, QUERY, REPLY
+
+
+def _acl_kind(
+    message: Publication | None, user_properties: tuple[tuple[str, str], ...] | None
+) -> str | None:
+    """The site ACL's message kind of a request, for the audit record (``msg``): what-if needs
+    it to replay ACL rules that tell the kinds apart. Asked only when a record is written."""
+    if message is not None:
+        return _PUBLISH_KINDS[message.kind]
+    if user_properties is not None:
+        return subscribe_message(user_properties).value
+    return None

@@ -97,7 +97,10 @@ def _broker(tmp_path: Path, *, audit: str = "", limits: str = "") -> tuple[Runni
     config = (
         '[[listeners]]\nname = "pw"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
         + tokens
-        + f'\n[passwords]\nfile = "{passwd}"\n'
+        # the (source, user) back-off would answer repeated wrong passwords from this one
+        # address with 0x9F after three: these tests count the audit records of the refusals
+        # themselves (tests/auth/test_login_fairness.py tests the back-off)
+        + f'\n[passwords]\nfile = "{passwd}"\nfailure_backoff = 0\n'
         + f'[audit]\ndir = "{audit_dir}"\n{audit}\n'
         + (f"[limits]\n{limits}\n" if limits else "")
         + PERMISSIONS
@@ -208,6 +211,8 @@ def test_decision_records_carry_every_attribute_the_gates_read(tmp_path: Path) -
     sub = one(action="subscribe", client="sensor-a")
     assert (sub["qos"], sub["outcome"], sub["topic"]) == (2, "allow", "commands/sensor-a")
     assert "retain" not in sub
+    # the site ACL's message kind of each request (what-if replays ACL rules by kind)
+    assert (allowed["msg"], denied["msg"], sub["msg"]) == ("put", "put", "declare_subscriber")
     default_deny = one(action="publish", client="ops-console", outcome="deny")
     assert "rule" not in default_deny and default_deny["set"] == "ops"
     assert "roles" not in default_deny  # absent when the principal has none
@@ -270,7 +275,11 @@ def test_every_refused_connect_is_audited(tmp_path: Path) -> None:
 
 
 def test_connect_rate_refusals_are_audited(tmp_path: Path) -> None:
-    broker, audit_dir = _broker(tmp_path, limits="connect_rate = 0.001\nconnect_burst = 2")
+    broker, audit_dir = _broker(
+        tmp_path,
+        # the broker-wide bucket alone (one source would get half of it)
+        limits="connect_rate = 0.001\nconnect_burst = 2\nsource_connect_share = 1.0",
+    )
     codes = [login(broker.ports["pw"], f"rate-{i}") for i in range(4)]
     assert codes[:2] == [0x87, 0x87] and codes[2:] == [0x9F, 0x9F]
     assert broker.stop() == 0

@@ -101,15 +101,24 @@ def policy(draw: Any) -> dict[str, Any]:
             rules.append(
                 {
                     "id": f"acl-{i}",
-                    # every message kind a PUBLISH or SUBSCRIBE can be: no record says which
-                    "messages": [
-                        "put",
-                        "delete",
-                        "query",
-                        "reply",
-                        "declare_subscriber",
-                        "declare_queryable",
-                    ],
+                    # any message kinds: each record says which kind its request was (msg)
+                    "messages": draw(
+                        st.lists(
+                            st.sampled_from(
+                                (
+                                    "put",
+                                    "delete",
+                                    "query",
+                                    "reply",
+                                    "declare_subscriber",
+                                    "declare_queryable",
+                                )
+                            ),
+                            min_size=1,
+                            max_size=6,
+                            unique=True,
+                        )
+                    ),
                     "flows": ["ingress"],
                     "permission": draw(st.sampled_from(("allow", "deny"))),
                     "key_exprs": [draw(st.sampled_from(("a/**", "b/*", "*/a", "**", "c1/**")))],

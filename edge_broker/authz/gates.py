@@ -253,6 +253,23 @@ class GatePipeline:
         )
         return decision
 
+    def _count_subscribe(
+        self,
+        decision: Decision,
+        identity: Identity,
+        subscription: SubscribeFilter,
+        user_properties: tuple[tuple[str, str], ...],
+    ) -> Decision:
+        return self._count(
+            decision,
+            "subscribe",
+            identity,
+            subscription.topic_filter,
+            None,
+            subscription.qos,
+            user_properties=user_properties,
+        )
+
     def _permission_set(self, identity: Identity) -> str | None:
         """The set(s) default permissions judged ``identity`` by, for the audit record."""
         if self.permissions is None or _token_client(identity):
@@ -405,15 +422,7 @@ class GatePipeline:
         decision = self._after_authorizers_subscribe(
             identity, subscription, topic_filter, group, None, covering, user_properties
         )
-        return self._count(
-            decision,
-            "subscribe",
-            identity,
-            subscription.topic_filter,
-            None,
-            subscription.qos,
-            user_properties=user_properties,
-        )
+        return self._count_subscribe(decision, identity, subscription, user_properties)
 
     async def _subscribe_async(
         self,
@@ -436,29 +445,12 @@ class GatePipeline:
             user_properties,
         )
         decided = await self.authorizers.authorize_subscribe(request)
-        qos = subscription.qos
         if decided is not None and decided.denied:
-            return self._count(
-                decided,
-                "subscribe",
-                identity,
-                subscription.topic_filter,
-                None,
-                qos,
-                user_properties=user_properties,
-            )
+            return self._count_subscribe(decided, identity, subscription, user_properties)
         decision = self._after_authorizers_subscribe(
             identity, subscription, topic_filter, group, decided, covering, user_properties
         )
-        return self._count(
-            decision,
-            "subscribe",
-            identity,
-            subscription.topic_filter,
-            None,
-            qos,
-            user_properties=user_properties,
-        )
+        return self._count_subscribe(decision, identity, subscription, user_properties)
 
     # -- deliver (synchronous, hot path) ----------------------------------------------------
 

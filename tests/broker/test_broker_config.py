@@ -78,7 +78,9 @@ def test_every_error_reported_with_key_and_fix():
     assert "retain_available" in problems["broker.retain_availabel"]  # says what to write
     assert "65535" in problems["listeners[0].port"]
     assert "'tcp'" in problems["listeners[0].transport"]
-    assert 'auth_methods = ["anonymous"]' in problems["listeners[0].auth_methods"]
+    # a non-loopback listener without methods is told what to write, never to open anonymous
+    assert '["password"]' in problems["listeners[0].auth_methods"]
+    assert "anonymous" not in problems["listeners[0].auth_methods"]
     assert "kerberos" in problems["listeners[1].auth_methods"]
     assert "twice" in problems["listeners[1].name"]
     assert "transport" in problems["listeners[1].tls_cert"]

@@ -28,6 +28,7 @@ from edge_broker.config import load_config
 from edge_broker.ops.state_files import state_files
 from tests.cli.field_cli import cli
 from tests.conftest import BrokerFactory, start_broker
+from tests.sync.test_audit_upload import Collector
 
 GATEWAY = "gw-1"
 # the files that stop `run` when damaged beyond repair (each `set-aside`-able)
@@ -118,12 +119,15 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pristine]:
         operator.loop_stop()
         operator.disconnect()
         state = work / "state"
+        # a real collector: the gateway's audit cursor moves only once a batch is stored
+        collector = Collector(cloud.port, work / "collected")
         gateway = start_broker(work / "gw", gateway_config(state, work, cloud.port))
         cursor = state / "sync/audit-cursor.json"  # the bundle applied, audited and uploaded
         deadline = time.monotonic() + 30
         while not cursor.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert cursor.exists(), gateway.log()
+        collector.stop()
         assert gateway.stop() == 0
         assert "Traceback" not in gateway.log()
     finally:

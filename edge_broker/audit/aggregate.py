@@ -12,7 +12,9 @@ repeats), ``first_ts`` and ``last_ts`` is written, and the key is forgotten: the
 occurrence opens a new window. A key therefore writes at most two records per window however
 fast it repeats, and summing ``count`` (absent: 1) over the records gives the true number.
 
-Memory is bounded by ``[audit] aggregate_max_keys`` open keys. Past the cap, a new key is not
+Memory is bounded by ``[audit] aggregate_max_keys`` open keys, holding at most
+``aggregate_max_keys * KEY_BYTES`` bytes of text (a client chooses its topics, up to 64 KB
+each). Past either cap, a new key is not
 written but counted in one ``audit_overflow`` event (``count``, ``first_ts``, ``last_ts``)
 written when its own window ends, and a warning is logged once per window: the loss is visible,
 never silent, and the log stays bounded (at most ``2 * max_keys + 1`` records per window).
@@ -41,12 +43,24 @@ Line = Callable[[int, float], None]
 for the summary at the end of its window."""
 
 
+# Bytes one open key may hold on average: the key cap alone does not bound memory, since a
+# client chooses its topics (1,500 denied publishes to distinct 60 KB topics held +106 MB).
+# Past max_keys * KEY_BYTES of open keys' text, new keys overflow as past the key cap.
+KEY_BYTES = 1024
+_ENTRY_OVERHEAD = 200  # the key tuple, the dicts and the entry, beyond the text they hold
+
+
+def _weight(fields: dict[str, Any]) -> int:
+    return _ENTRY_OVERHEAD + sum(len(v) for v in fields.values() if isinstance(v, str))
+
+
 @dataclass(slots=True)
 class _Open:
     type_: str
     fields: dict[str, Any]
     line: Line | None
     ends: float  # broker clock
+    weight: int = 0
     repeats: int = 0
     first_ts: float = 0.0  # wall clock of the first repeat
     last_ts: float = 0.0
@@ -90,6 +104,7 @@ class DecisionWindow:
         self.clock = clock
         self.wall = wall
         self._open: dict[tuple[Any, ...], _Open] = {}
+        self._bytes = 0  # what the open keys hold (_weight), at most max_keys * KEY_BYTES
         self._overflow: _Overflow | None = None
         # the broker arms its timer for this time (broker clock) when a window opens
         self.on_due: Callable[[float], None] | None = None
@@ -124,11 +139,13 @@ class DecisionWindow:
             found.repeats += 1
             found.last_ts = now
             return
-        if len(self._open) >= self.max_keys:
+        weight = _weight(fields)
+        if len(self._open) >= self.max_keys or self._bytes + weight > self.max_keys * KEY_BYTES:
             self._overflowed()
             return
         ends = self.clock() + self.window
-        self._open[key] = _Open(type_, fields, line, ends)
+        self._open[key] = _Open(type_, fields, line, ends, weight)
+        self._bytes += weight
         self._write(type_, fields)
         if line is not None:
             line(0, 0.0)
@@ -175,6 +192,7 @@ class DecisionWindow:
             if found.ends > now:
                 break
             del self._open[key]
+            self._bytes -= found.weight
             if found.repeats:
                 self._write(
                     found.type_,

@@ -27,7 +27,7 @@ from ..audit import events as audit_events
 from ..identity import Identity
 from ..matching.decision_cache import DEFAULT_MAX_BYTES, DecisionCache
 from ..matching.names import shown
-from .acl_mqtt import subscribe_message
+from .acl_mqtt import PUBLISH_MESSAGES, subscribe_message
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
 from .decision import ALLOW, Decision, GateName, deny
 from .gate import PolicyGate
@@ -484,16 +484,13 @@ class GatePipeline:
         )
 
 
-_PUBLISH_KINDS = ("put", "delete", "query", "reply")  # authz/request.py PUT, DELETE, QUERY, REPLY
-
-
 def _acl_kind(
     message: Publication | None, user_properties: tuple[tuple[str, str], ...] | None
 ) -> str | None:
     """The site ACL's message kind of a request, for the audit record (``msg``): what-if needs
     it to replay ACL rules that tell the kinds apart. Asked only when a record is written."""
     if message is not None:
-        return _PUBLISH_KINDS[message.kind]
+        return PUBLISH_MESSAGES[message.kind].value
     if user_properties is not None:
         return subscribe_message(user_properties).value
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..sdnotify import SystemdNotifier
@@ -19,6 +20,7 @@ from ..sdnotify import SystemdNotifier
 if TYPE_CHECKING:
     from ..broker.server import Broker
     from ..sync.service import SyncService
+    from ..admin.http import HttpServer
     from .metrics import MetricsServer
 
 log = logging.getLogger("edge_broker.service")
@@ -98,9 +100,15 @@ async def run_service(
     loop = asyncio.get_running_loop()
     watchdog = Watchdog(notifier, loop)
     metrics: MetricsServer | None = None
+    http_servers: list[HttpServer] = []  # every HTTP port shares the descriptors MQTT leaves
+
+    def http_open() -> int:
+        return sum(server.open for server in http_servers)
+
     try:
         if config.metrics.enabled:
-            from .metrics import MetricsServer, readiness, render_metrics
+            from ..broker.limits.fd_budget import http_may_open
+            from .metrics import METRICS_LIMITS, MetricsServer, readiness, render_metrics
 
             def render() -> str:
                 return render_metrics(
@@ -108,9 +116,20 @@ async def run_service(
                 )
 
             metrics = MetricsServer(
-                render, config.metrics.bind, config.metrics.port, lambda: readiness(broker)
+                render,
+                config.metrics.bind,
+                config.metrics.port,
+                lambda: readiness(broker),
+                replace(
+                    METRICS_LIMITS,
+                    max_connections=config.metrics.max_connections,
+                    request_timeout=config.metrics.request_timeout,
+                ),
+                may_open=lambda: http_may_open(len(broker.connections), http_open()),
+                on_refused=broker.limit_hits.hit,
             )
             await metrics.start()
+            http_servers.append(metrics.http)
         if sync is not None:
             await sync.start()
             _route_sighup(loop, broker, sync)

@@ -42,6 +42,8 @@ class MetricsConfig:
     enabled: bool = False
     bind: str = "127.0.0.1"
     port: int = 9883
+    max_connections: int = 8  # HTTP connections at once (a scraper needs one)
+    request_timeout: float = 10.0  # seconds for a whole request to arrive (slowloris)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,8 @@ def parse_metrics(s: Section) -> MetricsConfig:
         enabled=s.boolean("enabled", d.enabled),
         bind=s.string("bind", d.bind),
         port=s.integer("port", d.port, 0, 65535),
+        max_connections=s.integer("max_connections", d.max_connections, 1, 1024),
+        request_timeout=s.number("request_timeout", d.request_timeout, 0.1, 3600.0),
     )
 
 

@@ -665,6 +665,20 @@ class Broker:
         if self.persistence is not None:
             self.persistence.session_changed(session)
 
+    def end_session(self, session: Session, reason_code: int, reason: str) -> None:
+        """An operator (broker/session_control.py) or a policy change (broker/ownership.py)
+        ends ``session``: its connection closes with ``reason_code`` (MQTT 5 DISCONNECT; 3.x:
+        closed) and its will is discarded; the session, its queue and a delayed will go."""
+        conn = session.connection
+        if conn is not None:
+            assert isinstance(conn, Connection)  # only attach_session attaches a session
+            conn.close(reason_code, reason, will=False)
+            conn.disconnect_reason = reason
+            self._detach(conn, keep_session=True)
+        session.will = None
+        session.will_at = None
+        self._end_session(session)
+
     def _end_session(self, session: Session) -> None:
         """The session ends: its pending will is published, its subscriptions removed."""
         if session.will is not None:

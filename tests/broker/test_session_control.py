@@ -1,5 +1,6 @@
-"""Operator session control (broker/session_control.py; docs/sessions.md): list and drop, on the
-in-memory broker with a fake clock (the CLI over the control channel: tests/cli/test_session_cli.py)."""
+"""Operator session control (broker/session_control.py; docs/sessions.md): list and drop, on
+the in-memory broker with a fake clock (the CLI over the control channel:
+tests/cli/test_session_cli.py)."""
 
 from __future__ import annotations
 

@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..mqtt.reason_codes import ReasonCode
+from .ownership import bound_session
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
+    from ..config import Config
+    from .ownership import ClientIdBindings
     from .session import Session
 
 log = logging.getLogger("edge_broker.broker")
@@ -138,3 +141,62 @@ def drop_session(
         if broker.audit is not None:
             broker.audit.event("session_dropped", detail=detail)
     return bool(targets)
+
+
+class OwnersHost(SessionHost, Protocol):
+    """What judging the owners again reads besides sessions (``Broker`` is one)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    def client_id_bindings(self) -> ClientIdBindings: ...
+
+
+def lost_right(broker: OwnersHost, session: Session) -> str | None:
+    """Why ``session``'s owner may no longer hold it under the configuration in force, or
+    ``None``: a password owner whose entry is gone, or no longer lists the session's tenant or
+    client id; an owner whose credentials do not bind the client id when the password file now
+    binds it to others (docs/sessions.md "Whose client ids")."""
+    owner = session.owner
+    if owner is not None and owner.method == "password":
+        passwords = broker.config.passwords
+        entry = passwords.entries.get(owner.name) if passwords.file is not None else None
+        if entry is None:
+            return f"the password entry of user {owner.name!r} was removed"
+        if entry.tenants and session.tenant not in entry.tenants:
+            return f"user {owner.name!r} may no longer use tenant {session.tenant!r}"
+        if not entry.allows_client_id(session.client_id):
+            return f"user {owner.name!r} may no longer use client id {session.client_id!r}"
+    if not bound_session(session) and broker.client_id_bindings().reserved(
+        session.tenant, session.client_id
+    ):
+        return f"client id {session.client_id!r} is now bound to other credentials"
+    return None
+
+
+def end_sessions_of_lost_owners(broker: OwnersHost, why: str) -> int:
+    """After a reload or a restart: end every session (connected or offline) whose owner lost
+    the right to it (:func:`lost_right`), as the connections of a removed user end: MQTT 5
+    DISCONNECT 0x87 with the reason, 3.x closed, the session and its queue removed, logged and
+    audited. Returns how many ended."""
+    ended = 0
+    for session in list(broker.sessions):
+        reason = lost_right(broker, session)
+        if reason is None:
+            continue
+        reason = f"{reason} ({why}): its session ended"
+        ended += 1
+        broker.end_session(session, ReasonCode.NOT_AUTHORIZED, reason)
+        log.info(
+            "session ended: %s",
+            reason,
+            extra={
+                "event": "session_owner_revoked",
+                "client_id": session.client_id,
+                "tenant": session.tenant,
+                "owner": str(session.owner),
+            },
+        )
+        if broker.audit is not None:
+            broker.audit.event("session_owner_revoked", detail=f"{session.client_id}: {reason}")
+    return ended

@@ -51,7 +51,9 @@ class ApiError(Exception):
         self.code = code
 
 
-def json_response(status: int, value: Any, headers: list[tuple[str, str]] | None = None) -> Response:
+def json_response(
+    status: int, value: Any, headers: list[tuple[str, str]] | None = None
+) -> Response:
     body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return Response(status, body, JSON_TYPE, list(headers or []))
 
@@ -222,7 +224,9 @@ class AdminApi:
         return Response(303, b"", headers=[("Location", "/"), self._cookie(request, session)])
 
     async def _me(self, request: Request, session: AdminSession) -> Response:
-        return json_response(200, {"user": session.user, "role": session.role, "csrf": session.csrf})
+        return json_response(
+            200, {"user": session.user, "role": session.role, "csrf": session.csrf}
+        )
 
     async def _logout(self, request: Request, session: AdminSession) -> Response:
         self.auth.logout(session.token)
@@ -295,8 +299,9 @@ class AdminApi:
         return json_response(200, openapi_document())
 
     # -- actions -------------------------------------------------------------------------
-    def _audited(self, request: Request, session: AdminSession, action: str, target: str,
-                 ok: bool) -> None:
+    def _audited(
+        self, request: Request, session: AdminSession, action: str, target: str, ok: bool
+    ) -> None:
         self.operator.audit(action, session.user, request.remote, target, "allow" if ok else "deny")
         log.info(
             "admin %s %s by %s from %s: %s",
@@ -305,8 +310,13 @@ class AdminApi:
             session.user,
             request.remote,
             "done" if ok else "nothing to do",
-            extra={"event": "admin_action", "action": action, "target": target,
-                   "admin_user": session.user, "remote": request.remote},
+            extra={
+                "event": "admin_action",
+                "action": action,
+                "target": target,
+                "admin_user": session.user,
+                "remote": request.remote,
+            },
         )
 
     async def _disconnect(self, request: Request, session: AdminSession, id: str) -> Response:
@@ -387,11 +397,13 @@ class AdminApi:
                 now_clients = op.client_ids()
                 if now_clients != clients:
                     for tenant, cid in sorted(now_clients - clients):
-                        yield _sse("client", {"change": "connected", "client_id": cid,
-                                              "tenant": tenant})
+                        yield _sse(
+                            "client", {"change": "connected", "client_id": cid, "tenant": tenant}
+                        )
                     for tenant, cid in sorted(clients - now_clients):
-                        yield _sse("client", {"change": "disconnected", "client_id": cid,
-                                              "tenant": tenant})
+                        yield _sse(
+                            "client", {"change": "disconnected", "client_id": cid, "tenant": tenant}
+                        )
                     clients = now_clients
                 await asyncio.sleep(POLL_EVERY)
         finally:
@@ -425,8 +437,9 @@ class AdminApi:
         if base not in target.parents or not target.is_file():
             return Response(
                 404,
-                b"not found" + (b": the console pages are not installed" if not base.is_dir()
-                                 else b"") + b"\n",
+                b"not found"
+                + (b": the console pages are not installed" if not base.is_dir() else b"")
+                + b"\n",
             )
         kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind in ("application/javascript", "image/svg+xml"):

@@ -24,6 +24,7 @@ import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import h11
@@ -31,6 +32,7 @@ import h11
 log = logging.getLogger("edge_broker.http")
 
 READ_CHUNK = 4096
+_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +329,9 @@ class HttpServer:
         headers = [("Content-Type", response.content_type), *response.headers]
         if response.stream is None:
             headers.append(("Content-Length", str(len(response.body))))
-        writer.write(conn.send(h11.Response(status_code=response.status, headers=headers)))
+        reason = _REASONS.get(response.status, b"")
+        event = h11.Response(status_code=response.status, headers=headers, reason=reason)
+        writer.write(conn.send(event))
         if response.stream is not None:
             await writer.drain()
             async for chunk in response.stream:

@@ -92,9 +92,7 @@ class AdminAuth:
         return self._users
 
     # -- logging in ----------------------------------------------------------------------
-    async def login(
-        self, user: str, password: str, address: str
-    ) -> AdminSession | LoginRefused:
+    async def login(self, user: str, password: str, address: str) -> AdminSession | LoginRefused:
         source = login_source((address, 0)) if address else "-"
         now = self.clock()
         wait = max(self.backoff.wait(source, user, now), self.backoff.wait(source, "", now))

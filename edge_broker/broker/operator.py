@@ -26,12 +26,11 @@ from ..authz.explain import explain, explanation_text
 from ..config import EMBEDDED_FILE
 from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.reason_codes import ReasonCode
+from .session_control import drop_session, list_sessions
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .reload import ReloadResult
     from .server import Broker
-    from .session import Session
 
 DENIAL_RING = 200  # recent denials kept for the admin API
 PREVIEW_BYTES = 64
@@ -98,7 +97,7 @@ class Operator:
         *,
         memory_budget: Callable[[], int | None] | None = None,
         bridges: Callable[[], list[dict[str, Any]]] | None = None,
-        reload: Callable[[], Awaitable[ReloadResult]] | None = None,
+        reload: Callable[[], Awaitable[Any]] | None = None,  # a ReloadResult-like outcome
         policy_bundle: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self._broker = broker
@@ -254,26 +253,8 @@ class Operator:
         ]
 
     def sessions(self) -> list[dict[str, Any]]:
-        """Offline persistent sessions."""
-        items = []
-        for session in self._broker.sessions:
-            if session.connection is not None:
-                continue
-            items.append(self._session_item(session))
-        items.sort(key=lambda i: (i["client_id"], i["tenant"]))
-        return items
-
-    def _session_item(self, session: Session) -> dict[str, Any]:
-        owner = session.owner
-        return {
-            "client_id": session.client_id,
-            "tenant": session.tenant,
-            "owner": str(owner) if owner is not None else None,
-            "expires_at": (
-                _wall(self._broker, session.expires_at) if session.expires_at is not None else None
-            ),
-            "queued": len(session.queue),
-        }
+        """Offline persistent sessions (broker/session_control.py lists them)."""
+        return [info.to_json() for info in list_sessions(self._broker) if not info.connected]
 
     def subscriptions(self, tenant: str | None = None) -> list[dict[str, Any]]:
         """Every subscribed filter with how many sessions hold it."""
@@ -284,9 +265,7 @@ class Operator:
             for topic_filter in session.subscriptions:
                 key = (session.tenant, topic_filter)
                 counts[key] = counts.get(key, 0) + 1
-        return [
-            {"filter": f, "tenant": t, "clients": n} for (t, f), n in sorted(counts.items())
-        ]
+        return [{"filter": f, "tenant": t, "clients": n} for (t, f), n in sorted(counts.items())]
 
     def retained(
         self, tenant: str | None, prefix: str, offset: int = 0, limit: int = 100
@@ -388,9 +367,7 @@ class Operator:
         verdicts, final = await explain(self._broker.policy, identity, action, topic)
         return explanation_text(identity, action, topic, 0, verdicts, final)
 
-    async def explain(
-        self, identity: Identity, action: str, topic: str
-    ) -> dict[str, Any]:
+    async def explain(self, identity: Identity, action: str, topic: str) -> dict[str, Any]:
         verdicts, final = await explain(self._broker.policy, identity, action, topic)
         return {
             "allowed": final.allowed,
@@ -400,9 +377,7 @@ class Operator:
             "explanation": explanation_text(identity, action, topic, 0, verdicts, final),
         }
 
-    def identity_for(
-        self, client_id: str, principal: str | None, tenant: str | None
-    ) -> Identity:
+    def identity_for(self, client_id: str, principal: str | None, tenant: str | None) -> Identity:
         """The identity ``explain`` judges: a connected client's own when it is connected
         (same client id and principal), else one built from the password file's entry of
         ``principal`` (roles, one tenant), else an anonymous one."""
@@ -444,6 +419,13 @@ class Operator:
         conn.close(ReasonCode.ADMINISTRATIVE_ACTION, f"disconnected by admin user {by}")
         return True
 
+    async def drop_session(self, client_id: str, tenant: str | None, by: str) -> bool | str:
+        """Drop the session of ``client_id`` and release the id (broker/session_control.py:
+        a connected client is ended with 0x98 first, its will discarded)."""
+        if drop_session(self._broker, client_id, tenant, by=f"admin user {by}"):
+            return True
+        return f"no session {client_id!r}" + (f" in tenant {tenant!r}" if tenant else "")
+
     def delete_retained(self, tenant: str, topic: str) -> bool:
         space = self._broker.topic_spaces.get(tenant)
         if space is None or space.retained.get(topic) is None:
@@ -467,10 +449,10 @@ class Operator:
             reload_tls(self._broker.tls_contexts, self._broker.config.listeners)
             result = await self._broker.reload(self._broker.config.file)
         return {
-            "ok": result.ok,
-            "message": result.message,
-            "subscriptions_checked": result.subscriptions_checked,
-            "subscriptions_removed": result.subscriptions_removed,
+            "ok": bool(result.ok),
+            "message": str(result.message),
+            "subscriptions_checked": getattr(result, "subscriptions_checked", 0),
+            "subscriptions_removed": getattr(result, "subscriptions_removed", 0),
         }
 
     def audit(self, action: str, user: str, source: str, target: str, outcome: str) -> None:
@@ -506,4 +488,3 @@ def _resident_bytes() -> int | None:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
-

@@ -355,9 +355,7 @@ def metrics_handler(
             body = ("".join(p + "\n" for p in problems) or "ready\n").encode()
             return Response(503 if problems else 200, body)
         if request.path != "/metrics":
-            return Response(
-                404, b"the metrics are at /metrics, health at /healthz and /readyz\n"
-            )
+            return Response(404, b"the metrics are at /metrics, health at /healthz and /readyz\n")
         return Response(200, render().encode(), CONTENT_TYPE)
 
     return handle

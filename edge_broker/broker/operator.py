@@ -52,11 +52,10 @@ def preview(payload: bytes) -> str:
     head = payload[:PREVIEW_BYTES]
     try:
         return head.decode("utf-8")
-    except UnicodeDecodeError:
-        try:  # cut inside a character: the text before it
-            return head[: len(head) - 3].decode("utf-8") if len(payload) > PREVIEW_BYTES else ""
-        except UnicodeDecodeError:
-            pass
+    except UnicodeDecodeError as exc:
+        # a character cut by the 64-byte limit: the text before it
+        if len(payload) > PREVIEW_BYTES and exc.start >= len(head) - 3 and exc.end == len(head):
+            return head[: exc.start].decode("utf-8")
     return head.hex()
 
 

@@ -288,8 +288,11 @@ class AdminApi:
         client_id = _field(body, "client_id")
         principal = _field(body, "principal", False) or _field(body, "user", False)
         tenant = _field(body, "tenant", False)
+        token = _field(body, "token", False)
         assert topic is not None and client_id is not None
-        identity = self.operator.identity_for(client_id, principal, tenant)
+        identity = self.operator.identity_for(client_id, principal, tenant, token)
+        if isinstance(identity, str):
+            raise ApiError(400, "token", identity)
         return json_response(200, await self.operator.explain(identity, action, topic))
 
     async def _config(self, request: Request, session: AdminSession) -> Response:

@@ -141,7 +141,7 @@ OPERATIONS: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...], st
         "viewer",
         "Would this principal be allowed? (changes nothing; needs the CSRF header)",
         (),
-        ("client_id", "action", "topic", "principal", "user", "tenant"),
+        ("client_id", "action", "topic", "principal", "user", "token", "tenant"),
         "Explain",
     ),
     (

@@ -385,15 +385,40 @@ class Operator:
             "explanation": explanation_text(identity, action, topic, 0, verdicts, final),
         }
 
-    def identity_for(self, client_id: str, principal: str | None, tenant: str | None) -> Identity:
-        """The identity ``explain`` judges: a connected client's own when it is connected
-        (same client id and principal), else one built from the password file's entry of
-        ``principal`` (roles, one tenant), else an anonymous one."""
+    def identity_for(
+        self,
+        client_id: str,
+        principal: str | None,
+        tenant: str | None,
+        token: str | None = None,
+    ) -> Identity | str:
+        """The identity ``explain`` judges: with ``token``, a token client's (the token verified
+        with the broker's ``[tokens]`` keys: its subject and grants); else a connected client's
+        own when it is connected (same client id and principal); else one built from the
+        password file's entry of ``principal`` (roles, one tenant); else an anonymous one. A
+        refused token answers why, as text."""
+        config = self._broker.config
+        if token is not None:
+            from ..auth.token import TokenError
+            from ..auth.token_method import build_verifier
+
+            try:
+                verified = build_verifier(config.tokens, config.topics.separator).verify(
+                    token, client_id=client_id, tenant=tenant or DEFAULT_TENANT
+                )
+            except TokenError as exc:
+                return f"the token is refused: {exc}"
+            return Identity(
+                client_id=client_id,
+                method="token",
+                tenant=tenant or DEFAULT_TENANT,
+                username=verified.subject,
+                grants=verified.for_tenant(tenant or DEFAULT_TENANT),
+            )
         conn = self._find(client_id, tenant)
         if conn is not None and conn.identity is not None:
             if principal is None or conn.identity.username == principal:
                 return conn.identity
-        config = self._broker.config
         roles: tuple[str, ...] = ()
         method = "anonymous"
         if principal is not None:

@@ -253,7 +253,11 @@ class AdminApi:
         return json_response(200, found)
 
     async def _sessions(self, request: Request, session: AdminSession) -> Response:
-        return json_response(200, {"items": self.operator.sessions()})
+        q = request.query
+        total, items = self.operator.sessions(
+            _int(q, "offset", 0, 10**9), _int(q, "limit", MAX_PAGE, MAX_PAGE)
+        )
+        return json_response(200, {"total": total, "items": items})
 
     async def _subscriptions(self, request: Request, session: AdminSession) -> Response:
         tenant = request.query.get("tenant") or None

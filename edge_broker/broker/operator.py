@@ -26,7 +26,7 @@ from ..authz.explain import explain, explanation_text
 from ..config import EMBEDDED_FILE
 from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.reason_codes import ReasonCode
-from .session_control import drop_session, list_sessions
+from .session_control import drop_session, session_info
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -260,9 +260,19 @@ class Operator:
             for c in claims.service.owned_claims(owner, identity.tenant)
         ]
 
-    def sessions(self) -> list[dict[str, Any]]:
-        """Offline persistent sessions (broker/session_control.py lists them)."""
-        return [info.to_json() for info in list_sessions(self._broker) if not info.connected]
+    def sessions(self, offset: int = 0, limit: int = 1000) -> tuple[int, list[dict[str, Any]]]:
+        """Offline persistent sessions in the shape ``edge-broker session list`` shows
+        (broker/session_control.py), sorted by tenant and client id; only the page is built."""
+        now = self._broker.clock()
+        offline = [
+            s
+            for s in self._broker.sessions
+            if s.connection is None and (s.expires_at is None or s.expires_at > now)
+        ]
+        offline.sort(key=lambda s: (s.tenant, s.client_id))
+        wall = time.time()
+        page = offline[offset : offset + limit]
+        return len(offline), [session_info(s, now, wall).to_json() for s in page]
 
     def subscriptions(self, tenant: str | None = None) -> list[dict[str, Any]]:
         """Every subscribed filter with how many sessions hold it."""

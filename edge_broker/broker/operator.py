@@ -14,7 +14,6 @@ store delete (budget and persistence follow), the same reload as SIGHUP.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
@@ -27,6 +26,7 @@ from ..config import EMBEDDED_FILE
 from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.reason_codes import ReasonCode
 from .session_control import drop_session, session_info
+from .stats import resident_bytes
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -131,7 +131,7 @@ class Operator:
     def overview(self) -> dict[str, Any]:
         b = self._broker
         st = b.stats
-        rss = _resident_bytes()
+        rss = resident_bytes()
         in_s, out_s = self.rates()
         store: dict[str, Any] = {"state": "memory"}
         if b.persistence is not None:
@@ -523,11 +523,3 @@ def _record_explanation(record: dict[str, Any]) -> str:
         f"{record.get('action', 'request')} {record.get('topic', '')!r} by client "
         f"{record.get('client', '')!r}{roles} => DENIED by {gate}{rule}{perm_set}{reason}"
     )
-
-
-def _resident_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .server import Broker
 
 DENIAL_RING = 200  # recent denials kept for the admin API
+DENIAL_TEXT = 1024  # characters kept of each text field: the ring holds at most ~1 MB
 PREVIEW_BYTES = 64
 SECRET_WORDS = ("password", "secret", "token", "hash", "credential", "private")
 MASK = "***"
@@ -41,6 +42,12 @@ MASK = "***"
 def _wall(broker: Broker, monotonic_at: float) -> float:
     """A broker-clock instant as Unix time (the API speaks wall clock)."""
     return round(time.time() - (broker.clock() - monotonic_at), 3)
+
+
+def _clip(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > DENIAL_TEXT:
+        return value[:DENIAL_TEXT] + "…"
+    return value
 
 
 def _principal(identity: Identity) -> str | None:
@@ -125,7 +132,8 @@ class Operator:
 
     def _denied(self, type_: str, fields: dict[str, Any]) -> None:
         self.denial_seq += 1
-        self.denials.append({"seq": self.denial_seq, "time": round(time.time(), 3), **fields})
+        record = {k: _clip(v) for k, v in fields.items() if v is not None}
+        self.denials.append({"seq": self.denial_seq, "time": round(time.time(), 3), **record})
 
     # -- reads ---------------------------------------------------------------------------
     def overview(self) -> dict[str, Any]:

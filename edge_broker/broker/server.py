@@ -70,6 +70,7 @@ from .topic_space import TopicSpace
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
     from ..claims.runtime import ClaimsRuntime
+    from .control_channel import ControlChannel
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -105,6 +106,7 @@ class Broker:
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.bridges: Bridging | None = None  # [[bridges]] (issue 19), opened by start()
+        self.control: ControlChannel | None = None  # <state_dir>/control.sock, by start()
         # registered by the run path that builds the bridges too (ops/service.py): the broker
         # does not import the bridges, which are built on it (issue 21 item 5)
         self.open_bridges: Callable[[Broker], Bridging] | None = None
@@ -218,6 +220,10 @@ class Broker:
                         "port": port,
                     },
                 )
+        if self.control is None:
+            from .control_channel import ControlChannel
+
+            self.control = await ControlChannel.start(self)  # edge-broker session list|drop
         self.timers.start(asyncio.get_running_loop())
 
     def _open_persistence(self) -> None:
@@ -309,6 +315,8 @@ class Broker:
         )
         for server in self.servers:
             server.close()
+        if self.control is not None:
+            await self.control.close()
         for conn in list(self.connections):
             conn.close(ReasonCode.SERVER_SHUTTING_DOWN, "server shutting down")
         # each connection ends on the next loop pass (its session detached, a delayed will

@@ -77,6 +77,7 @@ from .topic_space import TopicSpace
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
     from ..claims.runtime import ClaimsRuntime
+    from .control_channel import ControlChannel
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -112,6 +113,7 @@ class Broker:
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
         self.persistence: Persistence | None = None  # [persistence] enabled, opened by start()
         self.bridges: Bridging | None = None  # [[bridges]] (issue 19), opened by start()
+        self.control: ControlChannel | None = None  # <state_dir>/control.sock, by start()
         # registered by the run path that builds the bridges too (ops/service.py): the broker
         # does not import the bridges, which are built on it (issue 21 item 5)
         self.open_bridges: Callable[[Broker], Bridging] | None = None
@@ -207,6 +209,10 @@ class Broker:
                 )
             self.bridges = self.open_bridges(self)
             self.bridges.start()
+        if self.control is None:  # edge-broker session list|drop: ready when clients are
+            from .control_channel import ControlChannel
+
+            self.control = await ControlChannel.start(self)
         for listener in self.config.listeners:
             server = await start_listener(
                 listener, self._factory(listener), self.tls_contexts, self._tls_refused
@@ -316,6 +322,8 @@ class Broker:
         )
         for server in self.servers:
             server.close()
+        if self.control is not None:
+            await self.control.close()
         for conn in list(self.connections):
             conn.close(ReasonCode.SERVER_SHUTTING_DOWN, "server shutting down")
         # each connection ends on the next loop pass (its session detached, a delayed will

@@ -114,7 +114,7 @@ BROKER_RANKS: dict[str, int] = {
     "websocket": 13,
     "server": 14,
     "control_channel": 13,  # the local socket of `edge-broker session`
-    "session_control": 13,  # list/drop sessions: the server and the operator call it
+    "session_control": 12,  # list/drop sessions: the server and the operator call it
     "operator": 15,  # the narrow interface the admin API calls
 }
 

@@ -317,6 +317,15 @@ def test_one_time_login_link(tmp_path: Path, broker_factory: BrokerFactory) -> N
     assert Api(port).request("GET", path).status == 403  # it works once
 
 
+def logs_in(port: int) -> bool:
+    """A login succeeds (False while the closed sockets still count against the cap: a
+    connection beyond it is reset at accept)."""
+    try:
+        return Api(port).login("vera", "view-secret").status == 200
+    except (ConnectionError, http.client.HTTPException):
+        return False
+
+
 def test_hostile_input_to_the_admin_port(admin_broker: tuple[RunningBroker, int]) -> None:
     b, port = admin_broker
     api = Api(port)
@@ -330,7 +339,7 @@ def test_hostile_input_to_the_admin_port(admin_broker: tuple[RunningBroker, int]
     socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(40)]
     for s in socks:
         s.close()
-    assert wait_until(lambda: Api(port).login("vera", "view-secret").status == 200)
+    assert wait_until(lambda: logs_in(port))
     assert "Traceback" not in b.log()
 
 

@@ -15,6 +15,16 @@ queue has drained to half, for at most ``backpressure_timeout`` seconds; a sessi
 then drops until it has drained (so one stuck subscriber cannot stop its publishers for long).
 Offline sessions always drop: nobody is reading their queue.
 
+Only the publisher whose own message met a full queue is held, once per PUBLISH (issue 31 item
+3): one deadline per publish whatever the number of full queues (:meth:`Delivery.congestion`),
+and only deliveries routed for a client's PUBLISH (``route(..., publisher=True)``) can hold
+anyone: a will, a bridged message, ``$SYS`` or a retained message sent at SUBSCRIBE is kept
+beyond the limit like a held one, but holds nobody. A subscriber that kept a publisher waiting
+until the deadline is the one that loses: every session of its principal (its owner,
+broker/ownership.py) drops what meets its full queue, holding nobody, until the session that
+timed out has drained to half; so five stalled sessions of one principal cost a publisher one
+hold, not five.
+
 ``[limits] max_queued_bytes_total`` bounds every session's queue together (what Message.size
 counts plus :data:`QUEUE_ENTRY_BYTES` an entry): 2,000 sessions of 4 MiB each are 8 GB, more
 than a Pi has. The running total is kept here and recounted from the sessions every few
@@ -76,6 +86,7 @@ class Delivery:
         "backpressure",
         "backpressure_timeout",
         "congested",
+        "_publishing",
         "_waiting",
         "_overflowing",
         "max_queued_total",
@@ -92,13 +103,28 @@ class Delivery:
         self.queued_total = 0  # every session's queue, as max_queued_bytes_total counts it
         self.backpressure = limits.queue_overflow == "backpressure"
         self.backpressure_timeout = limits.backpressure_timeout
-        # sessions whose queue went beyond the limit during the current route() (backpressure)
+        # sessions whose queue went beyond the limit during the current publisher's route()
         self.congested: list[Session] = []
+        self._publishing = False  # route() runs for a client's PUBLISH: its publisher may wait
         self._waiting: dict[Session, list[asyncio.Future[None]]] = {}  # publishers held
-        self._overflowing: set[Session] = set()  # held too long: they drop until drained
+        # subscribers (principals) that held a publisher until its deadline → the sessions that
+        # did: all their sessions drop when full until those have drained
+        self._overflowing: dict[object, set[Session]] = {}
 
-    def route(self, space: TopicSpace, message: Message) -> int:
-        """Deliver ``message`` to every matching subscription; return how many got it."""
+    def route(self, space: TopicSpace, message: Message, publisher: bool = False) -> int:
+        """Deliver ``message`` to every matching subscription; return how many got it.
+        ``publisher``: routed for a client's PUBLISH, whose handler then calls
+        :meth:`congestion` (nothing else may turn a full queue into a hold)."""
+        if not publisher:
+            return self._route(space, message)
+        self.congested.clear()
+        self._publishing = True
+        try:
+            return self._route(space, message)
+        finally:
+            self._publishing = False
+
+    def _route(self, space: TopicSpace, message: Message) -> int:
         bridges = self.broker.bridges
         if bridges is not None:  # issue 19: the bridges' outbound queues see every message
             bridges.offer(space.tenant, message)
@@ -301,7 +327,7 @@ class Delivery:
     def _hold_beyond_limit(self, session: Session, outgoing: Outgoing, size: int) -> bool:
         """``backpressure``: keep the message (up to twice the limits) for an online session
         that has not been held too long, and note the session for :meth:`congestion`."""
-        if session.connection is None or session in self._overflowing:
+        if session.connection is None or _subscriber(session) in self._overflowing:
             return False
         if (
             len(session.queue) >= 2 * self.max_queued
@@ -313,7 +339,8 @@ class Delivery:
         self.queued_total += size + QUEUE_ENTRY_BYTES
         session.journal.queued(outgoing)
         self.hold_queue(session)
-        self.congested.append(session)
+        if self._publishing:
+            self.congested.append(session)
         return True
 
     def congestion(self) -> Awaitable[None] | None:
@@ -324,6 +351,7 @@ class Delivery:
         self.congested.clear()
         if not sessions:
             return None
+        self.stats.backpressure_holds += 1
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for session in sessions:
             self._waiting.setdefault(session, []).append(future)
@@ -333,7 +361,8 @@ class Delivery:
         try:
             await asyncio.wait_for(future, self.backpressure_timeout)
         except TimeoutError:
-            self._overflowing = {s for s in self._overflowing if s.connection is not None}
+            self.stats.backpressure_timeouts += 1
+            self._forget_gone()
             for session in sessions:
                 waiting = self._waiting.get(session)
                 if waiting is not None and future in waiting:
@@ -341,18 +370,33 @@ class Delivery:
                     if not waiting:
                         del self._waiting[session]
                 if session.connection is not None and len(session.queue) >= self.max_queued:
-                    self._overflowing.add(session)
+                    self._overflowing.setdefault(_subscriber(session), set()).add(session)
                     self.broker.limit_hits.limits_key(
                         "backpressure_timeout",
                         session.client_id,
                         f"{session.client_id!r} did not drain its queue in "
-                        f"{self.backpressure_timeout:g} s: its publishers go on, its full "
-                        f"queue drops until it has drained",
+                        f"{self.backpressure_timeout:g} s: its publishers go on, the full "
+                        f"queues of {_subscriber(session)} drop until it has drained",
                     )
 
+    def _forget_gone(self) -> None:
+        """Sessions that lost their connection no longer keep their principal overflowing."""
+        for key in list(self._overflowing):
+            live = {s for s in self._overflowing[key] if s.connection is not None}
+            if live:
+                self._overflowing[key] = live
+            else:
+                del self._overflowing[key]
+
     def _release(self, session: Session) -> None:
-        """The session's queue has drained to half: its held publishers read again."""
-        self._overflowing.discard(session)
+        """The session's queue has drained to half: its held publishers read again, and its
+        principal holds publishers again once every session of it that timed out has drained."""
+        key = _subscriber(session)
+        timed_out = self._overflowing.get(key)
+        if timed_out is not None:
+            timed_out.discard(session)
+            if not timed_out:
+                del self._overflowing[key]
         for future in self._waiting.pop(session, ()):
             if not future.done():
                 future.set_result(None)
@@ -386,3 +430,10 @@ class Delivery:
             and (session.queued_bytes <= self.max_queued_bytes // 2)
         ):
             self._release(session)
+
+
+def _subscriber(session: Session) -> object:
+    """Who loses when a hold times out: the session's principal (every session of one user,
+    token subject, SMOKER key or anonymous listener), or the session when its owner is unknown."""
+    owner = session.owner
+    return owner if owner is not None else session

@@ -191,7 +191,7 @@ def _decided(
         session.hold(packet.packet_id)
         session.journal.qos2_received(packet.packet_id)
     delivery = broker.delivery
-    routed = delivery.route(space, message)
+    routed = delivery.route(space, message, publisher=True)
     # [limits] queue_overflow = "backpressure": a subscriber's queue went beyond its limit;
     # this publisher's next packets wait (broker/delivery.py)
     held = delivery.congestion() if delivery.congested else None

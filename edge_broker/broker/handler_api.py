@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .limits.publish_quota import PublishQuota
     from .limits.quotas import Quotas
     from .message import Message
-    from .ownership import Principal
+    from .ownership import ClientIdBindings, Principal
     from .persist.persistence import Persistence
     from .session import Session, SubscriptionEntry
     from .stats import BrokerStats
@@ -87,6 +87,7 @@ class BrokerServices(Protocol):
         owner: Principal | None,
     ) -> tuple[str, str] | None: ...
     def live_session(self, tenant: str, client_id: str) -> Session | None: ...
+    def client_id_bindings(self) -> ClientIdBindings: ...
     def auth_chain(self, listener: ListenerConfig) -> AuthChain: ...
     def offer(self) -> Offer: ...
     def connack_properties(

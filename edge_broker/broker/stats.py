@@ -30,6 +30,8 @@ class BrokerStats:
         "wills_denied",
         "sessions_refused",
         "connections_revoked",
+        "backpressure_holds",
+        "backpressure_timeouts",
     )
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -54,6 +56,10 @@ class BrokerStats:
         self.wills_denied = 0  # wills refused when they were due to be published
         self.sessions_refused = 0  # CONNECTs refused: the session belongs to another principal
         self.connections_revoked = 0  # live connections ended by a reload (password entry)
+        # [limits] queue_overflow = "backpressure" (broker/delivery.py): publishes held (one
+        # hold per PUBLISH at most), and holds that reached backpressure_timeout
+        self.backpressure_holds = 0
+        self.backpressure_timeouts = 0
 
     def uptime(self) -> int:
         return int(self._clock() - self.started)

@@ -110,6 +110,8 @@ def limit_values(broker: SysHost) -> dict[str, str]:
     values["limits/retained/bytes"] = str(budget.bytes)
     values["limits/topic_spaces"] = str(len(broker.topic_spaces))
     values["limits/queued/bytes"] = str(broker.delivery.queued_total)
+    values["limits/backpressure/holds"] = str(broker.stats.backpressure_holds)  # publishes held
+    values["limits/backpressure/timeouts"] = str(broker.stats.backpressure_timeouts)
     values["limits/read_pool/bytes"] = str(broker.read_pool.used)  # reserved for packets read
     values["limits/write_buffers/bytes"] = str(broker.write_budget.total)  # unsent, all transports
     return values

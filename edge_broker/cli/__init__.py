@@ -1,5 +1,5 @@
 """`edge-broker` command line: run | check | reload | explain | lint | passwd | token | claim |
-keygen | bundle | bridge | state.
+keygen | bundle | bridge | state | session.
 
 The command-line front ends live here, out of the library packages (DESIGN.md ``cli/``): one
 module per command group, each exposing ``register(subparsers)``; this module only lists them.
@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "token": "edge_broker.cli.token",
     "bridge": "edge_broker.cli.bridge",
     "state": "edge_broker.cli.state",
+    "session": "edge_broker.cli.session",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 

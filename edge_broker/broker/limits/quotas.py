@@ -20,7 +20,7 @@ Quota exceeded by the caller, counted and logged (``limits.tenant_share`` /
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sized
+from collections.abc import Iterator, Sized
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -59,7 +59,7 @@ QUEUED_BYTES = Kind("queued bytes", "max_queued_bytes_total", "queued bytes")
 KINDS = (CONNECTIONS, SUBSCRIPTIONS, RETAINED_MESSAGES, RETAINED_BYTES, QUEUED_BYTES)
 
 
-class SessionHolding(Hashable, Protocol):
+class SessionHolding(Protocol):
     """A session as the quotas see it (``Session`` is one): its tenant, its owner (the
     principal that created it; ``None`` only while it is being restored) and its
     subscriptions."""
@@ -90,12 +90,12 @@ class Ledger:
 
     def __init__(self, kind: Kind) -> None:
         self.kind = kind
-        self.holders: dict[Hashable, tuple[str, Principal, int]] = {}
+        self.holders: dict[object, tuple[str, Principal, int]] = {}
         self.tenants: dict[str, int] = {}
         self.principals: dict[Principal, int] = {}
         self.total = 0
 
-    def hold(self, holder: Hashable, tenant: str, principal: Principal, amount: int) -> None:
+    def hold(self, holder: object, tenant: str, principal: Principal, amount: int) -> None:
         """``holder`` now holds ``amount`` (0: nothing), charged to ``tenant`` and ``principal``;
         what it held before is released from whoever it was charged to."""
         old = self.holders.get(holder)
@@ -109,15 +109,11 @@ class Ledger:
         elif old is not None:
             del self.holders[holder]
 
-    def release(self, holder: Hashable) -> None:
+    def release(self, holder: object) -> None:
         """``holder`` holds nothing any more."""
         old = self.holders.pop(holder, None)
         if old is not None:
             self._add(old[0], old[1], -old[2])
-
-    def held_by(self, holder: Hashable) -> int:
-        old = self.holders.get(holder)
-        return 0 if old is None else old[2]
 
     def _add(self, tenant: str, principal: Principal, amount: int) -> None:
         self.total += amount

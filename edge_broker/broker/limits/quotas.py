@@ -142,22 +142,24 @@ class Ledger:
         Nothing is charged here."""
         kind = self.kind
         total = kind.total(limits)
-        if more > 0 and limits.principal_share < 1.0:
-            cap = share_of(total, limits.principal_share)
-            held = self.principals.get(principal, 0)
-            if held + more > cap:
-                return "principal_share", _reason(
-                    f"{principal}", held, kind, total, "principal_share", limits.principal_share
-                )
-        if tenant_more is None:
-            tenant_more = more
-        if tenant_more > 0 and limits.tenant_share < 1.0:
-            cap = share_of(total, limits.tenant_share)
-            held = self.tenants.get(tenant, 0)
-            if held + tenant_more > cap:
-                return "tenant_share", _reason(
-                    f"tenant {tenant!r}", held, kind, total, "tenant_share", limits.tenant_share
-                )
+        for key, share, who, held, extra in (
+            (
+                "principal_share",
+                limits.principal_share,
+                str(principal),
+                self.principals.get(principal, 0),
+                more,
+            ),
+            (
+                "tenant_share",
+                limits.tenant_share,
+                f"tenant {tenant!r}",
+                self.tenants.get(tenant, 0),
+                more if tenant_more is None else tenant_more,
+            ),
+        ):
+            if extra > 0 and share < 1.0 and held + extra > share_of(total, share):
+                return key, _reason(who, held, kind, total, key, share)
         return None
 
 

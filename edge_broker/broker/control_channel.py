@@ -59,6 +59,7 @@ class ControlChannel:
         self.path = path
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
+        self._inode = 0  # of the socket file this broker made: only that one is removed
 
     @classmethod
     async def start(cls, broker: OwnersHost) -> ControlChannel | None:
@@ -114,6 +115,7 @@ class ControlChannel:
         try:
             sock.bind(str(temporary))
             os.chmod(temporary, 0o600)
+            self._inode = os.stat(temporary).st_ino
             os.replace(temporary, self.path)  # only now can anyone connect by the name
             sock.listen(MAX_CLIENTS)
             sock.setblocking(False)
@@ -132,7 +134,8 @@ class ControlChannel:
         for task in list(self._clients):
             task.cancel()
         with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+            if os.stat(self.path).st_ino == self._inode:  # not another broker's since
+                self.path.unlink()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

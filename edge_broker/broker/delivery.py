@@ -327,8 +327,13 @@ class Delivery:
     def _hold_beyond_limit(self, session: Session, outgoing: Outgoing, size: int) -> bool:
         """``backpressure``: keep the message (up to twice the limits) for an online session
         that has not been held too long, and note the session for :meth:`congestion`."""
-        if session.connection is None or _subscriber(session) in self._overflowing:
+        if session.connection is None:
             return False
+        timed_out = self._overflowing.get(_subscriber(session)) if self._overflowing else None
+        if timed_out is not None:
+            if any(s.connection is not None for s in timed_out):
+                return False  # its principal kept a publisher waiting: it drops
+            del self._overflowing[_subscriber(session)]  # those sessions are gone since
         if (
             len(session.queue) >= 2 * self.max_queued
             or session.queued_bytes + size > 2 * self.max_queued_bytes

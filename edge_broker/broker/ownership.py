@@ -6,6 +6,10 @@ else ``[broker] foreign_session`` decides: ``"refuse"`` (default: CONNACK 0x87 /
 the owner's connection and session untouched) or ``"fresh"`` (the owner's session ends and the
 newcomer starts an empty one, session present 0).
 
+Client ids that credentials bind are reserved for them (issue 31 item 1, docs/sessions.md):
+:class:`ClientIdBindings` knows the password file's ``clientids`` globs, and
+:func:`reserved_for_others` refuses every other principal whatever ``foreign_session`` says.
+
 This module is the one place the principal is derived; nothing else compares identities for
 ownership.
 

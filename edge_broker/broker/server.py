@@ -205,6 +205,10 @@ class Broker:
                 )
             self.bridges = self.open_bridges(self)
             self.bridges.start()
+        if self.control is None:  # edge-broker session list|drop: ready when clients are
+            from .control_channel import ControlChannel
+
+            self.control = await ControlChannel.start(self)
         for listener in self.config.listeners:
             server = await start_listener(
                 listener, self._factory(listener), self.tls_contexts, self._tls_refused
@@ -223,10 +227,6 @@ class Broker:
                         "port": port,
                     },
                 )
-        if self.control is None:
-            from .control_channel import ControlChannel
-
-            self.control = await ControlChannel.start(self)  # edge-broker session list|drop
         self.timers.start(asyncio.get_running_loop())
 
     def _open_persistence(self) -> None:

@@ -89,17 +89,24 @@ def _expiry(expires_at: object) -> str:
     return f"{stamp} (in {max(0, int(left))} s)"
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def _ask(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any] | None:
+    """``request`` (with ``--tenant``) to the broker of ``args``; None when it could not be
+    asked (the reason printed)."""
     path = _socket(args)
     if path is None:
-        return 2
-    request: dict[str, Any] = {"op": "list", "limit": args.limit}
+        return None
     if args.tenant is not None:
         request["tenant"] = args.tenant
     try:
-        answer = ask(path, request)
+        return ask(path, request)
     except ControlError as exc:
         print(exc, file=sys.stderr)
+        return None
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    answer = _ask(args, {"op": "list", "limit": args.limit})
+    if answer is None:
         return 2
     if args.json:
         print(json.dumps(answer, indent=2))
@@ -119,16 +126,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_drop(args: argparse.Namespace) -> int:
-    path = _socket(args)
-    if path is None:
-        return 2
-    request: dict[str, Any] = {"op": "drop", "client_id": args.client_id}
-    if args.tenant is not None:
-        request["tenant"] = args.tenant
-    try:
-        answer = ask(path, request)
-    except ControlError as exc:
-        print(exc, file=sys.stderr)
+    answer = _ask(args, {"op": "drop", "client_id": args.client_id})
+    if answer is None:
         return 2
     where = f" in tenant {args.tenant!r}" if args.tenant is not None else ""
     if not answer.get("dropped"):

@@ -230,3 +230,38 @@ def test_reload_that_binds_an_id_ends_the_unbound_session_under_it(gateway, tmp_
     device, ack = login(b, "device", cid)
     assert ack.reason_code == 0 and not ack.session_present
     device.close()
+
+
+def test_a_restart_ends_restored_sessions_of_a_removed_owner(tmp_path: Path) -> None:
+    """Restored sessions are judged against the password file in force at start: dave's
+    offline session (made while dave existed) does not survive a restart without dave; the
+    device's does, with its queued command."""
+    from edge_broker.cli.session import ask
+
+    state = tmp_path / "st"
+    text = config(tmp_path) + f'[persistence]\nstate_dir = "{state}"\ndurability = "none"\n'
+    write_users(tmp_path / "passwd", USERS)
+    b = start_broker(tmp_path / "run1", text)
+    dave_id, device_id = unique_id("dave-"), unique_id("valve-")
+    try:
+        for who, cid in (("dave", dave_id), ("device", device_id)):
+            c, ack = login(b, who, cid)
+            assert ack.reason_code == 0 and c.subscribe(f"cmd/{cid}", 1).reason_codes == (1,)
+            c.send(Disconnect(0))
+            c.close()
+        queue_command(b, f"cmd/{device_id}", b"close")
+    finally:
+        b.stop()
+    write_users(tmp_path / "passwd", {"device": ("valve-*",), "ops": ()})
+    b = start_broker(tmp_path / "run2", text)
+    try:
+        wait_for_log(b, "session ended: the password entry of user 'dave' was removed (restart)")
+        listed = ask(state / "control.sock", {"op": "list"})["sessions"]
+        ids = {s["client_id"] for s in listed}  # type: ignore[index]
+        assert device_id in ids and dave_id not in ids
+        device, ack = login(b, "device", device_id)
+        assert ack.reason_code == 0 and ack.session_present
+        assert [p.payload for p in device.publishes(0.8)] == [b"close"]
+        device.close()
+    finally:
+        b.stop()

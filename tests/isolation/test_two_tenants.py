@@ -13,8 +13,10 @@ their own offline sessions. Whatever mallory did, the victims' service holds:
 - every command queued for their offline sessions is delivered;
 - each of their publishes was held at most once (``backpressure_holds``).
 
-SMOKER claims are not in this property (claims are limited per SMOKER key; see
-tests/claims for the flood limits).
+Not drawn here: SMOKER claim floods (the tenant's share of the live claims is
+tests/claims/test_claims_service.py::test_tenant_share_keeps_room_for_other_tenants) and login
+storms from many addresses (tests/auth/test_login_fairness.py); squats are refused in the
+victim's own tenant (a password entry reserves its client ids in its tenants, docs/sessions.md).
 """
 
 from __future__ import annotations

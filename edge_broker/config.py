@@ -154,6 +154,12 @@ class LimitsConfig:
     # its publisher until the queue has drained to half, for at most backpressure_timeout s.
     queue_overflow: str = "drop"  # drop | backpressure
     backpressure_timeout: float = 5.0
+    # Quotas (broker/limits/quotas.py, docs/limits-quotas.md): of every broker-wide total above
+    # (connections, subscriptions, retained messages and bytes, queued bytes), one tenant may
+    # hold at most tenant_share and one principal (user, token subject, certificate, SMOKER
+    # key, anonymous listener) at most principal_share; 1.0 turns a share off.
+    tenant_share: float = 0.5
+    principal_share: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,7 +500,15 @@ def parse_limits(s: Section) -> LimitsConfig:
         publish_byte_burst=s.integer("publish_byte_burst", d.publish_byte_burst, 1, 1 << 40),
         queue_overflow=s.choice("queue_overflow", d.queue_overflow, ("drop", "backpressure")),
         backpressure_timeout=s.number("backpressure_timeout", d.backpressure_timeout, 0.01, 3600),
+        tenant_share=s.number("tenant_share", d.tenant_share, 0.01, 1.0),
+        principal_share=s.number("principal_share", d.principal_share, 0.01, 1.0),
     )
+    if limits.tenant_share < limits.principal_share < 1.0:
+        s.problem(
+            "principal_share",
+            f"{limits.principal_share:g} is above tenant_share ({limits.tenant_share:g}): one "
+            "principal could then fill its tenant's share; lower it or raise tenant_share",
+        )
     if limits.write_buffer_low > limits.write_buffer_high:
         s.problem("write_buffer_low", "must not exceed write_buffer_high: lower it")
     if limits.read_pool_size < limits.max_packet_size - limits.read_buffer_size:

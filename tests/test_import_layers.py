@@ -91,6 +91,8 @@ BROKER_RANKS: dict[str, int] = {
     "session": 1,
     "policy": 2,
     "retained": 2,
+    "session_control": 2,  # list and drop sessions (operators, the admin API)
+    "control_channel": 3,  # <state_dir>/control.sock for edge-broker session
     "explain": 3,
     "topic_space": 3,
     "delivery": 4,

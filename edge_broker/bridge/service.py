@@ -28,6 +28,7 @@ from ..audit import events as audit_events
 from ..authz.decision import Decision, GateName
 from ..broker.awaiting import all_of
 from ..broker.message import Message, make_message
+from ..broker.ownership import Principal
 from ..identity import Identity
 from ..matching.names import shown
 from ..mqtt.packets import NO_PROPERTIES, Properties, Publish
@@ -395,6 +396,7 @@ class Bridges:
                 message,
                 identity.client_id,
                 f"bridged PUBLISH to {shown(packet.topic)} from bridge {bridge.name}",
+                Principal("bridge", bridge.name),  # its own share, never a client's
             )
         broker.delivery.route(space, message)
         persistence = broker.persistence

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from .bridging import Bridging
     from .limits.limit_hits import LimitHits
+    from .limits.quotas import Quotas
     from .stats import BrokerStats
 
 
@@ -71,6 +72,9 @@ class DeliveryHost(Protocol):
 
     @property
     def bridges(self) -> Bridging | None: ...
+
+    @property
+    def quotas(self) -> Quotas: ...
 
 
 class Delivery:
@@ -244,6 +248,8 @@ class Delivery:
         if self.queued_total + size + QUEUE_ENTRY_BYTES > self.max_queued_total:
             self._drop_overflow(session, size, "max_queued_bytes_total")
             return False
+        if self._over_share(session, size):
+            return False
         if (
             len(session.queue) >= self.max_queued
             or session.queued_bytes + size > self.max_queued_bytes
@@ -256,13 +262,44 @@ class Delivery:
         session.queued_bytes += size
         self.queued_total += size + QUEUE_ENTRY_BYTES
         session.journal.queued(outgoing)
+        self.hold_queue(session)
         return True
+
+    def _over_share(self, session: Session, size: int) -> bool:
+        """The message would take the session's tenant or owner past its share of
+        ``max_queued_bytes_total`` (limits/quotas.py): dropped for this session, counted."""
+        quotas = self.broker.quotas
+        owner = session.owner
+        if owner is None:
+            return False
+        refused = quotas.queued_bytes.refusal(
+            self.broker.config.limits, session.tenant, owner, size + QUEUE_ENTRY_BYTES
+        )
+        if refused is None:
+            return False
+        self.stats.dropped += 1
+        key, reason = refused
+        self.broker.limit_hits.limits_key(
+            key,
+            session.client_id,
+            f"a message of {size} bytes for {session.client_id!r} dropped: {reason}",
+        )
+        return True
+
+    def hold_queue(self, session: Session) -> None:
+        """What ``session``'s queue holds, charged to its tenant and owner (quotas.py)."""
+        self.broker.quotas.hold_queue(
+            session, session.queued_bytes + len(session.queue) * QUEUE_ENTRY_BYTES
+        )
 
     def recount(self, sessions: Iterable[Session]) -> None:
         """The total of every queue, counted afresh (every few seconds, from the broker's tick)."""
-        self.queued_total = sum(
-            s.queued_bytes + len(s.queue) * QUEUE_ENTRY_BYTES for s in sessions if s.queue
-        )
+        total = 0
+        for session in sessions:
+            self.hold_queue(session)
+            if session.queue:
+                total += session.queued_bytes + len(session.queue) * QUEUE_ENTRY_BYTES
+        self.queued_total = total
 
     def forget_queue(self, session: Session) -> None:
         """A session's queue is about to be emptied (the session ends)."""
@@ -306,6 +343,7 @@ class Delivery:
         session.queued_bytes += size
         self.queued_total += size + QUEUE_ENTRY_BYTES
         session.journal.queued(outgoing)
+        self.hold_queue(session)
         if self._publishing:
             self.congested.append(session)
         return True
@@ -390,6 +428,7 @@ class Delivery:
                 conn.send_publish(outgoing)
             else:
                 conn.register_inflight(outgoing)
+        self.hold_queue(session)
         if (
             (self._waiting or self._overflowing)
             and len(queue) <= self.max_queued // 2

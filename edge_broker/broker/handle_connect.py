@@ -183,6 +183,10 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
         verdicts = await broker.judge_resumed(prior, identity)
         if conn.closing:
             return
+    crossed = _connection_share(conn, identity, principal)
+    if crossed is not None:
+        conn.refuse_connect(ReasonCode.QUOTA_EXCEEDED, crossed)
+        return
     fresh = _foreign_session(conn, identity, principal)  # no await from here to the attach
     if fresh is None:
         return
@@ -228,6 +232,29 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
     if present:
         conn.resend_inflight()
     broker.delivery.drain(session)
+
+
+def _connection_share(conn: ClientContext, identity: Identity, principal: Principal) -> str | None:
+    """The Reason String when one more connection would take the tenant or the principal past
+    its share of ``max_connections`` (broker/limits/quotas.py). Taking over a connection of the
+    same principal and tenant adds none."""
+    broker = conn.broker
+    ledger = broker.quotas.connections
+    existing = broker.live_session(identity.tenant, conn.client_id)
+    if existing is not None and existing.connection is not None:
+        held = ledger.holders.get(existing.connection)
+        if held is not None and held[0] == identity.tenant and held[1] == principal:
+            return None
+    return broker.quotas.refusal(
+        ledger,
+        broker.config.limits,
+        identity.tenant,
+        principal,
+        1,
+        broker.limit_hits,
+        conn.client_id,
+        f"CONNECT of {conn.client_id!r}",
+    )
 
 
 def _foreign_session(conn: ClientContext, identity: Identity, principal: Principal) -> bool | None:

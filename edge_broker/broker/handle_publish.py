@@ -226,6 +226,7 @@ def _retain(conn: ClientContext, packet: Publish, space: TopicSpace, message: Me
         message,
         conn.client_id,
         f"retained PUBLISH to {shown(message.topic)} by {conn.client_id!r}",
+        conn.session.owner if conn.session is not None else None,
     )
     if refusal is None or not (conn.v5 and packet.qos > 0):
         return True

@@ -23,9 +23,10 @@ from ..mqtt.packets import (
     Subscription,
 )
 from ..mqtt.reason_codes import ReasonCode
+from .limits.quotas import UNATTRIBUTED
 from .limits.topic_limits import topic_limit, topic_limit_reason
 from .outcomes import denial_reason, subscribe_denied
-from .session import Outgoing, SubscriptionEntry
+from .session import Outgoing, Session, SubscriptionEntry
 
 if TYPE_CHECKING:
     from .handler_api import ClientContext
@@ -141,7 +142,7 @@ def _subscribe(
         if existing is None:
             if total is None:  # once per SUBSCRIBE: it walks the topic spaces
                 total = sum(s.subscription_count() for s in broker.topic_spaces.values())
-            crossed = _subscription_quota(conn, len(session.subscriptions), total)
+            crossed = _subscription_quota(conn, session, total)
             if crossed is not None:
                 codes.append(int(ReasonCode.QUOTA_EXCEEDED) if conn.v5 else 0x80)
                 reasons.append(f"{_named(sub.topic_filter)}: {crossed}")
@@ -167,6 +168,7 @@ def _subscribe(
         session.subscriptions[sub.topic_filter] = entry
         session.journal.changed()
         space.subscribe(entry, inner, pattern)
+        broker.quotas.hold_subscriptions(session)  # its tenant's and owner's share (quotas.py)
         codes.append(qos)
         if shared is None and (
             sub.retain_handling == 0 or (sub.retain_handling == 1 and existing is None)
@@ -182,10 +184,13 @@ def _subscribe(
         _send_retained(conn, retained_for)
 
 
-def _subscription_quota(conn: ClientContext, held: int, total: int) -> str | None:
+def _subscription_quota(conn: ClientContext, session: Session, total: int) -> str | None:
     """The Reason String when a new subscription would pass ``max_subscriptions_per_client``
-    (``held`` by this session) or ``max_subscriptions_total`` (``total`` in the broker)."""
-    limits = conn.broker.config.limits
+    (held by this session), ``max_subscriptions_total`` (``total`` in the broker) or the
+    tenant's or the session owner's share of it (broker/limits/quotas.py)."""
+    broker = conn.broker
+    limits = broker.config.limits
+    held = len(session.subscriptions)
     if held >= limits.max_subscriptions_per_client:
         limit, reason = (
             "max_subscriptions_per_client",
@@ -197,8 +202,17 @@ def _subscription_quota(conn: ClientContext, held: int, total: int) -> str | Non
             (f"the broker has {total} subscriptions (limits.max_subscriptions_total)"),
         )
     else:
-        return None
-    conn.broker.limit_hits.limits_key(
+        return broker.quotas.refusal(
+            broker.quotas.subscriptions,
+            limits,
+            session.tenant,
+            session.owner or UNATTRIBUTED,
+            1,
+            broker.limit_hits,
+            conn.client_id,
+            f"SUBSCRIBE by {conn.client_id!r}",
+        )
+    broker.limit_hits.limits_key(
         limit, conn.client_id, f"SUBSCRIBE by {conn.client_id!r} refused: {reason}"
     )
     return reason

@@ -29,4 +29,5 @@ def handle_unsubscribe(conn: ClientContext, packet: Unsubscribe) -> None:
         shared = split_shared(topic_filter, broker.separator, True)
         space.unsubscribe(entry, shared.filter if shared is not None else topic_filter)
         codes.append(ReasonCode.SUCCESS)
+    broker.quotas.hold_subscriptions(session)  # what its tenant and owner hold (quotas.py)
     conn.send_packet(Unsuback(packet.packet_id, tuple(codes) if conn.v5 else (), Properties()))

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .delivery import Delivery
     from .limits.limit_hits import LimitHits
     from .limits.publish_quota import PublishQuota
+    from .limits.quotas import Quotas
     from .message import Message
     from .ownership import ClientIdBindings, Principal
     from .persist.persistence import Persistence
@@ -73,10 +74,17 @@ class BrokerServices(Protocol):
     def bridges(self) -> Bridging | None: ...
     @property
     def topic_spaces(self) -> dict[str, TopicSpace]: ...
+    @property
+    def quotas(self) -> Quotas: ...
 
     def topic_space(self, tenant: str) -> TopicSpace: ...
     def retain(
-        self, space: TopicSpace, message: Message, client_id: str, what: str
+        self,
+        space: TopicSpace,
+        message: Message,
+        client_id: str,
+        what: str,
+        owner: Principal | None,
     ) -> tuple[str, str] | None: ...
     def live_session(self, tenant: str, client_id: str) -> Session | None: ...
     def client_id_bindings(self) -> ClientIdBindings: ...

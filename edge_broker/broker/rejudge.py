@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from .connection import Connection
     from .delivery import Delivery
+    from .limits.quotas import Quotas
     from .session import SessionStore
     from .stats import BrokerStats
     from .topic_space import TopicSpace
@@ -78,6 +79,9 @@ class RejudgeHost(Protocol):
 
     @property
     def delivery(self) -> Delivery: ...
+
+    @property
+    def quotas(self) -> Quotas: ...
 
     @property
     def stats(self) -> BrokerStats: ...
@@ -172,6 +176,7 @@ def remove_subscription(
         return
     session.journal.changed()
     broker.topic_space(session.tenant).unsubscribe(entry, entry.routed_filter(broker.separator))
+    broker.quotas.hold_subscriptions(session)
     broker.stats.subscriptions_removed += 1
     identity = session.identity
     log.info(
@@ -207,6 +212,7 @@ def _replace(
     session.subscriptions[topic_filter] = entry
     session.journal.changed()
     broker.topic_space(session.tenant).subscribe(entry, inner, pattern)  # type: ignore[arg-type]
+    broker.quotas.hold_subscriptions(session)
 
 
 # -- queued and in-flight messages -----------------------------------------------------------

@@ -44,6 +44,7 @@ from .limits.fd_budget import (
 )
 from .limits.limit_hits import LimitHits
 from .limits.pre_auth import SourceRates, connect_timed_out, source_rate_refusal
+from .limits.quotas import UNATTRIBUTED, Quotas
 from .limits.read_pool import ReadPool
 from .limits.retained_budget import RetainedBudget
 from .limits.write_budget import WriteBudget
@@ -107,7 +108,9 @@ class Broker:
         self.stats = BrokerStats(clock)
         self.limit_hits = LimitHits(clock=clock)  # issue 16: counter + rate-limited log per bound
         self._connection_cap = connection_cap(config.limits.max_connections)
-        self.retained_budget = RetainedBudget()  # retained messages of every topic space
+        # what each tenant and principal holds of every shared total (issue 31 item 2)
+        self.quotas = Quotas()
+        self.retained_budget = RetainedBudget(self.quotas)  # retained messages of every space
         self.read_pool = ReadPool(self)  # packets being read beyond read_buffer_size
         self.write_budget = WriteBudget(self)  # bytes in transport write buffers
         self.claims: ClaimsRuntime | None = None  # SMOKER claims ([claims]), opened by start()
@@ -251,6 +254,8 @@ class Broker:
     def restore_session(self, session: Session) -> None:
         """Recovery: an offline session from the store, with its expiry and delayed will."""
         self.sessions.put(session)
+        self.quotas.hold_subscriptions(session)  # charged again to its tenant and owner
+        self.delivery.hold_queue(session)
         if session.will is not None and session.will_at is not None:
             self._wills.set(session, session.will_at)
             self.timers.arm(session.will_at)
@@ -476,21 +481,32 @@ class Broker:
             store.budget_tenant = space.tenant
 
     def retain(
-        self, space: TopicSpace, message: Message, client_id: str, what: str
+        self,
+        space: TopicSpace,
+        message: Message,
+        client_id: str,
+        what: str,
+        owner: Principal | None,
     ) -> tuple[str, str] | None:
         """Store ``message`` as the retained message of its topic in ``space`` (an empty payload
-        clears it), within the retained limits (retained_budget.py). Every retained PUBLISH, will
-        and bridged message goes here. Over a limit nothing changes; the refusal is counted and
-        logged (``{what} not retained: …``) and returned as (limit key, reason) for the caller to
-        answer its client."""
+        clears it), within the retained limits (retained_budget.py) and ``owner``'s and the
+        tenant's shares of them (limits/quotas.py; ``None``: not a client's, charged to
+        ``UNATTRIBUTED``). Every retained PUBLISH, will and bridged message goes here. Over a
+        limit nothing changes; the refusal is counted and logged (``{what} not retained: …``)
+        and returned as (limit key, reason) for the caller to answer its client."""
         if not message.payload:
             space.retained.delete(message.topic)
             return None
+        charged = owner if owner is not None else UNATTRIBUTED
         refusal = self.retained_budget.refusal(
-            self.config.limits, space.tenant, message, space.retained.get(message.topic)
+            self.config.limits, space.tenant, message, space.retained.get(message.topic), charged
         )
         if refusal is None:
-            space.retained.set(message)
+            self.quotas.retaining = charged
+            try:
+                space.retained.set(message)
+            finally:
+                self.quotas.retaining = None
             return None
         limit, reason = refusal
         self.limit_hits.limits_key(limit, client_id, f"{what} not retained: {reason}")
@@ -594,6 +610,7 @@ class Broker:
         if persistence is not None and (expiry > 0 or persistence.tracks(session)):
             persistence.adopt(session)  # outlives its connection: stored (issue 8)
         self.stats.clients_connected += 1
+        self.quotas.connections.hold(conn, identity.tenant, principal, 1)
         self.stats.clients_maximum = max(self.stats.clients_maximum, self.stats.clients_connected)
         return session, present
 
@@ -685,6 +702,7 @@ class Broker:
         session.connection = None
         session.token_deadline = conn.engine.token_deadline  # for the will (rejudge.py)
         self.stats.clients_connected -= 1
+        self.quotas.connections.release(conn)
         will, conn.will = conn.will, None
         # what the end of the connection does to the will and the session: the engine's
         # decision (engine/negotiation.py), this broker's timers and stores act on it
@@ -737,6 +755,7 @@ class Broker:
                 space.unsubscribe(entry, entry.routed_filter(self.separator))
         session.subscriptions.clear()
         self.delivery.forget_queue(session)
+        self.quotas.session_ended(session)
         session.queue.clear()
         session.inflight.clear()
         if self.sessions.get(session.key) is session:
@@ -777,7 +796,9 @@ class Broker:
     def _route_will(self, session: Session, message: Message) -> None:
         space = self.topic_space(session.tenant)
         if message.retain:
-            self.retain(space, message, session.client_id, f"will of {session.client_id!r}")
+            self.retain(
+                space, message, session.client_id, f"will of {session.client_id!r}", session.owner
+            )
         self.delivery.route(space, message)
         log.info(
             "will published",
@@ -861,6 +882,8 @@ class Broker:
         if "space_sweep" in duties:
             self.free_empty_topic_spaces()
             self.delivery.recount(self.sessions)
+            for session in self.sessions:  # queues changed elsewhere (re-judged) counted again
+                self.quotas.hold_subscriptions(session)
         if "write_resample" in duties:
             self.write_budget.resample()
         if "sys" in duties:

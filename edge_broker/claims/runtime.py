@@ -54,7 +54,8 @@ def store_path(config: Config) -> Path:
     return base / CLAIMS_LOG  # what ``edge-broker claim list --store DIR`` reads
 
 
-def throttle_limits(claims: ClaimsConfig) -> ThrottleLimits:
+def throttle_limits(claims: ClaimsConfig, tenant_share: float = 1.0) -> ThrottleLimits:
+    """The flood guard's limits: ``[claims]`` and ``[limits] tenant_share``."""
     return ThrottleLimits(
         max_claim_bytes=claims.max_claim_bytes,
         max_claims_per_client=claims.max_claims_per_client,
@@ -68,6 +69,7 @@ def throttle_limits(claims: ClaimsConfig) -> ThrottleLimits:
         request_page_claims=claims.request_page_claims,
         request_page_bytes=claims.request_page_bytes,
         request_scan_rate=claims.request_scan_rate,
+        tenant_share=tenant_share,
     )
 
 
@@ -127,7 +129,9 @@ class ClaimsRuntime:
                     "tail_bytes_dropped": report.tail_bytes_dropped,
                 },
             )
-        service = ClaimService(store, throttle_limits(config.claims), lazy=True)
+        service = ClaimService(
+            store, throttle_limits(config.claims, config.limits.tenant_share), lazy=True
+        )
         log.info(
             f"claim store {path}: {service.load_report.pending} claims read, verifying",
             extra={

@@ -81,7 +81,13 @@ class _TenantQuota:
     def admit(self, owner: str, topic: str, size: int, now: float) -> str | None:
         service = self.service
         return service.guard.admit(
-            owner, topic, size, now, service.live_topics(self.tenant, owner), service.live_total()
+            owner,
+            topic,
+            size,
+            now,
+            service.live_topics(self.tenant, owner),
+            service.live_total(),
+            (self.tenant, service.live_in_tenant(self.tenant)),
         )
 
 
@@ -275,6 +281,12 @@ class ClaimService:
     def live_total(self) -> int:
         return sum(len(t) for t in self._index.values()) + sum(
             1 for _, who in self._inflight.values() if who is not None
+        )
+
+    def live_in_tenant(self, tenant: str) -> int:
+        """The live claims of ``tenant``, those still being written included."""
+        return len(self._index.get(tenant, _EMPTY)) + sum(
+            1 for (t, _), (_, who) in self._inflight.items() if t == tenant and who is not None
         )
 
     def __len__(self) -> int:

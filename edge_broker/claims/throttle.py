@@ -52,6 +52,9 @@ class ThrottleLimits:
     # no client spends another's): a request reads the involvement index from its cursor on
     # (~12 µs per claim at the maximum claim size on this machine)
     request_scan_rate: float = 10_000.0
+    # of max_claims_total, the live claims one tenant may hold (``[limits] tenant_share``,
+    # docs/limits-quotas.md): throw-away SMOKER keys of one tenant cannot fill another's
+    tenant_share: float = 1.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -67,6 +70,7 @@ class ThrottleLimits:
             "request_page_claims",
             "request_page_bytes",
             "request_scan_rate",
+            "tenant_share",
         ):
             value = getattr(self, name)
             if not value > 0:
@@ -151,12 +155,20 @@ class FloodGuard:
         self._prune_at = _PRUNE_FLOOR
 
     def admit(
-        self, owner: str, topic: str, size: int, now: float, owned: Collection[str], total: int
+        self,
+        owner: str,
+        topic: str,
+        size: int,
+        now: float,
+        owned: Collection[str],
+        total: int,
+        tenant: tuple[str, int] | None = None,
     ) -> str | None:
         """``None`` and take one client and one store token, or the reason for 0x97.
 
-        ``owned`` are the owner's live topics, ``total`` the live claims of every owner; a claim
-        on a topic the owner already holds replaces it and does not count against either limit.
+        ``owned`` are the owner's live topics, ``total`` the live claims of every owner,
+        ``tenant`` the owner's tenant and its live claims; a claim on a topic the owner already
+        holds replaces it and does not count against any of these limits.
         """
         limits = self.limits
         if size > limits.max_claim_bytes:
@@ -169,6 +181,14 @@ class FloodGuard:
                 )
             if total >= limits.max_claims_total:
                 return f"the broker holds its maximum of {limits.max_claims_total} live claims"
+            if tenant is not None and limits.tenant_share < 1.0:
+                share = max(1, int(limits.max_claims_total * limits.tenant_share))
+                if tenant[1] >= share:
+                    return (
+                        f"tenant {tenant[0]!r} holds {tenant[1]} live claims; its share is "
+                        f"{share} (limits.tenant_share {limits.tenant_share:g} of "
+                        f"claims.max_claims_total {limits.max_claims_total})"
+                    )
         client = refill(
             self._buckets.get(owner) or full_bucket(limits.client_burst, now),
             limits.client_rate,

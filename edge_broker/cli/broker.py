@@ -169,6 +169,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     lines, _over = budget_report(config, Path(args.unit) if args.unit else None)
     print("\n".join(lines))  # a warning, not an error: the budget is a worst case
+    from ..broker.limits.quotas import quota_report
+
+    print("\n".join(quota_report(config.limits)))
     from ..ops.principal_lint import lint_unpermitted_principals
 
     for finding in lint_unpermitted_principals(config):  # runs, but denies all they do

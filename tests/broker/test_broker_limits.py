@@ -23,7 +23,10 @@ from edge_broker.mqtt.packets import (
 
 
 def test_max_connections(broker_factory):
-    b = broker_factory({"limits": {"max_connections": 2}})
+    # the broker-wide limit alone (the principal's share: test_broker_quotas.py)
+    b = broker_factory(
+        {"limits": {"max_connections": 2, "principal_share": 1.0, "tenant_share": 1.0}}
+    )
     a, c = RawClient(b.host, b.port), RawClient(b.host, b.port)
     assert a.connect("a").reason_code == 0
     assert c.connect("c").reason_code == 0

@@ -32,7 +32,16 @@ from edge_broker.mqtt.packets import (
     Subscription,
 )
 
-CONFIG = {"limits": {"connect_rate": 100_000, "connect_burst": 100_000}}
+# the shares (docs/limits-quotas.md) off: one anonymous attacker fills the broker-wide totals,
+# the worst case the budget is about
+CONFIG = {
+    "limits": {
+        "connect_rate": 100_000,
+        "connect_burst": 100_000,
+        "tenant_share": 1.0,
+        "principal_share": 1.0,
+    }
+}
 
 
 @dataclass

@@ -329,7 +329,8 @@ def test_overflow_backpressure_is_bounded_in_time(broker_factory):
 
 
 def test_subscriptions_total(broker_factory):
-    b = broker_factory({"limits": {"max_subscriptions_total": 5}, "sys": {"interval": 0}})
+    limits = {"max_subscriptions_total": 5, "tenant_share": 1.0, "principal_share": 1.0}
+    b = broker_factory({"limits": limits, "sys": {"interval": 0}})
     with RawClient(b.host, b.port) as a, RawClient(b.host, b.port) as c:
         a.connect(unique_id("sa"))
         a.send(Subscribe(1, tuple(Subscription(f"a/{i}", 0) for i in range(3))))
@@ -347,7 +348,7 @@ def test_encoded_variants_of_large_retained_messages_are_not_kept(broker_factory
     """Each retained message kept up to 17 encoded copies (one per subscription identifier,
     expiry, alias ... variant): 17 SUBSCRIBEs of one client with distinct subscription
     identifiers made 15 MB of retained payload hold 17 × 15 MB."""
-    b = broker_factory()
+    b = broker_factory({"limits": {"tenant_share": 1.0, "principal_share": 1.0}})
     with RawClient(b.host, b.port) as c:
         c.connect(unique_id("rp"))
         for i in range(60):

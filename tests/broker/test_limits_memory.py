@@ -15,6 +15,9 @@ from edge_broker.mqtt.codec import encode
 from edge_broker.mqtt.packets import Disconnect, Properties, Puback, Publish
 
 FAST_SYS = {"interval": 1}
+# One anonymous principal against a broker-wide total: the tenant and principal shares
+# (limits/quotas.py, tested in test_broker_quotas.py) off
+WHOLE_TOTALS = {"tenant_share": 1.0, "principal_share": 1.0}
 OPEN_LISTENER = {"name": "tcp", "bind": "127.0.0.1", "port": 0, "tenant_choice": "open"}
 
 
@@ -131,6 +134,7 @@ def test_retained_limits_answer_0x97_and_count() -> None:
             "max_retained_per_client": 3,
             "max_retained_payload": 1000,
             "max_retained_bytes": 100_000,
+            **WHOLE_TOTALS,
         },
     }
     for mb in memory_broker(config):
@@ -184,7 +188,7 @@ def test_retained_limits_answer_0x97_and_count() -> None:
 
 
 def test_queued_bytes_total_bounds_every_queue_together(caplog: pytest.LogCaptureFixture) -> None:
-    limits = {"max_inflight": 1, "max_queued_bytes_total": 12_000}
+    limits = {"max_inflight": 1, "max_queued_bytes_total": 12_000, **WHOLE_TOTALS}
     for mb in memory_broker({"sys": FAST_SYS, "limits": limits}):
         subs = []
         for i in range(2):

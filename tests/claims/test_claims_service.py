@@ -225,6 +225,29 @@ async def test_total_limit_across_owners(tmp_path: Path) -> None:
     await close(service)
 
 
+async def test_tenant_share_keeps_room_for_other_tenants(tmp_path: Path) -> None:
+    """Throw-away SMOKER keys of one tenant (each its own principal) stop at the tenant's share
+    of max_claims_total (docs/limits-quotas.md); a device of another tenant still claims."""
+    limits = ThrottleLimits(max_claims_total=4, client_burst=100, tenant_share=0.5)
+    service = open_service(tmp_path, limits)
+    codes, reasons = [], []
+    for n in range(4):
+        k = key(n)
+        me = smoker_id(k.verify_key)
+        who = Identity(client_id=me, method="smoker", smoker_id=me, tenant="acme")
+        outcome = await service.claim(who, 1, claim_payload(restriction(None, owner=me), k))
+        codes.append(outcome.reason_code)
+        reasons.append(outcome.reason_string or "")
+    assert codes == [ReasonCode.SUCCESS] * 2 + [ReasonCode.QUOTA_EXCEEDED] * 2
+    assert "tenant 'acme' holds 2 live claims; its share is 2" in reasons[2]
+    assert "limits.tenant_share 0.5 of claims.max_claims_total 4" in reasons[2]
+    device = Identity(client_id=OWNER, method="smoker", smoker_id=OWNER, tenant="globex")
+    outcome = await service.claim(device, 1, claim_payload(restriction(None)))
+    assert outcome.reason_code is ReasonCode.SUCCESS
+    assert service.live_in_tenant("acme") == 2 and service.live_in_tenant("globex") == 1
+    await close(service)
+
+
 async def test_store_failure_answers_0x80_and_changes_nothing(tmp_path: Path) -> None:
     service = open_service(tmp_path)
     await service.claim(smoker_identity(), 1, claim_payload(restriction(TOPIC, BL)))

@@ -84,3 +84,15 @@ def test_cache_byte_bounds_are_limits_keys_counted_in_the_budget(tmp_path):
     assert (
         "5.4 MiB  2 × routing_cache_bytes + decision_cache_bytes (claims) + max_conn" in r.stdout
     ), r.stdout + r.stderr
+
+
+def test_check_prints_the_tenant_and_principal_shares(tmp_path):
+    r = check(tmp_path, "[limits]\nmax_connections = 100\ntenant_share = 0.4\n")
+    assert r.returncode == 0, r.stderr
+    assert "limits.tenant_share 0.4" in r.stdout and "limits.principal_share 0.25" in r.stdout
+    quotas = r.stdout[r.stdout.index("quotas:") :].splitlines()
+    line = next(x for x in quotas if x.strip().startswith("connections"))
+    assert "per tenant           40;" in line and "per principal           25" in line
+    r = check(tmp_path, "[limits]\ntenant_share = 0.2\n")  # below principal_share: an error
+    assert r.returncode == 1
+    assert "principal_share" in r.stderr and "lower it or raise tenant_share" in r.stderr

@@ -17,20 +17,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..message import Message
+from .quotas import Quotas
 
 if TYPE_CHECKING:
     from ...config import LimitsConfig
+    from ..ownership import Principal
 
 
 class RetainedBudget:
-    """What every topic space's retained messages hold together, and per publishing client."""
+    """What every topic space's retained messages hold together, per publishing client, and
+    (``quotas``, quotas.py) per tenant and per principal."""
 
-    __slots__ = ("count", "bytes", "per_client")
+    __slots__ = ("count", "bytes", "per_client", "quotas")
 
-    def __init__(self) -> None:
+    def __init__(self, quotas: Quotas | None = None) -> None:
         self.count = 0
         self.bytes = 0
         self.per_client: dict[tuple[str, str | None], int] = {}  # (tenant, origin) -> topics
+        self.quotas = quotas if quotas is not None else Quotas()
 
     def added(self, tenant: str, message: Message) -> None:
         if message.topic[:1] == "$":
@@ -39,6 +43,7 @@ class RetainedBudget:
         self.bytes += message.size
         key = (tenant, message.origin)
         self.per_client[key] = self.per_client.get(key, 0) + 1
+        self.quotas.retained_added(tenant, message)
 
     def removed(self, tenant: str, message: Message) -> None:
         if message.topic[:1] == "$":
@@ -51,13 +56,20 @@ class RetainedBudget:
             self.per_client[key] = left
         else:
             self.per_client.pop(key, None)
+        self.quotas.retained_removed(tenant, message)
 
     def refusal(
-        self, limits: LimitsConfig, tenant: str, message: Message, old: Message | None
+        self,
+        limits: LimitsConfig,
+        tenant: str,
+        message: Message,
+        old: Message | None,
+        owner: Principal,
     ) -> tuple[str, str] | None:
-        """``(limit key, reason)`` when storing ``message`` in place of ``old`` (the retained
-        message of that topic, if any) would pass a limit (the running config's ``limits``: a
-        reload may change them); ``None`` when it fits."""
+        """``(limit key, reason)`` when storing ``message`` of ``owner`` in place of ``old``
+        (the retained message of that topic, if any) would pass a limit or ``owner``'s or
+        ``tenant``'s share of one (the running config's ``limits``: a reload may change them);
+        ``None`` when it fits."""
         payload = len(message.payload)
         if payload > limits.max_retained_payload:
             return (
@@ -85,4 +97,4 @@ class RetainedBudget:
                     f"this client already holds {held} retained "
                     f"messages (limits.max_retained_per_client)",
                 )
-        return None
+        return self.quotas.retained_refusal(limits, tenant, owner, message, old)

@@ -1,0 +1,637 @@
+// One function per page: view(root, params, ctx) fills `root` and returns a cleanup function
+// (unsubscribe, stop timers) called when the user leaves the page.
+
+import { canAct, segment, session } from './api.js';
+import { lineChart } from './charts.js';
+import {
+  actionButton,
+  facts,
+  fmtBytes,
+  fmtDuration,
+  fmtNumber,
+  fmtTime,
+  h,
+  link,
+  table,
+} from './dom.js';
+
+const PAGE = 50;
+
+function title(text, ...extra) {
+  return h('div', { class: 'title' }, h('h2', null, text), extra);
+}
+
+function viewerNote() {
+  return canAct()
+    ? null
+    : h('p', { class: 'muted' }, `You are logged in as ${session.role}: actions need the operator role.`);
+}
+
+/** Re-run `fn` at most once per `ms` however many events ask for it. */
+function debounce(fn, ms) {
+  let timer = null;
+  const run = () => {
+    clearTimeout(timer);
+    timer = setTimeout(fn, ms);
+  };
+  run.cancel = () => clearTimeout(timer);
+  return run;
+}
+
+/** A filter form whose inputs are named after the API's query parameters. */
+function filterForm(fields, values, onApply) {
+  const inputs = fields.map(([name, label, placeholder]) =>
+    h('input', { name, id: `filter-${name}`, value: values[name] || '', placeholder: placeholder || '' }),
+  );
+  const form = h(
+    'form',
+    { class: 'filters' },
+    fields.map(([, label], i) => h('label', null, label, inputs[i])),
+    h('button', { type: 'submit' }, 'Apply'),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const next = {};
+    fields.forEach(([name], i) => {
+      next[name] = inputs[i].value.trim();
+    });
+    onApply(next);
+  });
+  return form;
+}
+
+function pager(total, offset, onMove) {
+  if (total <= PAGE) return h('p', { class: 'muted' }, `${total} in all`);
+  const last = Math.min(offset + PAGE, total);
+  return h(
+    'div',
+    { class: 'pager' },
+    h('button', { type: 'button', disabled: offset === 0, onclick: () => onMove(Math.max(0, offset - PAGE)) }, '‹ Previous'),
+    ` ${offset + 1}–${last} of ${total} `,
+    h('button', { type: 'button', disabled: last >= total, onclick: () => onMove(offset + PAGE) }, 'Next ›'),
+  );
+}
+
+// ---------------------------------------------------------------- dashboard
+
+async function dashboard(root, _params, { api, stream, history }) {
+  const overview = await api.get('overview');
+  const summary = h('div', { class: 'cards' });
+  const limits = h('section', { class: 'card' });
+
+  function renderSummary(o, live) {
+    const connections = live?.connections ?? o.connections;
+    const memory = live?.memory ?? o.memory ?? {};
+    summary.replaceChildren(
+      stat('Connections', fmtNumber(connections), 'stat-connections'),
+      stat('Offline sessions', fmtNumber(o.sessions)),
+      stat('In / out per s', `${fmtNumber(live?.rates?.in_per_s ?? o.rates?.in_per_s, 1)} / ${fmtNumber(live?.rates?.out_per_s ?? o.rates?.out_per_s, 1)}`),
+      stat('Memory', `${fmtBytes(memory.rss_bytes)} of ${fmtBytes(memory.budget_bytes)}`),
+      stat('Store', o.store?.state ?? '—'),
+      stat('Policy bundle', o.policy?.bundle_version ?? 'none', null, o.policy?.signer ? `signed by ${o.policy.signer}` : ''),
+      stat('Version', o.version ?? '—', null, `up ${fmtDuration(o.uptime_s)}`),
+    );
+    const hits = Object.entries(o.limit_hits || {}).filter(([, n]) => n);
+    limits.replaceChildren(
+      h('h3', null, 'Limit hits'),
+      hits.length
+        ? facts(hits.map(([name, n]) => [name, fmtNumber(n)]))
+        : h('p', { class: 'muted' }, 'No limit was hit.'),
+    );
+  }
+
+  function stat(label, value, id, sub) {
+    return h('section', { class: 'card stat', id }, h('h3', null, label), h('p', { class: 'big' }, value), sub ? h('p', { class: 'muted' }, sub) : null);
+  }
+
+  const rate = (v) => `${fmtNumber(v, 1)}/s`;
+  const charts = [
+    lineChart(
+      'Message rates',
+      [
+        { name: 'in', cls: 'series-a', history: history.inRate },
+        { name: 'out', cls: 'series-b', history: history.outRate },
+      ],
+      { format: rate, id: 'chart-rates' },
+    ),
+    lineChart('Clients', [{ name: 'connected', cls: 'series-a', history: history.clients }], {
+      format: (v) => fmtNumber(v),
+      id: 'chart-clients',
+    }),
+    lineChart('Bridge backlog', [{ name: 'queued', cls: 'series-b', history: history.backlog }], {
+      format: (v) => fmtNumber(v),
+      id: 'chart-backlog',
+    }),
+    lineChart(
+      'Memory against the budget',
+      [
+        { name: 'RSS', cls: 'series-a', history: history.rss },
+        { name: 'budget', cls: 'series-limit', history: history.budget },
+      ],
+      { format: fmtBytes, id: 'chart-memory' },
+    ),
+  ];
+
+  renderSummary(overview, history.latest);
+  root.append(
+    title('Dashboard', h('span', { class: 'muted live' }, 'live, every 2 s')),
+    summary,
+    h('div', { class: 'charts' }, charts.map((c) => c.element)),
+    limits,
+  );
+
+  let current = overview;
+  const off = stream.on('counters', (live) => {
+    renderSummary(current, live);
+    for (const chart of charts) chart.redraw();
+  });
+  // the slow-moving facts (sessions, store, policy, limit hits) are re-read every 30 s
+  const timer = setInterval(async () => {
+    try {
+      current = await api.get('overview');
+      renderSummary(current, history.latest);
+    } catch {
+      // the notice of a failed request would repeat every 30 s; the stream shows the state
+    }
+  }, 30000);
+  return () => {
+    off();
+    clearInterval(timer);
+  };
+}
+
+// ---------------------------------------------------------------- clients
+
+const CLIENT_FILTERS = [
+  ['id', 'Client id', 'glob, e.g. sensor-*'],
+  ['tenant', 'Tenant'],
+  ['principal', 'Principal'],
+  ['method', 'Method', 'password, token, …'],
+  ['address', 'Address'],
+];
+
+async function clients(root, _params, { api, stream, isCurrent }) {
+  let filters = {};
+  let offset = 0;
+  const body = h('div', { id: 'clients-table' });
+  const lastChange = h('span', { class: 'muted live', id: 'clients-live' }, 'live');
+
+  async function load() {
+    const data = await api.get('clients', { ...filters, offset, limit: PAGE });
+    if (!isCurrent()) return;
+    body.replaceChildren(
+      table(
+        [
+          { title: 'Client id', value: (c) => link(c.client_id, 'clients', c.client_id) },
+          { title: 'Principal', value: (c) => c.principal ?? '—' },
+          { title: 'Method', value: (c) => c.method ?? '—' },
+          { title: 'Tenant', value: (c) => c.tenant ?? '—' },
+          { title: 'Address', value: (c) => c.address ?? '—' },
+          { title: 'Protocol', value: (c) => String(c.protocol ?? '—') },
+          { title: 'Connected', value: (c) => fmtTime(c.connected_at) },
+        ],
+        data.items,
+        { empty: 'No client is connected (or none matches the filter).', rowAttrs: (c) => ({ 'data-client-id': c.client_id }) },
+      ),
+      pager(data.total, offset, (next) => {
+        offset = next;
+        load().catch(() => {});
+      }),
+    );
+  }
+
+  const reload = debounce(() => load().catch(() => {}), 300);
+  const off = stream.on('client', (change) => {
+    lastChange.textContent = `live — ${change.client_id} ${change.change}`;
+    reload();
+  });
+
+  root.append(
+    title('Clients', lastChange),
+    filterForm(CLIENT_FILTERS, filters, (next) => {
+      filters = next;
+      offset = 0;
+      load().catch(() => {});
+    }),
+    body,
+  );
+  await load();
+  return () => {
+    off();
+    reload.cancel();
+  };
+}
+
+async function clientDetail(root, [clientId], { api, stream, notify, isCurrent }) {
+  const body = h('div', { id: 'client-detail' });
+  root.append(title('Client', h('code', { class: 'client-id' }, clientId)), link('‹ all clients', 'clients'), body);
+
+  async function load() {
+    let c;
+    try {
+      c = await api.get(`clients/${segment(clientId)}`);
+    } catch (err) {
+      if (err.status !== 404) throw err;
+      if (isCurrent()) body.replaceChildren(h('p', { class: 'muted', id: 'not-connected' }, 'This client is not connected.'));
+      return;
+    }
+    if (!isCurrent()) return;
+    body.replaceChildren(
+      facts([
+        ['Client id', c.client_id],
+        ['Principal', c.principal ?? '—'],
+        ['Method', c.method ?? '—'],
+        ['Tenant', c.tenant ?? '—'],
+        ['Address', c.address ?? '—'],
+        ['Protocol', String(c.protocol ?? '—')],
+        ['Connected', fmtTime(c.connected_at)],
+        ['Keep alive', c.keep_alive === undefined ? '—' : `${c.keep_alive} s`],
+        ['In flight', fmtNumber(c.in_flight)],
+        ['Queued', fmtNumber(c.queued)],
+      ]),
+      h('div', { class: 'actions' },
+        actionButton('Disconnect', async () => {
+          try {
+            await api.post(`clients/${segment(clientId)}/disconnect`, {});
+            notify(`Disconnected ${clientId}.`);
+          } catch (err) {
+            notify(err.message, 'error');
+          }
+          await load().catch(() => {});
+        }, { confirm: false, disabled: !canAct() }),
+      ),
+      viewerNote(),
+      h('h3', null, 'Subscriptions'),
+      table(
+        [
+          { title: 'Filter', value: (s) => s.filter },
+          { title: 'QoS', value: (s) => String(s.qos), class: 'num' },
+        ],
+        c.subscriptions || [],
+        { empty: 'No subscription.' },
+      ),
+      h('h3', null, 'Claims owned'),
+      table(
+        [
+          { title: 'Pattern', value: (x) => x.pattern },
+          { title: 'Expires', value: (x) => fmtTime(x.expires) },
+        ],
+        c.claims || [],
+        { empty: 'No claim.' },
+      ),
+    );
+  }
+
+  const off = stream.on('client', (change) => {
+    if (change.client_id === clientId) load().catch(() => {});
+  });
+  await load();
+  return off;
+}
+
+// ---------------------------------------------------------------- denials
+
+function denialDetail(d) {
+  return [
+    h('h3', null, 'Why was this denied?'),
+    facts([
+      ['Time', fmtTime(d.time)],
+      ['Client id', d.client_id ?? '—'],
+      ['Principal', d.principal ?? '—'],
+      ['Request', d.kind ?? '—'],
+      ['Topic', d.topic ?? '—'],
+      ['Gate', d.gate ?? '—'],
+      ['Rule', h('code', { class: 'rule' }, d.rule ?? '—')],
+      ['Reason', d.reason ?? '—'],
+    ]),
+    h('h4', null, 'Explanation'),
+    h('pre', { class: 'explanation' }, d.explanation || 'No explanation was recorded.'),
+  ];
+}
+
+async function denials(root, _params, { api, stream, isCurrent }) {
+  const KEEP = 200;
+  const data = await api.get('denials', { limit: 50 });
+  if (!isCurrent()) return null;
+  const items = [...data.items];
+  let selected = null;
+  const list = h('div', { class: 'denial-list', id: 'denials-list' });
+  const detail = h('aside', { class: 'card denial-detail', id: 'denial-detail' }, h('p', { class: 'muted' }, 'Pick a denial to read its explanation.'));
+
+  function render() {
+    list.replaceChildren(
+      table(
+        [
+          { title: 'Time', value: (d) => fmtTime(d.time) },
+          { title: 'Client id', value: (d) => d.client_id ?? '—' },
+          { title: 'Request', value: (d) => d.kind ?? '—' },
+          { title: 'Topic', value: (d) => d.topic ?? '—' },
+          { title: 'Rule', value: (d) => d.rule ?? '—' },
+          {
+            title: '',
+            value: (d) =>
+              h('button', { type: 'button', class: 'link why', onclick: () => select(d) }, 'Why?'),
+          },
+        ],
+        items,
+        {
+          empty: 'No request was denied lately.',
+          rowAttrs: (d) => ({ class: d === selected ? 'selected denial' : 'denial' }),
+        },
+      ),
+    );
+  }
+
+  function select(d) {
+    selected = d;
+    detail.replaceChildren(...denialDetail(d));
+    render();
+  }
+
+  const off = stream.on('denial', (d) => {
+    items.unshift(d);
+    if (items.length > KEEP) items.length = KEEP;
+    render();
+  });
+  render();
+  root.append(
+    title('Denials', h('span', { class: 'muted live' }, 'live, newest first')),
+    h('div', { class: 'split' }, list, detail),
+  );
+  return off;
+}
+
+// ---------------------------------------------------------------- sessions
+
+async function sessions(root, _params, { api, notify, isCurrent }) {
+  const body = h('div', { id: 'sessions-table' });
+  async function load() {
+    const data = await api.get('sessions');
+    if (!isCurrent()) return;
+    body.replaceChildren(
+      table(
+        [
+          { title: 'Client id', value: (x) => x.client_id },
+          { title: 'Owner', value: (x) => x.owner ?? '—' },
+          { title: 'Expires', value: (x) => fmtTime(x.expires_at) },
+          { title: 'Queued', value: (x) => fmtNumber(x.queued), class: 'num' },
+          {
+            title: '',
+            value: (x) =>
+              actionButton('Drop', async () => {
+                try {
+                  await api.del(`sessions/${segment(x.client_id)}`);
+                  notify(`Dropped the session of ${x.client_id}; its client id is free again.`);
+                } catch (err) {
+                  notify(err.message, 'error');
+                }
+                await load().catch(() => {});
+              }, { disabled: !canAct() }),
+          },
+        ],
+        data.items,
+        { empty: 'No offline session.', rowAttrs: (x) => ({ 'data-client-id': x.client_id }) },
+      ),
+    );
+  }
+  root.append(title('Offline sessions'), viewerNote(), body);
+  await load();
+}
+
+// ---------------------------------------------------------------- retained
+
+async function retained(root, _params, { api, notify, isCurrent }) {
+  let filters = {};
+  let offset = 0;
+  const body = h('div', { id: 'retained-table' });
+  async function load() {
+    const data = await api.get('retained', { ...filters, offset, limit: PAGE });
+    if (!isCurrent()) return;
+    body.replaceChildren(
+      table(
+        [
+          { title: 'Tenant', value: (r) => r.tenant ?? '—' },
+          { title: 'Topic', value: (r) => r.topic },
+          { title: 'Bytes', value: (r) => fmtNumber(r.bytes), class: 'num' },
+          { title: 'QoS', value: (r) => String(r.qos), class: 'num' },
+          { title: 'Preview', value: (r) => h('code', { class: 'preview' }, r.preview ?? '') },
+          {
+            title: '',
+            value: (r) =>
+              actionButton('Delete', async () => {
+                try {
+                  await api.del('retained', { tenant: r.tenant, topic: r.topic });
+                  notify(`Deleted the retained message on ${r.topic}.`);
+                } catch (err) {
+                  notify(err.message, 'error');
+                }
+                await load().catch(() => {});
+              }, { disabled: !canAct() }),
+          },
+        ],
+        data.items,
+        { empty: 'No retained message (or none matches the filter).', rowAttrs: (r) => ({ 'data-topic': r.topic }) },
+      ),
+      pager(data.total, offset, (next) => {
+        offset = next;
+        load().catch(() => {});
+      }),
+    );
+  }
+  root.append(
+    title('Retained messages'),
+    viewerNote(),
+    filterForm([['prefix', 'Topic prefix'], ['tenant', 'Tenant']], filters, (next) => {
+      filters = next;
+      offset = 0;
+      load().catch(() => {});
+    }),
+    body,
+  );
+  await load();
+}
+
+// ---------------------------------------------------------------- claims
+
+async function claims(root, _params, { api, notify, isCurrent }) {
+  let filters = {};
+  const body = h('div', { id: 'claims-table' });
+  async function load() {
+    const data = await api.get('claims', filters);
+    if (!isCurrent()) return;
+    body.replaceChildren(
+      table(
+        [
+          { title: 'Id', value: (c) => String(c.id) },
+          { title: 'Owner', value: (c) => c.owner },
+          { title: 'Pattern', value: (c) => c.pattern },
+          { title: 'Expires', value: (c) => fmtTime(c.expires) },
+          {
+            title: '',
+            value: (c) =>
+              actionButton('Revoke', async () => {
+                try {
+                  await api.del(`claims/${segment(c.id)}`);
+                  notify(`Revoked the claim on ${c.pattern}.`);
+                } catch (err) {
+                  notify(err.message, 'error');
+                }
+                await load().catch(() => {});
+              }, { disabled: !canAct() }),
+          },
+        ],
+        data.items,
+        { empty: 'No claim (or none of this owner).' },
+      ),
+    );
+  }
+  root.append(
+    title('Topic claims'),
+    viewerNote(),
+    filterForm([['owner', 'Owner']], filters, (next) => {
+      filters = next;
+      load().catch(() => {});
+    }),
+    body,
+  );
+  await load();
+}
+
+// ---------------------------------------------------------------- bridges
+
+async function bridges(root, _params, { api, stream, isCurrent }) {
+  const body = h('div', { id: 'bridges-table' });
+  async function load() {
+    const data = await api.get('bridges');
+    if (!isCurrent()) return;
+    body.replaceChildren(
+      table(
+        [
+          { title: 'Bridge', value: (b) => b.name },
+          { title: 'State', value: (b) => h('span', { class: ['state', `state-${String(b.state).replace(/[^a-z_-]/gi, '')}`] }, String(b.state)) },
+          { title: 'Queue', value: (b) => fmtNumber(b.queue_depth), class: 'num' },
+          {
+            title: 'Counters',
+            value: (b) =>
+              h('span', { class: 'counters' }, Object.entries(b.counters || {}).map(([k, v]) => `${k} ${v}`).join(' · ')),
+          },
+          { title: 'Last error', value: (b) => b.last_error || '—' },
+        ],
+        data.items,
+        { empty: 'No bridge is configured.' },
+      ),
+    );
+  }
+  root.append(title('Bridges', h('span', { class: 'muted live' }, 'live')), body);
+  await load();
+  const refresh = debounce(() => load().catch(() => {}), 100);
+  const off = stream.on('counters', refresh);
+  return () => {
+    off();
+    refresh.cancel();
+  };
+}
+
+// ---------------------------------------------------------------- policy
+
+async function policy(root, _params, { api, notify }) {
+  const overview = await api.get('overview');
+  const result = h('div', { id: 'explain-result', class: 'explain-result', 'aria-live': 'polite' });
+  const kind = h(
+    'select',
+    { name: 'identity', id: 'explain-identity' },
+    h('option', { value: 'user' }, 'user name'),
+    h('option', { value: 'principal' }, 'principal'),
+    h('option', { value: 'token' }, 'token'),
+  );
+  const who = h('input', { name: 'who', id: 'explain-who', required: true, placeholder: 'e.g. sensor-7' });
+  const clientId = h('input', { name: 'client_id', id: 'explain-client-id', placeholder: 'client id' });
+  const action = h(
+    'select',
+    { name: 'action', id: 'explain-action' },
+    h('option', { value: 'publish' }, 'publish to'),
+    h('option', { value: 'subscribe' }, 'subscribe to'),
+  );
+  const topic = h('input', { name: 'topic', id: 'explain-topic', required: true, placeholder: 'topic or filter' });
+  const form = h(
+    'form',
+    { class: 'explain card', id: 'explain-form' },
+    h('h3', null, 'Would this client be allowed?'),
+    h('div', { class: 'sentence' }, 'Would the client with', kind, who, 'and client id', clientId, 'be allowed to', action, topic, '?'),
+    h('button', { type: 'submit' }, 'Ask'),
+    result,
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    result.replaceChildren(h('p', { class: 'muted' }, 'Asking…'));
+    try {
+      const answer = await api.post('explain', {
+        [kind.value]: who.value,
+        client_id: clientId.value || who.value,
+        action: action.value,
+        topic: topic.value,
+      });
+      result.replaceChildren(
+        h('p', { class: answer.allowed ? 'verdict allowed' : 'verdict denied' }, answer.allowed ? 'Allowed' : 'Denied'),
+        facts([
+          ['Gate', answer.gate ?? '—'],
+          ['Rule', h('code', { class: 'rule' }, answer.rule ?? '—')],
+        ]),
+        h('pre', { class: 'explanation' }, answer.explanation || ''),
+      );
+    } catch (err) {
+      result.replaceChildren(h('p', { class: 'error' }, err.message));
+    }
+  });
+
+  const config = h('pre', { class: 'config', id: 'running-config' }, 'Loading…');
+  api.get('config').then(
+    (data) => {
+      config.textContent = JSON.stringify(data, null, 2);
+    },
+    (err) => {
+      config.textContent = err.message;
+    },
+  );
+
+  const p = overview.policy || {};
+  root.append(
+    title('Policy'),
+    h(
+      'section',
+      { class: 'card' },
+      h('h3', null, 'Current bundle'),
+      facts([
+        ['Bundle version', p.bundle_version ?? 'none (local configuration only)'],
+        ['Signer', p.signer ?? '—'],
+      ]),
+      h('div', { class: 'actions' },
+        actionButton('Reload configuration', async () => {
+          try {
+            const outcome = await api.post('reload', {});
+            notify(`Reload: ${outcome?.message ?? outcome?.outcome ?? JSON.stringify(outcome)}`);
+          } catch (err) {
+            notify(err.message, 'error');
+          }
+        }, { disabled: !canAct() }),
+      ),
+    ),
+    form,
+    h('section', { class: 'card' }, h('h3', null, 'Running configuration (secrets removed)'), config),
+  );
+}
+
+function clientsRoute(root, params, ctx) {
+  return params.length ? clientDetail(root, params, ctx) : clients(root, params, ctx);
+}
+
+export const VIEWS = {
+  dashboard,
+  clients: clientsRoute,
+  denials,
+  sessions,
+  retained,
+  claims,
+  bridges,
+  policy,
+};

@@ -22,9 +22,11 @@ function title(text, ...extra) {
 }
 
 function viewerNote() {
-  return canAct()
-    ? null
-    : h('p', { class: 'muted' }, `You are logged in as ${session.role}: actions need the operator role.`);
+  return h(
+    'p',
+    { class: 'muted', hidden: canAct() },
+    `You are logged in as ${session.role}: actions need the operator role.`,
+  );
 }
 
 /** Re-run `fn` at most once per `ms` however many events ask for it. */

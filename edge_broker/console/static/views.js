@@ -134,6 +134,15 @@ async function dashboard(root, _params, { api, stream, history }) {
     ),
   ];
 
+  if (history.clients.values.length === 0) {
+    // the first point before the stream's first event (2 s): what the overview said just now
+    history.inRate.push(overview.rates?.in_per_s);
+    history.outRate.push(overview.rates?.out_per_s);
+    history.clients.push(overview.connections);
+    history.rss.push(overview.memory?.rss_bytes);
+    history.budget.push(overview.memory?.budget_bytes);
+    for (const chart of charts) chart.redraw();
+  }
   renderSummary(overview, history.latest);
   root.append(
     title('Dashboard', h('span', { class: 'muted live' }, 'live, every 2 s')),
@@ -361,6 +370,40 @@ async function denials(root, _params, { api, stream, isCurrent }) {
     h('div', { class: 'split' }, list, detail),
   );
   return off;
+}
+
+// ---------------------------------------------------------------- subscriptions
+
+async function subscriptions(root, _params, { api, isCurrent }) {
+  let filters = {};
+  const body = h('div', { id: 'subscriptions-table' });
+  async function load() {
+    const data = await api.get('subscriptions', filters);
+    if (!isCurrent()) return;
+    const items = [...data.items].sort((a, b) =>
+      `${a.tenant}\u0000${a.filter}`.localeCompare(`${b.tenant}\u0000${b.filter}`),
+    );
+    body.replaceChildren(
+      table(
+        [
+          { title: 'Tenant', value: (x) => x.tenant ?? '—' },
+          { title: 'Filter', value: (x) => h('code', null, x.filter) },
+          { title: 'Clients', value: (x) => fmtNumber(x.clients), class: 'num' },
+        ],
+        items,
+        { empty: 'No subscription (or none in this tenant).' },
+      ),
+    );
+  }
+  root.append(
+    title('Subscriptions'),
+    filterForm([['tenant', 'Tenant']], filters, (next) => {
+      filters = next;
+      load().catch(() => {});
+    }),
+    body,
+  );
+  await load();
 }
 
 // ---------------------------------------------------------------- sessions
@@ -631,6 +674,7 @@ export const VIEWS = {
   dashboard,
   clients: clientsRoute,
   denials,
+  subscriptions,
   sessions,
   retained,
   claims,

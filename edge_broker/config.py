@@ -36,7 +36,14 @@ from .config_section import ConfigError as ConfigError  # re-exported: callers i
 from .config_section import Section as Section
 from .config_section import unknown_name
 from .ops.preflight import is_loopback
-from .ops.settings import MetricsConfig, SyncConfig, parse_metrics, parse_sync
+from .ops.settings import (
+    AdminConfig,
+    MetricsConfig,
+    SyncConfig,
+    parse_admin,
+    parse_metrics,
+    parse_sync,
+)
 
 if TYPE_CHECKING:
     from .auth.password import PasswordEntry  # imported by parse_passwords only with a file
@@ -287,6 +294,7 @@ class Config:
     passwords: PasswordsConfig = field(default_factory=PasswordsConfig)
     persistence: PersistenceConfig = field(default_factory=PersistenceConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)  # [metrics] (ops/settings.py)
+    admin: AdminConfig = field(default_factory=AdminConfig)  # [admin] (ops/settings.py)
     sync: SyncConfig = field(default_factory=SyncConfig)  # [sync] (ops/settings.py)
     # [permissions] (authz/permissions_config.py) and [[authorizers]] (authz/authorizers.py)
     permissions: PermissionsConfig | None = None
@@ -699,6 +707,7 @@ SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "passwords": parse_passwords,
     "persistence": parse_persistence,
     "metrics": parse_metrics,
+    "admin": parse_admin,
     "sync": parse_sync,
 }
 """Single-table sections; ``listeners`` (an array of tables) is handled by :func:`parse_config`."""
@@ -832,9 +841,19 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
     problems.extend(
         ConfigError(file, key, message)
         for key, message in address_conflicts(
-            values.get("listeners", _default_listeners()), values["metrics"]
+            values.get("listeners", _default_listeners()), values["metrics"], values["admin"]
         )
     )
+    admin_users = values["admin"].users_file
+    if admin_users is not None and admin_users == values["passwords"].file:
+        problems.append(
+            ConfigError(
+                file,
+                "admin.users_file",
+                "is the MQTT password file: admin users need their own file "
+                "(edge-broker admin add ADMIN-FILE USER --role viewer|operator)",
+            )
+        )
     known = {*SECTION_PARSERS, "listeners", "permissions", "authorizers", "acl", "bridges"}
     for name in data:
         if name not in known:
@@ -846,8 +865,8 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
 
 def load_config(path: str | Path | None) -> Config:
     """Read a TOML file (``None``: the embedded default, 127.0.0.1:1883, anonymous on loopback)."""
-    if path is None:
-        return Config()
+    if path is None:  # the console on loopback with a one-time login link, never a password
+        return Config(admin=AdminConfig(enabled=True, one_time_login=True))
     file = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")

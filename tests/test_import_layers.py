@@ -65,6 +65,7 @@ RANKS: dict[str, int] = {
     "broker": 6,  # the asyncio layer
     "bridge": 7,  # clients of the broker
     "sync": 8,
+    "admin": 8,  # the HTTP stack, admin users, the admin API: broker/operator.py only
     "ops": 9,  # metrics, health, preflight, the service that wires broker, bridges and sync
     "pipeline": 10,  # cloud side: nothing imports it
     "smoker_client": 10,
@@ -113,6 +114,8 @@ BROKER_RANKS: dict[str, int] = {
     "connection": 12,
     "websocket": 13,
     "server": 14,
+    "session_control": 13,  # list/drop sessions: the server and the operator call it
+    "operator": 15,  # the narrow interface the admin API calls
 }
 
 # Imports a rank alone would allow but DESIGN.md forbids: (importing unit, imported module).
@@ -263,6 +266,14 @@ def test_mqtt_matching_identity_import_nothing_of_ours() -> None:
             if imp.importer == "identity":  # the tenant names of PATTERNS.md D14
                 allowed.add("matching")
             assert unit_of(imp.imported) in allowed, imp
+
+
+def test_admin_reaches_the_broker_only_through_the_operator() -> None:
+    """``admin/`` calls the narrow interface of ``broker/operator.py``, never broker internals
+    (DESIGN.md: the admin API is a client of the broker's narrow interfaces)."""
+    for imp in project_imports():
+        if unit_of(imp.importer) == "admin" and unit_of(imp.imported) == "broker":
+            assert imp.imported == "broker.operator", imp
 
 
 def test_nothing_imports_cli_pipeline_or_an_entry_point() -> None:

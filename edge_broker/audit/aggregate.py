@@ -108,6 +108,9 @@ class DecisionWindow:
         self._overflow: _Overflow | None = None
         # the broker arms its timer for this time (broker clock) when a window opens
         self.on_due: Callable[[float], None] | None = None
+        # the admin API's ring of recent denials (broker/operator.py): every denial, before
+        # aggregation; None (no cost) unless [admin] runs
+        self.on_denial: Callable[[str, dict[str, Any]], None] | None = None
 
     @property
     def log_allowed(self) -> bool:
@@ -125,6 +128,8 @@ class DecisionWindow:
 
     def note(self, type_: str, fields: dict[str, Any], line: Line | None = None) -> None:
         """One occurrence of a ``type_`` record (``decision`` or ``event``) with ``fields``."""
+        if self.on_denial is not None and fields.get("outcome") in ("deny", "disconnect"):
+            self.on_denial(type_, fields)
         if self.window <= 0:  # aggregation off: every occurrence written and logged
             self._write(type_, fields)
             if line is not None:

@@ -162,3 +162,27 @@ def _topic_name_problem(topic: str, separator: str) -> Decision | None:
             False, GateName.SYNTAX, None, ReasonCode.TOPIC_NAME_INVALID, str(exc), disconnect=True
         )
     return None
+
+
+def explanation_text(
+    identity: Identity,
+    action: str,
+    topic: str,
+    qos: int,
+    verdicts: list[GateVerdict],
+    final: Decision,
+) -> str:
+    """What ``edge-broker explain`` prints for one request (the admin API shows the same)."""
+    who = f"client {identity.client_id!r} (method {identity.method}, tenant {identity.tenant}"
+    who += f", username {identity.username!r}" if identity.username else ""
+    who += f", roles {','.join(identity.roles)}" if identity.roles else ""
+    lines = [f"{action} {topic!r} QoS {qos} by {who}):"]
+    lines += [verdict.line() for verdict in verdicts]
+    if final.allowed:
+        note = " (deliveries checked per topic)" if final.recheck else ""
+        lines.append(f"=> ALLOWED{note}")
+    else:
+        gate = final.gate.value if final.gate else "policy"
+        rule = f' rule "{final.rule}"' if final.rule else ""
+        lines.append(f"=> DENIED by {gate}{rule}: 0x{int(final.reason_code):02X} {final.reason}")
+    return "\n".join(lines)

@@ -29,7 +29,14 @@ from .limits.pre_auth import user_properties_refusal
 from .limits.topic_limits import topic_limit, topic_limit_reason
 from .message import will_message
 from .outcomes import will_denied
-from .ownership import Principal, foreign_session_reason, may_resume, principal_of
+from .ownership import (
+    Principal,
+    bound_session,
+    foreign_session_reason,
+    may_resume,
+    principal_of,
+    reserved_for_others,
+)
 from .pattern_subscriptions import listener_identity
 from .token_expiry import schedule_token_expiry
 
@@ -226,21 +233,27 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
 def _foreign_session(conn: ClientContext, identity: Identity, principal: Principal) -> bool | None:
     """Session ownership (broker/ownership.py): False when the CONNECT may go on as asked, True
     when it goes on with a fresh session (the other principal's ends), None when it was refused
-    with CONNACK 0x87 / 3.x 0x05 (the owner's connection and session untouched)."""
+    with CONNACK 0x87 / 3.x 0x05 (the owner's connection and session untouched).
+
+    A client id that credentials bind is reserved for the principals they admit, whatever
+    ``foreign_session`` says: anyone else is refused, and a bound principal ends a session an
+    unbound one made under its id (issue 31 item 1). Among principals that are all bound, or
+    all unbound, ``[broker] foreign_session`` decides."""
     broker = conn.broker
     existing = broker.live_session(identity.tenant, conn.client_id)
+    if reserved_for_others(broker.client_id_bindings(), identity, existing):
+        _refuse_foreign(conn, identity, principal)
+        return None
     if existing is None or may_resume(existing, principal):
         return False
     owner = existing.owner
-    if owner is not None and owner.named and broker.config.broker.foreign_session == "refuse":
-        broker.stats.sessions_refused += 1
-        reason = foreign_session_reason(existing, principal)
-        conn.refusal = (
-            Decision(False, None, "session-ownership", ReasonCode.NOT_AUTHORIZED),
-            identity,
-        )
-        conn.refuse_connect(ReasonCode.NOT_AUTHORIZED, reason)
+    if identity.client_id_verified and not bound_session(existing):
+        why = "its credentials bind the client id; the session's owner's do not"
+    elif owner is not None and owner.named and broker.config.broker.foreign_session == "refuse":
+        _refuse_foreign(conn, identity, principal)
         return None
+    else:
+        why = '[broker] foreign_session = "fresh"'
     log.info(
         "session of another principal ended for a fresh one",
         extra={
@@ -249,9 +262,21 @@ def _foreign_session(conn: ClientContext, identity: Identity, principal: Princip
             "tenant": identity.tenant,
             "owner": str(owner),
             "principal": str(principal),
+            "why": why,
         },
     )
     return True
+
+
+def _refuse_foreign(conn: ClientContext, identity: Identity, principal: Principal) -> None:
+    conn.broker.stats.sessions_refused += 1
+    conn.refusal = (
+        Decision(False, None, "session-ownership", ReasonCode.NOT_AUTHORIZED),
+        identity,
+    )
+    conn.refuse_connect(
+        ReasonCode.NOT_AUTHORIZED, foreign_session_reason(conn.client_id, principal)
+    )
 
 
 def _password_entry(conn: ClientContext, identity: Identity) -> PasswordEntry | None:

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .limits.limit_hits import LimitHits
     from .limits.publish_quota import PublishQuota
     from .message import Message
-    from .ownership import Principal
+    from .ownership import ClientIdBindings, Principal
     from .persist.persistence import Persistence
     from .session import Session, SubscriptionEntry
     from .stats import BrokerStats
@@ -79,6 +79,7 @@ class BrokerServices(Protocol):
         self, space: TopicSpace, message: Message, client_id: str, what: str
     ) -> tuple[str, str] | None: ...
     def live_session(self, tenant: str, client_id: str) -> Session | None: ...
+    def client_id_bindings(self) -> ClientIdBindings: ...
     def auth_chain(self, listener: ListenerConfig) -> AuthChain: ...
     def offer(self) -> Offer: ...
     def connack_properties(

@@ -18,7 +18,10 @@ their holders apart; each resume by one is judged again under its own grants
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from fnmatch import translate
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -112,10 +115,93 @@ def may_resume(session: Owned, principal: Principal) -> bool:
     return owner is not None and owner.method != UNKNOWN and owner == principal
 
 
-def foreign_session_reason(session: Owned, principal: Principal) -> str:
-    """The Reason String of the refusal (names the rule and the option)."""
+def foreign_session_reason(client_id: str, principal: Principal) -> str:
+    """The Reason String of every ownership refusal: the same whether another principal's
+    credentials bind the id or its session holds it, and whether or not a session exists, so
+    a refusal tells a prober nothing about which ids have sessions."""
     return (
-        f"client id {session.client_id!r} belongs to a session of another principal; "
-        f"{principal} may not resume or take it over (session ownership, "
-        '[broker] foreign_session = "refuse")'
+        f"client id {client_id!r} is not available to {principal}: it is bound to another "
+        "principal's credentials or held by another principal's session (session ownership)"
     )
+
+
+# -- client ids that credentials bind (issue 31 item 1) ---------------------------------------
+
+
+class BindingEntry(Protocol):
+    """A password entry as the bindings read it (``auth.password.PasswordEntry`` is one)."""
+
+    @property
+    def clientids(self) -> tuple[str, ...]: ...
+
+    @property
+    def tenants(self) -> tuple[str, ...]: ...
+
+
+_WILDCARDS = re.compile(r"[*?\[]")
+
+
+class ClientIdBindings:
+    """The client ids the password file binds (``clientids`` globs), compiled once per file.
+
+    An id one of them names is reserved: only a principal whose credentials bind it may create,
+    resume or take a session under it (``Identity.client_id_verified``: a matching password
+    entry, a token whose ``client_id`` claim is the id, the SMOKER key of a SMOKER id). An entry
+    that lists ``tenants`` reserves its ids in those tenants; one without, in every tenant.
+    Token bindings are not known before their token is presented: a session a bound token made
+    is reserved while it lasts (:func:`bound_session`), and SMOKER ids are refused to anyone
+    but their key before this is reached (``auth/smoker.refuse_smoker_impostor``)."""
+
+    __slots__ = ("_exact", "_globs")
+
+    def __init__(self, entries: Mapping[str, BindingEntry]) -> None:
+        self._exact: dict[str, list[tuple[str, ...]]] = {}
+        # (literal prefix, compiled glob, tenants): the prefix rules most globs out cheaply
+        self._globs: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = []
+        for entry in entries.values():
+            for glob in entry.clientids:
+                wildcard = _WILDCARDS.search(glob)
+                if wildcard is None:
+                    self._exact.setdefault(glob, []).append(entry.tenants)
+                else:
+                    prefix = glob[: wildcard.start()]
+                    self._globs.append((prefix, re.compile(translate(glob)), entry.tenants))
+
+    def reserved(self, tenant: str, client_id: str) -> bool:
+        """Whether a password entry binds ``client_id`` in ``tenant``."""
+        for tenants in self._exact.get(client_id, ()):
+            if not tenants or tenant in tenants:
+                return True
+        for prefix, pattern, tenants in self._globs:
+            if (
+                client_id.startswith(prefix)
+                and (not tenants or tenant in tenants)
+                and pattern.match(client_id)
+            ):
+                return True
+        return False
+
+
+class Bound(Owned, Protocol):
+    """A session with the identity of its last connection (``Session`` is one)."""
+
+    @property
+    def identity(self) -> Identity | None: ...
+
+
+def bound_session(session: Bound) -> bool:
+    """Whether ``session`` was made by credentials that bind its client id."""
+    identity = session.identity
+    return identity is not None and identity.client_id_verified
+
+
+def reserved_for_others(
+    bindings: ClientIdBindings, identity: Identity, existing: Bound | None
+) -> bool:
+    """Whether ``identity`` (whose credentials do not bind its client id) is refused the id:
+    a password entry binds it, or a live session that bound credentials made holds it."""
+    if identity.client_id_verified:
+        return False
+    if bindings.reserved(identity.tenant, identity.client_id):
+        return True
+    return existing is not None and bound_session(existing)

@@ -49,6 +49,8 @@ class ReloadHost(RejudgeHost, Protocol):
 
     def reset_authentication(self) -> None: ...
 
+    def end_sessions_of_lost_owners(self, why: str) -> int: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ReloadResult:
@@ -99,6 +101,8 @@ async def apply_config(broker: ReloadHost, new: Config, source: str) -> ReloadRe
     broker.reset_authentication()
     broker.generation += 1
     ended = recheck_credentials(broker, new, source)  # first: the survivors' new roles count
+    # sessions whose owner was removed, or whose id the new password file binds to others
+    sessions_ended = broker.end_sessions_of_lost_owners(source)
     checked, removed = await recheck_subscriptions(broker, source)
     message = (
         f"{source}: policy applied (generation {broker.generation}); "
@@ -106,6 +110,8 @@ async def apply_config(broker: ReloadHost, new: Config, source: str) -> ReloadRe
     )
     if ended:
         message += f"; {ended} connection(s) ended (password entry removed or changed)"
+    if sessions_ended:
+        message += f"; {sessions_ended} session(s) ended (owner removed or id bound to others)"
     log.info(
         message,
         extra={

@@ -43,7 +43,7 @@ from .limits.write_budget import WriteBudget
 from .listeners import connection_info, start_listener
 from .message import Message, will_message
 from .network_interfaces import InterfaceMap
-from .ownership import Principal
+from .ownership import ClientIdBindings, Principal
 from .persist.persistence import Persistence
 from .persist.recovery import recover
 from .persist.retained import PersistentRetainedStore
@@ -61,6 +61,7 @@ from .reload import ReloadResult, apply_config
 from .retained import MemoryRetainedStore, RetainedStore
 from .scheduler import Scheduler
 from .session import MemorySessionStore, Session, SessionStore, SubscriptionEntry, session_key
+from .session_control import end_sessions_of_lost_owners
 from .stats import BrokerStats
 from .sys_topics import publish_sys
 from .token_expiry import token_expired
@@ -127,6 +128,8 @@ class Broker:
             str, Any
         ] = {}  # listener name → its live ssl.SSLContext (SIGHUP reloads it)
         self._chains: dict[str, AuthChain] = {}
+        self._bindings = ClientIdBindings(config.passwords.entries)
+        self._bindings_of: object = config.passwords.entries
         self._interfaces = InterfaceMap()
         self._dirty: list[Connection] = []
         self._flush_pending = False
@@ -173,6 +176,7 @@ class Broker:
             # after the claims: restored wills and sessions are judged with the whole policy
             self._open_persistence()
             if len(self.sessions):
+                end_sessions_of_lost_owners(self, "restart")
                 checked, removed = await recheck_subscriptions(self, "restart")
                 log.info(
                     f"restored sessions judged under the current policy: {checked} "
@@ -283,6 +287,10 @@ class Broker:
         """Compile ``new``'s policy, swap it in, judge live sessions again (broker/reload.py):
         what policy sync calls with a merged bundle (``sync.host.PolicyHost``)."""
         return await apply_config(self, new, source)
+
+    def end_sessions_of_lost_owners(self, why: str) -> int:
+        """Sessions whose owner lost the right to them end (broker/session_control.py)."""
+        return end_sessions_of_lost_owners(self, why)
 
     def reset_authentication(self) -> None:
         """Rebuild every listener's authentication chain on its next CONNECT (new keys, files)."""
@@ -495,6 +503,15 @@ class Broker:
             return None
         return existing
 
+    def client_id_bindings(self) -> ClientIdBindings:
+        """The client ids the password file in force binds (broker/ownership.py), compiled
+        again when a reload brings another file."""
+        entries = self.config.passwords.entries
+        if entries is not self._bindings_of:
+            self._bindings = ClientIdBindings(entries)
+            self._bindings_of = entries
+        return self._bindings
+
     def attach_session(
         self,
         conn: Connection,
@@ -664,6 +681,21 @@ class Broker:
             self.timers.arm(gone.expires_at)
         if self.persistence is not None:
             self.persistence.session_changed(session)
+
+    def end_session(self, session: Session, reason_code: int, reason: str) -> None:
+        """An operator (broker/session_control.py) or a policy change (broker/ownership.py)
+        ends ``session``: its connection closes with ``reason_code`` (MQTT 5 DISCONNECT; 3.x:
+        closed) and its will is discarded; the session, its queue and a delayed will go."""
+        conn = session.connection
+        if conn is not None:
+            assert isinstance(conn, Connection)  # only attach_session attaches a session
+            conn.close(reason_code, reason, will=False)
+            conn.will = None  # also when it was closing already (a revoked password)
+            conn.disconnect_reason = reason
+            self._detach(conn, keep_session=True)
+        session.will = None
+        session.will_at = None
+        self._end_session(session)
 
     def _end_session(self, session: Session) -> None:
         """The session ends: its pending will is published, its subscriptions removed."""

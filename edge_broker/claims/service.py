@@ -309,6 +309,14 @@ class ClaimService:
             return UnclaimOutcome(ReasonCode.UNSPECIFIED_ERROR, failed)
         return outcome
 
+    async def revoke(self, tenant: str, topic: str) -> bool | str:
+        """An operator's revocation (the admin API): the claim on ``topic`` removed as its
+        owner's unclaim removes it. False when there is none; the store's refusal as text."""
+        if self.lookup(topic, tenant) is None and (tenant, topic) not in self._inflight:
+            return False
+        failed = await asyncio.shield(self._start_write(tenant, topic, None, None))
+        return failed if failed is not None else True
+
     def claims_request(
         self,
         identity: Identity,

@@ -1,5 +1,5 @@
-"""`edge-broker` command line: run | check | reload | explain | lint | passwd | token | claim |
-keygen | bundle | bridge | state.
+"""`edge-broker` command line: run | check | reload | explain | lint | passwd | admin | token |
+claim | keygen | bundle | bridge | state.
 
 The command-line front ends live here, out of the library packages (DESIGN.md ``cli/``): one
 module per command group, each exposing ``register(subparsers)``; this module only lists them.
@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "check": "edge_broker.cli.broker",
     "reload": "edge_broker.cli.broker",
     "passwd": "edge_broker.cli.passwd",
+    "admin": "edge_broker.cli.admin",
     "bundle": "edge_broker.cli.sync",
     "explain": "edge_broker.cli.authz",
     "lint": "edge_broker.cli.authz",

@@ -62,7 +62,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 2
-    from ..authz.explain import explain
+    from ..authz.explain import explain, explanation_text
     from ..authz.policy import build_policy
     from ..mqtt.packets import NO_PROPERTIES
 
@@ -74,20 +74,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     verdicts, final = asyncio.run(
         explain(policy, identity, args.action, args.topic, args.qos, args.retain, NO_PROPERTIES)
     )
-    who = f"client {identity.client_id!r} (method {identity.method}, tenant {identity.tenant}"
-    who += f", username {identity.username!r}" if identity.username else ""
-    who += f", roles {','.join(identity.roles)}" if identity.roles else ""
-    print(f"{args.action} {args.topic!r} QoS {args.qos} by {who}):")
-    for verdict in verdicts:
-        print(verdict.line())
-    if final.allowed:
-        note = " (deliveries checked per topic)" if final.recheck else ""
-        print(f"=> ALLOWED{note}")
-        return 0
-    gate = final.gate.value if final.gate else "policy"
-    rule = f' rule "{final.rule}"' if final.rule else ""
-    print(f"=> DENIED by {gate}{rule}: 0x{int(final.reason_code):02X} {final.reason}")
-    return 1
+    print(explanation_text(identity, args.action, args.topic, args.qos, verdicts, final))
+    return 0 if final.allowed else 1
 
 
 def cmd_lint(args: argparse.Namespace) -> int:

@@ -1,7 +1,7 @@
-"""Prometheus metrics endpoint (issue 9 "Metrics"; DESIGN.md "gateway operations").
+"""Prometheus metrics endpoint.
 
-``[metrics] enabled = true`` serves ``GET /metrics`` in the text exposition format 0.0.4 from a
-tiny asyncio HTTP/1.1 server (no dependency): connections, messages, bytes, drops, authorization
+``[metrics] enabled = true`` serves ``GET /metrics`` in the text exposition format 0.0.4 on the
+broker's one HTTP stack (``admin/http.py``, h11): connections, messages, bytes, drops, authorization
 decisions by gate and rule, claim store statistics, audit log and policy sync status. It binds
 to loopback by default; anything else answers 404 (unknown path) or 405 (not GET/HEAD).
 
@@ -11,10 +11,11 @@ zero, which Prometheus treats as a counter reset (``rate()`` stays right).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
+
+from ..admin.http import Handler, HttpLimits, HttpServer, Request, Response
 
 if TYPE_CHECKING:
     from ..broker.server import Broker
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("edge_broker.metrics")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-MAX_REQUEST_BYTES = 8192
+# a scraper sends one small GET: few connections, no body
+METRICS_LIMITS = HttpLimits(max_connections=8, max_header_bytes=8192, max_body_bytes=1024)
 
 
 def _escape(value: str) -> str:
@@ -337,8 +339,31 @@ def readiness(broker: Broker) -> list[str]:
     return problems
 
 
+def metrics_handler(
+    render: Callable[[], str], ready: Callable[[], list[str]] | None = None
+) -> Handler:
+    """The ``[metrics]`` port's routes: ``/metrics``, ``/healthz`` (answered by the event loop:
+    alive), ``/readyz`` (503 with the problems); 404 elsewhere, 405 for anything but GET/HEAD."""
+
+    async def handle(request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return Response(405, b"use GET /metrics\n", headers=[("Allow", "GET, HEAD")])
+        if request.path == "/healthz":
+            return Response(200, b"ok\n")
+        if request.path == "/readyz":
+            problems = ready() if ready is not None else []
+            body = ("".join(p + "\n" for p in problems) or "ready\n").encode()
+            return Response(503 if problems else 200, body)
+        if request.path != "/metrics":
+            return Response(404, b"the metrics are at /metrics, health at /healthz and /readyz\n")
+        return Response(200, render().encode(), CONTENT_TYPE)
+
+    return handle
+
+
 class MetricsServer:
-    """``GET /metrics`` over HTTP/1.1 (one request per connection is enough for a scraper)."""
+    """``[metrics]``: the routes of :func:`metrics_handler` on the broker's HTTP stack
+    (``admin/http.py``: h11, with its connection cap, size limits and timeouts)."""
 
     def __init__(
         self,
@@ -346,27 +371,25 @@ class MetricsServer:
         bind: str,
         port: int,
         ready: Callable[[], list[str]] | None = None,
+        limits: HttpLimits = METRICS_LIMITS,
+        may_open: Callable[[], bool] | None = None,
+        on_refused: Callable[[str, str], None] | None = None,
     ) -> None:
-        self._render = render
-        self._ready = ready
+        self.http = HttpServer(
+            "metrics",
+            bind,
+            port,
+            metrics_handler(render, ready),
+            limits,
+            may_open=may_open,
+            on_refused=on_refused,
+        )
         self._bind = bind
-        self._port = port
-        self._server: asyncio.Server | None = None
         self.port = 0
 
     async def start(self) -> None:
-        try:
-            self._server = await asyncio.start_server(self._handle, self._bind, self._port)
-        except OSError as exc:  # one line naming the section, as for a listener
-            import os
-
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise OSError(
-                exc.errno,
-                f"[metrics] ({self._bind}:{self._port}): cannot listen: {reason}; "
-                "change [metrics] port or stop what holds it",
-            ) from exc
-        self.port = self._server.sockets[0].getsockname()[1]
+        await self.http.start()
+        self.port = self.http.port
         log.info(
             "metrics on http://%s:%d/metrics",
             self._bind,
@@ -375,52 +398,4 @@ class MetricsServer:
         )
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            try:
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
-            except TimeoutError:
-                pass
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
-            if len(head) > MAX_REQUEST_BYTES:
-                raise ValueError("request too large")
-            parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-            method, target = (parts[0], parts[1]) if len(parts) == 3 else ("", "")
-            if method not in ("GET", "HEAD"):
-                status, body, ctype = "405 Method Not Allowed", b"use GET /metrics\n", "text/plain"
-            elif (
-                path := target.split("?", 1)[0]
-            ) == "/healthz":  # answered by the event loop: alive
-                status, body, ctype = "200 OK", b"ok\n", "text/plain"
-            elif path == "/readyz":
-                problems = self._ready() if self._ready is not None else []
-                status = "503 Service Unavailable" if problems else "200 OK"
-                body = ("".join(p + "\n" for p in problems) or "ready\n").encode()
-                ctype = "text/plain"
-            elif path != "/metrics":
-                status, body, ctype = (
-                    "404 Not Found",
-                    b"the metrics are at /metrics, health at /healthz and /readyz\n",
-                    "text/plain",
-                )
-            else:
-                status, body, ctype = "200 OK", self._render().encode(), CONTENT_TYPE
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n".encode()
-                + (body if method != "HEAD" else b"")
-            )
-            await writer.drain()
-        except (
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            TimeoutError,
-            ValueError,
-            ConnectionError,
-        ):
-            pass
-        finally:
-            writer.close()
+        await self.http.close()

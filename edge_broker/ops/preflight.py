@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..tls import refuse_key_password
-from .settings import MetricsConfig
+from .settings import AdminConfig, MetricsConfig
 
 
 class BoundListener(Protocol):
@@ -52,7 +52,7 @@ def _overlap(a: Sequence[Address], b: Sequence[Address]) -> bool:
 
 
 def address_conflicts(
-    listeners: Sequence[BoundListener], metrics: MetricsConfig
+    listeners: Sequence[BoundListener], metrics: MetricsConfig, admin: AdminConfig | None = None
 ) -> list[tuple[str, str]]:
     """(key, message) for every socket that another one before it would already hold."""
     sockets = [
@@ -61,6 +61,8 @@ def address_conflicts(
     ]
     if metrics.enabled:
         sockets.append(("metrics.port", "[metrics]", metrics.bind, metrics.port))
+    if admin is not None and admin.enabled:
+        sockets.append(("admin.port", "[admin]", admin.bind, admin.port))
     problems: list[tuple[str, str]] = []
     for i, (key, what, bind, port) in enumerate(sockets):
         if port == 0:  # the kernel picks a free port

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from ..sdnotify import SystemdNotifier
 
 if TYPE_CHECKING:
+    from ..admin.http import HttpServer
+    from ..admin.server import AdminServer
     from ..broker.server import Broker
     from ..sync.service import SyncService
     from .metrics import MetricsServer
@@ -78,6 +82,89 @@ def _route_sighup(loop: asyncio.AbstractEventLoop, broker: Broker, sync: SyncSer
         pass
 
 
+async def _start_admin(
+    broker: Broker,
+    sync: SyncService | None,
+    http_servers: list[HttpServer],
+    http_open: Callable[[], int],
+) -> AdminServer:
+    """``[admin]``: the operator interface over this broker, and the admin listener."""
+    from ..admin.server import AdminServer
+    from ..broker.limits.fd_budget import http_may_open
+    from ..broker.operator import Operator
+    from ..config import EMBEDDED_FILE
+
+    config = broker.config
+    reload = None
+    if sync is not None:
+        running = sync
+
+        async def reload_with_sync() -> Any:  # as SIGHUP does with sync (_route_sighup)
+            from ..broker.listeners import reload_tls
+
+            reload_tls(broker.tls_contexts, broker.config.listeners)
+            return await running.reload_base(running.base.file)
+
+        reload = reload_with_sync
+    operator = Operator(
+        broker,
+        memory_budget=lambda: _memory_budget(broker),
+        bridges=lambda: _bridges_view(broker),
+        reload=reload,
+        policy_bundle=(lambda: _bundle_view(running)) if sync is not None else None,
+    )
+    admin = AdminServer(
+        operator,
+        config.admin,
+        may_open=lambda: http_may_open(len(broker.connections), http_open()),
+        on_refused=broker.limit_hits.hit,
+        port_fallback=config.file == EMBEDDED_FILE,
+    )
+    await admin.start()
+    http_servers.append(admin.http)
+    return admin
+
+
+def _memory_budget(broker: Broker) -> int | None:
+    """The worst case of the [limits] (what ``edge-broker check`` prints), computed once."""
+    cached = getattr(broker, "_admin_budget", None)
+    if cached is None:
+        from .memory_budget import memory_budget
+
+        cached = sum(term.bytes for term in memory_budget(broker.config))
+        broker._admin_budget = cached  # type: ignore[attr-defined]
+    return int(cached)
+
+
+def _bridges_view(broker: Broker) -> list[dict[str, Any]]:
+    from ..bridge.service import Bridges
+
+    bridges = broker.bridges
+    if not isinstance(bridges, Bridges):
+        return []
+    from ..bridge.metrics import COUNTERS
+
+    items = []
+    for b in bridges.bridges:
+        items.append(
+            {
+                "name": b.name,
+                "state": "connected" if b.stats.connected else "disconnected",
+                "queue_depth": len(b.queue),
+                "counters": {name: getattr(b.stats, name) for name, _ in COUNTERS},
+                "last_error": getattr(b.stats, "last_error", None) or None,
+            }
+        )
+    return items
+
+
+def _bundle_view(sync: SyncService) -> dict[str, Any]:
+    bundle = sync.bundle
+    if bundle is None:
+        return {"version": None, "signer": None}
+    return {"version": bundle.version, "signer": bundle.kid}
+
+
 async def run_service(
     broker: Broker, stop: asyncio.Event, notifier: SystemdNotifier | None = None
 ) -> None:
@@ -98,9 +185,16 @@ async def run_service(
     loop = asyncio.get_running_loop()
     watchdog = Watchdog(notifier, loop)
     metrics: MetricsServer | None = None
+    admin: AdminServer | None = None
+    http_servers: list[HttpServer] = []  # every HTTP port shares the descriptors MQTT leaves
+
+    def http_open() -> int:
+        return sum(server.open for server in http_servers)
+
     try:
         if config.metrics.enabled:
-            from .metrics import MetricsServer, readiness, render_metrics
+            from ..broker.limits.fd_budget import http_may_open
+            from .metrics import METRICS_LIMITS, MetricsServer, readiness, render_metrics
 
             def render() -> str:
                 return render_metrics(
@@ -108,9 +202,22 @@ async def run_service(
                 )
 
             metrics = MetricsServer(
-                render, config.metrics.bind, config.metrics.port, lambda: readiness(broker)
+                render,
+                config.metrics.bind,
+                config.metrics.port,
+                lambda: readiness(broker),
+                replace(
+                    METRICS_LIMITS,
+                    max_connections=config.metrics.max_connections,
+                    request_timeout=config.metrics.request_timeout,
+                ),
+                may_open=lambda: http_may_open(len(broker.connections), http_open()),
+                on_refused=broker.limit_hits.hit,
             )
             await metrics.start()
+            http_servers.append(metrics.http)
+        if config.admin.enabled:
+            admin = await _start_admin(broker, sync, http_servers, http_open)
         if sync is not None:
             await sync.start()
             _route_sighup(loop, broker, sync)
@@ -130,5 +237,7 @@ async def run_service(
             await sync.close()
         if metrics is not None:
             await metrics.close()
+        if admin is not None:
+            await admin.close()
         await broker.shutdown()
         notifier.close()

@@ -42,6 +42,27 @@ class MetricsConfig:
     enabled: bool = False
     bind: str = "127.0.0.1"
     port: int = 9883
+    max_connections: int = 8  # HTTP connections at once (a scraper needs one)
+    request_timeout: float = 10.0  # seconds for a whole request to arrive (slowloris)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    """``[admin]``: the admin API and console (docs/admin-api.md)."""
+
+    enabled: bool = False
+    bind: str = "127.0.0.1"
+    port: int = 9884
+    users_file: str | None = None  # admin users (edge-broker admin add), never the MQTT file
+    tls_cert: str | None = None  # HTTPS with these PEM files (as a listener's tls_cert/tls_key)
+    tls_key: str | None = None
+    one_time_login: bool = False  # print a one-time login link at start (embedded default: on)
+    max_connections: int = 16
+    request_timeout: float = 10.0
+    idle_timeout: float = 30.0
+    max_body_bytes: int = 64 * 1024
+    session_ttl: float = 8 * 3600.0
+    max_sessions: int = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +92,42 @@ class SyncConfig:
         return self.source != "none"
 
 
+def parse_admin(s: Section) -> AdminConfig:
+    d = AdminConfig()
+    config = AdminConfig(
+        enabled=s.boolean("enabled", d.enabled),
+        bind=s.string("bind", d.bind),
+        port=s.integer("port", d.port, 0, 65535),
+        users_file=s.resolve(s.optional_string("users_file")),
+        tls_cert=s.file_path("tls_cert"),
+        tls_key=s.file_path("tls_key"),
+        one_time_login=s.boolean("one_time_login", d.one_time_login),
+        max_connections=s.integer("max_connections", d.max_connections, 1, 4096),
+        request_timeout=s.number("request_timeout", d.request_timeout, 0.1, 3600.0),
+        idle_timeout=s.number("idle_timeout", d.idle_timeout, 0.1, 3600.0),
+        max_body_bytes=s.integer("max_body_bytes", d.max_body_bytes, 1024, 16 * 1024 * 1024),
+        session_ttl=s.number("session_ttl", d.session_ttl, 60.0, 30 * 86400.0),
+        max_sessions=s.integer("max_sessions", d.max_sessions, 1, 10_000),
+    )
+    if (config.tls_cert is None) != (config.tls_key is None):
+        s.problem("tls_cert", "HTTPS needs both tls_cert and tls_key: set both or neither")
+    if config.enabled and config.users_file is None and not config.one_time_login:
+        s.problem(
+            "users_file",
+            "nobody could log in: set users_file (edge-broker admin add FILE USER --role "
+            "operator) or one_time_login = true",
+        )
+    return config
+
+
 def parse_metrics(s: Section) -> MetricsConfig:
     d = MetricsConfig()
     return MetricsConfig(
         enabled=s.boolean("enabled", d.enabled),
         bind=s.string("bind", d.bind),
         port=s.integer("port", d.port, 0, 65535),
+        max_connections=s.integer("max_connections", d.max_connections, 1, 1024),
+        request_timeout=s.number("request_timeout", d.request_timeout, 0.1, 3600.0),
     )
 
 

@@ -300,6 +300,11 @@ class SyncService:
         self.state.remove_password_files(keep=bundle.version)
         return True, result.message
 
+    @property
+    def bundle(self) -> PolicyBundle | None:
+        """The applied policy bundle (version, signer key id), None before the first."""
+        return self._bundle
+
     async def reload_base(self, path: str) -> Applied:
         """SIGHUP with sync running: the new config file, with the applied bundle's sections
         over it again (a reload must not silently drop the cloud's policy)."""

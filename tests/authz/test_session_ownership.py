@@ -83,7 +83,7 @@ def test_another_password_user_cannot_resume_the_session(gateway) -> None:
     alice, ack = login(b, "alice", cid)
     assert ack.reason_code == 0x87 and not ack.session_present
     assert "session ownership" in (ack.properties.reason_string or "")
-    assert "foreign_session" in (ack.properties.reason_string or "")
+    assert "another principal's session" in (ack.properties.reason_string or "")
     alice.close()
     bob, ack = login(b, "bob", cid)  # the owner's session is untouched
     assert ack.reason_code == 0 and ack.session_present

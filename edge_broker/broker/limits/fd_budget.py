@@ -88,3 +88,19 @@ def accept_error_handler(
         loop.default_exception_handler(context)
 
     return handle
+
+
+def mqtt_reserve(soft: int) -> int:
+    """Descriptors no HTTP server may take (issue 31 item 5): half of what the limit leaves
+    after ``FD_RESERVE``, so ~350 idle sockets to the metrics port never lock out a CONNECT."""
+    return max(1, (soft - FD_RESERVE) // 2)
+
+
+def http_may_open(mqtt_open: int, http_open: int) -> bool:
+    """May an HTTP server (metrics, admin) accept one more connection? Only while the MQTT
+    listeners keep :func:`mqtt_reserve` descriptors free beyond what they hold now."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return True
+    free = int(soft) - FD_RESERVE - mqtt_open - http_open
+    return free > mqtt_reserve(int(soft))

@@ -6,7 +6,7 @@ uses its own client ids and topics).
 On a failing test the page as the browser showed it is kept: ``test-artifacts/console/<test>.png``
 (and ``.html`` and the browser's console log beside it); ``test-artifacts/`` is ignored by git.
 With ``EDGE_BROKER_DOCS_SHOTS=docs/console`` the tests also save the screenshots docs/console.md
-shows (:func:`docs_shot`).
+shows (``console_support.docs_shot``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import json
 import os
 import re
 import shutil
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,7 +23,6 @@ import pytest
 from tests.conftest import ROOT, RunningBroker, start_broker
 
 ARTIFACTS = ROOT / "test-artifacts" / "console"
-DOCS_SHOTS = os.environ.get("EDGE_BROKER_DOCS_SHOTS", "")
 WINDOW = (1200, 760)  # small PNGs for the docs, wide enough for the tables
 
 # Without the networking flags Chromium dials Google's services at start, and on a closed
@@ -42,8 +39,6 @@ CHROMIUM_FLAGS = (
     "--disable-dev-shm-usage",
     f"--window-size={WINDOW[0]},{WINDOW[1]}",
 )
-
-ONCE_LINK_RE = re.compile(r"(https?://\S+/login/once\?token=[A-Za-z0-9_\-.~%]+)")
 
 
 def _tool(*names: str) -> str | None:
@@ -113,44 +108,6 @@ def keep_screenshot_on_failure(request: pytest.FixtureRequest) -> Iterator[None]
         (ARTIFACTS / f"{stem}.error.txt").write_text(repr(err))
 
 
-def docs_shot(driver: Any, name: str) -> None:
-    """Save ``<EDGE_BROKER_DOCS_SHOTS>/<name>.png`` when that variable is set (docs/console.md)."""
-    if not DOCS_SHOTS:
-        return
-    folder = Path(DOCS_SHOTS)
-    if not folder.is_absolute():
-        folder = ROOT / folder
-    folder.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(folder / f"{name}.png"))
-
-
-def wait_for(
-    condition: Callable[[], Any], timeout: float = 10.0, what: str = "the condition"
-) -> Any:
-    """Poll ``condition`` until it returns a truthy value (returned) or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-        except Exception as err:  # e.g. a stale element while the page re-renders
-            last_error = err
-            value = None
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last_error!r})")
-
-
-def once_link(broker: RunningBroker, timeout: float = 10.0) -> str:
-    """The one-time login link the broker printed at start."""
-    return wait_for(
-        lambda: (m := ONCE_LINK_RE.search(broker.log())) and m.group(1),
-        timeout,
-        f"the one-time login link in the broker's log:\n{broker.log()}",
-    )
-
-
 @pytest.fixture(scope="module")
 def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     """The real broker with the admin listener and the console, audit on (the denials feed)."""
@@ -171,6 +128,7 @@ dir = "{workdir / "audit"}"
 enabled = true
 bind = "127.0.0.1"
 port = 0
+one_time_login = true
 
 [permissions.sets.sensor]
 default_behaviour = "allow"

@@ -7,8 +7,10 @@ kicked; the pages show it through the API and its event stream without a reload.
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,8 +21,7 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 
 from tests.conftest import RunningBroker
-
-from .conftest import docs_shot, once_link, wait_for
+from tests.console.console_support import docs_shot, once_link, wait_for
 
 XSS_ID = "<img src=x onerror=alert(1)>"
 ADMINISTRATIVE_ACTION = 0x98
@@ -106,6 +107,19 @@ def points(driver: Any, css: str) -> list[str]:
     return (driver.find_element(By.CSS_SELECTOR, css).get_attribute("points") or "").split()
 
 
+def click(driver: Any, css: str, text: str = "", inside: str = "") -> None:
+    """Click the first ``css`` element whose text holds ``text`` (or the ``inside`` element in
+    it); again if the page re-rendered it in between (a live event came in)."""
+
+    def attempt() -> bool:
+        found = [e for e in driver.find_elements(By.CSS_SELECTOR, css) if text in e.text]
+        if found:
+            (found[0].find_element(By.CSS_SELECTOR, inside) if inside else found[0]).click()
+        return bool(found)
+
+    wait_for(attempt, what=f"a click on {css} {text!r}")
+
+
 def text_of(driver: Any, css: str) -> str:
     return driver.find_element(By.CSS_SELECTOR, css).text
 
@@ -142,16 +156,17 @@ def test_a_client_connecting_shows_up_live(console: Any, devices: Any) -> None:
 def test_xss_client_id_renders_as_text(console: Any, devices: Any) -> None:
     devices(XSS_ID)
     open_page(console, "clients")
-    cell = wait_for(
+    wait_for(
         lambda: [
             a
             for a in console.find_elements(By.CSS_SELECTOR, "#clients-table a")
             if a.text == XSS_ID
         ],
         what="the client id as text",
-    )[0]
+    )
     assert console.find_elements(By.TAG_NAME, "img") == []
-    cell.click()  # the detail page: the id went through the URL hash and the API path
+    # the detail page: the id went through the URL hash and the API path
+    click(console, "#clients-table a", XSS_ID)
     wait_for(lambda: XSS_ID in text_of(console, "#client-detail"), what="the client's detail")
     assert console.find_elements(By.TAG_NAME, "img") == []
     with pytest.raises(NoAlertPresentException):
@@ -162,15 +177,15 @@ def test_a_denial_opens_its_explanation(console: Any, devices: Any) -> None:
     open_page(console, "denials")
     device = devices("denied-sensor")
     assert device.publish("admin/reset", b"1") == 0x87  # Not authorized, by rule no-admin
-    row = wait_for(
+    wait_for(
         lambda: [
             r
             for r in console.find_elements(By.CSS_SELECTOR, "#denials-list tr.denial")
             if "denied-sensor" in r.text and "admin/reset" in r.text
         ],
         what="the denial in the live feed",
-    )[0]
-    row.find_element(By.CSS_SELECTOR, "button.why").click()
+    )
+    click(console, "#denials-list tr.denial", "denied-sensor", inside="button.why")
     detail = wait_for(
         lambda: (d := console.find_element(By.ID, "denial-detail")) and "no-admin" in d.text and d,
         what="the denial's explanation",
@@ -181,12 +196,40 @@ def test_a_denial_opens_its_explanation(console: Any, devices: Any) -> None:
     docs_shot(console, "denials")
 
 
+def api_get(driver: Any, path: str) -> Any:
+    """GET an API path with the browser's session cookie (HttpOnly: WebDriver can read it)."""
+    cookie = driver.get_cookie("eb_session")
+    request = urllib.request.Request(
+        base_url(driver) + path, headers={"Cookie": f"eb_session={cookie['value']}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="admin API: explaining a denial of a connected client (GET /api/v1/denials, the "
+    "event stream) runs the live policy, whose audit hook puts a new denial in the ring; with "
+    "the console's stream open the feed then grows by itself (broker/operator.py denial_item)",
+)
+def test_reading_the_denials_feed_adds_no_denial(console: Any, devices: Any) -> None:
+    device = devices("feed-sensor")  # stays connected: its denials are explained live
+    assert device.publish("admin/feed", b"1") == 0x87
+
+    def mine() -> list[Any]:
+        items = api_get(console, "/api/v1/denials?limit=200")["items"]
+        return [d for d in items if d["client_id"] == "feed-sensor"]
+
+    wait_for(mine, what="the denial in the ring")
+    assert len(mine()) == 1
+
+
 def test_kick_a_client(console: Any, devices: Any) -> None:
     device = devices("kick-me")
     open_page(console, "clients/kick-me")
     wait_for(lambda: "kick-me" in text_of(console, "#client-detail"), what="the client's detail")
     docs_shot(console, "client-detail")
-    console.find_element(By.CSS_SELECTOR, "#client-detail button.action").click()
+    click(console, "#client-detail button.action")
     assert device.disconnected.wait(5), "the paho client was not disconnected"
     assert device.disconnect_reason == ADMINISTRATIVE_ACTION
     wait_for(lambda: console.find_element(By.ID, "not-connected"), what="'not connected'")
@@ -194,8 +237,9 @@ def test_kick_a_client(console: Any, devices: Any) -> None:
 
 def test_delete_a_retained_message(console: Any, devices: Any) -> None:
     publisher = devices("retain-publisher")
-    assert publisher.publish("plant/line-1/status", b"stale", retain=True) == 0
-    assert publisher.publish("plant/line-2/status", b"fresh", retain=True) == 0
+    # PUBACK 0x10 "No matching subscribers" is a success (< 0x80), and the message is retained
+    assert publisher.publish("plant/line-1/status", b"stale", retain=True) < 0x80
+    assert publisher.publish("plant/line-2/status", b"fresh", retain=True) < 0x80
     open_page(console, "retained")
     row = wait_for(
         lambda: console.find_element(By.CSS_SELECTOR, 'tr[data-topic="plant/line-1/status"]'),

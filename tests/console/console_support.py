@@ -23,6 +23,7 @@ def docs_shot(driver: Any, name: str) -> None:
     if not folder.is_absolute():
         folder = ROOT / folder
     folder.mkdir(parents=True, exist_ok=True)
+    driver.execute_script("document.getElementById('notice').hidden = true")  # a stale toast
     driver.save_screenshot(str(folder / f"{name}.png"))
 
 

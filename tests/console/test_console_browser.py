@@ -137,7 +137,6 @@ def test_login_through_the_one_time_link(console: Any, console_broker: RunningBr
         timeout=8,
         what="a counters event on the dashboard's clients chart",
     )
-    docs_shot(console, "dashboard")
 
 
 def test_a_client_connecting_shows_up_live(console: Any, devices: Any) -> None:
@@ -226,6 +225,7 @@ def test_reading_the_denials_feed_adds_no_denial(console: Any, devices: Any) -> 
 
 def test_kick_a_client(console: Any, devices: Any) -> None:
     device = devices("kick-me")
+    device.subscribe("commands/kick-me")
     open_page(console, "clients/kick-me")
     wait_for(lambda: "kick-me" in text_of(console, "#client-detail"), what="the client's detail")
     docs_shot(console, "client-detail")
@@ -277,3 +277,19 @@ def test_policy_page_asks_explain(console: Any) -> None:
     assert verdict.text == "Denied"
     assert text_of(console, "#explain-result code.rule") == "no-admin"
     docs_shot(console, "policy")
+
+
+def test_the_dashboard_keeps_its_history_across_pages(console: Any, devices: Any) -> None:
+    """The charts' samples live in the page, not in the dashboard view: after the other pages
+    (the tests above) the dashboard comes back with the points gathered meanwhile."""
+    listener = devices("dashboard-listener")
+    listener.subscribe("line/#")
+    publisher = devices("dashboard-publisher")
+    for n in range(20):
+        publisher.c.publish(f"line/{n % 4}/count", str(n).encode())
+    open_page(console, "dashboard")
+    wait_for(
+        lambda: len(points(console, "#chart-memory polyline.series-a")) >= 3,
+        what="three counters samples on the memory chart",
+    )
+    docs_shot(console, "dashboard")

@@ -23,9 +23,12 @@ export class History {
   }
 }
 
+const MIN_SLOTS = 30; // a minute of samples: a young chart is drawn wide, not as a sliver
+
 function points(values, limit, max) {
-  const step = WIDTH / Math.max(limit - 1, 1);
-  const offset = limit - values.length;
+  const slots = Math.min(limit, Math.max(values.length, MIN_SLOTS));
+  const step = WIDTH / Math.max(slots - 1, 1);
+  const offset = slots - values.length;
   const out = [];
   values.forEach((value, i) => {
     if (value === null) return;

@@ -235,7 +235,9 @@ async function clients(root, _params, { api, stream, isCurrent }) {
 
 async function clientDetail(root, [clientId], { api, stream, notify, isCurrent }) {
   const body = h('div', { id: 'client-detail' });
-  root.append(title('Client', h('code', { class: 'client-id' }, clientId)), link('‹ all clients', 'clients'), body);
+  const back = link('‹ all clients', 'clients');
+  back.classList.add('back');
+  root.append(title('Client', h('code', { class: 'client-id' }, clientId)), back, body);
 
   async function load() {
     let c;
@@ -248,7 +250,7 @@ async function clientDetail(root, [clientId], { api, stream, notify, isCurrent }
     }
     if (!isCurrent()) return;
     body.replaceChildren(
-      facts([
+      h('section', { class: 'card' }, facts([
         ['Client id', c.client_id],
         ['Principal', c.principal ?? '—'],
         ['Method', c.method ?? '—'],
@@ -271,7 +273,7 @@ async function clientDetail(root, [clientId], { api, stream, notify, isCurrent }
           await load().catch(() => {});
         }, { confirm: false, disabled: !canAct() }),
       ),
-      viewerNote(),
+      viewerNote()),
       h('h3', null, 'Subscriptions'),
       table(
         [

@@ -43,6 +43,12 @@ def _wall(broker: Broker, monotonic_at: float) -> float:
     return round(time.time() - (broker.clock() - monotonic_at), 3)
 
 
+def _principal(identity: Identity) -> str | None:
+    """Who a client is, in the words an operator filters by: the user name, the certificate's
+    CN or the SMOKER id (none for an anonymous client)."""
+    return identity.username or identity.cert_cn or identity.smoker_id
+
+
 def _address(value: Any) -> str:
     return f"{value[0]}:{value[1]}" if value else ""
 
@@ -52,11 +58,10 @@ def preview(payload: bytes) -> str:
     head = payload[:PREVIEW_BYTES]
     try:
         return head.decode("utf-8")
-    except UnicodeDecodeError:
-        try:  # cut inside a character: the text before it
-            return head[: len(head) - 3].decode("utf-8") if len(payload) > PREVIEW_BYTES else ""
-        except UnicodeDecodeError:
-            pass
+    except UnicodeDecodeError as exc:
+        # a character cut by the 64-byte limit: the text before it
+        if len(payload) > PREVIEW_BYTES and exc.start >= len(head) - 3 and exc.end == len(head):
+            return head[: exc.start].decode("utf-8")
     return head.hex()
 
 
@@ -184,7 +189,7 @@ class Operator:
         assert identity is not None
         return {
             "client_id": conn.client_id,
-            "principal": identity.username or identity.cert_cn or identity.smoker_id,
+            "principal": _principal(identity),
             "method": identity.method,
             "tenant": identity.tenant,
             "address": _address(conn.info.remote_address),
@@ -200,22 +205,25 @@ class Operator:
         self, filters: dict[str, str], offset: int = 0, limit: int = 100
     ) -> tuple[int, list[dict[str, Any]]]:
         """Connected clients matching ``filters`` (tenant, principal, method: equal; address:
-        prefix; id: glob), sorted by client id, one page."""
+        prefix; id: glob), sorted by client id, one page. Only the page's items are built."""
         pattern = filters.get("id") or None
+        tenant, method = filters.get("tenant"), filters.get("method")
+        principal, address = filters.get("principal"), filters.get("address")
         found = []
         for conn in self._connected():
-            item = self._client_item(conn)
-            if pattern is not None and not fnmatchcase(item["client_id"], pattern):
+            identity = conn.identity
+            assert identity is not None
+            if pattern is not None and not fnmatchcase(conn.client_id, pattern):
                 continue
-            if any(
-                filters.get(k) and item[k] != filters[k] for k in ("tenant", "principal", "method")
-            ):
+            if (tenant and identity.tenant != tenant) or (method and identity.method != method):
                 continue
-            if filters.get("address") and not item["address"].startswith(filters["address"]):
+            if principal and _principal(identity) != principal:
                 continue
-            found.append(item)
-        found.sort(key=lambda i: (i["client_id"], i["tenant"]))
-        return len(found), found[offset : offset + limit]
+            if address and not _address(conn.info.remote_address).startswith(address):
+                continue
+            found.append(conn)
+        found.sort(key=lambda c: (c.client_id, c.identity.tenant if c.identity else ""))
+        return len(found), [self._client_item(c) for c in found[offset : offset + limit]]
 
     def _find(self, client_id: str, tenant: str | None) -> Connection | None:
         for conn in self._connected():

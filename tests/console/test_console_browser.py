@@ -292,4 +292,9 @@ def test_the_dashboard_keeps_its_history_across_pages(console: Any, devices: Any
         lambda: len(points(console, "#chart-memory polyline.series-a")) >= 3,
         what="three counters samples on the memory chart",
     )
+    # the live numbers follow the stream: both clients of this test within one counters event
+    wait_for(
+        lambda: text_of(console, "#stat-connections .big") == "2",
+        what="the connections counter to show this test's two clients",
+    )
     docs_shot(console, "dashboard")

@@ -74,6 +74,57 @@ function pager(total, offset, onMove) {
   );
 }
 
+/**
+ * A page of one list: a heading, a filter form whose inputs are named after the API's query
+ * parameters, the list as `render(data)` draws it, and paging with `paged`. Returns `reload`.
+ */
+function listPage(root, { heading, id, fields = [], paged = false, fetch, render, isCurrent }) {
+  let filters = {};
+  let offset = 0;
+  const body = h('div', { id });
+  async function load() {
+    const data = await fetch(paged ? { ...filters, offset, limit: PAGE } : { ...filters });
+    if (!isCurrent()) return;
+    body.replaceChildren(
+      render(data),
+      paged
+        ? pager(data.total, offset, (next) => {
+            offset = next;
+            reload();
+          })
+        : '',
+    );
+  }
+  // a failed reload is already on screen as the notice of the request that failed
+  const reload = () => load().catch(() => {});
+  const form = fields.length
+    ? filterForm(fields, filters, (next) => {
+        filters = next;
+        offset = 0;
+        reload();
+      })
+    : '';
+  root.append(...heading, form, body);
+  return { load, reload };
+}
+
+/** An operator's button: runs `call`, tells how it went, then runs `after` (a reload). */
+function operatorAction(label, call, success, { notify, after, confirm = true }) {
+  return actionButton(
+    label,
+    async () => {
+      try {
+        const answer = await call();
+        notify(typeof success === 'function' ? success(answer) : success);
+      } catch (err) {
+        notify(err.message, 'error');
+      }
+      if (after) await after();
+    },
+    { confirm, disabled: !canAct() },
+  );
+}
+
 // ---------------------------------------------------------------- dashboard
 
 async function dashboard(root, _params, { api, stream, history }) {
@@ -182,15 +233,15 @@ const CLIENT_FILTERS = [
 ];
 
 async function clients(root, _params, { api, stream, isCurrent }) {
-  let filters = {};
-  let offset = 0;
-  const body = h('div', { id: 'clients-table' });
   const lastChange = h('span', { class: 'muted live', id: 'clients-live' }, 'live');
-
-  async function load() {
-    const data = await api.get('clients', { ...filters, offset, limit: PAGE });
-    if (!isCurrent()) return;
-    body.replaceChildren(
+  const page = listPage(root, {
+    heading: [title('Clients', lastChange)],
+    id: 'clients-table',
+    fields: CLIENT_FILTERS,
+    paged: true,
+    isCurrent,
+    fetch: (query) => api.get('clients', query),
+    render: (data) =>
       table(
         [
           { title: 'Client id', value: (c) => link(c.client_id, 'clients', c.client_id) },
@@ -202,31 +253,18 @@ async function clients(root, _params, { api, stream, isCurrent }) {
           { title: 'Connected', value: (c) => fmtTime(c.connected_at) },
         ],
         data.items,
-        { empty: 'No client is connected (or none matches the filter).', rowAttrs: (c) => ({ 'data-client-id': c.client_id }) },
+        {
+          empty: 'No client is connected (or none matches the filter).',
+          rowAttrs: (c) => ({ 'data-client-id': c.client_id }),
+        },
       ),
-      pager(data.total, offset, (next) => {
-        offset = next;
-        load().catch(() => {});
-      }),
-    );
-  }
-
-  const reload = debounce(() => load().catch(() => {}), 300);
+  });
+  const reload = debounce(page.reload, 300);
   const off = stream.on('client', (change) => {
     lastChange.textContent = `live — ${change.client_id} ${change.change}`;
     reload();
   });
-
-  root.append(
-    title('Clients', lastChange),
-    filterForm(CLIENT_FILTERS, filters, (next) => {
-      filters = next;
-      offset = 0;
-      load().catch(() => {});
-    }),
-    body,
-  );
-  await load();
+  await page.load();
   return () => {
     off();
     reload.cancel();
@@ -263,15 +301,12 @@ async function clientDetail(root, [clientId], { api, stream, notify, isCurrent }
         ['Queued', fmtNumber(c.queued)],
       ]),
       h('div', { class: 'actions' },
-        actionButton('Disconnect', async () => {
-          try {
-            await api.post(`clients/${segment(clientId)}/disconnect`, {});
-            notify(`Disconnected ${clientId}.`);
-          } catch (err) {
-            notify(err.message, 'error');
-          }
-          await load().catch(() => {});
-        }, { confirm: false, disabled: !canAct() }),
+        operatorAction(
+          'Disconnect',
+          () => api.post(`clients/${segment(clientId)}/disconnect`, {}),
+          `Disconnected ${clientId}.`,
+          { notify, after: () => load().catch(() => {}), confirm: false },
+        ),
       ),
       viewerNote()),
       h('h3', null, 'Subscriptions'),
@@ -387,45 +422,37 @@ async function denials(root, _params, { api, stream, isCurrent }) {
 // ---------------------------------------------------------------- subscriptions
 
 async function subscriptions(root, _params, { api, isCurrent }) {
-  let filters = {};
-  const body = h('div', { id: 'subscriptions-table' });
-  async function load() {
-    const data = await api.get('subscriptions', filters);
-    if (!isCurrent()) return;
-    const items = [...data.items].sort((a, b) =>
-      `${a.tenant}\u0000${a.filter}`.localeCompare(`${b.tenant}\u0000${b.filter}`),
-    );
-    body.replaceChildren(
+  const page = listPage(root, {
+    heading: [title('Subscriptions')],
+    id: 'subscriptions-table',
+    fields: [['tenant', 'Tenant']],
+    isCurrent,
+    fetch: (query) => api.get('subscriptions', query),
+    render: (data) =>
       table(
         [
           { title: 'Tenant', value: (x) => x.tenant ?? '—' },
           { title: 'Filter', value: (x) => h('code', null, x.filter) },
           { title: 'Clients', value: (x) => fmtNumber(x.clients), class: 'num' },
         ],
-        items,
+        [...data.items].sort((a, b) =>
+          `${a.tenant}\u0000${a.filter}`.localeCompare(`${b.tenant}\u0000${b.filter}`),
+        ),
         { empty: 'No subscription (or none in this tenant).' },
       ),
-    );
-  }
-  root.append(
-    title('Subscriptions'),
-    filterForm([['tenant', 'Tenant']], filters, (next) => {
-      filters = next;
-      load().catch(() => {});
-    }),
-    body,
-  );
-  await load();
+  });
+  await page.load();
 }
 
 // ---------------------------------------------------------------- sessions
 
 async function sessions(root, _params, { api, notify, isCurrent }) {
-  const body = h('div', { id: 'sessions-table' });
-  async function load() {
-    const data = await api.get('sessions');
-    if (!isCurrent()) return;
-    body.replaceChildren(
+  const page = listPage(root, {
+    heading: [title('Offline sessions'), viewerNote()],
+    id: 'sessions-table',
+    isCurrent,
+    fetch: () => api.get('sessions'),
+    render: (data) =>
       table(
         [
           { title: 'Client id', value: (x) => x.client_id },
@@ -435,36 +462,35 @@ async function sessions(root, _params, { api, notify, isCurrent }) {
           {
             title: '',
             value: (x) =>
-              actionButton('Drop', async () => {
-                try {
-                  await api.del(`sessions/${segment(x.client_id)}`);
-                  notify(`Dropped the session of ${x.client_id}; its client id is free again.`);
-                } catch (err) {
-                  notify(err.message, 'error');
-                }
-                await load().catch(() => {});
-              }, { disabled: !canAct() }),
+              operatorAction(
+                'Drop',
+                () => api.del(`sessions/${segment(x.client_id)}`),
+                `Dropped the session of ${x.client_id}; its client id is free again.`,
+                { notify, after: () => page.reload() },
+              ),
           },
         ],
         data.items,
         { empty: 'No offline session.', rowAttrs: (x) => ({ 'data-client-id': x.client_id }) },
       ),
-    );
-  }
-  root.append(title('Offline sessions'), viewerNote(), body);
-  await load();
+  });
+  await page.load();
 }
 
 // ---------------------------------------------------------------- retained
 
 async function retained(root, _params, { api, notify, isCurrent }) {
-  let filters = {};
-  let offset = 0;
-  const body = h('div', { id: 'retained-table' });
-  async function load() {
-    const data = await api.get('retained', { ...filters, offset, limit: PAGE });
-    if (!isCurrent()) return;
-    body.replaceChildren(
+  const page = listPage(root, {
+    heading: [title('Retained messages'), viewerNote()],
+    id: 'retained-table',
+    fields: [
+      ['prefix', 'Topic prefix'],
+      ['tenant', 'Tenant'],
+    ],
+    paged: true,
+    isCurrent,
+    fetch: (query) => api.get('retained', query),
+    render: (data) =>
       table(
         [
           { title: 'Tenant', value: (r) => r.tenant ?? '—' },
@@ -475,48 +501,34 @@ async function retained(root, _params, { api, notify, isCurrent }) {
           {
             title: '',
             value: (r) =>
-              actionButton('Delete', async () => {
-                try {
-                  await api.del('retained', { tenant: r.tenant, topic: r.topic });
-                  notify(`Deleted the retained message on ${r.topic}.`);
-                } catch (err) {
-                  notify(err.message, 'error');
-                }
-                await load().catch(() => {});
-              }, { disabled: !canAct() }),
+              operatorAction(
+                'Delete',
+                () => api.del('retained', { tenant: r.tenant, topic: r.topic }),
+                `Deleted the retained message on ${r.topic}.`,
+                { notify, after: () => page.reload() },
+              ),
           },
         ],
         data.items,
-        { empty: 'No retained message (or none matches the filter).', rowAttrs: (r) => ({ 'data-topic': r.topic }) },
+        {
+          empty: 'No retained message (or none matches the filter).',
+          rowAttrs: (r) => ({ 'data-topic': r.topic }),
+        },
       ),
-      pager(data.total, offset, (next) => {
-        offset = next;
-        load().catch(() => {});
-      }),
-    );
-  }
-  root.append(
-    title('Retained messages'),
-    viewerNote(),
-    filterForm([['prefix', 'Topic prefix'], ['tenant', 'Tenant']], filters, (next) => {
-      filters = next;
-      offset = 0;
-      load().catch(() => {});
-    }),
-    body,
-  );
-  await load();
+  });
+  await page.load();
 }
 
 // ---------------------------------------------------------------- claims
 
 async function claims(root, _params, { api, notify, isCurrent }) {
-  let filters = {};
-  const body = h('div', { id: 'claims-table' });
-  async function load() {
-    const data = await api.get('claims', filters);
-    if (!isCurrent()) return;
-    body.replaceChildren(
+  const page = listPage(root, {
+    heading: [title('Topic claims'), viewerNote()],
+    id: 'claims-table',
+    fields: [['owner', 'Owner']],
+    isCurrent,
+    fetch: (query) => api.get('claims', query),
+    render: (data) =>
       table(
         [
           { title: 'Id', value: (c) => String(c.id) },
@@ -526,62 +538,55 @@ async function claims(root, _params, { api, notify, isCurrent }) {
           {
             title: '',
             value: (c) =>
-              actionButton('Revoke', async () => {
-                try {
-                  await api.del(`claims/${segment(c.id)}`);
-                  notify(`Revoked the claim on ${c.pattern}.`);
-                } catch (err) {
-                  notify(err.message, 'error');
-                }
-                await load().catch(() => {});
-              }, { disabled: !canAct() }),
+              operatorAction(
+                'Revoke',
+                () => api.del(`claims/${segment(c.id)}`),
+                `Revoked the claim on ${c.pattern}.`,
+                { notify, after: () => page.reload() },
+              ),
           },
         ],
         data.items,
         { empty: 'No claim (or none of this owner).' },
       ),
-    );
-  }
-  root.append(
-    title('Topic claims'),
-    viewerNote(),
-    filterForm([['owner', 'Owner']], filters, (next) => {
-      filters = next;
-      load().catch(() => {});
-    }),
-    body,
-  );
-  await load();
+  });
+  await page.load();
 }
 
 // ---------------------------------------------------------------- bridges
 
+function bridgeState(state) {
+  const name = String(state);
+  return h('span', { class: ['state', `state-${name.replace(/[^a-z_-]/gi, '')}`] }, name);
+}
+
 async function bridges(root, _params, { api, stream, isCurrent }) {
-  const body = h('div', { id: 'bridges-table' });
-  async function load() {
-    const data = await api.get('bridges');
-    if (!isCurrent()) return;
-    body.replaceChildren(
+  const page = listPage(root, {
+    heading: [title('Bridges', h('span', { class: 'muted live' }, 'live'))],
+    id: 'bridges-table',
+    isCurrent,
+    fetch: () => api.get('bridges'),
+    render: (data) =>
       table(
         [
           { title: 'Bridge', value: (b) => b.name },
-          { title: 'State', value: (b) => h('span', { class: ['state', `state-${String(b.state).replace(/[^a-z_-]/gi, '')}`] }, String(b.state)) },
+          { title: 'State', value: (b) => bridgeState(b.state) },
           { title: 'Queue', value: (b) => fmtNumber(b.queue_depth), class: 'num' },
           {
             title: 'Counters',
             value: (b) =>
-              h('span', { class: 'counters' }, Object.entries(b.counters || {}).map(([k, v]) => `${k} ${v}`).join(' · ')),
+              Object.entries(b.counters || {})
+                .map(([k, v]) => `${k} ${v}`)
+                .join(' · '),
           },
           { title: 'Last error', value: (b) => b.last_error || '—' },
         ],
         data.items,
         { empty: 'No bridge is configured.' },
       ),
-    );
-  }
-  root.append(title('Bridges', h('span', { class: 'muted live' }, 'live')), body);
-  await load();
-  const refresh = debounce(() => load().catch(() => {}), 100);
+  });
+  await page.load();
+  const refresh = debounce(page.reload, 100);
   const off = stream.on('counters', refresh);
   return () => {
     off();
@@ -663,14 +668,17 @@ async function policy(root, _params, { api, notify }) {
         ['Signer', p.signer ?? '—'],
       ]),
       h('div', { class: 'actions' },
-        actionButton('Reload configuration', async () => {
-          try {
+        operatorAction(
+          'Reload configuration',
+          async () => {
             const outcome = await api.post('reload', {});
-            notify(`Reload: ${outcome?.message ?? outcome?.outcome ?? JSON.stringify(outcome)}`);
-          } catch (err) {
-            notify(err.message, 'error');
-          }
-        }, { disabled: !canAct() }),
+            // a configuration with errors is refused whole: the message says what to change
+            if (outcome?.ok === false) throw new Error(`Reload refused: ${outcome.message}`);
+            return outcome;
+          },
+          (outcome) => `Reloaded: ${outcome?.message ?? 'done'}`,
+          { notify },
+        ),
       ),
     ),
     form,

@@ -15,12 +15,15 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, RunningBroker, start_broker
+from tests.console.console_support import PASSWORDS
 
 ARTIFACTS = ROOT / "test-artifacts" / "console"
 WINDOW = (1200, 760)  # small PNGs for the docs, wide enough for the tables
@@ -112,6 +115,7 @@ def keep_screenshot_on_failure(request: pytest.FixtureRequest) -> Iterator[None]
 def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     """The real broker with the admin listener and the console, audit on (the denials feed)."""
     workdir = tmp_path_factory.mktemp("console-broker")
+    users = workdir / "admin-users"
     config = f"""
 [[listeners]]
 name = "tcp"
@@ -129,6 +133,7 @@ enabled = true
 bind = "127.0.0.1"
 port = 0
 one_time_login = true
+users_file = "{users}"
 
 [permissions.sets.sensor]
 default_behaviour = "allow"
@@ -138,6 +143,26 @@ rules = [ {{ id = "no-admin", topic = "admin/#", type = "DENY" }} ]
 client_id = "*"
 sets = ["sensor"]
 """
+    for user, role in (("vera", "viewer"), ("otto", "operator")):
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "edge_broker",
+                "admin",
+                "add",
+                str(users),
+                user,
+                "--role",
+                role,
+                "--password-stdin",
+            ],
+            input=f"{PASSWORDS[user]}\n",
+            text=True,
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+        )
     broker = start_broker(workdir, config)
     try:
         yield broker

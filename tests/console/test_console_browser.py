@@ -21,7 +21,7 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 
 from tests.conftest import RunningBroker
-from tests.console.console_support import docs_shot, once_link, wait_for
+from tests.console.console_support import PASSWORDS, docs_shot, once_link, wait_for
 
 XSS_ID = "<img src=x onerror=alert(1)>"
 ADMINISTRATIVE_ACTION = 0x98
@@ -277,6 +277,63 @@ def test_policy_page_asks_explain(console: Any) -> None:
     assert verdict.text == "Denied"
     assert text_of(console, "#explain-result code.rule") == "no-admin"
     docs_shot(console, "policy")
+
+
+def test_every_page_renders_without_an_error(console: Any) -> None:
+    console.get_log("browser")  # what earlier tests logged (a kicked client's 404) is theirs
+    pages = {
+        "subscriptions": "#subscriptions-table",
+        "sessions": "#sessions-table",
+        "claims": "#claims-table",
+        "bridges": "#bridges-table",
+        "policy": "#running-config",
+    }
+    for page, body in pages.items():
+        open_page(console, page)
+        wait_for(
+            lambda body=body: (
+                console.find_element(By.CSS_SELECTOR, body).text.strip() not in ("", "Loading…")
+            ),
+            what=f"the {page} page's content",
+        )
+        assert not console.find_elements(By.CSS_SELECTOR, "#view .error"), page
+    assert '"listeners"' in text_of(console, "#running-config")
+    severe = [e for e in console.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []
+
+
+def log_in_with_the_form(driver: Any, user: str, password: str) -> None:
+    if driver.find_elements(By.ID, "logout"):
+        click(driver, "#logout")
+    form = wait_for(lambda: driver.find_element(By.ID, "login-form"), what="the login form")
+    form.find_element(By.ID, "login-user").clear()
+    form.find_element(By.ID, "login-user").send_keys(user)
+    form.find_element(By.ID, "login-password").clear()
+    form.find_element(By.ID, "login-password").send_keys(password)
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+
+
+def test_a_viewer_sees_the_pages_but_cannot_act(console: Any, devices: Any) -> None:
+    devices("viewer-target")
+    log_in_with_the_form(console, "vera", "not-her-password")
+    wait_for(
+        lambda: text_of(console, "#login-form .error") == "Wrong user or password.",
+        what="the refusal of a wrong password",
+    )
+    log_in_with_the_form(console, "vera", PASSWORDS["vera"])
+    try:
+        wait_for(lambda: text_of(console, "#who .role") == "viewer", what="vera logged in")
+        open_page(console, "clients/viewer-target")
+        wait_for(
+            lambda: "viewer-target" in text_of(console, "#client-detail"),
+            what="the client's detail",
+        )
+        button = console.find_element(By.CSS_SELECTOR, "#client-detail button.action")
+        assert not button.is_enabled()
+        assert "actions need the operator role" in text_of(console, "#client-detail")
+    finally:
+        log_in_with_the_form(console, "otto", PASSWORDS["otto"])
+        wait_for(lambda: text_of(console, "#who .role") == "operator", what="otto logged in")
 
 
 def test_the_dashboard_keeps_its_history_across_pages(console: Any, devices: Any) -> None:

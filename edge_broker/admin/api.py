@@ -253,7 +253,11 @@ class AdminApi:
         return json_response(200, found)
 
     async def _sessions(self, request: Request, session: AdminSession) -> Response:
-        return json_response(200, {"items": self.operator.sessions()})
+        q = request.query
+        total, items = self.operator.sessions(
+            _int(q, "offset", 0, 10**9), _int(q, "limit", MAX_PAGE, MAX_PAGE)
+        )
+        return json_response(200, {"total": total, "items": items})
 
     async def _subscriptions(self, request: Request, session: AdminSession) -> Response:
         tenant = request.query.get("tenant") or None
@@ -288,8 +292,11 @@ class AdminApi:
         client_id = _field(body, "client_id")
         principal = _field(body, "principal", False) or _field(body, "user", False)
         tenant = _field(body, "tenant", False)
+        token = _field(body, "token", False)
         assert topic is not None and client_id is not None
-        identity = self.operator.identity_for(client_id, principal, tenant)
+        identity = self.operator.identity_for(client_id, principal, tenant, token)
+        if isinstance(identity, str):
+            raise ApiError(400, "token", identity)
         return json_response(200, await self.operator.explain(identity, action, topic))
 
     async def _config(self, request: Request, session: AdminSession) -> Response:

@@ -62,7 +62,15 @@ OPERATIONS: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...], st
         (),
         "Ok",
     ),
-    ("GET", "/api/v1/sessions", "viewer", "Offline persistent sessions", (), (), "Sessions"),
+    (
+        "GET",
+        "/api/v1/sessions",
+        "viewer",
+        "Offline persistent sessions, paged",
+        ("offset", "limit"),
+        (),
+        "Sessions",
+    ),
     (
         "DELETE",
         "/api/v1/sessions/{client_id}",
@@ -141,7 +149,7 @@ OPERATIONS: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...], st
         "viewer",
         "Would this principal be allowed? (changes nothing; needs the CSRF header)",
         (),
-        ("client_id", "action", "topic", "principal", "user", "tenant"),
+        ("client_id", "action", "topic", "principal", "user", "token", "tenant"),
         "Explain",
     ),
     (
@@ -243,7 +251,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         ]
     },
     "Sessions": _items(
-        _obj(client_id=_STR, owner=_STR, expires_at={"type": ["number", "null"]}, queued=_INT)
+        _obj(
+            client_id=_STR,
+            tenant=_STR,
+            owner=_STR,
+            connected={"type": "boolean"},
+            expires_at={"type": ["number", "null"]},
+            queued=_INT,
+            queued_bytes=_INT,
+            inflight=_INT,
+        ),
+        paged=True,
     ),
     "Subscriptions": _items(_obj(filter=_STR, tenant=_STR, clients=_INT)),
     "RetainedPage": _items(

@@ -125,6 +125,16 @@ class Connection(asyncio.BufferedProtocol):
         return self.engine.state
 
     @property
+    def awaiting_connect(self) -> bool:
+        """No CONNECT read yet (a half-open socket, or an unfinished WebSocket upgrade)."""
+        return self.engine.state is AWAIT_CONNECT
+
+    @property
+    def opened_at(self) -> float:
+        """When the socket was accepted (broker clock)."""
+        return self.engine.created
+
+    @property
     def level(self) -> int:
         """The client's protocol level (3, 4, 5), as the engine learnt it from the CONNECT."""
         return self.engine.level

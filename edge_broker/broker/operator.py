@@ -14,7 +14,6 @@ store delete (budget and persistence follow), the same reload as SIGHUP.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
@@ -26,13 +25,15 @@ from ..authz.explain import explain, explanation_text
 from ..config import EMBEDDED_FILE
 from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.reason_codes import ReasonCode
-from .session_control import drop_session, list_sessions
+from .session_control import drop_session, session_info
+from .stats import resident_bytes
 
 if TYPE_CHECKING:
     from .connection import Connection
     from .server import Broker
 
 DENIAL_RING = 200  # recent denials kept for the admin API
+DENIAL_TEXT = 1024  # characters kept of each text field: the ring holds at most ~1 MB
 PREVIEW_BYTES = 64
 SECRET_WORDS = ("password", "secret", "token", "hash", "credential", "private")
 MASK = "***"
@@ -41,6 +42,12 @@ MASK = "***"
 def _wall(broker: Broker, monotonic_at: float) -> float:
     """A broker-clock instant as Unix time (the API speaks wall clock)."""
     return round(time.time() - (broker.clock() - monotonic_at), 3)
+
+
+def _clip(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > DENIAL_TEXT:
+        return value[:DENIAL_TEXT] + "…"
+    return value
 
 
 def _principal(identity: Identity) -> str | None:
@@ -125,13 +132,14 @@ class Operator:
 
     def _denied(self, type_: str, fields: dict[str, Any]) -> None:
         self.denial_seq += 1
-        self.denials.append({"seq": self.denial_seq, "time": round(time.time(), 3), **fields})
+        record = {k: _clip(v) for k, v in fields.items() if v is not None}
+        self.denials.append({"seq": self.denial_seq, "time": round(time.time(), 3), **record})
 
     # -- reads ---------------------------------------------------------------------------
     def overview(self) -> dict[str, Any]:
         b = self._broker
         st = b.stats
-        rss = _resident_bytes()
+        rss = resident_bytes()
         in_s, out_s = self.rates()
         store: dict[str, Any] = {"state": "memory"}
         if b.persistence is not None:
@@ -260,9 +268,19 @@ class Operator:
             for c in claims.service.owned_claims(owner, identity.tenant)
         ]
 
-    def sessions(self) -> list[dict[str, Any]]:
-        """Offline persistent sessions (broker/session_control.py lists them)."""
-        return [info.to_json() for info in list_sessions(self._broker) if not info.connected]
+    def sessions(self, offset: int = 0, limit: int = 1000) -> tuple[int, list[dict[str, Any]]]:
+        """Offline persistent sessions in the shape ``edge-broker session list`` shows
+        (broker/session_control.py), sorted by tenant and client id; only the page is built."""
+        now = self._broker.clock()
+        offline = [
+            s
+            for s in self._broker.sessions
+            if s.connection is None and (s.expires_at is None or s.expires_at > now)
+        ]
+        offline.sort(key=lambda s: (s.tenant, s.client_id))
+        wall = time.time()
+        page = offline[offset : offset + limit]
+        return len(offline), [session_info(s, now, wall).to_json() for s in page]
 
     def subscriptions(self, tenant: str | None = None) -> list[dict[str, Any]]:
         """Every subscribed filter with how many sessions hold it."""
@@ -385,15 +403,40 @@ class Operator:
             "explanation": explanation_text(identity, action, topic, 0, verdicts, final),
         }
 
-    def identity_for(self, client_id: str, principal: str | None, tenant: str | None) -> Identity:
-        """The identity ``explain`` judges: a connected client's own when it is connected
-        (same client id and principal), else one built from the password file's entry of
-        ``principal`` (roles, one tenant), else an anonymous one."""
+    def identity_for(
+        self,
+        client_id: str,
+        principal: str | None,
+        tenant: str | None,
+        token: str | None = None,
+    ) -> Identity | str:
+        """The identity ``explain`` judges: with ``token``, a token client's (the token verified
+        with the broker's ``[tokens]`` keys: its subject and grants); else a connected client's
+        own when it is connected (same client id and principal); else one built from the
+        password file's entry of ``principal`` (roles, one tenant); else an anonymous one. A
+        refused token answers why, as text."""
+        config = self._broker.config
+        if token is not None:
+            from ..auth.token import TokenError
+            from ..auth.token_method import build_verifier
+
+            try:
+                verified = build_verifier(config.tokens, config.topics.separator).verify(
+                    token, client_id=client_id, tenant=tenant or DEFAULT_TENANT
+                )
+            except TokenError as exc:
+                return f"the token is refused: {exc}"
+            return Identity(
+                client_id=client_id,
+                method="token",
+                tenant=tenant or DEFAULT_TENANT,
+                username=verified.subject,
+                grants=verified.for_tenant(tenant or DEFAULT_TENANT),
+            )
         conn = self._find(client_id, tenant)
         if conn is not None and conn.identity is not None:
             if principal is None or conn.identity.username == principal:
                 return conn.identity
-        config = self._broker.config
         roles: tuple[str, ...] = ()
         method = "anonymous"
         if principal is not None:
@@ -488,11 +531,3 @@ def _record_explanation(record: dict[str, Any]) -> str:
         f"{record.get('action', 'request')} {record.get('topic', '')!r} by client "
         f"{record.get('client', '')!r}{roles} => DENIED by {gate}{rule}{perm_set}{reason}"
     )
-
-
-def _resident_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None

@@ -34,7 +34,14 @@ from ..mqtt.reason_codes import ReasonCode
 from .bridging import Bridging
 from .connection import Connection
 from .delivery import Delivery
-from .limits.fd_budget import accept_error_handler, connection_cap, log_cap_change, raise_soft_limit
+from .limits.fd_budget import (
+    EVICT_AFTER,
+    accept_error_handler,
+    connection_cap,
+    log_cap_change,
+    oldest_unauthenticated,
+    raise_soft_limit,
+)
 from .limits.limit_hits import LimitHits
 from .limits.pre_auth import SourceRates, connect_timed_out, source_rate_refusal
 from .limits.read_pool import ReadPool
@@ -364,6 +371,18 @@ class Broker:
             log_cap_change(self._connection_cap, cap)
             self._connection_cap = cap
         if len(self.connections) > self._connection_cap:
+            # A socket that never sent its CONNECT (or never finished its WebSocket upgrade)
+            # for EVICT_AFTER seconds makes room for the new one: half-open sockets cannot
+            # keep a real client out (broker/limits/fd_budget.py)
+            stale = oldest_unauthenticated(self.connections, self.clock() - EVICT_AFTER)
+            if stale is not None:
+                self.limit_hits.hit(
+                    "limits.max_connections",
+                    "connection without CONNECT closed to make room for a new one: "
+                    f"{len(self.connections)} connections open, at most {self._connection_cap}",
+                )
+                stale.close(None, "no CONNECT yet, closed to make room at the connection cap")
+                return
             # Far over the limit: do not even read a CONNECT (half-open floods), and never let
             # connections use up the file descriptors (broker/limits/fd_budget.py).
             reason = (

@@ -57,3 +57,15 @@ class BrokerStats:
 
     def uptime(self) -> int:
         return int(self._clock() - self.started)
+
+
+def resident_bytes() -> int | None:
+    """The process's resident set (Linux ``/proc/self/statm``), None elsewhere: what the
+    metrics endpoint and the admin API's overview report."""
+    import os
+
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None

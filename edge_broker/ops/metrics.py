@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..admin.http import Handler, HttpLimits, HttpServer, Request, Response
+from ..broker.stats import resident_bytes
 
 if TYPE_CHECKING:
     from ..broker.server import Broker
@@ -252,17 +253,6 @@ def render_metrics(
     return w.text()
 
 
-def _resident_bytes() -> int | None:
-    """The process's resident set (Linux ``/proc/self/statm``), None elsewhere."""
-    import os
-
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _state_metrics(w: _Writer, broker: Broker) -> None:
     """What ``$SYS`` shows and Prometheus lacked (issue 20): sessions, queues, subscriptions,
     retained messages, the broker store's health, the process's memory."""
@@ -319,7 +309,7 @@ def _state_metrics(w: _Writer, broker: Broker) -> None:
             "QoS 1/2 publishes refused because they could not be stored",
             persistence.refused,
         )
-    rss = _resident_bytes()
+    rss = resident_bytes()
     if rss is not None:
         w.one(
             "process_resident_memory_bytes", "gauge", "resident memory of the broker process", rss

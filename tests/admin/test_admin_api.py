@@ -3,6 +3,7 @@ what, each endpoint's content against the broker's state, each action seen by an
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import time
@@ -331,3 +332,31 @@ def test_hostile_input_to_the_admin_port(admin_broker: tuple[RunningBroker, int]
         s.close()
     assert wait_until(lambda: Api(port).login("vera", "view-secret").status == 200)
     assert "Traceback" not in b.log()
+
+
+def test_https_listener_sets_a_secure_cookie(tmp_path: Path, broker_factory: BrokerFactory) -> None:
+    import ssl
+
+    from tests.ops.tls_files import make_cert
+
+    cert, key = make_cert(tmp_path, "admin")
+    users = write_users(tmp_path / "admin-users", vera=("view-secret", "viewer"))
+    text = CONFIG.format(users=users, audit=tmp_path / "audit").replace(
+        "request_timeout = 2.0", f'request_timeout = 2.0\ntls_cert = "{cert}"\ntls_key = "{key}"'
+    )
+    b = broker_factory(text)
+    port = admin_port(b)
+    assert f"admin console on https://127.0.0.1:{port}/" in b.log()
+    context = ssl.create_default_context(cafile=str(cert))
+    context.check_hostname = False
+    conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=context)
+    body = json.dumps({"user": "vera", "password": "view-secret"})
+    conn.request("POST", "/api/v1/login", body, {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    response.read()
+    assert response.status == 200
+    assert "; Secure" in response.getheader("Set-Cookie", "")
+    # plain HTTP to the TLS port gets nothing served
+    plain = Api(port)
+    with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
+        plain.request("GET", "/api/v1/me")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar
 
 from .limit_hits import LimitHits
 
@@ -27,6 +27,7 @@ log = logging.getLogger("edge_broker.broker")
 FD_RESERVE = 32  # listeners, stores, logs, stdio, the event loop's own and a worker thread's
 BEFORE_CONNECT_SLACK = 64  # connections past max_connections still accepted (refused at CONNECT)
 LIMIT_KEY = "RLIMIT_NOFILE"
+EVICT_AFTER = 1.0  # seconds a socket may sit without CONNECT before a newcomer may replace it
 
 
 def raise_soft_limit(max_connections: int) -> int:
@@ -104,3 +105,29 @@ def http_may_open(mqtt_open: int, http_open: int) -> bool:
         return True
     free = int(soft) - FD_RESERVE - mqtt_open - http_open
     return free > mqtt_reserve(int(soft))
+
+
+class _Waiting(Protocol):
+    """A connection as the eviction sees it (``broker.connection.Connection``)."""
+
+    @property
+    def awaiting_connect(self) -> bool: ...
+    @property
+    def closing(self) -> bool: ...
+    @property
+    def opened_at(self) -> float: ...
+
+
+W = TypeVar("W", bound=_Waiting)
+
+
+def oldest_unauthenticated(connections: Iterable[W], opened_before: float) -> W | None:
+    """The connection that has waited longest without a CONNECT (a half-open socket, an
+    unfinished WebSocket upgrade), if it was opened before ``opened_before``."""
+    oldest: W | None = None
+    for conn in connections:
+        if not conn.awaiting_connect or conn.closing or conn.opened_at >= opened_before:
+            continue
+        if oldest is None or conn.opened_at < oldest.opened_at:
+            oldest = conn
+    return oldest

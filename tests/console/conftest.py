@@ -15,15 +15,14 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.admin.admin_support import write_users
 from tests.conftest import ROOT, RunningBroker, start_broker
-from tests.console.console_support import PASSWORDS
+from tests.console.console_support import PASSWORDS, ROLES
 
 ARTIFACTS = ROOT / "test-artifacts" / "console"
 WINDOW = (1200, 760)  # small PNGs for the docs, wide enough for the tables
@@ -143,26 +142,7 @@ rules = [ {{ id = "no-admin", topic = "admin/#", type = "DENY" }} ]
 client_id = "*"
 sets = ["sensor"]
 """
-    for user, role in (("vera", "viewer"), ("otto", "operator")):
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "edge_broker",
-                "admin",
-                "add",
-                str(users),
-                user,
-                "--role",
-                role,
-                "--password-stdin",
-            ],
-            input=f"{PASSWORDS[user]}\n",
-            text=True,
-            check=True,
-            capture_output=True,
-            cwd=ROOT,
-        )
+    write_users(users, **{user: (PASSWORDS[user], role) for user, role in ROLES.items()})
     broker = start_broker(workdir, config)
     try:
         yield broker

@@ -13,6 +13,7 @@ from tests.conftest import ROOT, RunningBroker
 
 # admin users of the test broker, made with `edge-broker admin add` (argon2id)
 PASSWORDS = {"vera": "viewer-pass-1", "otto": "operator-pass-1"}
+ROLES = {"vera": "viewer", "otto": "operator"}
 DOCS_SHOTS = os.environ.get("EDGE_BROKER_DOCS_SHOTS", "")
 ONCE_LINK_RE = re.compile(r"(https?://\S+/login/once\?token=[A-Za-z0-9_\-.~%]+)")
 

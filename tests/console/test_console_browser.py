@@ -282,6 +282,10 @@ def test_policy_page_asks_explain(console: Any) -> None:
 def test_every_page_renders_without_an_error(console: Any) -> None:
     console.get_log("browser")  # what earlier tests logged (a kicked client's 404) is theirs
     pages = {
+        "dashboard": "#chart-rates",
+        "clients": "#clients-table",
+        "denials": "#denials-list",
+        "retained": "#retained-table",
         "subscriptions": "#subscriptions-table",
         "sessions": "#sessions-table",
         "claims": "#claims-table",
@@ -298,6 +302,7 @@ def test_every_page_renders_without_an_error(console: Any) -> None:
         )
         assert not console.find_elements(By.CSS_SELECTOR, "#view .error"), page
     assert '"listeners"' in text_of(console, "#running-config")
+    # a CSP refusal (inline style or script, an outside address) would be logged here too
     severe = [e for e in console.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == []
 

@@ -97,8 +97,12 @@ def open_page(driver: Any, page: str) -> None:
     """Go to a console page by its hash (no reload: the console's own navigation)."""
     driver.execute_script("location.hash = arguments[0]", f"#/{page}")
     view = page.split("/")[0]
+    # aria-busy goes when the page has drawn its first data (its inputs exist from then on)
     wait_for(
-        lambda: driver.find_element(By.ID, "view").get_attribute("data-view") == view,
+        lambda: (
+            (v := driver.find_element(By.ID, "view")).get_attribute("data-view") == view
+            and v.get_attribute("aria-busy") is None
+        ),
         what=f"the {view} page",
     )
 

@@ -111,6 +111,7 @@ async function route() {
   }
   const root = clear(viewRoot);
   root.dataset.view = name;
+  root.setAttribute('aria-busy', 'true'); // until the page has its first data
   try {
     const done = await view(root, params, { api, stream, history, notify, isCurrent: () => token === renderToken });
     if (token === renderToken) cleanup = done || null;
@@ -119,6 +120,8 @@ async function route() {
     if (token !== renderToken) return;
     if (err.status === 401) return;
     root.append(h('p', { class: 'error' }, err.message));
+  } finally {
+    if (token === renderToken) root.removeAttribute('aria-busy');
   }
 }
 

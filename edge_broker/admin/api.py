@@ -260,8 +260,13 @@ class AdminApi:
         return json_response(200, {"total": total, "items": items})
 
     async def _subscriptions(self, request: Request, session: AdminSession) -> Response:
-        tenant = request.query.get("tenant") or None
-        return json_response(200, {"items": self.operator.subscriptions(tenant)})
+        q = request.query
+        total, items = self.operator.subscriptions(
+            q.get("tenant") or None,
+            _int(q, "offset", 0, 10**9),
+            _int(q, "limit", MAX_PAGE, MAX_PAGE),
+        )
+        return json_response(200, {"total": total, "items": items})
 
     async def _retained(self, request: Request, session: AdminSession) -> Response:
         q = request.query

@@ -226,10 +226,8 @@ class HttpServer:
             try:
                 got = await self._read_request(conn, reader, wait)
             except h11.RemoteProtocolError as exc:
-                status = exc.error_status_hint
-                if status == 400 and "exceeds" in str(exc):  # h11: head over the limit
-                    status = 431
-                await self._send_error(conn, writer, status, f"bad request: {exc}\n")
+                # h11's hint: 431 for a head over max_incomplete_event_size, else 400
+                await self._send_error(conn, writer, exc.error_status_hint, f"bad request: {exc}\n")
                 return
             except _TooLarge as exc:
                 await self._send_error(conn, writer, exc.status, f"{exc}\n")

@@ -84,8 +84,8 @@ OPERATIONS: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...], st
         "GET",
         "/api/v1/subscriptions",
         "viewer",
-        "Subscribed filters with their client counts",
-        ("tenant",),
+        "Subscribed filters with their client counts, paged",
+        ("tenant", "offset", "limit"),
         (),
         "Subscriptions",
     ),
@@ -263,7 +263,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         ),
         paged=True,
     ),
-    "Subscriptions": _items(_obj(filter=_STR, tenant=_STR, clients=_INT)),
+    "Subscriptions": _items(_obj(filter=_STR, tenant=_STR, clients=_INT), paged=True),
     "RetainedPage": _items(
         _obj(tenant=_STR, topic=_STR, bytes=_INT, qos=_INT, preview=_STR), paged=True
     ),

@@ -282,8 +282,10 @@ class Operator:
         page = offline[offset : offset + limit]
         return len(offline), [session_info(s, now, wall).to_json() for s in page]
 
-    def subscriptions(self, tenant: str | None = None) -> list[dict[str, Any]]:
-        """Every subscribed filter with how many sessions hold it."""
+    def subscriptions(
+        self, tenant: str | None = None, offset: int = 0, limit: int = 1000
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """Every subscribed filter with how many sessions hold it, sorted, one page."""
         counts: dict[tuple[str, str], int] = {}
         for session in self._broker.sessions:
             if tenant and session.tenant != tenant:
@@ -291,7 +293,9 @@ class Operator:
             for topic_filter in session.subscriptions:
                 key = (session.tenant, topic_filter)
                 counts[key] = counts.get(key, 0) + 1
-        return [{"filter": f, "tenant": t, "clients": n} for (t, f), n in sorted(counts.items())]
+        keys = sorted(counts)
+        page = keys[offset : offset + limit]
+        return len(keys), [{"filter": f, "tenant": t, "clients": counts[(t, f)]} for t, f in page]
 
     def retained(
         self, tenant: str | None, prefix: str, offset: int = 0, limit: int = 100

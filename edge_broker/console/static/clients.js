@@ -26,7 +26,8 @@ export async function clients(root, _params, { api, stream, isCurrent }) {
     render: (data) =>
       table(
         [
-          { title: 'Client id', value: (c) => link(c.client_id, 'clients', c.client_id) },
+          // a client id is unique within its tenant: the link names both
+          { title: 'Client id', value: (c) => link(c.client_id, 'clients', c.client_id, c.tenant ?? '') },
           { title: 'Principal', value: (c) => c.principal ?? '—' },
           { title: 'Method', value: (c) => c.method ?? '—' },
           { title: 'Tenant', value: (c) => c.tenant ?? '—' },
@@ -53,7 +54,8 @@ export async function clients(root, _params, { api, stream, isCurrent }) {
   };
 }
 
-export async function clientDetail(root, [clientId], { api, stream, notify, isCurrent }) {
+export async function clientDetail(root, [clientId, tenant = ''], { api, stream, notify, isCurrent }) {
+  const where = tenant ? { tenant } : undefined;
   const body = h('div', { id: 'client-detail' });
   const back = link('‹ all clients', 'clients');
   back.classList.add('back');
@@ -62,7 +64,7 @@ export async function clientDetail(root, [clientId], { api, stream, notify, isCu
   async function load() {
     let c;
     try {
-      c = await api.get(`clients/${segment(clientId)}`);
+      c = await api.get(`clients/${segment(clientId)}`, where);
     } catch (err) {
       if (err.status !== 404) throw err;
       if (isCurrent()) body.replaceChildren(h('p', { class: 'muted', id: 'not-connected' }, 'This client is not connected.'));
@@ -85,7 +87,7 @@ export async function clientDetail(root, [clientId], { api, stream, notify, isCu
       h('div', { class: 'actions' },
         operatorAction(
           'Disconnect',
-          () => api.post(`clients/${segment(clientId)}/disconnect`, {}),
+          () => api.post(`clients/${segment(clientId)}/disconnect`, {}, where),
           `Disconnected ${clientId}.`,
           { notify, after: () => load().catch(() => {}), confirm: false },
         ),
@@ -113,7 +115,7 @@ export async function clientDetail(root, [clientId], { api, stream, notify, isCu
   }
 
   const off = stream.on('client', (change) => {
-    if (change.client_id === clientId) load().catch(() => {});
+    if (change.client_id === clientId && (!tenant || change.tenant === tenant)) load().catch(() => {});
   });
   await load();
   return off;

@@ -1,7 +1,7 @@
 // The list pages: subscriptions, offline sessions, retained messages, claims and bridges.
 
 import { segment } from './api.js';
-import { fmtNumber, fmtTime, h, table } from './dom.js';
+import { fmtBytes, fmtNumber, fmtTime, h, table } from './dom.js';
 import { debounce, listPage, operatorAction, title, viewerNote } from './widgets.js';
 
 // ---------------------------------------------------------------- subscriptions
@@ -11,6 +11,7 @@ export async function subscriptions(root, _params, { api, isCurrent }) {
     heading: [title('Subscriptions')],
     id: 'subscriptions-table',
     fields: [['tenant', 'Tenant']],
+    paged: true, // sorted by tenant and filter by the broker
     isCurrent,
     fetch: (query) => api.get('subscriptions', query),
     render: (data) =>
@@ -20,36 +21,35 @@ export async function subscriptions(root, _params, { api, isCurrent }) {
           { title: 'Filter', value: (x) => h('code', null, x.filter) },
           { title: 'Clients', value: (x) => fmtNumber(x.clients), class: 'num' },
         ],
-        [...data.items].sort((a, b) =>
-          `${a.tenant}\u0000${a.filter}`.localeCompare(`${b.tenant}\u0000${b.filter}`),
-        ),
+        data.items,
         { empty: 'No subscription (or none in this tenant).' },
       ),
   });
   await page.load();
 }
 
-// ---------------------------------------------------------------- sessions
-
 export async function sessions(root, _params, { api, notify, isCurrent }) {
   const page = listPage(root, {
     heading: [title('Offline sessions'), viewerNote()],
     id: 'sessions-table',
+    paged: true,
     isCurrent,
-    fetch: () => api.get('sessions'),
+    fetch: (query) => api.get('sessions', query),
     render: (data) =>
       table(
         [
           { title: 'Client id', value: (x) => x.client_id },
+          { title: 'Tenant', value: (x) => x.tenant ?? '—' },
           { title: 'Owner', value: (x) => x.owner ?? '—' },
-          { title: 'Expires', value: (x) => fmtTime(x.expires_at) },
+          { title: 'Expires', value: (x) => (x.expires_at === null ? 'never' : fmtTime(x.expires_at)) },
           { title: 'Queued', value: (x) => fmtNumber(x.queued), class: 'num' },
+          { title: 'Queued bytes', value: (x) => fmtBytes(x.queued_bytes), class: 'num' },
           {
             title: '',
             value: (x) =>
               operatorAction(
                 'Drop',
-                () => api.del(`sessions/${segment(x.client_id)}`),
+                () => api.del(`sessions/${segment(x.client_id)}`, x.tenant ? { tenant: x.tenant } : undefined),
                 `Dropped the session of ${x.client_id}; its client id is free again.`,
                 { notify, after: () => page.reload() },
               ),
@@ -61,8 +61,6 @@ export async function sessions(root, _params, { api, notify, isCurrent }) {
   });
   await page.load();
 }
-
-// ---------------------------------------------------------------- retained
 
 export async function retained(root, _params, { api, notify, isCurrent }) {
   const page = listPage(root, {
@@ -116,10 +114,11 @@ export async function claims(root, _params, { api, notify, isCurrent }) {
     render: (data) =>
       table(
         [
-          { title: 'Id', value: (c) => String(c.id) },
+          { title: 'Tenant', value: (c) => c.tenant ?? '—' },
           { title: 'Owner', value: (c) => c.owner },
           { title: 'Pattern', value: (c) => c.pattern },
-          { title: 'Expires', value: (c) => fmtTime(c.expires) },
+          { title: 'Expires', value: (c) => (c.expires === null ? 'never' : fmtTime(c.expires)) },
+          { title: 'Quarantined', value: (c) => (c.quarantined ? 'yes' : 'no') },
           {
             title: '',
             value: (c) =>

@@ -17,6 +17,7 @@ export async function policy(root, _params, { api, notify }) {
   );
   const who = h('input', { name: 'who', id: 'explain-who', required: true, placeholder: 'e.g. sensor-7' });
   const clientId = h('input', { name: 'client_id', id: 'explain-client-id', placeholder: 'client id' });
+  const tenant = h('input', { name: 'tenant', id: 'explain-tenant', placeholder: 'tenant (optional)' });
   const action = h(
     'select',
     { name: 'action', id: 'explain-action' },
@@ -28,7 +29,7 @@ export async function policy(root, _params, { api, notify }) {
     'form',
     { class: 'explain card', id: 'explain-form' },
     h('h3', null, 'Would this client be allowed?'),
-    h('div', { class: 'sentence' }, 'Would the client with', kind, who, 'and client id', clientId, 'be allowed to', action, topic, '?'),
+    h('div', { class: 'sentence' }, 'Would the client with', kind, who, 'and client id', clientId, 'in', tenant, 'be allowed to', action, topic, '?'),
     h('button', { type: 'submit' }, 'Ask'),
     result,
   );
@@ -39,6 +40,7 @@ export async function policy(root, _params, { api, notify }) {
       const answer = await api.post('explain', {
         [kind.value]: who.value,
         client_id: clientId.value || who.value,
+        ...(tenant.value.trim() ? { tenant: tenant.value.trim() } : {}),
         action: action.value,
         topic: topic.value,
       });
@@ -46,6 +48,7 @@ export async function policy(root, _params, { api, notify }) {
         h('p', { class: answer.allowed ? 'verdict allowed' : 'verdict denied' }, answer.allowed ? 'Allowed' : 'Denied'),
         facts([
           ['Gate', answer.gate ?? '—'],
+          ['Reason', answer.reason ?? '—'],
           ['Rule', h('code', { class: 'rule' }, answer.rule ?? '—')],
         ]),
         h('pre', { class: 'explanation' }, answer.explanation || ''),

@@ -53,6 +53,7 @@ RANKS: dict[str, int] = {
     "sdnotify": 0,
     "tls": 0,  # the TLS contexts of the listeners and the uplinks: ssl only
     "config_section": 0,  # a TOML table being read, and ConfigError
+    "console": 0,  # the web console: static pages and the path the admin listener serves them from
     "engine": 1,  # the sans-io session engine: mqtt only
     "identity": 1,  # who is connected: what auth produces and the gates judge (matching only)
     "store": 1,  # the append-only log, and where the logs live (state_dir)

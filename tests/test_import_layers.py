@@ -135,20 +135,6 @@ _ENGINE_STEP = (
 
 # Imports that still go the wrong way: (importer, imported) module names → what removes it.
 PENDING: dict[tuple[str, str], str] = {
-    **{
-        (f"auth.{module}", "config"): _CONFIG_SECTIONS
-        for module in (
-            "anonymous",
-            "certificate",
-            "chain",
-            "client_id_lint",
-            "password_method",
-            "smoker",
-            "tenant_choice",
-            "token_method",
-        )
-    },
-    ("claims.runtime", "config"): _CONFIG_SECTIONS,
     # config reads sections whose packages sit above the broker
     ("config", "bridge.config"): _CONFIG_SECTIONS + "; [[bridges]] read below the broker",
     ("config", "ops.settings"): _CONFIG_SECTIONS + "; [service]/[metrics] read below the broker",

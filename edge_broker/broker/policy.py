@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
-    from ..config import AuditConfig
+    from ..audit.settings import AuditConfig
 
 
 def open_audit_log(config: AuditConfig, sync_gateway_id: str = "") -> AuditLog | None:

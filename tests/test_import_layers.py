@@ -123,11 +123,6 @@ FORBIDDEN: tuple[tuple[str, str], ...] = (
     ("pipeline", "broker"),
 )
 
-_CONFIG_SECTIONS = (
-    "config.py keeps only the file reading and the assembly; each package parses its own "
-    "section and takes that section, not Config (DESIGN.md: auth/ claims/ store/ audit/ each "
-    "parse their own config section)"
-)
 _ENGINE_STEP = (
     "the engine step: handlers act on engine events through a narrow Protocol naming what they "
     "may call, not the whole Connection and Broker"
@@ -135,11 +130,6 @@ _ENGINE_STEP = (
 
 # Imports that still go the wrong way: (importer, imported) module names → what removes it.
 PENDING: dict[tuple[str, str], str] = {
-    # config reads sections whose packages sit above the broker
-    ("config", "bridge.config"): _CONFIG_SECTIONS + "; [[bridges]] read below the broker",
-    ("config", "ops.settings"): _CONFIG_SECTIONS + "; [service]/[metrics] read below the broker",
-    ("config", "ops.preflight"): _CONFIG_SECTIONS + "; the checks run by ops, not by config",
-    ("sync.service", "ops.settings"): "sync takes its settings from the assembly, not from ops",
     # inside broker/
     ("broker.rejudge", "broker.connection"): _ENGINE_STEP,
     ("broker.connection", "broker.server"): _ENGINE_STEP + " (conn.broker is then that Protocol)",
@@ -348,7 +338,7 @@ def test_the_reader_sees_every_kind_of_import() -> None:
     ]
     assert type_only and not any(i.local for i in type_only)  # under TYPE_CHECKING
     assert ("broker.reload", "broker.rejudge", "import") in names
-    assert unit_of("ops.settings") == "ops" and unit_of("broker.__main__") == "__main__"
+    assert unit_of("config.service") == "config" and unit_of("broker.__main__") == "__main__"
     assert unit_of("") == "" and broker_unit_of("broker.persist.tables") == "persist"
     assert broker_unit_of("broker.__main__") is None and broker_unit_of("config") is None
 

@@ -4,9 +4,16 @@ Every problem is a :class:`ConfigError` naming the file, the key (``listeners[1]
 to write instead; :func:`load_config` collects all problems of a file before raising, so
 ``edge-broker check`` can print them all. Unknown keys are errors.
 
-Sections: ``[broker]``, ``[[listeners]]``, ``[limits]``, ``[log]``, ``[sys]``, ``[topics]``,
-``[claims]`` (SMOKER.md), ``[tokens]`` (AUTHZ.md §1, method ``token``), ``[acl]`` (the site ACL,
-AUTHZ.md §2 gate 5: authz/acl_settings.py).
+The config layer. A section is parsed in its own package when that package sits below this one
+(so that it takes its section without importing the assembly): ``[tokens]``/``[passwords]`` in
+``auth/settings.py``, ``[claims]`` in ``claims/settings.py``, ``[audit]`` in
+``audit/settings.py``, ``[permissions]``, ``[[authorizers]]`` and ``[acl]`` (the site ACL,
+AUTHZ.md §2 gate 5) in ``authz/``. The sections of the broker and of the packages above it are
+parsed here: ``[broker]``, ``[[listeners]]``, ``[limits]``, ``[log]``, ``[sys]``, ``[topics]``
+and ``[persistence]`` in this module, ``[metrics]``/``[sync]`` in ``config/service.py``,
+``[[bridges]]`` in ``config/bridges.py``, the address and TLS checks in ``config/preflight.py``.
+This module reads the file and assembles :class:`Config`; a package below it that needs more of
+the assembly than its own section names what it reads in a Protocol (``config.Config`` is one).
 Another section is added by writing a parser ``(Section) -> T`` and an entry in
 :data:`SECTION_PARSERS`, plus a field on :class:`Config`.
 """
@@ -21,28 +28,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .audit.settings import AuditConfig, parse_audit
-from .auth.methods import AUTHENTICATOR_FACTORIES
-from .auth.settings import PasswordsConfig, TokensConfig, parse_passwords, parse_tokens
-from .authz.authorizers import (
+from ..audit.settings import AuditConfig, parse_audit
+from ..auth.methods import AUTHENTICATOR_FACTORIES
+from ..auth.settings import PasswordsConfig, TokensConfig, parse_passwords, parse_tokens
+from ..authz.authorizers import (
     AuthorizerConfigError,
     AuthorizerSpec,
     check_authorizer_class,
     load_class,
     parse_authorizer_specs,
 )
-from .authz.permissions import PermissionConfigError
-from .authz.permissions_config import PermissionsConfig, parse_permissions_config
-from .claims.settings import ClaimsConfig, parse_claims
-from .config_section import ConfigError as ConfigError  # re-exported: callers import it here
-from .config_section import Section as Section
-from .config_section import unknown_name
-from .ops.preflight import is_loopback
-from .ops.settings import MetricsConfig, SyncConfig, parse_metrics, parse_sync
+from ..authz.permissions import PermissionConfigError
+from ..authz.permissions_config import PermissionsConfig, parse_permissions_config
+from ..claims.settings import ClaimsConfig, parse_claims
+from ..config_section import ConfigError as ConfigError  # re-exported: callers import it here
+from ..config_section import Section as Section
+from ..config_section import unknown_name
+from .preflight import is_loopback
+from .service import MetricsConfig, SyncConfig, parse_metrics, parse_sync
 
 if TYPE_CHECKING:
-    from .authz.acl import Acl  # imported by parse_config only when [acl] is present
-    from .bridge.config import BridgeConfig  # [[bridges]], parsed only when present
+    from ..authz.acl import Acl  # imported by parse_config only when [acl] is present
+    from .bridges import BridgeConfig  # [[bridges]], parsed only when present
 
 
 EMBEDDED_FILE = "<embedded default>"
@@ -201,13 +208,13 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
     passwords: PasswordsConfig = field(default_factory=PasswordsConfig)
     persistence: PersistenceConfig = field(default_factory=PersistenceConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)  # [metrics] (ops/settings.py)
-    sync: SyncConfig = field(default_factory=SyncConfig)  # [sync] (ops/settings.py)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)  # [metrics] (config/service.py)
+    sync: SyncConfig = field(default_factory=SyncConfig)  # [sync] (config/service.py)
     # [permissions] (authz/permissions_config.py) and [[authorizers]] (authz/authorizers.py)
     permissions: PermissionsConfig | None = None
     authorizers: tuple[AuthorizerSpec, ...] = ()
     acl: Acl | None = None  # [acl], compiled (authz/acl_settings.py); None without the section
-    bridges: tuple[BridgeConfig, ...] = ()  # [[bridges]] (bridge/config.py, docs/bridge.md)
+    bridges: tuple[BridgeConfig, ...] = ()  # [[bridges]] (config/bridges.py, docs/bridge.md)
     file: str = EMBEDDED_FILE
 
 
@@ -304,7 +311,7 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
             and Path(tls_cert).is_file()
             and Path(tls_key).is_file()
         ):
-            from .ops.preflight import tls_problem  # only TLS configs pay for ssl here
+            from .preflight import tls_problem  # only TLS configs pay for ssl here
 
             problem = tls_problem(tls_cert, tls_key, tls_ca)
             if problem is not None:
@@ -595,17 +602,17 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
         if not isinstance(raw_acl, dict):
             problems.append(ConfigError(file, "acl", "expected a table: write [acl]"))
         else:
-            from .authz.acl_settings import AclSettingsError, load_acl_section
+            from ..authz.acl_settings import AclSettingsError, load_acl_section
 
             try:
                 values["acl"] = load_acl_section(raw_acl, file)
             except AclSettingsError as exc:
                 problems.extend(ConfigError(file, key, message) for key, message in exc.problems)
     if data.get("bridges") is not None:  # issue 19: cloud bridges
-        from .bridge.config import parse_bridges
+        from .bridges import parse_bridges
 
         values["bridges"] = parse_bridges(data["bridges"], file, problems)
-    from .ops.preflight import address_conflicts
+    from .preflight import address_conflicts
 
     problems.extend(
         ConfigError(file, key, message)

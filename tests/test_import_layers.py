@@ -88,7 +88,6 @@ BROKER_RANKS: dict[str, int] = {
     "limits": 1,  # budgets, quotas, admission
     "listeners": 1,
     "session": 1,
-    "policy": 2,
     "retained": 2,
     "explain": 3,
     "topic_space": 3,

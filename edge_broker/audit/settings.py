@@ -1,12 +1,17 @@
-"""``[audit]``: the decision and event log's section, its type and parser (``config.py``
-assembles the sections).
+"""``[audit]``: the decision and event log's section, its type and parser (``config/``
+assembles the sections), and the log it opens.
 """
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..config_section import Section
+
+if TYPE_CHECKING:
+    from .log import AuditLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,4 +49,21 @@ def parse_audit(s: Section) -> AuditConfig:
         stats_interval=s.integer("stats_interval", d.stats_interval, 0, 86_400),
         aggregate_window=s.number("aggregate_window", d.aggregate_window, 0, 86_400),
         aggregate_max_keys=s.integer("aggregate_max_keys", d.aggregate_max_keys, 1, 1_000_000),
+    )
+
+
+def open_audit_log(config: AuditConfig, sync_gateway_id: str = "") -> AuditLog | None:
+    """The audit log of ``[audit]``, or None when no ``dir`` is configured. Its gateway id is
+    ``[audit] gateway_id``, else ``[sync] gateway_id`` (the id bundles and the pipeline use)."""
+    if config.dir is None:
+        return None
+    from .log import AuditLog  # only a configured log pays for its import
+
+    return AuditLog(
+        config.dir,
+        config.gateway_id or sync_gateway_id or socket.gethostname(),
+        max_segment_bytes=config.max_segment_bytes,
+        max_segments=config.max_segments,
+        log_allowed=config.log_allowed,
+        stats_interval=config.stats_interval,
     )

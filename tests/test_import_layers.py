@@ -132,14 +132,6 @@ PENDING: dict[tuple[str, str], str] = {
     # inside broker/
     ("broker.rejudge", "broker.connection"): _ENGINE_STEP,
     ("broker.connection", "broker.server"): _ENGINE_STEP + " (conn.broker is then that Protocol)",
-    # a cycle inside a sub-folder: each of its imports is listed
-    **{
-        pair: "the journal and the store it writes to name each other: a Protocol for the store"
-        for pair in (
-            ("broker.persist.hooks", "broker.persist.persistence"),
-            ("broker.persist.persistence", "broker.persist.hooks"),
-        )
-    },
 }
 
 

@@ -1,10 +1,11 @@
 """One TOML table being read, and :class:`ConfigError` (CONVENTIONS.md: the config layer's one
 exception, with file and key).
 
-The bottom of the configuration: the section parsers that live with their packages
-(``ops/settings.py``, ``bridge/config.py``) read their tables with :class:`Section`, and
-``config.py`` composes them, so none of them imports ``config.py`` (DESIGN.md, one direction of
-imports). Depends on nothing of ours.
+The bottom of the configuration: the section parsers read their tables with :class:`Section`,
+those of the packages below ``config/`` in the package itself (``auth/settings.py``,
+``claims/settings.py``, ``audit/settings.py``, authz's), the others in ``config/``, which
+composes them all; none of them imports ``config/`` (DESIGN.md, one direction of imports).
+Depends on nothing of ours.
 """
 
 from __future__ import annotations

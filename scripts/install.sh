@@ -242,6 +242,11 @@ rm -rf "$DOC"
 mkdir -p "$DOC/docs" "$DOC/edge_broker/pipeline"
 install -m 0644 "$SRC/README.md" "$DOC/"
 install -m 0644 "$SRC"/docs/*.md "$DOC/docs/"
+for pictures in "$SRC"/docs/*/; do  # the screenshots the pages show (docs/console/*.png)
+  [ -d "$pictures" ] || continue
+  mkdir -p "$DOC/docs/$(basename "$pictures")"
+  install -m 0644 "$pictures"* "$DOC/docs/$(basename "$pictures")/"
+done
 install -m 0644 "$SRC/edge_broker/pipeline/README.md" "$DOC/edge_broker/pipeline/"
 say "installed the documentation into $DOC ($(find "$DOC" -name '*.md' | wc -l) pages)"
 sed "s|@PREFIX@|$PREFIX|g" "$SRC/systemd/edge-broker.service" > "$UNIT.tmp"

@@ -177,13 +177,13 @@ def test_the_authentication_methods_build_identity_in_one_place() -> None:
 
 def test_tls_contexts_are_built_in_one_module() -> None:
     """Every SSLContext (listeners, bridges, policy sync's uplink) comes from edge_broker/tls.py;
-    ops/preflight.py only tries the listener's files in a scratch context."""
+    config/preflight.py only tries the listener's files in a scratch context."""
     builders = sorted(
         path.relative_to(PACKAGE).as_posix()
         for path, text, _ in _modules()
         if "create_default_context" in text or "load_cert_chain" in text
     )
-    assert builders == ["ops/preflight.py", "tls.py"], builders
+    assert builders == ["config/preflight.py", "tls.py"], builders
     assert _definitions("_no_password") == []
     assert [w.split(":")[0] for w in _definitions("tls_context")] == ["broker/listeners.py"]
 

@@ -23,7 +23,7 @@ log = logging.getLogger("edge_broker.admin")
 
 
 class AdminSettings(Protocol):
-    """What the admin listener reads of ``[admin]`` (``ops/settings.py`` ``AdminConfig``)."""
+    """What the admin listener reads of ``[admin]`` (``config/service.py`` ``AdminConfig``)."""
 
     @property
     def bind(self) -> str: ...

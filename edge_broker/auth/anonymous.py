@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .chain import Accepted, AuthOutcome, AuthRequest
 
 if TYPE_CHECKING:
-    from ..config import Config, ListenerConfig
+    from .settings import AuthSections, ListenerAuth
 
 
 class AnonymousAuthenticator:
@@ -33,5 +33,5 @@ class AnonymousAuthenticator:
         return Accepted(request.identity_for("anonymous"))
 
 
-def build(listener: ListenerConfig, config: Config) -> AnonymousAuthenticator:
+def build(listener: ListenerAuth, config: AuthSections) -> AnonymousAuthenticator:
     return AnonymousAuthenticator()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .chain import Accepted, AuthOutcome, AuthRequest
 
 if TYPE_CHECKING:
-    from ..config import Config, ListenerConfig
+    from .settings import AuthSections, ListenerAuth
 
 
 class CertificateAuthenticator:
@@ -37,5 +37,5 @@ class CertificateAuthenticator:
         return Accepted(request.identity_for("certificate", username=request.info.cert_cn))
 
 
-def build(listener: ListenerConfig, config: Config) -> CertificateAuthenticator:
+def build(listener: ListenerAuth, config: AuthSections) -> CertificateAuthenticator:
     return CertificateAuthenticator()

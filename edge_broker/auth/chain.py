@@ -16,7 +16,8 @@ kept) and answers one of:
 
 Methods are registered by name in :data:`~edge_broker.auth.methods.AUTHENTICATOR_FACTORIES`
 (``"module:function"``); a
-factory takes the listener's config and the whole broker config and returns an Authenticator.
+factory takes the listener's config and the assembled config, each typed by a Protocol of
+:mod:`~edge_broker.auth.settings` naming what the methods read, and returns an Authenticator.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .methods import AUTHENTICATOR_FACTORIES, KEEPS_STATE
 
 if TYPE_CHECKING:
-    from ..config import Config, ListenerConfig
+    from .settings import AuthSections, ListenerAuth
 
 TENANT_PROPERTY = "tenant"  # AUTHZ.md §1: MQTT 5 CONNECT user property naming the tenant
 
@@ -137,8 +138,8 @@ class AuthChain:
     @classmethod
     def from_config(
         cls,
-        listener: ListenerConfig,
-        config: Config,
+        listener: ListenerAuth,
+        config: AuthSections,
         kept: MutableMapping[str, object] | None = None,
     ) -> AuthChain:
         """``kept``: where methods in ``KEEPS_STATE`` keep what outlives a reload (the broker

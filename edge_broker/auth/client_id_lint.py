@@ -17,12 +17,15 @@ selectors the method's clients never match, ``NEVER_SET``) and does not bind ids
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from .settings import AuthSections
 
 if TYPE_CHECKING:
     from ..authz.permissions_config import Assignment, PermissionsConfig
-    from ..config import Config
+    from .settings import ListenerAuth
 
 PLACEHOLDER = "${clientid}"
 NEVER_BINDS = {
@@ -41,6 +44,15 @@ NEVER_SET = {
 }
 
 
+class LintedConfig(AuthSections, Protocol):
+    """What the lint reads of the assembled configuration (``config.Config`` is one)."""
+
+    @property
+    def permissions(self) -> PermissionsConfig | None: ...
+    @property
+    def listeners(self) -> Sequence[ListenerAuth]: ...
+
+
 def _uses_client_id(permissions: PermissionsConfig, assignment: Assignment) -> list[str]:
     """Ids of the rules of the assignment's sets whose topic contains ``${clientid}``."""
     return [
@@ -55,7 +67,7 @@ def _selector(assignment: Assignment, key: str) -> str | None:
     return next((pattern for k, pattern in assignment.selectors if k == key), None)
 
 
-def lint_client_id_binding(config: Config) -> list[str]:
+def lint_client_id_binding(config: LintedConfig) -> list[str]:
     """One finding per (assignment, method) where ``${clientid}`` is not a verified id."""
     permissions = config.permissions
     if permissions is None:
@@ -85,7 +97,7 @@ def lint_client_id_binding(config: Config) -> list[str]:
     return findings
 
 
-def _unbound(config: Config, assignment: Assignment, method: str) -> str | None:
+def _unbound(config: LintedConfig, assignment: Assignment, method: str) -> str | None:
     """Why ``method`` does not bind the client id for ``assignment``, or None when it does."""
     if method in NEVER_BINDS:
         return (
@@ -104,7 +116,7 @@ def _unbound(config: Config, assignment: Assignment, method: str) -> str | None:
     return None  # smoker: the id is the proven key
 
 
-def _unbound_passwords(config: Config, assignment: Assignment) -> str | None:
+def _unbound_passwords(config: LintedConfig, assignment: Assignment) -> str | None:
     if config.passwords.file is None:
         return None
     entries = config.passwords.entries  # as load_config read and validated it

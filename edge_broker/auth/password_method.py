@@ -49,7 +49,7 @@ from .login_fairness import FailureBackoff, login_source
 from .password import PasswordEntry, hash_password, verify_password
 
 if TYPE_CHECKING:
-    from ..config import Config, ListenerConfig, PasswordsConfig
+    from .settings import AuthSections, ListenerAuth, PasswordsConfig
 
 _JWT_RE = re.compile(rb"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
 _BAD = "bad user name or password"
@@ -210,8 +210,8 @@ class PasswordAuthenticator:
 
 
 def build(
-    listener: ListenerConfig,
-    config: Config,
+    listener: ListenerAuth,
+    config: AuthSections,
     kept: MutableMapping[str, object] | None = None,
 ) -> PasswordAuthenticator:
     """One authenticator per listener, rebuilt on reload; ``kept`` is where the broker keeps
@@ -227,7 +227,7 @@ def build(
         if kept is not None:
             kept["password"] = logins
     return PasswordAuthenticator(
-        dict(passwords.entries),  # as load_config read the file (config.PasswordsConfig)
+        dict(passwords.entries),  # as load_config read the file (settings.PasswordsConfig)
         logins,
         "token" in listener.auth_methods,
     )

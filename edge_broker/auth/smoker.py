@@ -29,7 +29,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused
 
 if TYPE_CHECKING:
-    from ..config import Config, ListenerConfig
+    from .settings import AuthSections, ListenerAuth
 
 SMOKER_METHOD = "SMOKER"  # compared case-sensitively, as the TypeScript client does
 NONCE_BYTES = 32
@@ -163,5 +163,5 @@ class SmokerAuthenticator:
         )
 
 
-def build(listener: ListenerConfig, config: Config) -> SmokerAuthenticator:
+def build(listener: ListenerAuth, config: AuthSections) -> SmokerAuthenticator:
     return SmokerAuthenticator()

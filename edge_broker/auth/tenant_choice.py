@@ -23,13 +23,13 @@ from ..mqtt.reason_codes import ReasonCode
 from .chain import Refused
 
 if TYPE_CHECKING:
-    from ..config import ListenerConfig
+    from .settings import ListenerAuth
 
 OPEN = "open"
 CREDENTIALS = "credentials"
 
 
-def tenant_refusal(identity: Identity, listener: ListenerConfig) -> Refused | None:
+def tenant_refusal(identity: Identity, listener: ListenerAuth) -> Refused | None:
     """``None`` when ``identity`` may enter its tenant on ``listener``, else the refusal."""
     if identity.tenant == DEFAULT_TENANT or identity.tenant_verified:
         return None

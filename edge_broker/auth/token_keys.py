@@ -195,8 +195,8 @@ def load_key(
     file: str | None, secret: str | None, kid: str | None, alg: str | None
 ) -> TokenKey | str:
     """A ``[[tokens.keys]]`` entry's key, or a message saying what is wrong with it (for
-    ``ConfigError``). Takes the entry's fields, not ``config.TokenKeyConfig``, because
-    ``config.py`` calls it: key files are checked when the config is read."""
+    ``ConfigError``). Takes the entry's fields, not ``settings.TokenKeyConfig``, because
+    ``settings.parse_tokens`` calls it: key files are checked when the config is read."""
     try:
         if secret is not None:
             if alg not in (None, "HS256"):

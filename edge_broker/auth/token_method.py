@@ -43,7 +43,7 @@ from .token import TokenError, TokenVerifier, VerifiedToken
 from .token_keys import TokenKey, TokenKeyError, load_jwks_file, load_key
 
 if TYPE_CHECKING:
-    from ..config import Config, ListenerConfig, TokensConfig
+    from .settings import AuthSections, ListenerAuth, TokensConfig
 
 TOKEN_METHOD: Final = "TOKEN"  # the MQTT 5 Authentication Method (enhanced authentication)
 # A rule can be ~4 KB (32 segments of 128 bytes); a Reason String quoting it is cut here so that
@@ -232,7 +232,7 @@ class TokenAuthenticator:
         return verified.expires_at + self.verifier.leeway
 
 
-def build(listener: ListenerConfig, config: Config) -> TokenAuthenticator:
+def build(listener: ListenerAuth, config: AuthSections) -> TokenAuthenticator:
     tokens = config.tokens
     return TokenAuthenticator(
         build_verifier(tokens, config.topics.separator), tokens.require_client_id_binding

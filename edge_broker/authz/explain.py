@@ -64,6 +64,7 @@ async def explain(
     """Every gate's verdict for one request, and the policy's overall decision. ``properties``
     are the PUBLISH's (the command line passes the codec's empty ``Properties``, as the broker
     would for a PUBLISH without any, so an authorizer reads every MQTT 5 field)."""
+    policy = policy.unrecorded()  # explaining a request is not a request: no audit, no count
     pipeline = policy.pipeline
     verdicts: list[GateVerdict] = []
     base = Policy(policy.separator)  # gates 1-2 alone

@@ -19,6 +19,7 @@ builds its policy (``Broker.build_policy``); it then runs after the identity pol
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -209,6 +210,15 @@ class GatePipeline:
         self.separator = separator
         self.hits: Counter[tuple[str, str]] = Counter()
         self.denials: Counter[tuple[str, str]] = Counter()
+        self.recorded = True  # False: explain's copy (unrecorded)
+
+    def unrecorded(self) -> GatePipeline:
+        """The same gates, judging without a trace: no audit record, no log line, no count.
+        ``explain`` asks through it, so that explaining a denial (the admin API explains every
+        one it shows) is not itself a denial in the audit log, the counters or the denial ring."""
+        quiet = copy.copy(self)
+        quiet.recorded = False
+        return quiet
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -230,6 +240,8 @@ class GatePipeline:
         message: Publication | None = None,
         user_properties: tuple[tuple[str, str], ...] | None = None,
     ) -> Decision:
+        if not self.recorded:
+            return decision
         gate = decision.gate.value if decision.gate is not None else "none"
         rule = decision.rule or "-"
         if decision.allowed:

@@ -122,6 +122,11 @@ class Policy:
         self.has_delivery_gates = pipeline is not None and pipeline.has_delivery_gates
         self.reserved_topics = ReservedTopics(separator)  # gate 2: the one definition
 
+    def unrecorded(self) -> Policy:
+        """This policy judging without a trace (:meth:`GatePipeline.unrecorded`)."""
+        pipeline = self.pipeline.unrecorded() if self.pipeline is not None else None
+        return Policy(self.separator, pipeline)
+
     def routable(self, message: Publication) -> bool:
         """SMOKER system topics are never routed to subscribers (AUTHZ.md §2 gate 2); the
         message's fact was computed by :meth:`check_publish` (issue 21: the test runs once)."""

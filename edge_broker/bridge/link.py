@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.bridges import BridgeConfig, echo_pair
 from ..mqtt.codec import PacketReader, ProtocolError, encode
 from ..mqtt.encoder import frame
 from ..mqtt.packet_ids import MAX_PACKET_ID, free_packet_id
@@ -54,7 +55,6 @@ from ..mqtt.packets import (
 from ..mqtt.properties import encode_properties
 from ..mqtt.reason_codes import ReasonCode
 from ..mqtt.wire import encode_string, u16
-from .config import BridgeConfig, echo_pair
 from .queue import Entry, OutboundQueue
 from .topics import ORIGIN_PROPERTY, TopicMap, with_bridge_flag
 

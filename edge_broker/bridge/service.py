@@ -29,13 +29,13 @@ from ..authz.decision import Decision, GateName
 from ..broker.awaiting import all_of
 from ..broker.message import Message, make_message
 from ..broker.ownership import Principal
+from ..config.bridges import BridgeConfig, TopicMapping
 from ..identity import Identity
 from ..matching.names import shown
 from ..mqtt.packets import NO_PROPERTIES, Properties, Publish
 from ..store import StoreError
 from ..store.damage import damage_hint, open_or_set_aside
 from ..store.errors import StoreOpenError
-from .config import BridgeConfig, TopicMapping
 from .link import BridgeLink
 from .queue import Entry, OutboundQueue
 from .store import BridgeStore, MemoryStore, queue_path, read_queue

@@ -12,7 +12,7 @@ Loops (docs/bridge.md "Loop prevention"), without ever guessing which message is
 - the remote does not send back what the bridge published: MQTT 5 subscriptions carry No Local;
   a 3.1.1 CONNECT carries the bridge protocol flag (:func:`with_bridge_flag`, Mosquitto's
   ``try_private``), or the config has no out and in mappings sharing remote topics
-  (bridge/config.py ``echo_problem``, refused otherwise);
+  (config/bridges.py ``echo_problem``, refused otherwise);
 - MQTT 5: every forwarded PUBLISH gets one more user property ``ORIGIN_PROPERTY`` (the origin
   path; brokers keep user properties when they forward). Its value is the bridge's client id and
   a keyed tag (:func:`origin_value`) that only this broker process can make, so a local client
@@ -28,8 +28,8 @@ import base64
 import hashlib
 from collections.abc import Collection, Sequence
 
+from ..config.bridges import TopicMapping
 from ..matching.mqtt_topics import topic_matches
-from .config import TopicMapping
 
 ORIGIN_PROPERTY = "edge-bridge-origin"
 ORIGIN_KEY_BYTES = 16

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
+from ..config.bridges import BridgeConfig
 from ..tls import client_context
-from .config import BridgeConfig
 
 READ_SIZE = 65536
 

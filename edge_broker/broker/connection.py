@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..auth.password import PasswordEntry
     from ..authz.decision import Decision
     from ..config import ListenerConfig
-    from .server import Broker
+    from .handler_api import ConnectionHost
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -64,7 +64,7 @@ AWAIT_CONNECT, CONNECTING, AUTHENTICATING, CONNECTED, CLOSED = (
 class Connection(asyncio.BufferedProtocol):
     """See the module docstring. Attributes are public to the ``handle_*`` modules."""
 
-    def __init__(self, broker: Broker, listener: ListenerConfig) -> None:
+    def __init__(self, broker: ConnectionHost, listener: ListenerConfig) -> None:
         self.broker = broker
         self.listener = listener
         self.transport: Any = None

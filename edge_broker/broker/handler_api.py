@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..audit.aggregate import DecisionWindow
     from ..audit.log import AuditLog
     from ..auth.chain import Accepted, AuthChain, Authenticator, ConnectionInfo
     from ..auth.password import PasswordEntry
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from .limits.limit_hits import LimitHits
     from .limits.publish_quota import PublishQuota
     from .limits.quotas import Quotas
+    from .limits.read_pool import ReadPool
+    from .limits.write_budget import WriteBudget
     from .message import Message
     from .ownership import ClientIdBindings, Principal
     from .persist.persistence import Persistence
@@ -111,6 +114,26 @@ class BrokerServices(Protocol):
         self, session: Session, verdicts: list[Verdict[SubscriptionEntry]], why: str
     ) -> None: ...
     async def rejudge(self, session: Session, why: str) -> None: ...
+
+
+class ConnectionHost(BrokerServices, Protocol):
+    """What a connection uses of the broker beyond its handlers' :class:`BrokerServices`
+    (``Broker`` is one, and ``Connection.broker`` is typed this): the buffers it reads into and
+    writes from, the flush it asks for, where a refusal is aggregated, and the calls that tell
+    the broker it opened, ended and closed."""
+
+    @property
+    def read_pool(self) -> ReadPool: ...
+    @property
+    def write_budget(self) -> WriteBudget: ...
+    @property
+    def decisions(self) -> DecisionWindow: ...
+
+    def connection_info(self, listener: ListenerConfig, transport: Any) -> ConnectionInfo: ...
+    def connection_opened(self, conn: Any) -> None: ...
+    def schedule_flush(self, conn: Any) -> None: ...
+    def connection_ended(self, conn: Any) -> None: ...
+    def connection_closed(self, conn: Any) -> None: ...
 
 
 class ClientContext(Protocol):

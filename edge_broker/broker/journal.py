@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .session import Outgoing
+    from .message import Outgoing
 
 
 class SessionJournal(Protocol):

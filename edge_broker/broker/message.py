@@ -217,3 +217,39 @@ def will_message(will: Will, origin: str, clock: Callable[[], float]) -> Message
     if props.will_delay_interval is not None:
         props = replace(props, will_delay_interval=None)
     return make_message(will.topic, will.payload, will.qos, will.retain, props, origin, clock)
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message towards the client: QoS granted for it, RETAIN flag, subscription ids."""
+
+    message: Message
+    qos: int
+    retain: bool
+    sub_ids: tuple[int, ...] = ()
+
+
+def _outgoing_constructor() -> Callable[[Message, int, bool, tuple[int, ...]], Outgoing]:
+    """``Outgoing(message, qos, retain, sub_ids)`` through the slots' own descriptors: one per
+    QoS 1/2 delivery, where the frozen dataclass ``__init__`` (an ``object.__setattr__`` per
+    field) costs about twice as much. The field check runs once, at import."""
+    names = ("message", "qos", "retain", "sub_ids")
+    if tuple(f.name for f in fields(Outgoing)) != names:
+        raise RuntimeError("Outgoing fields changed: update message._outgoing_constructor")
+    new = object.__new__
+    set_message, set_qos, set_retain, set_sub_ids = (
+        getattr(Outgoing, name).__set__ for name in names
+    )
+
+    def make(message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]) -> Outgoing:
+        outgoing: Outgoing = new(Outgoing)
+        set_message(outgoing, message)
+        set_qos(outgoing, qos)
+        set_retain(outgoing, retain)
+        set_sub_ids(outgoing, sub_ids)
+        return outgoing
+
+    return make
+
+
+new_outgoing = _outgoing_constructor()

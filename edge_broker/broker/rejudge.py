@@ -44,13 +44,13 @@ from ..matching.errors import RuleError
 from ..matching.subscription_patterns import subscription_pattern
 from ..mqtt.reason_codes import ReasonCode
 from .message import Message
-from .session import Outgoing, Session, SubscriptionEntry
+from .session import Attached, Outgoing, Session, SubscriptionEntry
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
+    from ..auth.password import PasswordEntry
     from ..authz.policy import Policy
     from ..config import Config
-    from .connection import Connection
     from .delivery import Delivery
     from .limits.quotas import Quotas
     from .session import SessionStore
@@ -58,6 +58,20 @@ if TYPE_CHECKING:
     from .topic_space import TopicSpace
 
 log = logging.getLogger("edge_broker.broker")
+
+
+class LiveConnection(Attached, Protocol):
+    """What judging again reads and changes of a live connection (``Connection`` is one): an
+    attached connection (its state, and the close that revokes it), who it is, the credentials
+    that admitted it, and its session."""
+
+    client_id: str
+    identity: Identity | None
+    password_entry: PasswordEntry | None
+    token_credential: bytes | None
+
+    @property
+    def session(self) -> Session | None: ...
 
 
 class RejudgeHost(Protocol):
@@ -75,7 +89,7 @@ class RejudgeHost(Protocol):
     def sessions(self) -> SessionStore: ...
 
     @property
-    def connections(self) -> Iterable[Connection]: ...
+    def connections(self) -> Iterable[LiveConnection]: ...
 
     @property
     def delivery(self) -> Delivery: ...
@@ -409,7 +423,7 @@ def recheck_credentials(broker: RejudgeHost, new: Config, why: str) -> int:
     return ended
 
 
-def _revoke_connection(broker: RejudgeHost, conn: Connection, reason: str) -> None:
+def _revoke_connection(broker: RejudgeHost, conn: LiveConnection, reason: str) -> None:
     identity = conn.identity
     broker.stats.connections_revoked += 1
     log.info(

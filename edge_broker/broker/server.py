@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..audit import events as audit_events
 from ..audit.aggregate import DecisionWindow
+from ..audit.settings import open_audit_log
 from ..auth.chain import Accepted, AuthChain, ConnectionInfo
 from ..auth.login_fairness import login_source
 from ..authz.decision import Decision
@@ -55,7 +56,6 @@ from .ownership import ClientIdBindings, Principal
 from .persist.persistence import Persistence
 from .persist.recovery import recover
 from .persist.retained import PersistentRetainedStore
-from .policy import open_audit_log
 from .rejudge import (
     apply_verdicts,
     judge_subscriptions,

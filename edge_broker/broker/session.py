@@ -11,8 +11,8 @@ across the whole broker (takeover is per client id); each remembers its tenant.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 # Inflight is re-exported: persistence.py restores in-flight messages with it
@@ -23,6 +23,8 @@ from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.packets import Will
 from .journal import NO_JOURNAL, SessionJournal
 from .message import Message
+from .message import Outgoing as Outgoing  # defined below the journal, which names it
+from .message import new_outgoing as new_outgoing
 
 if TYPE_CHECKING:
     from ..engine.states import ConnState
@@ -84,42 +86,6 @@ class SubscriptionEntry:
         if self.share_group is None:
             return self.topic_filter
         return self.topic_filter.split(separator, 2)[2]
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """A message towards the client: QoS granted for it, RETAIN flag, subscription ids."""
-
-    message: Message
-    qos: int
-    retain: bool
-    sub_ids: tuple[int, ...] = ()
-
-
-def _outgoing_constructor() -> Callable[[Message, int, bool, tuple[int, ...]], Outgoing]:
-    """``Outgoing(message, qos, retain, sub_ids)`` through the slots' own descriptors: one per
-    QoS 1/2 delivery, where the frozen dataclass ``__init__`` (an ``object.__setattr__`` per
-    field) costs about twice as much. The field check runs once, at import."""
-    names = ("message", "qos", "retain", "sub_ids")
-    if tuple(f.name for f in fields(Outgoing)) != names:
-        raise RuntimeError("Outgoing fields changed: update session._outgoing_constructor")
-    new = object.__new__
-    set_message, set_qos, set_retain, set_sub_ids = (
-        getattr(Outgoing, name).__set__ for name in names
-    )
-
-    def make(message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]) -> Outgoing:
-        outgoing: Outgoing = new(Outgoing)
-        set_message(outgoing, message)
-        set_qos(outgoing, qos)
-        set_retain(outgoing, retain)
-        set_sub_ids(outgoing, sub_ids)
-        return outgoing
-
-    return make
-
-
-new_outgoing = _outgoing_constructor()
 
 
 def session_key(tenant: str, client_id: str) -> str:

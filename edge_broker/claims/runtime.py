@@ -30,7 +30,7 @@ from .service import ClaimService, LoadReport
 from .throttle import ThrottleLimits
 
 if TYPE_CHECKING:
-    from ..config import ClaimsConfig, Config
+    from .settings import ClaimsConfig, ClaimsSections
 
 log = logging.getLogger("edge_broker.claims")
 
@@ -48,7 +48,7 @@ class ClaimsStats:
     store_error: str | None
 
 
-def store_path(config: Config) -> Path:
+def store_path(config: ClaimsSections) -> Path:
     directory = config.claims.store_dir
     base = Path(directory) if directory is not None else state_dir(config)
     return base / CLAIMS_LOG  # what ``edge-broker claim list --store DIR`` reads
@@ -94,7 +94,7 @@ class ClaimsRuntime:
         self._verifier: asyncio.Task[LoadReport] | None = None
 
     @classmethod
-    def open(cls, config: Config) -> ClaimsRuntime:
+    def open(cls, config: ClaimsSections) -> ClaimsRuntime:
         """Open the store and read every claim (verification comes later, see ``start``)."""
         path = store_path(config)
         try:

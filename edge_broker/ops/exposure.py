@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .preflight import is_loopback
+from ..config.preflight import is_loopback
 
 if TYPE_CHECKING:
     from ..config import Config

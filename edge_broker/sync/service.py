@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     import paho.mqtt.client as paho
 
     from ..config import Config
-    from ..ops.settings import SyncConfig
+    from ..config.service import SyncConfig
 
 log = logging.getLogger("edge_broker.sync")
 

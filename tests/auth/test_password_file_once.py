@@ -1,4 +1,4 @@
-"""The password file is read once per start or reload (config.PasswordsConfig.entries): the
+"""The password file is read once per start or reload (auth.settings.PasswordsConfig.entries): the
 entries that load_config validated are what the broker authenticates with and what a reload
 judges live connections by. Over real sockets against the real broker, as an operator does it
 (edit the file, SIGHUP)."""

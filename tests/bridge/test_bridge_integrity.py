@@ -13,7 +13,7 @@ from bridge_support import METRICS, Collector, bridge_status, gateway_toml, publ
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from edge_broker.bridge.config import TopicMapping
+from edge_broker.config.bridges import TopicMapping
 from edge_broker.mqtt.codec import encode
 from edge_broker.mqtt.packets import NO_PROPERTIES, Connect
 
@@ -135,7 +135,7 @@ def test_bridge_mode_false_with_disjoint_remote_topics_connects(broker_factory: 
 
 
 def test_check_refuses_a_both_mapping_that_would_need_a_guess() -> None:
-    from edge_broker.bridge.config import echo_problem
+    from edge_broker.config.bridges import echo_problem
 
     both = TopicMapping("both", "cmd/#")
     problem = echo_problem((both,), 4, bridge_mode=False)

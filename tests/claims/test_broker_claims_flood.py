@@ -12,9 +12,9 @@ from pathlib import Path
 from claims_broker import client, restriction, running_broker
 from claims_helpers import OWNER, OWNER_KEY, key
 
+from edge_broker.claims.settings import ClaimsConfig
 from edge_broker.claims.signature import sign_restriction
 from edge_broker.claims.smoker_id import smoker_id
-from edge_broker.config import ClaimsConfig
 from edge_broker.mqtt.reason_codes import ReasonCode
 
 DEFAULTS = ClaimsConfig()

@@ -1,4 +1,4 @@
-"""``[metrics]`` and ``[sync]`` sections (ops/settings.py): defaults, and errors that name the
+"""``[metrics]`` and ``[sync]`` sections (config/service.py): defaults, and errors that name the
 key and what to write (through the broker's config loader and ``edge-broker check``)."""
 
 from __future__ import annotations

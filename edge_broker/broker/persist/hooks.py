@@ -14,13 +14,31 @@ index keeps no copy (``KeyedLog.hold``), and the ops of a turn are batched per k
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..session import Inflight, Outgoing, Session
 from .tables import Ref
 
 if TYPE_CHECKING:
-    from .persistence import Persistence
+    from ..message import Message
+
+
+class RefStore(Protocol):
+    """What a journal writes to: :class:`~.persistence.Persistence`, which builds the journals
+    (named here so that the two modules do not import each other). ``sent``, on the
+    per-delivery path, reads ``_batch_no`` and ``_new_refs`` itself rather than call."""
+
+    _batch_no: int
+    _new_refs: list[Any]
+
+    def put_ref(self, cid: str, outgoing: Outgoing, pid: int | None = None) -> Ref: ...
+    def ref_sent(self, ref: Ref, pid: int) -> None: ...
+    def ref_released(self, seq: int) -> None: ...
+    def delete_ref(self, ref: Ref) -> None: ...
+    def put_qos2(self, client_id: str, pid: int) -> None: ...
+    def delete_qos2(self, client_id: str, pid: int) -> None: ...
+    def session_changed(self, session: Session) -> None: ...
+    def _hold(self, message: Message, message_id: int) -> list[Any]: ...
 
 
 class PersistentJournal:
@@ -30,7 +48,7 @@ class PersistentJournal:
 
     __slots__ = ("store", "session", "key", "waiting", "flight", "released_pids")
 
-    def __init__(self, store: Persistence, session: Session) -> None:
+    def __init__(self, store: RefStore, session: Session) -> None:
         self.store = store
         self.session = session
         self.key = session.key
@@ -123,7 +141,7 @@ class PersistentJournal:
 
 
 def restore(
-    store: Persistence,
+    store: RefStore,
     session: Session,
     seq: int,
     outgoing: Outgoing,

@@ -21,7 +21,7 @@
     password = "..."
     audit_upload = true          # publish [audit] batches to edge/<gateway>/audit
 
-Both parsers record problems on the :class:`~edge_broker.config.Section` (naming the key and
+Both parsers record problems on the :class:`~edge_broker.config_section.Section` (naming the key and
 what to write), like every other section.
 """
 

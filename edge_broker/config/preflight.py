@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..tls import refuse_key_password
-from .settings import AdminConfig, MetricsConfig
+from .service import AdminConfig, MetricsConfig
 
 
 class BoundListener(Protocol):
     """What :func:`address_conflicts` reads of a listener (``config.ListenerConfig`` is one):
-    named here so that this parser, which ``config.py`` composes, does not import it back."""
+    named here so that this check, which ``config/__init__.py`` runs, does not import it back."""
 
     @property
     def name(self) -> str: ...

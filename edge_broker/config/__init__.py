@@ -4,9 +4,16 @@ Every problem is a :class:`ConfigError` naming the file, the key (``listeners[1]
 to write instead; :func:`load_config` collects all problems of a file before raising, so
 ``edge-broker check`` can print them all. Unknown keys are errors.
 
-Sections: ``[broker]``, ``[[listeners]]``, ``[limits]``, ``[log]``, ``[sys]``, ``[topics]``,
-``[claims]`` (SMOKER.md), ``[tokens]`` (AUTHZ.md §1, method ``token``), ``[acl]`` (the site ACL,
-AUTHZ.md §2 gate 5: authz/acl_settings.py).
+The config layer. A section is parsed in its own package when that package sits below this one
+(so that it takes its section without importing the assembly): ``[tokens]``/``[passwords]`` in
+``auth/settings.py``, ``[claims]`` in ``claims/settings.py``, ``[audit]`` in
+``audit/settings.py``, ``[permissions]``, ``[[authorizers]]`` and ``[acl]`` (the site ACL,
+AUTHZ.md §2 gate 5) in ``authz/``. The sections of the broker and of the packages above it are
+parsed here: ``[broker]``, ``[[listeners]]``, ``[limits]``, ``[log]``, ``[sys]``, ``[topics]``
+and ``[persistence]`` in this module, ``[metrics]``/``[sync]`` in ``config/service.py``,
+``[[bridges]]`` in ``config/bridges.py``, the address and TLS checks in ``config/preflight.py``.
+This module reads the file and assembles :class:`Config`; a package below it that needs more of
+the assembly than its own section names what it reads in a Protocol (``config.Config`` is one).
 Another section is added by writing a parser ``(Section) -> T`` and an entry in
 :data:`SECTION_PARSERS`, plus a field on :class:`Config`.
 """
@@ -19,24 +26,26 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .auth.methods import AUTHENTICATOR_FACTORIES
-from .authz.authorizers import (
+from ..audit.settings import AuditConfig, parse_audit
+from ..auth.methods import AUTHENTICATOR_FACTORIES
+from ..auth.settings import PasswordsConfig, TokensConfig, parse_passwords, parse_tokens
+from ..authz.authorizers import (
     AuthorizerConfigError,
     AuthorizerSpec,
     check_authorizer_class,
     load_class,
     parse_authorizer_specs,
 )
-from .authz.permissions import PermissionConfigError
-from .authz.permissions_config import PermissionsConfig, parse_permissions_config
-from .config_section import ConfigError as ConfigError  # re-exported: callers import it here
-from .config_section import Section as Section
-from .config_section import unknown_name
-from .ops.preflight import is_loopback
-from .ops.settings import (
+from ..authz.permissions import PermissionConfigError
+from ..authz.permissions_config import PermissionsConfig, parse_permissions_config
+from ..claims.settings import ClaimsConfig, parse_claims
+from ..config_section import ConfigError as ConfigError  # re-exported: callers import it here
+from ..config_section import Section as Section
+from ..config_section import unknown_name
+from .preflight import is_loopback
+from .service import (
     AdminConfig,
     MetricsConfig,
     SyncConfig,
@@ -46,9 +55,8 @@ from .ops.settings import (
 )
 
 if TYPE_CHECKING:
-    from .auth.password import PasswordEntry  # imported by parse_passwords only with a file
-    from .authz.acl import Acl  # imported by parse_config only when [acl] is present
-    from .bridge.config import BridgeConfig  # [[bridges]], parsed only when present
+    from ..authz.acl import Acl  # imported by parse_config only when [acl] is present
+    from .bridges import BridgeConfig  # [[bridges]], parsed only when present
 
 
 EMBEDDED_FILE = "<embedded default>"
@@ -179,30 +187,6 @@ class TopicsConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimsConfig:
-    """``[claims]``: SMOKER claims (SMOKER.md). ``enabled`` ``None`` means "when a listener
-    accepts the ``smoker`` method". ``store_dir`` ``None`` means the broker's state directory.
-    The limits are ``claims.throttle.ThrottleLimits`` (defaults sized for a Pi Zero 2 W)."""
-
-    enabled: bool | None = None
-    store_dir: str | None = None
-    fsync: str = "always"  # always | never (tests, benchmarks): a claim's PUBACK waits for it
-    max_claim_bytes: int = 16 * 1024
-    max_claims_per_client: int = 256
-    max_claims_total: int = 10_000
-    client_rate: float = 1.0
-    client_burst: float = 20.0
-    store_writes_per_second: float = 50.0
-    store_burst: float = 200.0
-    verify_batch: int = 64  # stored claims re-verified per event-loop turn after start-up
-    request_rate: float = 1.0  # claims information requests per second and client
-    request_burst: float = 10.0
-    request_page_claims: int = 50  # claims in one answer page (claims/info.py: "nextPage")
-    request_page_bytes: int = 64 * 1024  # and about this many bytes (at least one claim)
-    request_scan_rate: float = 10_000.0  # claims one client's requests may examine per second
-
-
-@dataclass(frozen=True, slots=True)
 class PersistenceConfig:
     """``[persistence]`` (issue 8, broker/persist/persistence.py): persistent sessions and retained
     messages in ``<state_dir>/broker.log``. ``state_dir`` ``None``: ``$EDGE_BROKER_STATE_DIR``,
@@ -218,68 +202,6 @@ class PersistenceConfig:
     # a state log that cannot be opened at all (store/damage.py): "refuse" to start, or
     # "set-aside": move it to <file>.damaged-<time>, log an error, start empty (issue 20)
     on_damage: str = "refuse"
-
-
-@dataclass(frozen=True, slots=True)
-class TokenKeyConfig:
-    """One entry of ``[tokens] keys``: a PEM ``file``, or an HS256 secret (``secret`` or a
-    ``file`` with ``alg = "HS256"``), bound to ``alg`` (inferred from a PEM key when absent)."""
-
-    file: str | None = None
-    secret: str | None = None
-    kid: str | None = None
-    alg: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TokensConfig:
-    """``[tokens]``: keys and claim checks of the ``token`` method (AUTHZ.md §1, seed 000)."""
-
-    keys: tuple[TokenKeyConfig, ...] = ()
-    jwks: str | None = None  # a JWKS file (RFC 7517) with more keys
-    leeway: float = 30.0  # seconds of clock skew allowed for exp / nbf
-    audience: str | None = None  # when set, tokens must name it in aud
-    issuer: str | None = None  # when set, tokens must carry this iss
-    require_exp: bool = True
-    require_client_id_binding: bool = False  # tokens must carry client_id = the Client Identifier
-
-
-@dataclass(frozen=True, slots=True)
-class PasswordsConfig:
-    """``[passwords]``: the argon2id password file of the ``password`` method."""
-
-    file: str | None = None
-    # The file as parse_passwords read it, once per load: what was validated is what the broker
-    # authenticates with and what a reload judges live connections by (a second read could see
-    # another version of the file). Not compared: config equality is about settings.
-    entries: Mapping[str, PasswordEntry] = field(default_factory=dict, compare=False, repr=False)
-    max_concurrent: int = 2  # argon2id checks at once
-    max_hash_memory: int = 64 * 1024 * 1024  # bytes all running checks may allocate (m= of each)
-    max_waiting: int = 1000  # CONNECTs waiting for a check; beyond: CONNACK 0x89 Server busy
-    # Issue 31 item 4 (auth/hash_slots.py, auth/login_fairness.py): logins fair between sources
-    max_waiting_per_source: int = 100  # of those, from one address (IPv6: one /64)
-    failure_backoff: float = 1.0  # s a (source, user) waits after a failed check, doubling
-    failure_backoff_max: float = 60.0
-    backoff_entries: int = 10_000  # (source, user) pairs remembered; oldest forgotten first
-    cache_entries: int = 10_000  # verified credentials kept as keyed hashes (0: no cache)
-
-
-@dataclass(frozen=True, slots=True)
-class AuditConfig:
-    """``[audit]``: the decision and event log (format in ``edge_broker/audit/record.py``).
-
-    Without ``dir`` no audit file is written; denials still reach the broker's log."""
-
-    dir: str | None = None
-    gateway_id: str | None = None  # default: [sync] gateway_id, else the host name
-    max_segment_bytes: int = 4 * 1024 * 1024
-    max_segments: int = 16
-    log_allowed: bool = False  # also record allowed decisions (large; for what-if replays)
-    stats_interval: int = 60  # seconds between client_stats events per active client; 0: none
-    # repeated identical decisions: one record (and log line) with a count per window
-    # (edge_broker/audit/aggregate.py); 0: every one written
-    aggregate_window: float = 60.0
-    aggregate_max_keys: int = 2000  # distinct keys held per window; past it counted as overflow
 
 
 def _default_listeners() -> tuple[ListenerConfig, ...]:
@@ -299,14 +221,14 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
     passwords: PasswordsConfig = field(default_factory=PasswordsConfig)
     persistence: PersistenceConfig = field(default_factory=PersistenceConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)  # [metrics] (ops/settings.py)
-    admin: AdminConfig = field(default_factory=AdminConfig)  # [admin] (ops/settings.py)
-    sync: SyncConfig = field(default_factory=SyncConfig)  # [sync] (ops/settings.py)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)  # [metrics] (config/service.py)
+    admin: AdminConfig = field(default_factory=AdminConfig)  # [admin] (config/service.py)
+    sync: SyncConfig = field(default_factory=SyncConfig)  # [sync] (config/service.py)
     # [permissions] (authz/permissions_config.py) and [[authorizers]] (authz/authorizers.py)
     permissions: PermissionsConfig | None = None
     authorizers: tuple[AuthorizerSpec, ...] = ()
     acl: Acl | None = None  # [acl], compiled (authz/acl_settings.py); None without the section
-    bridges: tuple[BridgeConfig, ...] = ()  # [[bridges]] (bridge/config.py, docs/bridge.md)
+    bridges: tuple[BridgeConfig, ...] = ()  # [[bridges]] (config/bridges.py, docs/bridge.md)
     file: str = EMBEDDED_FILE
 
 
@@ -403,7 +325,7 @@ def parse_listener(s: Section, index: int) -> ListenerConfig:
             and Path(tls_cert).is_file()
             and Path(tls_key).is_file()
         ):
-            from .ops.preflight import tls_problem  # only TLS configs pay for ssl here
+            from .preflight import tls_problem  # only TLS configs pay for ssl here
 
             problem = tls_problem(tls_cert, tls_key, tls_ca)
             if problem is not None:
@@ -572,143 +494,6 @@ def parse_persistence(s: Section) -> PersistenceConfig:
     )
 
 
-def parse_claims(s: Section) -> ClaimsConfig:
-    d = ClaimsConfig()
-    enabled = s.get("enabled", None, bool, "true or false") if "enabled" in s.table else None
-    s.used.add("enabled")
-    store_dir = s.file_path("store_dir")
-    if store_dir == "":
-        s.problem("store_dir", 'empty: write a directory, e.g. "/var/lib/edge-broker/claims"')
-        store_dir = None
-    rate = s.number("client_rate", d.client_rate, 0.001, 1_000_000)
-    burst = s.number("client_burst", d.client_burst, 1, 1_000_000)
-    writes = s.number("store_writes_per_second", d.store_writes_per_second, 0.001, 1_000_000)
-    store_burst = s.number("store_burst", d.store_burst, 1, 1_000_000)
-    return ClaimsConfig(
-        enabled=enabled,
-        store_dir=store_dir,
-        fsync=s.choice("fsync", d.fsync, ("always", "never")),
-        max_claim_bytes=s.integer("max_claim_bytes", d.max_claim_bytes, 64, 268_435_455),
-        max_claims_per_client=s.integer(
-            "max_claims_per_client", d.max_claims_per_client, 1, 10_000_000
-        ),
-        max_claims_total=s.integer("max_claims_total", d.max_claims_total, 1, 100_000_000),
-        client_rate=rate,
-        client_burst=burst,
-        store_writes_per_second=writes,
-        store_burst=store_burst,
-        verify_batch=s.integer("verify_batch", d.verify_batch, 1, 1_000_000),
-        request_rate=s.number("request_rate", d.request_rate, 0.001, 1_000_000),
-        request_burst=s.number("request_burst", d.request_burst, 1, 1_000_000),
-        request_page_claims=s.integer("request_page_claims", d.request_page_claims, 1, 1_000_000),
-        request_page_bytes=s.integer("request_page_bytes", d.request_page_bytes, 1024, 1 << 28),
-        request_scan_rate=s.number("request_scan_rate", d.request_scan_rate, 1, 1e9),
-    )
-
-
-def parse_tokens(s: Section) -> TokensConfig:
-    """``[tokens]``; every key is loaded once here so that a bad key file is a config error."""
-    d = TokensConfig()
-    s.used.add("keys")
-    raw = s.table.get("keys", [])
-    keys: list[TokenKeyConfig] = []
-    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
-        s.problem("keys", 'expected an array of tables: write [[tokens.keys]] with file = "..."')
-        raw = []
-    for i, table in enumerate(raw):
-        ks = Section(s.file, s.key(f"keys[{i}]"), table, s.problems)
-        key = TokenKeyConfig(
-            ks.file_path("file"),
-            ks.optional_string("secret"),
-            ks.optional_string("kid"),
-            ks.optional_string("alg"),
-        )
-        ks.finish()
-        if (key.file is None) == (key.secret is None):
-            ks.problem("file", 'give either file = "/path/key.pem" or secret = "..." (HS256)')
-            continue
-        from .auth.token_keys import load_key  # only configs with tokens pay for crypto
-
-        problem = load_key(key.file, key.secret, key.kid, key.alg)
-        if isinstance(problem, str):
-            ks.problem("file" if key.file is not None else "secret", problem)
-        keys.append(key)
-    jwks = s.file_path("jwks")
-    if jwks is not None:
-        from .auth.token_keys import load_jwks_file
-
-        loaded = load_jwks_file(jwks)
-        if isinstance(loaded, str):
-            s.problem("jwks", loaded)
-    return TokensConfig(
-        keys=tuple(keys),
-        jwks=jwks,
-        leeway=s.number("leeway", d.leeway, 0, 86400),
-        audience=s.optional_string("audience"),
-        issuer=s.optional_string("issuer"),
-        require_exp=s.boolean("require_exp", d.require_exp),
-        require_client_id_binding=s.boolean(
-            "require_client_id_binding", d.require_client_id_binding
-        ),
-    )
-
-
-def parse_audit(s: Section) -> AuditConfig:
-    d = AuditConfig()
-    directory = s.file_path("dir")
-    if directory == "":
-        s.problem(
-            "dir", 'empty: write a directory, e.g. "/var/lib/edge-broker/audit", or remove the key'
-        )
-        directory = None
-    return AuditConfig(
-        dir=directory,
-        gateway_id=s.optional_string("gateway_id"),
-        max_segment_bytes=s.integer("max_segment_bytes", d.max_segment_bytes, 1024, 1 << 30),
-        max_segments=s.integer("max_segments", d.max_segments, 2, 100_000),
-        log_allowed=s.boolean("log_allowed", d.log_allowed),
-        stats_interval=s.integer("stats_interval", d.stats_interval, 0, 86_400),
-        aggregate_window=s.number("aggregate_window", d.aggregate_window, 0, 86_400),
-        aggregate_max_keys=s.integer("aggregate_max_keys", d.aggregate_max_keys, 1, 1_000_000),
-    )
-
-
-def parse_passwords(s: Section) -> PasswordsConfig:
-    file = s.file_path("file")
-    entries: Mapping[str, PasswordEntry] = {}
-    if file is not None:
-        from .auth.password import PasswordFileError, load_password_file
-
-        try:
-            entries = MappingProxyType(load_password_file(file))
-        except PasswordFileError as exc:
-            for problem in exc.problems:  # every bad line, each with its line number
-                s.problem("file", problem)
-    d = PasswordsConfig()
-    backoff = s.number("failure_backoff", d.failure_backoff, 0, 3600)
-    backoff_max = s.number("failure_backoff_max", d.failure_backoff_max, 0, 86400)
-    if backoff_max < backoff:
-        s.problem(
-            "failure_backoff_max",
-            f"{backoff_max:g} is below failure_backoff {backoff:g}: raise it (or lower "
-            "failure_backoff; 0 turns the back-off off)",
-        )
-    return PasswordsConfig(
-        file=file,
-        entries=entries,
-        max_concurrent=s.integer("max_concurrent", d.max_concurrent, 1, 64),
-        max_hash_memory=s.integer("max_hash_memory", d.max_hash_memory, 1 << 20, 1 << 40),
-        max_waiting=s.integer("max_waiting", d.max_waiting, 0, 1_000_000),
-        max_waiting_per_source=s.integer(
-            "max_waiting_per_source", d.max_waiting_per_source, 0, 1_000_000
-        ),
-        failure_backoff=backoff,
-        failure_backoff_max=max(backoff, backoff_max),
-        backoff_entries=s.integer("backoff_entries", d.backoff_entries, 0, 10_000_000),
-        cache_entries=s.integer("cache_entries", d.cache_entries, 0, 10_000_000),
-    )
-
-
 SECTION_PARSERS: Mapping[str, Callable[[Section], Any]] = {
     "broker": parse_broker,
     "limits": parse_limits,
@@ -840,17 +625,17 @@ def parse_config(data: Mapping[str, Any], file: str = EMBEDDED_FILE) -> Config:
         if not isinstance(raw_acl, dict):
             problems.append(ConfigError(file, "acl", "expected a table: write [acl]"))
         else:
-            from .authz.acl_settings import AclSettingsError, load_acl_section
+            from ..authz.acl_settings import AclSettingsError, load_acl_section
 
             try:
                 values["acl"] = load_acl_section(raw_acl, file)
             except AclSettingsError as exc:
                 problems.extend(ConfigError(file, key, message) for key, message in exc.problems)
     if data.get("bridges") is not None:  # issue 19: cloud bridges
-        from .bridge.config import parse_bridges
+        from .bridges import parse_bridges
 
         values["bridges"] = parse_bridges(data["bridges"], file, problems)
-    from .ops.preflight import address_conflicts
+    from .preflight import address_conflicts
 
     problems.extend(
         ConfigError(file, key, message)

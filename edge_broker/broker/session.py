@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Protocol
 
 # Inflight is re-exported: persistence.py restores in-flight messages with it
@@ -88,32 +88,40 @@ class SubscriptionEntry:
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """A message towards the client: QoS granted for it, RETAIN flag, subscription ids."""
+    """A message towards the client: QoS granted for it, RETAIN flag, subscription ids.
+    ``exempt``: the ``Policy.epoch`` under which no delivery gate could deny it when it was
+    routed (its subscription not marked ``egress``, issue 32): the queue's drain skips gates
+    5-6 while that policy is in force; None (restored, retained, claims answers): judged when
+    drained."""
 
     message: Message
     qos: int
     retain: bool
     sub_ids: tuple[int, ...] = ()
+    exempt: object = field(default=None, compare=False, repr=False)
 
 
-def _outgoing_constructor() -> Callable[[Message, int, bool, tuple[int, ...]], Outgoing]:
-    """``Outgoing(message, qos, retain, sub_ids)`` through the slots' own descriptors: one per
-    QoS 1/2 delivery, where the frozen dataclass ``__init__`` (an ``object.__setattr__`` per
+def _outgoing_constructor() -> Callable[[Message, int, bool, tuple[int, ...], object], Outgoing]:
+    """``Outgoing(message, qos, retain, sub_ids, exempt)`` through the slots' own descriptors:
+    one per QoS 1/2 delivery, where the frozen dataclass ``__init__`` (an ``object.__setattr__`` per
     field) costs about twice as much. The field check runs once, at import."""
-    names = ("message", "qos", "retain", "sub_ids")
+    names = ("message", "qos", "retain", "sub_ids", "exempt")
     if tuple(f.name for f in fields(Outgoing)) != names:
         raise RuntimeError("Outgoing fields changed: update session._outgoing_constructor")
     new = object.__new__
-    set_message, set_qos, set_retain, set_sub_ids = (
+    set_message, set_qos, set_retain, set_sub_ids, set_exempt = (
         getattr(Outgoing, name).__set__ for name in names
     )
 
-    def make(message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]) -> Outgoing:
+    def make(
+        message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...], exempt: object
+    ) -> Outgoing:
         outgoing: Outgoing = new(Outgoing)
         set_message(outgoing, message)
         set_qos(outgoing, qos)
         set_retain(outgoing, retain)
         set_sub_ids(outgoing, sub_ids)
+        set_exempt(outgoing, exempt)
         return outgoing
 
     return make

@@ -21,7 +21,10 @@ POLICY = """
 unassigned = "deny"
 [permissions.sets.bench]
 default_behaviour = "deny"
-rules = [ { id = "no-admin", topic = "admin/#", type = "DENY" }, { id = "bench", topic = "bench/#" } ]
+rules = [
+  { id = "no-admin", topic = "admin/#", type = "DENY" },
+  { id = "bench", topic = "bench/#" },
+]
 [[permissions.assign]]
 username = "alice"
 sets = ["bench"]

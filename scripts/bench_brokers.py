@@ -87,18 +87,23 @@ def password_file(workdir: Path) -> Path:
     return path
 
 
-def edge_gated(workdir: Path) -> tuple[str, str]:
-    """(listener keys, config tables) of the gated policy on edge-broker."""
-    policy = (
-        f'[passwords]\nfile = "{password_file(workdir)}"\n'
+def gated_policy(user: str = BENCH_USER) -> str:
+    """The permissions and site ACL of the gated policy on edge-broker (``[passwords]`` aside);
+    scripts/bench_gate_path.py and the publish-memo test judge the same policy."""
+    return (
         '[permissions]\nunassigned = "deny"\n'
         '[permissions.sets.bench]\ndefault_behaviour = "deny"\nrules = [\n'
         '  { id = "no-admin", topic = "admin/#", type = "DENY" },\n'
         '  { id = "bench", topic = "bench/#" },\n'
         '  { id = "idle", topic = "idle/#" },\n]\n'
-        f'[[permissions.assign]]\nusername = "{BENCH_USER}"\nsets = ["bench"]\n'
-    )
-    return 'auth_methods = ["password"]\n', policy + ACL_EGRESS
+        f'[[permissions.assign]]\nusername = "{user}"\nsets = ["bench"]\n'
+    ) + ACL_EGRESS
+
+
+def edge_gated(workdir: Path) -> tuple[str, str]:
+    """(listener keys, config tables) of the gated policy on edge-broker."""
+    passwords = f'[passwords]\nfile = "{password_file(workdir)}"\n'
+    return 'auth_methods = ["password"]\n', passwords + gated_policy()
 
 
 def mosquitto_gated(workdir: Path) -> str:

@@ -20,6 +20,9 @@ import sys
 import time
 
 sys.path.insert(0, os.getcwd())
+sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_brokers import gated_policy  # noqa: E402
 
 from edge_broker.authz.policy import build_policy  # noqa: E402
 from edge_broker.broker.message import make_message  # noqa: E402
@@ -27,41 +30,13 @@ from edge_broker.config import loads_config  # noqa: E402
 from edge_broker.identity import Identity  # noqa: E402
 from edge_broker.mqtt.packets import NO_PROPERTIES  # noqa: E402
 
-POLICY = """
-[permissions]
-unassigned = "deny"
-[permissions.sets.bench]
-default_behaviour = "deny"
-rules = [
-  { id = "no-admin", topic = "admin/#", type = "DENY" },
-  { id = "bench", topic = "bench/#" },
-]
-[[permissions.assign]]
-username = "bench"
-sets = ["bench"]
-[acl]
-enabled = true
-default_permission = "allow"
-[[acl.rules]]
-id = "no-secrets"
-messages = ["put"]
-flows = ["egress"]
-permission = "deny"
-key_exprs = ["secret/**"]
-[[acl.subjects]]
-id = "all"
-[[acl.policies]]
-rules = ["no-secrets"]
-subjects = ["all"]
-"""
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    policy = build_policy(loads_config(POLICY))
+    policy = build_policy(loads_config(gated_policy()))
     identity = Identity(client_id="pub", username="bench", method="password")
     results = []
     for _ in range(args.rounds):

@@ -15,34 +15,9 @@ from edge_broker.broker.message import make_message
 from edge_broker.config import loads_config
 from edge_broker.identity import Identity
 from edge_broker.mqtt.packets import NO_PROPERTIES
+from scripts.bench_brokers import gated_policy
 
-POLICY = """
-[permissions]
-unassigned = "deny"
-[permissions.sets.bench]
-default_behaviour = "deny"
-rules = [
-  { id = "no-admin", topic = "admin/#", type = "DENY" },
-  { id = "bench", topic = "bench/#" },
-]
-[[permissions.assign]]
-username = "alice"
-sets = ["bench"]
-[acl]
-enabled = true
-default_permission = "allow"
-[[acl.rules]]
-id = "no-secrets"
-messages = ["put"]
-flows = ["egress"]
-permission = "deny"
-key_exprs = ["secret/**"]
-[[acl.subjects]]
-id = "all"
-[[acl.policies]]
-rules = ["no-secrets"]
-subjects = ["all"]
-"""
+POLICY = gated_policy("alice")  # the gated policy of scripts/bench
 ALICE = Identity(client_id="a", username="alice", method="password")
 
 

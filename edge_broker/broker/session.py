@@ -101,7 +101,7 @@ class Outgoing:
     exempt: object = field(default=None, compare=False, repr=False)
 
 
-def _outgoing_constructor() -> Callable[[Message, int, bool, tuple[int, ...], object], Outgoing]:
+def _outgoing_constructor() -> Callable[..., Outgoing]:
     """``Outgoing(message, qos, retain, sub_ids, exempt)`` through the slots' own descriptors:
     one per QoS 1/2 delivery, where the frozen dataclass ``__init__`` (an ``object.__setattr__`` per
     field) costs about twice as much. The field check runs once, at import."""
@@ -114,7 +114,11 @@ def _outgoing_constructor() -> Callable[[Message, int, bool, tuple[int, ...], ob
     )
 
     def make(
-        message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...], exempt: object
+        message: Message,
+        qos: int,
+        retain: bool,
+        sub_ids: tuple[int, ...],
+        exempt: object = None,
     ) -> Outgoing:
         outgoing: Outgoing = new(Outgoing)
         set_message(outgoing, message)

@@ -22,12 +22,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procs import Mosquitto, cpu_seconds, free_port, rss_kib, stop_process, wait_port  # noqa: E402
@@ -51,10 +53,17 @@ def mosquitto(workdir: Path, name: str, port: int, extra: str = "") -> subproces
     return process
 
 
-def edge_gateway(workdir: Path, port: int, cloud: int, durable: bool) -> subprocess.Popen[bytes]:
+def edge_gateway(
+    workdir: Path, port: int, cloud: int, durability: str, root: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """An edge-broker gateway from the source tree ``root``; ``durability``: "" (no
+    ``[persistence]``: the bridge queue in memory) or the store's durability mode."""
     conf = workdir / "gw.toml"
+    shutil.rmtree(workdir / "state", ignore_errors=True)
     persistence = (
-        f'[persistence]\nstate_dir = "{workdir}/state"\ndurability = "sync"\n' if durable else ""
+        f'[persistence]\nstate_dir = "{workdir}/state"\ndurability = "{durability}"\n'
+        if durability
+        else ""
     )
     conf.write_text(f"""[[listeners]]
 name = "tcp"
@@ -82,7 +91,7 @@ local = "bench/#"
 remote_prefix = "site/"
 qos = 1
 """)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(root))
     profile = (
         ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]]
         if os.environ.get("BENCH_PROFILE")
@@ -93,7 +102,7 @@ qos = 1
         stdout=open(workdir / "gw.log", "wb"),
         stderr=subprocess.STDOUT,
         env=env,
-        cwd=ROOT,
+        cwd=root,
     )
     wait_port(port, process=proc)
     return proc
@@ -166,6 +175,39 @@ async def measure(
     return count / (t1 - t0), cpu / count * 1e6
 
 
+STORE_STATS_RE = re.compile(r"store closed: (\d+) appends, (\d+) fsyncs")
+
+
+def run_gateway(
+    work: Path, root: Path | None, durability: str, cloud_port: int, args: Any, payload: bytes
+) -> tuple[float, float, str]:
+    """One gateway bridging to the cloud Mosquitto on ``cloud_port``: an edge-broker from
+    ``root`` with the store's ``durability`` ("": no store, the queue in memory), or (root
+    None) a Mosquitto gateway. (bridged msg/s, gateway CPU µs per message, messages per fsync
+    of the edge-broker store or "")."""
+    gw_port = free_port()
+    if root is None:
+        gw = mosquitto(
+            work,
+            "gateway",
+            gw_port,
+            f"connection cloud\naddress 127.0.0.1:{cloud_port}\n"
+            'topic bench/# out 1 "" site/\ncleansession false\nmax_inflight_messages 200\n',
+        )
+    else:
+        gw = edge_gateway(work, gw_port, cloud_port, durability, root)
+    try:
+        rate, cpu_us = asyncio.run(
+            measure(gw_port, cloud_port, gw.pid, args.bridge_messages, payload)
+        )
+    finally:
+        stop_process(gw)
+    found = STORE_STATS_RE.findall((work / "gw.log").read_text(errors="replace")) if root else []
+    fsyncs = sum(int(f) for _, f in found)
+    per_fsync = f"{args.bridge_messages / fsyncs:.1f}" if durability == "sync" and fsyncs else ""
+    return rate, cpu_us, per_fsync
+
+
 def throughput(args: argparse.Namespace, work: Path) -> None:
     payload = os.urandom(args.payload)
     cloud_port = free_port()
@@ -175,7 +217,7 @@ def throughput(args: argparse.Namespace, work: Path) -> None:
         for name in ("edge-broker", "mosquitto"):
             gw_port = free_port()
             if name == "edge-broker":
-                gw = edge_gateway(work, gw_port, cloud_port, args.durable)
+                gw = edge_gateway(work, gw_port, cloud_port, "sync" if args.durable else "")
             else:
                 gw = mosquitto(
                     work,
@@ -207,7 +249,7 @@ def throughput(args: argparse.Namespace, work: Path) -> None:
 
 def backlog(args: argparse.Namespace, work: Path) -> None:
     gw_port, cloud_port = free_port(), free_port()  # nothing listens on cloud_port
-    gw = edge_gateway(work, gw_port, cloud_port, args.durable)
+    gw = edge_gateway(work, gw_port, cloud_port, "sync" if args.durable else "")
     try:
         time.sleep(1.0)
         before = rss_kib(gw.pid) / 1024

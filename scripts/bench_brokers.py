@@ -68,19 +68,68 @@ BENCH_LIMITS: dict[str, int | str] = {
 }
 
 
+# The gated policy of scripts/bench, the same on both brokers: every client logs in as BENCH_USER
+# with a password (one file made by mosquitto_passwd, which edge-broker reads as it is), may
+# publish and subscribe under bench/ and idle/ and nothing else (admin/ denied explicitly), and
+# a site ACL denies egress of secret/** (edge-broker; Mosquitto's ACL file grants no secret/).
+BENCH_USER = "bench"
+BENCH_PASSWORD = b"bench-password-1"
+
+
+def password_file(workdir: Path) -> Path:
+    path = workdir / "passwd"
+    subprocess.run(
+        ["mosquitto_passwd", "-b", "-c", str(path), BENCH_USER, BENCH_PASSWORD.decode()],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    path.chmod(0o644)  # Mosquitto as root drops to its own user, which must still read it
+    return path
+
+
+def gated_policy(user: str = BENCH_USER) -> str:
+    """The permissions and site ACL of the gated policy on edge-broker (``[passwords]`` aside);
+    scripts/bench_gate_path.py and the publish-memo test judge the same policy."""
+    return (
+        '[permissions]\nunassigned = "deny"\n'
+        '[permissions.sets.bench]\ndefault_behaviour = "deny"\nrules = [\n'
+        '  { id = "no-admin", topic = "admin/#", type = "DENY" },\n'
+        '  { id = "bench", topic = "bench/#" },\n'
+        '  { id = "idle", topic = "idle/#" },\n]\n'
+        f'[[permissions.assign]]\nusername = "{user}"\nsets = ["bench"]\n'
+    ) + ACL_EGRESS
+
+
+def edge_gated(workdir: Path) -> tuple[str, str]:
+    """(listener keys, config tables) of the gated policy on edge-broker."""
+    passwords = f'[passwords]\nfile = "{password_file(workdir)}"\n'
+    return 'auth_methods = ["password"]\n', passwords + gated_policy()
+
+
+def mosquitto_gated(workdir: Path) -> str:
+    """Mosquitto's configuration lines for the gated policy."""
+    acl = workdir / "acl"
+    acl.write_text(f"user {BENCH_USER}\ntopic readwrite bench/#\ntopic readwrite idle/#\n")
+    acl.chmod(0o644)
+    return f"allow_anonymous false\npassword_file {password_file(workdir)}\nacl_file {acl}\n"
+
+
 def start_edge(
     workdir: Path,
     extra: str = "",
     root: Path = ROOT,
     limits: Mapping[str, int | str] | None = None,
     module: str = "edge_broker.broker",
+    listener: str = "",
+    log_level: str = "warning",
 ) -> Broker:
     """edge-broker with ``extra`` config appended, run from the source tree ``root`` (the
     before/after benchmarks start two trees side by side). ``limits``: the ``[limits]`` keys
     instead of BENCH_LIMITS (the others stay at the broker's defaults). ``module``: what
     ``python -m`` runs; ``edge_broker.broker`` imports only the broker commands (about 14 MB
     less RSS), ``edge_broker`` is what the memory figures in docs/limits-memory.md were taken
-    with."""
+    with. ``listener``: more keys of the listener (``auth_methods``). The broker's log goes to
+    ``workdir/broker.log`` at ``log_level``."""
     port = free_port()
     conf = workdir / "edge.toml"
     table = "".join(
@@ -88,26 +137,36 @@ def start_edge(
         for key, value in (BENCH_LIMITS if limits is None else limits).items()
     )
     conf.write_text(
-        f'[[listeners]]\nname = "bench"\nport = {port}\n'
-        f'[limits]\n{table}[log]\nlevel = "warning"\n{extra}'
+        f'[[listeners]]\nname = "bench"\nport = {port}\n{listener}'
+        f'[limits]\n{table}[log]\nlevel = "{log_level}"\n{extra}'
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # root's code, not another
+    # BENCH_PROFILE=/tmp/x.prof: the broker runs under cProfile (written when it stops)
+    profile = (
+        ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if "BENCH_PROFILE" in env else []
+    )
+    log = open(workdir / "broker.log", "wb")
     p = subprocess.Popen(
-        [sys.executable, "-m", module, "run", "--config", str(conf)],
+        [sys.executable, *profile, "-m", module, "run", "--config", str(conf)],
         cwd=root,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
+    log.close()  # the child has its own descriptor
     wait_port(port, process=p)
     return Broker("edge-broker", p, port, workdir)
 
 
-def start_mosquitto(workdir: Path) -> Broker:
+def start_mosquitto(workdir: Path, extra: str = "") -> Broker:
+    """Mosquitto on a free port; ``extra``: more configuration lines (they may override
+    ``allow_anonymous`` and ``persistence``: Mosquitto takes the last value)."""
     port = free_port()
     conf = workdir / "mosquitto.conf"
+    user = "user root\n" if os.geteuid() == 0 else ""  # else it drops to "mosquitto"
     conf.write_text(
-        f"listener {port} 127.0.0.1\nallow_anonymous true\nlog_type error\npersistence false\n"
+        f"{user}listener {port} 127.0.0.1\nallow_anonymous true\nlog_type error\n"
+        f"persistence false\n{extra}"
     )
     p = subprocess.Popen(
         [MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -41,10 +41,17 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     return data
 
 
-def _connect(port: int, client_id: str, keep_alive: int = 0) -> socket.socket:
+# (username, password) every client of a gated run logs in with; None: anonymous.
+Auth = tuple[str, bytes] | None
+
+
+def _connect(
+    port: int, client_id: str, keep_alive: int = 0, auth: Auth = None, clean: bool = True
+) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.sendall(encode(Connect(4, client_id, True, keep_alive), 4))
+    user, password = auth if auth else (None, None)
+    s.sendall(encode(Connect(4, client_id, clean, keep_alive, None, user, password), 4))
     ack = _recv_exact(s, 4)
     if ack[0] != 0x20 or ack[3] != 0:
         raise ConnectionError(f"CONNACK refused: {ack!r}")
@@ -69,10 +76,12 @@ def subscriber(
     go: Any,
     stop: Any,
     out: Any,
+    auth: Auth = None,
+    clean: bool = True,
 ) -> None:
     socks = []
     for client_id, topic_filter in conns:
-        s = _connect(port, client_id)
+        s = _connect(port, client_id, auth=auth, clean=clean)
         _subscribe(s, topic_filter, qos)
         s.setblocking(False)
         socks.append(s)
@@ -134,8 +143,9 @@ def publisher(
     ready: Any,
     go: Any,
     out: Any,
+    auth: Auth = None,
 ) -> None:
-    s = _connect(port, client_id)
+    s = _connect(port, client_id, auth=auth)
     s.settimeout(None)  # blocking: sendall waits, recv(MSG_DONTWAIT) polls
     if qos == 0:
         chunks = [encode(Publish(topic, payload, 0), 4) * BATCH]
@@ -191,6 +201,8 @@ class Scenario:
     wildcard: bool
     count: int  # messages per publisher (before scaling)
     payload: int = 64
+    persistent: bool = False  # subscribers keep their session (3.1.1 clean session 0)
+    idle: int = 0  # idle clients (one subscription each) connected before the load starts
 
     def deliveries_per_message(self) -> int:
         return self.subscribers
@@ -213,8 +225,16 @@ class Result:
         return self.broker_cpu / self.delivered * 1e6 if self.delivered else float("nan")
 
 
-def run(scenario: Scenario, port: int, broker_cpu: Any, scale: float) -> Result:
-    """Run one scenario against a broker listening on ``port``; ``broker_cpu()`` → seconds."""
+def run(scenario: Scenario, port: int, broker_cpu: Any, scale: float, auth: Auth = None) -> Result:
+    """Run one scenario against a broker listening on ``port``; ``broker_cpu()`` → seconds.
+    ``auth``: every client logs in with this username and password."""
+    if scenario.idle:
+        with IdleClients(port, scenario.idle, auth):
+            return _run(scenario, port, broker_cpu, scale, auth)
+    return _run(scenario, port, broker_cpu, scale, auth)
+
+
+def _run(scenario: Scenario, port: int, broker_cpu: Any, scale: float, auth: Auth) -> Result:
     count = max(BATCH, int(scenario.count * scale) // BATCH * BATCH)
     tag = f"s{time.monotonic_ns() % 10**9}"
     payload = b"x" * scenario.payload
@@ -254,6 +274,8 @@ def run(scenario: Scenario, port: int, broker_cpu: Any, scale: float) -> Result:
                     go,
                     stop,
                     out,
+                    auth,
+                    not scenario.persistent,
                 ),
             )
         )
@@ -276,6 +298,7 @@ def run(scenario: Scenario, port: int, broker_cpu: Any, scale: float) -> Result:
                     ready,
                     go,
                     out,
+                    auth,
                 ),
             )
         )
@@ -310,10 +333,10 @@ def run(scenario: Scenario, port: int, broker_cpu: Any, scale: float) -> Result:
     return Result(got, expected, seconds, cpu1 - cpu0, gen)
 
 
-def idle_worker(port: int, start: int, n: int, ready: Any, done: Any) -> None:
+def idle_worker(port: int, start: int, n: int, ready: Any, done: Any, auth: Auth = None) -> None:
     socks = []
     for i in range(n):
-        s = _connect(port, f"idle-{start + i}", keep_alive=300)
+        s = _connect(port, f"idle-{start + i}", keep_alive=300, auth=auth)
         _subscribe(s, f"idle/{start + i}/cmd", 1)
         socks.append(s)
     ready.wait()
@@ -322,22 +345,37 @@ def idle_worker(port: int, start: int, n: int, ready: Any, done: Any) -> None:
         s.close()
 
 
-def idle_connections(port: int, n: int, rss: Any, processes: int = 4) -> tuple[int, int]:
+class IdleClients:
+    """``n`` idle clients (one subscription each, keep-alive 300 s) from ``processes`` worker
+    processes, connected on entering the ``with`` block and closed on leaving it."""
+
+    def __init__(self, port: int, n: int, auth: Auth = None, processes: int = 4) -> None:
+        self.ready = CTX.Barrier(processes + 1)
+        self.done = CTX.Event()
+        per = n // processes
+        self.procs = [
+            CTX.Process(target=idle_worker, args=(port, k * per, per, self.ready, self.done, auth))
+            for k in range(processes)
+        ]
+
+    def __enter__(self) -> IdleClients:
+        for p in self.procs:
+            p.start()
+        self.ready.wait(120)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        for p in self.procs:
+            p.join(10)
+
+
+def idle_connections(
+    port: int, n: int, rss: Any, processes: int = 4, auth: Auth = None
+) -> tuple[int, int]:
     """RSS (KiB) before and with ``n`` idle clients (each with one subscription)."""
     before = rss()
-    ready = CTX.Barrier(processes + 1)
-    done = CTX.Event()
-    per = n // processes
-    procs = [
-        CTX.Process(target=idle_worker, args=(port, k * per, per, ready, done))
-        for k in range(processes)
-    ]
-    for p in procs:
-        p.start()
-    ready.wait()
-    time.sleep(2.0)
-    after = rss()
-    done.set()
-    for p in procs:
-        p.join(10)
+    with IdleClients(port, n, auth, processes):
+        time.sleep(2.0)
+        after = rss()
     return before, after

@@ -131,6 +131,10 @@ def acl_decision(verdict: AclDecision, what: str) -> Decision:
 class AclGate:
     """The site ACL as a pipeline gate (module docstring). Build one per policy."""
 
+    # a PUBLISH's decision depends only on the identity, topic and message kind (the pipeline
+    # may remember it: authz/gates.py)
+    publish_decisions_stable = True
+
     __slots__ = (
         "acl",
         "separator",

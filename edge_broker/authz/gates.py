@@ -26,7 +26,7 @@ from typing import Any
 
 from ..audit import events as audit_events
 from ..identity import Identity
-from ..matching.decision_cache import DEFAULT_MAX_BYTES, DecisionCache
+from ..matching.decision_cache import DEFAULT_MAX_BYTES, DecisionCache, entry_bytes
 from ..matching.names import shown
 from .acl_mqtt import PUBLISH_MESSAGES, subscribe_message
 from .authorizers import AuthorizerChain, PublishRequest, SubscribeRequest
@@ -39,6 +39,7 @@ from .request import Publication, SubscribeFilter
 MaybeDecision = Decision | Awaitable[Decision]
 _MAX_BOUND_LISTS = 10_000
 _MAX_CACHED_DECISIONS = 65_536
+_MAX_PENDING_HITS = 1024  # distinct allowing decisions counted before they are folded
 
 
 def _token_client(identity: Identity) -> bool:
@@ -193,6 +194,7 @@ class GatePipeline:
         gates: Sequence[PolicyGate] = (),
         audit: Any = None,
         separator: str = "/",
+        memo_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.authorizers = (
             authorizers if authorizers is not None and authorizers.authorizers else None
@@ -208,9 +210,53 @@ class GatePipeline:
         self.has_delivery_gates = bool(self.delivery_gates)
         self.audit = audit
         self.separator = separator
-        self.hits: Counter[tuple[str, str]] = Counter()
+        self._hits: Counter[tuple[str, str]] = Counter()
+        # allowing decisions counted by object (id -> [decision, count]) and folded into
+        # ``hits`` when someone reads it: the (gate, rule) key costs more than the check
+        self._pending_hits: dict[int, list[Any]] = {}
         self.denials: Counter[tuple[str, str]] = Counter()
         self.recorded = True  # False: explain's copy (unrecorded)
+        # Allowed PUBLISH decisions per (identity object, topic, qos, retain, ACL kind), when
+        # every gate's publish decision is a function of those alone for this pipeline's life
+        # (it is rebuilt on every policy change): a repeated PUBLISH skips gates 4-5. Not with
+        # authorizers (asked every time), claims (they change under it: no
+        # ``publish_decisions_stable``), token clients, or audited allowed decisions.
+        self._memo: dict[tuple[int, str, int, bool, int], Decision] | None = (
+            {}
+            if self.authorizers is None
+            and all(getattr(g, "publish_decisions_stable", False) for g in self.gates)
+            else None
+        )
+        self._memo_holders: dict[int, Identity] = {}  # keeps each keyed id() unique
+        self._memo_bytes = 0
+        self._memo_max_bytes = memo_bytes  # [limits] decision_cache_bytes
+
+    @property
+    def hits(self) -> Counter[tuple[str, str]]:
+        """Allowed decisions per (gate, rule) ($SYS and the metrics endpoint read it)."""
+        pending = self._pending_hits
+        if pending:
+            hits = self._hits
+            for decision, count in pending.values():
+                gate = decision.gate.value if decision.gate is not None else "none"
+                hits[(gate, decision.rule or "-")] += count
+            pending.clear()
+        return self._hits
+
+    @hits.setter
+    def hits(self, value: Counter[tuple[str, str]]) -> None:
+        """A reload carries the counts over to the new pipeline."""
+        self._pending_hits.clear()
+        self._hits = value
+
+    def _count_allowed(self, decision: Decision) -> None:
+        cell = self._pending_hits.get(id(decision))
+        if cell is not None:
+            cell[1] += 1
+            return
+        if len(self._pending_hits) >= _MAX_PENDING_HITS:
+            self.hits  # noqa: B018 -- folds the pending counts
+        self._pending_hits[id(decision)] = [decision, 1]  # holds it: the id stays its own
 
     def unrecorded(self) -> GatePipeline:
         """The same gates, judging without a trace: no audit record, no log line, no count.
@@ -218,6 +264,7 @@ class GatePipeline:
         one it shows) is not itself a denial in the audit log, the counters or the denial ring."""
         quiet = copy.copy(self)
         quiet.recorded = False
+        quiet._memo = None  # a remembered decision would be counted in the shared counters
         return quiet
 
     # -- bookkeeping ----------------------------------------------------------------------
@@ -242,14 +289,13 @@ class GatePipeline:
     ) -> Decision:
         if not self.recorded:
             return decision
-        gate = decision.gate.value if decision.gate is not None else "none"
-        rule = decision.rule or "-"
         if decision.allowed:
-            self.hits[(gate, rule)] += 1
+            self._count_allowed(decision)
             if self.audit is None or not self.audit.log_allowed:
                 return decision
         else:
-            self.denials[(gate, rule)] += 1
+            gate = decision.gate.value if decision.gate is not None else "none"
+            self.denials[(gate, decision.rule or "-")] += 1
         # the INFO line and the audit record, aggregated: edge_broker/audit/events.py
         audit_events.decision(
             self.audit,
@@ -331,12 +377,45 @@ class GatePipeline:
 
     def check_publish(self, identity: Identity, message: Publication) -> MaybeDecision:
         """A PUBLISH as the one value built for it (topic resolved, no Topic Alias)."""
+        memo = self._memo
+        if memo is not None:
+            key = (id(identity), message.topic, message.qos, message.retain, message.kind)
+            known = memo.get(key)
+            if known is not None:
+                self._count_allowed(known)
+                return known
         if self.authorizers is not None and self.authorizers.has_publish:
             return self._publish_async(identity, message, False)
         decision = self._after_authorizers_publish(identity, message, False, None)
+        if (
+            memo is not None
+            and decision.allowed
+            and not _token_client(identity)
+            and (self.audit is None or not self.audit.log_allowed)
+        ):
+            self._remember(memo, key, identity, decision)
         return self._count(
             decision, "publish", identity, message.topic, None, message.qos, message.retain, message
         )
+
+    def _remember(
+        self,
+        memo: dict[tuple[int, str, int, bool, int], Decision],
+        key: tuple[int, str, int, bool, int],
+        identity: Identity,
+        decision: Decision,
+    ) -> None:
+        """Bounded like every decision cache: emptied when full (entries or bytes)."""
+        cost = entry_bytes(key, decision)
+        if len(memo) >= _MAX_CACHED_DECISIONS or self._memo_bytes + cost > self._memo_max_bytes:
+            memo.clear()
+            self._memo_holders.clear()
+            self._memo_bytes = 0
+            if cost > self._memo_max_bytes:
+                return
+        self._memo_bytes += cost
+        self._memo_holders[key[0]] = identity
+        memo[key] = decision
 
     def check_will(self, identity: Identity, will: Publication) -> MaybeDecision:
         """A will as the message it would be (built from the CONNECT's will)."""

@@ -121,6 +121,9 @@ class Policy:
         self.pipeline = pipeline
         self.has_delivery_gates = pipeline is not None and pipeline.has_delivery_gates
         self.reserved_topics = ReservedTopics(separator)  # gate 2: the one definition
+        # this policy's identity for what outlives it without holding it (a queued message's
+        # ``Outgoing.exempt``): unique while anything refers to it, unlike id(self)
+        self.epoch = object()
 
     def unrecorded(self) -> Policy:
         """This policy judging without a trace (:meth:`GatePipeline.unrecorded`)."""
@@ -323,6 +326,7 @@ def build_pipeline(
         gates=gates,
         audit=audit,
         separator=config.topics.separator,
+        memo_bytes=config.limits.decision_cache_bytes,
     )
 
 

@@ -192,7 +192,8 @@ class Delivery:
 
     def _deliver(self, entry: SubscriptionEntry, message: Message, check: bool) -> bool:
         session = entry.session
-        if ((check and entry.egress) or entry.recheck) and not self.broker.policy.check_deliver(
+        egress = check and entry.egress
+        if (egress or entry.recheck) and not self.broker.policy.check_deliver(
             session, message, entry
         ).allowed:
             return False
@@ -207,7 +208,9 @@ class Delivery:
                 self.stats.dropped += 1
                 return False
             return conn.send_message(message, retain, sub_ids)
-        return self.send(session, new_outgoing(message, qos, retain, sub_ids))
+        # no gate 5-6 can deny it under this policy: the queue's drain need not ask again
+        exempt = None if egress else self.broker.policy.epoch
+        return self.send(session, new_outgoing(message, qos, retain, sub_ids, exempt))
 
     def _deliver_merged(
         self, entries: list[SubscriptionEntry], message: Message, check: bool
@@ -226,7 +229,8 @@ class Delivery:
         qos = min(max(e.qos for e in entries), message.qos)
         retain = message.retain and any(e.retain_as_published for e in entries)
         sub_ids = tuple(sorted({e.subscription_id for e in entries if e.subscription_id}))
-        return self.send(session, new_outgoing(message, qos, retain, sub_ids))
+        exempt = None if egress else self.broker.policy.epoch
+        return self.send(session, new_outgoing(message, qos, retain, sub_ids, exempt))
 
     def send(self, session: Session, outgoing: Outgoing) -> bool:
         """Send now, or queue (QoS 1/2), or drop (counted). True if sent or queued."""
@@ -411,7 +415,8 @@ class Delivery:
         conn = session.connection
         queue = session.queue
         policy = self.broker.policy
-        # a queued message no longer knows its subscription: checked whenever gates 5-6 exist
+        # checked whenever gates 5-6 exist, unless routed under this policy through a
+        # subscription they cannot deny (``Outgoing.exempt``, issue 32)
         check = policy.has_delivery_gates
         while queue and conn is not None and not conn.paused and not conn.closing:
             if not session.window_open(conn.send_quota):
@@ -420,7 +425,11 @@ class Delivery:
             size = outgoing.message.size
             session.queued_bytes -= size
             self.queued_total -= size + QUEUE_ENTRY_BYTES
-            if check and not policy.check_deliver(session, outgoing.message).allowed:
+            if (
+                check
+                and outgoing.exempt is not policy.epoch
+                and not policy.check_deliver(session, outgoing.message).allowed
+            ):
                 session.journal.dropped(outgoing)
                 continue  # denied since it was queued (a claim update: decided at delivery time)
             if outgoing.qos == 0:

@@ -221,32 +221,44 @@ def will_message(will: Will, origin: str, clock: Callable[[], float]) -> Message
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """A message towards the client: QoS granted for it, RETAIN flag, subscription ids."""
+    """A message towards the client: QoS granted for it, RETAIN flag, subscription ids.
+    ``exempt``: the ``Policy.epoch`` under which no delivery gate could deny it when it was
+    routed (its subscription not marked ``egress``, issue 32): the queue's drain skips gates
+    5-6 while that policy is in force; None (restored, retained, claims answers): judged when
+    drained."""
 
     message: Message
     qos: int
     retain: bool
     sub_ids: tuple[int, ...] = ()
+    exempt: object = field(default=None, compare=False, repr=False)
 
 
-def _outgoing_constructor() -> Callable[[Message, int, bool, tuple[int, ...]], Outgoing]:
-    """``Outgoing(message, qos, retain, sub_ids)`` through the slots' own descriptors: one per
-    QoS 1/2 delivery, where the frozen dataclass ``__init__`` (an ``object.__setattr__`` per
+def _outgoing_constructor() -> Callable[..., Outgoing]:
+    """``Outgoing(message, qos, retain, sub_ids, exempt)`` through the slots' own descriptors:
+    one per QoS 1/2 delivery, where the frozen dataclass ``__init__`` (an ``object.__setattr__`` per
     field) costs about twice as much. The field check runs once, at import."""
-    names = ("message", "qos", "retain", "sub_ids")
+    names = ("message", "qos", "retain", "sub_ids", "exempt")
     if tuple(f.name for f in fields(Outgoing)) != names:
         raise RuntimeError("Outgoing fields changed: update message._outgoing_constructor")
     new = object.__new__
-    set_message, set_qos, set_retain, set_sub_ids = (
+    set_message, set_qos, set_retain, set_sub_ids, set_exempt = (
         getattr(Outgoing, name).__set__ for name in names
     )
 
-    def make(message: Message, qos: int, retain: bool, sub_ids: tuple[int, ...]) -> Outgoing:
+    def make(
+        message: Message,
+        qos: int,
+        retain: bool,
+        sub_ids: tuple[int, ...],
+        exempt: object = None,
+    ) -> Outgoing:
         outgoing: Outgoing = new(Outgoing)
         set_message(outgoing, message)
         set_qos(outgoing, qos)
         set_retain(outgoing, retain)
         set_sub_ids(outgoing, sub_ids)
+        set_exempt(outgoing, exempt)
         return outgoing
 
     return make

@@ -205,3 +205,36 @@ def test_resume_and_restart_with_two_principals_keep_each_mark(
         assert topics(guest) == ["plant/open/y"]
         for c in (guest, staff, writer):
             c.close()
+
+
+def test_queued_messages_keep_their_subscription_mark_until_the_policy_changes(
+    tmp_path: Path, checks: list[str]
+) -> None:
+    """Issue 32: a QoS 1 message queued behind a full Receive Maximum through a subscription
+    gates 5-6 cannot deny is not judged again when the queue drains, while the policy it was
+    routed under is in force; after a reload it is (the reload may have added a rule)."""
+    with running(config(tmp_path, "plant/secret/**")) as r:
+        guest = user(r, "guest", "g", properties=Properties(receive_maximum=1))
+        writer = user(r, "writer", "w")
+        subscribe(guest, "sensors/#", qos=1)
+        assert r.marks("g") == {"sensors/#": False}
+        for i, t in enumerate(("sensors/a", "sensors/b", "sensors/c"), 1):
+            writer.send(Publish(t, b"x", 1, packet_id=i))
+        assert sorted(p.topic for p in guest.publishes(0.6)) == [
+            "sensors/a",
+            "sensors/b",
+            "sensors/c",
+        ]
+        assert checks == []  # two of them waited in the queue: not judged again
+
+        # queued under the old policy, drained under the new one: judged
+        writer.send(Publish("sensors/d", b"x", 1, packet_id=4))
+        writer.send(Publish("sensors/e", b"x", 1, packet_id=5))
+        writer.publishes(0.3)
+        r.reload(config(tmp_path, "plant/secret/**", "sensors/private/**"))
+        assert r.marks("g") == {"sensors/#": True}
+        checks.clear()
+        assert sorted(p.topic for p in guest.publishes(0.6)) == ["sensors/d", "sensors/e"]
+        assert checks == ["sensors/e"]  # d was in flight already, e waited in the queue
+        for c in (guest, writer):
+            c.close()

@@ -71,10 +71,11 @@ def test_make_message_reads_now_only_for_an_expiring_message() -> None:
 
 def test_new_outgoing_is_the_outgoing_init_builds() -> None:
     message = make_message("a/b", b"p", 1, False, NO_PROPERTIES, "pub")
-    fast = new_outgoing(message, 1, True, (3, 4))
-    slow = Outgoing(message, 1, True, (3, 4))
+    epoch = object()
+    fast = new_outgoing(message, 1, True, (3, 4), epoch)
+    slow = Outgoing(message, 1, True, (3, 4), epoch)
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
-    assert type(fast) is Outgoing
+    assert type(fast) is Outgoing and fast.exempt is epoch
 
 
 def test_every_variant_of_a_message_is_encoded_as_its_own() -> None:

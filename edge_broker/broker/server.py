@@ -62,7 +62,7 @@ from .retained import MemoryRetainedStore, RetainedStore
 from .scheduler import Scheduler
 from .session import MemorySessionStore, Session, SessionStore, SubscriptionEntry, session_key
 from .stats import BrokerStats
-from .sys_topics import publish_sys
+from .sys_topics import SysPublisher
 from .token_expiry import token_expired
 from .topic_space import TopicSpace
 
@@ -119,6 +119,7 @@ class Broker:
         self.generation = 0  # bumped by every policy change (reload, bundle)
         self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
         self.topic_spaces: dict[str, TopicSpace] = {}
+        self.sys_publisher = SysPublisher(self.separator)
         self.delivery = Delivery(self)
         self.connections: set[Connection] = set()
         self.servers: list[asyncio.Server] = []
@@ -410,7 +411,11 @@ class Broker:
         if space is None:
             retained = self._retained_factory(tenant) if self._retained_factory else None
             space = self.topic_spaces[tenant] = TopicSpace(
-                tenant, self.separator, retained, self.config.limits.routing_cache_bytes
+                tenant,
+                self.separator,
+                retained,
+                self.config.limits.routing_cache_bytes,
+                None if tenant == DEFAULT_TENANT else self.sys_publisher.shared,
             )
             self._count_retained(space)
             if "space_sweep" not in self.timers and tenant != DEFAULT_TENANT:
@@ -805,7 +810,7 @@ class Broker:
         if "write_resample" in duties:
             self.write_budget.resample()
         if "sys" in duties:
-            publish_sys(self)
+            self.sys_publisher.publish(self)
         self._plan_duties(now)
 
     def _plan_duties(self, now: float) -> None:

@@ -298,6 +298,11 @@ class SubscriptionTrie(RoutingIndex[K, V]):
             for level, child in node.children.items():
                 stack.append((child, [*prefix, level, *child.skip_levels(sep)]))
 
+    def has_first_level(self, level: str) -> bool:
+        """Whether some filter starts with the literal ``level`` (e.g. ``$SYS``: only such
+        filters match topics of a ``$`` root, MQTT §4.7.2)."""
+        return level in self._root.children
+
     def node_count(self) -> int:
         """Nodes below the root (the compactness the memory budget counts on; for tests)."""
         count = 0

@@ -114,6 +114,9 @@ class LimitsConfig:
     # share of connect_rate and connect_burst per client address (IPv6: per /64)
     source_connect_share: float = 0.5
     max_connect_sources: int = 10_000  # sources with a bucket; least recently seen dropped
+    # Open sockets one address (IPv6: one /64) may hold, as a share of max_connections + 64
+    # (issue 34, broker/limits/source_shares.py): one source cannot keep the others out
+    source_connection_share: float = 0.25
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
     write_buffer_low: int = 64 * 1024
     # Broker-wide bounds on socket buffers (issue 16, broker/limits/read_pool.py, write_budget.py):
@@ -451,6 +454,9 @@ def parse_limits(s: Section) -> LimitsConfig:
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
         source_connect_share=s.number("source_connect_share", d.source_connect_share, 0.001, 1.0),
         max_connect_sources=s.integer("max_connect_sources", d.max_connect_sources, 1, 10_000_000),
+        source_connection_share=s.number(
+            "source_connection_share", d.source_connection_share, 0.001, 1.0
+        ),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
         write_buffer_low=s.integer("write_buffer_low", d.write_buffer_low, 0, 1 << 30),
         read_buffer_size=s.integer("read_buffer_size", d.read_buffer_size, 1024, 1 << 24),

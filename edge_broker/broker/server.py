@@ -39,6 +39,7 @@ from .limits.limit_hits import LimitHits
 from .limits.pre_auth import SourceRates, connect_timed_out, source_rate_refusal
 from .limits.read_pool import ReadPool
 from .limits.retained_budget import RetainedBudget
+from .limits.source_shares import SourceShares
 from .limits.write_budget import WriteBudget
 from .listeners import connection_info, start_listener
 from .message import Message, will_message
@@ -142,6 +143,7 @@ class Broker:
         self._rate_tokens = float(config.limits.connect_burst)
         self._rate_at = clock()
         self.source_rates = SourceRates()  # per-source connect rate (issue 31 item 4)
+        self.source_shares = SourceShares()  # per-source open sockets (issue 34 item 4)
         # what authentication methods keep across reloads (auth/methods.py KEEPS_STATE)
         self.auth_kept: dict[str, object] = {}
         self._stop = asyncio.Event()
@@ -365,6 +367,25 @@ class Broker:
                 f"{self._connection_cap} within RLIMIT_NOFILE)"
             )
             self.limit_hits.hit("limits.max_connections", f"connection closed at accept: {reason}")
+            conn.close(None, reason)
+            return
+        self._count_source(conn)
+
+    def _count_source(self, conn: Connection) -> None:
+        """Close a socket whose source already holds its share of the cap (source_shares.py)."""
+        source = login_source(conn.info.remote_address)
+        limits = self.config.limits
+        allowed = SourceShares.share(limits.source_connection_share, self._connection_cap)
+        held = self.source_shares.open(id(conn), source, allowed)
+        if held is not None:
+            reason = (
+                f"{held} connections open from {source}, limits.source_connection_share is "
+                f"{limits.source_connection_share:g} of {self._connection_cap} "
+                f"(at most {allowed} from one address)"
+            )
+            self.limit_hits.hit(
+                "limits.source_connection_share", f"connection closed at accept: {reason}"
+            )
             conn.close(None, reason)
 
     def admit(self, conn: Connection) -> tuple[int, str] | None:
@@ -615,6 +636,7 @@ class Broker:
         """The socket is gone (after :meth:`connection_ended`; a closing one drains first,
         broker/graceful_close.py): it no longer counts among the open connections."""
         self.connections.discard(conn)
+        self.source_shares.close(id(conn))
         if self._all_closed is not None and not self.connections:
             self._all_closed.set()
 

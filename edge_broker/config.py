@@ -107,7 +107,7 @@ class LimitsConfig:
     max_queued_bytes: int = 4 * 1024 * 1024  # per session
     max_queued_bytes_total: int = 32 * 1024 * 1024  # all sessions together (issue 16)
     max_subscriptions_per_client: int = 1000
-    max_subscriptions_total: int = 20_000  # all clients and topic spaces together (issue 16)
+    max_subscriptions_total: int = 16_000  # all clients and topic spaces together (issue 16, 34)
     connect_rate: float = 200.0  # new connections per second, token bucket
     connect_burst: int = 400
     # One source's bucket beside the global one (issue 31 item 4, broker/limits/pre_auth.py): this

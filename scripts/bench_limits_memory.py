@@ -45,6 +45,12 @@ from edge_broker.mqtt.packets import (  # noqa: E402
     Subscribe,
     Subscription,
 )
+from edge_broker.ops.memory_budget import (  # noqa: E402
+    RETAINED_OVERHEAD,
+    SUBSCRIPTION_BYTES,
+    TENANT_BYTES,
+    TEXT_COPIES,
+)
 
 DEEP_LEVELS = 32
 DEEP_LENGTH = 1024
@@ -159,7 +165,8 @@ def start(workdir: Path) -> Broker:
     return Broker("edge-broker", p, port, workdir)
 
 
-def measure(name: str, step: Callable[[int], object], count: int) -> float:
+def measure(name: str, step: Callable[[int], object], count: int, budget: float) -> float:
+    """RSS growth per item of ``step``, printed beside what ``edge-broker check`` counts."""
     broker = start(Path(tempfile.mkdtemp(prefix="bench-limits-memory-")))
     kept = None
     try:
@@ -170,7 +177,10 @@ def measure(name: str, step: Callable[[int], object], count: int) -> float:
         broker.stop()
     per_item = (after - before) * 1024 / count
     grown = (after - before) / 1024
-    print(f"{name:<28} {count:>7,} items  +{grown:8.1f} MiB  {per_item:9,.0f} B each")
+    print(
+        f"{name:<28} {count:>7,} items  +{grown:8.1f} MiB  {per_item:9,.0f} B each"
+        f"  budget {budget:7,.0f} B ({budget / per_item - 1:+.0%})"
+    )
     del kept
     return per_item
 
@@ -182,11 +192,39 @@ def main() -> int:
     args = ap.parse_args()
     n, p = args.count, args.payload
     print(f"RSS growth per item, default limits, persistence off (payload {p} B)")
-    measure("subscription, shallow", lambda port: fill_subscriptions(port, n, shallow_topic), n)
-    measure("subscription, 32 lv 1 KiB", lambda port: fill_subscriptions(port, n, deep_topic), n)
-    measure("retained, shallow", lambda port: fill_retained(port, n, shallow_topic, p), n)
-    measure("retained, 32 lv 1 KiB", lambda port: fill_retained(port, n, deep_topic, p), n)
-    measure("tenant (1 retained message)", lambda port: fill_tenants(port, n, p), n)
+    shallow, deep = len(shallow_topic(n, "s")), DEEP_LENGTH
+    sub = SUBSCRIPTION_BYTES
+    ret = RETAINED_OVERHEAD + p
+    measure(
+        "subscription, shallow",
+        lambda port: fill_subscriptions(port, n, shallow_topic),
+        n,
+        sub + TEXT_COPIES * shallow,
+    )
+    measure(
+        "subscription, 32 lv 1 KiB",
+        lambda port: fill_subscriptions(port, n, deep_topic),
+        n,
+        sub + TEXT_COPIES * deep,
+    )
+    measure(
+        "retained, shallow",
+        lambda port: fill_retained(port, n, shallow_topic, p),
+        n,
+        ret + TEXT_COPIES * shallow,
+    )
+    measure(
+        "retained, 32 lv 1 KiB",
+        lambda port: fill_retained(port, n, deep_topic, p),
+        n,
+        ret + TEXT_COPIES * deep,
+    )
+    measure(
+        "tenant (1 retained message)",
+        lambda port: fill_tenants(port, n, p),
+        n,
+        TENANT_BYTES + ret + TEXT_COPIES,
+    )
     return 0
 
 

@@ -84,3 +84,32 @@ def test_cache_byte_bounds_are_limits_keys_counted_in_the_budget(tmp_path):
     assert (
         "5.4 MiB  2 × routing_cache_bytes + decision_cache_bytes (claims) + max_conn" in r.stdout
     ), r.stdout + r.stderr
+
+
+def test_open_tenants_and_claims_are_budgeted(tmp_path):
+    """Issue 34: tenant spaces and claims were not in the budget."""
+    r = check(tmp_path, "")
+    assert "tenant spaces" in r.stdout and "no listener with tenant_choice = open" in r.stdout
+    f = tmp_path / "open.toml"
+    f.write_text('[[listeners]]\nname = "a"\nport = 1883\ntenant_choice = "open"\n')
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "check", "--config", str(f), "--unit", str(UNIT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    line = next(x for x in r.stdout.splitlines() if x.split()[:2] == ["tenant", "spaces"])
+    # (2,000 connections + 20,000 retained messages) x 1.4 KiB
+    assert float(line.split()[2]) > 25.0 and "tenant_choice = open" in line, r.stdout
+
+
+def test_claims_term_follows_max_claims_total() -> None:
+    from edge_broker.ops.memory_budget import CLAIM_BYTES, memory_budget
+
+    def claims(text: str) -> int:
+        config = loads_config('[[listeners]]\nname = "a"\nport = 1883\n' + text)
+        return next(t.bytes for t in memory_budget(config) if t.name == "claims")
+
+    assert claims("") == 0
+    assert claims("[claims]\nenabled = true\nmax_claims_total = 500\n") == 500 * CLAIM_BYTES

@@ -74,13 +74,14 @@ def start_edge(
     root: Path = ROOT,
     limits: Mapping[str, int | str] | None = None,
     module: str = "edge_broker.broker",
+    listener: str = "",
 ) -> Broker:
     """edge-broker with ``extra`` config appended, run from the source tree ``root`` (the
     before/after benchmarks start two trees side by side). ``limits``: the ``[limits]`` keys
     instead of BENCH_LIMITS (the others stay at the broker's defaults). ``module``: what
     ``python -m`` runs; ``edge_broker.broker`` imports only the broker commands (about 14 MB
     less RSS), ``edge_broker`` is what the memory figures in docs/limits-memory.md were taken
-    with."""
+    with. ``listener``: more keys of the listener's table (lines of TOML)."""
     port = free_port()
     conf = workdir / "edge.toml"
     table = "".join(
@@ -88,7 +89,7 @@ def start_edge(
         for key, value in (BENCH_LIMITS if limits is None else limits).items()
     )
     conf.write_text(
-        f'[[listeners]]\nname = "bench"\nport = {port}\n'
+        f'[[listeners]]\nname = "bench"\nport = {port}\n{listener}'
         f'[limits]\n{table}[log]\nlevel = "warning"\n{extra}'
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # root's code, not another

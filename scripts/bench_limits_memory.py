@@ -17,20 +17,16 @@ longest topic the default limits allow (32 levels, 1,024 bytes):
 from __future__ import annotations
 
 import argparse
-import gc
-import os
 import socket
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench_brokers import ROOT, Broker  # noqa: E402
-from procs import free_port, wait_port  # noqa: E402
+from bench_brokers import start_edge  # noqa: E402
+from bench_memory import settle  # noqa: E402
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
 from edge_broker.mqtt.packets import (  # noqa: E402
@@ -97,12 +93,6 @@ class Client:
         self.expect(Pingresp)
 
 
-def settle(broker: Broker) -> int:
-    gc.collect()
-    time.sleep(1.0)
-    return broker.rss_kib()
-
-
 def fill_subscriptions(port: int, count: int, topic: Callable[[int, str], str]) -> list[Client]:
     clients = []
     for c in range(0, count, PER_CONNECTION):
@@ -143,31 +133,15 @@ def fill_tenants(port: int, count: int, payload: int) -> None:
         client.sock.close()
 
 
-def start(workdir: Path) -> Broker:
-    """The broker with default limits but the connect rate (the steps connect in bursts),
-    anonymous clients naming their tenant, persistence off."""
-    port = free_port()
-    conf = workdir / "edge.toml"
-    conf.write_text(
-        f'[[listeners]]\nname = "bench"\nbind = "127.0.0.1"\nport = {port}\n'
-        'tenant_choice = "open"\n\n[limits]\nconnect_rate = 100000.0\nconnect_burst = 100000\n'
-        '\n[persistence]\nenabled = false\n\n[log]\nlevel = "warning"\n'
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    p = subprocess.Popen(
-        [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_port(port, process=p)
-    return Broker("edge-broker", p, port, workdir)
-
-
 def measure(name: str, step: Callable[[int], object], count: int, budget: float) -> float:
     """RSS growth per item of ``step``, printed beside what ``edge-broker check`` counts."""
-    broker = start(Path(tempfile.mkdtemp(prefix="bench-limits-memory-")))
+    broker = start_edge(
+        Path(tempfile.mkdtemp(prefix="bench-limits-memory-")),
+        extra="[persistence]\nenabled = false\n",
+        limits={"connect_rate": 100_000, "connect_burst": 100_000},
+        module="edge_broker",
+        listener='tenant_choice = "open"\n',  # anonymous clients name their tenant
+    )
     kept = None
     try:
         before = settle(broker)

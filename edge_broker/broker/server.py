@@ -48,6 +48,7 @@ from .limits.pre_auth import SourceRates, connect_timed_out, source_rate_refusal
 from .limits.quotas import UNATTRIBUTED, Quotas
 from .limits.read_pool import ReadPool
 from .limits.retained_budget import RetainedBudget
+from .limits.source_shares import SourceShares
 from .limits.write_budget import WriteBudget
 from .listeners import connection_info, start_listener
 from .message import Message, will_message
@@ -71,7 +72,7 @@ from .scheduler import Scheduler
 from .session import MemorySessionStore, Session, SessionStore, SubscriptionEntry, session_key
 from .session_control import end_sessions_of_lost_owners
 from .stats import BrokerStats
-from .sys_topics import publish_sys
+from .sys_topics import SysPublisher
 from .token_expiry import token_expired
 from .topic_space import TopicSpace
 
@@ -132,6 +133,7 @@ class Broker:
         self.generation = 0  # bumped by every policy change (reload, bundle)
         self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
         self.topic_spaces: dict[str, TopicSpace] = {}
+        self.sys_publisher = SysPublisher(self.separator)
         self.delivery = Delivery(self)
         self.connections: set[Connection] = set()
         self.servers: list[asyncio.Server] = []
@@ -156,6 +158,7 @@ class Broker:
         self._rate_tokens = float(config.limits.connect_burst)
         self._rate_at = clock()
         self.source_rates = SourceRates()  # per-source connect rate (issue 31 item 4)
+        self.source_shares = SourceShares()  # per-source open sockets (issue 34 item 4)
         # what authentication methods keep across reloads (auth/methods.py KEEPS_STATE)
         self.auth_kept: dict[str, object] = {}
         self._stop = asyncio.Event()
@@ -405,6 +408,25 @@ class Broker:
             )
             self.limit_hits.hit("limits.max_connections", f"connection closed at accept: {reason}")
             conn.close(None, reason)
+            return
+        self._count_source(conn)
+
+    def _count_source(self, conn: Connection) -> None:
+        """Close a socket whose source already holds its share of the cap (source_shares.py)."""
+        source = login_source(conn.info.remote_address)
+        limits = self.config.limits
+        allowed = SourceShares.share(limits.source_connection_share, self._connection_cap)
+        held = self.source_shares.open(id(conn), source, allowed)
+        if held is not None:
+            reason = (
+                f"{held} connections open from {source}, limits.source_connection_share is "
+                f"{limits.source_connection_share:g} of {self._connection_cap} "
+                f"(at most {allowed} from one address)"
+            )
+            self.limit_hits.hit(
+                "limits.source_connection_share", f"connection closed at accept: {reason}"
+            )
+            conn.close(None, reason)
 
     def admit(self, conn: Connection) -> tuple[int, str] | None:
         """Connection limit and connect rate (token bucket), checked at CONNECT."""
@@ -450,7 +472,11 @@ class Broker:
         if space is None:
             retained = self._retained_factory(tenant) if self._retained_factory else None
             space = self.topic_spaces[tenant] = TopicSpace(
-                tenant, self.separator, retained, self.config.limits.routing_cache_bytes
+                tenant,
+                self.separator,
+                retained,
+                self.config.limits.routing_cache_bytes,
+                None if tenant == DEFAULT_TENANT else self.sys_publisher.shared,
             )
             self._count_retained(space)
             if "space_sweep" not in self.timers and tenant != DEFAULT_TENANT:
@@ -671,6 +697,7 @@ class Broker:
         """The socket is gone (after :meth:`connection_ended`; a closing one drains first,
         broker/graceful_close.py): it no longer counts among the open connections."""
         self.connections.discard(conn)
+        self.source_shares.close(id(conn))
         if self._all_closed is not None and not self.connections:
             self._all_closed.set()
 
@@ -887,7 +914,7 @@ class Broker:
         if "write_resample" in duties:
             self.write_budget.resample()
         if "sys" in duties:
-            publish_sys(self)
+            self.sys_publisher.publish(self)
         self._plan_duties(now)
 
     def _plan_duties(self, now: float) -> None:

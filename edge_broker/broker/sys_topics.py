@@ -1,5 +1,13 @@
-"""``$SYS/broker/...`` topics as Mosquitto publishes them, retained in every topic space and
-refreshed every ``[sys] interval`` seconds."""
+"""``$SYS/broker/...`` topics as Mosquitto publishes them, refreshed every ``[sys] interval``
+seconds.
+
+The default tenant keeps them in its own retained store (with the operator's ``authz/...``
+counters). Every other tenant sees the same broker-wide values, so they are kept once, in a
+store all tenant spaces share (:attr:`SysPublisher.shared`), and a tick routes a value only
+when it changed, and only into spaces with a ``$SYS`` subscription: with 3,000 open tenants a
+tick is 3,000 dict lookups, not 75,000 retained messages rewritten (and a PINGREQ does not
+wait behind it). A tenant's new ``$SYS`` subscription gets the retained values from the shared
+store (``TopicSpace.retained_matching``)."""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ from .. import __version__
 from ..matching.names import DEFAULT_TENANT
 from ..matching.reserved_topics import SYS_ROOT
 from .message import Message
+from .retained import MemoryRetainedStore
 
 if TYPE_CHECKING:
     from ..authz.policy import Policy
@@ -155,19 +164,51 @@ def authz_values(broker: SysHost) -> dict[str, str]:
     return values
 
 
-def publish_sys(broker: SysHost) -> None:
-    """Publish every value as a retained message in every topic space (the authz counters only
-    in the default tenant ``~``: rule names and counts are the operator's, not a tenant's)."""
-    sep = broker.separator
-    values = sys_values(broker)
-    for tenant, space in list(broker.topic_spaces.items()):
-        items = (
-            values.items()
-            if tenant != DEFAULT_TENANT
-            else {**values, **authz_values(broker)}.items()
-        )
-        for name, value in items:
+class SysPublisher:
+    """What the last tick published, per scope, so the next one sends only what changed."""
+
+    __slots__ = ("shared", "_last_default", "_last_shared")
+
+    def __init__(self, separator: str) -> None:
+        # the tenants' $SYS values: one retained message per topic for every tenant space
+        self.shared = MemoryRetainedStore(separator)
+        self._last_default: dict[str, str] = {}
+        self._last_shared: dict[str, str] = {}
+
+    def publish(self, broker: SysHost) -> None:
+        """Publish the values that changed since the last tick: retained in the default
+        tenant's space (the authz counters only there: rule names and counts are the
+        operator's, not a tenant's) and in the shared store, routed to the spaces that
+        subscribe to ``$SYS``."""
+        sep = broker.separator
+        values = sys_values(broker)
+        spaces = broker.topic_spaces
+        default = spaces.get(DEFAULT_TENANT)
+        if default is not None:
+            changed = _changed({**values, **authz_values(broker)}, self._last_default, sep)
+            for message in changed:
+                default.retained.set(message)
+                broker.delivery.route(default, message)
+        changed = _changed(values, self._last_shared, sep)
+        if not changed:
+            return
+        for message in changed:
+            self.shared.set(message)
+        for tenant, space in list(spaces.items()):
+            if tenant != DEFAULT_TENANT and space.trie.has_first_level(SYS_ROOT):
+                for message in changed:
+                    broker.delivery.route(space, message)
+
+
+def _changed(values: dict[str, str], last: dict[str, str], sep: str) -> list[Message]:
+    """Retained messages for the values that differ from ``last`` (which is brought up to
+    date); values that are gone are forgotten (a bridge removed by a reload)."""
+    messages = []
+    for name, value in values.items():
+        if last.get(name) != value:
+            last[name] = value
             topic = SYS_ROOT + sep + "broker" + sep + name.replace("/", sep)
-            message = Message(topic, value.encode(), 0, True)
-            space.retained.set(message)
-            broker.delivery.route(space, message)
+            messages.append(Message(topic, value.encode(), 0, True))
+    for name in [name for name in last if name not in values]:
+        del last[name]
+    return messages

@@ -74,6 +74,7 @@ class TopicSpace:
         "shared",
         "_pattern_texts",
         "_cache_bytes",
+        "sys_retained",
     )
 
     def __init__(
@@ -82,8 +83,11 @@ class TopicSpace:
         separator: str = "/",
         retained: RetainedStore | None = None,
         cache_bytes: int = DEFAULT_RESULT_CACHE_BYTES,  # [limits] routing_cache_bytes
+        sys_retained: RetainedStore | None = None,
     ):
         self.tenant = tenant
+        # the broker-wide $SYS values every tenant but the default one shares (sys_topics.py)
+        self.sys_retained = sys_retained
         self._cache_bytes = cache_bytes
         self.trie: SubscriptionTrie[SubscriptionKey, object] = SubscriptionTrie(
             separator, cache_bytes=cache_bytes
@@ -179,9 +183,14 @@ class TopicSpace:
     def retained_matching(
         self, topic_filter: str, pattern: SubscriptionPattern | None, now: float
     ) -> Iterator[Message]:
-        """Retained messages selected by a new subscription (MQTT filter or runtime pattern)."""
+        """Retained messages selected by a new subscription (MQTT filter or runtime pattern);
+        the shared ``$SYS`` values for a filter that names that root (patterns never match a
+        ``$`` topic)."""
         if pattern is None:
             yield from self.retained.matching(topic_filter, now)
+            sys_retained = self.sys_retained
+            if sys_retained is not None and topic_filter[:1] == "$":
+                yield from sys_retained.matching(topic_filter, now)
             return
         for message in self.retained.matching("#", now):
             if pattern.matches(message.topic):

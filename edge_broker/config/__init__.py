@@ -122,13 +122,16 @@ class LimitsConfig:
     max_queued_bytes: int = 4 * 1024 * 1024  # per session
     max_queued_bytes_total: int = 32 * 1024 * 1024  # all sessions together (issue 16)
     max_subscriptions_per_client: int = 1000
-    max_subscriptions_total: int = 20_000  # all clients and topic spaces together (issue 16)
+    max_subscriptions_total: int = 16_000  # all clients and topic spaces together (issue 16, 34)
     connect_rate: float = 200.0  # new connections per second, token bucket
     connect_burst: int = 400
     # One source's bucket beside the global one (issue 31 item 4, broker/limits/pre_auth.py): this
     # share of connect_rate and connect_burst per client address (IPv6: per /64)
     source_connect_share: float = 0.5
     max_connect_sources: int = 10_000  # sources with a bucket; least recently seen dropped
+    # Open sockets one address (IPv6: one /64) may hold, as a share of max_connections + 64
+    # (issue 34, broker/limits/source_shares.py): one source cannot keep the others out
+    source_connection_share: float = 0.25
     write_buffer_high: int = 256 * 1024  # a client with more unsent bytes is slow: QoS 0 dropped
     write_buffer_low: int = 64 * 1024
     # Broker-wide bounds on socket buffers (issue 16, broker/limits/read_pool.py, write_budget.py):
@@ -387,6 +390,9 @@ def parse_limits(s: Section) -> LimitsConfig:
         connect_burst=s.integer("connect_burst", d.connect_burst, 1, 1_000_000),
         source_connect_share=s.number("source_connect_share", d.source_connect_share, 0.001, 1.0),
         max_connect_sources=s.integer("max_connect_sources", d.max_connect_sources, 1, 10_000_000),
+        source_connection_share=s.number(
+            "source_connection_share", d.source_connection_share, 0.001, 1.0
+        ),
         write_buffer_high=s.integer("write_buffer_high", d.write_buffer_high, 1024, 1 << 30),
         write_buffer_low=s.integer("write_buffer_low", d.write_buffer_low, 0, 1 << 30),
         read_buffer_size=s.integer("read_buffer_size", d.read_buffer_size, 1024, 1 << 24),

@@ -1,12 +1,16 @@
-"""The memory budget ``edge-broker check`` prints (issue 16): what the configured ``[limits]``
-let the broker hold at most, term by term, against the systemd unit's ``MemoryMax``.
+"""The memory budget ``edge-broker check`` prints (issue 16): what the configured ``[limits]`` let
+the broker hold at most, term by term, against the systemd unit's ``MemoryMax``.
 
-The per-item costs are measured on this tree (``scripts/bench_memory.py``, docs/limits-memory.md)
-and rounded up; the terms multiply them by the limits. It is a worst case: every connection
-open, each with its subscriptions, a full queue and its own read buffer full; the read pool and
-the write buffers at their broker-wide bounds (broker/limits/read_pool.py, write_budget.py; the
-write bound may be passed by one event-loop turn's output, counted as one largest packet); the
-retained store full; every cache full.
+The per-item costs are measured on this tree (``scripts/bench_memory.py`` for connections,
+``scripts/bench_limits_memory.py`` for subscriptions, retained messages and tenant spaces at the
+shallowest and the deepest longest topic; docs/limits-memory.md) and rounded up; the terms
+multiply them by the limits. A topic or filter text is held about twice (the session's or
+message's own copy and the index's path-compressed run, without its first level): its bytes
+count :data:`TEXT_COPIES` times, the slope measured between the shallow and the deep figures. It
+is a worst case: every connection open, each with its subscriptions, a full queue and its own
+read buffer full; the read pool and the write buffers at their broker-wide bounds
+(broker/limits/read_pool.py, write_budget.py; the write bound may be passed by one event-loop
+turn's output, counted as one largest packet); the retained store full; every cache full.
 """
 
 from __future__ import annotations
@@ -19,8 +23,14 @@ from ..config import Config, claims_enabled
 
 BASE_BYTES = 32 * 1024 * 1024  # the broker at start (RSS), measured
 CLIENT_BYTES = 6 * 1024  # one idle connection and its session, measured 4.6 KiB
-SUBSCRIPTION_BYTES = 700  # one subscription besides its filter text, measured ~610 B
-RETAINED_OVERHEAD = 700  # one retained message besides its topic and payload, measured ~520 B
+SUBSCRIPTION_BYTES = 500  # one subscription besides its filter text × TEXT_COPIES: 455 B (1 level),
+# 2,136 B at 32 levels and 1,024 B (bench_limits_memory.py; 11.5 kB before path compression)
+RETAINED_OVERHEAD = 400  # one retained message besides payload and topic × TEXT_COPIES: 442 B
+# with a 100 B payload at 1 level, 2,114 B at 32 levels and 1,024 B (bench_limits_memory.py)
+TENANT_BYTES = 1400  # an open tenant's topic space besides what keeps it: 1,747 B with one
+# retained message of 100 B (bench_limits_memory.py; 17-21 kB with per-space $SYS copies)
+TEXT_COPIES = 1.75  # (2,136 - 455) B / 1,018 B more filter text = 1.65 (retained: 1.63)
+CLAIM_BYTES = 12 * 1024  # one claim at the limits: ~11.6 kB (116 MB at 10,000, issue report)
 CREDENTIAL_BYTES = 200  # one cached credential digest (32 B) in its OrderedDict, estimated
 BACKOFF_BYTES = 300  # one (source, user) failure count: key tuple, strings, entry; estimated
 SOURCE_BYTES = 250  # one source's connect-rate bucket (address key, two floats); estimated
@@ -38,7 +48,7 @@ class BudgetTerm:
 def memory_budget(config: Config) -> list[BudgetTerm]:
     lim = config.limits
     conns = lim.max_connections
-    filter_bytes = SUBSCRIPTION_BYTES + lim.max_topic_length
+    filter_bytes = SUBSCRIPTION_BYTES + int(TEXT_COPIES * lim.max_topic_length)
     queue = min(
         lim.max_queued_bytes + lim.max_queued_messages * QUEUED_OVERHEAD,
         lim.max_queued_messages * (QUEUED_OVERHEAD + lim.max_packet_size),
@@ -46,10 +56,12 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
     if lim.queue_overflow == "backpressure":
         queue *= 2  # an online session's queue may hold twice its limits while publishers wait
     queues = min(conns * queue, lim.max_queued_bytes_total)
+    # max_retained_bytes counts topic and payload once; the index's copy of the topic is at
+    # most as many bytes again
     retained = min(
-        lim.max_retained_bytes + lim.max_retained_messages * RETAINED_OVERHEAD,
+        int(TEXT_COPIES * lim.max_retained_bytes) + lim.max_retained_messages * RETAINED_OVERHEAD,
         lim.max_retained_messages
-        * (RETAINED_OVERHEAD + lim.max_retained_payload + lim.max_topic_length),
+        * (RETAINED_OVERHEAD + lim.max_retained_payload + int(TEXT_COPIES * lim.max_topic_length)),
     )
     return [
         BudgetTerm("broker at start", BASE_BYTES, "measured"),
@@ -70,7 +82,7 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
             min(conns * lim.max_subscriptions_per_client, lim.max_subscriptions_total)
             * filter_bytes,
             "max_subscriptions_total (or max_connections × max_subscriptions_per_client "
-            "if smaller) × (700 B + max_topic_length)",
+            "if smaller) × (500 B + 1.75 × max_topic_length)",
         ),
         BudgetTerm(
             "session queues",
@@ -81,8 +93,12 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
             + " if smaller)",
         ),
         BudgetTerm(
-            "retained messages", retained, "max_retained_bytes + max_retained_messages × 700 B"
+            "retained messages",
+            retained,
+            "1.75 × max_retained_bytes + max_retained_messages × 400 B",
         ),
+        tenant_term(config),
+        claims_term(config),
         cache_term(config),
         BudgetTerm(  # repeated denials, held per window (audit/aggregate.py)
             "audit aggregation",
@@ -92,6 +108,31 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
             "audit.aggregate_max_keys × 2.5 KiB",
         ),
     ]
+
+
+def tenant_term(config: Config) -> BudgetTerm:
+    """Topic spaces of tenants clients name themselves (``tenant_choice = "open"``): a space
+    lives while a session, a subscription or a retained message is in it, so at most one per
+    connection and one per retained message. Tenants from credentials are as many as the
+    operator issues; ``$SYS`` costs a tenant nothing (sys_topics.py)."""
+    if not any(listener.tenant_choice == "open" for listener in config.listeners):
+        return BudgetTerm("tenant spaces", 0, "no listener with tenant_choice = open")
+    lim = config.limits
+    spaces = lim.max_connections + lim.max_retained_messages
+    return BudgetTerm(
+        "tenant spaces",
+        spaces * TENANT_BYTES,
+        "(max_connections + max_retained_messages) × 1.4 KiB (tenant_choice = open)",
+    )
+
+
+def claims_term(config: Config) -> BudgetTerm:
+    """Claims held at ``max_claims_total`` when the claims gate is on."""
+    if not claims_enabled(config):
+        return BudgetTerm("claims", 0, "claims off")
+    return BudgetTerm(
+        "claims", config.claims.max_claims_total * CLAIM_BYTES, "max_claims_total × 12 KiB"
+    )
 
 
 def cache_term(config: Config) -> BudgetTerm:

@@ -46,4 +46,4 @@ def test_expired_dropped_and_branches_pruned():
     assert [m.payload for m in store.matching("a/#", 6.0)] == [b"new"]
     assert len(store) == 1
     store.delete("a/x")
-    assert len(store) == 0 and not store._root.children
+    assert len(store) == 0 and store.is_empty_structure()

@@ -211,3 +211,29 @@ def test_queued_bytes_total_bounds_every_queue_together(caplog: pytest.LogCaptur
         assert sys_value(mb, "limits/queued/bytes") == "0"
         for s in subs:
             s.close()
+
+
+def test_tenant_sys_values_are_shared_and_sent_only_when_changed() -> None:
+    """Issue 34: 3,000 open tenants each got 25 ``$SYS`` messages rewritten every interval.
+    The values are kept once for every tenant, and a tick routes only the changed ones, only
+    into spaces that subscribe to ``$SYS``."""
+    for mb in memory_broker({"sys": FAST_SYS, "listeners": [OPEN_LISTENER]}):
+        for i in range(50):
+            c = mb.client()
+            c.connect(f"tk{i}", properties=Properties(user_properties=(("tenant", f"tk{i}"),)))
+            c.send(Publish("k/t", b"v", 1, True, packet_id=1))
+            c.expect(Puback)
+        mb.advance(3.0)  # three $SYS updates
+        spaces = mb.broker.topic_spaces
+        assert all(len(spaces[f"tk{i}"].retained) == 1 for i in range(50))  # no $SYS copies
+        assert sys_value(mb, "version", tenant="tk7").startswith("edge-broker version")
+        watcher = mb.client()
+        watcher.connect("watch", properties=Properties(user_properties=(("tenant", "tk3"),)))
+        watcher.subscribe("$SYS/broker/#")
+        first = {p.topic for p in watcher.publishes()}
+        assert "$SYS/broker/uptime" in first and "$SYS/broker/version" in first
+        assert not any("/authz/" in t for t in first)  # the operator's counters stay in "~"
+        mb.advance(1.0)
+        again = [p.topic for p in watcher.publishes()]
+        assert "$SYS/broker/uptime" in again
+        assert "$SYS/broker/version" not in again  # unchanged: not sent again

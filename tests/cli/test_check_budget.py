@@ -96,3 +96,32 @@ def test_check_prints_the_tenant_and_principal_shares(tmp_path):
     r = check(tmp_path, "[limits]\ntenant_share = 0.2\n")  # below principal_share: an error
     assert r.returncode == 1
     assert "principal_share" in r.stderr and "lower it or raise tenant_share" in r.stderr
+
+
+def test_open_tenants_and_claims_are_budgeted(tmp_path):
+    """Issue 34: tenant spaces and claims were not in the budget."""
+    r = check(tmp_path, "")
+    assert "tenant spaces" in r.stdout and "no listener with tenant_choice = open" in r.stdout
+    f = tmp_path / "open.toml"
+    f.write_text('[[listeners]]\nname = "a"\nport = 1883\ntenant_choice = "open"\n')
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_broker", "check", "--config", str(f), "--unit", str(UNIT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    line = next(x for x in r.stdout.splitlines() if x.split()[:2] == ["tenant", "spaces"])
+    # (2,000 connections + 20,000 retained messages) x 1.4 KiB
+    assert float(line.split()[2]) > 25.0 and "tenant_choice = open" in line, r.stdout
+
+
+def test_claims_term_follows_max_claims_total() -> None:
+    from edge_broker.ops.memory_budget import CLAIM_BYTES, memory_budget
+
+    def claims(text: str) -> int:
+        config = loads_config('[[listeners]]\nname = "a"\nport = 1883\n' + text)
+        return next(t.bytes for t in memory_budget(config) if t.name == "claims")
+
+    assert claims("") == 0
+    assert claims("[claims]\nenabled = true\nmax_claims_total = 500\n") == 500 * CLAIM_BYTES

@@ -85,3 +85,56 @@ def test_tree_equals_scan(ops: list[tuple[bool, str]], queries: list[str]) -> No
     for topic in list(model):
         assert tree.delete(topic)
     assert tree.is_empty_structure()
+
+
+deep_topics = (
+    st.lists(st.sampled_from(["a", "b", "", "$s"]), min_size=1, max_size=10)
+    .filter(lambda t: t != [""])
+    .map("/".join)
+)
+deep_filters = st.builds(
+    lambda body, tail: "/".join(body + (["#"] if tail else [])) or "#",
+    st.lists(st.sampled_from(["a", "b", "", "$s", "+"]), max_size=10),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), deep_topics), max_size=40), st.lists(deep_filters))
+def test_compressed_runs_split_and_merge_exactly(
+    ops: list[tuple[bool, str]], queries: list[str]
+) -> None:
+    """Deep topics from a small alphabet share, split and re-merge compressed runs."""
+    tree: TopicTree[str] = TopicTree()
+    model: dict[str, str] = {}
+    for is_set, topic in ops:
+        if is_set:
+            tree.set(topic, topic)
+            model[topic] = topic
+        else:
+            assert tree.delete(topic) == (model.pop(topic, None) is not None)
+        assert sorted(tree.items()) == sorted(model.items())
+    for q in queries:
+        want = sorted((t, v) for t, v in model.items() if oracle_matches(q, t))
+        assert sorted(tree.matching(q)) == want, q
+        assert sorted(tree.values_matching(q)) == [v for _, v in want], q
+    for topic in list(model):
+        assert tree.delete(topic)
+    assert tree.is_empty_structure()
+
+
+def test_a_retained_deep_topic_costs_about_its_bytes() -> None:
+    import tracemalloc
+
+    n = 300
+    topics = ["/".join(f"{c:04d}" + "y" * 27 for _ in range(32))[:1000] for c in range(n)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tree: TopicTree[int] = TopicTree()
+        for topic in topics:
+            tree.set(topic, 1)
+        per_topic = (tracemalloc.get_traced_memory()[0] - before) / n
+    finally:
+        tracemalloc.stop()
+    assert per_topic < 1000 + 400, per_topic

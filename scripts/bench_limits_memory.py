@@ -1,0 +1,206 @@
+"""Issue 34: what each limit costs per item when it is filled, measured as the RSS growth of a
+real broker (``python -m edge_broker run``, persistence off, open tenant choice so tenants can
+be made), with real MQTT 5 clients over loopback. ``edge-broker check`` multiplies these
+per-item costs by the limits (edge_broker/ops/memory_budget.py); docs/limits-memory.md has the
+figures.
+
+Each step fills one structure to ``--count`` items, at the shallowest and at the deepest
+longest topic the default limits allow (32 levels, 1,024 bytes):
+
+- ``subscription``: one filter of a connected client (1,000 per connection, the default cap);
+- ``retained``: one retained message with a ``--payload`` byte payload;
+- ``tenant``: one open tenant's topic space kept alive by one retained message.
+
+    .venv/bin/python scripts/bench_limits_memory.py [--count 4000] [--payload 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench_brokers import start_edge  # noqa: E402
+from bench_memory import settle  # noqa: E402
+
+from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
+from edge_broker.mqtt.packets import (  # noqa: E402
+    Connack,
+    Connect,
+    Pingreq,
+    Pingresp,
+    Properties,
+    Puback,
+    Publish,
+    Suback,
+    Subscribe,
+    Subscription,
+)
+from edge_broker.ops.memory_budget import (  # noqa: E402
+    RETAINED_OVERHEAD,
+    SUBSCRIPTION_BYTES,
+    TENANT_BYTES,
+    TEXT_COPIES,
+)
+
+DEEP_LEVELS = 32
+DEEP_LENGTH = 1024
+PER_CONNECTION = 1000
+
+
+def deep_topic(i: int, salt: str) -> str:
+    """A distinct 32-level topic of exactly 1,024 bytes (distinct from its first level on)."""
+    head = f"{salt}{i:07d}"
+    level = (DEEP_LENGTH - (DEEP_LEVELS - 1)) // DEEP_LEVELS
+    levels = [head.ljust(level, "x")] + [f"L{j:02d}".ljust(level, "y") for j in range(1, 32)]
+    text = "/".join(levels)
+    return text + "z" * (DEEP_LENGTH - len(text))
+
+
+def shallow_topic(i: int, salt: str) -> str:
+    return f"{salt}{i}"
+
+
+class Client:
+    def __init__(self, port: int, client_id: str, properties: Properties | None = None) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.reader = PacketReader(side="client", protocol_level=5)
+        self.pending: list[object] = []
+        self.sock.sendall(
+            encode(Connect(5, client_id, True, 0, properties=properties or Properties()), 5)
+        )
+        ack = self.expect(Connack)
+        assert ack.reason_code == 0, ack  # type: ignore[attr-defined]
+
+    def expect(self, kind: type) -> object:
+        while True:
+            while self.pending:
+                packet = self.pending.pop(0)
+                if isinstance(packet, kind):
+                    return packet
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("broker closed the connection")
+            self.pending.extend(self.reader.feed(data))
+
+    def ping(self) -> None:
+        self.sock.sendall(encode(Pingreq(), 5))
+        self.expect(Pingresp)
+
+
+def fill_subscriptions(port: int, count: int, topic: Callable[[int, str], str]) -> list[Client]:
+    clients = []
+    for c in range(0, count, PER_CONNECTION):
+        client = Client(port, f"subs-{topic.__name__}-{c}")
+        n = min(PER_CONNECTION, count - c)
+        for start in range(0, n, 50):
+            subs = tuple(
+                Subscription(topic(c + k, "s"), 0) for k in range(start, min(n, start + 50))
+            )
+            client.sock.sendall(encode(Subscribe(1 + start // 50, subs), 5))
+            codes = client.expect(Suback).reason_codes  # type: ignore[attr-defined]
+            assert all(code == 0 for code in codes), codes
+        clients.append(client)
+    return clients
+
+
+def fill_retained(port: int, count: int, topic: Callable[[int, str], str], payload: int) -> None:
+    """``count`` retained messages, 1,000 per client id (max_retained_per_client)."""
+    body = b"p" * payload
+    for c in range(0, count, PER_CONNECTION):
+        client = Client(port, f"retain-{topic.__name__}-{c}")
+        for i in range(c, min(count, c + PER_CONNECTION)):
+            client.sock.sendall(
+                encode(Publish(topic(i, "r"), body, 1, True, packet_id=1 + i - c), 5)
+            )
+            ack = client.expect(Puback)
+            assert ack.reason_code in (0, 0x10), ack  # type: ignore[attr-defined]  # 0x10: no one
+        client.ping()
+        client.sock.close()
+
+
+def fill_tenants(port: int, count: int, payload: int) -> None:
+    for i in range(count):
+        props = Properties(user_properties=(("tenant", f"t{i}"),))
+        client = Client(port, f"tenant-{i}", props)
+        client.sock.sendall(encode(Publish("k", b"p" * payload, 1, True, packet_id=1), 5))
+        client.expect(Puback)
+        client.sock.close()
+
+
+def measure(name: str, step: Callable[[int], object], count: int, budget: float) -> float:
+    """RSS growth per item of ``step``, printed beside what ``edge-broker check`` counts."""
+    broker = start_edge(
+        Path(tempfile.mkdtemp(prefix="bench-limits-memory-")),
+        extra="[persistence]\nenabled = false\n",
+        limits={"connect_rate": 100_000, "connect_burst": 100_000},
+        module="edge_broker",
+        listener='tenant_choice = "open"\n',  # anonymous clients name their tenant
+    )
+    kept = None
+    try:
+        before = settle(broker)
+        kept = step(broker.port)
+        after = settle(broker)
+    finally:
+        broker.stop()
+    per_item = (after - before) * 1024 / count
+    grown = (after - before) / 1024
+    print(
+        f"{name:<28} {count:>7,} items  +{grown:8.1f} MiB  {per_item:9,.0f} B each"
+        f"  budget {budget:7,.0f} B ({budget / per_item - 1:+.0%})"
+    )
+    del kept
+    return per_item
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--count", type=int, default=4000)
+    ap.add_argument("--payload", type=int, default=100)
+    args = ap.parse_args()
+    n, p = args.count, args.payload
+    print(f"RSS growth per item, default limits, persistence off (payload {p} B)")
+    shallow, deep = len(shallow_topic(n, "s")), DEEP_LENGTH
+    sub = SUBSCRIPTION_BYTES
+    ret = RETAINED_OVERHEAD + p
+    measure(
+        "subscription, shallow",
+        lambda port: fill_subscriptions(port, n, shallow_topic),
+        n,
+        sub + TEXT_COPIES * shallow,
+    )
+    measure(
+        "subscription, 32 lv 1 KiB",
+        lambda port: fill_subscriptions(port, n, deep_topic),
+        n,
+        sub + TEXT_COPIES * deep,
+    )
+    measure(
+        "retained, shallow",
+        lambda port: fill_retained(port, n, shallow_topic, p),
+        n,
+        ret + TEXT_COPIES * shallow,
+    )
+    measure(
+        "retained, 32 lv 1 KiB",
+        lambda port: fill_retained(port, n, deep_topic, p),
+        n,
+        ret + TEXT_COPIES * deep,
+    )
+    measure(
+        "tenant (1 retained message)",
+        lambda port: fill_tenants(port, n, p),
+        n,
+        TENANT_BYTES + ret + TEXT_COPIES,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench_brokers import Broker, free_port, start_edge  # noqa: E402
+from bench_brokers import ONE_SOURCE, Broker, free_port, start_edge  # noqa: E402
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
 from edge_broker.mqtt.packets import (  # noqa: E402
@@ -37,7 +37,12 @@ from edge_broker.mqtt.packets import (  # noqa: E402
     Subscription,
 )
 
-LIMITS = {"connect_rate": 100_000, "connect_burst": 100_000, "max_connections": 10_000}
+LIMITS = {
+    "connect_rate": 100_000,
+    "connect_burst": 100_000,
+    "max_connections": 10_000,
+    **ONE_SOURCE,
+}
 
 
 def start(admin: bool) -> tuple[Broker, int]:

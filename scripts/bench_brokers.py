@@ -61,11 +61,29 @@ def claims_on(workdir: Path) -> str:
 
 
 # What scripts/bench's load needs: thousands of clients connecting at once.
-BENCH_LIMITS: dict[str, int | str] = {
+BENCH_LIMITS: dict[str, int | float | str] = {
     "max_connections": 5000,
     "connect_rate": 100_000,
     "connect_burst": 5000,
+    **(
+        ONE_SOURCE := {
+            # every bench client is one principal from one address: the shares would measure the
+            # cap (a tree that does not know a key is started without it: ``_known_limits``)
+            "tenant_share": 1.0,
+            "principal_share": 1.0,
+            "source_connection_share": 1.0,
+        }
+    ),
 }
+
+
+def _known_limits(root: Path, limits: Mapping[str, int | float | str]) -> dict[str, object]:
+    """The ``[limits]`` keys the tree at ``root`` reads (older trees refuse unknown keys): its
+    configuration is ``edge_broker/config.py`` or, since the split, ``edge_broker/config/``."""
+    package = root / "edge_broker"
+    sources = [package / "config.py", *sorted((package / "config").glob("*.py"))]
+    text = "".join(p.read_text(errors="replace") for p in sources if p.is_file())
+    return {k: v for k, v in limits.items() if f'"{k}"' in text}
 
 
 # The gated policy of scripts/bench, the same on both brokers: every client logs in as BENCH_USER
@@ -118,7 +136,7 @@ def start_edge(
     workdir: Path,
     extra: str = "",
     root: Path = ROOT,
-    limits: Mapping[str, int | str] | None = None,
+    limits: Mapping[str, int | float | str] | None = None,
     module: str = "edge_broker.broker",
     listener: str = "",
     log_level: str = "warning",
@@ -133,8 +151,8 @@ def start_edge(
     port = free_port()
     conf = workdir / "edge.toml"
     table = "".join(
-        f"{key} = {value!r}\n" if isinstance(value, int) else f'{key} = "{value}"\n'
-        for key, value in (BENCH_LIMITS if limits is None else limits).items()
+        f"{key} = {value!r}\n" if isinstance(value, (int, float)) else f'{key} = "{value}"\n'
+        for key, value in _known_limits(root, BENCH_LIMITS if limits is None else limits).items()
     )
     conf.write_text(
         f'[[listeners]]\nname = "bench"\nport = {port}\n{listener}'

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench_brokers import start_edge  # noqa: E402
+from bench_brokers import ONE_SOURCE, start_edge  # noqa: E402
 from bench_memory import settle  # noqa: E402
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
@@ -138,7 +138,7 @@ def measure(name: str, step: Callable[[int], object], count: int, budget: float)
     broker = start_edge(
         Path(tempfile.mkdtemp(prefix="bench-limits-memory-")),
         extra="[persistence]\nenabled = false\n",
-        limits={"connect_rate": 100_000, "connect_burst": 100_000},
+        limits={"connect_rate": 100_000, "connect_burst": 100_000, **ONE_SOURCE},
         module="edge_broker",
         listener='tenant_choice = "open"\n',  # anonymous clients name their tenant
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench_brokers import Broker, start_edge  # noqa: E402
+from bench_brokers import ONE_SOURCE, Broker, start_edge  # noqa: E402
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
 from edge_broker.mqtt.packets import (  # noqa: E402
@@ -39,7 +39,7 @@ from edge_broker.mqtt.packets import (  # noqa: E402
 def start() -> Broker:
     return start_edge(
         Path(tempfile.mkdtemp(prefix="bench-memory-")),
-        limits={"connect_rate": 100_000, "connect_burst": 100_000},
+        limits={"connect_rate": 100_000, "connect_burst": 100_000, **ONE_SOURCE},
         module="edge_broker",  # as docs/limits-memory.md's figures were taken
     )
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ..authz.decision import Decision
     from ..config import ListenerConfig
     from .handler_api import ConnectionHost
+    from .limits.read_pool import Framing
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -80,6 +81,8 @@ class Connection(asyncio.BufferedProtocol):
         self.lost = False  # the MQTT connection is over and the broker was told (_forget)
         self.gone = False  # connection_lost ran: the socket is closed
         self.drain: Drain | None = None  # the socket's bounded close (graceful_close.py)
+        # bytes the socket's framing holds before they reach the MQTT reader (WebSocket)
+        self.framing: Framing | None = None
         self.client_id = ""
         self.assigned_client_id: str | None = None
         self.identity: Identity | None = None
@@ -159,6 +162,22 @@ class Connection(asyncio.BufferedProtocol):
     def last_rx(self) -> float:
         """When the last bytes arrived, on the broker's clock."""
         return self.engine.last_rx
+
+    @property
+    def read_held(self) -> int:
+        """Bytes read and not yet made packets: the MQTT reader's, and the WebSocket frame's
+        being received (read_pool.py bounds them)."""
+        held = self.engine.reader.buffered
+        return held if self.framing is None else held + self.framing.held
+
+    @property
+    def read_needed(self) -> int:
+        """What the unfinished packet (and the frame that carries it) will hold once read whole:
+        the read pool reserves it before reading on."""
+        reader = self.engine.reader
+        if self.framing is None:
+            return reader.pending_size
+        return max(reader.pending_size, reader.buffered + self.framing.frame_size)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self.drain is not None:  # read only to be thrown away: no reservation needed

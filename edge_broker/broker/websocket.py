@@ -3,6 +3,13 @@
 The ``websockets`` package's sans-io ``ServerProtocol`` does the handshake and framing inside
 an ``asyncio.Protocol``; the MQTT :class:`Connection` sees a transport-like object whose
 ``write`` sends binary frames, so the broker code is the same for every listener.
+
+Reads are bounded like TCP reads (broker/limits/read_pool.py): the socket reads into the pool's
+shared buffer no more than the connection may hold, and the bytes of a frame being received
+(which ``websockets`` keeps until the frame is whole) count with the MQTT reader's. Once a
+frame's header announces its size, the pool reserves what the frame (and the packet it carries)
+needs beyond ``limits.read_buffer_size``, or the socket stops being read until it can; a frame
+cannot be larger than ``limits.max_packet_size`` + 5 (closed with 1009 otherwise).
 """
 
 from __future__ import annotations
@@ -81,7 +88,74 @@ def _select_subprotocol(protocol: ServerProtocol, offered: Any) -> Any:
     return SUBPROTOCOL if SUBPROTOCOL in offered else None
 
 
-class WebSocketProtocol(asyncio.Protocol):
+class FrameSizes:
+    """Follows the frame boundaries of the bytes a WebSocket client sends (RFC 6455 §5.2), so
+    that the read pool knows what the frame being received holds and will hold. Bytes up to
+    the end of the upgrade request are not frames (they are bounded by the pre-authentication
+    budget, engine/connection.py)."""
+
+    __slots__ = ("limit", "_request", "_tail", "_head", "_got", "_size", "_left")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit  # the largest frame size counted (larger ones are refused)
+        self._request = True  # still in the HTTP upgrade request
+        self._tail = b""  # its last bytes, to find its end across reads
+        self._head = bytearray()  # the frame header read so far
+        self._got = 0  # bytes of the current frame read so far, header included
+        self._size = 0  # its whole size once the header is read
+        self._left = 0  # its payload bytes still to come
+
+    @property
+    def held(self) -> int:
+        return self._got
+
+    @property
+    def frame_size(self) -> int:
+        return self._size or self._got
+
+    def feed(self, data: bytes) -> None:
+        pos, n = 0, len(data)
+        if self._request:
+            buf = self._tail + data  # reads are small until the upgrade (read_buffer_size)
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                self._tail = buf[-3:]
+                return
+            self._request = False
+            pos = end + 4 - len(self._tail)
+            self._tail = b""
+        while pos < n:
+            if self._left:
+                take = min(self._left, n - pos)
+                pos += take
+                self._left -= take
+                self._got += take
+                if not self._left:
+                    self._got = self._size = 0  # the frame is whole
+                continue
+            head = self._head
+            head.append(data[pos])
+            pos += 1
+            if len(head) < 2:
+                self._got = len(head)
+                continue
+            code = head[1] & 0x7F
+            extended = 2 if code == 126 else 8 if code == 127 else 0
+            size = 2 + extended + (4 if head[1] & 0x80 else 0)
+            if len(head) < size:
+                self._got = len(head)
+                continue
+            payload = int.from_bytes(head[2 : 2 + extended], "big") if extended else code
+            self._head = bytearray()
+            if payload:
+                self._left = payload
+                self._got = size
+                self._size = min(size + payload, self.limit)
+            else:
+                self._got = self._size = 0
+
+
+class WebSocketProtocol(asyncio.BufferedProtocol):
     """The socket-facing protocol: HTTP upgrade, then frames in and out."""
 
     def __init__(self, mqtt: Connection) -> None:
@@ -89,11 +163,14 @@ class WebSocketProtocol(asyncio.Protocol):
         self.broker = broker = mqtt.broker
         self.listener = mqtt.listener
         self.transport: asyncio.Transport | None = None
+        max_size = broker.config.limits.max_packet_size + 5
         self.ws = ServerProtocol(
             subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
             select_subprotocol=_select_subprotocol,
-            max_size=broker.config.limits.max_packet_size + 5,
+            max_size=max_size,
         )
+        self.frames = FrameSizes(max_size + 14)  # the longest header is 14 bytes
+        mqtt.framing = self.frames
         self.mqtt = mqtt
         self.inner = WebSocketTransport(self)
         self.opened = False
@@ -106,6 +183,18 @@ class WebSocketProtocol(asyncio.Protocol):
         # a TCP connection (issue 16): a socket that never finishes the HTTP upgrade is a
         # connection that never sends CONNECT.
         self.mqtt.connection_made(self.inner)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        pool = self.broker.read_pool
+        if self.closed or self.mqtt.drain is not None:
+            return pool.view  # read only to be thrown away (counted by the drain)
+        return pool.buffer_for(self.mqtt)  # bounded reads (read_pool.py)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        pool = self.broker.read_pool
+        self.data_received(bytes(pool.view[:nbytes]))  # copied out before the next read
+        if not self.closed:
+            pool.after_read(self.mqtt)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -126,6 +215,8 @@ class WebSocketProtocol(asyncio.Protocol):
                 )
                 self.mqtt.close(None, "WebSocket upgrade request too large")
                 return
+        if not self.closed:
+            self.frames.feed(data)
         self.ws.receive_data(data)
         for event in self.ws.events_received():
             if isinstance(event, Request):
@@ -133,7 +224,6 @@ class WebSocketProtocol(asyncio.Protocol):
             elif isinstance(event, Frame):
                 if event.opcode in (Opcode.BINARY, Opcode.CONT) and self.opened and not self.closed:
                     self.mqtt.data_received(bytes(event.data))
-                    self.broker.read_pool.after_read(self.mqtt)
                 elif event.opcode == Opcode.TEXT:
                     # MQTT 5 §6.0.0-1: data in a text frame closes the connection.
                     self.ws.fail(1003, "MQTT needs binary frames")

@@ -33,7 +33,6 @@ from .write_budget import LimitsHost
 if TYPE_CHECKING:
     from collections import deque
 
-    from ...engine.connection import ConnectionEngine
     from ...mqtt.packets import Packet
     from .write_budget import WriteBudget
 
@@ -54,6 +53,17 @@ class PoolHost(LimitsHost, Protocol):
     def write_budget(self) -> WriteBudget: ...
 
 
+class Framing(Protocol):
+    """A socket protocol that holds bytes before they reach the MQTT reader (the WebSocket
+    frame being received, broker/websocket.py): they count against the same bound."""
+
+    @property
+    def held(self) -> int: ...  # bytes of the unfinished frame read so far
+
+    @property
+    def frame_size(self) -> int: ...  # its whole size once its header is read, else ``held``
+
+
 class Reader(Peer, Protocol):
     """What the pool reads, sets and calls on a connection (``Connection`` is one)."""
 
@@ -64,7 +74,10 @@ class Reader(Peer, Protocol):
     def backlog(self) -> deque[Packet] | None: ...  # packets read while it was paused
 
     @property
-    def engine(self) -> ConnectionEngine: ...
+    def read_held(self) -> int: ...  # bytes read and not yet packets (framing included)
+
+    @property
+    def read_needed(self) -> int: ...  # what they will be once the unfinished packet is whole
 
 
 class ReadPool:
@@ -93,7 +106,7 @@ class ReadPool:
         if self._lent_to is not None:
             self._end_loan()
         limits = self.broker.config.limits
-        room = limits.read_buffer_size + conn.read_grant - conn.engine.reader.buffered
+        room = limits.read_buffer_size + conn.read_grant - conn.read_held
         if room <= 0:
             # Only when something else resumed reading while the connection waits for the pool
             # (the end of an authentication): stop again; one byte is the least a read may take.
@@ -127,14 +140,14 @@ class ReadPool:
         if conn.closing:
             self.forget(conn)
             return
-        if not conn.engine.reader.buffered:  # the common case: every packet read is complete
+        if not conn.read_held:  # the common case: every packet read is complete
             if conn.read_grant:
                 self.used -= conn.read_grant
                 conn.read_grant = 0
                 if self._waiting:
                     self._serve_waiting()
             return
-        want = conn.engine.reader.pending_size - self.broker.config.limits.read_buffer_size
+        want = conn.read_needed - self.broker.config.limits.read_buffer_size
         have = conn.read_grant
         if want <= have:
             if have:

@@ -2,8 +2,10 @@
 victim is still served (issue 34's proof). One real broker; real clients fill, from several
 principals and tenants: subscriptions at the deepest, longest filters until SUBACK 0x97,
 retained messages at the deepest topics and the largest payload until PUBACK 0x97, open tenants
-each kept by a retained message, offline sessions' queues, and one source's open sockets up to
-its share; then a client from another address connects and round-trips a QoS 1 message.
+each kept by a retained message, offline sessions' queues, QoS 1 subscribers that neither read
+nor acknowledge (full in-flight windows and write buffers), clients that each send most of a
+largest packet and stop (the read pool), and one source's open sockets up to its share; then a
+client from another address connects and round-trips a QoS 1 message.
 
 ``test_limits_at_once_ci`` uses scaled-down limits (CI-sized) and asserts the RSS growth stays
 under the budget's variable part (the budget without the broker at start).
@@ -20,6 +22,8 @@ from broker_raw import RawClient, rss_kib
 
 from edge_broker.config import loads_config
 from edge_broker.mqtt.packets import (
+    Pingreq,
+    Pingresp,
     Properties,
     Puback,
     Publish,
@@ -28,10 +32,12 @@ from edge_broker.mqtt.packets import (
     Subscription,
 )
 from edge_broker.ops.memory_budget import BASE_BYTES, memory_budget
+from scripts.flood import publish_start, push
+from scripts.procs import PeakRss
 
 OPEN = {"name": "tcp", "bind": "127.0.0.1", "port": 0, "tenant_choice": "open"}
 SCALED = {
-    "max_connections": 60,
+    "max_connections": 120,  # anonymous clients share one principal: 0.25 of it is 30
     "connect_rate": 100_000,
     "connect_burst": 100_000,
     "max_subscriptions_total": 1500,
@@ -40,6 +46,8 @@ SCALED = {
     "max_retained_bytes": 2 * 1024 * 1024,
     "max_retained_per_client": 200,
     "max_queued_bytes_total": 2 * 1024 * 1024,
+    "max_write_buffer_total": 1024 * 1024,
+    "read_pool_size": 2 * 1024 * 1024,
 }
 
 
@@ -63,7 +71,7 @@ def budget_bytes(limits: dict[str, Any]) -> int:
 
 def fill_everything(b: Any, scale_clients: int, retained_payload: int) -> list[Any]:
     """Every limit to its maximum; returns what must stay open."""
-    kept: list[Any] = []
+    kept: list[Any] = slow_subscribers(b, scale_clients // 5)
     # subscriptions at the deepest, longest filters, from several principals, until the
     # broker-wide total answers 0x97 (a client's own cap moves on to the next client)
     i = 0
@@ -109,6 +117,7 @@ def fill_everything(b: Any, scale_clients: int, retained_payload: int) -> list[A
         for k in range(scale_clients * 8):
             c.send(Publish(f"queue/{k}", b"q" * 60_000, 1, packet_id=1 + k % 60_000))
             c.expect(Puback, timeout=60)
+    kept += fill_buffers(b, scale_clients // 8)
     # one source's sockets up to its share (never sending CONNECT)
     for _ in range(scale_clients):
         try:
@@ -118,13 +127,53 @@ def fill_everything(b: Any, scale_clients: int, retained_payload: int) -> list[A
     return kept
 
 
+def slow_subscribers(b: Any, slow: int) -> list[Any]:
+    """Subscribers with 4 KiB receive buffers that will never read (subscribed before the
+    subscription total is reached), one of them at QoS 1 that never acknowledges."""
+    kept: list[Any] = []
+    for i in range(slow):
+        c = VictimClient(b.host, b.port, "127.0.0.5", rcvbuf=4096)
+        c.connect(f"slow-{i}")
+        assert c.subscribe("slow/#", 1 if i == 0 else 0).reason_codes[0] < 0x80
+        kept.append(c)
+    return kept
+
+
+def fill_buffers(b: Any, big: int) -> list[Any]:
+    """32 KB QoS 0 messages to the slow subscribers until the write buffers' total holds them
+    back (logged), the QoS 1 one's in-flight window full and the rest queued; then clients
+    that each send 900 KB of a 1 MiB PUBLISH and stop, more than the read pool holds. Each
+    group from its own address (the per-source share). Returns the clients to keep open."""
+    with VictimClient(b.host, b.port, "127.0.0.6") as c:
+        c.connect("slow-feeder")
+        for k in range(4000):
+            c.send(Publish(f"slow/{k}", b"w" * 32_000, 0))
+            if k % 20 == 19:
+                c.send(Pingreq())
+                c.expect(Pingresp, timeout=60)
+                if "deliveries held back" in b.log():
+                    break
+    big_clients = []
+    for i in range(big):
+        c = VictimClient(b.host, b.port, "127.0.0.7")
+        c.connect(f"big-{i}")
+        big_clients.append(c)
+    push([(c.sock, publish_start(f"big/{i}", 1024 * 1024, 900_000)) for c in big_clients], 2.0)
+    return big_clients
+
+
 class VictimClient(RawClient):
     """A client from another loopback address than everyone else (127.0.0.1)."""
 
-    def __init__(self, host: str, port: int, source: str) -> None:
+    def __init__(self, host: str, port: int, source: str, rcvbuf: int = 0) -> None:
         super().__init__(host, port, timeout=30)
         self.sock.close()
-        self.sock = socket.create_connection((host, port), timeout=30, source_address=(source, 0))
+        self.sock = socket.socket()
+        if rcvbuf:  # what it does not read stays in the broker, not in the kernel
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(30)
+        self.sock.bind((source, 0))
+        self.sock.connect((host, port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
@@ -139,7 +188,8 @@ def listener(b: Any) -> VictimClient:
 def victim_served(b: Any, early: VictimClient) -> None:
     """A new client from another address connects and its QoS 1 message is delivered."""
     with VictimClient(b.host, b.port, "127.0.0.3") as c:
-        assert c.connect("victim").reason_code == 0
+        ack = c.connect("victim")
+        assert ack.reason_code == 0, ack.properties.reason_string
         c.send(Publish("victim/t", b"hello", 1, packet_id=1))
         assert c.expect(Puback, timeout=30).reason_code == 0
     assert early.expect(Publish, timeout=30).payload == b"hello"
@@ -150,9 +200,13 @@ def test_limits_at_once_ci(broker_factory):
     b = broker_factory({"listeners": [OPEN], "limits": SCALED})
     early = listener(b)
     start = rss_kib(b.pid)
+    peak_rss = PeakRss(b.pid)
+    peak_rss.start()
     kept = fill_everything(b, 40, 2048)
-    peak = rss_kib(b.pid)
     victim_served(b, early)
+    peak = peak_rss.stop()
+    # the slow subscribers filled the write buffers' total (held back, counted)
+    assert "deliveries held back" in b.log()
     for item in kept:
         item.close()
     variable = budget_bytes(SCALED) - BASE_BYTES

@@ -12,6 +12,14 @@ longest topic the default limits allow (32 levels, 1,024 bytes):
 - ``tenant``: one open tenant's topic space kept alive by one retained message.
 
     .venv/bin/python scripts/bench_limits_memory.py [--count 4000] [--payload 100]
+
+``--all-at-once`` fills every limit at once instead, with scaled-down limits (the fill of
+tests/broker/test_limits_at_once.py: deepest subscriptions, retained messages at the largest
+payload, open tenants, offline queues, slow readers' write buffers, an unacknowledged in-flight
+window, the read pool, one source's sockets), and prints ``edge-broker check``'s worst case
+for those limits term by term beside the measured peak RSS:
+
+    .venv/bin/python scripts/bench_limits_memory.py --all-at-once
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -159,11 +168,86 @@ def measure(name: str, step: Callable[[int], object], count: int, budget: float)
     return per_item
 
 
+# scaled so that no term is one the fill cannot reach: few connect-rate sources, small routing
+# caches and audit aggregation (the clients make no denials)
+ALL_AT_ONCE_EXTRA = {"max_connect_sources": 100, "routing_cache_bytes": 64 * 1024}
+ALL_AT_ONCE_AUDIT = "[audit]\naggregate_max_keys = 10\n"
+
+
+class _Running:
+    """What the fill of tests/broker/test_limits_at_once.py reads of a broker."""
+
+    def __init__(self, broker: Any) -> None:
+        self.host, self.port, self.pid = "127.0.0.1", broker.port, broker.process.pid
+        self._log = broker.workdir / "broker.log"
+
+    def log(self) -> str:
+        return self._log.read_text(errors="replace")
+
+
+def all_at_once() -> int:
+    """Every limit at once (scaled): check's worst case beside the measured peak RSS."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "broker"))
+    from procs import PeakRss
+    from test_limits_at_once import SCALED, fill_everything, listener, victim_served
+
+    from edge_broker.config import loads_config
+    from edge_broker.ops.memory_budget import memory_budget
+
+    limits = {**SCALED, **ALL_AT_ONCE_EXTRA}
+    extra = "[persistence]\nenabled = false\n" + ALL_AT_ONCE_AUDIT
+    broker = start_edge(
+        Path(tempfile.mkdtemp(prefix="bench-limits-at-once-")),
+        extra=extra,
+        limits=limits,
+        module="edge_broker",
+        listener='tenant_choice = "open"\n',
+    )
+    try:
+        b = _Running(broker)
+        early = listener(b)
+        start = settle(broker)
+        peak_rss = PeakRss(b.pid)
+        peak_rss.start()
+        steps: list[tuple[str, int]] = []
+        kept = fill_everything(b, 40, 2048, lambda step: steps.append((step, broker.rss_kib())))
+        victim_served(b, early)
+        peak = peak_rss.stop()
+        for item in kept:
+            item.close()
+    finally:
+        broker.stop()
+    table = "".join(f"{k} = {v!r}\n" for k, v in limits.items())
+    config = loads_config(
+        f'[[listeners]]\nname = "t"\nport = 1883\ntenant_choice = "open"\n[limits]\n{table}{extra}'
+    )
+    terms = memory_budget(config)
+    total = sum(t.bytes for t in terms)
+    print("every limit at once, scaled limits:", ", ".join(f"{k}={v}" for k, v in limits.items()))
+    for t in terms:
+        print(f"  {t.name:<20} {t.bytes / 1024:9,.0f} KiB  {t.how}")
+    print(f"  {'check worst case':<20} {total / 1024:9,.0f} KiB")
+    last = start
+    for step, rss in steps:
+        print(f"  after {step:<45} {rss:9,} KiB (+{rss - last:,})")
+        last = rss
+    print(
+        f"measured: {start:,} KiB after start, peak {peak:,} KiB (+{peak - start:,} KiB); "
+        f"peak / worst case = {peak * 1024 / total:.0%}, "
+        f"growth / (worst case - broker at start) = "
+        f"{(peak - start) * 1024 / (total - terms[0].bytes):.0%}"
+    )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--count", type=int, default=4000)
     ap.add_argument("--payload", type=int, default=100)
+    ap.add_argument("--all-at-once", action="store_true", help="fill every limit at once")
     args = ap.parse_args()
+    if args.all_at_once:
+        return all_at_once()
     n, p = args.count, args.payload
     print(f"RSS growth per item, default limits, persistence off (payload {p} B)")
     shallow, deep = len(shallow_topic(n, "s")), DEEP_LENGTH

@@ -15,6 +15,7 @@ under the budget's variable part (the budget without the broker at start).
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -37,7 +38,11 @@ from scripts.procs import PeakRss
 
 OPEN = {"name": "tcp", "bind": "127.0.0.1", "port": 0, "tenant_choice": "open"}
 SCALED = {
-    "max_connections": 120,  # anonymous clients share one principal: 0.25 of it is 30
+    "max_connections": 120,
+    # every client here is the one anonymous principal: its share (0.25 by default) would stop
+    # the fill at a quarter of each total (the shares are tested in tests/broker/test_quotas.py)
+    "principal_share": 1.0,
+    "tenant_share": 1.0,
     "connect_rate": 100_000,
     "connect_burst": 100_000,
     "max_subscriptions_total": 1500,
@@ -69,8 +74,11 @@ def budget_bytes(limits: dict[str, Any]) -> int:
     return sum(term.bytes for term in memory_budget(config))
 
 
-def fill_everything(b: Any, scale_clients: int, retained_payload: int) -> list[Any]:
-    """Every limit to its maximum; returns what must stay open."""
+def fill_everything(
+    b: Any, scale_clients: int, retained_payload: int, mark: Callable[[str], None] = print
+) -> list[Any]:
+    """Every limit to its maximum; returns what must stay open. ``mark`` is called with the
+    name of each step once it is done (the benchmark measures RSS there)."""
     kept: list[Any] = slow_subscribers(b, scale_clients // 5)
     # subscriptions at the deepest, longest filters, from several principals, until the
     # broker-wide total answers 0x97 (a client's own cap moves on to the next client)
@@ -90,6 +98,7 @@ def fill_everything(b: Any, scale_clients: int, retained_payload: int) -> list[A
         i += 1
         if "max_subscriptions_total" in reason:
             break
+    mark("subscriptions")
     # retained messages at the deepest topics with the largest payload, each client in its own
     # open tenant, until the broker-wide count or bytes answer 0x97
     i = 0
@@ -106,24 +115,28 @@ def fill_everything(b: Any, scale_clients: int, retained_payload: int) -> list[A
         i += 1
         if reason and "max_retained_per_client" not in reason:
             break
+    mark("retained messages and tenant spaces")
     # offline sessions' queues: subscribed at QoS 1, gone, then fed until the total is full
     for s in range(4):
         c = RawClient(b.host, b.port, timeout=60)
         c.connect(f"offline-{s}", clean=False, properties=Properties(session_expiry_interval=3600))
-        c.subscribe("queue/#", 1)
+        c.subscribe(f"queue/{s}/#", 1)  # its own messages: a shared payload counts once
         c.close()
     with RawClient(b.host, b.port, timeout=60) as c:
         c.connect("feeder")
         for k in range(scale_clients * 8):
-            c.send(Publish(f"queue/{k}", b"q" * 60_000, 1, packet_id=1 + k % 60_000))
+            c.send(Publish(f"queue/{k % 4}/{k}", b"q" * 60_000, 1, packet_id=1 + k % 60_000))
             c.expect(Puback, timeout=60)
+    mark("session queues")
     kept += fill_buffers(b, scale_clients // 8)
+    mark("write buffers, in-flight window, read pool")
     # one source's sockets up to its share (never sending CONNECT)
     for _ in range(scale_clients):
         try:
             kept.append(socket.create_connection((b.host, b.port), timeout=10))
         except OSError:
             break
+    mark("connections")
     return kept
 
 

@@ -61,16 +61,22 @@ def ws_mqtt_client(host: str, port: int) -> socket.socket:
     return sock
 
 
+def ws_subscribe(ws, name: str, topic: str) -> PacketReader:
+    """CONNECT and SUBSCRIBE over ``ws``, CONNACK and SUBACK read; the reader for what follows."""
+    reader = PacketReader(side="client", protocol_level=5)
+    ws.send(encode(Connect(5, unique_id(name), True, 0), 5))
+    ws.send(encode(Subscribe(1, (Subscription(topic, 0),)), 5))
+    packets: list = []
+    while len(packets) < 2:
+        packets += reader.feed(ws.recv(timeout=5))
+    return reader
+
+
 def ws_roundtrip(b) -> float:
     """A well-behaved WebSocket client gets its own message back; the time it took."""
     topic = f"ok/{unique_id()}"
     with ws_connect(f"ws://{b.host}:{b.ports['ws']}/mqtt", subprotocols=["mqtt"]) as ws:
-        reader = PacketReader(side="client", protocol_level=5)
-        ws.send(encode(Connect(5, unique_id("victim"), True, 0), 5))
-        ws.send(encode(Subscribe(1, (Subscription(topic, 0),)), 5))
-        packets: list = []
-        while len(packets) < 2:
-            packets += reader.feed(ws.recv(timeout=5))
+        reader = ws_subscribe(ws, "victim", topic)
         start = time.monotonic()
         ws.send(encode(Publish(topic, b"hello", 0), 5))
         while True:
@@ -134,12 +140,7 @@ def test_a_whole_1_mib_publish_over_websocket_is_delivered(broker_factory):
         ws_connect(url, subprotocols=["mqtt"], max_size=None) as sub,
         ws_connect(url, subprotocols=["mqtt"], max_size=None) as pub,
     ):
-        sub_reader = PacketReader(side="client", protocol_level=5)
-        sub.send(encode(Connect(5, unique_id("sub"), True, 0), 5))
-        sub.send(encode(Subscribe(1, (Subscription(topic, 0),)), 5))
-        packets: list = []
-        while len(packets) < 2:
-            packets += sub_reader.feed(sub.recv(timeout=5))
+        sub_reader = ws_subscribe(sub, "sub", topic)
         pub.send(encode(Connect(5, unique_id("pub"), True, 0), 5))
         PacketReader(side="client", protocol_level=5).feed(pub.recv(timeout=5))
         payload = b"p" * (MIB - 100)

@@ -46,10 +46,40 @@ DEFAULT_SYS_INTERVAL = 2
 SOAK_TIMEOUT = 3600
 
 
+# Session-scoped fixtures too costly to build on every xdist worker: every test using one runs on
+# the same worker (one Spark JVM for the whole run instead of one per worker).
+SHARED_ON_ONE_WORKER = ("spark",)
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The xdist group ``item`` joins (``scripts/test`` runs pytest with ``--dist loadgroup``):
+    the name of a fixture of SHARED_ON_ONE_WORKER it uses, else its module's path when it uses a
+    module-scoped fixture (a broker, a gateway's state directory: built once, not once per
+    worker), else None (any worker). A test that names its own group keeps it. xdist hands out
+    the largest groups first, so a long group never starts at the end of the run."""
+    if item.get_closest_marker("xdist_group"):
+        return None
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in SHARED_ON_ONE_WORKER:
+        if name in info.names_closure:
+            return name
+    for name in info.names_closure:
+        definitions = info.name2fixturedefs.get(name)
+        if definitions and definitions[-1].scope == "module":
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("soak") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _toml_value(value: Any) -> str:

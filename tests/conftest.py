@@ -72,11 +72,44 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
+# In CI (``CI`` set, as CI services do) a hypothesis property runs a third of the examples it asks
+# for, never fewer than CI_MIN_EXAMPLES (nor more than it asks); a run without ``CI`` and every
+# soak test (``-m soak``) keep the full count.
+CI_EXAMPLES_DIVISOR = 3
+CI_MIN_EXAMPLES = 25
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def ci_examples(asked: int) -> int:
+    return min(asked, max(CI_MIN_EXAMPLES, asked // CI_EXAMPLES_DIVISOR))
+
+
+def fewer_examples_in_ci(item: pytest.Item) -> None:
+    """Scale the max_examples of ``item``'s hypothesis settings (see ci_examples)."""
+    test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+    current = getattr(test, "_hypothesis_internal_use_settings", None)
+    if current is None or getattr(test, "_ci_examples_scaled", False):
+        return  # not a property, or one already scaled (each parametrized case shares it)
+    from hypothesis import settings
+
+    test._hypothesis_internal_use_settings = settings(
+        current, max_examples=ci_examples(current.max_examples)
+    )
+    test._ci_examples_scaled = True
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    ci = in_ci()
     for item in items:
-        if item.get_closest_marker("soak") and not item.get_closest_marker("timeout"):
-            item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
+        if item.get_closest_marker("soak"):
+            if not item.get_closest_marker("timeout"):
+                item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
+        elif ci:
+            fewer_examples_in_ci(item)
         group = xdist_group_of(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))

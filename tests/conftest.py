@@ -113,6 +113,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = xdist_group_of(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            name_the_group(item, group)
+
+
+def name_the_group(item: pytest.Item, group: str) -> None:
+    """On an xdist worker under ``--dist loadgroup``, end the node id with ``@group``: the
+    scheduler groups by that suffix. xdist 3.8 writes it into ``item._nodeid``, which pytest 9
+    no longer reads (the node id lives in ``item._id``), so every group would be scattered."""
+    if not getattr(item.config.option, "loadgroup", False) or not hasattr(item, "_id"):
+        return  # not a loadgroup worker, or a pytest where xdist's own suffix works
+    from _pytest.nodeid import NodeId
+
+    if not item.nodeid.endswith(f"@{group}"):
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 def _toml_value(value: Any) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import hypothesis  # noqa: F401  (imported once: the inline runs below must not import their own)
 import pytest
 
-from tests.conftest import CI_MIN_EXAMPLES, ci_examples, pytest_collection_modifyitems
+from tests.conftest import CI_MIN_EXAMPLES, ROOT, ci_examples, pytest_collection_modifyitems
 
 pytest_plugins = ["pytester"]
 
@@ -127,3 +127,37 @@ def test_outside_ci_every_example_runs(
         "test_cases[1]": 90,
         "test_cases[2]": 90,
     }
+
+
+def test_a_group_runs_on_one_worker(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With two xdist workers under ``--dist loadgroup`` (as scripts/test runs), the tests sharing
+    a module-scoped fixture all run on one worker, whatever pytest keeps node ids in."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makeconftest("from tests.conftest import pytest_collection_modifyitems  # noqa\n")
+    pytester.makepyfile(
+        test_shared="""
+        import os, pytest
+
+        @pytest.fixture(scope="module")
+        def shared(): return 1
+
+        def _note(kind):
+            with open(f"{kind}-{os.environ['PYTEST_XDIST_WORKER']}", "a") as f:
+                f.write("x")
+
+        @pytest.mark.parametrize("i", range(8))
+        def test_grouped(shared, i): _note("grouped")
+
+        @pytest.mark.parametrize("i", range(8))
+        def test_free(i): _note("free")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=16)
+    grouped = sorted(p.name for p in pytester.path.glob("grouped-*"))
+    assert len(grouped) == 1, grouped  # one worker ran all eight
+    assert (pytester.path / grouped[0]).read_text() == "x" * 8

@@ -46,10 +46,86 @@ DEFAULT_SYS_INTERVAL = 2
 SOAK_TIMEOUT = 3600
 
 
+# Session-scoped fixtures too costly to build on every xdist worker: every test using one runs on
+# the same worker (one Spark JVM for the whole run instead of one per worker).
+SHARED_ON_ONE_WORKER = ("spark",)
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The xdist group ``item`` joins (``scripts/test`` runs pytest with ``--dist loadgroup``):
+    the name of a fixture of SHARED_ON_ONE_WORKER it uses, else its module's path when it uses a
+    module-scoped fixture (a broker, a gateway's state directory: built once, not once per
+    worker), else None (any worker). A test that names its own group keeps it. xdist hands out
+    the largest groups first, so a long group never starts at the end of the run."""
+    if item.get_closest_marker("xdist_group"):
+        return None
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in SHARED_ON_ONE_WORKER:
+        if name in info.names_closure:
+            return name
+    for name in info.names_closure:
+        definitions = info.name2fixturedefs.get(name)
+        if definitions and definitions[-1].scope == "module":
+            return item.nodeid.split("::")[0]
+    return None
+
+
+# In CI (``CI`` set, as CI services do) a hypothesis property runs a third of the examples it asks
+# for, never fewer than CI_MIN_EXAMPLES (nor more than it asks); a run without ``CI`` and every
+# soak test (``-m soak``) keep the full count.
+CI_EXAMPLES_DIVISOR = 3
+CI_MIN_EXAMPLES = 25
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def ci_examples(asked: int) -> int:
+    return min(asked, max(CI_MIN_EXAMPLES, asked // CI_EXAMPLES_DIVISOR))
+
+
+def fewer_examples_in_ci(item: pytest.Item) -> None:
+    """Scale the max_examples of ``item``'s hypothesis settings (see ci_examples)."""
+    test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+    current = getattr(test, "_hypothesis_internal_use_settings", None)
+    if current is None or getattr(test, "_ci_examples_scaled", False):
+        return  # not a property, or one already scaled (each parametrized case shares it)
+    from hypothesis import settings
+
+    test._hypothesis_internal_use_settings = settings(
+        current, max_examples=ci_examples(current.max_examples)
+    )
+    test._ci_examples_scaled = True
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    ci = in_ci()
     for item in items:
-        if item.get_closest_marker("soak") and not item.get_closest_marker("timeout"):
-            item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
+        if item.get_closest_marker("soak"):
+            if not item.get_closest_marker("timeout"):
+                item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
+        elif ci:
+            fewer_examples_in_ci(item)
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+            name_the_group(item, group)
+
+
+def name_the_group(item: pytest.Item, group: str) -> None:
+    """On an xdist worker under ``--dist loadgroup``, end the node id with ``@group``: the
+    scheduler groups by that suffix. xdist 3.8 writes it into ``item._nodeid``, which pytest 9
+    no longer reads (the node id lives in ``item._id``), so every group would be scattered."""
+    if not getattr(item.config.option, "loadgroup", False) or not hasattr(item, "_id"):
+        return  # not a loadgroup worker, or a pytest where xdist's own suffix works
+    from _pytest.nodeid import NodeId
+
+    if not item.nodeid.endswith(f"@{group}"):
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 def _toml_value(value: Any) -> str:

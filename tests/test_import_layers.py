@@ -91,7 +91,6 @@ BROKER_RANKS: dict[str, int] = {
     "listeners": 2,
     "session": 2,
     "retained": 3,
-    "explain": 4,
     "topic_space": 4,
     "delivery": 5,
     "persist": 5,  # reference tables, write-ahead, recovery, migrations
@@ -197,6 +196,19 @@ def test_every_folder_and_module_is_ranked() -> None:
     inside -= {"__pycache__", "__init__", "__main__", "py"}
     unranked = sorted(n for n in inside if not n.startswith(".") and n not in BROKER_RANKS)
     assert not unranked, f"add {unranked} to BROKER_RANKS here and in docs/architecture.md"
+    gone = sorted(n for n in BROKER_RANKS if n not in inside and n not in ("__main__", "broker"))
+    assert not gone, f"remove {gone} from BROKER_RANKS and docs/architecture.md: no such module"
+
+
+def test_the_architecture_page_shows_the_ranks_the_test_enforces() -> None:
+    """docs/architecture.md is the newcomer's map: its two rank tables are these two tables."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    layers, inside = page.split("## Inside broker/", 1)
+    row = re.compile(r"^\| (\d+) \| `([^`]+)` \|", re.M)
+    shown_top = {name: int(rank) for rank, name in row.findall(layers)}
+    assert shown_top == {("edge_broker" if n == "" else n): r for n, r in RANKS.items()}
+    shown_broker = {name.removeprefix("broker/"): int(rank) for rank, name in row.findall(inside)}
+    assert shown_broker == {n: r for n, r in BROKER_RANKS.items() if n != "__main__"}
 
 
 def test_imports_go_down_the_ranks() -> None:

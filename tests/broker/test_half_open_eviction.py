@@ -23,8 +23,8 @@ def test_unfinished_websocket_upgrades_do_not_lock_out_a_connect(
                 {"name": "tcp", "transport": "tcp"},
                 {"name": "ws", "transport": "websocket"},
             ],
-            # at most 20 + 64 sockets open; adversary and victim share 127.0.0.1, so the
-            # per-source share (tested in tests/broker/test_source_shares.py) is lifted
+            # at most 20 + 64 sockets open; every socket here comes from 127.0.0.1, so the
+            # per-source share (tests/broker/test_source_shares.py) is off: this is the cap
             "limits": {"max_connections": 20, "source_connection_share": 1.0},
             "broker": {"connect_timeout": 60.0},
         }

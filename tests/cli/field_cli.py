@@ -18,9 +18,12 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, timeout: float = 60, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "edge_broker", *args],
+        input=input,
         capture_output=True,
         text=True,
         cwd="/",

@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from edge_broker.keys import load_signing_key, load_verify_key
+from tests.cli import field_cli
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_broker", "bundle", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return field_cli.cli("bundle", *args)
+
+
+def create(
+    key: str,
+    policy: Path,
+    out: Path | str,
+    *,
+    version: str = "1",
+    gateway: str = "*",
+    more: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess[str]:
+    """``bundle create`` of ``policy`` signed with ``key`` into ``out``."""
+    return cli(
+        "create", "--key", key, "--version", version, "--gateway", gateway,
+        "--policy", str(policy), "-o", str(out), *more,
+    )  # fmt: skip
 
 
 def test_keygen_create_verify_show(tmp_path: Path) -> None:
@@ -28,38 +39,10 @@ def test_keygen_create_verify_show(tmp_path: Path) -> None:
         '[acl]\nenabled = false\n[permissions.sets.all]\nrules = [{ id = "r", topic = "a/#" }]\n'
     )
     out = str(tmp_path / "b.cbor")
-    made = cli(
-        "create",
-        "--key",
-        key,
-        "--version",
-        "2",
-        "--gateway",
-        "gw-1",
-        "--policy",
-        str(policy),
-        "--issued-at",
-        "1700000000",
-        "-o",
-        out,
-    )
+    made = create(key, policy, out, version="2", gateway="gw-1", more=("--issued-at", "1700000000"))
     assert made.returncode == 0, made.stderr
     again = str(tmp_path / "b2.cbor")
-    cli(
-        "create",
-        "--key",
-        key,
-        "--version",
-        "2",
-        "--gateway",
-        "gw-1",
-        "--policy",
-        str(policy),
-        "--issued-at",
-        "1700000000",
-        "-o",
-        again,
-    )
+    create(key, policy, again, version="2", gateway="gw-1", more=("--issued-at", "1700000000"))
     assert Path(out).read_bytes() == Path(again).read_bytes()
 
     ok = cli("verify", out, "--trust", key + ".pub", "--gateway", "gw-1", "--current-version", "1")
@@ -75,19 +58,7 @@ def test_keygen_create_verify_show(tmp_path: Path) -> None:
 
 
 def test_clear_errors(tmp_path: Path) -> None:
-    missing = cli(
-        "create",
-        "--key",
-        str(tmp_path / "nope"),
-        "--version",
-        "1",
-        "--gateway",
-        "*",
-        "--policy",
-        str(tmp_path / "p.json"),
-        "-o",
-        str(tmp_path / "o"),
-    )
+    missing = create(str(tmp_path / "nope"), tmp_path / "p.json", tmp_path / "o")
     assert missing.returncode == 2 and "cannot read key file" in missing.stderr
     bad_key = tmp_path / "bad.key"
     bad_key.write_text("hello")
@@ -108,19 +79,7 @@ def test_create_and_verify_refuse_what_every_gateway_refuses(tmp_path: Path) -> 
         'rules = [{ id = "r", topic = "a/#/b" }]\n'
     )
     out = tmp_path / "b.cbor"
-    made = cli(
-        "create",
-        "--key",
-        key,
-        "--version",
-        "1",
-        "--gateway",
-        "*",
-        "--policy",
-        str(policy),
-        "-o",
-        str(out),
-    )
+    made = create(key, policy, out)
     assert made.returncode == 2 and not out.exists()
     assert f"{policy}: permissions.unassigned: 'x' is not valid" in made.stderr
     assert "permissions.sets.s" in made.stderr and "a/#/b" in made.stderr  # both problems
@@ -138,32 +97,17 @@ def test_create_and_verify_refuse_what_every_gateway_refuses(tmp_path: Path) -> 
 
 def test_password_and_acl_files_are_embedded_as_content(tmp_path: Path) -> None:
     """Issue 20: never a path of the cloud machine; relative paths from the policy's folder."""
-    import os
-
     from edge_broker.auth.password import load_password_file
 
     key = str(tmp_path / "cloud.key")
     assert cli("keygen", key).returncode == 0
     folder = tmp_path / "policy"
     folder.mkdir()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "edge_broker",
-            "passwd",
-            "add",
-            str(folder / "passwd"),
-            "dev",
-            "--password-stdin",
-            "--tenants",
-            "t1",
-        ],
+    added = field_cli.cli(
+        "passwd", "add", str(folder / "passwd"), "dev", "--password-stdin", "--tenants", "t1",
         input="pw\n",
-        text=True,
-        check=True,
-        env={**os.environ},
-    )
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
     (folder / "acl.json5").write_text(
         "// a Zenoh config\n{ access_control: { enabled: true, "
         'default_permission: "deny", rules: [], subjects: [], policies: [] } }\n'
@@ -171,19 +115,7 @@ def test_password_and_acl_files_are_embedded_as_content(tmp_path: Path) -> None:
     policy = folder / "policy.toml"
     policy.write_text('[passwords]\nfile = "passwd"\n[acl]\nfile = "acl.json5"\n')
     out = tmp_path / "b.cbor"
-    made = cli(
-        "create",
-        "--key",
-        key,
-        "--version",
-        "1",
-        "--gateway",
-        "*",
-        "--policy",
-        str(policy),
-        "-o",
-        str(out),
-    )
+    made = create(key, policy, out)
     assert made.returncode == 0, made.stderr
     shown = json.loads(cli("show", str(out), "--trust", key + ".pub").stdout)
     entry = load_password_file(folder / "passwd")["dev"]

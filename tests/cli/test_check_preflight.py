@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from scripts.procs import free_port
+from tests.cli import field_cli
 from tests.ops.tls_files import make_cert
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,22 +261,10 @@ def test_relative_paths_are_read_from_the_config_files_folder(tmp_path: Path) ->
     folder = tmp_path / "etc"
     folder.mkdir()
     make_cert(folder, "server")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "edge_broker",
-            "passwd",
-            "add",
-            str(folder / "passwd"),
-            "dev",
-            "--password-stdin",
-        ],
-        input="pw\n",
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    added = field_cli.cli(
+        "passwd", "add", str(folder / "passwd"), "dev", "--password-stdin", input="pw\n"
     )
+    assert added.returncode == 0, added.stderr
     (folder / "acl.json5").write_text(
         '{ access_control: { enabled: true, default_permission: "allow", rules: [], subjects: [], '
         "policies: [] } }"

@@ -16,110 +16,35 @@ def _rec(**fields: Any) -> dict[str, Any]:
     return {"v": 1, "ts": 1_700_000_000.0, "gw": "gw-1", "tenant": "~", **fields}
 
 
+def _denied(action: str, client: str, topic: str, **fields: Any) -> dict[str, Any]:
+    """A denied decision: by the permissions gate (0x87) unless ``fields`` say otherwise; a
+    field given as None is left out of the record (a refused CONNECT names no gate)."""
+    given = {"gate": "permissions", "rc": 135, **fields}
+    return _rec(
+        type="decision",
+        action=action,
+        client=client,
+        topic=topic,
+        outcome="deny",
+        **{k: v for k, v in given.items() if v is not None},
+    )
+
+
 RECORDS = [
     # default deny under two different sets, one of them aggregated
-    _rec(
-        type="decision",
-        action="publish",
-        client="a",
-        topic="x",
-        outcome="deny",
-        gate="permissions",
-        rc=135,
-        set="own-data",
-    ),  # noqa: E501
-    _rec(
-        type="decision",
-        action="publish",
-        client="a",
-        topic="x",
-        outcome="deny",
-        gate="permissions",
-        rc=135,
-        set="own-data",
-        count=41,
-        first_ts=1.0,
-        last_ts=2.0,
-    ),  # noqa: E501
-    _rec(
-        type="decision",
-        action="publish",
-        client="b",
-        topic="y",
-        outcome="deny",
-        gate="permissions",
-        rc=135,
-        set="ops,audit",
-    ),  # noqa: E501
-    _rec(
-        type="decision",
-        action="subscribe",
-        client="c",
-        topic="#",
-        outcome="deny",
-        gate="permissions",
-        rc=135,
-        set="unassigned",
-        count=5,
-    ),  # noqa: E501
+    _denied("publish", "a", "x", set="own-data"),
+    _denied("publish", "a", "x", set="own-data", count=41, first_ts=1.0, last_ts=2.0),
+    _denied("publish", "b", "y", set="ops,audit"),
+    _denied("subscribe", "c", "#", set="unassigned", count=5),
     # an older record: no set, no count
-    _rec(
-        type="decision",
-        action="publish",
-        client="d",
-        topic="z",
-        outcome="deny",
-        gate="permissions",
-        rc=135,
-    ),  # noqa: E501
+    _denied("publish", "d", "z"),
     # a rule decided: the set does not rename it
-    _rec(
-        type="decision",
-        action="publish",
-        client="a",
-        topic="admin/x",
-        outcome="deny",
-        gate="permissions",
-        rule="no-admin",
-        rc=135,
-        set="own-data",
-        count=9,
-    ),  # noqa: E501
-    # refused CONNECTs of a storm, aggregated
-    _rec(
-        type="decision",
-        action="connect",
-        client="s",
-        user="storm",
-        topic="",
-        outcome="deny",
-        rc=134,
-        addr="10.0.0.9",
-    ),  # noqa: E501
-    _rec(
-        type="decision",
-        action="connect",
-        client="s",
-        user="storm",
-        topic="",
-        outcome="deny",
-        rc=134,
-        addr="10.0.0.9",
-        count=1999,
-    ),  # noqa: E501
+    _denied("publish", "a", "admin/x", rule="no-admin", set="own-data", count=9),
+    # refused CONNECTs of a storm, aggregated (no gate: the CONNECT is refused before any)
+    _denied("connect", "s", "", gate=None, user="storm", rc=134, addr="10.0.0.9"),
+    _denied("connect", "s", "", gate=None, user="storm", rc=134, addr="10.0.0.9", count=1999),
     # egress filtering and a claim flood, aggregated
-    _rec(
-        type="decision",
-        action="deliver",
-        client="p",
-        to="r",
-        topic="t",
-        outcome="deny",
-        gate="acl",
-        rule="no-t",
-        rc=135,
-        count=7,
-    ),  # noqa: E501
+    _denied("deliver", "p", "t", to="r", gate="acl", rule="no-t", count=7),
     _rec(
         type="event",
         event="claim",
@@ -128,7 +53,7 @@ RECORDS = [
         outcome="deny",
         rc=0x97,
         count=30,
-    ),  # noqa: E501
+    ),
     _rec(
         type="decision",
         action="publish",
@@ -142,7 +67,7 @@ RECORDS = [
         retain=True,
         roles=["field", "sensor"],
         count=3,
-    ),  # noqa: E501
+    ),
 ]
 
 

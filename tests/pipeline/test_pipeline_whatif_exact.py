@@ -299,52 +299,32 @@ def check_exact(
 _COUNTER = iter(range(10**9))
 
 
-def _example(
-    spark: Any,
-    broker_factory: BrokerFactory,
-    tmp_path: Path,
-    baseline: dict[str, Any],
-    candidate: dict[str, Any],
-    requests: list[tuple[str, str, str, int, bool]],
-) -> None:
-    check_exact(
-        spark, broker_factory, tmp_path / f"ex{next(_COUNTER)}", baseline, candidate, requests
+def _property(max_examples: int) -> Any:
+    """The property with ``max_examples`` examples: a few in CI, many more under ``-m soak``."""
+
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
+    @given(baseline=policy(), candidate=policy(), requests=traffic())
+    def test(
+        spark: Any,
+        broker_factory: BrokerFactory,
+        tmp_path: Path,
+        baseline: dict[str, Any],
+        candidate: dict[str, Any],
+        requests: list[tuple[str, str, str, int, bool]],
+    ) -> None:
+        check_exact(
+            spark, broker_factory, tmp_path / f"ex{next(_COUNTER)}", baseline, candidate, requests
+        )
+
+    return test
 
 
-@settings(
-    max_examples=3,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(baseline=policy(), candidate=policy(), requests=traffic())
-def test_whatif_diff_equals_the_observed_diff(
-    spark: Any,
-    broker_factory: BrokerFactory,
-    tmp_path: Path,
-    baseline: dict[str, Any],
-    candidate: dict[str, Any],
-    requests: list[tuple[str, str, str, int, bool]],
-) -> None:
-    _example(spark, broker_factory, tmp_path, baseline, candidate, requests)
-
-
-@pytest.mark.soak
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(baseline=policy(), candidate=policy(), requests=traffic())
-def test_whatif_diff_equals_the_observed_diff_soak(
-    spark: Any,
-    broker_factory: BrokerFactory,
-    tmp_path: Path,
-    baseline: dict[str, Any],
-    candidate: dict[str, Any],
-    requests: list[tuple[str, str, str, int, bool]],
-) -> None:
-    _example(spark, broker_factory, tmp_path, baseline, candidate, requests)
+test_whatif_diff_equals_the_observed_diff = _property(3)
+test_whatif_diff_equals_the_observed_diff_soak = pytest.mark.soak(_property(60))
 
 
 def test_the_issues_qos_and_role_candidates(

@@ -141,25 +141,21 @@ class Ledger:
         kind's total (the running config: a reload may change them); ``None`` when it fits.
         Nothing is charged here."""
         kind = self.kind
-        total = kind.total(limits)
-        for key, share, who, held, extra in (
-            (
-                "principal_share",
-                limits.principal_share,
-                str(principal),
-                self.principals.get(principal, 0),
-                more,
-            ),
-            (
-                "tenant_share",
-                limits.tenant_share,
-                f"tenant {tenant!r}",
-                self.tenants.get(tenant, 0),
-                more if tenant_more is None else tenant_more,
-            ),
-        ):
-            if extra > 0 and share < 1.0 and held + extra > share_of(total, share):
-                return key, _reason(who, held, kind, total, key, share)
+        share = limits.principal_share
+        if more > 0 and share < 1.0:  # a share of 1.0 is off: nothing to look up or format
+            total = kind.total(limits)
+            held = self.principals.get(principal, 0)
+            if held + more > share_of(total, share):
+                key = "principal_share"
+                return key, _reason(str(principal), held, kind, total, key, share)
+        share = limits.tenant_share
+        extra = more if tenant_more is None else tenant_more
+        if extra > 0 and share < 1.0:
+            total = kind.total(limits)
+            held = self.tenants.get(tenant, 0)
+            if held + extra > share_of(total, share):
+                key = "tenant_share"
+                return key, _reason(f"tenant {tenant!r}", held, kind, total, key, share)
         return None
 
 

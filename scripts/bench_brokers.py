@@ -60,20 +60,19 @@ def claims_on(workdir: Path) -> str:
     return f'[claims]\nenabled = true\nstore_dir = "{workdir / "claims"}"\nfsync = "never"\n'
 
 
+# Every bench client is one principal from one address: the shares would measure the cap (a
+# tree that does not know a key is started without it: ``_known_limits``).
+ONE_SOURCE: dict[str, int | float | str] = {
+    "tenant_share": 1.0,
+    "principal_share": 1.0,
+    "source_connection_share": 1.0,
+}
 # What scripts/bench's load needs: thousands of clients connecting at once.
 BENCH_LIMITS: dict[str, int | float | str] = {
     "max_connections": 5000,
     "connect_rate": 100_000,
     "connect_burst": 5000,
-    **(
-        ONE_SOURCE := {
-            # every bench client is one principal from one address: the shares would measure the
-            # cap (a tree that does not know a key is started without it: ``_known_limits``)
-            "tenant_share": 1.0,
-            "principal_share": 1.0,
-            "source_connection_share": 1.0,
-        }
-    ),
+    **ONE_SOURCE,
 }
 
 

@@ -25,6 +25,8 @@ for those limits term by term beside the measured peak RSS:
 from __future__ import annotations
 
 import argparse
+import asyncio
+import hashlib
 import socket
 import sys
 import tempfile
@@ -36,7 +38,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_brokers import ONE_SOURCE, start_edge  # noqa: E402
 from bench_memory import settle  # noqa: E402
+from nacl.signing import SigningKey  # noqa: E402
 
+from edge_broker.claims.model import (  # noqa: E402
+    Activity,
+    Permission,
+    Restriction,
+    RestrictionType,
+)
+from edge_broker.claims.settings import ClaimsConfig  # noqa: E402
+from edge_broker.claims.signature import sign_restriction  # noqa: E402
+from edge_broker.claims.smoker_id import smoker_id  # noqa: E402
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
 from edge_broker.mqtt.packets import (  # noqa: E402
     Connack,
@@ -55,11 +67,13 @@ from edge_broker.ops.memory_budget import (  # noqa: E402
     SUBSCRIPTION_BYTES,
     TENANT_BYTES,
     TEXT_COPIES,
+    claim_bytes,
 )
 
 DEEP_LEVELS = 32
 DEEP_LENGTH = 1024
 PER_CONNECTION = 1000
+MAX_CLAIM_BYTES = ClaimsConfig().max_claim_bytes
 
 
 def deep_topic(i: int, salt: str) -> str:
@@ -142,14 +156,21 @@ def fill_tenants(port: int, count: int, payload: int) -> None:
         client.sock.close()
 
 
-def measure(name: str, step: Callable[[int], object], count: int, budget: float) -> float:
-    """RSS growth per item of ``step``, printed beside what ``edge-broker check`` counts."""
+def measure(
+    name: str, step: Callable[[int], object], count: int, budget: float, claims: int = 0
+) -> float:
+    """RSS growth per item of ``step``, printed beside what ``edge-broker check`` counts.
+    ``claims`` (``max_claim_bytes``): a listener that accepts SMOKER clients, the claim store in
+    the work directory."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-limits-memory-"))
     broker = start_edge(
-        Path(tempfile.mkdtemp(prefix="bench-limits-memory-")),
-        extra="[persistence]\nenabled = false\n",
+        workdir,
+        extra="[persistence]\nenabled = false\n"
+        + (claims_section(workdir, claims) if claims else ""),
         limits={"connect_rate": 100_000, "connect_burst": 100_000, **ONE_SOURCE},
         module="edge_broker",
-        listener='tenant_choice = "open"\n',  # anonymous clients name their tenant
+        # anonymous clients name their tenant
+        listener='tenant_choice = "open"\n' + (CLAIMS_LISTENER if claims else ""),
     )
     kept = None
     try:
@@ -166,6 +187,89 @@ def measure(name: str, step: Callable[[int], object], count: int, budget: float)
     )
     del kept
     return per_item
+
+
+CLAIMS_LISTENER = 'auth_methods = ["smoker", "anonymous"]\n'
+CLAIM_OWNERS = 8  # several SMOKER clients claim, each a share of the claims
+
+
+def claims_section(workdir: Path, max_claim_bytes: int = MAX_CLAIM_BYTES) -> str:
+    """``[claims]`` for a fill: the flood limits on time (rates, the store's write budget) and
+    per client are lifted so that the fill takes seconds (the count limits too: ``--count``
+    may be larger than the default ``max_claims_total``); ``max_claim_bytes`` as asked."""
+    return (
+        f'[claims]\nstore_dir = "{workdir}"\nfsync = "never"\nclient_rate = 1e6\n'
+        "client_burst = 1e6\nstore_writes_per_second = 1e6\nstore_burst = 1e6\n"
+        "max_claims_per_client = 10000000\nmax_claims_total = 10000000\n"
+        f"max_claim_bytes = {max_claim_bytes}\n"
+    )
+
+
+def owner_key(n: int) -> SigningKey:
+    return SigningKey(n.to_bytes(4, "big") * 8)
+
+
+def other_id(claim: int, k: int) -> str:
+    """A SMOKER ID of its own for every permission (none shared: the index cannot intern it)."""
+    return smoker_id(hashlib.sha256(f"{claim}/{k}".encode()).digest())
+
+
+def shortest_claim(key: SigningKey, i: int) -> bytes:
+    """A whitelist without permissions on a two-level rest: the least a claim can hold."""
+    me = smoker_id(key.verify_key)
+    restriction = Restriction(f"restricted/{me}/{i}", RestrictionType.WHITELIST)
+    return sign_restriction(key, restriction).to_json().encode()
+
+
+def longest_claim(key: SigningKey, i: int, limit: int = MAX_CLAIM_BYTES) -> bytes:
+    """A claim of ``limit`` bytes at most (``claims.max_claim_bytes``) holding as many
+    permissions as fit, each naming a client of its own: a permission costs more memory per
+    byte of claim than topic text (a string and an object each)."""
+    me = smoker_id(key.verify_key)
+    topic = f"restricted/{me}/{i:07d}"
+
+    def signed(n: int) -> bytes:
+        perms = tuple(Permission(other_id(i, k), Activity.ALL) for k in range(n))
+        restriction = Restriction(topic, RestrictionType.WHITELIST, perms)
+        return sign_restriction(key, restriction).to_json().encode()
+
+    # every claim has the same size for a given count (fixed-width names): search it once
+    n = _PERMISSIONS_THAT_FIT.get(limit)
+    if n is None:
+        n = 0
+        while len(signed(n + 1)) <= limit:
+            n += 1
+        _PERMISSIONS_THAT_FIT[limit] = n
+    payload = signed(n)
+    assert len(payload) <= limit, (len(payload), limit)
+    return payload
+
+
+_PERMISSIONS_THAT_FIT: dict[int, int] = {}
+
+
+def fill_claims(port: int, count: int, make: Callable[[SigningKey, int], bytes]) -> None:
+    """``count`` claims signed by ``CLAIM_OWNERS`` SMOKER clients, each through the broker
+    (PUBLISH to ``access/claim``, PUBACK 0x00 once stored), 32 in flight per client."""
+    from edge_broker.smoker_client import SmokerClient
+
+    async def owner(n: int) -> None:
+        key = owner_key(n)
+        payloads = [make(key, i) for i in range(n, count, CLAIM_OWNERS)]
+        gate = asyncio.Semaphore(32)
+        async with SmokerClient("127.0.0.1", port, key, timeout=120) as client:
+
+            async def claim(payload: bytes) -> None:
+                async with gate:
+                    ack = await client.claim_payload(payload)
+                    assert ack.reason_code == 0, ack
+
+            await asyncio.gather(*(claim(p) for p in payloads))
+
+    async def run() -> None:
+        await asyncio.gather(*(owner(n) for n in range(CLAIM_OWNERS)))
+
+    asyncio.run(run())
 
 
 # scaled so that no term is one the fill cannot reach: few connect-rate sources, small routing
@@ -245,6 +349,15 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=4000)
     ap.add_argument("--payload", type=int, default=100)
     ap.add_argument("--all-at-once", action="store_true", help="fill every limit at once")
+    ap.add_argument(
+        "--claim-bytes",
+        type=int,
+        default=MAX_CLAIM_BYTES,
+        help="[claims] max_claim_bytes: the size of the longest claims",
+    )
+    ap.add_argument(
+        "--only", nargs="*", default=[], help="the items whose name contains one of these words"
+    )
     args = ap.parse_args()
     if args.all_at_once:
         return all_at_once()
@@ -253,36 +366,55 @@ def main() -> int:
     shallow, deep = len(shallow_topic(n, "s")), DEEP_LENGTH
     sub = SUBSCRIPTION_BYTES
     ret = RETAINED_OVERHEAD + p
-    measure(
-        "subscription, shallow",
-        lambda port: fill_subscriptions(port, n, shallow_topic),
-        n,
-        sub + TEXT_COPIES * shallow,
-    )
-    measure(
-        "subscription, 32 lv 1 KiB",
-        lambda port: fill_subscriptions(port, n, deep_topic),
-        n,
-        sub + TEXT_COPIES * deep,
-    )
-    measure(
-        "retained, shallow",
-        lambda port: fill_retained(port, n, shallow_topic, p),
-        n,
-        ret + TEXT_COPIES * shallow,
-    )
-    measure(
-        "retained, 32 lv 1 KiB",
-        lambda port: fill_retained(port, n, deep_topic, p),
-        n,
-        ret + TEXT_COPIES * deep,
-    )
-    measure(
-        "tenant (1 retained message)",
-        lambda port: fill_tenants(port, n, p),
-        n,
-        TENANT_BYTES + ret + TEXT_COPIES,
-    )
+    size = args.claim_bytes
+    longest = len(longest_claim(owner_key(0), 0, size))
+    items: list[tuple[str, Callable[[int], object], float, int]] = [
+        (
+            "subscription, shallow",
+            lambda port: fill_subscriptions(port, n, shallow_topic),
+            sub + TEXT_COPIES * shallow,
+            0,
+        ),
+        (
+            "subscription, 32 lv 1 KiB",
+            lambda port: fill_subscriptions(port, n, deep_topic),
+            sub + TEXT_COPIES * deep,
+            0,
+        ),
+        (
+            "retained, shallow",
+            lambda port: fill_retained(port, n, shallow_topic, p),
+            ret + TEXT_COPIES * shallow,
+            0,
+        ),
+        (
+            "retained, 32 lv 1 KiB",
+            lambda port: fill_retained(port, n, deep_topic, p),
+            ret + TEXT_COPIES * deep,
+            0,
+        ),
+        (
+            "tenant (1 retained message)",
+            lambda port: fill_tenants(port, n, p),
+            TENANT_BYTES + ret + TEXT_COPIES,
+            0,
+        ),
+        (
+            "claim, shortest",
+            lambda port: fill_claims(port, n, shortest_claim),
+            claim_bytes(len(shortest_claim(owner_key(0), 0))),
+            size,
+        ),
+        (
+            f"claim, {longest:,} B (limit {size:,})",
+            lambda port: fill_claims(port, n, lambda key, i: longest_claim(key, i, size)),
+            claim_bytes(longest),
+            size,
+        ),
+    ]
+    for name, step, budget, claims in items:
+        if not args.only or any(word in name for word in args.only):
+            measure(name, step, n, budget, claims)
     return 0
 
 

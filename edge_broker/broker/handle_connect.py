@@ -39,6 +39,7 @@ from .ownership import (
 )
 from .pattern_subscriptions import listener_identity
 from .token_expiry import schedule_token_expiry
+from .topic_space import new_tenant_refusal
 
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry  # argon2: imported only where passwords are used
@@ -183,7 +184,9 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
         verdicts = await broker.judge_resumed(prior, identity)
         if conn.closing:
             return
-    crossed = _connection_share(conn, identity, principal)
+    crossed = _connection_share(conn, identity, principal) or new_tenant_refusal(
+        broker, identity.tenant, broker.config.limits.max_tenants, conn.client_id
+    )  # issue 34: a new tenant's space is made here, or refused at max_tenants
     if crossed is not None:
         conn.refuse_connect(ReasonCode.QUOTA_EXCEEDED, crossed)
         return

@@ -74,7 +74,7 @@ from .session_control import end_sessions_of_lost_owners
 from .stats import BrokerStats
 from .sys_topics import SysPublisher
 from .token_expiry import token_expired
-from .topic_space import TopicSpace
+from .topic_space import TopicSpace, space_cache_bytes
 
 if TYPE_CHECKING:
     from ..audit.log import AuditLog
@@ -475,7 +475,7 @@ class Broker:
                 tenant,
                 self.separator,
                 retained,
-                self.config.limits.routing_cache_bytes,
+                space_cache_bytes(tenant, self.config.limits.routing_cache_bytes),
                 None if tenant == DEFAULT_TENANT else self.sys_publisher.shared,
             )
             self._count_retained(space)

@@ -18,18 +18,67 @@ key. The slot holds the latest of them, and unsubscribing one text leaves the ot
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Protocol
 
 from ..matching.errors import RuleError
 from ..matching.mqtt_topics import SHARE_PREFIX
+from ..matching.names import DEFAULT_TENANT
 from ..matching.pattern_trie import PatternTrie
 from ..matching.routing_index import DEFAULT_RESULT_CACHE_BYTES
 from ..matching.subscription_patterns import SubscriptionPattern, parse_pattern
 from ..matching.subscription_trie import SubscriptionTrie
+from .limits.limit_hits import LimitHits
 from .message import Message
 from .retained import MemoryRetainedStore, RetainedStore
 from .session import SubscriptionEntry
 
 SubscriptionKey = str | tuple[str, str]
+
+TENANT_CACHE_SHARE = 128
+"""A tenant's space but the default one gets routing caches of ``routing_cache_bytes`` / 128
+(8 KiB each with the default): ``max_tenants`` spaces × two caches of 1 MiB would be 1 GiB."""
+
+
+def space_cache_bytes(tenant: str, routing_cache_bytes: int) -> int:
+    """``[limits] routing_cache_bytes`` for the default tenant's space, a share for others."""
+    if tenant == DEFAULT_TENANT:
+        return routing_cache_bytes
+    return routing_cache_bytes // TENANT_CACHE_SHARE
+
+
+class TenantSpaces(Protocol):
+    """What :func:`new_tenant_refusal` reads and calls of the broker."""
+
+    @property
+    def topic_spaces(self) -> dict[str, TopicSpace]: ...
+    def topic_space(self, tenant: str) -> TopicSpace: ...
+    def free_empty_topic_spaces(self) -> int: ...
+    @property
+    def limit_hits(self) -> LimitHits: ...
+
+
+def new_tenant_refusal(
+    broker: TenantSpaces, tenant: str, max_tenants: int, client_id: str
+) -> str | None:
+    """The Reason String when a CONNECT into ``tenant`` would make the broker hold more than
+    ``max_tenants`` topic spaces besides the default one ([limits] max_tenants, issue 34);
+    otherwise ``None``, and the space is made now (counted before the next CONNECT). Spaces
+    nobody uses any more are freed first."""
+    spaces = broker.topic_spaces
+    if tenant in spaces:
+        return None
+    if len(spaces) - (DEFAULT_TENANT in spaces) >= max_tenants:
+        broker.free_empty_topic_spaces()
+        if len(spaces) - (DEFAULT_TENANT in spaces) >= max_tenants:
+            shown = tenant if len(tenant) <= 64 else f"{tenant[:64]}... ({len(tenant)} bytes)"
+            reason = (
+                f"the broker already holds {max_tenants} tenants' topic spaces "
+                f"(limits.max_tenants); tenant {shown!r} would be one more"
+            )
+            broker.limit_hits.hit("limits.max_tenants", f"CONNECT refused: {reason}", client_id)
+            return reason
+    broker.topic_space(tenant)
+    return None
 
 
 class SharedGroup:

@@ -8,15 +8,19 @@ every limit passes, so a refused claim costs the client nothing but its time.
 Defaults (``ThrottleLimits()``) are sized for a Raspberry Pi Zero 2 W (4 slow cores, 512 MB RAM,
 a micro-SD card where an fsync costs 5–30 ms):
 
-- ``max_claim_bytes`` 16 KiB: a claim naming ~150 clients (each permission is ~90 bytes of
-  JSON, and the signature attaches the restriction a second time in base64).
+- ``max_claim_bytes`` 4 KiB: a claim naming ~18 clients (each permission is ~85 bytes of
+  JSON, and the signature attaches the restriction a second time in base64; ``*`` names them
+  all).
 - ``client_rate`` 1 claim/s with ``client_burst`` 20: provisioning a device claims a handful of
   topics at once, then changes them rarely.
-- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 10,000 live claims. A typical
-  claim (four permissions) holds ~2.5 KB of memory (the claim index plus the log's in-memory
-  documents) and ~0.8 KB of log, so the limit keeps claims within ~25 MB of the unit's 160 MB
-  MemoryHigh and ~8 MB of SD card; start-up re-verifies every claim (~0.3 ms each on x86,
-  several times that on a Zero 2: seconds, not minutes). Figures: ``scripts/bench_claims.py``.
+- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 800 live claims. A claim
+  holds about 1.7 KB + 1.6 × its size of memory (the parsed permissions plus the log's
+  in-memory document; measured through the broker by ``scripts/bench_limits_memory.py --only
+  claim``: 2.2 KB for the shortest, 7.9 KB for one of 4 KiB, 25 KB for one of 16 KiB), so 800
+  claims of 4 KiB are within 6.3 MiB, what the memory budget (``edge-broker check``) leaves
+  under the unit's ``MemoryMax=200M`` beside the other defaults and the claims decision cache;
+  start-up re-verifies every claim (~0.3 ms each on x86, several times that on a Zero 2).
+  Figures: ``scripts/bench_claims.py``.
 - ``store_writes_per_second`` 50 with ``store_burst`` 200: group commit puts many claims in
   one fsync, and 50 records/s keep the SD card's write amplification and wear low while
   leaving the I/O to retained messages and sessions.
@@ -36,9 +40,9 @@ _PRUNE_FLOOR = 1024
 
 @dataclass(frozen=True, slots=True)
 class ThrottleLimits:
-    max_claim_bytes: int = 16 * 1024
+    max_claim_bytes: int = 4 * 1024
     max_claims_per_client: int = 256
-    max_claims_total: int = 10_000
+    max_claims_total: int = 800
     client_rate: float = 1.0
     client_burst: float = 20.0
     store_writes_per_second: float = 50.0

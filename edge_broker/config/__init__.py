@@ -153,6 +153,10 @@ class LimitsConfig:
     max_retained_messages: int = 20_000  # all topic spaces together ($ topics not counted)
     max_retained_bytes: int = 16 * 1024 * 1024  # topic + payload + properties, all spaces
     max_retained_per_client: int = 1000  # retained topics one client id may hold
+    # topic spaces of tenants besides the default one (issue 34, broker/topic_space.py): a
+    # CONNECT naming one more gets CONNACK 0x97; each space's routing caches hold
+    # routing_cache_bytes / 128 (the default tenant's: routing_cache_bytes)
+    max_tenants: int = 500
     max_retained_payload: int = 256 * 1024  # bytes of one retained payload
     # Per-client publish quotas, off by default: memory is bounded without them (queues,
     # retained, caches), and the right figure depends on the devices (docs/limits-memory.md).
@@ -422,6 +426,7 @@ def parse_limits(s: Section) -> LimitsConfig:
         max_retained_payload=s.integer(
             "max_retained_payload", d.max_retained_payload, 0, 268_435_455
         ),
+        max_tenants=s.integer("max_tenants", d.max_tenants, 0, 10_000_000),
         publish_rate=s.number("publish_rate", d.publish_rate, 0, 1e9),
         publish_burst=s.integer("publish_burst", d.publish_burst, 1, 1_000_000_000),
         publish_byte_rate=s.number("publish_byte_rate", d.publish_byte_rate, 0, 1e12),

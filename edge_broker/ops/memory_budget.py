@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..broker.topic_space import TENANT_CACHE_SHARE
 from ..config import Config, claims_enabled
 
 BASE_BYTES = 32 * 1024 * 1024  # the broker at start (RSS), measured
@@ -30,7 +31,11 @@ RETAINED_OVERHEAD = 400  # one retained message besides payload and topic × TEX
 TENANT_BYTES = 1400  # an open tenant's topic space besides what keeps it: 1,747 B with one
 # retained message of 100 B (bench_limits_memory.py; 17-21 kB with per-space $SYS copies)
 TEXT_COPIES = 1.75  # (2,136 - 455) B / 1,018 B more filter text = 1.65 (retained: 1.63)
-CLAIM_BYTES = 12 * 1024  # one claim at the limits: ~11.6 kB (116 MB at 10,000, issue report)
+CLAIM_OVERHEAD = 1700  # one claim besides CLAIM_COPIES × its size: 2,202-2,214 B for the
+# shortest (427 B), 7,899 B for one of 3,969 B naming 17 clients, 25,291 B for one of 16,220 B
+# naming 67 (bench_limits_memory.py --only claim --claim-bytes 4096 / 16384)
+CLAIM_COPIES = 1.6  # (7,899 - 2,214) B / (3,969 - 427) B more claim = 1.61 (1.46 at 16 KiB):
+# the parsed permissions (a string and an object each) and the store's document (signed text)
 CREDENTIAL_BYTES = 200  # one cached credential digest (32 B) in its OrderedDict, estimated
 BACKOFF_BYTES = 300  # one (source, user) failure count: key tuple, strings, entry; estimated
 SOURCE_BYTES = 250  # one source's connect-rate bucket (address key, two floats); estimated
@@ -111,27 +116,38 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
 
 
 def tenant_term(config: Config) -> BudgetTerm:
-    """Topic spaces of tenants clients name themselves (``tenant_choice = "open"``): a space
-    lives while a session, a subscription or a retained message is in it, so at most one per
-    connection and one per retained message. Tenants from credentials are as many as the
-    operator issues; ``$SYS`` costs a tenant nothing (sys_topics.py)."""
+    """Topic spaces of tenants clients name themselves (``tenant_choice = "open"``): at most
+    ``max_tenants`` besides the default one (a CONNECT into one more is refused), each with
+    its two routing caches (broker/topic_space.py ``space_cache_bytes``). Tenants from
+    credentials are as many as the operator issues (also held to ``max_tenants``); ``$SYS``
+    costs a tenant nothing (sys_topics.py)."""
     if not any(listener.tenant_choice == "open" for listener in config.listeners):
         return BudgetTerm("tenant spaces", 0, "no listener with tenant_choice = open")
     lim = config.limits
-    spaces = lim.max_connections + lim.max_retained_messages
+    caches = 2 * (lim.routing_cache_bytes // TENANT_CACHE_SHARE)
     return BudgetTerm(
         "tenant spaces",
-        spaces * TENANT_BYTES,
-        "(max_connections + max_retained_messages) × 1.4 KiB (tenant_choice = open)",
+        lim.max_tenants * (TENANT_BYTES + caches),
+        f"max_tenants × (1.4 KiB + 2 × routing_cache_bytes / {TENANT_CACHE_SHARE}) "
+        "(tenant_choice = open)",
     )
 
 
+def claim_bytes(max_claim_bytes: int) -> int:
+    """What one live claim of ``max_claim_bytes`` (its PUBLISH payload) holds, measured."""
+    return CLAIM_OVERHEAD + int(CLAIM_COPIES * max_claim_bytes)
+
+
 def claims_term(config: Config) -> BudgetTerm:
-    """Claims held at ``max_claims_total`` when the claims gate is on."""
+    """Claims held at ``max_claims_total``, each of ``max_claim_bytes``, when the claims gate
+    is on."""
     if not claims_enabled(config):
         return BudgetTerm("claims", 0, "claims off")
+    claims = config.claims
     return BudgetTerm(
-        "claims", config.claims.max_claims_total * CLAIM_BYTES, "max_claims_total × 12 KiB"
+        "claims",
+        claims.max_claims_total * claim_bytes(claims.max_claim_bytes),
+        "max_claims_total × (1,700 B + 1.6 × max_claim_bytes)",
     )
 
 

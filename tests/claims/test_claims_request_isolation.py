@@ -28,7 +28,10 @@ async def test_throw_away_identities_cannot_spend_a_devices_claims_requests(
     On the shared scan budget every adversary request cost the whole tenant (600 claims) and
     the device got 0x97 on most of its requests."""
     async with AsyncExitStack() as stack:
-        broker, port = await stack.enter_async_context(running_broker(tmp_path))
+        # 601 claims in one tenant: more than the default total's tenant share (400 of 800)
+        broker, port = await stack.enter_async_context(
+            running_broker(tmp_path, max_claims_total=2000)
+        )
         device = await stack.enter_async_context(client(port, OWNER_KEY))
         await device.claim(restriction(f"restricted/{OWNER}/valve", "WHITELIST", (OTHER, "ALL")))
         adversaries: list[SmokerClient] = []

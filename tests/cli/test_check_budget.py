@@ -112,16 +112,32 @@ def test_open_tenants_and_claims_are_budgeted(tmp_path):
         cwd=ROOT,
     )
     line = next(x for x in r.stdout.splitlines() if x.split()[:2] == ["tenant", "spaces"])
-    # (2,000 connections + 20,000 retained messages) x 1.4 KiB
-    assert float(line.split()[2]) > 25.0 and "tenant_choice = open" in line, r.stdout
+    # max_tenants (500) x (1.4 KiB + 2 x routing_cache_bytes / 128): the tenants are bounded
+    assert float(line.split()[2]) == 8.5 and "tenant_choice = open" in line, r.stdout
+    assert "max_tenants" in line and "fits MemoryMax" in r.stdout, r.stdout
 
 
 def test_claims_term_follows_max_claims_total() -> None:
-    from edge_broker.ops.memory_budget import CLAIM_BYTES, memory_budget
+    from edge_broker.ops.memory_budget import claim_bytes, memory_budget
 
     def claims(text: str) -> int:
         config = loads_config('[[listeners]]\nname = "a"\nport = 1883\n' + text)
         return next(t.bytes for t in memory_budget(config) if t.name == "claims")
 
     assert claims("") == 0
-    assert claims("[claims]\nenabled = true\nmax_claims_total = 500\n") == 500 * CLAIM_BYTES
+    assert claims("[claims]\nenabled = true\nmax_claims_total = 500\n") == 500 * claim_bytes(4096)
+    assert claims(
+        "[claims]\nenabled = true\nmax_claims_total = 10\nmax_claim_bytes = 16384\n"
+    ) == 10 * (1700 + int(1.6 * 16384))
+
+
+def test_claims_at_the_defaults_fit_memory_max() -> None:
+    """With a SMOKER listener (claims and their decision cache on) and the other defaults, the
+    worst case stays under the shipped unit's MemoryMax (issue 34)."""
+    from edge_broker.ops.memory_budget import budget_report
+
+    config = loads_config(
+        '[[listeners]]\nname = "a"\nport = 1883\nauth_methods = ["smoker", "anonymous"]\n'
+    )
+    lines, over = budget_report(config, ROOT / "systemd" / "edge-broker.service")
+    assert not over, "\n".join(lines)

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_brokers import ONE_SOURCE, start_edge  # noqa: E402
 from bench_memory import settle  # noqa: E402
 from nacl.signing import SigningKey  # noqa: E402
+from procs import free_port  # noqa: E402
 
 from edge_broker.claims.model import (  # noqa: E402
     Activity,
@@ -281,8 +282,9 @@ ALL_AT_ONCE_AUDIT = "[audit]\naggregate_max_keys = 10\n"
 class _Running:
     """What the fill of tests/broker/test_limits_at_once.py reads of a broker."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Any, more_ports: list[int]) -> None:
         self.host, self.port, self.pid = "127.0.0.1", broker.port, broker.process.pid
+        self.ports = {"tcp": broker.port} | {f"tcp{n}": p for n, p in enumerate(more_ports, 1)}
         self._log = broker.workdir / "broker.log"
 
     def log(self) -> str:
@@ -293,28 +295,44 @@ def all_at_once() -> int:
     """Every limit at once (scaled): check's worst case beside the measured peak RSS."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "broker"))
     from procs import PeakRss
-    from test_limits_at_once import SCALED, fill_everything, listener, victim_served
+    from test_limits_at_once import (
+        CI_RETAINED_PAYLOAD,
+        LISTENERS,
+        SCALED,
+        fill_everything,
+        listener,
+        victim_served,
+    )
 
     from edge_broker.config import loads_config
     from edge_broker.ops.memory_budget import memory_budget
 
     limits = {**SCALED, **ALL_AT_ONCE_EXTRA}
     extra = "[persistence]\nenabled = false\n" + ALL_AT_ONCE_AUDIT
+    # more listeners: the anonymous clients of each are a principal of their own (the fill
+    # spreads over them to reach the totals past one principal's share)
+    more_ports = [free_port() for _ in range(LISTENERS - 1)]
+    listeners = "".join(
+        f'[[listeners]]\nname = "tcp{n}"\nport = {port}\ntenant_choice = "open"\n'
+        for n, port in enumerate(more_ports, 1)
+    )
     broker = start_edge(
         Path(tempfile.mkdtemp(prefix="bench-limits-at-once-")),
-        extra=extra,
+        extra=extra + listeners,
         limits=limits,
         module="edge_broker",
         listener='tenant_choice = "open"\n',
     )
     try:
-        b = _Running(broker)
+        b = _Running(broker, more_ports)
         early = listener(b)
         start = settle(broker)
         peak_rss = PeakRss(b.pid)
         peak_rss.start()
         steps: list[tuple[str, int]] = []
-        kept = fill_everything(b, 40, 2048, lambda step: steps.append((step, broker.rss_kib())))
+        kept = fill_everything(
+            b, 40, CI_RETAINED_PAYLOAD, lambda step: steps.append((step, broker.rss_kib()))
+        )
         victim_served(b, early)
         peak = peak_rss.stop()
         for item in kept:

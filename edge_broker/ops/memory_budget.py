@@ -61,10 +61,13 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
     if lim.queue_overflow == "backpressure":
         queue *= 2  # an online session's queue may hold twice its limits while publishers wait
     queues = min(conns * queue, lim.max_queued_bytes_total)
-    # max_retained_bytes counts topic and payload once; the index's copy of the topic is at
-    # most as many bytes again
+    # max_retained_bytes counts topic and payload once; the topics' text is held TEXT_COPIES
+    # times, and there is at most one longest topic per message of it
+    topics = min(lim.max_retained_bytes, lim.max_retained_messages * lim.max_topic_length)
     retained = min(
-        int(TEXT_COPIES * lim.max_retained_bytes) + lim.max_retained_messages * RETAINED_OVERHEAD,
+        lim.max_retained_bytes
+        + int((TEXT_COPIES - 1) * topics)
+        + lim.max_retained_messages * RETAINED_OVERHEAD,
         lim.max_retained_messages
         * (RETAINED_OVERHEAD + lim.max_retained_payload + int(TEXT_COPIES * lim.max_topic_length)),
     )
@@ -100,7 +103,8 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
         BudgetTerm(
             "retained messages",
             retained,
-            "1.75 × max_retained_bytes + max_retained_messages × 400 B",
+            "max_retained_bytes + 0.75 × (max_retained_bytes, or max_retained_messages × "
+            "max_topic_length if smaller) + max_retained_messages × 400 B",
         ),
         tenant_term(config),
         claims_term(config),

@@ -36,13 +36,13 @@ from edge_broker.ops.memory_budget import BASE_BYTES, memory_budget
 from scripts.flood import publish_start, push
 from scripts.procs import PeakRss
 
+LISTENERS = 5  # anonymous clients of a listener are one principal: five principals
 OPEN = {"name": "tcp", "bind": "127.0.0.1", "port": 0, "tenant_choice": "open"}
+OPEN_LISTENERS = [OPEN] + [{**OPEN, "name": f"tcp{n}"} for n in range(1, LISTENERS)]
 SCALED = {
+    # the default shares stay (one principal a quarter, one tenant half of each total): the
+    # fill spreads over five principals (listeners) and several tenants to reach the totals
     "max_connections": 120,
-    # every client here is the one anonymous principal: its share (0.25 by default) would stop
-    # the fill at a quarter of each total (the shares are tested in tests/broker/test_quotas.py)
-    "principal_share": 1.0,
-    "tenant_share": 1.0,
     "connect_rate": 100_000,
     "connect_burst": 100_000,
     "max_subscriptions_total": 1500,
@@ -53,7 +53,16 @@ SCALED = {
     "max_queued_bytes_total": 2 * 1024 * 1024,
     "max_write_buffer_total": 1024 * 1024,
     "read_pool_size": 2 * 1024 * 1024,
+    "max_tenants": 40,
 }
+# a retained payload that, with 1 KiB topics, reaches max_retained_messages and 98 % of
+# max_retained_bytes together (the budget's worst case: both at once, topics at their longest)
+CI_RETAINED_PAYLOAD = 2400
+# at the default limits 20,000 topics of 1 KiB are more than max_retained_bytes: the worst
+# case is all topic, so the soak fills the bytes with the deepest topics and a small payload
+SOAK_RETAINED_PAYLOAD = 16
+OFFLINE_SESSIONS = 10  # 10 x max_queued_bytes (4 MiB) is more than max_queued_bytes_total
+OPEN_TENANTS = "ot"  # the tenants the fill opens: ot0, ot1, ... up to max_tenants
 
 
 def deep(i: int, salt: str) -> str:
@@ -74,18 +83,47 @@ def budget_bytes(limits: dict[str, Any]) -> int:
     return sum(term.bytes for term in memory_budget(config))
 
 
+def total_reached(reason: str, key: str) -> bool:
+    """A refusal for the broker-wide ``key`` itself, not for a principal's or tenant's share
+    of it (whose Reason String names the total too) nor a client's own cap."""
+    return f"limits.{key}" in reason and "_share" not in reason
+
+
+class Principals:
+    """Clients spread over the listeners (one principal each) and source addresses."""
+
+    def __init__(self, b: Any) -> None:
+        self.host = b.host
+        ports = getattr(b, "ports", None) or {}
+        self.ports = [ports[name] for name in sorted(ports)] or [b.port]
+        self.n = 0
+
+    def client(self, client_id: str, tenant_name: str, clean: bool = True, expiry: int = 0) -> Any:
+        """A connected client of the next principal and address, and its CONNACK."""
+        port = self.ports[self.n % len(self.ports)]
+        source = f"127.0.1.{1 + self.n % 50}"  # 50 addresses: no source holds its share
+        self.n += 1
+        c = VictimClient(self.host, port, source)
+        props = Properties(
+            user_properties=(("tenant", tenant_name),), session_expiry_interval=expiry or None
+        )
+        return c, c.connect(client_id, clean=clean, properties=props)
+
+
 def fill_everything(
     b: Any, scale_clients: int, retained_payload: int, mark: Callable[[str], None] = print
 ) -> list[Any]:
-    """Every limit to its maximum; returns what must stay open. ``mark`` is called with the
-    name of each step once it is done (the benchmark measures RSS there)."""
+    """Every limit to its maximum, from five principals and several tenants; returns what must
+    stay open. ``mark`` is called with the name of each step once it is done (the benchmark
+    measures RSS there)."""
+    who = Principals(b)
     kept: list[Any] = slow_subscribers(b, scale_clients // 5)
-    # subscriptions at the deepest, longest filters, from several principals, until the
-    # broker-wide total answers 0x97 (a client's own cap moves on to the next client)
+    # subscriptions at the deepest, longest filters until the broker-wide total answers 0x97
+    # (a client's own cap or its principal's or tenant's share moves on to the next client)
     i = 0
     while True:
-        c = RawClient(b.host, b.port, timeout=60)
-        c.connect(f"subs-{i}", properties=tenant(f"st{i % 3}"))
+        c, ack = who.client(f"subs-{i}", f"st{i % 3}")
+        assert ack.reason_code == 0, ack.properties.reason_string
         kept.append(c)
         reason = ""
         for start in range(0, 1000, 50):
@@ -96,16 +134,29 @@ def fill_everything(
                 reason = ack.properties.reason_string or ""
                 break
         i += 1
-        if "max_subscriptions_total" in reason:
+        if total_reached(reason, "max_subscriptions_total"):
             break
     mark("subscriptions")
-    # retained messages at the deepest topics with the largest payload, each client in its own
-    # open tenant, until the broker-wide count or bytes answer 0x97
+    # open tenants until max_tenants answers CONNACK 0x97, each kept by a retained message
+    opened = 0
+    while True:
+        c, ack = who.client(f"tenant-{opened}", f"{OPEN_TENANTS}{opened}")
+        with c:
+            if ack.reason_code:
+                assert "limits.max_tenants" in (ack.properties.reason_string or ""), ack
+                break
+            c.send(Publish("kept", b"t", 1, True, packet_id=1))
+            assert c.expect(Puback, timeout=60).reason_code in (0, 0x10)  # 0x10: no subscriber
+        opened += 1
+    mark("tenant spaces")
+    # retained messages at the deepest topics, spread over the open tenants, until the
+    # broker-wide count or bytes answer 0x97
     i = 0
     while True:
         reason = ""
-        with RawClient(b.host, b.port, timeout=60) as c:
-            c.connect(f"ret-{i}", properties=tenant(f"rt{i}"))
+        c, ack = who.client(f"ret-{i}", f"{OPEN_TENANTS}{i % opened}")
+        with c:
+            assert ack.reason_code == 0, ack.properties.reason_string
             for k in range(1000):
                 c.send(Publish(deep(k, f"r{i}"), b"p" * retained_payload, 1, True, packet_id=1 + k))
                 ack = c.expect(Puback, timeout=60)
@@ -113,30 +164,58 @@ def fill_everything(
                     reason = ack.properties.reason_string or ""
                     break
         i += 1
-        if reason and "max_retained_per_client" not in reason:
+        if total_reached(reason, "max_retained_messages") or total_reached(
+            reason, "max_retained_bytes"
+        ):
             break
-    mark("retained messages and tenant spaces")
-    # offline sessions' queues: subscribed at QoS 1, gone, then fed until the total is full
-    for s in range(4):
-        c = RawClient(b.host, b.port, timeout=60)
-        c.connect(f"offline-{s}", clean=False, properties=Properties(session_expiry_interval=3600))
+    mark("retained messages")
+    # offline sessions' queues (each in its own tenant and principal): subscribed at QoS 1,
+    # gone, then fed by a publisher of their tenant until the total is full
+    tenants = [f"{OPEN_TENANTS}{s % opened}" for s in range(OFFLINE_SESSIONS)]
+    for s, name in enumerate(tenants):
+        c, ack = who.client(f"offline-{s}", name, clean=False, expiry=3600)
+        assert ack.reason_code == 0, ack.properties.reason_string
         c.subscribe(f"queue/{s}/#", 1)  # its own messages: a shared payload counts once
         c.close()
-    with RawClient(b.host, b.port, timeout=60) as c:
-        c.connect("feeder")
-        for k in range(scale_clients * 8):
-            c.send(Publish(f"queue/{k % 4}/{k}", b"q" * 60_000, 1, packet_id=1 + k % 60_000))
-            c.expect(Puback, timeout=60)
+    feeders = [who.client(f"feeder-{s}", name)[0] for s, name in enumerate(tenants)]
+    for k in range(scale_clients * 8):
+        s = k % OFFLINE_SESSIONS
+        feeders[s].send(Publish(f"queue/{s}/{k}", b"q" * 60_000, 1, packet_id=1 + k % 60_000))
+        feeders[s].expect(Puback, timeout=60)
+        if k % 50 == 49 and "max_queued_bytes_total" in b.log():
+            break
+    for c in feeders:
+        c.close()
     mark("session queues")
     kept += fill_buffers(b, scale_clients // 8)
     mark("write buffers, in-flight window, read pool")
+    # connections up to max_connections, each holding an unfinished packet of almost
+    # read_buffer_size (8 KiB, the most a connection holds outside the read pool); then one
+    # closes so that the victim can connect
+    fillers = []
+    while True:
+        c, ack = who.client(f"conn-{len(fillers)}", f"{OPEN_TENANTS}{len(fillers) % opened}")
+        if ack.reason_code:
+            c.close()
+            reason = ack.properties.reason_string or ""
+            if total_reached(reason, "max_connections"):
+                break
+            continue  # that principal's share: the next one
+        c.sock.sendall(publish_start("held", 8000, 7900))
+        fillers.append(c)
+    mark("connections")
+    # room for the victim: one connection of its principal (the first listener's) closes
+    first = next(c for c in fillers if c.sock.getpeername()[1] == b.port)
+    fillers.remove(first)
+    first.close()
+    kept += fillers
     # one source's sockets up to its share (never sending CONNECT)
     for _ in range(scale_clients):
         try:
             kept.append(socket.create_connection((b.host, b.port), timeout=10))
         except OSError:
             break
-    mark("connections")
+    mark("sockets before CONNECT")
     return kept
 
 
@@ -210,12 +289,12 @@ def victim_served(b: Any, early: VictimClient) -> None:
 
 
 def test_limits_at_once_ci(broker_factory):
-    b = broker_factory({"listeners": [OPEN], "limits": SCALED})
+    b = broker_factory({"listeners": OPEN_LISTENERS, "limits": SCALED})
     early = listener(b)
     start = rss_kib(b.pid)
     peak_rss = PeakRss(b.pid)
     peak_rss.start()
-    kept = fill_everything(b, 40, 2048)
+    kept = fill_everything(b, 40, CI_RETAINED_PAYLOAD)
     victim_served(b, early)
     peak = peak_rss.stop()
     # the slow subscribers filled the write buffers' total (held back, counted)
@@ -230,13 +309,25 @@ def test_limits_at_once_ci(broker_factory):
 @pytest.mark.soak
 def test_limits_at_once_soak(broker_factory):
     b = broker_factory(
-        {"listeners": [OPEN], "limits": {"connect_rate": 100_000, "connect_burst": 100_000}}
+        {
+            "listeners": OPEN_LISTENERS,
+            "limits": {"connect_rate": 100_000, "connect_burst": 100_000},
+        }
     )
     early = listener(b)
-    kept = fill_everything(b, 400, 256 * 1024)
-    peak = rss_kib(b.pid)
+    start = rss_kib(b.pid)
+    peak_rss = PeakRss(b.pid)
+    peak_rss.start()
+    marks: list[str] = []
+
+    def mark(step: str) -> None:
+        marks.append(f"{step}: {rss_kib(b.pid):,} KiB")
+
+    kept = fill_everything(b, 400, SOAK_RETAINED_PAYLOAD, mark)
     victim_served(b, early)
+    peak = peak_rss.stop()
     for item in kept:
         item.close()
-    print(f"limits at once (soak): peak RSS {peak} KiB")
+    print(f"limits at once (soak): start {start:,} KiB; " + "; ".join(marks))
+    print(f"limits at once (soak): peak RSS {peak:,} KiB")
     assert peak < 200 * 1024, peak  # KiB: the unit's MemoryMax=200M

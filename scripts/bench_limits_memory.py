@@ -9,15 +9,21 @@ longest topic the default limits allow (32 levels, 1,024 bytes):
 
 - ``subscription``: one filter of a connected client (1,000 per connection, the default cap);
 - ``retained``: one retained message with a ``--payload`` byte payload;
-- ``tenant``: one open tenant's topic space kept alive by one retained message.
+- ``tenant``: one open tenant's topic space kept alive by one retained message;
+- ``claim``: one live SMOKER claim, signed by one of eight SMOKER clients and published to
+  ``access/claim`` (PUBACK 0x00 once stored): the shortest (no permission) and the longest
+  ``--claim-bytes`` allows (as many permissions as fit, each naming a client of its own).
 
     .venv/bin/python scripts/bench_limits_memory.py [--count 4000] [--payload 100]
+        [--only claim tenant ...] [--claim-bytes 4096]
 
 ``--all-at-once`` fills every limit at once instead, with scaled-down limits (the fill of
-tests/broker/test_limits_at_once.py: deepest subscriptions, retained messages at the largest
-payload, open tenants, offline queues, slow readers' write buffers, an unacknowledged in-flight
-window, the read pool, one source's sockets), and prints ``edge-broker check``'s worst case
-for those limits term by term beside the measured peak RSS:
+tests/broker/test_limits_at_once.py, from five listeners' anonymous principals and open
+tenants: deepest subscriptions, open tenants up to max_tenants, retained messages at the
+deepest topics, offline queues, slow readers' write buffers, an unacknowledged in-flight
+window, the read pool, connections up to max_connections each holding an unfinished packet,
+one source's sockets), and prints ``edge-broker check``'s worst case for those limits term by
+term beside the RSS after each step and the peak:
 
     .venv/bin/python scripts/bench_limits_memory.py --all-at-once
 """
@@ -148,11 +154,12 @@ def fill_retained(port: int, count: int, topic: Callable[[int, str], str], paylo
         client.sock.close()
 
 
-def fill_tenants(port: int, count: int, payload: int) -> None:
+def fill_tenants(port: int, count: int, payload: int, topic: str = "k") -> None:
+    """``count`` open tenants, each kept by one retained message on ``topic``."""
     for i in range(count):
         props = Properties(user_properties=(("tenant", f"t{i}"),))
         client = Client(port, f"tenant-{i}", props)
-        client.sock.sendall(encode(Publish("k", b"p" * payload, 1, True, packet_id=1), 5))
+        client.sock.sendall(encode(Publish(topic, b"p" * payload, 1, True, packet_id=1), 5))
         client.expect(Puback)
         client.sock.close()
 
@@ -168,7 +175,13 @@ def measure(
         workdir,
         extra="[persistence]\nenabled = false\n"
         + (claims_section(workdir, claims) if claims else ""),
-        limits={"connect_rate": 100_000, "connect_burst": 100_000, **ONE_SOURCE},
+        # max_tenants lifted: --count tenants are measured (the default is 500)
+        limits={
+            "connect_rate": 100_000,
+            "connect_burst": 100_000,
+            "max_tenants": 10_000_000,
+            **ONE_SOURCE,
+        },
         module="edge_broker",
         # anonymous clients name their tenant
         listener='tenant_choice = "open"\n' + (CLAIMS_LISTENER if claims else ""),
@@ -415,6 +428,12 @@ def main() -> int:
             "tenant (1 retained message)",
             lambda port: fill_tenants(port, n, p),
             TENANT_BYTES + ret + TEXT_COPIES,
+            0,
+        ),
+        (
+            "tenant (1 retained, 32 lv)",
+            lambda port: fill_tenants(port, n, p, deep_topic(0, "t")),
+            TENANT_BYTES + ret + TEXT_COPIES * deep,
             0,
         ),
         (

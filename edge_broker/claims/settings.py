@@ -22,7 +22,7 @@ class ClaimsConfig:
     fsync: str = "always"  # always | never (tests, benchmarks): a claim's PUBACK waits for it
     max_claim_bytes: int = 4 * 1024
     max_claims_per_client: int = 256
-    max_claims_total: int = 800
+    max_claims_total: int = 500
     client_rate: float = 1.0
     client_burst: float = 20.0
     store_writes_per_second: float = 50.0

@@ -13,11 +13,11 @@ a micro-SD card where an fsync costs 5–30 ms):
   all).
 - ``client_rate`` 1 claim/s with ``client_burst`` 20: provisioning a device claims a handful of
   topics at once, then changes them rarely.
-- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 800 live claims. A claim
+- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 500 live claims. A claim
   holds about 1.7 KB + 1.6 × its size of memory (the parsed permissions plus the log's
   in-memory document; measured through the broker by ``scripts/bench_limits_memory.py --only
-  claim``: 2.2 KB for the shortest, 7.9 KB for one of 4 KiB, 25 KB for one of 16 KiB), so 800
-  claims of 4 KiB are within 6.3 MiB, what the memory budget (``edge-broker check``) leaves
+  claim``: 2.2 KB for the shortest, 7.9 KB for one of 4 KiB, 25 KB for one of 16 KiB), so 500
+  claims of 4 KiB are within 3.9 MiB, what the memory budget (``edge-broker check``) leaves
   under the unit's ``MemoryMax=200M`` beside the other defaults and the claims decision cache;
   start-up re-verifies every claim (~0.3 ms each on x86, several times that on a Zero 2).
   Figures: ``scripts/bench_claims.py``.
@@ -42,7 +42,7 @@ _PRUNE_FLOOR = 1024
 class ThrottleLimits:
     max_claim_bytes: int = 4 * 1024
     max_claims_per_client: int = 256
-    max_claims_total: int = 800
+    max_claims_total: int = 500
     client_rate: float = 1.0
     client_burst: float = 20.0
     store_writes_per_second: float = 50.0

@@ -26,10 +26,13 @@ BASE_BYTES = 32 * 1024 * 1024  # the broker at start (RSS), measured
 CLIENT_BYTES = 6 * 1024  # one idle connection and its session, measured 4.6 KiB
 SUBSCRIPTION_BYTES = 500  # one subscription besides its filter text × TEXT_COPIES: 455 B (1 level),
 # 2,136 B at 32 levels and 1,024 B (bench_limits_memory.py; 11.5 kB before path compression)
-RETAINED_OVERHEAD = 400  # one retained message besides payload and topic × TEXT_COPIES: 442 B
-# with a 100 B payload at 1 level, 2,114 B at 32 levels and 1,024 B (bench_limits_memory.py)
-TENANT_BYTES = 1400  # an open tenant's topic space besides what keeps it: 1,747 B with one
-# retained message of 100 B (bench_limits_memory.py; 17-21 kB with per-space $SYS copies)
+RETAINED_OVERHEAD = 560  # one retained message besides payload and topic × TEXT_COPIES: 639 B
+# with a 100 B payload at 1 level, 2,439 B at 32 levels and 1,024 B (bench_limits_memory.py;
+# 442 B and 2,116 B before the per-principal quotas recorded each message's owner)
+TENANT_BYTES = 2000  # an open tenant's topic space besides what keeps it: 2,009 B with one
+# retained message of 100 B at 1 level (639 B), 4,362 B with one at 32 levels and 1 KiB
+# (2,439 B) (bench_limits_memory.py; 17-21 kB with per-space $SYS copies); its two routing
+# caches are counted apart
 TEXT_COPIES = 1.75  # (2,136 - 455) B / 1,018 B more filter text = 1.65 (retained: 1.63)
 CLAIM_OVERHEAD = 1700  # one claim besides CLAIM_COPIES × its size: 2,202-2,214 B for the
 # shortest (427 B), 7,899 B for one of 3,969 B naming 17 clients, 25,291 B for one of 16,220 B
@@ -104,7 +107,7 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
             "retained messages",
             retained,
             "max_retained_bytes + 0.75 × (max_retained_bytes, or max_retained_messages × "
-            "max_topic_length if smaller) + max_retained_messages × 400 B",
+            "max_topic_length if smaller) + max_retained_messages × 560 B",
         ),
         tenant_term(config),
         claims_term(config),
@@ -132,7 +135,7 @@ def tenant_term(config: Config) -> BudgetTerm:
     return BudgetTerm(
         "tenant spaces",
         lim.max_tenants * (TENANT_BYTES + caches),
-        f"max_tenants × (1.4 KiB + 2 × routing_cache_bytes / {TENANT_CACHE_SHARE}) "
+        f"max_tenants × (2,000 B + 2 × routing_cache_bytes / {TENANT_CACHE_SHARE}) "
         "(tenant_choice = open)",
     )
 

@@ -118,6 +118,15 @@ def fill_everything(
     measures RSS there)."""
     who = Principals(b)
     kept: list[Any] = slow_subscribers(b, scale_clients // 5)
+    # offline sessions (several tenants and principals), subscribed at QoS 1 before the
+    # subscription total is reached, then gone; fed after the retained messages
+    queue_tenants = [f"qt{s % 3}" for s in range(OFFLINE_SESSIONS)]
+    for s, name in enumerate(queue_tenants):
+        c, ack = who.client(f"offline-{s}", name, clean=False, expiry=3600)
+        assert ack.reason_code == 0, ack.properties.reason_string
+        # its own messages: a shared payload counts once
+        assert c.subscribe(f"queue/{s}/#", 1).reason_codes == (1,)
+        c.close()
     # subscriptions at the deepest, longest filters until the broker-wide total answers 0x97
     # (a client's own cap or its principal's or tenant's share moves on to the next client)
     i = 0
@@ -169,23 +178,17 @@ def fill_everything(
         ):
             break
     mark("retained messages")
-    # offline sessions' queues (each in its own tenant and principal): subscribed at QoS 1,
-    # gone, then fed by a publisher of their tenant until the total is full
-    tenants = [f"{OPEN_TENANTS}{s % opened}" for s in range(OFFLINE_SESSIONS)]
-    for s, name in enumerate(tenants):
-        c, ack = who.client(f"offline-{s}", name, clean=False, expiry=3600)
-        assert ack.reason_code == 0, ack.properties.reason_string
-        c.subscribe(f"queue/{s}/#", 1)  # its own messages: a shared payload counts once
-        c.close()
-    feeders = [who.client(f"feeder-{s}", name)[0] for s, name in enumerate(tenants)]
+    # the offline sessions' queues, fed by a publisher of their tenant until the total is full
+    feeders = [who.client(f"feeder-{s}", name)[0] for s, name in enumerate(queue_tenants)]
     for k in range(scale_clients * 8):
         s = k % OFFLINE_SESSIONS
         feeders[s].send(Publish(f"queue/{s}/{k}", b"q" * 60_000, 1, packet_id=1 + k % 60_000))
         feeders[s].expect(Puback, timeout=60)
-        if k % 50 == 49 and "max_queued_bytes_total" in b.log():
+        if k % 50 == 49 and "limits.max_queued_bytes_total" in b.log():
             break
     for c in feeders:
         c.close()
+    assert "limits.max_queued_bytes_total" in b.log()  # the total was reached
     mark("session queues")
     kept += fill_buffers(b, scale_clients // 8)
     mark("write buffers, in-flight window, read pool")

@@ -36,7 +36,8 @@ def test_default_limits_fit_memory_max(tmp_path):
     assert "WARNING" not in r.stdout
     assert "fits MemoryMax=200.0 MiB" in r.stdout
     total = float(next(x for x in r.stdout.splitlines() if x.split()[:1] == ["total"]).split()[1])
-    assert total <= 185.0, r.stdout
+    # 187.3 MiB since a retained message's overhead was measured again (560 B, issue 34)
+    assert total <= 188.0, r.stdout
 
 
 def test_large_limits_exceed_memory_max_and_say_which_term(tmp_path):
@@ -112,8 +113,8 @@ def test_open_tenants_and_claims_are_budgeted(tmp_path):
         cwd=ROOT,
     )
     line = next(x for x in r.stdout.splitlines() if x.split()[:2] == ["tenant", "spaces"])
-    # max_tenants (500) x (1.4 KiB + 2 x routing_cache_bytes / 128): the tenants are bounded
-    assert float(line.split()[2]) == 8.5 and "tenant_choice = open" in line, r.stdout
+    # max_tenants (500) x (2,000 B + 2 x routing_cache_bytes / 128): the tenants are bounded
+    assert float(line.split()[2]) == 8.8 and "tenant_choice = open" in line, r.stdout
     assert "max_tenants" in line and "fits MemoryMax" in r.stdout, r.stdout
 
 

@@ -20,7 +20,7 @@ class ClaimsConfig:
     enabled: bool | None = None
     store_dir: str | None = None
     fsync: str = "always"  # always | never (tests, benchmarks): a claim's PUBACK waits for it
-    max_claim_bytes: int = 4 * 1024
+    max_claim_bytes: int = 2 * 1024
     max_claims_per_client: int = 256
     max_claims_total: int = 500
     client_rate: float = 1.0

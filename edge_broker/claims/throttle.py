@@ -8,16 +8,16 @@ every limit passes, so a refused claim costs the client nothing but its time.
 Defaults (``ThrottleLimits()``) are sized for a Raspberry Pi Zero 2 W (4 slow cores, 512 MB RAM,
 a micro-SD card where an fsync costs 5–30 ms):
 
-- ``max_claim_bytes`` 4 KiB: a claim naming ~18 clients (each permission is ~85 bytes of
-  JSON, and the signature attaches the restriction a second time in base64; ``*`` names them
-  all).
+- ``max_claim_bytes`` 2 KiB: a claim naming ~8 clients on a topic of 100 bytes (each
+  permission is ~85 bytes of JSON, and the signature attaches the restriction a second time in
+  base64; ``*`` names them all), or one on a topic of up to ~800 bytes.
 - ``client_rate`` 1 claim/s with ``client_burst`` 20: provisioning a device claims a handful of
   topics at once, then changes them rarely.
 - ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 500 live claims. A claim
   holds about 1.7 KB + 1.6 × its size of memory (the parsed permissions plus the log's
   in-memory document; measured through the broker by ``scripts/bench_limits_memory.py --only
   claim``: 2.2 KB for the shortest, 7.9 KB for one of 4 KiB, 25 KB for one of 16 KiB), so 500
-  claims of 4 KiB are within 3.9 MiB, what the memory budget (``edge-broker check``) leaves
+  claims of 2 KiB are within 2.4 MiB, what the memory budget (``edge-broker check``) leaves
   under the unit's ``MemoryMax=200M`` beside the other defaults and the claims decision cache;
   start-up re-verifies every claim (~0.3 ms each on x86, several times that on a Zero 2).
   Figures: ``scripts/bench_claims.py``.
@@ -40,7 +40,7 @@ _PRUNE_FLOOR = 1024
 
 @dataclass(frozen=True, slots=True)
 class ThrottleLimits:
-    max_claim_bytes: int = 4 * 1024
+    max_claim_bytes: int = 2 * 1024
     max_claims_per_client: int = 256
     max_claims_total: int = 500
     client_rate: float = 1.0

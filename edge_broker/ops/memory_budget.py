@@ -22,7 +22,8 @@ from pathlib import Path
 from ..broker.topic_space import TENANT_CACHE_SHARE
 from ..config import Config, claims_enabled
 
-BASE_BYTES = 32 * 1024 * 1024  # the broker at start (RSS), measured
+BASE_BYTES = 34 * 1024 * 1024  # the broker at start (RSS): 33.6-33.9 MiB with five listeners
+# (bench_limits_memory.py --all-at-once, python -m edge_broker run as the unit's edge-broker)
 CLIENT_BYTES = 6 * 1024  # one idle connection and its session, measured 4.6 KiB
 SUBSCRIPTION_BYTES = 500  # one subscription besides its filter text × TEXT_COPIES: 455 B (1 level),
 # 2,136 B at 32 levels and 1,024 B (bench_limits_memory.py; 11.5 kB before path compression)

@@ -28,7 +28,7 @@ async def test_throw_away_identities_cannot_spend_a_devices_claims_requests(
     On the shared scan budget every adversary request cost the whole tenant (600 claims) and
     the device got 0x97 on most of its requests."""
     async with AsyncExitStack() as stack:
-        # 601 claims in one tenant: more than the default total's tenant share (400 of 800)
+        # 601 claims in one tenant: more than the default total's tenant share (250 of 500)
         broker, port = await stack.enter_async_context(
             running_broker(tmp_path, max_claims_total=2000)
         )

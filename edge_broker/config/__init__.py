@@ -122,7 +122,7 @@ class LimitsConfig:
     max_queued_bytes: int = 4 * 1024 * 1024  # per session
     max_queued_bytes_total: int = 32 * 1024 * 1024  # all sessions together (issue 16)
     max_subscriptions_per_client: int = 1000
-    max_subscriptions_total: int = 16_000  # all clients and topic spaces together (issue 16, 34)
+    max_subscriptions_total: int = 12_000  # all clients and topic spaces together (issue 16, 34)
     connect_rate: float = 200.0  # new connections per second, token bucket
     connect_burst: int = 400
     # One source's bucket beside the global one (issue 31 item 4, broker/limits/pre_auth.py): this
@@ -150,8 +150,8 @@ class LimitsConfig:
     # Issue 16 (docs/limits-memory.md): what one client can make the broker hold once connected.
     max_topic_levels: int = 32  # levels of a topic name or filter (seed 000 rules: 32 segments)
     max_topic_length: int = 1024  # UTF-8 bytes of a topic name or filter
-    max_retained_messages: int = 20_000  # all topic spaces together ($ topics not counted)
-    max_retained_bytes: int = 16 * 1024 * 1024  # topic + payload + properties, all spaces
+    max_retained_messages: int = 16_000  # all topic spaces together ($ topics not counted)
+    max_retained_bytes: int = 12 * 1024 * 1024  # topic + payload + properties, all spaces
     max_retained_per_client: int = 1000  # retained topics one client id may hold
     # topic spaces of tenants besides the default one (issue 34, broker/topic_space.py): a
     # CONNECT naming one more gets CONNACK 0x97; each space's routing caches hold

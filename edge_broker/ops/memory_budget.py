@@ -2,11 +2,12 @@
 the broker hold at most, term by term, against the systemd unit's ``MemoryMax``.
 
 The per-item costs are measured on this tree (``scripts/bench_memory.py`` for connections,
-``scripts/bench_limits_memory.py`` for subscriptions, retained messages and tenant spaces at the
-shallowest and the deepest longest topic; docs/limits-memory.md) and rounded up; the terms
-multiply them by the limits. A topic or filter text is held about twice (the session's or
-message's own copy and the index's path-compressed run, without its first level): its bytes
-count :data:`TEXT_COPIES` times, the slope measured between the shallow and the deep figures. It
+``scripts/bench_limits_memory.py`` for subscriptions, retained messages, tenant spaces and
+claims at the shallowest and the deepest longest topic, filled to about the default limits;
+docs/limits-memory.md) and rounded up; the terms multiply them by the limits. A topic or filter
+text is held about twice (the session's or message's own copy and the index's path-compressed
+run, without its first level): its bytes count :data:`TEXT_COPIES` times, the slope measured
+between the shallow and the deep figures. It
 is a worst case: every connection open, each with its subscriptions, a full queue and its own
 read buffer full; the read pool and the write buffers at their broker-wide bounds
 (broker/limits/read_pool.py, write_budget.py; the write bound may be passed by one event-loop
@@ -25,16 +26,18 @@ from ..config import Config, claims_enabled
 BASE_BYTES = 34 * 1024 * 1024  # the broker at start (RSS): 33.6-33.9 MiB with five listeners
 # (bench_limits_memory.py --all-at-once, python -m edge_broker run as the unit's edge-broker)
 CLIENT_BYTES = 6 * 1024  # one idle connection and its session, measured 4.6 KiB
-SUBSCRIPTION_BYTES = 500  # one subscription besides its filter text × TEXT_COPIES: 455 B (1 level),
-# 2,136 B at 32 levels and 1,024 B (bench_limits_memory.py; 11.5 kB before path compression)
-RETAINED_OVERHEAD = 560  # one retained message besides payload and topic × TEXT_COPIES: 639 B
-# with a 100 B payload at 1 level, 2,439 B at 32 levels and 1,024 B (bench_limits_memory.py;
-# 442 B and 2,116 B before the per-principal quotas recorded each message's owner)
-TENANT_BYTES = 2000  # an open tenant's topic space besides what keeps it: 2,009 B with one
-# retained message of 100 B at 1 level (639 B), 4,362 B with one at 32 levels and 1 KiB
-# (2,439 B) (bench_limits_memory.py; 17-21 kB with per-space $SYS copies); its two routing
-# caches are counted apart
-TEXT_COPIES = 1.75  # (2,136 - 455) B / 1,018 B more filter text = 1.65 (retained: 1.63)
+SUBSCRIPTION_BYTES = 500  # one subscription besides its filter text × TEXT_COPIES: 495 B at
+# 1 level, 2,620 B at 32 levels and 1,024 B, 15,000-16,000 of them (bench_limits_memory.py
+# --count 16000; at --count 2000 the free memory of the broker at start hides about 450 B each)
+RETAINED_OVERHEAD = 680  # one retained message besides payload and topic × TEXT_COPIES: 704 B
+# with a 16 B payload at 1 level, 2,849 B at 32 levels and 1,024 B, 15,000 of them
+# (bench_limits_memory.py --count 15000 --payload 16)
+TENANT_BYTES = 2000  # an open tenant's topic space besides what keeps it: 1,370 B with one
+# retained message at 1 level, 1,816-1,923 B with one at 32 levels and 1 KiB
+# (bench_limits_memory.py; 17-21 kB with per-space $SYS copies); its two routing caches are
+# counted apart
+TEXT_COPIES = 2.1  # (2,620 - 495) B / 1,019 B more filter text = 2.09 (retained: 2.11): the
+# session's or message's own copy, the index's run and the allocator's rounding of both
 CLAIM_OVERHEAD = 1700  # one claim besides CLAIM_COPIES × its size: 2,202-2,214 B for the
 # shortest (427 B), 7,899 B for one of 3,969 B naming 17 clients, 25,291 B for one of 16,220 B
 # naming 67 (bench_limits_memory.py --only claim --claim-bytes 4096 / 16384)
@@ -94,7 +97,7 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
             min(conns * lim.max_subscriptions_per_client, lim.max_subscriptions_total)
             * filter_bytes,
             "max_subscriptions_total (or max_connections × max_subscriptions_per_client "
-            "if smaller) × (500 B + 1.75 × max_topic_length)",
+            "if smaller) × (500 B + 2.1 × max_topic_length)",
         ),
         BudgetTerm(
             "session queues",
@@ -107,8 +110,8 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
         BudgetTerm(
             "retained messages",
             retained,
-            "max_retained_bytes + 0.75 × (max_retained_bytes, or max_retained_messages × "
-            "max_topic_length if smaller) + max_retained_messages × 560 B",
+            "max_retained_bytes + 1.1 × (max_retained_bytes, or max_retained_messages × "
+            "max_topic_length if smaller) + max_retained_messages × 680 B",
         ),
         tenant_term(config),
         claims_term(config),

@@ -72,8 +72,8 @@ def new_tenant_refusal(
         if len(spaces) - (DEFAULT_TENANT in spaces) >= max_tenants:
             shown = tenant if len(tenant) <= 64 else f"{tenant[:64]}... ({len(tenant)} bytes)"
             reason = (
-                f"the broker already holds {max_tenants} tenants' topic spaces "
-                f"(limits.max_tenants); tenant {shown!r} would be one more"
+                f"the broker already holds {max_tenants} tenants' topic spaces (limits.max_tenants)"
+                f"; tenant {shown!r} would be one more"
             )
             broker.limit_hits.hit("limits.max_tenants", f"CONNECT refused: {reason}", client_id)
             return reason

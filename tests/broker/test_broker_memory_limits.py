@@ -348,7 +348,16 @@ def test_encoded_variants_of_large_retained_messages_are_not_kept(broker_factory
     """Each retained message kept up to 17 encoded copies (one per subscription identifier,
     expiry, alias ... variant): 17 SUBSCRIBEs of one client with distinct subscription
     identifiers made 15 MB of retained payload hold 17 × 15 MB."""
-    b = broker_factory({"limits": {"tenant_share": 1.0, "principal_share": 1.0}})
+    # 15 MB of retained payload: more than the default max_retained_bytes (12 MiB)
+    b = broker_factory(
+        {
+            "limits": {
+                "tenant_share": 1.0,
+                "principal_share": 1.0,
+                "max_retained_bytes": 16 * 1024 * 1024,
+            }
+        }
+    )
     with RawClient(b.host, b.port) as c:
         c.connect(unique_id("rp"))
         for i in range(60):

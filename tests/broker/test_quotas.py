@@ -159,5 +159,5 @@ def test_check_report_prints_every_share() -> None:
     text = "\n".join(lines)
     assert "limits.tenant_share 0.5" in text and "limits.principal_share 0.25" in text
     retained = next(line for line in lines if "retained bytes" in line)
-    assert "16,777,216" in retained and "8,388,608" in retained and "4,194,304" in retained
+    assert "12,582,912" in retained and "6,291,456" in retained and "3,145,728" in retained
     assert len(lines) == 6

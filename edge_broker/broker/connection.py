@@ -21,7 +21,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ..audit import events as audit_events
-from ..auth.chain import Authenticator, ConnectionInfo
+from ..auth.method_api import Authenticator, ConnectionInfo
 from ..engine.connection import ConnectionEngine
 from ..engine.events import (
     ENGINE_EVENTS,

@@ -15,7 +15,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..audit import events as audit_events
-from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, requested_tenant
+from ..auth.method_api import (
+    Accepted,
+    AuthOutcome,
+    AuthRequest,
+    Continue,
+    Refused,
+    requested_tenant,
+)
 from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..audit.aggregate import DecisionWindow
     from ..audit.log import AuditLog
-    from ..auth.chain import Accepted, AuthChain, Authenticator, ConnectionInfo
+    from ..auth.chain import AuthChain
+    from ..auth.method_api import Accepted, Authenticator, ConnectionInfo
     from ..auth.password import PasswordEntry
     from ..authz.decision import Decision
     from ..authz.policy import Policy

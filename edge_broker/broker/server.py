@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from ..audit import events as audit_events
 from ..audit.aggregate import DecisionWindow
 from ..audit.settings import open_audit_log
-from ..auth.chain import Accepted, AuthChain, ConnectionInfo
+from ..auth.chain import AuthChain
 from ..auth.login_fairness import login_source
+from ..auth.method_api import Accepted, ConnectionInfo
 from ..authz.decision import Decision
 from ..authz.policy import Policy, build_policy
 from ..authz.session_verdicts import Verdict

@@ -633,6 +633,7 @@ class Broker:
         session.expiry_interval = expiry
         session.connection = conn
         conn.session = session
+        conn.engine.flow = session  # the engine moves its QoS flow (engine/flow.py)
         persistence = self.persistence
         if persistence is not None and (expiry > 0 or persistence.tracks(session)):
             persistence.adopt(session)  # outlives its connection: stored (issue 8)
@@ -725,6 +726,7 @@ class Broker:
         is not sent: MQTT 5 §3.1.3.2.2)."""
         session = conn.session
         conn.session = None
+        conn.engine.flow = None
         if session is None or session.connection is not conn:
             return
         session.connection = None

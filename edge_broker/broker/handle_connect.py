@@ -27,7 +27,7 @@ from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
 from ..authz.session_verdicts import judged_later
-from ..engine.negotiation import negotiate
+from ..engine.negotiation import client_id_refusal, connack_properties, negotiate, will_refusal
 from ..engine.states import Trigger
 from ..identity import Identity
 from ..mqtt.packets import Auth, Connect, Properties
@@ -77,25 +77,12 @@ async def _connect(conn: ClientContext, packet: Connect) -> None:
     if refusal is not None:
         conn.refuse_connect(*refusal)
         return
+    invalid = client_id_refusal(packet, cfg.allow_zero_length_client_id)  # engine
+    if invalid is not None:
+        conn.refuse_connect(invalid.reason_code, invalid.reason)
+        return
     client_id = packet.client_id
     if client_id == "":
-        if conn.level == 3:
-            conn.refuse_connect(
-                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-                "MQTT 3.1 needs a client identifier of 1 to 23 characters",
-            )
-            return
-        if conn.level == 4 and not packet.clean_start:
-            conn.refuse_connect(
-                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-                "an empty client identifier needs clean session = 1 (MQTT 3.1.1 §3.1.3.1)",
-            )
-            return
-        if not cfg.allow_zero_length_client_id:
-            conn.refuse_connect(
-                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID, "this broker needs a client identifier"
-            )
-            return
         client_id = cfg.assigned_client_id_prefix + secrets.token_hex(8)
         conn.assigned_client_id = client_id
         packet = replace(packet, client_id=client_id)
@@ -147,7 +134,6 @@ async def after_auth(conn: ClientContext, request: AuthRequest, outcome: AuthOut
 
 async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> None:
     broker = conn.broker
-    cfg = broker.config.broker
     identity = accepted.identity
     admitted = broker.policy.admit(identity)
     if admitted.denied:
@@ -155,14 +141,9 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
         return
     will = connect.will
     if will is not None:
-        if will.qos > cfg.maximum_qos:
-            conn.refuse_connect(
-                ReasonCode.QOS_NOT_SUPPORTED,
-                f"the will QoS {will.qos} exceeds this broker's maximum QoS {cfg.maximum_qos}",
-            )
-            return
-        if will.retain and not cfg.retain_available:
-            conn.refuse_connect(ReasonCode.RETAIN_NOT_SUPPORTED, "retained wills are not supported")
+        unsupported = will_refusal(will, broker.offer())  # engine/negotiation.py
+        if unsupported is not None:
+            conn.refuse_connect(unsupported.reason_code, unsupported.reason)
             return
         crossed = topic_limit(will.topic, broker.config.limits, broker.separator)  # issue 16
         if crossed is not None:
@@ -201,7 +182,8 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
     conn.will = will
     conn.password_entry = _password_entry(conn, identity)
     conn.token_credential = _token_credential(connect, identity)
-    agreement = negotiate(connect, broker.offer())  # engine/negotiation.py
+    offer = broker.offer()  # as configured now (a reload may have come during the awaits)
+    agreement = negotiate(connect, offer)  # engine/negotiation.py
     expiry = agreement.session_expiry
     session, present = broker.attach_session(conn, connect, identity, expiry, principal, fresh)
     if present:
@@ -209,13 +191,9 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
             broker.apply_resumed(session, verdicts, "a resumed session")
         else:  # raced with another CONNECT during an authorizer's answer
             await broker.rejudge(session, "a resumed session")
-    props = Properties()
-    if conn.v5:
-        props = broker.connack_properties(
-            connect, expiry, agreement.asked, accepted, conn.assigned_client_id
-        )
-        if agreement.server_keep_alive is not None:
-            props = replace(props, server_keep_alive=agreement.server_keep_alive)
+    props = connack_properties(
+        connect, agreement, offer, accepted.authentication_data, conn.assigned_client_id
+    )
     conn.accept(agreement, present, props)  # CONNACK; the pre-authentication bound lifts
     schedule_token_expiry(conn)
     audit_events.connected(broker.audit, conn)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..audit.aggregate import DecisionWindow
     from ..audit.log import AuditLog
     from ..auth.chain import AuthChain
-    from ..auth.method_api import Accepted, Authenticator, ConnectionInfo
+    from ..auth.method_api import Authenticator, ConnectionInfo
     from ..auth.password import PasswordEntry
     from ..authz.decision import Decision
     from ..authz.policy import Policy
@@ -130,9 +130,6 @@ class BrokerServices(Protocol):
     def client_id_bindings(self) -> ClientIdBindings: ...
     def auth_chain(self, listener: ListenerConfig) -> AuthChain: ...
     def offer(self) -> Offer: ...
-    def connack_properties(
-        self, connect: Connect, expiry: int, asked: int, accepted: Accepted, assigned: str | None
-    ) -> Properties: ...
     def admit(self, conn: Any) -> tuple[int, str] | None: ...
     def attach_session(
         self,

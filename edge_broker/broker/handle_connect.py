@@ -27,7 +27,7 @@ from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
 from ..authz.session_verdicts import judged_later
-from ..engine.negotiation import client_id_refusal, connack_properties, negotiate, will_refusal
+from ..engine.negotiation import client_id_refusal, negotiate, will_refusal
 from ..engine.states import Trigger
 from ..identity import Identity
 from ..mqtt.packets import Auth, Connect, Properties
@@ -50,6 +50,7 @@ from .token_expiry import schedule_token_expiry
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry  # argon2: imported only where passwords are used
     from .handler_api import ClientContext
+    from .session import Session
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -136,7 +137,7 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
     broker = conn.broker
     identity = accepted.identity
     admitted = broker.policy.admit(identity)
-    if admitted.denied:
+    if not admitted.allowed:
         will_denied(conn, admitted, identity)  # CONNACK 0x87 / 0x05 with the reason, then close
         return
     will = connect.will
@@ -156,7 +157,7 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
         message = will_message(will, conn.client_id, broker.clock)  # as gates judge it
         verdict = broker.policy.check_will(identity, message)
         decision = verdict if isinstance(verdict, Decision) else await verdict
-        if decision.denied:
+        if not decision.allowed:
             will_denied(conn, decision, identity)
             return
     if conn.closing:
@@ -171,11 +172,13 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
         verdicts = await broker.judge_resumed(prior, identity)
         if conn.closing:
             return
-    crossed = _connection_share(conn, identity, principal)
+    # the session this client id has now: no await from here to the attach
+    existing = broker.live_session(identity.tenant, conn.client_id)
+    crossed = _connection_share(conn, identity, principal, existing)
     if crossed is not None:
         conn.refuse_connect(ReasonCode.QUOTA_EXCEEDED, crossed)
         return
-    fresh = _foreign_session(conn, identity, principal)  # no await from here to the attach
+    fresh = _foreign_session(conn, identity, principal, existing)
     if fresh is None:
         return
     conn.identity = identity
@@ -183,7 +186,8 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
     conn.password_entry = _password_entry(conn, identity)
     conn.token_credential = _token_credential(connect, identity)
     offer = broker.offer()  # as configured now (a reload may have come during the awaits)
-    agreement = negotiate(connect, offer)  # engine/negotiation.py
+    # engine/negotiation.py: Keep Alive, expiry, windows and the CONNACK's properties
+    agreement = negotiate(connect, offer, accepted.authentication_data, conn.assigned_client_id)
     expiry = agreement.session_expiry
     session, present = broker.attach_session(conn, connect, identity, expiry, principal, fresh)
     if present:
@@ -191,10 +195,9 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
             broker.apply_resumed(session, verdicts, "a resumed session")
         else:  # raced with another CONNECT during an authorizer's answer
             await broker.rejudge(session, "a resumed session")
-    props = connack_properties(
-        connect, agreement, offer, accepted.authentication_data, conn.assigned_client_id
-    )
-    conn.accept(agreement, present, props)  # CONNACK; the pre-authentication bound lifts
+    conn.accept(
+        agreement, present, agreement.connack
+    )  # CONNACK; the pre-authentication bound lifts
     schedule_token_expiry(conn)
     audit_events.connected(broker.audit, conn)
     log.info(
@@ -219,13 +222,14 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
     broker.delivery.drain(session)
 
 
-def _connection_share(conn: ClientContext, identity: Identity, principal: Principal) -> str | None:
+def _connection_share(
+    conn: ClientContext, identity: Identity, principal: Principal, existing: Session | None
+) -> str | None:
     """The Reason String when one more connection would take the tenant or the principal past
     its share of ``max_connections`` (broker/limits/quotas.py). Taking over a connection of the
     same principal and tenant adds none."""
     broker = conn.broker
     ledger = broker.quotas.connections
-    existing = broker.live_session(identity.tenant, conn.client_id)
     if existing is not None and existing.connection is not None:
         held = ledger.holders.get(existing.connection)
         if held is not None and held[0] == identity.tenant and held[1] == principal:
@@ -242,7 +246,9 @@ def _connection_share(conn: ClientContext, identity: Identity, principal: Princi
     )
 
 
-def _foreign_session(conn: ClientContext, identity: Identity, principal: Principal) -> bool | None:
+def _foreign_session(
+    conn: ClientContext, identity: Identity, principal: Principal, existing: Session | None
+) -> bool | None:
     """Session ownership (broker/ownership.py): False when the CONNECT may go on as asked, True
     when it goes on with a fresh session (the other principal's ends), None when it was refused
     with CONNACK 0x87 / 3.x 0x05 (the owner's connection and session untouched).
@@ -252,7 +258,6 @@ def _foreign_session(conn: ClientContext, identity: Identity, principal: Princip
     unbound one made under its id (issue 31 item 1). Among principals that are all bound, or
     all unbound, ``[broker] foreign_session`` decides."""
     broker = conn.broker
-    existing = broker.live_session(identity.tenant, conn.client_id)
     if reserved_for_others(broker.client_id_bindings(), identity, existing):
         _refuse_foreign(conn, identity, principal)
         return None

@@ -21,7 +21,7 @@ goes: pure functions of the packet, the server's offer and ``now``, no socket an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..mqtt.packets import Connect, Properties, Will
 from ..mqtt.reason_codes import ReasonCode
@@ -67,10 +67,18 @@ class Agreement:
     send_quota: int  # min(our max_inflight, the client's Receive Maximum)
     client_max_packet: int
     topic_alias_maximum: int  # the client's: how many aliases we may give it
+    connack: Properties = Properties()  # what the CONNACK announces (MQTT 5; 3.x: none)
 
 
-def negotiate(connect: Connect, offer: Offer) -> Agreement:
-    """See the module docstring."""
+def negotiate(
+    connect: Connect,
+    offer: Offer,
+    authentication_data: bytes | None = None,
+    assigned_client_id: str | None = None,
+) -> Agreement:
+    """See the module docstring; the agreement carries its CONNACK's properties
+    (:func:`connack_properties`, with the authentication method's final data and the Client
+    Identifier the server assigned, if any)."""
     v5 = connect.protocol_level == 5
     if v5:
         props = connect.properties
@@ -89,7 +97,7 @@ def negotiate(connect: Connect, offer: Offer) -> Agreement:
     elif keep_alive > offer.max_keep_alive or (keep_alive == 0 and offer.max_keep_alive < 65535):
         keep_alive = offer.max_keep_alive
     changed = keep_alive != connect.keep_alive
-    return Agreement(
+    agreement = Agreement(
         keep_alive=keep_alive if v5 else connect.keep_alive,
         server_keep_alive=keep_alive if v5 and changed else None,
         session_expiry=min(asked, offer.max_session_expiry),
@@ -98,6 +106,10 @@ def negotiate(connect: Connect, offer: Offer) -> Agreement:
         client_max_packet=client_max_packet,
         topic_alias_maximum=topic_alias_maximum,
     )
+    if not v5:
+        return agreement
+    props = connack_properties(connect, agreement, offer, authentication_data, assigned_client_id)
+    return replace(agreement, connack=props)
 
 
 @dataclass(frozen=True, slots=True)

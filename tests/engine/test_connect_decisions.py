@@ -135,3 +135,16 @@ def test_the_default_offer_is_mqtts_defaults() -> None:
     """An offer that names no capability announces MQTT's defaults (nothing limited)."""
     assert (OFFER.receive_maximum, OFFER.maximum_qos, OFFER.retain_available) == (65535, 2, True)
     assert OFFER.maximum_packet_size == NO_PACKET_LIMIT and OFFER.topic_alias_maximum == 0
+
+
+@pytest.mark.parametrize("level", [3, 4, 5])
+def test_the_agreement_carries_its_connack_properties(level: int) -> None:
+    offer = Offer(45, 65535, 3600, 20, receive_maximum=7, maximum_qos=1)
+    connect = Connect(level, "", True, 60)
+    agreement = negotiate(connect, offer, b"data", "auto-2")
+    if level == 5:
+        assert agreement.connack == connack_properties(connect, agreement, offer, b"data", "auto-2")
+        assert agreement.connack.server_keep_alive == 45
+        assert agreement.connack.assigned_client_identifier == "auto-2"
+    else:
+        assert agreement.connack == Properties()

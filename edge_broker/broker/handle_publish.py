@@ -200,7 +200,7 @@ def _decided(
         if held is not None and acked is not None:
             return all_of(acked, held)
         return acked if acked is not None else held
-    _ack(conn, pid, qos, routed)
+    conn.engine.send_publish_ack(qos, pid, routed)  # PUBACK / PUBREC: the engine writes it
     return held
 
 

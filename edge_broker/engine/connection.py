@@ -38,7 +38,7 @@ from .events import (
     TimedOut,
 )
 from .events import Timeout as Timeout
-from .flow import PublishBytes, PubrecOutcome, QosFlow, Resend
+from .flow import Inflight, PublishBytes, QosFlow, Resend
 from .negotiation import NO_PACKET_LIMIT, Agreement
 from .publish import pubcomp, pubcomp_unknown, publish_ack, pubrec, pubrel, pubrel_unknown
 from .states import READER_ADMITS, ConnState, Trigger, next_state
@@ -46,7 +46,6 @@ from .states import READER_ADMITS, ConnState, Trigger, next_state
 _CONNECTED = ConnState.CONNECTED
 _CLOSED = ConnState.CLOSED
 _DELIVERED, _UNKNOWN = Flow.DELIVERED, Flow.UNKNOWN
-_RELEASED_OUTCOME = PubrecOutcome.RELEASED
 
 RECEIVE_MAXIMUM_EXCEEDED = ProtocolViolation(
     ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
@@ -272,33 +271,42 @@ class ConnectionEngine:
         """A PUBACK: :attr:`Flow.DELIVERED` if it completed a QoS 1 message in flight, else
         :attr:`Flow.UNKNOWN` (ignored, as MQTT 5 §4.3.2 allows)."""
         flow = self.flow
-        if flow is not None and flow.puback(packet_id):
-            return _DELIVERED
+        if flow is not None:
+            inflight = flow.inflight.get(packet_id)
+            if inflight is not None and inflight.outgoing.qos == 1:
+                del flow.inflight[packet_id]
+                return _DELIVERED
         return _UNKNOWN
 
     def pubcomp_received(self, packet_id: int) -> Flow:
         """A PUBCOMP: :attr:`Flow.DELIVERED` if it completed a released QoS 2 message, else
         :attr:`Flow.UNKNOWN` (ignored)."""
         flow = self.flow
-        if flow is not None and flow.pubcomp(packet_id):
-            return _DELIVERED
+        if flow is not None:
+            inflight = flow.inflight.get(packet_id)
+            if inflight is not None and inflight.released:
+                del flow.inflight[packet_id]
+                return _DELIVERED
         return _UNKNOWN
 
     def pubrec_received(self, packet_id: int, reason_code: int, reply_now: bool = True) -> Flow:
         """A PUBREC: :attr:`Flow.RELEASED` with PUBREL written (``reply_now`` False: the
-        broker stores the release first, then calls :meth:`send_pubrel`); :attr:`Flow.REFUSED`
-        for a reason code >= 0x80 (the flow ends, MQTT 5 §4.3.3); :attr:`Flow.UNKNOWN` with
-        PUBREL 0x92 (3.x: a plain PUBREL) when no QoS 2 message is in flight under the id."""
+        broker stores the release first, then calls :meth:`send_pubrel`), again for a repeated
+        PUBREC (the PUBREL may have been lost); :attr:`Flow.REFUSED` for a reason code >= 0x80
+        (the flow ends, MQTT 5 §4.3.3); :attr:`Flow.UNKNOWN` with PUBREL 0x92 (3.x: a plain
+        PUBREL) when no QoS 2 message is in flight under the id."""
         flow = self.flow
-        outcome = PubrecOutcome.UNKNOWN if flow is None else flow.pubrec(packet_id, reason_code)
-        if outcome is _RELEASED_OUTCOME:
-            if reply_now:
-                self._write(pubrel(packet_id))
-            return Flow.RELEASED
-        if outcome is PubrecOutcome.REFUSED:
+        inflight = None if flow is None else flow.inflight.get(packet_id)
+        if flow is None or inflight is None or inflight.outgoing.qos != 2:
+            self._write(pubrel_unknown(packet_id, self.level == 5))
+            return _UNKNOWN
+        if reason_code >= 0x80:
+            del flow.inflight[packet_id]
             return Flow.REFUSED
-        self._write(pubrel_unknown(packet_id, self.level == 5))
-        return _UNKNOWN
+        inflight.released = True
+        if reply_now:
+            self._write(pubrel(packet_id))
+        return Flow.RELEASED
 
     def pubrel_received(self, packet_id: int, reply_now: bool = True) -> Flow:
         """A PUBREL: :attr:`Flow.RELEASE` when it released a held packet id, with PUBCOMP
@@ -306,7 +314,8 @@ class ConnectionEngine:
         :meth:`send_pubcomp`); else :attr:`Flow.UNKNOWN` with PUBCOMP 0x92 (3.x: a plain
         PUBCOMP)."""
         flow = self.flow
-        if flow is not None and flow.pubrel(packet_id):
+        if flow is not None and packet_id in flow.qos2_incoming:
+            flow.qos2_incoming.discard(packet_id)
             if reply_now:
                 self._write(pubcomp(packet_id))
             return Flow.RELEASE
@@ -325,11 +334,12 @@ class ConnectionEngine:
         flow = self.flow
         if flow is None:
             return Flow.NEW
-        if flow.duplicate(packet_id):
+        held = flow.qos2_incoming
+        if packet_id in held:
             if reply_now:
                 self._write(pubrec(packet_id))
             return Flow.DUPLICATE
-        if flow.incoming_window_full(receive_maximum):
+        if len(held) >= receive_maximum:
             return RECEIVE_MAXIMUM_EXCEEDED
         return Flow.NEW
 
@@ -338,14 +348,14 @@ class ConnectionEngine:
         so a DUP resend is never routed twice."""
         flow = self.flow
         if flow is not None:
-            flow.hold(packet_id)
+            flow.qos2_incoming.add(packet_id)
 
     def unhold(self, packet_id: int) -> None:
         """Let go of a held packet id without PUBREL (the accepted message could not be
         stored: the client may send it again)."""
         flow = self.flow
         if flow is not None:
-            flow.pubrel(packet_id)
+            flow.qos2_incoming.discard(packet_id)
 
     def send_publish_ack(self, qos: int, packet_id: int, routed: int) -> None:
         """PUBACK (QoS 1) or PUBREC (QoS 2) for an accepted PUBLISH; MQTT 5 says 0x10 when
@@ -370,7 +380,9 @@ class ConnectionEngine:
         the window (``flow.window_open(send_quota)``) and the client's Maximum Packet Size."""
         flow = self.flow
         assert flow is not None, "no session attached"
-        pid, data = flow.publish(outgoing, encoded)
+        pid = flow.allocate_packet_id()
+        flow.inflight[pid] = Inflight(outgoing)
+        data = encoded.for_packet_id(pid)
         if self.state is not _CLOSED:
             out = self.out
             if not out:

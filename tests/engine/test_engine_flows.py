@@ -81,6 +81,14 @@ def test_qos1_publish_goes_out_under_a_fresh_id_and_puback_delivers_it() -> None
     assert engine.data_to_send() == b""  # a PUBACK is answered by nothing
 
 
+def test_a_publish_skips_a_packet_id_still_in_flight() -> None:
+    engine, flow, _ = connected()
+    flow.sent(1, Msg(1))  # restored from the store: 1 is taken
+    assert engine.send_publish(Msg(1), Encoded("a", 1)) == 2
+    assert list(flow.inflight) == [1, 2]
+    assert engine.puback_received(2) is Flow.DELIVERED and list(flow.inflight) == [1]
+
+
 def test_a_puback_for_nothing_in_flight_or_for_qos2_is_ignored() -> None:
     engine, flow, _ = connected()
     engine.send_publish(Msg(1), Encoded("a", 1))

@@ -29,7 +29,7 @@ from ..config import Config, ConfigError, ListenerConfig, claims_enabled, load_c
 from ..engine.connection import Timeout
 from ..engine.deadlines import Deadlines
 from ..engine.events import TimedOut
-from ..engine.negotiation import Offer, departure
+from ..engine.negotiation import Offer, departure, resumes
 from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.packets import Connect, Will
 from ..mqtt.reason_codes import ReasonCode
@@ -600,11 +600,11 @@ class Broker:
         client_id = conn.client_id
         existing = self.sessions.get(session_key(identity.tenant, client_id))
         now = self.clock()
-        resume = existing is not None and not (
-            connect.clean_start
-            or fresh
-            or existing.tenant != identity.tenant
-            or (existing.expires_at is not None and existing.expires_at <= now)
+        resume = (
+            existing is not None
+            and not fresh
+            and existing.tenant == identity.tenant
+            and resumes(connect, existing.expires_at, now)  # engine/negotiation.py
         )
         if existing is not None and existing.connection is not None:
             old = existing.connection

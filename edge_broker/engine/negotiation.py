@@ -14,6 +14,8 @@ goes: pure functions of the packet, the server's offer and ``now``, no socket an
   server's :class:`Offer` and the :class:`Agreement`.
 - :func:`expiry_at_disconnect`: a Session Expiry Interval in the client's DISCONNECT
   (§3.14.2.2.2): capped as at CONNECT, and a protocol error when the CONNECT set none.
+- :func:`resumes`: whether a CONNECT resumes the session its client id has (Clean Start,
+  §3.1.2.4; an expired session is not resumed, §3.1.2.11.2).
 - :func:`departure`: the will and the session when the connection ends (§3.1.2.11.2,
   §3.1.3.2.2 Will Delay Interval): the will now, later, or never; the session ended now, at an
   expiry, or never. The broker arms its timers from the answer.
@@ -188,6 +190,13 @@ def connack_properties(
         authentication_method=connect.properties.authentication_method,
         authentication_data=authentication_data,
     )
+
+
+def resumes(connect: Connect, expires_at: float | None, now: float) -> bool:
+    """Whether ``connect`` resumes the session its client id has, which expires at
+    ``expires_at`` (None: not while offline, or never): not with Clean Start 1 (3.x: clean
+    session 1), nor once the session expired (at ``now`` or before)."""
+    return not connect.clean_start and (expires_at is None or expires_at > now)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from edge_broker.engine.negotiation import (
     client_id_refusal,
     connack_properties,
     negotiate,
+    resumes,
     will_refusal,
 )
 from edge_broker.mqtt.codec import PacketReader, encode
@@ -148,3 +149,21 @@ def test_the_agreement_carries_its_connack_properties(level: int) -> None:
         assert agreement.connack.assigned_client_identifier == "auto-2"
     else:
         assert agreement.connack == Properties()
+
+
+@pytest.mark.parametrize(
+    ("clean", "expires_at", "now", "resumed"),
+    [
+        (False, None, 10.0, True),  # never expires, or its connection is still there
+        (False, 20.0, 10.0, True),
+        (False, 10.0, 10.0, False),  # expired at this very moment
+        (False, 5.0, 10.0, False),
+        (True, None, 10.0, False),  # Clean Start 1 (3.x: clean session 1) starts afresh
+        (True, 20.0, 10.0, False),
+    ],
+)
+def test_a_connect_resumes_an_unexpired_session_without_clean_start(
+    clean: bool, expires_at: float | None, now: float, resumed: bool
+) -> None:
+    for level in (4, 5):
+        assert resumes(Connect(level, "c", clean, 60), expires_at, now) is resumed

@@ -1,12 +1,13 @@
 """PUBLISH and its acknowledgements in both directions (MQTT 5 §3.3–§3.7, §4.3; 3.1.1 §3.3–§3.7).
 
-Incoming: what the protocol alone decides is the engine's (``engine/publish.py``: Maximum QoS
-/ Retain Available 0x9B / 0x9A, topic aliases 0x94, Subscription Identifiers, Payload Format
-Indicator 0x99, and the bytes of every acknowledgement); here the broker's limits, QoS 2
-duplicates held by packet id until PUBREL (method B of §4.3.3: the message is routed on
-PUBLISH, duplicates are not routed again), Receive Maximum (0x93), the policy, then routing
-and the acknowledgement (0x10 when nobody subscribed). Outgoing: PUBACK / PUBREC / PUBCOMP
-from the client release the session's in-flight window.
+What the protocol alone decides is the engine's: ``engine/publish.py`` (Maximum QoS / Retain
+Available 0x9B / 0x9A, topic aliases 0x94, Subscription Identifiers, Payload Format Indicator
+0x99) and the acknowledgement flows of ``engine/connection.py`` (a QoS 2 duplicate held by
+packet id until PUBREL is acknowledged and not routed again, method B of §4.3.3; one beyond
+the Receive Maximum is 0x93; PUBACK / PUBREC / PUBREL / PUBCOMP move the session's flow, and
+the engine writes every reply). Here: the broker's limits, the policy, routing, the journal
+and the store an acknowledgement waits for, and what an acknowledged delivery frees (the next
+queued message is sent).
 """
 
 from __future__ import annotations

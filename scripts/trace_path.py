@@ -9,8 +9,15 @@ return; frames outside ``edge_broker`` (asyncio, the harness, the standard libra
 and do not count, so ``a.py -> asyncio -> a.py`` is no switch. In brackets: the calls alone
 whose caller is in another ``edge_broker`` file (a switch there and back counts once).
 
+``--calls N`` also counts the Python calls the broker makes per message (functions of
+``edge_broker`` only, counted with ``sys.setprofile``) over N messages 1→1, QoS 0 and QoS 1
+(the subscriber's PUBACK included): a figure the machine's load cannot change, beside the CPU
+per message of ``scripts/bench``, for comparing two trees (``--root``-less: run each tree's
+copy of this script).
+
     .venv/bin/python scripts/trace_path.py            # both, with the files listed
     .venv/bin/python scripts/trace_path.py --brief    # the two figures only
+    .venv/bin/python scripts/trace_path.py --brief --calls 300
 """
 
 from __future__ import annotations
@@ -28,7 +35,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "broker")]
 from engine_harness import MemoryBroker  # noqa: E402
 
 from edge_broker.mqtt.codec import encode  # noqa: E402
-from edge_broker.mqtt.packets import Connect, Publish, Subscribe, Subscription  # noqa: E402
+from edge_broker.mqtt.packets import (  # noqa: E402
+    Connect,
+    Puback,
+    Publish,
+    Subscribe,
+    Subscription,
+)
 
 PACKAGE = str(ROOT / "edge_broker") + "/"
 
@@ -99,10 +112,54 @@ def traced(mb: MemoryBroker, client: Any, data: bytes) -> Crossing:
     return crossing
 
 
+def calls_per_message(mb: MemoryBroker, qos: int, messages: int) -> float:
+    """Calls into ``edge_broker`` per message published 1→1 at ``qos`` (and, for QoS 1, the
+    subscriber's PUBACK), after a warm-up; the clients' own decoding is not counted."""
+    sub, pub = mb.client(), mb.client()
+    sub.connect(f"calls-sub-{qos}")
+    pub.connect(f"calls-pub-{qos}")
+    topic = f"calls/{qos}"
+    sub.send(Subscribe(1, (Subscription(topic, qos),)))
+    sub.drain()
+    counted = 0
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal counted
+        if event == "call" and frame.f_code.co_filename.startswith(PACKAGE):
+            counted += 1
+
+    def run(client: Any, data: bytes, count: bool) -> None:
+        held: list[tuple[Any, bytes]] = []
+        for each in (sub, pub):
+            each.received = lambda data, each=each: held.append((each, data))
+        mb.loop.call_soon(client.transport.deliver, data)
+        if count:
+            sys.setprofile(profile)
+        mb.settle()
+        sys.setprofile(None)
+        for each in (sub, pub):
+            del each.received
+        for each, written in held:
+            each.received(written)
+
+    for i in range(50 + messages):
+        pid = i % 65535 + 1
+        publish = Publish(topic, b"p" * 64, qos, packet_id=pid if qos else None)
+        run(pub, encode(publish, 5), i >= 50)
+        for delivered in sub.drain():
+            if qos:
+                assert isinstance(delivered, Publish) and delivered.packet_id is not None
+                run(sub, encode(Puback(delivered.packet_id), 5), i >= 50)
+        pub.drain()
+    return counted / messages
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--brief", action="store_true", help="the figures only")
-    brief = parser.parse_args().brief
+    parser.add_argument("--calls", type=int, default=0, help="also count calls per message")
+    args = parser.parse_args()
+    brief = args.brief
     mb = MemoryBroker()
     try:
         # warm up once: first-time imports and caches are not the path
@@ -123,6 +180,9 @@ def main() -> None:
         print(crossing.report("QoS 1 PUBLISH to one QoS 1 subscriber", brief))
         assert [type(p).__name__ for p in pub.drain()] == ["Puback"], "no PUBACK"
         assert [p.payload for p in sub.drain()] == [b"payload"], "not delivered"
+        for qos in (0, 1) if args.calls else ():
+            per = calls_per_message(mb, qos, args.calls)
+            print(f"1→1 QoS {qos}: {per:.1f} calls into edge_broker per message")
     finally:
         mb.close()
 

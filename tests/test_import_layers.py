@@ -230,6 +230,41 @@ def test_pending_wrong_way_imports_still_exist() -> None:
     assert not gone, f"these imports are gone: remove their PENDING entries: {gone}"
 
 
+def folder_cycles(imports: tuple[Import, ...] | list[Import]) -> dict[str, list[list[str]]]:
+    """Inside every folder at every depth (``auth``, ``broker``, ``broker.persist`` …), its
+    modules and sub-folders as nodes: the sets of them that import each other in a loop."""
+    folders = {".".join(imp.importer.split(".")[:n]) for imp in imports for n in (1, 2, 3)}
+    found: dict[str, list[list[str]]] = {}
+    for folder in sorted(f for f in folders if f):
+        inner = graph(
+            (a, b)
+            for imp in imports
+            if (a := node_in(imp.importer, folder)) and (b := node_in(imp.imported, folder))
+        )
+        cycles = strongly_connected(inner)
+        if cycles:
+            found[folder] = cycles
+    return found
+
+
+def test_no_folder_holds_a_cycle() -> None:
+    """Not only broker/: inside ``auth/`` the methods (loaded as plugins by ``chain.py``
+    through ``methods.py``) import ``method_api.py`` below the loader, never ``chain.py``; a
+    plugin load is an import like any other here."""
+    assert folder_cycles(project_imports()) == {}
+
+
+def test_the_folder_cycle_check_sees_a_plugin_loop(tmp_path: Path) -> None:
+    """A method that imports the chain which loads it by name is a cycle the check reports."""
+    auth = tmp_path / "edge_broker" / "auth"
+    auth.mkdir(parents=True)
+    for path in ("__init__.py", "auth/__init__.py"):
+        (tmp_path / "edge_broker" / path).write_text("")
+    (auth / "chain.py").write_text('FACTORIES = {"a": "edge_broker.auth.anonymous:build"}\n')
+    (auth / "anonymous.py").write_text("from .chain import FACTORIES\n")
+    assert folder_cycles(read_imports(tmp_path)) == {"auth": [["auth.anonymous", "auth.chain"]]}
+
+
 def test_mqtt_matching_identity_import_nothing_of_ours() -> None:
     for imp in project_imports():
         if unit_of(imp.importer) in {"mqtt", "matching", "identity"}:

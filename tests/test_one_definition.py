@@ -172,7 +172,7 @@ def test_the_authentication_methods_build_identity_in_one_place() -> None:
         and isinstance(node.func, ast.Name)
         and node.func.id == "Identity"
     )
-    assert [b.split(":")[0] for b in builders] == ["auth/chain.py"], builders
+    assert [b.split(":")[0] for b in builders] == ["auth/method_api.py"], builders
 
 
 def test_tls_contexts_are_built_in_one_module() -> None:

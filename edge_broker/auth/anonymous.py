@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .chain import Accepted, AuthOutcome, AuthRequest
+from .method_api import Accepted, AuthOutcome, AuthRequest
 
 if TYPE_CHECKING:
     from .settings import AuthSections, ListenerAuth

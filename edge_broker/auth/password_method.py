@@ -42,10 +42,10 @@ from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING
 
 from ..mqtt.reason_codes import ReasonCode
-from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
 from .credential_cache import CredentialCache
 from .hash_slots import HashSlots, SlotsFull, hash_memory_kib
 from .login_fairness import FailureBackoff, login_source
+from .method_api import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
 from .password import PasswordEntry, hash_password, verify_password
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from ..claims.smoker_id import is_smoker_id, parse_smoker_id
 from ..identity import Identity
 from ..mqtt.packets import Auth
 from ..mqtt.reason_codes import ReasonCode
-from .chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused
+from .method_api import Accepted, AuthOutcome, AuthRequest, Continue, Refused
 
 if TYPE_CHECKING:
     from .settings import AuthSections, ListenerAuth

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..identity import DEFAULT_TENANT, Identity
 from ..mqtt.reason_codes import ReasonCode
-from .chain import Refused
+from .method_api import Refused
 
 if TYPE_CHECKING:
     from .settings import ListenerAuth

@@ -38,7 +38,7 @@ from ..identity import DEFAULT_TENANT
 from ..matching.errors import RuleError
 from ..matching.names import normalize_tenant
 from ..mqtt.reason_codes import ReasonCode
-from .chain import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
+from .method_api import TENANT_PROPERTY, Accepted, AuthOutcome, AuthRequest, Refused
 from .token import TokenError, TokenVerifier, VerifiedToken
 from .token_keys import TokenKey, TokenKeyError, load_jwks_file, load_key
 

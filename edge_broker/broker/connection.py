@@ -18,10 +18,11 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..audit import events as audit_events
-from ..auth.chain import Authenticator, ConnectionInfo
+from ..auth.method_api import Authenticator, ConnectionInfo
 from ..engine.connection import ConnectionEngine
 from ..engine.events import (
     ENGINE_EVENTS,
@@ -78,6 +79,9 @@ class Connection(asyncio.BufferedProtocol):
             limits.max_packet_size,
             broker.config.broker.topic_alias_maximum,
         )
+        # the engine's answers (acknowledgements, CONNACK) ask for a write when they land in
+        # its empty output buffer, as send() does for the broker's own bytes
+        self.engine.wake = partial(broker.schedule_flush, self)
         self.lost = False  # the MQTT connection is over and the broker was told (_forget)
         self.gone = False  # connection_lost ran: the socket is closed
         self.drain: Drain | None = None  # the socket's bounded close (graceful_close.py)
@@ -277,10 +281,7 @@ class Connection(asyncio.BufferedProtocol):
     def accept(self, agreement: Agreement, session_present: bool, properties: Properties) -> None:
         """CONNACK 0x00: the engine applies what the CONNECT and the server agreed
         (engine/negotiation.py) and writes the CONNACK; the deadlines may move earlier."""
-        idle = not self.engine.out
-        self.engine.accept(agreement, session_present, properties)
-        if idle:
-            self.broker.schedule_flush(self)
+        self.engine.accept(agreement, session_present, properties)  # wakes the flush
         self.broker.watch(self)  # the Keep Alive agreed at CONNACK: maybe an earlier deadline
 
     def pause_writing(self) -> None:
@@ -355,6 +356,9 @@ class Connection(asyncio.BufferedProtocol):
         self.send(encode(packet, self.level))
 
     def flush(self) -> None:
+        """Write what the one output buffer holds: the engine's answers and the handlers'
+        bytes, in order (``ConnectionEngine.data_to_send``, taken here without the call: this
+        runs once per delivery on the hot path; a single chunk is written as it is)."""
         out = self.engine.out
         if not out:
             return
@@ -504,11 +508,10 @@ class Connection(asyncio.BufferedProtocol):
         (MQTT 5 §4.4); the bytes are the flow's (engine/flow.py)."""
         session = self.session
         assert session is not None
-        resend = session.resend(self._template_of)
+        resend = self.engine.resend(self._template_of)  # into the engine's output buffer
         for pid in resend.dropped:
             session.journal.completed(pid)
-        if resend.data:
-            self.send(resend.data)
+        if resend.publishes:
             self.broker.stats.messages_sent += resend.publishes
             self.msgs_out += resend.publishes
 
@@ -527,9 +530,8 @@ class Connection(asyncio.BufferedProtocol):
         if template is None:
             session.journal.dropped(outgoing)
             return
-        pid, data = session.publish(outgoing, template)  # engine/flow.py
+        pid = self.engine.send_publish(outgoing, template)  # engine/flow.py: in flight, written
         session.journal.sent(pid, outgoing)  # stored before this output is flushed
-        self.send(data)
         self.broker.stats.messages_sent += 1
         self.msgs_out += 1
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ..auth.chain import AuthRequest, Continue, Refused, requested_tenant
+from ..auth.method_api import AuthRequest, Continue, Refused, requested_tenant
 from ..mqtt.packets import Auth, Connect, Disconnect, Properties
 from ..mqtt.reason_codes import ReasonCode
 from .handle_connect import after_auth, send_auth_continue

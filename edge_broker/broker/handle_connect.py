@@ -15,12 +15,19 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..audit import events as audit_events
-from ..auth.chain import Accepted, AuthOutcome, AuthRequest, Continue, Refused, requested_tenant
+from ..auth.method_api import (
+    Accepted,
+    AuthOutcome,
+    AuthRequest,
+    Continue,
+    Refused,
+    requested_tenant,
+)
 from ..auth.smoker import refuse_smoker_impostor
 from ..auth.tenant_choice import tenant_refusal
 from ..authz.decision import Decision
 from ..authz.session_verdicts import judged_later
-from ..engine.negotiation import negotiate
+from ..engine.negotiation import client_id_refusal, negotiate, will_refusal
 from ..engine.states import Trigger
 from ..identity import Identity
 from ..mqtt.packets import Auth, Connect, Properties
@@ -44,6 +51,7 @@ from .topic_space import new_tenant_refusal
 if TYPE_CHECKING:
     from ..auth.password import PasswordEntry  # argon2: imported only where passwords are used
     from .handler_api import ClientContext
+    from .session import Session
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -71,25 +79,12 @@ async def _connect(conn: ClientContext, packet: Connect) -> None:
     if refusal is not None:
         conn.refuse_connect(*refusal)
         return
+    invalid = client_id_refusal(packet, cfg.allow_zero_length_client_id)  # engine
+    if invalid is not None:
+        conn.refuse_connect(invalid.reason_code, invalid.reason)
+        return
     client_id = packet.client_id
     if client_id == "":
-        if conn.level == 3:
-            conn.refuse_connect(
-                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-                "MQTT 3.1 needs a client identifier of 1 to 23 characters",
-            )
-            return
-        if conn.level == 4 and not packet.clean_start:
-            conn.refuse_connect(
-                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
-                "an empty client identifier needs clean session = 1 (MQTT 3.1.1 §3.1.3.1)",
-            )
-            return
-        if not cfg.allow_zero_length_client_id:
-            conn.refuse_connect(
-                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID, "this broker needs a client identifier"
-            )
-            return
         client_id = cfg.assigned_client_id_prefix + secrets.token_hex(8)
         conn.assigned_client_id = client_id
         packet = replace(packet, client_id=client_id)
@@ -141,22 +136,16 @@ async def after_auth(conn: ClientContext, request: AuthRequest, outcome: AuthOut
 
 async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> None:
     broker = conn.broker
-    cfg = broker.config.broker
     identity = accepted.identity
     admitted = broker.policy.admit(identity)
-    if admitted.denied:
+    if not admitted.allowed:
         will_denied(conn, admitted, identity)  # CONNACK 0x87 / 0x05 with the reason, then close
         return
     will = connect.will
     if will is not None:
-        if will.qos > cfg.maximum_qos:
-            conn.refuse_connect(
-                ReasonCode.QOS_NOT_SUPPORTED,
-                f"the will QoS {will.qos} exceeds this broker's maximum QoS {cfg.maximum_qos}",
-            )
-            return
-        if will.retain and not cfg.retain_available:
-            conn.refuse_connect(ReasonCode.RETAIN_NOT_SUPPORTED, "retained wills are not supported")
+        unsupported = will_refusal(will, broker.offer())  # engine/negotiation.py
+        if unsupported is not None:
+            conn.refuse_connect(unsupported.reason_code, unsupported.reason)
             return
         crossed = topic_limit(will.topic, broker.config.limits, broker.separator)  # issue 16
         if crossed is not None:
@@ -169,7 +158,7 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
         message = will_message(will, conn.client_id, broker.clock)  # as gates judge it
         verdict = broker.policy.check_will(identity, message)
         decision = verdict if isinstance(verdict, Decision) else await verdict
-        if decision.denied:
+        if not decision.allowed:
             will_denied(conn, decision, identity)
             return
     if conn.closing:
@@ -184,20 +173,24 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
         verdicts = await broker.judge_resumed(prior, identity)
         if conn.closing:
             return
-    crossed = _connection_share(conn, identity, principal) or new_tenant_refusal(
+    # the session this client id has now: no await from here to the attach
+    existing = broker.live_session(identity.tenant, conn.client_id)
+    crossed = _connection_share(conn, identity, principal, existing) or new_tenant_refusal(
         broker, identity.tenant, broker.config.limits.max_tenants, conn.client_id
     )  # issue 34: a new tenant's space is made here, or refused at max_tenants
     if crossed is not None:
         conn.refuse_connect(ReasonCode.QUOTA_EXCEEDED, crossed)
         return
-    fresh = _foreign_session(conn, identity, principal)  # no await from here to the attach
+    fresh = _foreign_session(conn, identity, principal, existing)
     if fresh is None:
         return
     conn.identity = identity
     conn.will = will
     conn.password_entry = _password_entry(conn, identity)
     conn.token_credential = _token_credential(connect, identity)
-    agreement = negotiate(connect, broker.offer())  # engine/negotiation.py
+    offer = broker.offer()  # as configured now (a reload may have come during the awaits)
+    # engine/negotiation.py: Keep Alive, expiry, windows and the CONNACK's properties
+    agreement = negotiate(connect, offer, accepted.authentication_data, conn.assigned_client_id)
     expiry = agreement.session_expiry
     session, present = broker.attach_session(conn, connect, identity, expiry, principal, fresh)
     if present:
@@ -205,14 +198,9 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
             broker.apply_resumed(session, verdicts, "a resumed session")
         else:  # raced with another CONNECT during an authorizer's answer
             await broker.rejudge(session, "a resumed session")
-    props = Properties()
-    if conn.v5:
-        props = broker.connack_properties(
-            connect, expiry, agreement.asked, accepted, conn.assigned_client_id
-        )
-        if agreement.server_keep_alive is not None:
-            props = replace(props, server_keep_alive=agreement.server_keep_alive)
-    conn.accept(agreement, present, props)  # CONNACK; the pre-authentication bound lifts
+    conn.accept(
+        agreement, present, agreement.connack
+    )  # CONNACK; the pre-authentication bound lifts
     schedule_token_expiry(conn)
     audit_events.connected(broker.audit, conn)
     log.info(
@@ -237,13 +225,14 @@ async def _accept(conn: ClientContext, connect: Connect, accepted: Accepted) -> 
     broker.delivery.drain(session)
 
 
-def _connection_share(conn: ClientContext, identity: Identity, principal: Principal) -> str | None:
+def _connection_share(
+    conn: ClientContext, identity: Identity, principal: Principal, existing: Session | None
+) -> str | None:
     """The Reason String when one more connection would take the tenant or the principal past
     its share of ``max_connections`` (broker/limits/quotas.py). Taking over a connection of the
     same principal and tenant adds none."""
     broker = conn.broker
     ledger = broker.quotas.connections
-    existing = broker.live_session(identity.tenant, conn.client_id)
     if existing is not None and existing.connection is not None:
         held = ledger.holders.get(existing.connection)
         if held is not None and held[0] == identity.tenant and held[1] == principal:
@@ -260,7 +249,9 @@ def _connection_share(conn: ClientContext, identity: Identity, principal: Princi
     )
 
 
-def _foreign_session(conn: ClientContext, identity: Identity, principal: Principal) -> bool | None:
+def _foreign_session(
+    conn: ClientContext, identity: Identity, principal: Principal, existing: Session | None
+) -> bool | None:
     """Session ownership (broker/ownership.py): False when the CONNECT may go on as asked, True
     when it goes on with a fresh session (the other principal's ends), None when it was refused
     with CONNACK 0x87 / 3.x 0x05 (the owner's connection and session untouched).
@@ -270,7 +261,6 @@ def _foreign_session(conn: ClientContext, identity: Identity, principal: Princip
     unbound one made under its id (issue 31 item 1). Among principals that are all bound, or
     all unbound, ``[broker] foreign_session`` decides."""
     broker = conn.broker
-    existing = broker.live_session(identity.tenant, conn.client_id)
     if reserved_for_others(broker.client_id_bindings(), identity, existing):
         _refuse_foreign(conn, identity, principal)
         return None

@@ -1,12 +1,13 @@
 """PUBLISH and its acknowledgements in both directions (MQTT 5 §3.3–§3.7, §4.3; 3.1.1 §3.3–§3.7).
 
-Incoming: what the protocol alone decides is the engine's (``engine/publish.py``: Maximum QoS
-/ Retain Available 0x9B / 0x9A, topic aliases 0x94, Subscription Identifiers, Payload Format
-Indicator 0x99, and the bytes of every acknowledgement); here the broker's limits, QoS 2
-duplicates held by packet id until PUBREL (method B of §4.3.3: the message is routed on
-PUBLISH, duplicates are not routed again), Receive Maximum (0x93), the policy, then routing
-and the acknowledgement (0x10 when nobody subscribed). Outgoing: PUBACK / PUBREC / PUBCOMP
-from the client release the session's in-flight window.
+What the protocol alone decides is the engine's: ``engine/publish.py`` (Maximum QoS / Retain
+Available 0x9B / 0x9A, topic aliases 0x94, Subscription Identifiers, Payload Format Indicator
+0x99) and the acknowledgement flows of ``engine/connection.py`` (a QoS 2 duplicate held by
+packet id until PUBREL is acknowledged and not routed again, method B of §4.3.3; one beyond
+the Receive Maximum is 0x93; PUBACK / PUBREC / PUBREL / PUBCOMP move the session's flow, and
+the engine writes every reply). Here: the broker's limits, the policy, routing, the journal
+and the store an acknowledgement waits for, and what an acknowledged delivery frees (the next
+queued message is sent).
 """
 
 from __future__ import annotations
@@ -16,19 +17,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..authz.decision import Decision, GateName, deny
-from ..engine.flow import PubrecOutcome
-from ..engine.publish import (
-    PublishRefused,
-    capability_refusal,
-    pubcomp,
-    pubcomp_unknown,
-    publish_ack,
-    pubrec,
-    pubrel,
-    pubrel_unknown,
-    refused_ack,
-    resolve,
-)
+from ..engine.events import Flow, ProtocolViolation
+from ..engine.publish import PublishRefused, capability_refusal, refused_ack, resolve
 from ..matching.names import shown
 from ..mqtt.packets import NO_PROPERTIES, Puback, Pubcomp, Publish, Pubrec, Pubrel
 from ..mqtt.reason_codes import ReasonCode
@@ -83,24 +73,22 @@ def handle_publish(conn: ClientContext, packet: Publish) -> Awaitable[None] | No
             return None
         topic, props = resolved
         props = client_properties(broker.bridges, props)  # no forged bridge origin (issue 31)
-    session = conn.session
-    assert session is not None
     if qos == 2:
         pid = packet.packet_id
         assert pid is not None
-        if session.duplicate(pid):  # a resent QoS 2 PUBLISH: acknowledge, do not route
-            persistence = broker.persistence
+        persistence = broker.persistence
+        receive_maximum = broker.config.limits.receive_maximum
+        # engine/connection.py: a duplicate is acknowledged (PUBREC) and not routed; one more
+        # than the Receive Maximum is a violation
+        flow = conn.engine.qos2_publish_received(pid, receive_maximum, persistence is None)
+        if flow is Flow.DUPLICATE:
             if persistence is not None:  # after the first PUBREC, once it is stored
                 return persistence.acknowledge(
-                    conn, partial(_pubrec_again, conn, pid), broker.config.limits.receive_maximum
+                    conn, partial(_pubrec_again, conn, pid), receive_maximum
                 )
-            conn.send(pubrec(pid))
             return None
-        if session.incoming_window_full(broker.config.limits.receive_maximum):
-            conn.violation(
-                ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
-                "more unacknowledged QoS 2 messages than the Receive Maximum",
-            )
+        if isinstance(flow, ProtocolViolation):
+            conn.violation(flow.reason_code, flow.reason)
             return None
     identity = conn.identity
     assert identity is not None
@@ -188,7 +176,7 @@ def _decided(
     qos = packet.qos
     if qos == 2:  # held before any receiver can see it: a DUP resend is never routed again
         assert packet.packet_id is not None
-        session.hold(packet.packet_id)
+        conn.engine.hold(packet.packet_id)
         session.journal.qos2_received(packet.packet_id)
     delivery = broker.delivery
     routed = delivery.route(space, message, publisher=True)
@@ -213,7 +201,7 @@ def _decided(
         if held is not None and acked is not None:
             return all_of(acked, held)
         return acked if acked is not None else held
-    _ack(conn, pid, qos, routed)
+    conn.engine.send_publish_ack(qos, pid, routed)  # PUBACK / PUBREC: the engine writes it
     return held
 
 
@@ -246,7 +234,7 @@ def _ack_stored(
         code, reason = persistence.refusal(error)
         session = conn.session
         if qos == 2 and session is not None:
-            session.pubrel(pid)  # not stored: the id is not held (the client may resend)
+            conn.engine.unhold(pid)  # not stored: the id is not held (the client may resend)
             session.journal.qos2_released(pid)
         if conn.v5 and not conn.closing:
             conn.send(refused_ack(qos, pid, code, reason, conn.problem_information))
@@ -256,83 +244,88 @@ def _ack_stored(
 
 
 def _pubrec_again(conn: ClientContext, pid: int, error: StoreError | None) -> None:
-    if not conn.closing:
-        conn.send(pubrec(pid))
+    conn.engine.send_pubrec(pid)  # nothing once the connection ended
 
 
 def _ack(conn: ClientContext, pid: int, qos: int, routed: int) -> None:
-    conn.send(publish_ack(qos, pid, routed, conn.engine.level == 5))  # engine/publish.py
+    conn.engine.send_publish_ack(qos, pid, routed)  # PUBACK / PUBREC: the engine writes it
 
 
 def handle_pubrel(conn: ClientContext, packet: Pubrel) -> Awaitable[None] | None:
-    """Release an incoming QoS 2 packet id (MQTT 5 §4.3.3). A persistent session's release is
-    stored before PUBCOMP: a packet id still held after a restart would swallow the client's
-    next message with that id (issue 8)."""
-    session = conn.session
-    assert session is not None
+    """Release an incoming QoS 2 packet id (MQTT 5 §4.3.3): the engine moves the flow and
+    answers PUBCOMP (0x92 for an id not held). A persistent session's release is stored
+    before PUBCOMP: a packet id still held after a restart would swallow the client's next
+    message with that id (issue 8)."""
     pid = packet.packet_id
-    if session.pubrel(pid):
+    persistence = conn.broker.persistence
+    if conn.engine.pubrel_received(pid, persistence is None) is Flow.RELEASE:
+        session = conn.session
+        assert session is not None
         session.journal.qos2_released(pid)
-        persistence = conn.broker.persistence
         if persistence is not None:
             return persistence.acknowledge(
                 conn, partial(_pubcomp, conn, pid), conn.broker.config.limits.receive_maximum
             )
-        conn.send(pubcomp(pid))
-    else:
-        conn.send(pubcomp_unknown(pid, conn.v5))
     return None
 
 
 def _pubcomp(conn: ClientContext, pid: int, error: StoreError | None) -> None:
     # After a failed store the client resends PUBREL; the packet id is released in memory.
-    if not conn.closing:
-        conn.send(pubcomp(pid))
+    conn.engine.send_pubcomp(pid)  # nothing once the connection ended
 
 
 def handle_puback(conn: ClientContext, packet: Puback) -> None:
+    """The engine completes a QoS 1 message in flight (anything else is ignored); the journal
+    lets it go and the window has room for the next queued message."""
+    pid = packet.packet_id
+    if conn.engine.puback_received(pid) is _DELIVERED:
+        _delivered(conn, pid)
+
+
+def _delivered(conn: ClientContext, pid: int) -> None:
     session = conn.session
     assert session is not None
-    if session.puback(packet.packet_id):
-        session.journal.completed(packet.packet_id)
-        if session.queue:
-            conn.broker.delivery.drain(session)
+    session.journal.completed(pid)
+    if session.queue:
+        conn.broker.delivery.drain(session)
 
 
 def handle_pubrec(conn: ClientContext, packet: Pubrec) -> Awaitable[None] | None:
+    """The engine moves the outgoing QoS 2 flow and answers (PUBREL, or 0x92 for an unknown
+    id). PUBREL waits until "released" is stored when the session is persistent: a restart
+    must resend PUBREL, never the PUBLISH the client may already have completed (exactly
+    once, issue 8)."""
     session = conn.session
     assert session is not None
     pid = packet.packet_id
-    outcome = session.pubrec(pid, packet.reason_code)  # engine/flow.py
-    if outcome is PubrecOutcome.UNKNOWN:
-        conn.send(pubrel_unknown(pid, conn.v5))
-        return None
-    if outcome is PubrecOutcome.REFUSED:  # the client refused it: the flow ends (MQTT 5 §4.3.3)
+    persistence = conn.broker.persistence
+    store_first = persistence is not None and persistence.tracks(session)
+    flow = conn.engine.pubrec_received(pid, packet.reason_code, not store_first)
+    if flow is Flow.REFUSED:  # the client refused it: the flow ends (MQTT 5 §4.3.3)
         session.journal.completed(pid)
         conn.broker.delivery.drain(session)
         return None
-    persistence = conn.broker.persistence
+    if flow is not Flow.RELEASED:
+        return None
     session.journal.released(pid)
-    if persistence is not None and persistence.tracks(session):
-        # PUBREL only once "released" is stored: a restart must resend PUBREL, never the
-        # PUBLISH the client may already have completed (exactly once, issue 8).
+    if store_first:
+        assert persistence is not None
         return persistence.acknowledge(
             conn, partial(_pubrel, conn, pid), conn.broker.config.limits.receive_maximum
         )
-    conn.send(pubrel(pid))
     return None
 
 
 def _pubrel(conn: ClientContext, pid: int, error: StoreError | None) -> None:
     # Not stored: PUBREL all the same (the flow in memory goes on; a crash resends PUBLISH).
-    if not conn.closing:
-        conn.send(pubrel(pid))
+    conn.engine.send_pubrel(pid)  # nothing once the connection ended
 
 
 def handle_pubcomp(conn: ClientContext, packet: Pubcomp) -> None:
-    session = conn.session
-    assert session is not None
-    if session.pubcomp(packet.packet_id):
-        session.journal.completed(packet.packet_id)
-        if session.queue:
-            conn.broker.delivery.drain(session)
+    """The engine completes a released QoS 2 message (anything else is ignored)."""
+    pid = packet.packet_id
+    if conn.engine.pubcomp_received(pid) is _DELIVERED:
+        _delivered(conn, pid)
+
+
+_DELIVERED = Flow.DELIVERED

@@ -1,13 +1,14 @@
 """What a packet handler may touch: the narrow broker interface of the ``handle_*`` modules (as
 Mosquitto's ``handle_*.c`` get one client context and a small set of database calls).
 
-:class:`ClientContext` is the connection as a handler sees it: who the client is, its session
-and engine, and the calls that answer it (``send``, ``refuse_connect``, ``violation``,
-``close`` …). :class:`BrokerServices` names the members of the broker a handler may reach
-through ``conn.broker``. ``broker/connection.py``'s ``Connection`` and ``broker/server.py``'s
+:class:`ClientContext` is the connection as a handler sees it: who the client is, its session,
+and the calls that answer it (``send``, ``refuse_connect``, ``violation``, ``close`` …); of its
+engine only what :class:`HandlerEngine` names (the acknowledgement flows and their replies, the
+topic aliases). :class:`BrokerServices` names the members of the broker a handler may reach
+through ``conn.broker``, and of the configuration only ``[broker]`` and ``[limits]``
+(:class:`HandlerConfig`). ``broker/connection.py``'s ``Connection`` and ``broker/server.py``'s
 ``Broker`` satisfy them structurally (mypy checks it where the connection calls its handlers),
-and the handlers import neither: the ``handle_*`` → ``connection`` back-edges are gone, and
-what a handler may call is written down here, in one place.
+and the handlers import neither: what a handler may call is written down here, in one place.
 
 Where a handler hands the connection back to the broker (admission, attaching a session,
 storing before an acknowledgement) the parameter is typed ``Any``: the broker takes the whole
@@ -22,18 +23,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..audit.aggregate import DecisionWindow
     from ..audit.log import AuditLog
-    from ..auth.chain import Accepted, AuthChain, Authenticator, ConnectionInfo
+    from ..auth.chain import AuthChain
+    from ..auth.method_api import Authenticator, ConnectionInfo
     from ..auth.password import PasswordEntry
     from ..authz.decision import Decision
     from ..authz.policy import Policy
     from ..authz.session_verdicts import Verdict
     from ..claims.runtime import ClaimsRuntime
-    from ..config import Config, ListenerConfig
-    from ..engine.connection import ConnectionEngine
+    from ..config import BrokerConfig, LimitsConfig, ListenerConfig
+    from ..engine.aliases import InboundAliases
+    from ..engine.events import Flow, ProtocolViolation
     from ..engine.negotiation import Agreement, Offer
     from ..engine.states import Trigger
     from ..identity import Identity
-    from ..mqtt.errors import ProtocolError
     from ..mqtt.packets import Connect, Packet, Properties, Will
     from .bridging import Bridging
     from .delivery import Delivery
@@ -50,11 +52,46 @@ if TYPE_CHECKING:
     from .topic_space import TopicSpace
 
 
+class HandlerConfig(Protocol):
+    """What a handler reads of the configuration: ``[broker]`` and ``[limits]`` (``Config``
+    is one; the handlers never see the other sections)."""
+
+    @property
+    def broker(self) -> BrokerConfig: ...
+    @property
+    def limits(self) -> LimitsConfig: ...
+
+
+class HandlerEngine(Protocol):
+    """What a handler may ask of the connection's sans-io engine (engine/connection.py): the
+    client's topic aliases, the acknowledgement flows (the engine moves the session's QoS flow
+    and writes the replies into its one output buffer), and the admitting token's deadline."""
+
+    token_deadline: float | None
+
+    @property
+    def aliases_in(self) -> InboundAliases: ...
+
+    def puback_received(self, packet_id: int) -> Flow: ...
+    def pubcomp_received(self, packet_id: int) -> Flow: ...
+    def pubrec_received(self, packet_id: int, reason_code: int, reply_now: bool = True) -> Flow: ...
+    def pubrel_received(self, packet_id: int, reply_now: bool = True) -> Flow: ...
+    def qos2_publish_received(
+        self, packet_id: int, receive_maximum: int, reply_now: bool = True
+    ) -> Flow | ProtocolViolation: ...
+    def hold(self, packet_id: int) -> None: ...
+    def unhold(self, packet_id: int) -> None: ...
+    def send_publish_ack(self, qos: int, packet_id: int, routed: int) -> None: ...
+    def send_pubrec(self, packet_id: int) -> None: ...
+    def send_pubrel(self, packet_id: int) -> None: ...
+    def send_pubcomp(self, packet_id: int) -> None: ...
+
+
 class BrokerServices(Protocol):
     """The broker members a handler may use (read-only: a handler never replaces them)."""
 
     @property
-    def config(self) -> Config: ...
+    def config(self) -> HandlerConfig: ...
     @property
     def separator(self) -> str: ...
     @property
@@ -94,9 +131,6 @@ class BrokerServices(Protocol):
     def client_id_bindings(self) -> ClientIdBindings: ...
     def auth_chain(self, listener: ListenerConfig) -> AuthChain: ...
     def offer(self) -> Offer: ...
-    def connack_properties(
-        self, connect: Connect, expiry: int, asked: int, accepted: Accepted, assigned: str | None
-    ) -> Properties: ...
     def admit(self, conn: Any) -> tuple[int, str] | None: ...
     def attach_session(
         self,
@@ -156,7 +190,7 @@ class ClientContext(Protocol):
     @property
     def broker(self) -> BrokerServices: ...
     @property
-    def engine(self) -> ConnectionEngine: ...
+    def engine(self) -> HandlerEngine: ...
     @property
     def session(self) -> Session | None: ...
     @property
@@ -184,7 +218,6 @@ class ClientContext(Protocol):
     ) -> None: ...
     def refuse_connect(self, reason_code: int, reason: str) -> None: ...
     def violation(self, reason_code: int, reason: str) -> None: ...
-    def protocol_error(self, exc: ProtocolError) -> None: ...
     def close(self, reason_code: int | None, reason: str, will: bool = True) -> None: ...
     def resend_inflight(self) -> None: ...
 

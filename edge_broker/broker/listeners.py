@@ -11,7 +11,7 @@ import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..auth.chain import ConnectionInfo
+from ..auth.method_api import ConnectionInfo
 from ..config import ListenerConfig
 from ..tls import load_server_files, server_context
 from .network_interfaces import InterfaceMap

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from ..audit import events as audit_events
 from ..audit.aggregate import DecisionWindow
 from ..audit.settings import open_audit_log
-from ..auth.chain import Accepted, AuthChain, ConnectionInfo
+from ..auth.chain import AuthChain
 from ..auth.login_fairness import login_source
+from ..auth.method_api import ConnectionInfo
 from ..authz.decision import Decision
 from ..authz.policy import Policy, build_policy
 from ..authz.session_verdicts import Verdict
@@ -28,9 +29,9 @@ from ..config import Config, ConfigError, ListenerConfig, claims_enabled, load_c
 from ..engine.connection import Timeout
 from ..engine.deadlines import Deadlines
 from ..engine.events import TimedOut
-from ..engine.negotiation import Offer, departure
+from ..engine.negotiation import Offer, departure, resumes
 from ..identity import DEFAULT_TENANT, Identity
-from ..mqtt.packets import Connect, Properties, Will
+from ..mqtt.packets import Connect, Will
 from ..mqtt.reason_codes import ReasonCode
 from .bridging import Bridging
 from .connection import Connection
@@ -599,11 +600,11 @@ class Broker:
         client_id = conn.client_id
         existing = self.sessions.get(session_key(identity.tenant, client_id))
         now = self.clock()
-        resume = existing is not None and not (
-            connect.clean_start
-            or fresh
-            or existing.tenant != identity.tenant
-            or (existing.expires_at is not None and existing.expires_at <= now)
+        resume = (
+            existing is not None
+            and not fresh
+            and existing.tenant == identity.tenant
+            and resumes(connect, existing.expires_at, now)  # engine/negotiation.py
         )
         if existing is not None and existing.connection is not None:
             old = existing.connection
@@ -632,6 +633,7 @@ class Broker:
         session.expiry_interval = expiry
         session.connection = conn
         conn.session = session
+        conn.engine.flow = session  # the engine moves its QoS flow (engine/flow.py)
         persistence = self.persistence
         if persistence is not None and (expiry > 0 or persistence.tracks(session)):
             persistence.adopt(session)  # outlives its connection: stored (issue 8)
@@ -662,35 +664,23 @@ class Broker:
         await rejudge_session(self, session, why)
 
     def offer(self) -> Offer:
-        """This broker's side of the CONNECT negotiation (engine/negotiation.py), as configured
-        now (a reload may change it)."""
+        """This broker's side of the CONNECT negotiation and the capabilities its CONNACK
+        announces (engine/negotiation.py), as configured now (a reload may change it)."""
         cfg = self.config.broker
+        limits = self.config.limits
         return Offer(
             server_keep_alive=cfg.server_keep_alive,
             max_keep_alive=cfg.max_keep_alive,
             max_session_expiry=cfg.max_session_expiry,
-            max_inflight=self.config.limits.max_inflight,
-        )
-
-    def connack_properties(
-        self, connect: Connect, expiry: int, asked: int, accepted: Accepted, assigned: str | None
-    ) -> Properties:
-        """Every capability of MQTT 5 §3.2.2.3 the client needs to know."""
-        cfg = self.config.broker
-        limits = self.config.limits
-        return Properties(
-            session_expiry_interval=expiry if expiry != asked else None,
+            max_inflight=limits.max_inflight,
             receive_maximum=limits.receive_maximum,
-            maximum_qos=cfg.maximum_qos if cfg.maximum_qos < 2 else None,
-            retain_available=int(cfg.retain_available),
+            maximum_qos=cfg.maximum_qos,
+            retain_available=cfg.retain_available,
             maximum_packet_size=limits.max_packet_size,
-            assigned_client_identifier=assigned,
-            topic_alias_maximum=cfg.topic_alias_maximum or None,
-            wildcard_subscription_available=int(cfg.wildcard_subscriptions),
-            subscription_identifier_available=int(cfg.subscription_identifiers),
-            shared_subscription_available=int(cfg.shared_subscriptions),
-            authentication_method=connect.properties.authentication_method,
-            authentication_data=accepted.authentication_data,
+            topic_alias_maximum=cfg.topic_alias_maximum,
+            wildcard_subscriptions=cfg.wildcard_subscriptions,
+            subscription_identifiers=cfg.subscription_identifiers,
+            shared_subscriptions=cfg.shared_subscriptions,
         )
 
     def connection_closed(self, conn: Connection) -> None:
@@ -724,6 +714,7 @@ class Broker:
         is not sent: MQTT 5 §3.1.3.2.2)."""
         session = conn.session
         conn.session = None
+        conn.engine.flow = None
         if session is None or session.connection is not conn:
             return
         session.connection = None

@@ -19,6 +19,9 @@ packets to their handlers, writes ``data_to_send()`` and closes the transport on
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..mqtt.codec import encode
 from ..mqtt.errors import ProtocolError
 from ..mqtt.packets import Connack, Connect, Disconnect, Properties
@@ -29,16 +32,31 @@ from .events import (
     ConnectionEnded,
     ConnectRefused,
     Event,
+    Flow,
     PreAuthExceeded,
     ProtocolViolation,
     TimedOut,
 )
 from .events import Timeout as Timeout
+from .flow import Inflight, PublishBytes, QosFlow, Resend
 from .negotiation import NO_PACKET_LIMIT, Agreement
+from .publish import pubcomp, pubcomp_unknown, publish_ack, pubrec, pubrel, pubrel_unknown
 from .states import READER_ADMITS, ConnState, Trigger, next_state
 
 _CONNECTED = ConnState.CONNECTED
 _CLOSED = ConnState.CLOSED
+_DELIVERED, _UNKNOWN = Flow.DELIVERED, Flow.UNKNOWN
+
+RECEIVE_MAXIMUM_EXCEEDED = ProtocolViolation(
+    ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
+    "more unacknowledged QoS 2 messages than the Receive Maximum",
+)
+"""A QoS 2 PUBLISH beyond the Receive Maximum we announced (MQTT 5 §3.3.4): 0x93."""
+
+
+def _nothing() -> None:
+    return None
+
 
 # MQTT 5 reason code -> MQTT 3.x CONNACK return code (3.1.1 §3.2.2.3).
 V3_CONNACK_CODES: dict[int, int] = {
@@ -74,6 +92,8 @@ class ConnectionEngine:
         "send_quota",
         "client_max_packet",
         "out",
+        "flow",
+        "wake",
         "_pre_auth_budget",
         "_max_connect_packet_size",
         "_max_packet_size",
@@ -118,6 +138,12 @@ class ConnectionEngine:
         # the connection's one output buffer: the broker's connection appends what its
         # handlers send, the engine its own answers; whoever flushes takes it all, in order
         self.out: list[bytes] = []
+        # called when the engine's own answer lands in an empty buffer (the broker schedules
+        # a write then; appending to ``out`` directly, it checks emptiness itself)
+        self.wake: Callable[[], None] = _nothing
+        # the session's QoS 1/2 flow (engine/flow.py), from when the session is attached to this
+        # connection until it leaves it: the acknowledgement calls below move it
+        self.flow: QosFlow[Any] | None = None
         self._pre_auth_budget = 2 * max_connect_packet_size
         self._max_connect_packet_size = max_connect_packet_size
         self._max_packet_size = max_packet_size
@@ -220,9 +246,7 @@ class ConnectionEngine:
         maximum = agreement.topic_alias_maximum
         self.aliases_out = OutboundAliases(maximum) if maximum > 0 else None
         self.trigger(Trigger.CONNACK_SUCCESS)
-        self.out.append(
-            encode(Connack(session_present, ReasonCode.SUCCESS, properties), self.level)
-        )
+        self._write(encode(Connack(session_present, ReasonCode.SUCCESS, properties), self.level))
 
     def learn_level(self, connect: Connect) -> None:
         """The client's protocol level and Request Problem Information (MQTT 5 §3.1.2.11.7;
@@ -231,14 +255,161 @@ class ConnectionEngine:
         if self.level == 5:
             self.problem_information = connect.properties.request_problem_information != 0
 
+    # -- acknowledgement flows (MQTT 5 §4.3, §4.4; 3.1.1 §4.3) -----------------------------
+
+    def _write(self, data: bytes) -> None:
+        """One answer of the engine into the output buffer (nothing once the connection
+        ended); the broker is woken when the buffer was empty."""
+        if self.state is _CLOSED:
+            return
+        out = self.out
+        if not out:
+            self.wake()
+        out.append(data)
+
+    def puback_received(self, packet_id: int) -> Flow:
+        """A PUBACK: :attr:`Flow.DELIVERED` if it completed a QoS 1 message in flight, else
+        :attr:`Flow.UNKNOWN` (ignored, as MQTT 5 §4.3.2 allows)."""
+        flow = self.flow
+        if flow is not None:
+            inflight = flow.inflight.get(packet_id)
+            if inflight is not None and inflight.outgoing.qos == 1:
+                del flow.inflight[packet_id]
+                return _DELIVERED
+        return _UNKNOWN
+
+    def pubcomp_received(self, packet_id: int) -> Flow:
+        """A PUBCOMP: :attr:`Flow.DELIVERED` if it completed a released QoS 2 message, else
+        :attr:`Flow.UNKNOWN` (ignored)."""
+        flow = self.flow
+        if flow is not None:
+            inflight = flow.inflight.get(packet_id)
+            if inflight is not None and inflight.released:
+                del flow.inflight[packet_id]
+                return _DELIVERED
+        return _UNKNOWN
+
+    def pubrec_received(self, packet_id: int, reason_code: int, reply_now: bool = True) -> Flow:
+        """A PUBREC: :attr:`Flow.RELEASED` with PUBREL written (``reply_now`` False: the
+        broker stores the release first, then calls :meth:`send_pubrel`), again for a repeated
+        PUBREC (the PUBREL may have been lost); :attr:`Flow.REFUSED` for a reason code >= 0x80
+        (the flow ends, MQTT 5 §4.3.3); :attr:`Flow.UNKNOWN` with PUBREL 0x92 (3.x: a plain
+        PUBREL) when no QoS 2 message is in flight under the id."""
+        flow = self.flow
+        inflight = None if flow is None else flow.inflight.get(packet_id)
+        if flow is None or inflight is None or inflight.outgoing.qos != 2:
+            self._write(pubrel_unknown(packet_id, self.level == 5))
+            return _UNKNOWN
+        if reason_code >= 0x80:
+            del flow.inflight[packet_id]
+            return Flow.REFUSED
+        inflight.released = True
+        if reply_now:
+            self._write(pubrel(packet_id))
+        return Flow.RELEASED
+
+    def pubrel_received(self, packet_id: int, reply_now: bool = True) -> Flow:
+        """A PUBREL: :attr:`Flow.RELEASE` when it released a held packet id, with PUBCOMP
+        written (``reply_now`` False: the broker stores the release first, then calls
+        :meth:`send_pubcomp`); else :attr:`Flow.UNKNOWN` with PUBCOMP 0x92 (3.x: a plain
+        PUBCOMP)."""
+        flow = self.flow
+        if flow is not None and packet_id in flow.qos2_incoming:
+            flow.qos2_incoming.discard(packet_id)
+            if reply_now:
+                self._write(pubcomp(packet_id))
+            return Flow.RELEASE
+        self._write(pubcomp_unknown(packet_id, self.level == 5))
+        return _UNKNOWN
+
+    def qos2_publish_received(
+        self, packet_id: int, receive_maximum: int, reply_now: bool = True
+    ) -> Flow | ProtocolViolation:
+        """A QoS 2 PUBLISH before it is judged: :attr:`Flow.DUPLICATE` under a packet id still
+        held (a resend: PUBREC written, or by :meth:`send_pubrec` once the broker's earlier
+        changes are stored; not routed again, method B of MQTT 5 §4.3.3);
+        :data:`RECEIVE_MAXIMUM_EXCEEDED` when ``receive_maximum`` messages already await PUBREL
+        (the broker ends the connection with it); else :attr:`Flow.NEW`, and the broker calls
+        :meth:`hold` once it accepted the message."""
+        flow = self.flow
+        if flow is None:
+            return Flow.NEW
+        held = flow.qos2_incoming
+        if packet_id in held:
+            if reply_now:
+                self._write(pubrec(packet_id))
+            return Flow.DUPLICATE
+        if len(held) >= receive_maximum:
+            return RECEIVE_MAXIMUM_EXCEEDED
+        return Flow.NEW
+
+    def hold(self, packet_id: int) -> None:
+        """The QoS 2 message under ``packet_id`` was accepted: its id is held until PUBREL,
+        so a DUP resend is never routed twice."""
+        flow = self.flow
+        if flow is not None:
+            flow.qos2_incoming.add(packet_id)
+
+    def unhold(self, packet_id: int) -> None:
+        """Let go of a held packet id without PUBREL (the accepted message could not be
+        stored: the client may send it again)."""
+        flow = self.flow
+        if flow is not None:
+            flow.qos2_incoming.discard(packet_id)
+
+    def send_publish_ack(self, qos: int, packet_id: int, routed: int) -> None:
+        """PUBACK (QoS 1) or PUBREC (QoS 2) for an accepted PUBLISH; MQTT 5 says 0x10 when
+        nobody subscribed (``routed`` 0)."""
+        self._write(publish_ack(qos, packet_id, routed, self.level == 5))
+
+    def send_pubrec(self, packet_id: int) -> None:
+        """The PUBREC :meth:`qos2_publish_received` left to the broker (``reply_now`` False)."""
+        self._write(pubrec(packet_id))
+
+    def send_pubrel(self, packet_id: int) -> None:
+        """The PUBREL :meth:`pubrec_received` left to the broker (``reply_now`` False)."""
+        self._write(pubrel(packet_id))
+
+    def send_pubcomp(self, packet_id: int) -> None:
+        """The PUBCOMP :meth:`pubrel_received` left to the broker (``reply_now`` False)."""
+        self._write(pubcomp(packet_id))
+
+    def send_publish(self, outgoing: Any, encoded: PublishBytes) -> int:
+        """A QoS 1/2 message to the client under a fresh packet id, in flight until its
+        PUBACK / PUBCOMP: its PUBLISH into the output buffer; the packet id. The broker checked
+        the window (``flow.window_open(send_quota)``) and the client's Maximum Packet Size."""
+        flow = self.flow
+        assert flow is not None, "no session attached"
+        pid = flow.allocate_packet_id()
+        flow.inflight[pid] = Inflight(outgoing)
+        data = encoded.for_packet_id(pid)
+        if self.state is not _CLOSED:
+            out = self.out
+            if not out:
+                self.wake()
+            out.append(data)
+        return pid
+
+    def resend(self, encode_publish: Callable[[Any], PublishBytes | None]) -> Resend:
+        """A resumed session's messages in flight again (engine/flow.py ``QosFlow.resend``):
+        PUBLISH with DUP set, or PUBREL, into the output buffer."""
+        flow = self.flow
+        assert flow is not None, "no session attached"
+        resend = flow.resend(encode_publish)
+        if resend.data:
+            self._write(resend.data)
+        return resend
+
     # -- output -----------------------------------------------------------------------------
 
     def data_to_send(self) -> bytes:
-        """The bytes the engine decided to send since the last call, in order (then empty)."""
+        """The bytes to send since the last call, in order (then empty): the engine's
+        answers and everything the broker appended to :attr:`out`. One chunk is returned as
+        it is, not copied."""
         out = self.out
         if not out:
             return b""
-        data = b"".join(out)
+        data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         return data
 

@@ -20,6 +20,26 @@ from typing import TypeAlias
 from ..mqtt.packets import Packet
 
 
+class Flow(Enum):
+    """What an acknowledgement (or a QoS 2 PUBLISH) did to the session's QoS flow, returned by
+    the engine's acknowledgement calls (``ConnectionEngine.puback_received`` …). The event is
+    this member with the packet's own packet id: no object is made per message (the hot path).
+    Any reply the flow needs is already in ``data_to_send()`` unless the broker asked to store
+    first (``reply_now=False``), in which case it calls ``send_pubrec`` / ``send_pubrel`` /
+    ``send_pubcomp`` once stored."""
+
+    DELIVERED = "delivery acknowledged: the outgoing message under this packet id is complete"
+    """PUBACK of a QoS 1, PUBCOMP of a released QoS 2 message: free what was kept for it, and
+    send the next queued message (the window has room)."""
+    REFUSED = "the client refused the outgoing QoS 2 message (PUBREC >= 0x80): its flow ends"
+    RELEASED = "the outgoing QoS 2 message was received (PUBREC): PUBREL sent or due"
+    RELEASE = "release: the client's QoS 2 message under this packet id is no longer held"
+    """PUBREL of a held packet id: PUBCOMP sent or due (MQTT 5 §4.3.3)."""
+    UNKNOWN = "nothing in flight under this packet id: answered (0x92) or ignored"
+    NEW = "a QoS 2 PUBLISH under a packet id not held: judge and route it, then hold the id"
+    DUPLICATE = "a QoS 2 PUBLISH under a packet id still held: PUBREC sent or due, not routed"
+
+
 class Timeout(Enum):
     """What ran out of time (:meth:`ConnectionEngine.timeout`)."""
 

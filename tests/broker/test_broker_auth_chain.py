@@ -8,9 +8,9 @@ import asyncio
 
 from broker_raw import RawClient
 
-from edge_broker.auth.chain import (
+from edge_broker.auth.chain import AuthChain
+from edge_broker.auth.method_api import (
     Accepted,
-    AuthChain,
     AuthOutcome,
     AuthRequest,
     Continue,

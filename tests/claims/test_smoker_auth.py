@@ -7,9 +7,9 @@ import pytest
 from claims_helpers import OTHER_KEY, OWNER, OWNER_KEY
 
 from edge_broker.auth.anonymous import AnonymousAuthenticator
-from edge_broker.auth.chain import (
+from edge_broker.auth.chain import AuthChain
+from edge_broker.auth.method_api import (
     Accepted,
-    AuthChain,
     AuthOutcome,
     AuthRequest,
     ConnectionInfo,

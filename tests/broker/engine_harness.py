@@ -225,6 +225,12 @@ class MemoryBroker:
         self.clients.append(c)
         return c
 
+    def __enter__(self) -> MemoryBroker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         for c in self.clients:
             if not c.transport.closing:
@@ -309,6 +315,12 @@ class MemoryClient(ClientPackets):
         self.transport.closing = True
         self.eof = True
         self.harness.call(self.connection.connection_lost, None)
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def memory_broker(

@@ -13,6 +13,7 @@ from edge_broker.broker.limits.limit_hits import LOG_INTERVAL
 from edge_broker.claims.smoker_id import smoker_id
 from edge_broker.mqtt.codec import encode
 from edge_broker.mqtt.packets import Auth, Connack, Connect, Properties
+from tests.waiting import wait_for_log
 
 
 def smoker_broker(broker_factory, tmp_path, **limits):
@@ -308,14 +309,6 @@ def test_verified_credentials_skip_the_slow_check_across_a_reload(broker_factory
     ]
 
 
-def wait_for_log(b, text: str, timeout: float = 60.0) -> None:
-    """Until the broker logged ``text``; the timeout only bounds a hang."""
-    deadline = time.monotonic() + timeout
-    while text not in b.log():
-        assert time.monotonic() < deadline, f"the broker never logged {text!r}:\n{b.log()}"
-        time.sleep(0.05)
-
-
 def test_half_open_websockets_at_the_fd_limit_do_not_lock_clients_out(broker_factory):
     """The issue's measurement: with 256 file descriptors, 300 sockets that never finish the
     upgrade used to hold every descriptor forever (a real client got no CONNACK, asyncio logged
@@ -376,4 +369,6 @@ def test_half_open_websockets_at_the_fd_limit_do_not_lock_clients_out(broker_fac
     assert "Traceback" not in log and "socket.accept() out of system resource" not in log
     assert log.count("accept failed") <= 1 + (time.monotonic() - burst) // LOG_INTERVAL
     assert "within RLIMIT_NOFILE" in log
-    wait_for_log(b, "connections capped at 224")  # 256 - FD_RESERVE, noticed at an accept
+    wait_for_log(
+        b, "connections capped at 224", timeout=60
+    )  # 256 - FD_RESERVE, noticed at an accept

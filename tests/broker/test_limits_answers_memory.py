@@ -1,7 +1,8 @@
 """The answers of the configured limits and capabilities (reason codes, Reason Strings naming the
 ``[limits]`` or ``[broker]`` key) on the in-memory broker (engine_harness.py): the real Broker and
-Connection behind an in-memory transport. Moved from test_broker_limits.py and
-test_broker_memory_limits.py, which ran each against its own broker process; assertions unchanged,
+Connection behind an in-memory transport. Moved from test_broker_limits.py,
+test_broker_memory_limits.py and test_broker_sessions.py, which ran each against its own broker
+process; assertions unchanged,
 and the overload ones no longer wait out a window of wall-clock time: the broker is idle when
 the harness answers, so what has not arrived by then never will. What stays there needs a
 process: its RSS, a socket's receive buffer, a real timeout."""
@@ -238,3 +239,28 @@ def test_subscriptions_total() -> None:
         assert "limits.max_subscriptions_total" in suback.properties.reason_string
         c.send(Subscribe(2, (Subscription("c/0", 1),)))  # replacing one is no new one
         assert c.expect(Suback).reason_codes == (1,)
+
+
+# -- test_broker_sessions.py ----------------------------------------------------------------
+
+
+def test_offline_queue_bounded() -> None:
+    with MemoryBroker({"limits": {"max_queued_messages": 3}}) as mb:
+        name = unique_id("s")
+        t = unique_id("bq/")
+        with mb.client() as s:  # a parked session (park_session, test_broker_sessions.py)
+            s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
+            s.send(Subscribe(1, (Subscription(t, 1),)))
+            s.expect(Suback)
+            s.send(Disconnect())
+            s.closed()
+        with mb.client() as p:
+            p.connect(unique_id("s"))
+            for i in range(10):
+                p.send(Publish(t, b"%d" % i, 1, packet_id=i + 1))
+                p.expect(Puback)
+        with mb.client() as s:
+            s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
+            got = [s.expect(Publish).payload for _ in range(3)]
+            assert got == [b"0", b"1", b"2"]
+            s.nothing()

@@ -30,17 +30,14 @@ def smoker_broker(broker_factory, tmp_path, **limits):
 
 
 def smoker_connect(user_properties: int) -> bytes:
-    cid = smoker_id(SigningKey.generate().verify_key)
-    props = Properties(
-        authentication_method="SMOKER", user_properties=(("", ""),) * user_properties
-    )
-    return encode(Connect(5, cid, True, 60, properties=props), 5)
+    """A SMOKER CONNECT of a new device with ``user_properties`` empty user properties."""
+    return smoker_connects(user_properties, 1)[0]
 
 
 def smoker_connects(user_properties: int, count: int) -> list[bytes]:
-    """``count`` CONNECTs as smoker_connect makes them, each with its own client id, encoded once:
-    a megabyte of user properties takes a third of a CPU second to encode, and the ids are of
-    one length, so each copy differs from the first only in its id."""
+    """``count`` SMOKER CONNECTs, each with its own client id, encoded once: a megabyte of user
+    properties takes a third of a CPU second to encode, and the ids are of one length, so each
+    copy differs from the first only in its id."""
     ids = [smoker_id(SigningKey.generate().verify_key) for _ in range(count)]
     assert len({len(cid) for cid in ids}) == 1
     props = Properties(

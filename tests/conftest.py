@@ -348,6 +348,24 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningB
     b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
 
 
+@pytest.fixture
+def memory_broker_factory() -> Iterator[Callable[..., Any]]:
+    """``memory_broker_factory(config=None)`` → the real broker in memory with a fake clock
+    (tests/broker/engine_harness.py: no socket, no process; ``config`` a dict or TOML text), shut
+    down at teardown. For tests of what the broker answers rather than of sockets."""
+    from tests.broker.engine_harness import MemoryBroker
+
+    made: list[MemoryBroker] = []
+
+    def factory(config: dict[str, Any] | str | None = None) -> MemoryBroker:
+        made.append(MemoryBroker(config))
+        return made[-1]
+
+    yield factory
+    for mb in made:
+        mb.close()
+
+
 @dataclass
 class InProcessBroker:
     """A :class:`edge_broker.broker.server.Broker` running in a thread with its own event loop,

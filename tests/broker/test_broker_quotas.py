@@ -10,8 +10,8 @@ total, a principal at most a quarter).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engine_harness import MemoryBroker, MemoryClient
@@ -29,29 +29,18 @@ USERS = {  # user -> tenant (the password entry names it: verified)
 }
 
 
-def _broker(brokers: list[MemoryBroker], tmp_path: Path, limits: str) -> MemoryBroker:
+def _broker(memory_broker_factory: Any, tmp_path: Path, limits: str) -> MemoryBroker:
     entries: dict = {}
     for user, tenant in USERS.items():
         entries = set_user(entries, user, "pw", tenants=(tenant,) if tenant else ())
     passwd = tmp_path / "passwd"
     write_password_file(passwd, entries)
-    mb = MemoryBroker(
+    return memory_broker_factory(
         '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
         'auth_methods = ["password"]\n'
         f'[passwords]\nfile = "{passwd}"\n'
         f"[limits]\nconnect_rate = 10000\nconnect_burst = 10000\n{limits}\n"
     )
-    brokers.append(mb)
-    return mb
-
-
-@pytest.fixture
-def brokers() -> Iterator[list[MemoryBroker]]:
-    """The in-memory brokers a test makes with ``_broker``, closed afterwards."""
-    brokers: list[MemoryBroker] = []
-    yield brokers
-    for mb in brokers:
-        mb.close()
 
 
 def _client(b: MemoryBroker, user: str, client_id: str, **kw) -> MemoryClient:
@@ -82,11 +71,13 @@ def _retained(b: MemoryBroker, user: str, topic: str) -> list[bytes]:
         return [p.payload for p in c.publishes(0.5)]
 
 
-def test_a_full_tenant_cannot_refuse_another_tenants_retained_status(brokers, tmp_path):
+def test_a_full_tenant_cannot_refuse_another_tenants_retained_status(
+    memory_broker_factory, tmp_path
+):
     """One client id in acme fills the retained bytes (stopped at its principal's share), a
     second acme principal fills the rest of acme's share, a third is refused by the tenant's
     share; globex's status is still kept."""
-    b = _broker(brokers, tmp_path, "max_retained_bytes = 65536")
+    b = _broker(memory_broker_factory, tmp_path, "max_retained_bytes = 65536")
     blob = b"x" * 4000
     with _client(b, "acme-dev", "acme-1") as adversary:
         ack = _fill_retained(adversary, "fill", blob, 40)
@@ -105,10 +96,10 @@ def test_a_full_tenant_cannot_refuse_another_tenants_retained_status(brokers, tm
     assert _retained(b, "globex-dev", "status/valve-7") == [b"open"]
 
 
-def test_one_user_with_many_client_ids_stops_at_its_share(brokers, tmp_path):
+def test_one_user_with_many_client_ids_stops_at_its_share(memory_broker_factory, tmp_path):
     """19 client ids x 30 topics of one user would pass max_retained_messages (400): the user
     stops at its quarter; another principal's retained message is kept."""
-    b = _broker(brokers, tmp_path, "max_retained_messages = 400")
+    b = _broker(memory_broker_factory, tmp_path, "max_retained_messages = 400")
     stored = 0
     refused = None
     for n in range(19):
@@ -129,8 +120,8 @@ def test_one_user_with_many_client_ids_stops_at_its_share(brokers, tmp_path):
     assert _retained(b, "erin", "e/status") == [b"ok"]
 
 
-def test_subscriptions_per_principal(brokers, tmp_path):
-    b = _broker(brokers, tmp_path, "max_subscriptions_total = 100")
+def test_subscriptions_per_principal(memory_broker_factory, tmp_path):
+    b = _broker(memory_broker_factory, tmp_path, "max_subscriptions_total = 100")
     granted = 0
     codes = []
     for n in range(4):
@@ -150,8 +141,8 @@ def test_subscriptions_per_principal(brokers, tmp_path):
         assert isinstance(suback, Suback) and suback.reason_codes == (1,)
 
 
-def test_connections_per_principal(brokers, tmp_path):
-    b = _broker(brokers, tmp_path, "max_connections = 8")
+def test_connections_per_principal(memory_broker_factory, tmp_path):
+    b = _broker(memory_broker_factory, tmp_path, "max_connections = 8")
     held = [_client(b, "dave", f"dave-c{n}") for n in range(2)]
     try:
         third = b.client()
@@ -173,10 +164,10 @@ def test_connections_per_principal(brokers, tmp_path):
     _client(b, "dave", "dave-c3").close()
 
 
-def test_queued_bytes_of_offline_sessions_per_principal(brokers, tmp_path):
+def test_queued_bytes_of_offline_sessions_per_principal(memory_broker_factory, tmp_path):
     """dave's offline sessions fill the queues; erin's offline session still gets its
     commands."""
-    b = _broker(brokers, tmp_path, "max_queued_bytes_total = 65536")
+    b = _broker(memory_broker_factory, tmp_path, "max_queued_bytes_total = 65536")
     expiry = Properties(session_expiry_interval=600)
     for cid, user, topic in (("dave-q", "dave", "flood/#"), ("erin-q", "erin", "cmd/erin")):
         with _client(b, user, cid, clean=False, properties=expiry) as c:
@@ -199,9 +190,9 @@ def test_queued_bytes_of_offline_sessions_per_principal(brokers, tmp_path):
 
 
 @pytest.mark.parametrize("share", ["tenant_share = 1.0\nprincipal_share = 1.0"])
-def test_shares_off_give_the_whole_total(brokers, tmp_path, share):
+def test_shares_off_give_the_whole_total(memory_broker_factory, tmp_path, share):
     """With both shares at 1.0 one principal may take the whole total (as before)."""
-    b = _broker(brokers, tmp_path, f"max_retained_messages = 20\n{share}")
+    b = _broker(memory_broker_factory, tmp_path, f"max_retained_messages = 20\n{share}")
     with _client(b, "dave", "dave-all") as c:
         for i in range(20):
             assert _retain(c, f"all/{i}", b"v", i + 1).reason_code in (0x00, 0x10)

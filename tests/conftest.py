@@ -128,6 +128,60 @@ def name_the_group(item: pytest.Item, group: str) -> None:
         item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
+# Where a run's time goes, printed at the end of every xdist run (CI's log included): the seconds
+# each worker spent in tests, and the groups (an xdist group, else a file) that took the most. The
+# wall of a run is its busiest worker's total; a group longer than the others' share is its pole.
+TIME_REPORT_ROWS = 15
+
+
+class TimeAccount:
+    """Sums the test reports' durations (setup, call, teardown) per xdist worker and per group,
+    on the controller of an xdist run (registered by pytest_configure)."""
+
+    def __init__(self) -> None:
+        self.workers: dict[str, float] = {}
+        self.groups: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = getattr(report, "node", None)  # the worker that ran it (xdist's controller only)
+        if node is None:
+            return
+        worker = str(node.gateway.id)
+        self.workers[worker] = self.workers.get(worker, 0.0) + report.duration
+        group = group_of(report.nodeid)
+        self.groups[group] = self.groups.get(group, 0.0) + report.duration
+
+    def lines(self) -> list[str]:
+        if not self.workers:
+            return []
+        out = ["seconds per xdist worker (the run's wall is the largest): "]
+        out[0] += ", ".join(f"{w} {s:.0f}" for w, s in sorted(self.workers.items()))
+        out.append(f"the {TIME_REPORT_ROWS} longest xdist groups (else files), in seconds:")
+        ranked = sorted(self.groups.items(), key=lambda kv: -kv[1])[:TIME_REPORT_ROWS]
+        out.extend(f"{seconds:8.1f}  {group}" for group, seconds in ranked)
+        return out
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        lines = self.lines()
+        if lines:
+            terminalreporter.write_sep("=", "where the time went")
+            for line in lines:
+                terminalreporter.write_line(line)
+
+
+def group_of(nodeid: str) -> str:
+    """The xdist group a node id ends with (``…@group``, name_the_group), else its file."""
+    _, at, group = nodeid.rpartition("@")
+    if at and "::" not in group and "]" not in group:
+        return group
+    return nodeid.split("::")[0]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        config.pluginmanager.register(TimeAccount(), "edge-broker-time-account")
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -292,6 +346,24 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningB
     b = start_broker(tmp_path_factory.mktemp("module-broker"))
     yield b
     b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
+
+
+@pytest.fixture
+def memory_broker_factory() -> Iterator[Callable[..., Any]]:
+    """``memory_broker_factory(config=None)`` → the real broker in memory with a fake clock
+    (tests/broker/engine_harness.py: no socket, no process; ``config`` a dict or TOML text), shut
+    down at teardown. For tests of what the broker answers rather than of sockets."""
+    from tests.broker.engine_harness import MemoryBroker
+
+    made: list[MemoryBroker] = []
+
+    def factory(config: dict[str, Any] | str | None = None) -> MemoryBroker:
+        made.append(MemoryBroker(config))
+        return made[-1]
+
+    yield factory
+    for mb in made:
+        mb.close()
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """How tests/conftest.py shapes a run. ``scripts/test`` runs pytest with ``--dist loadgroup``: the
 tests that share an expensive fixture go to one worker (every user of the Spark session in one
 group, the tests of a module sharing a module-scoped fixture in that module's group, the rest
-anywhere). In CI a hypothesis property runs fewer examples; soak tests and local runs keep all."""
+anywhere). In CI a hypothesis property runs fewer examples; soak tests and local runs keep all.
+An xdist run ends with where its time went: seconds per worker and the longest groups."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from typing import Any
 import hypothesis  # noqa: F401  (imported once: the inline runs below must not import their own)
 import pytest
 
-from tests.conftest import CI_MIN_EXAMPLES, ROOT, ci_examples, pytest_collection_modifyitems
+from tests.conftest import (
+    CI_MIN_EXAMPLES,
+    ROOT,
+    ci_examples,
+    group_of,
+    pytest_collection_modifyitems,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -161,3 +168,47 @@ def test_a_group_runs_on_one_worker(
     grouped = sorted(p.name for p in pytester.path.glob("grouped-*"))
     assert len(grouped) == 1, grouped  # one worker ran all eight
     assert (pytester.path / grouped[0]).read_text() == "x" * 8
+
+
+def test_an_xdist_run_says_where_its_time_went(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end of the run names each worker's seconds and the longest groups (else files), so
+    a CI log shows its longest pole without a second run."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makeconftest(
+        "from tests.conftest import pytest_collection_modifyitems, pytest_configure  # noqa\n"
+    )
+    pytester.makepyfile(
+        test_grouped="""
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def shared(): return 1
+
+        @pytest.mark.parametrize("i", range(3))
+        def test_grouped(shared, i): pass
+        """,
+        test_alone="def test_alone(): pass\n",
+    )
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=4)
+    assert "test_grouped.py" in result.stdout.str() and "test_alone.py" in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*where the time went*",
+            "seconds per xdist worker (the run's wall is the largest): gw0 *, gw1 *",
+            "*longest xdist groups*",
+            "*.[0-9]  test_*.py",
+            "*.[0-9]  test_*.py",  # a group (test_grouped.py) and a file (test_alone.py)
+        ]
+    )
+
+
+def test_group_of_a_node_id() -> None:
+    assert group_of("tests/a.py::test_x[1]@tests/a.py") == "tests/a.py"
+    assert group_of("tests/p.py::test_y@spark") == "spark"
+    assert group_of("tests/b.py::test_z") == "tests/b.py"
+    assert group_of("tests/b.py::test_mail[user@host]") == "tests/b.py"  # an @ in a parameter

@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.conftest import RunningBroker
+from tests.waiting import wait_for_log_match
 
 ADMIN_RE = re.compile(r"admin console on https?://([\d.]+):(\d+)/")
 
@@ -45,13 +45,7 @@ def write_users(path: Path, **users: tuple[str, str]) -> str:
 
 
 def admin_port(b: RunningBroker) -> int:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        match = ADMIN_RE.search(b.log())
-        if match:
-            return int(match.group(2))
-        time.sleep(0.05)
-    raise AssertionError(f"no admin line in the log:\n{b.log()}")
+    return int(wait_for_log_match(b, ADMIN_RE, 15).group(2))
 
 
 class Answer:
@@ -177,12 +171,3 @@ class Client:
     def stop(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
-
-
-def wait_until(check: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.admin.admin_support import Api, Client, admin_port, wait_until, write_users
+from tests.admin.admin_support import Api, Client, admin_port, write_users
 from tests.conftest import BrokerFactory, RunningBroker
+from tests.waiting import wait_for
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -117,7 +118,7 @@ def test_reads_show_the_brokers_state(
     offline.subscribe("cmd/offline-1", 1)
     offline.stop()
     try:
-        page = wait_until(lambda: (p := api.get("/api/v1/clients"))["total"] == 2 and p)
+        page = wait_for(lambda: (p := api.get("/api/v1/clients"))["total"] == 2 and p)
         assert page, api.get("/api/v1/clients")
         ids = [item["client_id"] for item in page["items"]]
         assert ids == sorted([XSS, "sensor-1"])
@@ -184,7 +185,7 @@ def test_config_hides_secrets_and_bridges_show_their_state(
     answer = api.request("GET", "/api/v1/config")
     assert b"cloud-password-123" not in answer.body
     assert answer.json()["bridges"][0]["password"] == "***"
-    bridges = wait_until(
+    bridges = wait_for(
         lambda: (i := api.get("/api/v1/bridges")["items"]) and i[0]["last_error"] and i
     )
     assert bridges, api.get("/api/v1/bridges")
@@ -199,7 +200,7 @@ def test_denials_carry_their_explanation(admin_broker: tuple[RunningBroker, int]
     device = Client(b, "dev-7")
     try:
         device.publish("admin/reboot", b"now", qos=1)
-        items = wait_until(lambda: api.get("/api/v1/denials")["items"])
+        items = wait_for(lambda: api.get("/api/v1/denials")["items"])
         assert items, "no denial listed"
         denial = items[0]
         assert denial["client_id"] == "dev-7" and denial["topic"] == "admin/reboot"
@@ -246,9 +247,11 @@ def test_actions_are_seen_by_mqtt_clients(
     assert api.request("DELETE", "/api/v1/retained?topic=status/pump").status == 404
     fresh = Client(b, "fresh")
     fresh.subscribe("status/#", 1)
-    assert wait_until(lambda: fresh.messages)
-    time.sleep(0.3)  # a wrongly kept message would arrive with the other one
-    assert [m[0] for m in fresh.messages] == ["status/fan"]
+    # the retained messages come with the SUBACK, before the broker reads fresh's next PUBLISH:
+    # once that one is back, a wrongly kept message would have arrived before it
+    fresh.publish("status/~end", b"", qos=1)
+    wait_for(lambda: any(m[0] == "status/~end" for m in fresh.messages))
+    assert [m[0] for m in fresh.messages] == ["status/fan", "status/~end"]
     fresh.stop()
 
     # drop a session: gone after resume
@@ -270,7 +273,7 @@ def test_actions_are_seen_by_mqtt_clients(
 
 def audit_records_when(tmp_path: Path, detail: str) -> list[dict[str, object]]:
     """The audit records once one with ``detail`` is on disk (flushed about every 0.5 s)."""
-    found = wait_until(
+    found = wait_for(
         lambda: (r := audit_records(tmp_path)) and any(x.get("detail") == detail for x in r) and r
     )
     assert found, audit_records(tmp_path)
@@ -307,7 +310,7 @@ def test_one_time_login_link(tmp_path: Path, broker_factory: BrokerFactory) -> N
     )
     b = broker_factory(text)
     port = admin_port(b)
-    link = wait_until(lambda: [w for w in b.log().split() if "/login/once?token=" in w])
+    link = wait_for(lambda: [w for w in b.log().split() if "/login/once?token=" in w])
     assert link, b.log()
     path = link[0].split(f":{port}", 1)[1]
     api = Api(port)
@@ -339,7 +342,7 @@ def test_hostile_input_to_the_admin_port(admin_broker: tuple[RunningBroker, int]
     socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(40)]
     for s in socks:
         s.close()
-    assert wait_until(lambda: logs_in(port))
+    assert wait_for(lambda: logs_in(port))
     assert "Traceback" not in b.log()
 
 

@@ -14,6 +14,7 @@ from edge_broker.mqtt.codec import encode
 from edge_broker.mqtt.packets import Connack, Connect
 from edge_broker.mqtt.reader import PacketReader
 from tests.conftest import BrokerFactory, RunningBroker
+from tests.waiting import wait_for_log_match
 
 METRICS_RE = re.compile(r"metrics on http://([\d.]+):(\d+)/metrics")
 
@@ -31,13 +32,7 @@ request_timeout = 1.0
 
 
 def metrics_port(b: RunningBroker) -> int:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        match = METRICS_RE.search(b.log())
-        if match:
-            return int(match.group(2))
-        time.sleep(0.05)
-    raise AssertionError(f"no metrics line in the log:\n{b.log()}")
+    return int(wait_for_log_match(b, METRICS_RE).group(2))
 
 
 def mqtt_connack(b: RunningBroker, client_id: str) -> Connack:

@@ -3,12 +3,14 @@
 Without a binding a password user connects as ``sensor-7`` and publishes to
 ``sensors/sensor-7/#`` just by choosing that id. With ``clientids`` (globs) in the entry, any
 other id is refused with CONNACK 0x85 (3.1.1: 0x02) and a Reason String, so ``${clientid}`` in
-its permissions names an id the broker checked. Real broker, raw sockets.
+its permissions names an id the broker checked. The real broker in memory with its password
+method (tests/broker/engine_harness.py; a broker process before, assertions unchanged), raw
+packets.
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,11 +21,8 @@ from edge_broker.auth.password import (
     set_user,
     write_password_file,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
-from broker_raw import RawClient  # noqa: E402
-
-from edge_broker.mqtt.packets import Puback, Publish  # noqa: E402
+from edge_broker.mqtt.packets import Puback, Publish
+from tests.broker.engine_harness import MemoryBroker, memory_broker
 
 PERMISSIONS = """
 [permissions]
@@ -39,7 +38,7 @@ sets = ["own"]
 
 
 @pytest.fixture
-def bound_broker(broker_factory, tmp_path: Path):
+def bound_broker(tmp_path: Path) -> Iterator[MemoryBroker]:
     entries = set_user({}, "sensors", "pw", roles=("sensor",), clientids=("sensor-*", "probe-1"))
     entries = set_user(entries, "legacy", "pw", roles=("sensor",))  # binds no id
     passwd = tmp_path / "passwd"
@@ -47,11 +46,11 @@ def bound_broker(broker_factory, tmp_path: Path):
     listener = (
         '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\nauth_methods = ["password"]\n'
     )
-    return broker_factory(f'{listener}\n[passwords]\nfile = "{passwd}"\n{PERMISSIONS}')
+    yield from memory_broker(f'{listener}\n[passwords]\nfile = "{passwd}"\n{PERMISSIONS}')
 
 
-def _connect(b, client_id: str, user: str = "sensors", level: int = 5):
-    c = RawClient(b.host, b.port, level=level)
+def _connect(b: MemoryBroker, client_id: str, user: str = "sensors", level: int = 5):
+    c = b.client(level)
     return c, c.connect(client_id, username=user, password=b"pw")
 
 

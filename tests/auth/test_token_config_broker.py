@@ -1,6 +1,8 @@
-"""``[tokens]`` configurations over the wire: every allowed algorithm from PEM files, a secret
+"""``[tokens]`` configurations at the broker: every allowed algorithm from PEM files, a secret
 file and a JWKS file; audience, issuer and client-id binding; and a token issued by
-``edge-broker token create`` accepted by the broker."""
+``edge-broker token create`` accepted by the broker. The broker runs in memory (the
+``memory_broker_factory`` fixture: its token method and Connections, no socket; a broker process
+before, assertions unchanged); the CLI runs as a process."""
 
 from __future__ import annotations
 
@@ -8,20 +10,18 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
 from token_broker import ED_KID, HS_KID, grant, make_token, token_config
 from token_test_keys import private_keys, private_pem, signing_key
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
-from broker_raw import RawClient  # noqa: E402
-
 GRANTS = [grant(["acme"], pub=["a/#"], sub=["a/#"])]
 
 
-def connect(b, token: str, client_id: str = "cfg") -> tuple[int, str | None]:
-    with RawClient(b.host, b.port) as c:
+def connect(b: Any, token: str, client_id: str = "cfg") -> tuple[int, str | None]:
+    with b.client() as c:
         ack = c.connect(client_id, username="u", password=token.encode())
         return ack.reason_code, ack.properties.reason_string
 
@@ -39,9 +39,9 @@ def jwks_file(directory: Path) -> Path:
     return path
 
 
-def test_every_algorithm_from_pem_secret_file_and_jwks(broker_factory, tmp_path):
+def test_every_algorithm_from_pem_secret_file_and_jwks(memory_broker_factory, tmp_path):
     extra = f"jwks = {json.dumps(str(jwks_file(tmp_path)))}"
-    b = broker_factory(token_config(tmp_path, extra_tokens=extra))
+    b = memory_broker_factory(token_config(tmp_path, extra_tokens=extra))
     for alg, kid in (("EdDSA", ED_KID), ("HS256", HS_KID), ("ES256", "es"), ("RS256", "rs")):
         token = make_token(GRANTS, key=signing_key(alg, kid))
         assert connect(b, token) == (0, None), alg
@@ -51,9 +51,9 @@ def test_every_algorithm_from_pem_secret_file_and_jwks(broker_factory, tmp_path)
     assert code == 0x86 and "algorithm confusion" in (reason or "")
 
 
-def test_audience_issuer_and_client_id_binding(broker_factory, tmp_path):
+def test_audience_issuer_and_client_id_binding(memory_broker_factory, tmp_path):
     extra = 'audience = "gw-1"\nissuer = "iss-A"\nrequire_client_id_binding = true'
-    b = broker_factory(token_config(tmp_path, extra_tokens=extra))
+    b = memory_broker_factory(token_config(tmp_path, extra_tokens=extra))
     good = dict(audience="gw-1", issuer="iss-A", client_id="dev-1")
     assert connect(b, make_token(GRANTS, **good), "dev-1")[0] == 0
     cases = {
@@ -67,8 +67,8 @@ def test_audience_issuer_and_client_id_binding(broker_factory, tmp_path):
         assert code == 0x86 and words in (reason or ""), (words, reason)
 
 
-def test_a_token_from_the_cli_is_accepted(broker_factory, tmp_path):
-    b = broker_factory(token_config(tmp_path))
+def test_a_token_from_the_cli_is_accepted(memory_broker_factory, tmp_path):
+    b = memory_broker_factory(token_config(tmp_path))
     key = tmp_path / "issuer.pem"
     key.write_bytes(private_pem(private_keys()["EdDSA"]))
     made = subprocess.run(
@@ -124,9 +124,11 @@ def test_config_errors_name_the_key(toml, key, words):
     assert found and words in found[0].message, [str(p) for p in info.value.problems]
 
 
-def test_cli_and_broker_refuse_an_invalid_rule_with_the_same_message(broker_factory, tmp_path):
+def test_cli_and_broker_refuse_an_invalid_rule_with_the_same_message(
+    memory_broker_factory, tmp_path
+):
     """Issue 5: ``token create`` rejects invalid rules "with the same messages" as the broker."""
-    b = broker_factory(token_config(tmp_path))
+    b = memory_broker_factory(token_config(tmp_path))
     key = tmp_path / "issuer.pem"
     key.write_bytes(private_pem(private_keys()["EdDSA"]))
     bad = [grant(["acme"], pub=["store/?/status"])]

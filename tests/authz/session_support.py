@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 from typing import TypeVar
 
@@ -14,6 +13,7 @@ from edge_broker.auth.password import PasswordEntry, hash_password, write_passwo
 from edge_broker.mqtt.packets import Properties, Will
 from tests.broker.broker_raw import ClientPackets, unique_id
 from tests.conftest import RunningBroker
+from tests.waiting import wait_for_log as wait_for_log  # for the modules importing it here
 
 PASSWORDS = {"alice": "wonder", "bob": "builder", "carol": "singer"}
 _HASHES: dict[str, bytes] = {}
@@ -106,15 +106,6 @@ sets = ["admin"]
 role = "user"
 sets = ["user"]
 """
-
-
-def wait_for_log(b: RunningBroker, text: str, count: int = 1, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if b.log().count(text) >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{text!r} not in the broker log:\n{b.log()[-3000:]}")
 
 
 def reload(b: RunningBroker, config: str | None = None) -> None:

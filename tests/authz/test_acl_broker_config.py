@@ -8,7 +8,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from edge_broker.authz.policy import build_pipeline
 from edge_broker.config import ConfigError, load_config, loads_config
 from tests.authz.acl_paho import NOT_AUTHORIZED, AclClient, acl_json_file, toml_with_acl
 from tests.conftest import ROOT, start_broker
+from tests.waiting import wait_for_log
 
 SECTION = {
     "enabled": True,
@@ -164,15 +164,6 @@ def test_broker_refuses_to_start_on_a_bad_acl(tmp_path: Path) -> None:
         )
 
 
-def _wait_log(b: object, needle: str, count: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if b.log().count(needle) >= count:  # type: ignore[attr-defined]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{needle!r} not logged {count} time(s):\n{b.log()}")  # type: ignore[attr-defined]
-
-
 def test_reload_never_fails_open_and_applies_a_good_acl(tmp_path: Path) -> None:
     path = acl_json_file(tmp_path / "zenoh.json5", SECTION)
     b = start_broker(tmp_path, toml_with_acl(f'[acl]\nfile = "{path}"\n'))
@@ -183,7 +174,7 @@ def test_reload_never_fails_open_and_applies_a_good_acl(tmp_path: Path) -> None:
             # 1. a broken ACL file: the reload is refused, the running ACL still denies
             path.write_text("{ access_control: { enabled: tru } }")
             b.process.send_signal(signal.SIGHUP)
-            _wait_log(b, "reload of", 1)
+            wait_for_log(b, "reload of", 1)
             assert "refused" in b.log()
             assert c.publish_code("admin/x") == NOT_AUTHORIZED
             # 2. a good new ACL: admin/ allowed, ops/ denied for puts and subscriptions
@@ -201,7 +192,7 @@ def test_reload_never_fails_open_and_applies_a_good_acl(tmp_path: Path) -> None:
                 ),
             )
             b.process.send_signal(signal.SIGHUP)
-            _wait_log(b, "policy applied", 1)
+            wait_for_log(b, "policy applied", 1)
             assert c.publish_code("admin/x") != NOT_AUTHORIZED
             assert c.publish_code("ops/x") == NOT_AUTHORIZED
             assert "1 removed" in b.log()  # the ops/# subscription is gone
@@ -260,7 +251,7 @@ def test_reload_rechecks_a_queryable_subscription_as_declare_queryable(tmp_path:
             assert c.subscribe("q/#", queryable=True) == 1
             acl_json_file(path, section("deny"))  # declare_subscriber still allowed on q/**
             b.process.send_signal(signal.SIGHUP)
-            _wait_log(b, "policy applied", 1)
+            wait_for_log(b, "policy applied", 1)
             assert "1 subscription(s) checked, 1 removed" in b.log()
     finally:
         b.stop()

@@ -27,6 +27,7 @@ from edge_broker.mqtt.packets import (
 )
 from tests.broker.broker_raw import RawClient
 from tests.conftest import start_broker
+from tests.waiting import wait_for
 
 CONFIG = """
 [sys]
@@ -191,9 +192,7 @@ def test_paho_v5_sees_reason_codes(denying_broker) -> None:
     c.connect(denying_broker.host, denying_broker.ports["reason"], properties=props)
     c.loop_start()
     try:
-        deadline = time.monotonic() + 5
-        while not c.is_connected() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(c.is_connected, 5, "the CONNACK")
         c.subscribe([("ok/#", 1), ("admin/#", 1)])
         assert done.wait(5)
     finally:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from edge_broker.mqtt.packets import Puback, Publish, Suback, Subscribe, Subscription
 from tests.broker.broker_raw import RawClient
 from tests.conftest import start_broker
+from tests.waiting import wait_for_log
 
 BASE = """
 [sys]
@@ -30,15 +30,6 @@ WIDE = BASE.replace("{rules}", '{ id = "all", topic = "#" }')
 NARROW = BASE.replace(
     "{rules}", '{ id = "no-admin", topic = "admin/#", type = "DENY" }, { id = "all", topic = "#" }'
 )
-
-
-def wait_for_log(b, text: str, count: int = 1, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if b.log().count(text) >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{text!r} not in the broker log:\n{b.log()[-3000:]}")
 
 
 def topics_received(c: RawClient) -> list[str]:

@@ -15,6 +15,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from scripts.procs import Mosquitto, free_port  # noqa: F401  (free_port: re-exported)
+from tests.waiting import wait_for_log_match
 
 
 @pytest.fixture
@@ -173,13 +174,9 @@ def sys_value(port: int, topic: str, timeout: float = 10.0, until: Any = None) -
 
 
 def wait_log(b: Any, pattern: str, timeout: float = 15.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = b.log()
-        if re.search(pattern, text):
-            return text
-        time.sleep(0.05)
-    raise AssertionError(f"{pattern!r} not in the log:\n{b.log()[-3000:]}")
+    """The broker's log once ``pattern`` (a regular expression) matches in it."""
+    wait_for_log_match(b, pattern, timeout)
+    return str(b.log())
 
 
 METRICS = "\n[metrics]\nenabled = true\nport = 0\n"

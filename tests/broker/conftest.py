@@ -1,5 +1,5 @@
-"""Fixtures of the broker tests (tests/conftest.py starts the brokers; this file only adds
-clients to them)."""
+"""Fixtures of the broker tests (tests/conftest.py starts the brokers; this file adds clients to
+them, and the in-memory broker of engine_harness.py for tests of protocol, not sockets)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from broker_raw import RawClients
+from engine_harness import MemoryBroker, memory_broker
 
 
 @pytest.fixture
@@ -16,3 +17,10 @@ def client(module_broker: Any) -> Iterator[RawClients]:
     at teardown. Modules that need another default level or broker define their own."""
     with RawClients(module_broker, level=5) as make:
         yield make
+
+
+@pytest.fixture
+def mb() -> Iterator[MemoryBroker]:
+    """The real broker in memory with the default configuration and a fake clock. Modules that
+    need another configuration define their own."""
+    yield from memory_broker()

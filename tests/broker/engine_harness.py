@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from edge_broker.broker.connection import Connection
 from edge_broker.broker.server import Broker
-from edge_broker.config import loads_config, parse_config
+from edge_broker.config import ListenerConfig, loads_config, parse_config
 from edge_broker.mqtt.codec import PacketReader, encode
 from edge_broker.mqtt.packets import Packet, Puback, Publish
 from tests.broker.broker_raw import ClientPackets
@@ -220,10 +220,21 @@ class MemoryBroker:
         self.settle()
         return result.ok
 
-    def client(self, level: int = 5) -> MemoryClient:
-        c = MemoryClient(self, level, next(self._ports))
+    def client(self, level: int = 5, listener: str | None = None) -> MemoryClient:
+        """A new client connection, to the first listener unless ``listener`` names another
+        (its authentication methods, tenant choice ... apply)."""
+        chosen = self.listener
+        if listener is not None:
+            chosen = next(lc for lc in self.config.listeners if lc.name == listener)
+        c = MemoryClient(self, level, next(self._ports), chosen)
         self.clients.append(c)
         return c
+
+    def __enter__(self) -> MemoryBroker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         for c in self.clients:
@@ -236,14 +247,16 @@ class MemoryBroker:
 class MemoryClient(ClientPackets):
     """A client connection to a :class:`MemoryBroker`, with ``broker_raw.RawClient``'s API."""
 
-    def __init__(self, harness: MemoryBroker, level: int, port: int) -> None:
+    def __init__(
+        self, harness: MemoryBroker, level: int, port: int, listener: ListenerConfig
+    ) -> None:
         self.harness = harness
         self.level = level
         self.reader = PacketReader(side="client", protocol_level=level)
         self.pending: list[Packet] = []
         self.eof = False
         self.transport = MemoryTransport(self, port)
-        self.connection = Connection(harness.broker, harness.listener)
+        self.connection = Connection(harness.broker, listener)
         self.transport.protocol = self.connection
         harness.call(self.connection.connection_made, self.transport)
 
@@ -257,9 +270,10 @@ class MemoryClient(ClientPackets):
         assert not self.eof, "the broker closed this connection"
         self.harness.call(self.transport.deliver, data)
 
-    def recv(self) -> Packet:
+    def recv(self, timeout: float | None = None) -> Packet:
         """The next packet the broker has sent; EOFError if it closed, AssertionError if
-        nothing is there (the broker is idle: waiting would not change that)."""
+        nothing is there (the broker is idle: waiting would not change that). A ``timeout``
+        (or ``window``) that a ``RawClient`` call names is accepted and unused: nothing waits."""
         self.harness.settle()
         if not self.pending:
             if self.eof:
@@ -267,7 +281,7 @@ class MemoryClient(ClientPackets):
             raise AssertionError("no packet from the broker")
         return self.pending.pop(0)
 
-    def expect(self, kind: type[P]) -> P:
+    def expect(self, kind: type[P], timeout: float | None = None) -> P:
         packet = self.recv()
         assert isinstance(packet, kind), f"expected {kind.__name__}, got {packet!r}"
         return packet
@@ -279,7 +293,7 @@ class MemoryClient(ClientPackets):
         got, self.pending = self.pending, []
         return got
 
-    def publishes(self) -> list[Publish]:
+    def publishes(self, window: float | None = None) -> list[Publish]:
         """Every PUBLISH the broker sends while this client reads and acknowledges, until it is
         idle (``RawClient.publishes`` without the window): QoS 1 ones are answered with PUBACK,
         QoS 2 ones left unanswered, other packets dropped."""
@@ -291,11 +305,11 @@ class MemoryClient(ClientPackets):
                     self.send(Puback(packet.packet_id))
         return got
 
-    def nothing(self) -> None:
+    def nothing(self, timeout: float | None = None) -> None:
         self.harness.settle()
         assert not self.pending, f"unexpected packet {self.pending[0]!r}"
 
-    def closed(self) -> list[Packet]:
+    def closed(self, timeout: float | None = None) -> list[Packet]:
         """The packets the broker sent before it closed; fails if it has not closed."""
         self.harness.settle()
         got, self.pending = self.pending, []
@@ -309,6 +323,12 @@ class MemoryClient(ClientPackets):
         self.transport.closing = True
         self.eof = True
         self.harness.call(self.connection.connection_lost, None)
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def memory_broker(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import ssl
-import time
 from pathlib import Path
 
 import paho.mqtt.client as paho
@@ -24,6 +23,7 @@ from edge_broker.mqtt.packets import (
     Subscription,
 )
 from tests.ops.tls_files import make_pki
+from tests.waiting import paho_subscribe, wait_for, wait_for_log
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +67,9 @@ def paho_roundtrip(host: str, port: int, configure) -> list[bytes]:
     c.connect(host, port)
     c.loop_start()
     try:
-        c.subscribe("tls/test", 1)[1]
-        time.sleep(0.3)
+        paho_subscribe(c, "tls/test", 1)
         c.publish("tls/test", b"over the wire", qos=1).wait_for_publish(5)
-        deadline = time.monotonic() + 5
-        while not got and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: got, 5, "the message back")
     finally:
         c.disconnect()
         c.loop_stop()
@@ -90,8 +87,7 @@ def test_tls_with_optional_client_certificate(broker_factory, pki):
 def test_tls_required_client_certificate(broker_factory, pki):
     b = broker_factory(tls_config(pki, require=True))
     assert paho_roundtrip(b.host, b.port, {"tls": tls_client(pki, cert=True)}) == [b"over the wire"]
-    time.sleep(0.2)
-    assert "cert_cn=device-7" in b.log()  # the certificate's CN reaches the Identity
+    wait_for_log(b, "cert_cn=device-7")  # the certificate's CN reaches the Identity
     raw = __import__("socket").create_connection((b.host, b.port))
     ctx = tls_client(pki, cert=False)
     with pytest.raises((ssl.SSLError, ConnectionResetError, OSError)):
@@ -166,7 +162,7 @@ def test_json_log_has_protocol_errors_with_client_id_and_reason(broker_factory):
         c.connect("bad-one")
         c.send_raw(b"\x30\x00")
         c.closed()
-    time.sleep(0.2)
+    wait_for(lambda: any(r.get("event") == "disconnect" for r in b.json_log()), what=b.log)
     errors = [r for r in b.json_log() if r.get("event") == "protocol_error"]
     assert errors and errors[0]["client_id"] == "bad-one" and errors[0]["reason_code"] == "0x81"
     disconnects = [r for r in b.json_log() if r.get("event") == "disconnect"]
@@ -177,8 +173,7 @@ def test_text_log_readable(broker_factory):
     b = broker_factory()
     with RawClient(b.host, b.port) as c:
         c.connect("texty")
-    time.sleep(0.2)
-    assert "client connected client_id=texty" in b.log()
+    wait_for_log(b, "client connected client_id=texty")
     assert "interface=lo" in b.log()
 
 

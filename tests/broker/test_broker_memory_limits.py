@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import time
 
-from broker_raw import RawClient, rss_kib, unique_id
+from broker_raw import RawClient, raw_publish, rss_kib, unique_id
 
 from edge_broker.mqtt.packets import (
-    Connack,
-    Connect,
     Pingreq,
     Pingresp,
     Properties,
@@ -22,10 +20,11 @@ from edge_broker.mqtt.packets import (
     Suback,
     Subscribe,
     Subscription,
-    Will,
 )
 
-FAST_SYS = {"interval": 1}
+# On the in-memory broker (test_limits_answers_memory.py): the will and filter limits' answers,
+# test_publish_byte_rate_quota, the drop and backpressure overload tests and
+# test_subscriptions_total.
 
 
 def sys_value(b, name: str, timeout: float = 5.0) -> str:
@@ -54,43 +53,6 @@ def roundtrip(b, level: int = 5) -> None:
 # (test_limits_memory.py)
 
 
-def test_will_topic_beyond_the_limits_refuses_the_connect(broker_factory):
-    b = broker_factory()
-    with RawClient(b.host, b.port) as c:
-        c.send(Connect(5, unique_id("w"), True, 60, will=Will("/" * 40, b"bye")))
-        connack = c.expect(Connack)
-        assert connack.reason_code == 0x90
-        assert "limits.max_topic_levels" in connack.properties.reason_string
-    with RawClient(b.host, b.port) as c:
-        assert c.connect(unique_id("w"), will=Will("w/" + "x" * 2000, b"bye")).reason_code == 0x90
-
-
-def test_subscribe_filter_limits_get_suback_0x8f(broker_factory):
-    b = broker_factory({"limits": {"max_topic_levels": 4, "max_topic_length": 100}})
-    with RawClient(b.host, b.port) as c:
-        c.connect(unique_id("sf"))
-        c.send(
-            Subscribe(
-                1,
-                (
-                    Subscription("a/b/c/d", 0),
-                    Subscription("a/b/c/d/e", 0),
-                    Subscription("x" * 101, 0),
-                    Subscription("a/+/#", 1),
-                ),
-            )
-        )
-        suback = c.expect(Suback)
-        assert suback.reason_codes == (0, 0x8F, 0x8F, 1)
-        reason = suback.properties.reason_string
-        assert "limits.max_topic_levels" in reason and "limits.max_topic_length" in reason
-        assert "x" * 100 not in reason  # the Reason String does not repeat long filters
-    with RawClient(b.host, b.port, level=4) as c:
-        c.connect(unique_id("sf3"))
-        c.send(Subscribe(1, (Subscription("a/b/c/d/e", 0), Subscription("a", 0))))
-        assert c.expect(Suback).reason_codes == (0x80, 0)
-
-
 def test_deep_empty_filters_cost_no_memory(broker_factory):
     """Issue 16: 10 subscriptions of 65,000 empty levels held +160 MB."""
     b = broker_factory()
@@ -111,27 +73,6 @@ def test_deep_empty_filters_cost_no_memory(broker_factory):
 
 
 # -- byte-bounded caches and codec state ----------------------------------------------------
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def raw_publish(
-    topic: str, properties: bytes, payload: bytes = b"", qos: int = 0, packet_id: int = 0
-) -> bytes:
-    """An MQTT 5 PUBLISH with a raw property block (fast to build for megabyte blocks)."""
-    t = topic.encode()
-    body = len(t).to_bytes(2, "big") + t
-    if qos:
-        body += packet_id.to_bytes(2, "big")
-    body += varint(len(properties)) + properties + payload
-    return bytes((0x30 | qos << 1,)) + varint(len(body)) + body
 
 
 def test_megabyte_property_blocks_are_not_kept_per_connection(broker_factory):
@@ -235,20 +176,6 @@ def test_retained_flood_is_bounded_in_memory_and_log(broker_factory):
 # test_publish_rate_quota: on the in-memory broker (test_limits_memory.py)
 
 
-def test_publish_byte_rate_quota(broker_factory):
-    b = broker_factory(
-        {"limits": {"max_packet_size": 1024, "publish_byte_rate": 100, "publish_byte_burst": 2000}}
-    )
-    with RawClient(b.host, b.port) as c:
-        c.connect(unique_id("bytes"))
-        codes = []
-        for i in range(3):
-            c.send(Publish("b/t", b"x" * 900, 1, packet_id=i + 1))
-            codes.append(c.expect(Puback))
-        assert [a.reason_code for a in codes] == [0x10, 0x10, 0x97]
-        assert "limits.publish_byte_rate" in codes[-1].properties.reason_string
-
-
 # -- empty tenant spaces --------------------------------------------------------------------
 
 
@@ -260,10 +187,11 @@ def test_publish_byte_rate_quota(broker_factory):
 OVERLOAD = {"max_inflight": 5, "max_queued_messages": 10}
 
 
-def _acks(c: RawClient, window: float) -> int:
+def _acks(c: RawClient, want: int, timeout: float) -> int:
+    """The PUBACKs ``c`` gets until ``want`` have come or ``timeout`` seconds have passed."""
     n = 0
-    deadline = time.monotonic() + window
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + timeout
+    while n < want and time.monotonic() < deadline:
         try:
             if isinstance(c.recv(0.1), Puback):
                 n += 1
@@ -284,37 +212,12 @@ def _burst(b, sub_id: str, n: int = 30) -> tuple[RawClient, RawClient]:
     return sub, pub
 
 
-def test_overflow_drop_is_counted_and_logged_with_the_client_id(broker_factory):
-    b = broker_factory({"limits": OVERLOAD})
-    sub, pub = _burst(b, "slow-sub-drop")
-    assert _acks(pub, 1.5) == 30  # every PUBLISH acknowledged at once
-    got = sub.publishes(2.0)  # now the subscriber reads and acknowledges
-    assert len(got) == 15  # 5 in flight + 10 queued: 15 dropped
-    log = b.log()
-    assert "limits.max_queued_messages" in log and "slow-sub-drop" in log
-    sub.close()
-    pub.close()
-
-
-def test_overflow_backpressure_loses_nothing(broker_factory):
-    b = broker_factory(
-        {"limits": {**OVERLOAD, "queue_overflow": "backpressure", "backpressure_timeout": 30}}
-    )
-    sub, pub = _burst(b, "slow-sub-bp")
-    assert _acks(pub, 1.0) == 16  # 5 in flight, 10 queued, 1 beyond: then the publisher waits
-    got = sub.publishes(3.0)
-    assert sorted(int.from_bytes(p.payload, "big") for p in got) == list(range(30))
-    assert _acks(pub, 0.5) == 14
-    sub.close()
-    pub.close()
-
-
 def test_overflow_backpressure_is_bounded_in_time(broker_factory):
     b = broker_factory(
         {"limits": {**OVERLOAD, "queue_overflow": "backpressure", "backpressure_timeout": 0.5}}
     )
     sub, pub = _burst(b, "stuck-sub")  # never acknowledges
-    assert _acks(pub, 3.0) == 30  # held for 0.5 s, then the stuck subscriber's queue drops
+    assert _acks(pub, 30, 3.0) == 30  # held for 0.5 s, then the stuck subscriber's queue drops
     assert "limits.backpressure_timeout" in b.log()
     roundtrip(b)
     sub.close()
@@ -326,22 +229,6 @@ def test_overflow_backpressure_is_bounded_in_time(broker_factory):
 
 # test_queued_bytes_total_bounds_every_queue_together: on the in-memory broker
 # (test_limits_memory.py)
-
-
-def test_subscriptions_total(broker_factory):
-    limits = {"max_subscriptions_total": 5, "tenant_share": 1.0, "principal_share": 1.0}
-    b = broker_factory({"limits": limits, "sys": {"interval": 0}})
-    with RawClient(b.host, b.port) as a, RawClient(b.host, b.port) as c:
-        a.connect(unique_id("sa"))
-        a.send(Subscribe(1, tuple(Subscription(f"a/{i}", 0) for i in range(3))))
-        assert a.expect(Suback).reason_codes == (0, 0, 0)
-        c.connect(unique_id("sc"))
-        c.send(Subscribe(1, tuple(Subscription(f"c/{i}", 0) for i in range(3))))
-        suback = c.expect(Suback)
-        assert suback.reason_codes == (0, 0, 0x97)
-        assert "limits.max_subscriptions_total" in suback.properties.reason_string
-        c.send(Subscribe(2, (Subscription("c/0", 1),)))  # replacing one is no new one
-        assert c.expect(Suback).reason_codes == (1,)
 
 
 def test_encoded_variants_of_large_retained_messages_are_not_kept(broker_factory):

@@ -1,6 +1,8 @@
 """Quotas per tenant and per principal (docs/limits-quotas.md), adversary and victim side by
-side on a real broker over loopback sockets. Each test fails on a broker without the shares:
-there the adversary takes the whole broker-wide total and the victim is refused.
+side on the in-memory broker (engine_harness.py: the real Broker, its password method and
+Connections, with no socket; they ran against a broker process before, assertions unchanged).
+Each test fails on a broker without the shares: there the adversary takes the whole broker-wide
+total and the victim is refused.
 
 Small totals keep the tests fast; the shares are the defaults (a tenant at most half of each
 total, a principal at most a quarter).
@@ -8,16 +10,14 @@ total, a principal at most a quarter).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from engine_harness import MemoryBroker, MemoryClient
 
 from edge_broker.auth.password import set_user, write_password_file
 from edge_broker.mqtt.packets import Properties, Puback, Publish, Suback
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_raw import RawClient  # noqa: E402
 
 USERS = {  # user -> tenant (the password entry names it: verified)
     "acme-dev": "acme",
@@ -29,13 +29,13 @@ USERS = {  # user -> tenant (the password entry names it: verified)
 }
 
 
-def _broker(broker_factory, tmp_path: Path, limits: str):
+def _broker(memory_broker_factory: Any, tmp_path: Path, limits: str) -> MemoryBroker:
     entries: dict = {}
     for user, tenant in USERS.items():
         entries = set_user(entries, user, "pw", tenants=(tenant,) if tenant else ())
     passwd = tmp_path / "passwd"
     write_password_file(passwd, entries)
-    return broker_factory(
+    return memory_broker_factory(
         '[[listeners]]\nname = "tcp"\nbind = "127.0.0.1"\nport = 0\n'
         'auth_methods = ["password"]\n'
         f'[passwords]\nfile = "{passwd}"\n'
@@ -43,19 +43,19 @@ def _broker(broker_factory, tmp_path: Path, limits: str):
     )
 
 
-def _client(b, user: str, client_id: str, **kw) -> RawClient:
-    c = RawClient(b.host, b.port)
+def _client(b: MemoryBroker, user: str, client_id: str, **kw) -> MemoryClient:
+    c = b.client()
     ack = c.connect(client_id, username=user, password=b"pw", **kw)
     assert ack.reason_code == 0, ack
     return c
 
 
-def _retain(c: RawClient, topic: str, payload: bytes, pid: int) -> Puback:
+def _retain(c: MemoryClient, topic: str, payload: bytes, pid: int) -> Puback:
     c.send(Publish(topic, payload, 1, True, packet_id=pid))
     return c.expect(Puback)
 
 
-def _fill_retained(c: RawClient, prefix: str, payload: bytes, most: int) -> Puback:
+def _fill_retained(c: MemoryClient, prefix: str, payload: bytes, most: int) -> Puback:
     """Retain new topics until refused; the refusing PUBACK."""
     for i in range(most):
         ack = _retain(c, f"{prefix}/{i}", payload, i % 60000 + 1)
@@ -65,17 +65,19 @@ def _fill_retained(c: RawClient, prefix: str, payload: bytes, most: int) -> Puba
     raise AssertionError(f"never refused after {most} retained messages")
 
 
-def _retained(b, user: str, topic: str) -> list[bytes]:
+def _retained(b: MemoryBroker, user: str, topic: str) -> list[bytes]:
     with _client(b, user, f"reader-{user}") as c:
         c.subscribe(topic, 1)
         return [p.payload for p in c.publishes(0.5)]
 
 
-def test_a_full_tenant_cannot_refuse_another_tenants_retained_status(broker_factory, tmp_path):
+def test_a_full_tenant_cannot_refuse_another_tenants_retained_status(
+    memory_broker_factory, tmp_path
+):
     """One client id in acme fills the retained bytes (stopped at its principal's share), a
     second acme principal fills the rest of acme's share, a third is refused by the tenant's
     share; globex's status is still kept."""
-    b = _broker(broker_factory, tmp_path, "max_retained_bytes = 65536")
+    b = _broker(memory_broker_factory, tmp_path, "max_retained_bytes = 65536")
     blob = b"x" * 4000
     with _client(b, "acme-dev", "acme-1") as adversary:
         ack = _fill_retained(adversary, "fill", blob, 40)
@@ -94,10 +96,10 @@ def test_a_full_tenant_cannot_refuse_another_tenants_retained_status(broker_fact
     assert _retained(b, "globex-dev", "status/valve-7") == [b"open"]
 
 
-def test_one_user_with_many_client_ids_stops_at_its_share(broker_factory, tmp_path):
+def test_one_user_with_many_client_ids_stops_at_its_share(memory_broker_factory, tmp_path):
     """19 client ids x 30 topics of one user would pass max_retained_messages (400): the user
     stops at its quarter; another principal's retained message is kept."""
-    b = _broker(broker_factory, tmp_path, "max_retained_messages = 400")
+    b = _broker(memory_broker_factory, tmp_path, "max_retained_messages = 400")
     stored = 0
     refused = None
     for n in range(19):
@@ -118,8 +120,8 @@ def test_one_user_with_many_client_ids_stops_at_its_share(broker_factory, tmp_pa
     assert _retained(b, "erin", "e/status") == [b"ok"]
 
 
-def test_subscriptions_per_principal(broker_factory, tmp_path):
-    b = _broker(broker_factory, tmp_path, "max_subscriptions_total = 100")
+def test_subscriptions_per_principal(memory_broker_factory, tmp_path):
+    b = _broker(memory_broker_factory, tmp_path, "max_subscriptions_total = 100")
     granted = 0
     codes = []
     for n in range(4):
@@ -139,11 +141,11 @@ def test_subscriptions_per_principal(broker_factory, tmp_path):
         assert isinstance(suback, Suback) and suback.reason_codes == (1,)
 
 
-def test_connections_per_principal(broker_factory, tmp_path):
-    b = _broker(broker_factory, tmp_path, "max_connections = 8")
+def test_connections_per_principal(memory_broker_factory, tmp_path):
+    b = _broker(memory_broker_factory, tmp_path, "max_connections = 8")
     held = [_client(b, "dave", f"dave-c{n}") for n in range(2)]
     try:
-        third = RawClient(b.host, b.port)
+        third = b.client()
         ack = third.connect("dave-c2", username="dave", password=b"pw")
         third.close()
         assert ack.reason_code == 0x97
@@ -162,10 +164,10 @@ def test_connections_per_principal(broker_factory, tmp_path):
     _client(b, "dave", "dave-c3").close()
 
 
-def test_queued_bytes_of_offline_sessions_per_principal(broker_factory, tmp_path):
+def test_queued_bytes_of_offline_sessions_per_principal(memory_broker_factory, tmp_path):
     """dave's offline sessions fill the queues; erin's offline session still gets its
     commands."""
-    b = _broker(broker_factory, tmp_path, "max_queued_bytes_total = 65536")
+    b = _broker(memory_broker_factory, tmp_path, "max_queued_bytes_total = 65536")
     expiry = Properties(session_expiry_interval=600)
     for cid, user, topic in (("dave-q", "dave", "flood/#"), ("erin-q", "erin", "cmd/erin")):
         with _client(b, user, cid, clean=False, properties=expiry) as c:
@@ -188,9 +190,9 @@ def test_queued_bytes_of_offline_sessions_per_principal(broker_factory, tmp_path
 
 
 @pytest.mark.parametrize("share", ["tenant_share = 1.0\nprincipal_share = 1.0"])
-def test_shares_off_give_the_whole_total(broker_factory, tmp_path, share):
+def test_shares_off_give_the_whole_total(memory_broker_factory, tmp_path, share):
     """With both shares at 1.0 one principal may take the whole total (as before)."""
-    b = _broker(broker_factory, tmp_path, f"max_retained_messages = 20\n{share}")
+    b = _broker(memory_broker_factory, tmp_path, f"max_retained_messages = 20\n{share}")
     with _client(b, "dave", "dave-all") as c:
         for i in range(20):
             assert _retain(c, f"all/{i}", b"v", i + 1).reason_code in (0x00, 0x10)

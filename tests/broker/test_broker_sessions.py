@@ -164,19 +164,4 @@ def test_will_on_protocol_error(client):
     assert watcher.expect(Publish).payload == b"bye"
 
 
-def test_offline_queue_bounded(broker_factory):
-    b = broker_factory({"limits": {"max_queued_messages": 3}})
-    name = cid()
-    t = cid("bq/")
-    with RawClient(b.host, b.port) as s:
-        park_session(s, name, subscription=Subscription(t, 1))
-    with RawClient(b.host, b.port) as p:
-        p.connect(cid())
-        for i in range(10):
-            p.send(Publish(t, b"%d" % i, 1, packet_id=i + 1))
-            p.expect(Puback)
-    with RawClient(b.host, b.port) as s:
-        s.connect(name, clean=False, properties=Properties(session_expiry_interval=60))
-        got = [s.expect(Publish).payload for _ in range(3)]
-        assert got == [b"0", b"1", b"2"]
-        s.nothing()
+# test_offline_queue_bounded: on the in-memory broker (test_limits_answers_memory.py)

@@ -18,9 +18,6 @@ from edge_broker.mqtt.packets import (
     Pingresp,
     Properties,
     Publish,
-    Suback,
-    Subscribe,
-    Subscription,
 )
 from tests.conftest import RunningBroker, start_broker
 
@@ -75,18 +72,4 @@ def test_invalid_tenant_refused(module_broker):
         assert ack.reason_code == 0x87 and "tenant" in (ack.properties.reason_string or "")
 
 
-def test_dot_separator(broker_factory):
-    b = broker_factory({"topics": {"separator": "."}, "sys": {"interval": 0.5}})
-    with RawClient(b.host, b.port) as c:
-        c.connect("dots")
-        c.send(
-            Subscribe(
-                1, (Subscription("store.+.status", 0), Subscription("$SYS.broker.version", 0))
-            )
-        )
-        assert c.expect(Suback).reason_codes == (0, 0)
-        assert c.expect(Publish, timeout=3).topic == "$SYS.broker.version"
-        c.send(Publish("store/1/status", b"slash", 0))
-        c.send(Publish("store.1.status", b"dot", 0))
-        assert c.expect(Publish).payload == b"dot"
-        c.nothing()
+# test_dot_separator: on the in-memory broker (test_tenants_memory.py)

@@ -4,18 +4,10 @@ wait. Moved from test_broker_protocol_v5.py, assertions unchanged."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from broker_raw import unique_id
-from engine_harness import MemoryBroker, memory_broker
+from engine_harness import MemoryBroker
 
 from edge_broker.mqtt.packets import Disconnect, Properties, Puback, Publish, Pubrec
-
-
-@pytest.fixture
-def mb() -> Iterator[MemoryBroker]:
-    yield from memory_broker()
 
 
 def cid(prefix: str = "c") -> str:

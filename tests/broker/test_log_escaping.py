@@ -7,23 +7,12 @@ default text log format.
 
 from __future__ import annotations
 
-import time
-
 from broker_raw import RawClient, unique_id
 
 from edge_broker.mqtt.packets import Pingreq, Pingresp, Publish
+from tests.waiting import wait_for_log
 
 FORGED = "FORGED"
-
-
-def _wait_for(b, text: str, timeout: float = 5.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        log = b.log()
-        if text in log:
-            return log
-        time.sleep(0.05)
-    raise AssertionError(f"{text!r} never logged:\n{b.log()[-2000:]}")
 
 
 def test_client_text_cannot_start_a_log_line(broker_factory):
@@ -37,7 +26,7 @@ def test_client_text_cannot_start_a_log_line(broker_factory):
         c.send(Pingreq())
         while not isinstance(c.recv(), Pingresp):
             pass
-    log = _wait_for(b, marker)
+    log = wait_for_log(b, marker)
     lines = log.splitlines()
     assert not [line for line in lines if line.startswith(("2026-01-01", FORGED))], log[-2000:]
     connected = [line for line in lines if marker in line and "client connected" in line]
@@ -64,7 +53,7 @@ def test_refused_connect_with_forged_fields_stays_one_line(broker_factory, tmp_p
             f"{marker} reason_code=0x00 listener=admin\n{FORGED}", username="u", password=b"wrong"
         )
         assert ack.reason_code == 0x86
-    log = _wait_for(b, marker)
+    log = wait_for_log(b, marker)
     refused = [line for line in log.splitlines() if marker in line]
     assert len(refused) == 1 and "connect refused" in refused[0]
     # the client's text is one quoted value; the broker's own fields follow it

@@ -4,11 +4,11 @@ Moved from test_broker_protocol_v5.py, assertions unchanged."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from broker_raw import unique_id
-from engine_harness import MemoryBroker, MemoryClient, memory_broker
+from engine_harness import MemoryBroker, MemoryClient
 
 from edge_broker.mqtt.packets import (
     Disconnect,
@@ -22,11 +22,6 @@ from edge_broker.mqtt.packets import (
     Subscribe,
     Subscription,
 )
-
-
-@pytest.fixture
-def mb() -> Iterator[MemoryBroker]:
-    yield from memory_broker()
 
 
 @pytest.fixture

@@ -3,13 +3,17 @@
 With ``[topics] separator = "."`` the gate used to know only the ``.`` spelling, so a client that
 is not SMOKER-authenticated published ``access/claim`` (SMOKER.md's own spelling, which the
 claim service answers) with PUBACK 0x00; it was routed and retained, and ``$SYS/...`` publishes
-were accepted and retained too. Real broker, raw sockets, both separators.
+were accepted and retained too. The real broker in memory (engine_harness.py; a broker
+process before, assertions unchanged), raw packets, both separators.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
-from broker_raw import RawClient, unique_id
+from broker_raw import unique_id
+from engine_harness import MemoryBroker, MemoryClient, memory_broker
 
 from edge_broker.matching.reserved_topics import ReservedTopics
 from edge_broker.mqtt.packets import Properties, Puback, Publish, Suback, Subscribe, Subscription
@@ -34,13 +38,14 @@ def _topics(sep: str, me: str) -> list[str]:
 
 
 @pytest.fixture(params=["/", "."], ids=["slash", "dot"])
-def sep_broker(request, broker_factory):
+def sep_broker(request) -> Iterator[tuple[str, MemoryBroker]]:
     sep = request.param
-    return sep, broker_factory({"topics": {"separator": sep}})
+    for mb in memory_broker({"topics": {"separator": sep}}):
+        yield sep, mb
 
 
-def _client(b, cid: str) -> RawClient:
-    c = RawClient(b.host, b.port)
+def _client(b: MemoryBroker, cid: str) -> MemoryClient:
+    c = b.client()
     assert c.connect(cid).reason_code == 0
     return c
 
@@ -90,7 +95,7 @@ def test_smoker_system_topic_as_will_is_refused(sep_broker):
     from edge_broker.mqtt.packets import Will
 
     for topic in _topics(sep, unique_id("w")):
-        c = RawClient(b.host, b.port)
+        c = b.client()
         ack = c.connect(unique_id("w"), will=Will(topic, b"x", 0, False, Properties()))
         assert ack.reason_code >= 0x80, (topic, ack)
         c.close()

@@ -4,14 +4,10 @@ tests/cli/test_session_cli.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from edge_broker.broker.session_control import drop_session, list_sessions
 from edge_broker.mqtt.packets import Disconnect, Properties, Publish
 from tests.broker.broker_raw import unique_id
-from tests.broker.engine_harness import MemoryBroker, memory_broker
+from tests.broker.engine_harness import MemoryBroker
 
 
 def drop(mb: MemoryBroker, client_id: str) -> bool:
@@ -19,11 +15,6 @@ def drop(mb: MemoryBroker, client_id: str) -> bool:
     done: list[bool] = []
     mb.call(lambda: done.append(drop_session(mb.broker, client_id)))
     return done[0]
-
-
-@pytest.fixture
-def mb() -> Iterator[MemoryBroker]:
-    yield from memory_broker()
 
 
 def test_list_shows_owner_state_expiry_and_queue(mb: MemoryBroker) -> None:

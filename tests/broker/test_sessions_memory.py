@@ -6,9 +6,6 @@ ones are now exact (the will comes at the delay and not a tick before)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from broker_raw import unique_id
 from engine_harness import MemoryBroker, MemoryClient, memory_broker
 
@@ -25,11 +22,6 @@ from edge_broker.mqtt.packets import (
     Subscription,
     Will,
 )
-
-
-@pytest.fixture
-def mb() -> Iterator[MemoryBroker]:
-    yield from memory_broker()
 
 
 def cid(prefix: str = "s") -> str:

@@ -7,19 +7,14 @@ On the in-memory broker (engine_harness.py): "nothing arrives" is exact, not a w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from edge_broker.engine.states import ConnState
 from edge_broker.mqtt.packets import Disconnect, Properties, Publish
 from tests.broker.broker_raw import unique_id
-from tests.broker.engine_harness import MemoryBroker, MemoryClient, memory_broker
-
-
-@pytest.fixture
-def mb() -> Iterator[MemoryBroker]:
-    yield from memory_broker()
+from tests.broker.engine_harness import MemoryBroker, MemoryClient
 
 
 @pytest.fixture

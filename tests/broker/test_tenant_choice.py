@@ -3,16 +3,19 @@
 Default (``tenant_choice = "credentials"``): an anonymous client, or a password entry without
 ``tenants``, may use only the default tenant ``~``; naming another in the CONNECT user property
 ``tenant`` is refused with CONNACK 0x87 and a Reason String naming the rule. An entry that names
-tenants may use exactly those. ``tenant_choice = "open"`` restores free choice. Real broker,
-raw sockets.
+tenants may use exactly those. ``tenant_choice = "open"`` restores free choice. The real broker
+in memory (engine_harness.py; a broker process before, assertions unchanged), raw packets; a
+bad ``tenant_choice`` is still refused by a broker process at start.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_raw import RawClient, unique_id
+from broker_raw import unique_id
+from engine_harness import MemoryBroker, memory_broker
 
 from edge_broker.auth.password import set_user, write_password_file
 from edge_broker.mqtt.packets import Properties
@@ -29,32 +32,32 @@ def tenant(name: str) -> Properties:
 
 
 @pytest.fixture
-def brokers(broker_factory, tmp_path: Path):
+def brokers(tmp_path: Path) -> Iterator[MemoryBroker]:
     entries: dict = {}
     for user, (password, tenants) in USERS.items():
         entries = set_user(entries, user, password, tenants)
     passwd = tmp_path / "passwd"
     write_password_file(passwd, entries)
     methods = ["password", "anonymous"]
-    b = broker_factory(
+    yield from memory_broker(
         {
             "passwords": {"file": str(passwd)},
             "listeners": [
-                {"name": "strict", "bind": "127.0.0.1", "auth_methods": methods},
+                {"name": "strict", "bind": "127.0.0.1", "port": 0, "auth_methods": methods},
                 {
                     "name": "open",
                     "bind": "127.0.0.1",
+                    "port": 0,
                     "auth_methods": methods,
                     "tenant_choice": "open",
                 },
             ],
         }
     )
-    return b
 
 
-def _connect(b, listener: str, level: int = 5, **kw):
-    with RawClient(b.host, b.ports[listener], level=level) as c:
+def _connect(b: MemoryBroker, listener: str, level: int = 5, **kw):
+    with b.client(level, listener) as c:
         return c.connect(unique_id("t"), **kw)
 
 

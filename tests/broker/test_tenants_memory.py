@@ -1,7 +1,8 @@
 """``$SYS`` in every tenant's topic space on the in-memory broker (engine_harness.py): the
 ``$SYS`` topics reach a tenant's subscriber at the broker's next update, with no wait for the
 real interval; a tenant shares the broker-wide values, retained before its space existed, and
-hears a value again only when it changed (issue 34)."""
+hears a value again only when it changed (issue 34). test_dot_separator moved here from
+test_broker_tenants.py (a broker process of its own, waiting up to 3 s for ``$SYS``)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,21 @@ def test_sys_topics_in_every_tenant() -> None:
         other.connect("sys-other", properties=tenant("globex"))
         mb.advance(0.5)  # clients/connected changed: the subscribed space hears it
         assert int(c.expect(Publish).payload) >= 2
+
+
+def test_dot_separator() -> None:
+    for mb in memory_broker({"topics": {"separator": "."}, "sys": {"interval": 0.5}}):
+        c = mb.client()
+        c.connect("dots")
+        c.send(
+            Subscribe(
+                1, (Subscription("store.+.status", 0), Subscription("$SYS.broker.version", 0))
+            )
+        )
+        assert c.expect(Suback).reason_codes == (0, 0)
+        mb.advance(0.5)  # the next $SYS update, at most one interval away
+        assert c.expect(Publish).topic == "$SYS.broker.version"
+        c.send(Publish("store/1/status", b"slash", 0))
+        c.send(Publish("store.1.status", b"dot", 0))
+        assert c.expect(Publish).payload == b"dot"
+        c.nothing()

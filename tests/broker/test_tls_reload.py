@@ -9,13 +9,13 @@ import signal
 import socket
 import ssl
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import BrokerFactory
 from tests.ops.tls_files import make_cert
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
@@ -38,13 +38,6 @@ def served_serial(port: int) -> str:
     )
     assert out.returncode == 0, hello.stdout + hello.stderr
     return out.stdout.strip()
-
-
-def wait_for(condition, what: str, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def test_sighup_rotates_the_certificate_for_new_connections_only(
@@ -76,7 +69,7 @@ def test_sighup_rotates_the_certificate_for_new_connections_only(
     shutil.copy(new_cert, cert)  # the rotation: new files at the same paths, then SIGHUP
     shutil.copy(new_key, key)
     broker.process.send_signal(signal.SIGHUP)
-    wait_for(lambda: "TLS certificate and key reloaded" in broker.log(), broker.log())
+    wait_for(lambda: "TLS certificate and key reloaded" in broker.log(), what=broker.log)
     assert served_serial(port) == "serial=2222"
     existing.sendall(bytes([0xC0, 0]))  # PINGREQ on the connection made before the rotation
     assert existing.recv(2) == bytes([0xD0, 0])
@@ -85,6 +78,6 @@ def test_sighup_rotates_the_certificate_for_new_connections_only(
 
     shutil.copy(foreign_key, key)  # a key of another certificate: refused, the running pair stays
     broker.process.send_signal(signal.SIGHUP)
-    wait_for(lambda: "TLS files not reloaded" in broker.log(), broker.log())
+    wait_for(lambda: "TLS files not reloaded" in broker.log(), what=broker.log)
     assert served_serial(port) == "serial=2222"
     assert broker.alive() and "Traceback" not in broker.log()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from edge_broker.ops.state_files import state_files
 from tests.cli.field_cli import cli
 from tests.conftest import BrokerFactory, start_broker
 from tests.sync.test_audit_upload import Collector
+from tests.waiting import wait_for
 
 GATEWAY = "gw-1"
 # the files that stop `run` when damaged beyond repair (each `set-aside`-able)
@@ -123,10 +123,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pristine]:
         collector = Collector(cloud.port, work / "collected")
         gateway = start_broker(work / "gw", gateway_config(state, work, cloud.port))
         cursor = state / "sync/audit-cursor.json"  # the bundle applied, audited and uploaded
-        deadline = time.monotonic() + 30
-        while not cursor.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert cursor.exists(), gateway.log()
+        wait_for(cursor.exists, 30, gateway.log)
         collector.stop()
         assert gateway.stop() == 0
         assert "Traceback" not in gateway.log()

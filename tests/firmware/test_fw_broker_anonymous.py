@@ -23,14 +23,6 @@ from scripts.procs import free_port
 from .fw_support import pump, umqtt_poll
 
 
-def wait_until(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
-
-
 def test_firmware_client_publish_subscribe(module_broker: Any) -> None:
     got: list[tuple[str, bytes]] = []
     sub = MQTTClient(

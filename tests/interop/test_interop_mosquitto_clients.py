@@ -105,7 +105,7 @@ def test_will(module_broker, version):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    time.sleep(0.4)
+    time.sleep(0.4)  # mosquitto_sub prints nothing when connected: give its CONNECT the time
     dying.kill()  # no DISCONNECT: the will must be published
     dying.wait()
     out, _ = watcher.communicate(timeout=10)

@@ -212,6 +212,8 @@ def test_v5_message_expiry(clients):
     short = Properties(PacketTypes.PUBLISH)
     short.MessageExpiryInterval = 1
     pub.publish(t + "/old", b"stale", 1, retain=True, properties=short)
+    # real time on purpose: the one end-to-end proof of message expiry with a real client (the
+    # exact deadline is tested on the broker's fake clock, tests/broker/test_sessions_memory.py)
     time.sleep(1.5)
     sub = clients(v)
     sub.subscribe(t + "/#", 1)

@@ -58,8 +58,10 @@ def test_expired_session_is_dropped_at_start(broker_factory, tmp_path):
     c.send(Subscribe(1, (Subscription("x", 1),)))
     c.expect(Suback)
     c.close()
-    time.sleep(0.3)
+    time.sleep(0.3)  # the broker sees the connection end before it stops (no signal for it)
     b.stop()
+    # real time on purpose: the session's deadline passes while no broker runs, and the next
+    # one compares it with the wall clock at start (the fake clock cannot span two processes)
     time.sleep(1.5)
     b2 = broker_factory(persistent_config(state))
     c2 = RawClient(b2.host, b2.port)

@@ -19,6 +19,7 @@ from edge_broker.pipeline.compile import run_compile
 from edge_broker.pipeline.fleet import make_fleet
 from tests.conftest import BrokerFactory, to_toml
 from tests.pipeline.conftest import ISSUED_AT, Keys
+from tests.waiting import wait_for
 
 GW = "gw-00000"
 
@@ -34,20 +35,14 @@ def _publish(client: mqtt.Client, topic: str) -> int:
     codes: list[int] = []
     client.on_publish = lambda c, u, mid, rc, p: codes.append(rc.value)
     client.publish(topic, b"21.5", qos=1).wait_for_publish(5)
-    deadline = time.monotonic() + 5
-    while not codes and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return codes[0]
+    return wait_for(lambda: codes, 5, f"the PUBACK of {topic}")[0]
 
 
 def _subscribe(client: mqtt.Client, topic: str) -> int:
     codes: list[int] = []
     client.on_subscribe = lambda c, u, mid, rcs, p: codes.extend(rc.value for rc in rcs)
     client.subscribe(topic, qos=0)
-    deadline = time.monotonic() + 5
-    while not codes and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return codes[0]
+    return wait_for(lambda: codes, 5, f"the SUBACK of {topic}")[0]
 
 
 def _retained(port: int, topic: str, predicate: Any, timeout: float = 30.0) -> bytes:
@@ -61,13 +56,10 @@ def _retained(port: int, topic: str, predicate: Any, timeout: float = 30.0) -> b
     client.connect("127.0.0.1", port)
     client.loop_start()
     try:
-        deadline = time.monotonic() + timeout
-        while not got and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: got, timeout, f"a matching message on {topic}")
     finally:
         client.loop_stop()
         client.disconnect()
-    assert got, f"nothing on {topic} in {timeout} s"
     return got[0]
 
 

@@ -19,6 +19,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from edge_broker.keys import write_verify_key
 from tests.conftest import BrokerFactory, RunningBroker, to_toml
 from tests.sync.cloud import MOSQUITTO, CloudClient, Mosquitto
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which(MOSQUITTO) is None, reason="mosquitto not installed")
 
@@ -97,15 +98,6 @@ def stored_denials(store: Path) -> list[str]:
     ]
 
 
-def wait_for(predicate: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 class Collector:
     """``edge-broker-pipeline collect`` in a thread (its own client id, the shared group)."""
 
@@ -155,12 +147,12 @@ def test_no_batch_is_lost_whatever_starts_first(
         gateway = broker_factory(config(tmp_path, cloud_broker.port, pub))
         first = [f"admin/before/{i}" for i in range(10)]
         denied_publishes(gateway, first)
-        wait_for(lambda: watcher.received(TOPIC))  # uploaded, PUBACKed, stored by no one
+        wait_for(lambda: watcher.received(TOPIC), 20)  # uploaded, PUBACKed, stored by no one
         time.sleep(0.5)
         assert cursor(tmp_path) is None and not (store / GW).exists()
 
         collector = Collector(cloud_broker.port, store)  # its announcement: resent at once
-        wait_for(lambda: stored_denials(store) == first)
+        wait_for(lambda: stored_denials(store) == first, 20)
 
         cloud_broker.stop()  # uplink outage, for gateway and collector alike
         during = [f"admin/during/{i}" for i in range(25)]
@@ -193,7 +185,7 @@ def test_no_batch_is_lost_whatever_starts_first(
             assert header["last"] - header["first"] + 1 == header["count"] <= 7
             position[header["segment"]] = header["last"]
         last = sorted(position.items())[-1]
-        wait_for(lambda: cursor(tmp_path) == last)
+        wait_for(lambda: cursor(tmp_path) == last, 20)
     finally:
         if collector is not None:
             collector.stop()

@@ -19,6 +19,7 @@ from edge_broker.auth.password import PasswordEntry, hash_password, write_passwo
 from edge_broker.keys import write_verify_key
 from edge_broker.sync.bundle import create_bundle
 from tests.conftest import BrokerFactory, RunningBroker
+from tests.waiting import wait_for_log
 
 GW = "gw-dir"
 
@@ -113,10 +114,7 @@ def test_directory_bundles_replace_passwords(tmp_path: Path, broker_factory: Bro
     assert (tmp_path / "state" / "passwd.v1").exists()
 
     b.process.send_signal(signal.SIGHUP)  # a reload keeps the bundle's sections over the file
-    deadline = time.monotonic() + 10
-    while "with policy bundle v1: policy applied" not in b.log() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "with policy bundle v1: policy applied" in b.log()
+    wait_for_log(b, "with policy bundle v1: policy applied")
     assert connects(b, "new", "new-pw") and not connects(b, "old", "old-pw")
 
     bad = {"passwords": [{"username": "x", "hash": "plaintext"}]}

@@ -21,6 +21,7 @@ from edge_broker.keys import write_verify_key
 from edge_broker.sync.bundle import create_bundle
 from tests.conftest import BrokerFactory, RunningBroker, to_toml
 from tests.sync.cloud import MOSQUITTO, CloudClient, Mosquitto, Pki
+from tests.waiting import paho_subscribe, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which(MOSQUITTO) is None, reason="mosquitto not installed")
 
@@ -83,9 +84,7 @@ def publish_rc(b: RunningBroker, topic: str) -> int:
     client.loop_start()
     try:
         client.publish(topic, b"x", qos=1).wait_for_publish(5)
-        deadline = time.monotonic() + 5
-        while not codes and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: codes, 5, f"the PUBACK of {topic}")
     finally:
         client.loop_stop()
         client.disconnect()
@@ -116,9 +115,8 @@ def test_bundles_applied_refused_and_kept_offline(
         )
         watcher.connect(gateway.host, gateway.port)
         watcher.loop_start()
-        watcher.subscribe("admin/#", qos=1)
-        watcher.subscribe("other/#", qos=1)
-        time.sleep(0.3)
+        paho_subscribe(watcher, "admin/#", qos=1)
+        paho_subscribe(watcher, "other/#", qos=1)
 
         operator.publish(f"edge/{GW}/policy", bundle(key, 2, "admin"), retain=True)
         status = operator.wait_json(status_topic, lambda s: s["version"] == 2)

@@ -40,9 +40,10 @@ _PRUNE_FLOOR = 1024
 
 @dataclass(frozen=True, slots=True)
 class ThrottleLimits:
-    max_claim_bytes: int = 2 * 1024
+    max_claim_bytes: int = 16 * 1024
     max_claims_per_client: int = 256
-    max_claims_total: int = 500
+    max_claims_total: int = 10_000
+    max_claims_bytes: int = 4 * 1024 * 1024
     client_rate: float = 1.0
     client_burst: float = 20.0
     store_writes_per_second: float = 50.0
@@ -56,8 +57,9 @@ class ThrottleLimits:
     # no client spends another's): a request reads the involvement index from its cursor on
     # (~12 µs per claim at the maximum claim size on this machine)
     request_scan_rate: float = 10_000.0
-    # of max_claims_total, the live claims one tenant may hold (``[limits] tenant_share``,
-    # docs/limits-quotas.md): throw-away SMOKER keys of one tenant cannot fill another's
+    # of max_claims_total and of max_claims_bytes, what one tenant's live claims may hold
+    # (``[limits] tenant_share``, docs/limits-quotas.md): throw-away SMOKER keys of one
+    # tenant cannot fill another's
     tenant_share: float = 1.0
 
     def __post_init__(self) -> None:
@@ -65,6 +67,7 @@ class ThrottleLimits:
             "max_claim_bytes",
             "max_claims_per_client",
             "max_claims_total",
+            "max_claims_bytes",
             "client_rate",
             "client_burst",
             "store_writes_per_second",
@@ -167,12 +170,16 @@ class FloodGuard:
         owned: Collection[str],
         total: int,
         tenant: tuple[str, int] | None = None,
+        pool: tuple[int, int, int] | None = None,
     ) -> str | None:
         """``None`` and take one client and one store token, or the reason for 0x97.
 
         ``owned`` are the owner's live topics, ``total`` the live claims of every owner,
         ``tenant`` the owner's tenant and its live claims; a claim on a topic the owner already
-        holds replaces it and does not count against any of these limits.
+        holds replaces it and does not count against any of these limits. ``pool`` is the
+        claim's charge (claims/pool.py), the bytes charged to every live claim and to the
+        tenant's, both without the claim it replaces: checked against ``max_claims_bytes`` and
+        the tenant's share of it, replacements included (a bigger claim takes more bytes).
         """
         limits = self.limits
         if size > limits.max_claim_bytes:
@@ -193,6 +200,10 @@ class FloodGuard:
                         f"{share} (limits.tenant_share {limits.tenant_share:g} of "
                         f"claims.max_claims_total {limits.max_claims_total})"
                     )
+        if pool is not None:
+            refusal = self._pool_refusal(pool, tenant)
+            if refusal is not None:
+                return refusal
         client = refill(
             self._buckets.get(owner) or full_bucket(limits.client_burst, now),
             limits.client_rate,
@@ -213,6 +224,26 @@ class FloodGuard:
         self._store = Bucket(store.tokens - 1, store.stamp)
         self._buckets[owner] = Bucket(client.tokens - 1, client.stamp)
         self._forget_full(now)
+        return None
+
+    def _pool_refusal(
+        self, pool: tuple[int, int, int], tenant: tuple[str, int] | None
+    ) -> str | None:
+        limits = self.limits
+        charge, used, tenant_used = pool
+        if used + charge > limits.max_claims_bytes:
+            return (
+                f"the live claims would hold {used + charge} B (this claim {charge} B); "
+                f"claims.max_claims_bytes is {limits.max_claims_bytes} (unclaim a topic first)"
+            )
+        if tenant is not None and limits.tenant_share < 1.0:
+            share = int(limits.max_claims_bytes * limits.tenant_share)
+            if tenant_used + charge > share:
+                return (
+                    f"tenant {tenant[0]!r} would hold {tenant_used + charge} B of live claims "
+                    f"(this claim {charge} B); its share is {share} B (limits.tenant_share "
+                    f"{limits.tenant_share:g} of claims.max_claims_bytes {limits.max_claims_bytes})"
+                )
         return None
 
     def tracked_clients(self) -> int:

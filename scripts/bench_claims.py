@@ -203,7 +203,8 @@ def start_broker(directory: Path, fsync: str) -> tuple[subprocess.Popen[bytes], 
         f"[limits]\nmax_queued_messages = 100000\nmax_queued_bytes = 100000000\n\n"
         f'[claims]\nstore_dir = "{directory}"\nfsync = "{fsync}"\nclient_rate = 1e6\n'
         "client_burst = 1e6\nstore_writes_per_second = 1e6\nstore_burst = 1e6\n"
-        "max_claims_per_client = 10000000\nmax_claims_total = 100000000\nmax_claims_bytes = 1099511627776\n"
+        "max_claims_per_client = 10000000\nmax_claims_total = 100000000\n"
+        "max_claims_bytes = 1099511627776\n"
     )
     log = directory / "bench.log"
     with open(log, "wb") as out:

@@ -1,26 +1,28 @@
 """Flood throttling for claims (SMOKER.md "Flood throttling"; seed 002 "Claim flooding").
 
-Four limits, checked in this order, each answered with 0x97 Quota exceeded before the store is
-touched: claim size, live claims per client (and in total), the client's token bucket, the
-global store write budget (a token bucket in writes per second). Tokens are taken only when
-every limit passes, so a refused claim costs the client nothing but its time.
+Five limits, checked in this order, each answered with 0x97 Quota exceeded before the store is
+touched: claim size, live claims per client (and in total), the bytes of the live claims (the
+pool, and the tenant's share of it), the client's token bucket, the global store write budget
+(a token bucket in writes per second). Tokens are taken only when every limit passes, so a
+refused claim costs the client nothing but its time.
 
 Defaults (``ThrottleLimits()``) are sized for a Raspberry Pi Zero 2 W (4 slow cores, 512 MB RAM,
 a micro-SD card where an fsync costs 5–30 ms):
 
-- ``max_claim_bytes`` 2 KiB: a claim naming ~8 clients on a topic of 100 bytes (each
-  permission is ~85 bytes of JSON, and the signature attaches the restriction a second time in
-  base64; ``*`` names them all), or one on a topic of up to ~800 bytes.
+- ``max_claim_bytes`` 16 KiB: a claim naming ~67 clients on a topic of 100 bytes (each
+  permission is ~215 bytes on the wire, as the signature attaches the restriction a second
+  time in base64; ``*`` names them all), the size the SMOKER clients were built against.
 - ``client_rate`` 1 claim/s with ``client_burst`` 20: provisioning a device claims a handful of
   topics at once, then changes them rarely.
-- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 500 live claims. A claim
-  holds about 1.7 KB + 1.6 × its size of memory (the parsed permissions plus the log's
-  in-memory document; measured through the broker by ``scripts/bench_limits_memory.py --only
-  claim``: 2.2 KB for the shortest, 7.9 KB for one of 4 KiB, 25 KB for one of 16 KiB), so 500
-  claims of 2 KiB are within 2.4 MiB, what the memory budget (``edge-broker check``) leaves
-  under the unit's ``MemoryMax=200M`` beside the other defaults and the claims decision cache;
-  start-up re-verifies every claim (~0.3 ms each on x86, several times that on a Zero 2).
-  Figures: ``scripts/bench_claims.py``.
+- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 10,000 live claims; and
+  ``max_claims_bytes`` 4 MiB, the byte pool of the live claims: each is charged about 1.7 KB +
+  1.6 × its size (claims/pool.py; the parsed permissions plus the log's in-memory document,
+  measured through the broker by ``scripts/bench_limits_memory.py --only claim``: 2.2 KB for
+  the shortest, 4.8 KB for one of 1.9 KB, 25 KB for one of 16 KiB). The pool, not the largest
+  claim times the largest count (266 MiB), is what the memory budget (``edge-broker check``)
+  counts under the unit's ``MemoryMax=200M``: ~1,760 short claims or ~150 of 16 KiB, in any
+  mix. Start-up re-verifies every claim (~0.3 ms each on x86, several times that on a Zero
+  2). Figures: ``scripts/bench_claims.py``.
 - ``store_writes_per_second`` 50 with ``store_burst`` 200: group commit puts many claims in
   one fsync, and 50 records/s keep the SD card's write amplification and wear low while
   leaving the I/O to retained messages and sessions.

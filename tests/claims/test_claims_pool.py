@@ -206,3 +206,19 @@ def test_the_pool_never_drifts_from_the_live_claims(
 
     with tempfile.TemporaryDirectory() as d:
         asyncio.run(run(Path(d)))
+
+
+def test_max_claims_bytes_is_read_from_the_config_and_checked() -> None:
+    from edge_broker.claims.runtime import throttle_limits
+    from edge_broker.config import ConfigError, loads_config
+
+    config = loads_config("[claims]\nmax_claims_bytes = 1048576\n")
+    assert config.claims.max_claims_bytes == 1048576
+    assert throttle_limits(config.claims).max_claims_bytes == 1048576
+    assert ThrottleLimits().max_claims_bytes == loads_config("").claims.max_claims_bytes
+    try:
+        loads_config("[claims]\nmax_claims_bytes = 100\n")
+    except ConfigError as exc:
+        assert [p.key for p in exc.problems] == ["claims.max_claims_bytes"]
+    else:
+        raise AssertionError("max_claims_bytes = 100 was accepted")

@@ -52,6 +52,7 @@ UNLIMITED = ThrottleLimits(
     max_claim_bytes=1 << 20,
     max_claims_per_client=10**9,
     max_claims_total=10**9,
+    max_claims_bytes=1 << 40,
     client_rate=1e9,
     client_burst=1e9,
     store_writes_per_second=1e9,
@@ -203,6 +204,7 @@ def start_broker(directory: Path, fsync: str) -> tuple[subprocess.Popen[bytes], 
         f'[claims]\nstore_dir = "{directory}"\nfsync = "{fsync}"\nclient_rate = 1e6\n'
         "client_burst = 1e6\nstore_writes_per_second = 1e6\nstore_burst = 1e6\n"
         "max_claims_per_client = 10000000\nmax_claims_total = 100000000\n"
+        "max_claims_bytes = 1099511627776\n"
     )
     log = directory / "bench.log"
     with open(log, "wb") as out:

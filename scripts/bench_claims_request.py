@@ -55,6 +55,7 @@ async def run(n: int, rounds: int, root: str) -> None:
     )
     roomy = ThrottleLimits(
         max_claims_total=10**9,
+        max_claims_bytes=1 << 40,
         client_rate=1e9,
         client_burst=1e9,
         store_writes_per_second=1e9,

@@ -210,12 +210,13 @@ CLAIM_OWNERS = 8  # several SMOKER clients claim, each a share of the claims
 def claims_section(workdir: Path, max_claim_bytes: int = MAX_CLAIM_BYTES) -> str:
     """``[claims]`` for a fill: the flood limits on time (rates, the store's write budget) and
     per client are lifted so that the fill takes seconds (the count limits too: ``--count``
-    may be larger than the default ``max_claims_total``); ``max_claim_bytes`` as asked."""
+    may be larger than the default ``max_claims_total``, and the bytes larger than the
+    default ``max_claims_bytes``); ``max_claim_bytes`` as asked."""
     return (
         f'[claims]\nstore_dir = "{workdir}"\nfsync = "never"\nclient_rate = 1e6\n'
         "client_burst = 1e6\nstore_writes_per_second = 1e6\nstore_burst = 1e6\n"
         "max_claims_per_client = 10000000\nmax_claims_total = 10000000\n"
-        f"max_claim_bytes = {max_claim_bytes}\n"
+        f"max_claims_bytes = {1 << 40}\nmax_claim_bytes = {max_claim_bytes}\n"
     )
 
 

@@ -14,6 +14,7 @@ from ..mqtt.reason_codes import ReasonCode
 from .errors import ClaimError, shown
 from .model import Claim
 from .parse import parse_claim
+from .pool import claim_charge
 from .signature import verify_claim
 from .topics import validate_claim_topic
 
@@ -31,7 +32,9 @@ class Publisher(Protocol):
 class ClaimThrottle(Protocol):
     """Flood limits: ``None`` to admit (and spend the tokens), else why it is 0x97."""
 
-    def admit(self, owner: str, topic: str, size: int, now: float) -> str | None: ...
+    def admit(
+        self, owner: str, topic: str, size: int, now: float, charge: int = 0
+    ) -> str | None: ...  # ``charge``: what the claim takes of the byte pool (claims/pool.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +89,7 @@ def evaluate_claim(
             f"topic {shown(claim.topic_name)} belongs to {claim.owner}; a client may only claim "
             f"topics under restricted/{publisher.smoker_id}/",
         )
-    refusal = throttle.admit(claim.owner, claim.topic_name, len(payload), now)
+    refusal = throttle.admit(claim.owner, claim.topic_name, len(payload), now, claim_charge(claim))
     if refusal is not None:
         return ClaimOutcome(ReasonCode.QUOTA_EXCEEDED, refusal)
     return ClaimOutcome(ReasonCode.SUCCESS, None, claim)

@@ -60,6 +60,7 @@ def throttle_limits(claims: ClaimsConfig, tenant_share: float = 1.0) -> Throttle
         max_claim_bytes=claims.max_claim_bytes,
         max_claims_per_client=claims.max_claims_per_client,
         max_claims_total=claims.max_claims_total,
+        max_claims_bytes=claims.max_claims_bytes,
         client_rate=claims.client_rate,
         client_burst=claims.client_burst,
         store_writes_per_second=claims.store_writes_per_second,

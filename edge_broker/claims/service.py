@@ -46,6 +46,7 @@ from .info import (
 )
 from .model import ANY_CLIENT, Activity, Claim
 from .persistence import ClaimPersistence, record_value, verify_record
+from .pool import claim_charge, document_charge
 from .throttle import ClientBuckets, FloodGuard, ThrottleLimits
 from .topics import owner_segment
 
@@ -78,16 +79,23 @@ class _TenantQuota:
     service: ClaimService
     tenant: str
 
-    def admit(self, owner: str, topic: str, size: int, now: float) -> str | None:
+    def admit(self, owner: str, topic: str, size: int, now: float, charge: int = 0) -> str | None:
         service = self.service
+        tenant = self.tenant
+        released = service.released_by(tenant, topic)
         return service.guard.admit(
             owner,
             topic,
             size,
             now,
-            service.live_topics(self.tenant, owner),
+            service.live_topics(tenant, owner),
             service.live_total(),
-            (self.tenant, service.live_in_tenant(self.tenant)),
+            (tenant, service.live_in_tenant(tenant)),
+            (
+                charge,
+                service.pool_used() - released,
+                service.pool_used(tenant) - released,
+            ),
         )
 
 
@@ -107,6 +115,8 @@ class ClaimService:
         "_index",
         "_owned",
         "_naming",
+        "_charges",
+        "_pool",
         "_inflight",
         "_seq",
         "_tasks",
@@ -140,7 +150,12 @@ class ClaimService:
         # permissions name a client of that bucket: a claims request reads its bucket instead
         # of scanning the tenant's claims (bounded keys: see _bucket)
         self._naming: dict[tuple[str, int], list[str]] = {}
-        self._inflight: dict[tuple[str, str], tuple[int, str | None]] = {}
+        # tenant -> topic -> what its record is charged of max_claims_bytes (claims/pool.py);
+        # _pool: tenant -> the sum of its charges ("" -> every tenant's)
+        self._charges: dict[str, dict[str, int]] = {}
+        self._pool: dict[str, int] = {"": 0}
+        # (tenant, topic) -> (sequence, owner or None for an unclaim, charge reserved)
+        self._inflight: dict[tuple[str, str], tuple[int, str | None, int]] = {}
         self._seq = 0
         self._tasks: set[asyncio.Task[str | None]] = set()
         self._pending: dict[tuple[str, str], None] = {}  # (tenant, topic) still to verify
@@ -153,10 +168,11 @@ class ClaimService:
         quarantined: list[tuple[str, str, str]] = []
         for tenant, topic, value in self.store.records():
             if lazy:
-                self._set(tenant, topic, _Pending(value))
+                self._set(tenant, topic, _Pending(value), document_charge(value))
                 self._pending[(tenant, topic)] = None
             else:
-                self._set(tenant, topic, self._verified(tenant, topic, value, quarantined))
+                record = self._verified(tenant, topic, value, quarantined)
+                self._set(tenant, topic, record, _charge(record, value))
         loaded = len(self) - len(quarantined) - len(self._pending)
         return LoadReport(
             loaded, tuple(quarantined), time.perf_counter() - started, len(self._pending)
@@ -177,6 +193,7 @@ class ClaimService:
         found: list[tuple[str, str, str]] = []
         verified = self._verified(tenant, topic, record.value, found)
         self._index[tenant][topic] = verified
+        self._recharge(tenant, topic, _charge(verified, record.value))
         self._name(tenant, topic, verified, True)
         self._pending.pop((tenant, topic), None)
         if found:
@@ -273,21 +290,41 @@ class ClaimService:
         owned = self._owned.get((tenant, owner), set())
         writing = {
             topic
-            for (t, topic), (_, who) in self._inflight.items()
+            for (t, topic), (_, who, _) in self._inflight.items()
             if t == tenant and who == owner and topic not in owned
         }
         return owned | writing if writing else owned
 
     def live_total(self) -> int:
         return sum(len(t) for t in self._index.values()) + sum(
-            1 for _, who in self._inflight.values() if who is not None
+            1 for _, who, _ in self._inflight.values() if who is not None
         )
 
     def live_in_tenant(self, tenant: str) -> int:
         """The live claims of ``tenant``, those still being written included."""
         return len(self._index.get(tenant, _EMPTY)) + sum(
-            1 for (t, _), (_, who) in self._inflight.items() if t == tenant and who is not None
+            1 for (t, _), (_, who, _) in self._inflight.items() if t == tenant and who is not None
         )
+
+    def pool_used(self, tenant: str | None = None) -> int:
+        """Bytes of ``max_claims_bytes`` charged to the live claims (of ``tenant``), those
+        still being written included."""
+        stored = self._pool.get("" if tenant is None else tenant, 0)
+        return stored + sum(
+            charge for (t, _), (_, _, charge) in self._inflight.items() if tenant in (None, t)
+        )
+
+    def pool_stored(self, tenant: str | None = None) -> int:
+        """Bytes charged to the claims in the index (of ``tenant``): what a restart recharges."""
+        return self._pool.get("" if tenant is None else tenant, 0)
+
+    def released_by(self, tenant: str, topic: str) -> int:
+        """What a new claim on ``topic`` frees of the pool: the charge of the record it replaces,
+        none while another write of the topic is in flight (its reservation stays until it
+        lands)."""
+        if (tenant, topic) in self._inflight:
+            return 0
+        return self._charges.get(tenant, {}).get(topic, 0)
 
     def __len__(self) -> int:
         return sum(len(t) for t in self._index.values())
@@ -302,7 +339,9 @@ class ClaimService:
         if claim is None:
             return outcome
         value = record_value(claim, self._wall_clock(), tenant)
-        failed = await asyncio.shield(self._start_write(tenant, claim.topic_name, claim, value))
+        failed = await asyncio.shield(
+            self._start_write(tenant, claim.topic_name, claim, value, claim_charge(claim))
+        )
         if failed is not None:
             return ClaimOutcome(ReasonCode.UNSPECIFIED_ERROR, failed)
         return outcome
@@ -400,22 +439,23 @@ class ClaimService:
     # -- internals --------------------------------------------------------------------------------
 
     def _start_write(
-        self, tenant: str, topic: str, claim: Claim | None, value: Any
+        self, tenant: str, topic: str, claim: Claim | None, value: Any, charge: int = 0
     ) -> asyncio.Task[str | None]:
-        """Register the write as in flight *now* (limits and unclaims see it at once) and run
-        it as its own task, so that cancelling the caller cannot stop it half-way."""
+        """Register the write as in flight *now* (limits and unclaims see it at once, the
+        claim's ``charge`` is reserved of the pool) and run it as its own task, so that
+        cancelling the caller cannot stop it half-way."""
         key = (tenant, topic)
         self._seq += 1
-        self._inflight[key] = (self._seq, None if claim is None else claim.owner)
+        self._inflight[key] = (self._seq, None if claim is None else claim.owner, charge)
         task = asyncio.get_running_loop().create_task(
-            self._write(tenant, topic, claim, value, self._seq)
+            self._write(tenant, topic, claim, value, self._seq, charge)
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
     async def _write(
-        self, tenant: str, topic: str, claim: Claim | None, value: Any, seq: int
+        self, tenant: str, topic: str, claim: Claim | None, value: Any, seq: int, charge: int
     ) -> str | None:
         key = (tenant, topic)
         try:
@@ -427,9 +467,9 @@ class ClaimService:
             what = "claim" if claim is not None else "unclaim"
             return f"the claim store could not make the {what} durable: {exc}"
         finally:
-            if self._inflight.get(key, (0, None))[0] == seq:
+            if self._inflight.get(key, (0, None, 0))[0] == seq:
                 del self._inflight[key]
-        self._set(tenant, topic, claim)
+        self._set(tenant, topic, claim, charge)
         return None
 
     async def drain(self) -> None:
@@ -437,9 +477,13 @@ class ClaimService:
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _set(self, tenant: str, topic: str, record: ClaimRecord | _Pending | None) -> None:
+    def _set(
+        self, tenant: str, topic: str, record: ClaimRecord | _Pending | None, charge: int = 0
+    ) -> None:
+        """Put ``record`` (``None``: nothing) on ``topic``, charged ``charge`` of the pool."""
         if type(record) is not _Pending:
             self._pending.pop((tenant, topic), None)
+        self._recharge(tenant, topic, None if record is None else charge)
         table = self._index.setdefault(tenant, {})
         self._name(tenant, topic, table.get(topic), False)
         self._name(tenant, topic, record, True)
@@ -454,6 +498,23 @@ class ClaimService:
             table[topic] = record
             owned.add(topic)
         self.generation += 1
+
+    def _recharge(self, tenant: str, topic: str, charge: int | None) -> None:
+        """Release the charge of ``topic``'s record, then charge ``charge`` (``None``: gone)."""
+        charges = self._charges.setdefault(tenant, {})
+        delta = -charges.pop(topic, 0)
+        if charge is not None:
+            charges[topic] = charge
+            delta += charge
+        elif not charges:
+            del self._charges[tenant]
+        pool = self._pool
+        pool[""] += delta
+        left = pool.get(tenant, 0) + delta
+        if left or charge is not None:
+            pool[tenant] = left
+        else:
+            pool.pop(tenant, None)
 
     def _name(self, tenant: str, topic: str, record: object, add: bool) -> None:
         """Add (or remove) ``topic`` to the sorted list of every bucket its claim names."""
@@ -496,6 +557,11 @@ class ClaimService:
             record = table.get(topic)
             if isinstance(record, Claim) and is_involved(record, me):
                 yield record
+
+
+def _charge(record: ClaimRecord, value: Any) -> int:
+    """A verified claim is charged as it was admitted; a quarantined record as its document."""
+    return claim_charge(record) if isinstance(record, Claim) else document_charge(value)
 
 
 def _topic_of(claim: Claim) -> str:

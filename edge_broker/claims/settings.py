@@ -20,9 +20,10 @@ class ClaimsConfig:
     enabled: bool | None = None
     store_dir: str | None = None
     fsync: str = "always"  # always | never (tests, benchmarks): a claim's PUBACK waits for it
-    max_claim_bytes: int = 2 * 1024
+    max_claim_bytes: int = 16 * 1024
     max_claims_per_client: int = 256
-    max_claims_total: int = 500
+    max_claims_total: int = 10_000
+    max_claims_bytes: int = 4 * 1024 * 1024  # what live claims are charged (claims/pool.py)
     client_rate: float = 1.0
     client_burst: float = 20.0
     store_writes_per_second: float = 50.0
@@ -85,6 +86,7 @@ def parse_claims(s: Section) -> ClaimsConfig:
             "max_claims_per_client", d.max_claims_per_client, 1, 10_000_000
         ),
         max_claims_total=s.integer("max_claims_total", d.max_claims_total, 1, 100_000_000),
+        max_claims_bytes=s.integer("max_claims_bytes", d.max_claims_bytes, 4096, 1 << 40),
         client_rate=rate,
         client_burst=burst,
         store_writes_per_second=writes,

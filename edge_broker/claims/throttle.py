@@ -1,26 +1,28 @@
 """Flood throttling for claims (SMOKER.md "Flood throttling"; seed 002 "Claim flooding").
 
-Four limits, checked in this order, each answered with 0x97 Quota exceeded before the store is
-touched: claim size, live claims per client (and in total), the client's token bucket, the
-global store write budget (a token bucket in writes per second). Tokens are taken only when
-every limit passes, so a refused claim costs the client nothing but its time.
+Five limits, checked in this order, each answered with 0x97 Quota exceeded before the store is
+touched: claim size, live claims per client (and in total), the bytes of the live claims (the
+pool, and the tenant's share of it), the client's token bucket, the global store write budget
+(a token bucket in writes per second). Tokens are taken only when every limit passes, so a
+refused claim costs the client nothing but its time.
 
 Defaults (``ThrottleLimits()``) are sized for a Raspberry Pi Zero 2 W (4 slow cores, 512 MB RAM,
 a micro-SD card where an fsync costs 5–30 ms):
 
-- ``max_claim_bytes`` 2 KiB: a claim naming ~8 clients on a topic of 100 bytes (each
-  permission is ~85 bytes of JSON, and the signature attaches the restriction a second time in
-  base64; ``*`` names them all), or one on a topic of up to ~800 bytes.
+- ``max_claim_bytes`` 16 KiB: a claim naming ~67 clients on a topic of 100 bytes (each
+  permission is ~215 bytes on the wire, as the signature attaches the restriction a second
+  time in base64; ``*`` names them all), the size the SMOKER clients were built against.
 - ``client_rate`` 1 claim/s with ``client_burst`` 20: provisioning a device claims a handful of
   topics at once, then changes them rarely.
-- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 500 live claims. A claim
-  holds about 1.7 KB + 1.6 × its size of memory (the parsed permissions plus the log's
-  in-memory document; measured through the broker by ``scripts/bench_limits_memory.py --only
-  claim``: 2.2 KB for the shortest, 7.9 KB for one of 4 KiB, 25 KB for one of 16 KiB), so 500
-  claims of 2 KiB are within 2.4 MiB, what the memory budget (``edge-broker check``) leaves
-  under the unit's ``MemoryMax=200M`` beside the other defaults and the claims decision cache;
-  start-up re-verifies every claim (~0.3 ms each on x86, several times that on a Zero 2).
-  Figures: ``scripts/bench_claims.py``.
+- ``max_claims_per_client`` 256 live claims; ``max_claims_total`` 10,000 live claims; and
+  ``max_claims_bytes`` 4 MiB, the byte pool of the live claims: each is charged about 1.7 KB +
+  1.6 × its size (claims/pool.py; the parsed permissions plus the log's in-memory document,
+  measured through the broker by ``scripts/bench_limits_memory.py --only claim``: 2.2 KB for
+  the shortest, 4.8 KB for one of 1.9 KB, 25 KB for one of 16 KiB). The pool, not the largest
+  claim times the largest count (266 MiB), is what the memory budget (``edge-broker check``)
+  counts under the unit's ``MemoryMax=200M``: ~1,760 short claims or ~150 of 16 KiB, in any
+  mix. Start-up re-verifies every claim (~0.3 ms each on x86, several times that on a Zero
+  2). Figures: ``scripts/bench_claims.py``.
 - ``store_writes_per_second`` 50 with ``store_burst`` 200: group commit puts many claims in
   one fsync, and 50 records/s keep the SD card's write amplification and wear low while
   leaving the I/O to retained messages and sessions.
@@ -40,9 +42,10 @@ _PRUNE_FLOOR = 1024
 
 @dataclass(frozen=True, slots=True)
 class ThrottleLimits:
-    max_claim_bytes: int = 2 * 1024
+    max_claim_bytes: int = 16 * 1024
     max_claims_per_client: int = 256
-    max_claims_total: int = 500
+    max_claims_total: int = 10_000
+    max_claims_bytes: int = 4 * 1024 * 1024
     client_rate: float = 1.0
     client_burst: float = 20.0
     store_writes_per_second: float = 50.0
@@ -56,8 +59,9 @@ class ThrottleLimits:
     # no client spends another's): a request reads the involvement index from its cursor on
     # (~12 µs per claim at the maximum claim size on this machine)
     request_scan_rate: float = 10_000.0
-    # of max_claims_total, the live claims one tenant may hold (``[limits] tenant_share``,
-    # docs/limits-quotas.md): throw-away SMOKER keys of one tenant cannot fill another's
+    # of max_claims_total and of max_claims_bytes, what one tenant's live claims may hold
+    # (``[limits] tenant_share``, docs/limits-quotas.md): throw-away SMOKER keys of one
+    # tenant cannot fill another's
     tenant_share: float = 1.0
 
     def __post_init__(self) -> None:
@@ -65,6 +69,7 @@ class ThrottleLimits:
             "max_claim_bytes",
             "max_claims_per_client",
             "max_claims_total",
+            "max_claims_bytes",
             "client_rate",
             "client_burst",
             "store_writes_per_second",
@@ -167,12 +172,16 @@ class FloodGuard:
         owned: Collection[str],
         total: int,
         tenant: tuple[str, int] | None = None,
+        pool: tuple[int, int, int] | None = None,
     ) -> str | None:
         """``None`` and take one client and one store token, or the reason for 0x97.
 
         ``owned`` are the owner's live topics, ``total`` the live claims of every owner,
         ``tenant`` the owner's tenant and its live claims; a claim on a topic the owner already
-        holds replaces it and does not count against any of these limits.
+        holds replaces it and does not count against any of these limits. ``pool`` is the
+        claim's charge (claims/pool.py), the bytes charged to every live claim and to the
+        tenant's, both without the claim it replaces: checked against ``max_claims_bytes`` and
+        the tenant's share of it, replacements included (a bigger claim takes more bytes).
         """
         limits = self.limits
         if size > limits.max_claim_bytes:
@@ -193,6 +202,10 @@ class FloodGuard:
                         f"{share} (limits.tenant_share {limits.tenant_share:g} of "
                         f"claims.max_claims_total {limits.max_claims_total})"
                     )
+        if pool is not None:
+            refusal = self._pool_refusal(pool, tenant)
+            if refusal is not None:
+                return refusal
         client = refill(
             self._buckets.get(owner) or full_bucket(limits.client_burst, now),
             limits.client_rate,
@@ -213,6 +226,26 @@ class FloodGuard:
         self._store = Bucket(store.tokens - 1, store.stamp)
         self._buckets[owner] = Bucket(client.tokens - 1, client.stamp)
         self._forget_full(now)
+        return None
+
+    def _pool_refusal(
+        self, pool: tuple[int, int, int], tenant: tuple[str, int] | None
+    ) -> str | None:
+        limits = self.limits
+        charge, used, tenant_used = pool
+        if used + charge > limits.max_claims_bytes:
+            return (
+                f"the live claims would hold {used + charge} B (this claim {charge} B); "
+                f"claims.max_claims_bytes is {limits.max_claims_bytes} (unclaim a topic first)"
+            )
+        if tenant is not None and limits.tenant_share < 1.0:
+            share = int(limits.max_claims_bytes * limits.tenant_share)
+            if tenant_used + charge > share:
+                return (
+                    f"tenant {tenant[0]!r} would hold {tenant_used + charge} B of live claims "
+                    f"(this claim {charge} B); its share is {share} B (limits.tenant_share "
+                    f"{limits.tenant_share:g} of claims.max_claims_bytes {limits.max_claims_bytes})"
+                )
         return None
 
     def tracked_clients(self) -> int:

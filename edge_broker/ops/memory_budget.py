@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..broker.topic_space import TENANT_CACHE_SHARE
+from ..claims.pool import charge_of_size
 from ..config import Config, claims_enabled
 
 BASE_BYTES = 34 * 1024 * 1024  # the broker at start (RSS): 33.6-33.9 MiB with five listeners
@@ -38,11 +39,6 @@ TENANT_BYTES = 2000  # an open tenant's topic space besides what keeps it: 1,370
 # counted apart
 TEXT_COPIES = 2.1  # (2,620 - 495) B / 1,019 B more filter text = 2.09 (retained: 2.11): the
 # session's or message's own copy, the index's run and the allocator's rounding of both
-CLAIM_OVERHEAD = 1700  # one claim besides CLAIM_COPIES × its size: 2,202-2,214 B for the
-# shortest (427 B), 7,899 B for one of 3,969 B naming 17 clients, 25,291 B for one of 16,220 B
-# naming 67 (bench_limits_memory.py --only claim --claim-bytes 4096 / 16384)
-CLAIM_COPIES = 1.6  # (7,899 - 2,214) B / (3,969 - 427) B more claim = 1.61 (1.46 at 16 KiB):
-# the parsed permissions (a string and an object each) and the store's document (signed text)
 CREDENTIAL_BYTES = 200  # one cached credential digest (32 B) in its OrderedDict, estimated
 BACKOFF_BYTES = 300  # one (source, user) failure count: key tuple, strings, entry; estimated
 SOURCE_BYTES = 250  # one source's connect-rate bucket (address key, two floats); estimated
@@ -145,20 +141,22 @@ def tenant_term(config: Config) -> BudgetTerm:
 
 
 def claim_bytes(max_claim_bytes: int) -> int:
-    """What one live claim of ``max_claim_bytes`` (its PUBLISH payload) holds, measured."""
-    return CLAIM_OVERHEAD + int(CLAIM_COPIES * max_claim_bytes)
+    """What one live claim of ``max_claim_bytes`` (its PUBLISH payload) holds, measured: the
+    charge ``[claims] max_claims_bytes`` counts (claims/pool.py)."""
+    return charge_of_size(max_claim_bytes)
 
 
 def claims_term(config: Config) -> BudgetTerm:
-    """Claims held at ``max_claims_total``, each of ``max_claim_bytes``, when the claims gate
-    is on."""
+    """Claims held at ``max_claims_total`` claims of ``max_claim_bytes`` or at the byte pool
+    ``max_claims_bytes``, whichever is less, when the claims gate is on."""
     if not claims_enabled(config):
         return BudgetTerm("claims", 0, "claims off")
     claims = config.claims
+    by_count = claims.max_claims_total * claim_bytes(claims.max_claim_bytes)
     return BudgetTerm(
         "claims",
-        claims.max_claims_total * claim_bytes(claims.max_claim_bytes),
-        "max_claims_total × (1,700 B + 1.6 × max_claim_bytes)",
+        min(by_count, claims.max_claims_bytes),
+        "min(max_claims_total × (1,700 B + 1.6 × max_claim_bytes), max_claims_bytes)",
     )
 
 

@@ -63,6 +63,6 @@ class NoThrottle:
     def __init__(self) -> None:
         self.asked: list[tuple[str, str, int, float]] = []
 
-    def admit(self, owner: str, topic: str, size: int, now: float) -> str | None:
+    def admit(self, owner: str, topic: str, size: int, now: float, charge: int = 0) -> str | None:
         self.asked.append((owner, topic, size, now))
         return None

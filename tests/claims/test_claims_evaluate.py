@@ -236,7 +236,7 @@ def test_row_order_signature_before_owner() -> None:
 
 
 class Refuse:
-    def admit(self, owner: str, topic: str, size: int, now: float) -> str | None:
+    def admit(self, owner: str, topic: str, size: int, now: float, charge: int = 0) -> str | None:
         return "over the limit"
 
 

@@ -47,7 +47,7 @@ class Guard:
         self.owned = owned
         self.total = total
 
-    def admit(self, owner: str, topic: str, size: int, now: float) -> str | None:
+    def admit(self, owner: str, topic: str, size: int, now: float, charge: int = 0) -> str | None:
         return self.inner.admit(owner, topic, size, now, self.owned.get(owner, set()), self.total)
 
     def tracked_clients(self) -> int:

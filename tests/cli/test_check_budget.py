@@ -119,7 +119,9 @@ def test_open_tenants_and_claims_are_budgeted(tmp_path):
     assert "max_tenants" in line and "fits MemoryMax" in r.stdout, r.stdout
 
 
-def test_claims_term_follows_max_claims_total() -> None:
+def test_claims_term_is_the_lesser_of_count_and_pool() -> None:
+    """min(max_claims_total × per-claim cost at max_claim_bytes, max_claims_bytes): the byte
+    pool at the defaults (10,000 claims of 16 KiB would be 266 MiB), the count when less."""
     from edge_broker.ops.memory_budget import claim_bytes, memory_budget
 
     def claims(text: str) -> int:
@@ -127,10 +129,15 @@ def test_claims_term_follows_max_claims_total() -> None:
         return next(t.bytes for t in memory_budget(config) if t.name == "claims")
 
     assert claims("") == 0
-    assert claims("[claims]\nenabled = true\nmax_claims_total = 500\n") == 500 * claim_bytes(2048)
+    assert claims("[claims]\nenabled = true\n") == 4 * 1024 * 1024
+    assert claims("[claims]\nenabled = true\nmax_claims_bytes = 1048576\n") == 1048576
+    assert claims("[claims]\nenabled = true\nmax_claims_total = 10\n") == 10 * (
+        1700 + int(1.6 * 16384)
+    )
     assert claims(
-        "[claims]\nenabled = true\nmax_claims_total = 10\nmax_claim_bytes = 16384\n"
-    ) == 10 * (1700 + int(1.6 * 16384))
+        "[claims]\nenabled = true\nmax_claims_total = 500\nmax_claim_bytes = 2048\n"
+        "max_claims_bytes = 1073741824\n"
+    ) == 500 * claim_bytes(2048)
 
 
 def test_claims_at_the_defaults_fit_memory_max() -> None:

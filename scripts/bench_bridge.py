@@ -175,7 +175,8 @@ async def measure(
     return count / (t1 - t0), cpu / count * 1e6
 
 
-STORE_STATS_RE = re.compile(r"store closed: (\d+) appends, (\d+) fsyncs")
+# the bridge queue's log (what a bridged message's PUBACK waits for with ``sync``)
+STORE_STATS_RE = re.compile(r"bridge queue log \S+ closed: (\d+) appends, (\d+) fsyncs")
 
 
 def run_gateway(
@@ -184,7 +185,7 @@ def run_gateway(
     """One gateway bridging to the cloud Mosquitto on ``cloud_port``: an edge-broker from
     ``root`` with the store's ``durability`` ("": no store, the queue in memory), or (root
     None) a Mosquitto gateway. (bridged msg/s, gateway CPU µs per message, messages per fsync
-    of the edge-broker store or "")."""
+    of the edge-broker bridge queue's log or "")."""
     gw_port = free_port()
     if root is None:
         gw = mosquitto(

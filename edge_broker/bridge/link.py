@@ -152,7 +152,9 @@ class BridgeLink:
         self.topics = topics
         self.stats = LinkStats()
         self.level = config.protocol
-        self._wake = asyncio.Event()
+        # the sender's wait for work: one future per idle period, resolved by wake() (a new
+        # message) or the receiver (acknowledgements freed the window); never a task per wait
+        self._waiter: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._stream: Any = None
         self._next_pid = 1
@@ -204,7 +206,13 @@ class BridgeLink:
         self._task = None
 
     def wake(self) -> None:
-        self._wake.set()
+        """There is something to send (a message queued, the window opened): the sender runs
+        at the loop's next turn, once however many messages were queued before it."""
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _state(self, state: str, message: str, **extra: Any) -> None:
         if self.stats.state == state:
@@ -355,15 +363,28 @@ class BridgeLink:
         self._resend_inflight()
         self._flush()
         await stream.drain()
-        sender = asyncio.get_running_loop().create_task(self._sender())
+        # one long-lived task each for sending, reading and the keep alive, for the whole
+        # connection: a wake costs the sender one future, a read no future of the link's own
+        loop = asyncio.get_running_loop()
+        tasks = {
+            loop.create_task(self._sender()),
+            loop.create_task(self._receiver(reader)),
+            loop.create_task(self._keeper()),
+        }
         try:
-            await self._receiver(reader, sender)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # raises what ended the connection
+            raise LinkError("the link stopped")
         finally:
-            sender.cancel()
-            try:
-                await sender
-            except (asyncio.CancelledError, Exception):
-                pass
+            self._waiter = None
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
 
     async def _first_packet(self, reader: PacketReader) -> Any:
         while True:
@@ -471,63 +492,86 @@ class BridgeLink:
             return 0.0
         return (1.0 - self._tokens) / rate
 
-    async def _sender(self) -> None:
+    def _fill(self) -> tuple[int, float]:
+        """Move what the window and ``drain_rate`` allow from the queue into ``_out``: (how
+        many, seconds until the rate allows the next one or 0). At most 256 at once, so a long
+        queue yields to the loop now and then."""
         queue = self.queue
-        stream = self._stream
-        keep_alive = self._keep_alive
-        while True:
-            self._wake.clear()
-            wait = 0.0
-            sent = 0
-            if self._held:
-                self._resend_held()
-            while queue.pending and not self._held and len(queue.inflight) < self._window:
+        pending = queue.pending
+        inflight = queue.inflight
+        window = self._window
+        store = self.store
+        rated = self.config.drain_rate > 0
+        wait = 0.0
+        sent = 0
+        if self._held:
+            self._resend_held()
+        while pending and not self._held and len(inflight) < window:
+            if rated:
                 wait = self._take_token()
                 if wait:
                     break
-                entry = queue.take()
-                assert entry is not None
-                if (
-                    self._max_packet
-                    and len(entry.topic) + len(entry.payload) + 64 > self._max_packet
-                ):
-                    self._drop_too_large(entry)
-                    continue
-                if entry.qos == 0 or self._max_qos == 0:
-                    self._publish(entry, None)
-                    self.stats.acknowledged += 1
-                    if entry.qos:
-                        queue.bytes -= entry.size
-                    self.store.done(entry)
-                else:
-                    pid = self._pid()
-                    queue.fly(entry, pid)
-                    self.store.flying(entry)
-                    self._publish(entry, pid)
-                sent += 1
-                if sent >= 256:  # yield to the loop now and then
-                    break
-            self._flush()
-            await stream.drain()
+            entry = queue.take()
+            assert entry is not None
+            if self._max_packet and len(entry.topic) + len(entry.payload) + 64 > self._max_packet:
+                self._drop_too_large(entry)
+                continue
+            if entry.qos == 0 or self._max_qos == 0:
+                self._publish(entry, None)
+                self.stats.acknowledged += 1
+                if entry.qos:
+                    queue.bytes -= entry.size
+                store.done(entry)
+            else:
+                pid = self._pid()
+                queue.fly(entry, pid)
+                store.flying(entry)
+                self._publish(entry, pid)
+            sent += 1
+            if sent >= 256:
+                break
+        return sent, wait
+
+    async def _sender(self) -> None:
+        """Sends what the queue holds whenever there is room; waits on one future while there
+        is nothing to send (:meth:`wake`), or for ``drain_rate``'s next token."""
+        queue = self.queue
+        stream = self._stream
+        loop = asyncio.get_running_loop()
+        while True:
+            sent, wait = self._fill()
+            if self._out:
+                self._flush()
+                await stream.drain()
             if sent >= 256 and not wait:
                 await asyncio.sleep(0)
                 continue
-            idle = time.monotonic() - self._last_tx
-            timeout = wait if wait else max(0.05, min(keep_alive - idle, keep_alive / 2))
+            if queue.pending and not wait and not self._held and len(queue.inflight) < self._window:
+                continue  # the queue grew while the write drained
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(wait, self.wake) if wait else None
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except TimeoutError:
-                pass
+                await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    async def _keeper(self) -> None:
+        """The keep alive: PINGREQ when we were silent, and also when the remote was (QoS 0
+        traffic has no acknowledgements: without a ping we could not tell a dead remote from a
+        quiet one); no packet for 1.5 × keep alive ends the connection."""
+        keep_alive = self._keep_alive
+        while True:
+            idle = time.monotonic() - self._last_tx
+            await asyncio.sleep(max(0.05, min(keep_alive - idle, keep_alive / 2)))
             now = time.monotonic()
-            # PINGREQ when we were silent, and also when the remote was (QoS 0 traffic has no
-            # acknowledgements: without a ping we could not tell a dead remote from a quiet one)
             if now - self._last_tx >= keep_alive or (
                 now - self._last_rx >= keep_alive and now - self._last_ping >= keep_alive / 2
             ):
                 self._send(Pingreq())
                 self._last_ping = now
                 self._flush()
-                await stream.drain()
+                await self._stream.drain()
             if now - self._last_rx > keep_alive * 1.5:
                 raise LinkError(
                     f"no packet from the remote for {keep_alive * 1.5:g} s (keep alive)"
@@ -542,24 +586,28 @@ class BridgeLink:
             f"message on {entry.topic!r} exceeds the remote's maximum packet size"
         )
 
-    async def _receiver(self, reader: PacketReader, sender: asyncio.Task[None]) -> None:
+    async def _receiver(self, reader: PacketReader) -> None:
+        """Reads, handles what was read, then writes the answers (and, when acknowledgements
+        opened the window, the next messages) in one buffer."""
         stream = self._stream
+        queue = self.queue
         pending, self._pushback = self._pushback, []
         while True:
             for packet in pending:
-                await self._handle(packet)
-            self._flush()
-            await stream.drain()
-            if sender.done():
-                sender.result()  # raises what ended it (keep alive)
-                raise LinkError("the sender stopped")
-            read = asyncio.ensure_future(stream.read())
-            done, _ = await asyncio.wait({read, sender}, return_when=asyncio.FIRST_COMPLETED)
-            if read not in done:
-                read.cancel()
-                sender.result()
-                raise LinkError("the sender stopped")
-            data = read.result()
+                if type(packet) is Puback:  # the bulk of what a remote sends: no coroutine
+                    self._finished(packet.packet_id, packet.reason_code, packet.properties)
+                else:
+                    await self._handle(packet)
+            if queue.pending or self._held:
+                # acknowledgements opened the window: the next messages go with the answers;
+                # the sender takes over what does not fit (256 at once) or must wait (rate)
+                sent, wait = self._fill()
+                if (sent >= 256 or wait) and queue.pending:
+                    self.wake()
+            if self._out:
+                self._flush()
+                await stream.drain()
+            data = await stream.read()
             if not data:
                 raise LinkError("the remote closed the connection")
             self._last_rx = time.monotonic()
@@ -620,7 +668,6 @@ class BridgeLink:
         else:
             self.stats.acknowledged += 1
         self.store.done(entry)
-        self._wake.set()
 
     async def _incoming(self, packet: Publish) -> None:
         self.stats.received += 1

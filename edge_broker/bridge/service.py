@@ -203,6 +203,9 @@ class Bridges:
                         "that no other broker uses the state directory and that it is writable, or "
                         "set [persistence] state_dir" + damage_hint(path, read_queue)
                     ) from exc
+                if broker.persistence is not None:  # written before any socket write
+                    broker.persistence.write_ahead_hooks.append(store.flush)
+                    store.write_ahead = True
             else:
                 store = MemoryStore()
             bridge = Bridge(

@@ -11,12 +11,14 @@ Records (CBOR lists):
 - ``["d", seq]``: done (acknowledged, sent at QoS 0, or dropped by the overflow policy);
 - ``["b", [record, ...]]``: the records of one event-loop turn, written as one frame.
 
-Everything queued during one event-loop turn is appended as one ``b`` record by one task
-(the log group-commits those of concurrent turns too). A ``m`` record of a QoS 1/2 message is
-durable under the broker's ``[persistence] durability``: with ``sync`` the local publisher's
-PUBACK waits for its fsync (:meth:`BridgeStore.take_pending`), so kill -9 or a power cut never
-loses an acknowledged bridged message. ``p``/``r``/``d`` ride along without their own fsync:
-losing one after a crash means a message is sent again (at least once), never lost.
+Everything queued during one event-loop turn is written as one ``b`` record at the turn's end,
+on the event loop (``Log.write``: one ``write`` system call, no thread, no task), and before any
+byte goes to a client socket (the broker's write-ahead hook, ``Persistence.before_send``): the
+local publisher's PUBACK never leaves before its message's ``m`` record is in the log, so kill -9
+cannot lose an acknowledged bridged message. With ``durability = "sync"`` that PUBACK also
+waits for the fsync (:meth:`BridgeStore.take_pending`; concurrent turns share one fsync), so a
+power cut cannot either. ``p``/``r``/``d`` ride along without their own fsync: losing one after a
+crash means a message is sent again (at least once), never lost.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -144,29 +147,33 @@ class BridgeStore:
                 extra={"event": "bridge_store_recovered", "path": str(path)},
             )
         self.last_error: str | None = None
+        self._fsync_each = self.log.durability.mode == "always"
+        # True once the broker writes this log before its socket writes (Bridges.open): then
+        # a PUBACK needs no future unless it waits for an fsync
+        self.write_ahead = False
         self._batch: list[Any] = []
         self._batch_bytes = 0
-        self._batch_durable = False
-        self._future: asyncio.Future[None] | None = None
+        self._scheduled = False
+        self._turn: asyncio.Future[None] | None = None  # what this turn's PUBACKs wait for
         self._owed: asyncio.Future[None] | None = None  # for the next take_pending()
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def recovered(self) -> tuple[list[Entry], int]:
         """The queued messages in order, and the next sequence number."""
         return self._live.entries(), self._live.max_seq + 1
 
     def _add(self, record: list[Any], durable: bool, size: int) -> None:
-        if self._future is None:
-            loop = asyncio.get_running_loop()
-            self._future = loop.create_future()
-            loop.call_soon(self._flush)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
         self._batch.append(record)
         self._batch_bytes += size
-        if durable:
-            self._batch_durable = True
-            self._owed = self._future
+        if durable and (self._fsync_each or not self.write_ahead):
+            turn = self._turn
+            if turn is None:
+                turn = self._turn = asyncio.get_running_loop().create_future()
+            self._owed = turn
         if self._batch_bytes >= BATCH_BYTES:
-            self._flush()
+            self.flush()
 
     def queued(self, entry: Entry) -> None:
         self._registry[entry.seq] = entry
@@ -186,26 +193,26 @@ class BridgeStore:
         self._add(["d", entry.seq], False, 8)
 
     def take_pending(self) -> asyncio.Future[None] | None:
-        """What a local PUBACK must wait for: the write of the QoS 1/2 messages queued since
-        the last call (None: nothing durable was queued)."""
+        """What a local PUBACK must wait for: the fsync (``sync``) or, when the broker does not
+        write this log ahead of its sockets, the write of the QoS 1/2 messages queued since the
+        last call (None: nothing to wait for)."""
         owed, self._owed = self._owed, None
         return owed
 
-    def _flush(self) -> None:
-        future = self._future
-        if future is None:
+    def flush(self) -> None:
+        """Write what this turn queued as one record (the end of the turn, or before the
+        broker's socket writes, whichever comes first)."""
+        self._scheduled = False
+        if not self._batch:
             return
-        batch, durable = self._batch, self._batch_durable
-        self._batch, self._batch_bytes, self._batch_durable, self._future = [], 0, False, None
-        task = asyncio.get_running_loop().create_task(self._write(["b", batch], durable, future))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _write(self, record: list[Any], durable: bool, future: asyncio.Future[None]) -> None:
+        batch = self._batch
+        record = ["b", batch]
+        turn = self._turn
+        self._batch, self._batch_bytes, self._turn = [], 0, None
         try:
-            await self.log.append(record, durable=durable)
+            ticket = self.log.write(record, partial(self._live.apply, record))
         except StoreError as exc:
-            for item in record[1]:  # never written: the reducer will not take them
+            for item in batch:  # never written: the reducer will not take them
                 if item[0] == "m":
                     self._registry.pop(item[1], None)
             if self.last_error is None:
@@ -213,19 +220,41 @@ class BridgeStore:
                     "bridge queue write failed: %s", exc, extra={"event": "bridge_store_error"}
                 )
             self.last_error = str(exc)
-            if not future.done():
-                future.set_exception(exc)
-                future.exception()  # retrieved here: nobody may be waiting for it
+            if turn is not None:
+                turn.set_exception(exc)
+                turn.exception()  # retrieved here: nobody may be waiting for it
             return
         self.last_error = None
-        if not future.done():
-            future.set_result(None)
+        if turn is None:
+            return
+        synced = self.log.synced(ticket) if self._fsync_each else None
+        if synced is None:
+            turn.set_result(None)
+        else:
+            synced.add_done_callback(partial(_settle, turn))
 
     async def aclose(self) -> None:
-        self._flush()
-        for task in list(self._tasks):
-            await task
+        self.flush()
         await self.log.aclose()
+        stats = self.log.stats()
+        info = {"appends": stats.appends, "fsyncs": stats.fsyncs, "path": str(self.log.path)}
+        log.info(  # scripts/bench_bridge.py reads it: messages per fsync
+            "bridge queue log %(path)s closed: %(appends)d appends, %(fsyncs)d fsyncs",
+            info,
+            extra={"event": "bridge_store_closed", **info},
+        )
+
+
+def _settle(turn: asyncio.Future[None], synced: asyncio.Future[None]) -> None:
+    """The fsync a turn's PUBACKs waited for is done (or failed)."""
+    if turn.done():
+        return
+    exc = None if synced.cancelled() else synced.exception()
+    if exc is not None:
+        turn.set_exception(exc)
+        turn.exception()
+    else:
+        turn.set_result(None)
 
 
 class MemoryStore:

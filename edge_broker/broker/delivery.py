@@ -38,6 +38,7 @@ import asyncio
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from .limits.quotas import UNATTRIBUTED
 from .message import Message
 from .session import Outgoing, Session, SubscriptionEntry, new_outgoing
 from .topic_space import SharedGroup, TopicSpace
@@ -114,17 +115,15 @@ class Delivery:
     def route(self, space: TopicSpace, message: Message, publisher: bool = False) -> int:
         """Deliver ``message`` to every matching subscription; return how many got it.
         ``publisher``: routed for a client's PUBLISH, whose handler then calls
-        :meth:`congestion` (nothing else may turn a full queue into a hold)."""
-        if not publisher:
-            return self._route(space, message)
-        self.congested.clear()
-        self._publishing = True
-        try:
-            return self._route(space, message)
-        finally:
-            self._publishing = False
-
-    def _route(self, space: TopicSpace, message: Message) -> int:
+        :meth:`congestion` (nothing else may turn a full queue into a hold; without
+        ``backpressure`` nothing is ever held, so there is nothing to note)."""
+        if publisher and self.backpressure:
+            self.congested.clear()
+            self._publishing = True
+            try:
+                return self.route(space, message)
+            finally:
+                self._publishing = False
         bridges = self.broker.bridges
         if bridges is not None:  # issue 19: the bridges' outbound queues see every message
             bridges.offer(space.tenant, message)
@@ -252,35 +251,40 @@ class Delivery:
         if self.queued_total + size + QUEUE_ENTRY_BYTES > self.max_queued_total:
             self._drop_overflow(session, size, "max_queued_bytes_total")
             return False
-        if self._over_share(session, size):
-            return False
-        if (
-            len(session.queue) >= self.max_queued
-            or session.queued_bytes + size > self.max_queued_bytes
+        # the session's tenant and owner have a share of max_queued_bytes_total (quotas.py);
+        # the ledger is used directly, not through hold_queue(): this runs per queued message,
+        # and its refusal is asked only beyond the floor below which nobody can be refused
+        ledger = self.broker.quotas.queued_bytes
+        owner = session.owner
+        limits = self.broker.config.limits
+        if owner is not None and (
+            ledger.total + size + QUEUE_ENTRY_BYTES > ledger.floor or limits is not ledger.limits
         ):
+            refused = ledger.refusal(limits, session.tenant, owner, size + QUEUE_ENTRY_BYTES)
+            if refused is not None:
+                self._drop_over_share(session, size, refused)
+                return False
+        queue = session.queue
+        if len(queue) >= self.max_queued or session.queued_bytes + size > self.max_queued_bytes:
             if self.backpressure and self._hold_beyond_limit(session, outgoing, size):
                 return True
             self._drop_overflow(session, size)
             return False
-        session.queue.append(outgoing)
+        queue.append(outgoing)
         session.queued_bytes += size
         self.queued_total += size + QUEUE_ENTRY_BYTES
         session.journal.queued(outgoing)
-        self.hold_queue(session)
+        ledger.hold(
+            session,
+            session.tenant,
+            owner or UNATTRIBUTED,
+            session.queued_bytes + len(queue) * QUEUE_ENTRY_BYTES,
+        )
         return True
 
-    def _over_share(self, session: Session, size: int) -> bool:
+    def _drop_over_share(self, session: Session, size: int, refused: tuple[str, str]) -> None:
         """The message would take the session's tenant or owner past its share of
         ``max_queued_bytes_total`` (limits/quotas.py): dropped for this session, counted."""
-        quotas = self.broker.quotas
-        owner = session.owner
-        if owner is None:
-            return False
-        refused = quotas.queued_bytes.refusal(
-            self.broker.config.limits, session.tenant, owner, size + QUEUE_ENTRY_BYTES
-        )
-        if refused is None:
-            return False
         self.stats.dropped += 1
         key, reason = refused
         self.broker.limit_hits.limits_key(
@@ -288,12 +292,14 @@ class Delivery:
             session.client_id,
             f"a message of {size} bytes for {session.client_id!r} dropped: {reason}",
         )
-        return True
 
     def hold_queue(self, session: Session) -> None:
         """What ``session``'s queue holds, charged to its tenant and owner (quotas.py)."""
-        self.broker.quotas.hold_queue(
-            session, session.queued_bytes + len(session.queue) * QUEUE_ENTRY_BYTES
+        self.broker.quotas.queued_bytes.hold(
+            session,
+            session.tenant,
+            session.owner or UNATTRIBUTED,
+            session.queued_bytes + len(session.queue) * QUEUE_ENTRY_BYTES,
         )
 
     def recount(self, sessions: Iterable[Session]) -> None:
@@ -420,7 +426,7 @@ class Delivery:
         check = policy.has_delivery_gates
         while queue and conn is not None and not conn.paused and not conn.closing:
             if not session.window_open(conn.send_quota):
-                return
+                break  # the ledger and the held publishers below still hear what has left
             outgoing = queue.popleft()
             size = outgoing.message.size
             session.queued_bytes -= size
@@ -437,7 +443,12 @@ class Delivery:
                 conn.send_publish(outgoing)
             else:
                 conn.register_inflight(outgoing)
-        self.hold_queue(session)
+        self.broker.quotas.queued_bytes.hold(  # hold_queue(), without its call (per PUBACK)
+            session,
+            session.tenant,
+            session.owner or UNATTRIBUTED,
+            session.queued_bytes + len(queue) * QUEUE_ENTRY_BYTES,
+        )
         if (
             (self._waiting or self._overflowing)
             and len(queue) <= self.max_queued // 2

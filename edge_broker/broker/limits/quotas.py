@@ -84,22 +84,81 @@ class Ledger:
 
     Invariant (tests/broker/test_quotas.py): ``tenants``, ``principals`` and ``total`` are
     exactly the sums over ``holders``; keys that hold nothing are removed, so the maps stay as
-    small as the set of holders."""
+    small as the set of holders.
 
-    __slots__ = ("kind", "holders", "tenants", "principals", "total")
+    The sums per tenant and per principal are kept in one-element lists (cells) so that the
+    hot case, a session's queue growing or draining by a message (issue 32), changes them
+    without hashing a :class:`Principal` (a dataclass: its hash and ``==`` run in Python, twice
+    per dict update): the last principal's cell is remembered by identity."""
+
+    __slots__ = (
+        "kind",
+        "holders",
+        "_tenants",
+        "_principals",
+        "total",
+        "limits",
+        "floor",
+        "_last",
+        "_last_cell",
+    )
 
     def __init__(self, kind: Kind) -> None:
         self.kind = kind
         self.holders: dict[object, tuple[str, Principal, int]] = {}
-        self.tenants: dict[str, int] = {}
-        self.principals: dict[Principal, int] = {}
+        self._tenants: dict[str, list[int]] = {}
+        self._principals: dict[Principal, list[int]] = {}
         self.total = 0
+        # while ``total`` and what is asked stay within ``floor`` no share can be exceeded
+        # (refusal's fast path; a caller on a hot path may test it first); computed for
+        # ``limits``, the running [limits] (a reload replaces the object)
+        self.limits: LimitsConfig | None = None
+        self.floor = -1
+        self._last: Principal | None = None  # the principal whose cell is _last_cell
+        self._last_cell: list[int] = [0]
+
+    @property
+    def tenants(self) -> dict[str, int]:
+        """What each tenant holds (a copy)."""
+        return {tenant: cell[0] for tenant, cell in self._tenants.items()}
+
+    @property
+    def principals(self) -> dict[Principal, int]:
+        """What each principal holds (a copy)."""
+        return {principal: cell[0] for principal, cell in self._principals.items()}
+
+    def held_by(self, principal: Principal) -> int:
+        cell = self._principals.get(principal)
+        return 0 if cell is None else cell[0]
+
+    def _principal_cell(self, principal: Principal) -> list[int]:
+        if principal is self._last:
+            return self._last_cell
+        cell = self._principals.get(principal)
+        if cell is None:
+            cell = self._principals[principal] = [0]
+        self._last = principal
+        self._last_cell = cell
+        return cell
 
     def hold(self, holder: object, tenant: str, principal: Principal, amount: int) -> None:
         """``holder`` now holds ``amount`` (0: nothing), charged to ``tenant`` and ``principal``;
         what it held before is released from whoever it was charged to."""
         old = self.holders.get(holder)
         if old is not None:
+            if old[1] is principal and old[0] == tenant and amount > 0:
+                # the hot case: the same tenant and principal, still holding something, so
+                # only the difference moves and no key can fall to zero
+                more = amount - old[2]
+                if more:
+                    self.holders[holder] = (tenant, principal, amount)
+                    self.total += more
+                    self._tenants[tenant][0] += more
+                    if principal is self._last:
+                        self._last_cell[0] += more
+                    else:
+                        self._principal_cell(principal)[0] += more
+                return
             if old[0] == tenant and old[1] == principal and old[2] == amount:
                 return
             self._add(old[0], old[1], -old[2])
@@ -117,16 +176,18 @@ class Ledger:
 
     def _add(self, tenant: str, principal: Principal, amount: int) -> None:
         self.total += amount
-        left = self.tenants.get(tenant, 0) + amount
-        if left:
-            self.tenants[tenant] = left
-        else:
-            del self.tenants[tenant]
-        left = self.principals.get(principal, 0) + amount
-        if left:
-            self.principals[principal] = left
-        else:
-            del self.principals[principal]
+        cell = self._tenants.get(tenant)
+        if cell is None:
+            cell = self._tenants[tenant] = [0]
+        cell[0] += amount
+        if not cell[0]:
+            del self._tenants[tenant]
+        cell = self._principal_cell(principal)
+        cell[0] += amount
+        if not cell[0]:
+            del self._principals[principal]
+            self._last = None  # its cell is no longer in the map
+            self._last_cell = [0]
 
     def refusal(
         self,
@@ -140,11 +201,18 @@ class Ledger:
         ``tenant_more``, by default ``more``, would take ``tenant``) past its share of this
         kind's total (the running config: a reload may change them); ``None`` when it fits.
         Nothing is charged here."""
+        if limits is not self.limits:
+            self.limits = limits
+            self.floor = _floor(limits, self.kind.total(limits))
+        if self.total + (more if tenant_more is None or tenant_more < more else tenant_more) <= (
+            self.floor
+        ):
+            return None  # nobody holds more than everybody: no share is near (the hot path)
         kind = self.kind
         share = limits.principal_share
         if more > 0 and share < 1.0:  # a share of 1.0 is off: nothing to look up or format
             total = kind.total(limits)
-            held = self.principals.get(principal, 0)
+            held = self.held_by(principal)
             if held + more > share_of(total, share):
                 key = "principal_share"
                 return key, _reason(str(principal), held, kind, total, key, share)
@@ -152,11 +220,23 @@ class Ledger:
         extra = more if tenant_more is None else tenant_more
         if extra > 0 and share < 1.0:
             total = kind.total(limits)
-            held = self.tenants.get(tenant, 0)
+            cell = self._tenants.get(tenant)
+            held = 0 if cell is None else cell[0]
             if held + extra > share_of(total, share):
                 key = "tenant_share"
                 return key, _reason(f"tenant {tenant!r}", held, kind, total, key, share)
         return None
+
+
+def _floor(limits: LimitsConfig, total: int) -> int:
+    """The smallest share in force of ``total``: while every holder together stays within it,
+    no tenant or principal can exceed its share (a share of 1.0 is off)."""
+    floor = total
+    if limits.principal_share < 1.0:
+        floor = min(floor, share_of(total, limits.principal_share))
+    if limits.tenant_share < 1.0:
+        floor = min(floor, share_of(total, limits.tenant_share))
+    return floor
 
 
 def _reason(who: str, held: int, kind: Kind, total: int, key: str, share: float) -> str:
@@ -250,10 +330,6 @@ class Quotas:
         self.subscriptions.hold(
             session, session.tenant, session.owner or UNATTRIBUTED, len(session.subscriptions)
         )
-
-    def hold_queue(self, session: SessionHolding, amount: int) -> None:
-        """``session``'s queue now holds ``amount`` bytes (as max_queued_bytes_total counts)."""
-        self.queued_bytes.hold(session, session.tenant, session.owner or UNATTRIBUTED, amount)
 
     def session_ended(self, session: SessionHolding) -> None:
         self.subscriptions.release(session)

@@ -111,6 +111,8 @@ class Persistence:
         self._chains: dict[object, tuple[asyncio.Task[None], int]] = {}  # see in_order
         self._ticket = 0  # the log ticket of the last record written
         self._acks: list[Callable[[StoreError | None], None]] = []  # waiting for this turn
+        # other logs written ahead of the sockets too (durable bridge queues, bridge/store.py)
+        self.write_ahead_hooks: list[Callable[[], None]] = []
         self._turn: asyncio.Future[None] | None = None  # this turn's record stored (sync)
         self._fsync_each = keyed.log.durability.mode == "always"
 
@@ -491,6 +493,8 @@ class Persistence:
     def before_send(self) -> None:
         """The broker writes to its sockets next (``Broker._flush``): store what is
         collected first, then acknowledge what waited for it."""
+        for hook in self.write_ahead_hooks:
+            hook()
         if self._scheduled:
             self._background()
 

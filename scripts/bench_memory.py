@@ -86,11 +86,12 @@ def main() -> int:
             clients.append(c)
         with_clients = settle(broker)
         per_client = args.subs // max(1, args.clients)
-        for i, c in enumerate(clients):
-            subs = tuple(Subscription(f"site/{i}/dev/{k}/+", 1) for k in range(per_client))
-            c.sock.sendall(encode(Subscribe(1, subs), 5))
-        for c in clients:
-            c.expect(Suback)
+        if per_client:  # a SUBSCRIBE without a filter is a protocol error: none then
+            for i, c in enumerate(clients):
+                subs = tuple(Subscription(f"site/{i}/dev/{k}/+", 1) for k in range(per_client))
+                c.sock.sendall(encode(Subscribe(1, subs), 5))
+            for c in clients:
+                c.expect(Suback)
         with_subs = settle(broker)
         payload = b"r" * args.payload
         for i in range(args.retained):  # spread over the clients: max_retained_per_client

@@ -36,6 +36,7 @@ import hashlib
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ from edge_broker.mqtt.packets import (  # noqa: E402
     Subscription,
 )
 from edge_broker.ops.memory_budget import (  # noqa: E402
+    BRIDGE_DURABLE_BYTES,
+    BRIDGE_MESSAGE_BYTES,
+    BRIDGE_PAYLOAD_FACTOR,
     RETAINED_OVERHEAD,
     SUBSCRIPTION_BYTES,
     TENANT_BYTES,
@@ -164,17 +168,104 @@ def fill_tenants(port: int, count: int, payload: int, topic: str = "k") -> None:
         client.sock.close()
 
 
+BRIDGE_TOPICS = "bridged"  # what the bench's bridge forwards (bridged/#)
+
+
+def bridge_section(port: int, max_messages: int = 10_000_000, max_bytes: int = 1 << 40) -> str:
+    """One bridge forwarding ``bridged/#`` at QoS 1 to ``port`` on loopback, where nothing
+    listens: its uplink stays down and what it forwards waits in its outbound queue (bounds
+    as given: by default more than any fill, so that the fill itself is measured)."""
+    return (
+        "[sys]\ninterval = 1.0\n"  # the queue depth in $SYS within a second
+        f'[[bridges]]\nname = "cloud"\naddress = "127.0.0.1"\nport = {port}\n'
+        f"reconnect_min = 30.0\nreconnect_max = 60.0\nqueue_max_messages = {max_messages}\n"
+        f'queue_max_bytes = {max_bytes}\n[[bridges.topics]]\ndirection = "out"\n'
+        f'local = "{BRIDGE_TOPICS}/#"\nqos = 1\n'
+    )
+
+
+def fill_bridge(port: int, count: int, payload: int, source: str = "") -> int:
+    """``count`` QoS 0 messages of ``payload`` bytes published to the bridged topics, each a
+    topic of its own (``bridged/<n>``); the broker has taken them all once a PINGREQ is
+    answered. Returns how many the bridge's queue holds (``$SYS/broker/bridge/cloud/
+    queue/messages``, refreshed every second: the first value of at least ``count``, or the
+    last within 10 s)."""
+    body = b"b" * payload
+    client = Client(port, f"bridge-feeder{source}")
+    for i in range(count):
+        client.sock.sendall(encode(Publish(f"{BRIDGE_TOPICS}/{i}", body, 0), 5))
+        if i % 1000 == 999:
+            client.ping()
+    client.ping()
+    client.sock.sendall(
+        encode(Subscribe(1, (Subscription("$SYS/broker/bridge/cloud/queue/messages", 0),)), 5)
+    )
+    client.expect(Suback)
+    deadline = time.monotonic() + 10.0
+    queued = 0
+    while queued < count and time.monotonic() < deadline:
+        queued = int(client.expect(Publish).payload)  # type: ignore[attr-defined]
+    client.sock.close()
+    return queued
+
+
+def measure_bridge(count: int, durable: bool = False) -> tuple[float, float]:
+    """A bridge's queued message, measured at two payload sizes: (overhead, payload factor)
+    of bytes per message = overhead + factor × payload. ``durable``: with persistence on (the
+    queue's log in the work directory, whose index of live records adds to each message)."""
+    overhead_budget = BRIDGE_MESSAGE_BYTES + (BRIDGE_DURABLE_BYTES if durable else 0)
+    how = "durable" if durable else "memory"
+    sizes = (16, 1000)
+    per: list[float] = []
+    for size in sizes:
+
+        def step(port: int, size: int = size) -> None:
+            queued = fill_bridge(port, count, size)
+            assert queued == count, f"the bridge queued {queued} of {count}"
+
+        per.append(
+            measure(
+                f"bridge queue ({how}), {size:,} B",
+                step,
+                count,
+                overhead_budget + BRIDGE_PAYLOAD_FACTOR * (size + len(f"{BRIDGE_TOPICS}/{count}")),
+                bridge=True,
+                durable=durable,
+            )
+        )
+    factor = (per[1] - per[0]) / (sizes[1] - sizes[0])
+    overhead = per[0] - factor * sizes[0]
+    print(
+        f"bridge queue ({how}): {overhead:,.0f} B + {factor:.2f} × payload per message, topic "
+        f"included (budget: {overhead_budget} B + {BRIDGE_PAYLOAD_FACTOR} × (topic + payload))"
+    )
+    return overhead, factor
+
+
 def measure(
-    name: str, step: Callable[[int], object], count: int, budget: float, claims: int = 0
+    name: str,
+    step: Callable[[int], object],
+    count: int,
+    budget: float,
+    claims: int = 0,
+    bridge: bool = False,
+    durable: bool = False,
 ) -> float:
     """RSS growth per item of ``step``, printed beside what ``edge-broker check`` counts.
     ``claims`` (``max_claim_bytes``): a listener that accepts SMOKER clients, the claim store in
-    the work directory."""
+    the work directory. ``bridge``: a bridge whose uplink is down (:func:`bridge_section`);
+    ``durable``: persistence on, its state in the work directory."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-limits-memory-"))
+    persistence = (
+        f'[persistence]\nstate_dir = "{workdir}"\ndurability = "none"\n'
+        if durable
+        else "[persistence]\nenabled = false\n"
+    )
     broker = start_edge(
         workdir,
-        extra="[persistence]\nenabled = false\n"
-        + (claims_section(workdir, claims) if claims else ""),
+        extra=persistence
+        + (claims_section(workdir, claims) if claims else "")
+        + (bridge_section(free_port()) if bridge else ""),
         # max_tenants lifted: --count tenants are measured (the default is 500)
         limits={
             "connect_rate": 100_000,
@@ -453,6 +544,9 @@ def main() -> int:
     for name, step, budget, claims in items:
         if not args.only or any(word in name for word in args.only):
             measure(name, step, n, budget, claims)
+    if not args.only or "bridge" in args.only:
+        measure_bridge(n)
+        measure_bridge(n, durable=True)
     return 0
 
 

@@ -12,17 +12,21 @@ longest topic the default limits allow (32 levels, 1,024 bytes):
 - ``tenant``: one open tenant's topic space kept alive by one retained message;
 - ``claim``: one live SMOKER claim, signed by one of eight SMOKER clients and published to
   ``access/claim`` (PUBACK 0x00 once stored): the shortest (no permission) and the longest
-  ``--claim-bytes`` allows (as many permissions as fit, each naming a client of its own).
+  ``--claim-bytes`` allows (as many permissions as fit, each naming a client of its own);
+- ``bridge``: one message in the outbound queue of a bridge whose uplink is down (nothing
+  listens at its port), QoS 0 published to the bridged topics at a 16 B and a 1,000 B payload,
+  in memory and durable (persistence on): bytes per message = overhead + factor × payload.
 
     .venv/bin/python scripts/bench_limits_memory.py [--count 4000] [--payload 100]
-        [--only claim tenant ...] [--claim-bytes 4096]
+        [--only claim tenant bridge ...] [--claim-bytes 4096]
 
 ``--all-at-once`` fills every limit at once instead, with scaled-down limits (the fill of
 tests/broker/test_limits_at_once.py, from five listeners' anonymous principals and open
 tenants: deepest subscriptions, open tenants up to max_tenants, retained messages at the
 deepest topics, offline queues, slow readers' write buffers, an unacknowledged in-flight
 window, the read pool, connections up to max_connections each holding an unfinished packet,
-one source's sockets), and prints ``edge-broker check``'s worst case for those limits term by
+claims up to the claims' byte pool, a bridge's backlog with its uplink down, one source's
+sockets), and prints ``edge-broker check``'s worst case for those limits term by
 term beside the RSS after each step and the peak:
 
     .venv/bin/python scripts/bench_limits_memory.py --all-at-once
@@ -379,17 +383,23 @@ def fill_claims(port: int, count: int, make: Callable[[SigningKey, int], bytes])
 
 
 # scaled so that no term is one the fill cannot reach: few connect-rate sources, small routing
-# caches and audit aggregation (the clients make no denials)
-ALL_AT_ONCE_EXTRA = {"max_connect_sources": 100, "routing_cache_bytes": 64 * 1024}
+# and decision caches (the claims gate's; the fill makes few decisions) and audit aggregation
+# (the clients make no denials)
+ALL_AT_ONCE_EXTRA = {
+    "max_connect_sources": 100,
+    "routing_cache_bytes": 64 * 1024,
+    "decision_cache_bytes": 64 * 1024,
+}
 ALL_AT_ONCE_AUDIT = "[audit]\naggregate_max_keys = 10\n"
 
 
 class _Running:
     """What the fill of tests/broker/test_limits_at_once.py reads of a broker."""
 
-    def __init__(self, broker: Any, more_ports: list[int]) -> None:
+    def __init__(self, broker: Any, more_ports: list[int], smoker_port: int) -> None:
         self.host, self.port, self.pid = "127.0.0.1", broker.port, broker.process.pid
         self.ports = {"tcp": broker.port} | {f"tcp{n}": p for n, p in enumerate(more_ports, 1)}
+        self.ports["smoker"] = smoker_port
         self._log = broker.workdir / "broker.log"
 
     def log(self) -> str:
@@ -401,9 +411,13 @@ def all_at_once() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "broker"))
     from procs import PeakRss
     from test_limits_at_once import (
+        CI_BRIDGE_QUEUE,
+        CI_CLAIMS,
         CI_RETAINED_PAYLOAD,
         LISTENERS,
         SCALED,
+        bridge_section,
+        claims_section,
         fill_everything,
         listener,
         victim_served,
@@ -411,32 +425,47 @@ def all_at_once() -> int:
 
     from edge_broker.config import loads_config
     from edge_broker.ops.memory_budget import memory_budget
+    from tests.conftest import to_toml
 
     limits = {**SCALED, **ALL_AT_ONCE_EXTRA}
-    extra = "[persistence]\nenabled = false\n" + ALL_AT_ONCE_AUDIT
+    workdir = Path(tempfile.mkdtemp(prefix="bench-limits-at-once-"))
+    # claims from SMOKER clients (a listener of their own) up to the scaled byte pool, and a
+    # bridge whose uplink is down holding a backlog up to its scaled queue bounds
+    claims_bridge = to_toml(
+        {"claims": claims_section(workdir, CI_CLAIMS), "bridges": [bridge_section(CI_BRIDGE_QUEUE)]}
+    )
+    extra = "[persistence]\nenabled = false\n" + ALL_AT_ONCE_AUDIT + claims_bridge
     # more listeners: the anonymous clients of each are a principal of their own (the fill
     # spreads over them to reach the totals past one principal's share)
     more_ports = [free_port() for _ in range(LISTENERS - 1)]
+    smoker_port = free_port()
     listeners = "".join(
         f'[[listeners]]\nname = "tcp{n}"\nport = {port}\ntenant_choice = "open"\n'
         for n, port in enumerate(more_ports, 1)
+    ) + (
+        f'[[listeners]]\nname = "smoker"\nport = {smoker_port}\ntenant_choice = "open"\n'
+        'auth_methods = ["smoker"]\n'
     )
     broker = start_edge(
-        Path(tempfile.mkdtemp(prefix="bench-limits-at-once-")),
+        workdir,
         extra=extra + listeners,
         limits=limits,
         module="edge_broker",
         listener='tenant_choice = "open"\n',
     )
     try:
-        b = _Running(broker, more_ports)
+        b = _Running(broker, more_ports, smoker_port)
         early = listener(b)
         start = settle(broker)
         peak_rss = PeakRss(b.pid)
         peak_rss.start()
         steps: list[tuple[str, int]] = []
         kept = fill_everything(
-            b, 40, CI_RETAINED_PAYLOAD, lambda step: steps.append((step, broker.rss_kib()))
+            b,
+            40,
+            CI_RETAINED_PAYLOAD,
+            CI_BRIDGE_QUEUE,
+            lambda step: steps.append((step, broker.rss_kib())),
         )
         victim_served(b, early)
         peak = peak_rss.stop()
@@ -446,7 +475,9 @@ def all_at_once() -> int:
         broker.stop()
     table = "".join(f"{k} = {v!r}\n" for k, v in limits.items())
     config = loads_config(
-        f'[[listeners]]\nname = "t"\nport = 1883\ntenant_choice = "open"\n[limits]\n{table}{extra}'
+        f'[[listeners]]\nname = "t"\nport = 1883\ntenant_choice = "open"\n'
+        f'[[listeners]]\nname = "s"\nport = 1884\nauth_methods = ["smoker"]\n'
+        f"[limits]\n{table}{extra}"
     )
     terms = memory_budget(config)
     total = sum(t.bytes for t in terms)

@@ -383,13 +383,8 @@ def fill_claims(port: int, count: int, make: Callable[[SigningKey, int], bytes])
 
 
 # scaled so that no term is one the fill cannot reach: few connect-rate sources, small routing
-# and decision caches (the claims gate's; the fill makes few decisions) and audit aggregation
-# (the clients make no denials)
-ALL_AT_ONCE_EXTRA = {
-    "max_connect_sources": 100,
-    "routing_cache_bytes": 64 * 1024,
-    "decision_cache_bytes": 64 * 1024,
-}
+# caches and audit aggregation (the clients make no denials)
+ALL_AT_ONCE_EXTRA = {"max_connect_sources": 100, "routing_cache_bytes": 64 * 1024}
 ALL_AT_ONCE_AUDIT = "[audit]\naggregate_max_keys = 10\n"
 
 

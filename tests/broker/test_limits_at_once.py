@@ -71,6 +71,7 @@ SCALED = {
     "max_write_buffer_total": 1024 * 1024,
     "read_pool_size": 2 * 1024 * 1024,
     "max_tenants": 40,
+    "decision_cache_bytes": 64 * 1024,  # the claims gate's cache (the fill makes few decisions)
 }
 # the claims' byte pool scaled down; rates lifted so that the fill takes seconds
 CI_CLAIMS = {"max_claims_bytes": 1024 * 1024}

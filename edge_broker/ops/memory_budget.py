@@ -49,7 +49,7 @@ BRIDGE_MESSAGE_BYTES = 240  # one message in a bridge's outbound queue besides i
 # (bench_limits_memory.py --only bridge --count 20000: 16 B and 1,000 B payloads, uplink down)
 BRIDGE_PAYLOAD_FACTOR = 1.0
 BRIDGE_DURABLE_BYTES = 180  # with persistence on, the queue log's index of the live record:
-# 413 B with a 14 B topic, 1.01 × payload (the same bench, durable)
+# 413-415 B with a 13 B topic, 1.01 × payload (the same bench, durable)
 AUDIT_KEY_BYTES = 2560  # one open audit aggregation key (its record's fields), measured ~2.1 KiB
 
 

@@ -45,7 +45,7 @@ BACKOFF_BYTES = 300  # one (source, user) failure count: key tuple, strings, ent
 SOURCE_BYTES = 250  # one source's connect-rate bucket (address key, two floats); estimated
 QUEUED_OVERHEAD = 200  # a queued message's entry besides what Message.size counts
 BRIDGE_MESSAGE_BYTES = 240  # one message in a bridge's outbound queue besides its topic and
-# payload (held once each, BRIDGE_PAYLOAD_FACTOR): 238 B with a 14 B topic, 0.98 × payload
+# payload (held once each, BRIDGE_PAYLOAD_FACTOR): 238 B with a 13 B topic, 0.98 × payload
 # (bench_limits_memory.py --only bridge --count 20000: 16 B and 1,000 B payloads, uplink down)
 BRIDGE_PAYLOAD_FACTOR = 1.0
 BRIDGE_DURABLE_BYTES = 180  # with persistence on, the queue log's index of the live record:

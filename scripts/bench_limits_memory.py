@@ -12,17 +12,21 @@ longest topic the default limits allow (32 levels, 1,024 bytes):
 - ``tenant``: one open tenant's topic space kept alive by one retained message;
 - ``claim``: one live SMOKER claim, signed by one of eight SMOKER clients and published to
   ``access/claim`` (PUBACK 0x00 once stored): the shortest (no permission) and the longest
-  ``--claim-bytes`` allows (as many permissions as fit, each naming a client of its own).
+  ``--claim-bytes`` allows (as many permissions as fit, each naming a client of its own);
+- ``bridge``: one message in the outbound queue of a bridge whose uplink is down (nothing
+  listens at its port), QoS 0 published to the bridged topics at a 16 B and a 1,000 B payload,
+  in memory and durable (persistence on): bytes per message = overhead + factor × payload.
 
     .venv/bin/python scripts/bench_limits_memory.py [--count 4000] [--payload 100]
-        [--only claim tenant ...] [--claim-bytes 4096]
+        [--only claim tenant bridge ...] [--claim-bytes 4096]
 
 ``--all-at-once`` fills every limit at once instead, with scaled-down limits (the fill of
 tests/broker/test_limits_at_once.py, from five listeners' anonymous principals and open
 tenants: deepest subscriptions, open tenants up to max_tenants, retained messages at the
 deepest topics, offline queues, slow readers' write buffers, an unacknowledged in-flight
 window, the read pool, connections up to max_connections each holding an unfinished packet,
-one source's sockets), and prints ``edge-broker check``'s worst case for those limits term by
+claims up to the claims' byte pool, a bridge's backlog with its uplink down, one source's
+sockets), and prints ``edge-broker check``'s worst case for those limits term by
 term beside the RSS after each step and the peak:
 
     .venv/bin/python scripts/bench_limits_memory.py --all-at-once
@@ -36,6 +40,7 @@ import hashlib
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -70,6 +75,9 @@ from edge_broker.mqtt.packets import (  # noqa: E402
     Subscription,
 )
 from edge_broker.ops.memory_budget import (  # noqa: E402
+    BRIDGE_DURABLE_BYTES,
+    BRIDGE_MESSAGE_BYTES,
+    BRIDGE_PAYLOAD_FACTOR,
     RETAINED_OVERHEAD,
     SUBSCRIPTION_BYTES,
     TENANT_BYTES,
@@ -164,17 +172,104 @@ def fill_tenants(port: int, count: int, payload: int, topic: str = "k") -> None:
         client.sock.close()
 
 
+BRIDGE_TOPICS = "bridged"  # what the bench's bridge forwards (bridged/#)
+
+
+def bridge_section(port: int, max_messages: int = 10_000_000, max_bytes: int = 1 << 40) -> str:
+    """One bridge forwarding ``bridged/#`` at QoS 1 to ``port`` on loopback, where nothing
+    listens: its uplink stays down and what it forwards waits in its outbound queue (bounds
+    as given: by default more than any fill, so that the fill itself is measured)."""
+    return (
+        "[sys]\ninterval = 1.0\n"  # the queue depth in $SYS within a second
+        f'[[bridges]]\nname = "cloud"\naddress = "127.0.0.1"\nport = {port}\n'
+        f"reconnect_min = 30.0\nreconnect_max = 60.0\nqueue_max_messages = {max_messages}\n"
+        f'queue_max_bytes = {max_bytes}\n[[bridges.topics]]\ndirection = "out"\n'
+        f'local = "{BRIDGE_TOPICS}/#"\nqos = 1\n'
+    )
+
+
+def fill_bridge(port: int, count: int, payload: int, source: str = "") -> int:
+    """``count`` QoS 0 messages of ``payload`` bytes published to the bridged topics, each a
+    topic of its own (``bridged/<n>``); the broker has taken them all once a PINGREQ is
+    answered. Returns how many the bridge's queue holds (``$SYS/broker/bridge/cloud/
+    queue/messages``, refreshed every second: the first value of at least ``count``, or the
+    last within 10 s)."""
+    body = b"b" * payload
+    client = Client(port, f"bridge-feeder{source}")
+    for i in range(count):
+        client.sock.sendall(encode(Publish(f"{BRIDGE_TOPICS}/{i}", body, 0), 5))
+        if i % 1000 == 999:
+            client.ping()
+    client.ping()
+    client.sock.sendall(
+        encode(Subscribe(1, (Subscription("$SYS/broker/bridge/cloud/queue/messages", 0),)), 5)
+    )
+    client.expect(Suback)
+    deadline = time.monotonic() + 10.0
+    queued = 0
+    while queued < count and time.monotonic() < deadline:
+        queued = int(client.expect(Publish).payload)  # type: ignore[attr-defined]
+    client.sock.close()
+    return queued
+
+
+def measure_bridge(count: int, durable: bool = False) -> tuple[float, float]:
+    """A bridge's queued message, measured at two payload sizes: (overhead, payload factor)
+    of bytes per message = overhead + factor × payload. ``durable``: with persistence on (the
+    queue's log in the work directory, whose index of live records adds to each message)."""
+    overhead_budget = BRIDGE_MESSAGE_BYTES + (BRIDGE_DURABLE_BYTES if durable else 0)
+    how = "durable" if durable else "memory"
+    sizes = (16, 1000)
+    per: list[float] = []
+    for size in sizes:
+
+        def step(port: int, size: int = size) -> None:
+            queued = fill_bridge(port, count, size)
+            assert queued == count, f"the bridge queued {queued} of {count}"
+
+        per.append(
+            measure(
+                f"bridge queue ({how}), {size:,} B",
+                step,
+                count,
+                overhead_budget + BRIDGE_PAYLOAD_FACTOR * (size + len(f"{BRIDGE_TOPICS}/{count}")),
+                bridge=True,
+                durable=durable,
+            )
+        )
+    factor = (per[1] - per[0]) / (sizes[1] - sizes[0])
+    overhead = per[0] - factor * sizes[0]
+    print(
+        f"bridge queue ({how}): {overhead:,.0f} B + {factor:.2f} × payload per message, topic "
+        f"included (budget: {overhead_budget} B + {BRIDGE_PAYLOAD_FACTOR} × (topic + payload))"
+    )
+    return overhead, factor
+
+
 def measure(
-    name: str, step: Callable[[int], object], count: int, budget: float, claims: int = 0
+    name: str,
+    step: Callable[[int], object],
+    count: int,
+    budget: float,
+    claims: int = 0,
+    bridge: bool = False,
+    durable: bool = False,
 ) -> float:
     """RSS growth per item of ``step``, printed beside what ``edge-broker check`` counts.
     ``claims`` (``max_claim_bytes``): a listener that accepts SMOKER clients, the claim store in
-    the work directory."""
+    the work directory. ``bridge``: a bridge whose uplink is down (:func:`bridge_section`);
+    ``durable``: persistence on, its state in the work directory."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-limits-memory-"))
+    persistence = (
+        f'[persistence]\nstate_dir = "{workdir}"\ndurability = "none"\n'
+        if durable
+        else "[persistence]\nenabled = false\n"
+    )
     broker = start_edge(
         workdir,
-        extra="[persistence]\nenabled = false\n"
-        + (claims_section(workdir, claims) if claims else ""),
+        extra=persistence
+        + (claims_section(workdir, claims) if claims else "")
+        + (bridge_section(free_port()) if bridge else ""),
         # max_tenants lifted: --count tenants are measured (the default is 500)
         limits={
             "connect_rate": 100_000,
@@ -296,9 +391,10 @@ ALL_AT_ONCE_AUDIT = "[audit]\naggregate_max_keys = 10\n"
 class _Running:
     """What the fill of tests/broker/test_limits_at_once.py reads of a broker."""
 
-    def __init__(self, broker: Any, more_ports: list[int]) -> None:
+    def __init__(self, broker: Any, more_ports: list[int], smoker_port: int) -> None:
         self.host, self.port, self.pid = "127.0.0.1", broker.port, broker.process.pid
         self.ports = {"tcp": broker.port} | {f"tcp{n}": p for n, p in enumerate(more_ports, 1)}
+        self.ports["smoker"] = smoker_port
         self._log = broker.workdir / "broker.log"
 
     def log(self) -> str:
@@ -310,9 +406,13 @@ def all_at_once() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "broker"))
     from procs import PeakRss
     from test_limits_at_once import (
+        CI_BRIDGE_QUEUE,
+        CI_CLAIMS,
         CI_RETAINED_PAYLOAD,
         LISTENERS,
         SCALED,
+        bridge_section,
+        claims_section,
         fill_everything,
         listener,
         victim_served,
@@ -320,32 +420,47 @@ def all_at_once() -> int:
 
     from edge_broker.config import loads_config
     from edge_broker.ops.memory_budget import memory_budget
+    from tests.conftest import to_toml
 
     limits = {**SCALED, **ALL_AT_ONCE_EXTRA}
-    extra = "[persistence]\nenabled = false\n" + ALL_AT_ONCE_AUDIT
+    workdir = Path(tempfile.mkdtemp(prefix="bench-limits-at-once-"))
+    # claims from SMOKER clients (a listener of their own) up to the scaled byte pool, and a
+    # bridge whose uplink is down holding a backlog up to its scaled queue bounds
+    claims_bridge = to_toml(
+        {"claims": claims_section(workdir, CI_CLAIMS), "bridges": [bridge_section(CI_BRIDGE_QUEUE)]}
+    )
+    extra = "[persistence]\nenabled = false\n" + ALL_AT_ONCE_AUDIT + claims_bridge
     # more listeners: the anonymous clients of each are a principal of their own (the fill
     # spreads over them to reach the totals past one principal's share)
     more_ports = [free_port() for _ in range(LISTENERS - 1)]
+    smoker_port = free_port()
     listeners = "".join(
         f'[[listeners]]\nname = "tcp{n}"\nport = {port}\ntenant_choice = "open"\n'
         for n, port in enumerate(more_ports, 1)
+    ) + (
+        f'[[listeners]]\nname = "smoker"\nport = {smoker_port}\ntenant_choice = "open"\n'
+        'auth_methods = ["smoker"]\n'
     )
     broker = start_edge(
-        Path(tempfile.mkdtemp(prefix="bench-limits-at-once-")),
+        workdir,
         extra=extra + listeners,
         limits=limits,
         module="edge_broker",
         listener='tenant_choice = "open"\n',
     )
     try:
-        b = _Running(broker, more_ports)
+        b = _Running(broker, more_ports, smoker_port)
         early = listener(b)
         start = settle(broker)
         peak_rss = PeakRss(b.pid)
         peak_rss.start()
         steps: list[tuple[str, int]] = []
         kept = fill_everything(
-            b, 40, CI_RETAINED_PAYLOAD, lambda step: steps.append((step, broker.rss_kib()))
+            b,
+            40,
+            CI_RETAINED_PAYLOAD,
+            CI_BRIDGE_QUEUE,
+            lambda step: steps.append((step, broker.rss_kib())),
         )
         victim_served(b, early)
         peak = peak_rss.stop()
@@ -355,7 +470,9 @@ def all_at_once() -> int:
         broker.stop()
     table = "".join(f"{k} = {v!r}\n" for k, v in limits.items())
     config = loads_config(
-        f'[[listeners]]\nname = "t"\nport = 1883\ntenant_choice = "open"\n[limits]\n{table}{extra}'
+        f'[[listeners]]\nname = "t"\nport = 1883\ntenant_choice = "open"\n'
+        f'[[listeners]]\nname = "s"\nport = 1884\nauth_methods = ["smoker"]\n'
+        f"[limits]\n{table}{extra}"
     )
     terms = memory_budget(config)
     total = sum(t.bytes for t in terms)
@@ -453,6 +570,9 @@ def main() -> int:
     for name, step, budget, claims in items:
         if not args.only or any(word in name for word in args.only):
             measure(name, step, n, budget, claims)
+    if not args.only or "bridge" in args.only:
+        measure_bridge(n)
+        measure_bridge(n, durable=True)
     return 0
 
 

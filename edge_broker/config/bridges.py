@@ -23,6 +23,8 @@ DIRECTIONS = ("out", "in", "both")
 TRANSPORTS = ("tcp", "tls", "websocket")
 PROTOCOLS = {"5": 5, "3.1.1": 4}
 OVERFLOW = ("drop-oldest", "drop-newest")
+QUEUE_MAX_MESSAGES = 20_000
+QUEUE_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_PORTS = {"tcp": 1883, "tls": 8883, "websocket": 80}
 
 
@@ -120,8 +122,10 @@ class BridgeConfig:
     reconnect_max: float = 60.0
     connect_timeout: float = 10.0
     max_inflight: int = 32
-    queue_max_messages: int = 100_000
-    queue_max_bytes: int = 32 * 1024 * 1024
+    # the defaults fit the unit's MemoryMax with the default [limits] (edge-broker check's
+    # "bridge queues" term): 8 MiB of topics and payloads, 20,000 messages
+    queue_max_messages: int = QUEUE_MAX_MESSAGES
+    queue_max_bytes: int = QUEUE_MAX_BYTES
     overflow: str = "drop-oldest"
     drain_rate: float = 1000.0  # messages per second to the remote; 0 = unlimited
 
@@ -236,8 +240,8 @@ def _parse_bridge(s: Section, file: str, problems: list[ConfigError]) -> BridgeC
         )
     connect_timeout = s.number("connect_timeout", 10.0, 0.1, 600)
     max_inflight = s.integer("max_inflight", 32, 1, 65535)
-    queue_max_messages = s.integer("queue_max_messages", 100_000, 1, 100_000_000)
-    queue_max_bytes = s.integer("queue_max_bytes", 32 * 1024 * 1024, 1024, 1 << 40)
+    queue_max_messages = s.integer("queue_max_messages", QUEUE_MAX_MESSAGES, 1, 100_000_000)
+    queue_max_bytes = s.integer("queue_max_bytes", QUEUE_MAX_BYTES, 1024, 1 << 40)
     overflow = s.choice("overflow", "drop-oldest", OVERFLOW)
     drain_rate = s.number("drain_rate", 1000.0, 0, 1e9)
     topics: list[TopicMapping] = []

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bridge.queue import ENTRY_OVERHEAD
 from ..broker.topic_space import TENANT_CACHE_SHARE
 from ..claims.pool import charge_of_size
 from ..config import Config, claims_enabled
@@ -43,6 +44,12 @@ CREDENTIAL_BYTES = 200  # one cached credential digest (32 B) in its OrderedDict
 BACKOFF_BYTES = 300  # one (source, user) failure count: key tuple, strings, entry; estimated
 SOURCE_BYTES = 250  # one source's connect-rate bucket (address key, two floats); estimated
 QUEUED_OVERHEAD = 200  # a queued message's entry besides what Message.size counts
+BRIDGE_MESSAGE_BYTES = 240  # one message in a bridge's outbound queue besides its topic and
+# payload (held once each, BRIDGE_PAYLOAD_FACTOR): 238 B with a 13 B topic, 0.98 × payload
+# (bench_limits_memory.py --only bridge --count 20000: 16 B and 1,000 B payloads, uplink down)
+BRIDGE_PAYLOAD_FACTOR = 1.0
+BRIDGE_DURABLE_BYTES = 180  # with persistence on, the queue log's index of the live record:
+# 413-415 B with a 13 B topic, 1.01 × payload (the same bench, durable)
 AUDIT_KEY_BYTES = 2560  # one open audit aggregation key (its record's fields), measured ~2.1 KiB
 
 
@@ -111,6 +118,7 @@ def memory_budget(config: Config) -> list[BudgetTerm]:
         ),
         tenant_term(config),
         claims_term(config),
+        bridges_term(config),
         cache_term(config),
         BudgetTerm(  # repeated denials, held per window (audit/aggregate.py)
             "audit aggregation",
@@ -157,6 +165,32 @@ def claims_term(config: Config) -> BudgetTerm:
         "claims",
         min(by_count, claims.max_claims_bytes),
         "min(max_claims_total × (1,700 B + 1.6 × max_claim_bytes), max_claims_bytes)",
+    )
+
+
+def bridge_queue_bytes(max_messages: int, max_bytes: int, durable: bool) -> int:
+    """What one bridge's outbound queue holds at its bounds (its uplink down): the bound in
+    bytes counts topic + payload + ``ENTRY_OVERHEAD`` per message (bridge/queue.py), which the
+    queue holds once each, plus the rest of each message's measured cost."""
+    per_message = BRIDGE_MESSAGE_BYTES + (BRIDGE_DURABLE_BYTES if durable else 0)
+    return int(BRIDGE_PAYLOAD_FACTOR * max_bytes) + max_messages * (per_message - ENTRY_OVERHEAD)
+
+
+def bridges_term(config: Config) -> BudgetTerm:
+    """Every bridge's outbound queue full (its uplink down): the overflow policy drops what
+    would pass ``queue_max_messages`` or ``queue_max_bytes``."""
+    if not config.bridges:
+        return BudgetTerm("bridge queues", 0, "no [[bridges]]")
+    durable = config.persistence.enabled
+    total = sum(
+        bridge_queue_bytes(b.queue_max_messages, b.queue_max_bytes, durable) for b in config.bridges
+    )
+    per_message = BRIDGE_MESSAGE_BYTES + (BRIDGE_DURABLE_BYTES if durable else 0)
+    return BudgetTerm(
+        "bridge queues",
+        total,
+        "Σ over [[bridges]] of queue_max_bytes + queue_max_messages × "
+        f"{per_message - ENTRY_OVERHEAD} B" + (" (persistence on)" if durable else ""),
     )
 
 

@@ -45,8 +45,8 @@ def test_defaults_and_mappings():
     )
     assert (b.keep_alive, b.clean_start, b.session_expiry) == (60, False, 86400)
     assert (b.queue_max_messages, b.queue_max_bytes, b.overflow, b.drain_rate) == (
-        100_000,
-        32 * 1024 * 1024,
+        20_000,  # one bridge at its defaults fits MemoryMax with the default limits
+        8 * 1024 * 1024,
         "drop-oldest",
         1000.0,
     )

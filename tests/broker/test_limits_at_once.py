@@ -4,8 +4,10 @@ principals and tenants: subscriptions at the deepest, longest filters until SUBA
 retained messages at the deepest topics and the largest payload until PUBACK 0x97, open tenants
 each kept by a retained message, offline sessions' queues, QoS 1 subscribers that neither read
 nor acknowledge (full in-flight windows and write buffers), clients that each send most of a
-largest packet and stop (the read pool), and one source's open sockets up to its share; then a
-client from another address connects and round-trips a QoS 1 message.
+largest packet and stop (the read pool), live SMOKER claims from several owners and tenants
+until the claims' byte pool answers 0x97, a bridge's outbound backlog (its uplink down) until
+its queue is full, and one source's open sockets up to its share; then a client from another
+address connects and round-trips a QoS 1 message.
 
 ``test_limits_at_once_ci`` uses scaled-down limits (CI-sized) and asserts the RSS growth stays
 under the budget's variable part (the budget without the broker at start).
@@ -14,6 +16,7 @@ under the budget's variable part (the budget without the broker at start).
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Callable
@@ -21,8 +24,10 @@ from typing import Any
 
 import pytest
 from broker_raw import RawClient, rss_kib
+from nacl.signing import SigningKey
 
 from edge_broker.config import loads_config
+from edge_broker.config.bridges import QUEUE_MAX_BYTES, QUEUE_MAX_MESSAGES
 from edge_broker.mqtt.packets import (
     Pingreq,
     Pingresp,
@@ -34,12 +39,23 @@ from edge_broker.mqtt.packets import (
     Subscription,
 )
 from edge_broker.ops.memory_budget import BASE_BYTES, memory_budget
+from edge_broker.smoker_client import SmokerClient
+from scripts.bench_limits_memory import longest_claim
 from scripts.flood import publish_start, push
-from scripts.procs import PeakRss
+from scripts.procs import PeakRss, free_port
+from tests.conftest import to_toml
 
 LISTENERS = 5  # anonymous clients of a listener are one principal: five principals
 OPEN = {"name": "tcp", "bind": "127.0.0.1", "port": 0, "tenant_choice": "open"}
-OPEN_LISTENERS = [OPEN] + [{**OPEN, "name": f"tcp{n}"} for n in range(1, LISTENERS)]
+SMOKER = {**OPEN, "name": "smoker", "auth_methods": ["smoker"]}  # the claims' owners
+OPEN_LISTENERS = [OPEN] + [{**OPEN, "name": f"tcp{n}"} for n in range(1, LISTENERS)] + [SMOKER]
+CLAIM_OWNERS = 8  # SMOKER clients over CLAIM_TENANTS tenants (each holds at most its share)
+CLAIM_TENANTS = 4  # of the open tenants
+BRIDGED = "bridged"  # the bridge forwards bridged/#
+DEFAULT_BRIDGE_QUEUE = {
+    "queue_max_messages": QUEUE_MAX_MESSAGES,
+    "queue_max_bytes": QUEUE_MAX_BYTES,
+}
 SCALED = {
     # the default shares stay (one principal a quarter, one tenant half of each total): the
     # fill spreads over five principals (listeners) and several tenants to reach the totals
@@ -55,7 +71,41 @@ SCALED = {
     "max_write_buffer_total": 1024 * 1024,
     "read_pool_size": 2 * 1024 * 1024,
     "max_tenants": 40,
+    "decision_cache_bytes": 64 * 1024,  # the claims gate's cache (the fill makes few decisions)
 }
+# the claims' byte pool scaled down; rates lifted so that the fill takes seconds
+CI_CLAIMS = {"max_claims_bytes": 1024 * 1024}
+CI_BRIDGE_QUEUE = {"queue_max_messages": 2000, "queue_max_bytes": 1024 * 1024}
+
+
+def claims_section(store_dir: Any, limits: dict[str, int]) -> dict[str, Any]:
+    """``[claims]`` of the fill: the store in ``store_dir`` without fsync, the rates lifted
+    (the fill takes seconds, not hours), the count and byte limits as given."""
+    return {
+        "store_dir": str(store_dir),
+        "fsync": "never",
+        "client_rate": 1e6,
+        "client_burst": 1e6,
+        "store_writes_per_second": 1e6,
+        "store_burst": 1e6,
+        **limits,
+    }
+
+
+def bridge_section(queue: dict[str, int]) -> dict[str, Any]:
+    """One bridge forwarding ``bridged/#`` to a loopback port where nothing listens: its
+    uplink stays down and what it forwards stays queued (``queue`` its bounds)."""
+    return {
+        "name": "cloud",
+        "address": "127.0.0.1",
+        "port": free_port(),
+        "reconnect_min": 30.0,
+        "reconnect_max": 60.0,
+        **queue,
+        "topics": [{"direction": "out", "local": f"{BRIDGED}/#", "qos": 1}],
+    }
+
+
 # a retained payload that, with 1 KiB topics, reaches max_retained_messages and 98 % of
 # max_retained_bytes together (the budget's worst case: both at once, topics at their longest)
 CI_RETAINED_PAYLOAD = 2400
@@ -76,10 +126,17 @@ def tenant(name: str) -> Properties:
     return Properties(user_properties=(("tenant", name),))
 
 
-def budget_bytes(limits: dict[str, Any]) -> int:
-    table = "".join(f"{k} = {v!r}\n" for k, v in limits.items())
+def budget_bytes(limits: dict[str, Any], claims: dict[str, Any], bridge: dict[str, Any]) -> int:
+    """``edge-broker check``'s worst case for the fill's configuration."""
     config = loads_config(
-        '[[listeners]]\nname = "tcp"\nport = 1883\ntenant_choice = "open"\n[limits]\n' + table
+        to_toml(
+            {
+                "listeners": [{**OPEN, "port": 1883}, {**SMOKER, "port": 1884}],
+                "limits": limits,
+                "claims": claims,
+                "bridges": [bridge],
+            }
+        )
     )
     return sum(term.bytes for term in memory_budget(config))
 
@@ -96,7 +153,8 @@ class Principals:
     def __init__(self, b: Any) -> None:
         self.host = b.host
         ports = getattr(b, "ports", None) or {}
-        self.ports = [ports[name] for name in sorted(ports)] or [b.port]
+        # the anonymous listeners (the SMOKER one is the claims' owners')
+        self.ports = [ports[name] for name in sorted(ports) if name.startswith("tcp")] or [b.port]
         self.n = 0
 
     def client(self, client_id: str, tenant_name: str, clean: bool = True, expiry: int = 0) -> Any:
@@ -112,11 +170,15 @@ class Principals:
 
 
 def fill_everything(
-    b: Any, scale_clients: int, retained_payload: int, mark: Callable[[str], None] = print
+    b: Any,
+    scale_clients: int,
+    retained_payload: int,
+    bridge_queue: dict[str, int],
+    mark: Callable[[str], None] = print,
 ) -> list[Any]:
     """Every limit to its maximum, from five principals and several tenants; returns what must
-    stay open. ``mark`` is called with the name of each step once it is done (the benchmark
-    measures RSS there)."""
+    stay open. ``bridge_queue``: the bridge's queue bounds (its backlog fills both). ``mark``
+    is called with the name of each step once it is done (the benchmark measures RSS there)."""
     who = Principals(b)
     kept: list[Any] = slow_subscribers(b, scale_clients // 5)
     # offline sessions (several tenants and principals), subscribed at QoS 1 before the
@@ -179,6 +241,10 @@ def fill_everything(
         ):
             break
     mark("retained messages")
+    fill_claims(b)
+    mark("claims")
+    fill_bridge_backlog(b, bridge_queue)
+    mark("bridge backlog")
     # the offline sessions' queues, fed by a publisher of their tenant until the total is full
     feeders = [who.client(f"feeder-{s}", name)[0] for s, name in enumerate(queue_tenants)]
     for k in range(scale_clients * 8):
@@ -221,6 +287,57 @@ def fill_everything(
             break
     mark("sockets before CONNECT")
     return kept
+
+
+def fill_claims(b: Any) -> int:
+    """The longest claims ``max_claim_bytes`` allows, signed by ``CLAIM_OWNERS`` SMOKER
+    clients over ``CLAIM_TENANTS`` tenants (one tenant holds at most its share), until the
+    broker-wide byte pool or count answers 0x97. Returns the claims stored."""
+    stored = 0
+    full = asyncio.Event()
+
+    async def owner(n: int) -> None:
+        nonlocal stored
+        key = SigningKey(n.to_bytes(4, "big") * 8)
+        tenant_name = f"{OPEN_TENANTS}{n % CLAIM_TENANTS}"  # opened before: max_tenants reached
+        async with SmokerClient(b.host, b.ports["smoker"], key, tenant=tenant_name) as client:
+            i = n
+            while not full.is_set():
+                ack = await client.claim_payload(longest_claim(key, i))
+                if ack.reason_code:
+                    reason = ack.reason_string or ""
+                    assert ack.reason_code == 0x97, (ack.reason_code, reason)
+                    if "claims.max_claims_bytes is" in reason or "its maximum of" in reason:
+                        full.set()
+                    return  # the pool, or this tenant's share of it, is full
+                stored += 1
+                i += CLAIM_OWNERS
+
+    async def run() -> None:
+        await asyncio.gather(*(owner(n) for n in range(CLAIM_OWNERS)))
+
+    asyncio.run(run())
+    assert full.is_set(), f"{stored} claims stored, the pool never answered 0x97"
+    return stored
+
+
+def fill_bridge_backlog(b: Any, queue: dict[str, int]) -> None:
+    """QoS 0 messages to the bridged topics until the bridge's queue (its uplink down) logs
+    that it is full; their size reaches ``queue_max_bytes`` and ``queue_max_messages``
+    together (each message counts topic + payload + 48 bytes)."""
+    messages, size = queue["queue_max_messages"], queue["queue_max_bytes"]
+    topic = f"{BRIDGED}/{messages:07d}"
+    payload = b"b" * (size // messages - 48 - len(topic))
+    with VictimClient(b.host, b.port, "127.0.0.8") as c:
+        assert c.connect("bridge-feeder").reason_code == 0
+        for k in range(messages * 2):
+            c.send(Publish(f"{BRIDGED}/{k:07d}", payload, 0))
+            if k % 200 == 199:
+                c.send(Pingreq())
+                c.expect(Pingresp, timeout=60)
+                if k >= messages and "bridge cloud: outbound queue full" in b.log():
+                    break
+    assert "bridge cloud: outbound queue full" in b.log()
 
 
 def slow_subscribers(b: Any, slow: int) -> list[Any]:
@@ -309,30 +426,36 @@ def victim_served(b: Any, early: VictimClient, within: float = 30.0) -> int:
     return attempts
 
 
-def test_limits_at_once_ci(broker_factory):
-    b = broker_factory({"listeners": OPEN_LISTENERS, "limits": SCALED})
+def test_limits_at_once_ci(broker_factory, tmp_path):
+    claims = claims_section(tmp_path, CI_CLAIMS)
+    bridge = bridge_section(CI_BRIDGE_QUEUE)
+    b = broker_factory(
+        {"listeners": OPEN_LISTENERS, "limits": SCALED, "claims": claims, "bridges": [bridge]}
+    )
     early = listener(b)
     start = rss_kib(b.pid)
     peak_rss = PeakRss(b.pid)
     peak_rss.start()
-    kept = fill_everything(b, 40, CI_RETAINED_PAYLOAD)
+    kept = fill_everything(b, 40, CI_RETAINED_PAYLOAD, CI_BRIDGE_QUEUE)
     victim_served(b, early)
     peak = peak_rss.stop()
     # the slow subscribers filled the write buffers' total (held back, counted)
     assert "deliveries held back" in b.log()
     for item in kept:
         item.close()
-    variable = budget_bytes(SCALED) - BASE_BYTES
+    variable = budget_bytes(SCALED, claims, bridge) - BASE_BYTES
     print(f"limits at once (CI): +{peak - start} KiB of a {variable // 1024} KiB budget")
     assert (peak - start) * 1024 < variable, (start, peak, variable)
 
 
 @pytest.mark.soak
-def test_limits_at_once_soak(broker_factory):
+def test_limits_at_once_soak(broker_factory, tmp_path):
     b = broker_factory(
         {
             "listeners": OPEN_LISTENERS,
             "limits": {"connect_rate": 100_000, "connect_burst": 100_000},
+            "claims": claims_section(tmp_path, {}),  # the default max_claims_bytes
+            "bridges": [bridge_section({})],  # the default queue bounds
         }
     )
     early = listener(b)
@@ -344,7 +467,7 @@ def test_limits_at_once_soak(broker_factory):
     def mark(step: str) -> None:
         marks.append(f"{step}: {rss_kib(b.pid):,} KiB")
 
-    kept = fill_everything(b, 400, SOAK_RETAINED_PAYLOAD, mark)
+    kept = fill_everything(b, 400, SOAK_RETAINED_PAYLOAD, DEFAULT_BRIDGE_QUEUE, mark)
     began = time.monotonic()
     attempts = victim_served(b, early)
     waited = time.monotonic() - began

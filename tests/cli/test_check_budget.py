@@ -150,3 +150,49 @@ def test_claims_at_the_defaults_fit_memory_max() -> None:
     )
     lines, over = budget_report(config, ROOT / "systemd" / "edge-broker.service")
     assert not over, "\n".join(lines)
+
+
+def bridge(name: str = "cloud", keys: str = "") -> str:
+    return (
+        f'[[bridges]]\nname = "{name}"\naddress = "mqtt.example.com"\n{keys}'
+        '[[bridges.topics]]\ndirection = "out"\nlocal = "sensors/#"\n'
+    )
+
+
+SMALL = "queue_max_messages = 10000\nqueue_max_bytes = 4194304\n"
+
+
+def budget_line(out: str, name: str) -> str:
+    return next(x for x in out.splitlines() if x.strip().startswith(name))
+
+
+def test_bridge_queues_are_a_budget_term(tmp_path):
+    """Issue 34: a bridge whose uplink is down holds up to its queue bounds in memory; check
+    counts queue_max_bytes + queue_max_messages × the measured per-message cost, per bridge
+    (twice the bounds: twice the term), and more per message when the queue is durable."""
+    none = check(tmp_path, "")
+    assert "no [[bridges]]" in budget_line(none.stdout, "bridge queues")
+    one = check(tmp_path, bridge(keys=SMALL))
+    line = budget_line(one.stdout, "bridge queues")
+    assert "queue_max_bytes + queue_max_messages × 192 B" in line, line
+    assert float(line.split()[2]) == round((4194304 + 10000 * 192) / (1 << 20), 1)
+    two = check(tmp_path, bridge(keys=SMALL) + bridge("other", SMALL))
+    assert float(budget_line(two.stdout, "bridge queues").split()[2]) == round(
+        2 * (4194304 + 10000 * 192) / (1 << 20), 1
+    )
+    durable = check(tmp_path, f'[persistence]\nstate_dir = "{tmp_path}"\n' + bridge())
+    assert "× 372 B (persistence on)" in budget_line(durable.stdout, "bridge queues")
+
+
+def test_one_default_bridge_fits_memory_max(tmp_path):
+    """Issue 34: the default limits with one bridge at its default queue bounds (in memory or
+    durable) stay under the unit's MemoryMax=200M; the old bounds (100,000 messages, 32 MiB)
+    did not."""
+    for extra in ("", f'[persistence]\nstate_dir = "{tmp_path}"\n'):
+        r = check(tmp_path, extra + bridge())
+        assert r.returncode == 0, r.stderr
+        assert "WARNING" not in r.stdout, r.stdout
+        assert "fits MemoryMax=200.0 MiB" in r.stdout
+    old = check(tmp_path, bridge(keys="queue_max_messages = 100000\nqueue_max_bytes = 33554432\n"))
+    assert "WARNING: the budget" in old.stdout
+    assert "largest term is bridge queues" in old.stdout

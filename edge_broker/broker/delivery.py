@@ -251,16 +251,13 @@ class Delivery:
         if self.queued_total + size + QUEUE_ENTRY_BYTES > self.max_queued_total:
             self._drop_overflow(session, size, "max_queued_bytes_total")
             return False
-        # the session's tenant and owner have a share of max_queued_bytes_total (quotas.py);
-        # the ledger is used directly, not through hold_queue(): this runs per queued message,
-        # and its refusal is asked only beyond the floor below which nobody can be refused
-        ledger = self.broker.quotas.queued_bytes
+        # the session's tenant and owner have a share of max_queued_bytes_total (quotas.py;
+        # below the ledger's floor its refusal answers with one comparison)
         owner = session.owner
-        limits = self.broker.config.limits
-        if owner is not None and (
-            ledger.total + size + QUEUE_ENTRY_BYTES > ledger.floor or limits is not ledger.limits
-        ):
-            refused = ledger.refusal(limits, session.tenant, owner, size + QUEUE_ENTRY_BYTES)
+        if owner is not None:
+            refused = self.broker.quotas.queued_bytes.refusal(
+                self.broker.config.limits, session.tenant, owner, size + QUEUE_ENTRY_BYTES
+            )
             if refused is not None:
                 self._drop_over_share(session, size, refused)
                 return False
@@ -274,12 +271,7 @@ class Delivery:
         session.queued_bytes += size
         self.queued_total += size + QUEUE_ENTRY_BYTES
         session.journal.queued(outgoing)
-        ledger.hold(
-            session,
-            session.tenant,
-            owner or UNATTRIBUTED,
-            session.queued_bytes + len(queue) * QUEUE_ENTRY_BYTES,
-        )
+        self.hold_queue(session)
         return True
 
     def _drop_over_share(self, session: Session, size: int, refused: tuple[str, str]) -> None:
@@ -443,12 +435,7 @@ class Delivery:
                 conn.send_publish(outgoing)
             else:
                 conn.register_inflight(outgoing)
-        self.broker.quotas.queued_bytes.hold(  # hold_queue(), without its call (per PUBACK)
-            session,
-            session.tenant,
-            session.owner or UNATTRIBUTED,
-            session.queued_bytes + len(queue) * QUEUE_ENTRY_BYTES,
-        )
+        self.hold_queue(session)
         if (
             (self._waiting or self._overflowing)
             and len(queue) <= self.max_queued // 2

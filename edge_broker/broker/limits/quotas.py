@@ -154,10 +154,7 @@ class Ledger:
                     self.holders[holder] = (tenant, principal, amount)
                     self.total += more
                     self._tenants[tenant][0] += more
-                    if principal is self._last:
-                        self._last_cell[0] += more
-                    else:
-                        self._principal_cell(principal)[0] += more
+                    self._principal_cell(principal)[0] += more
                 return
             if old[0] == tenant and old[1] == principal and old[2] == amount:
                 return

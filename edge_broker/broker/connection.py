@@ -396,13 +396,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def flush(self) -> None:
         """Write what the one output buffer holds: the engine's answers and the handlers'
-        bytes, in order (``ConnectionEngine.data_to_send``, taken here without the call: this
-        runs once per delivery on the hot path; a single chunk is written as it is)."""
-        out = self.engine.out
-        if not out:
+        bytes, in order (``ConnectionEngine.data_to_send``; a single chunk is written as it
+        is)."""
+        data = self.engine.data_to_send()
+        if not data:
             return
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
         self.broker.stats.bytes_sent += len(data)
         self.bytes_out += len(data)
         if not self.transport.is_closing():

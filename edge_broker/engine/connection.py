@@ -382,12 +382,7 @@ class ConnectionEngine:
         assert flow is not None, "no session attached"
         pid = flow.allocate_packet_id()
         flow.inflight[pid] = Inflight(outgoing)
-        data = encoded.for_packet_id(pid)
-        if self.state is not _CLOSED:
-            out = self.out
-            if not out:
-                self.wake()
-            out.append(data)
+        self._write(encoded.for_packet_id(pid))
         return pid
 
     def resend(self, encode_publish: Callable[[Any], PublishBytes | None]) -> Resend:

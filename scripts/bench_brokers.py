@@ -131,6 +131,14 @@ def mosquitto_gated(workdir: Path) -> str:
     return f"allow_anonymous false\npassword_file {password_file(workdir)}\nacl_file {acl}\n"
 
 
+def tree_python(root: Path) -> str:
+    """The interpreter that runs the tree ``root``: its own ``.venv`` when it has one, so a tree
+    whose virtualenv holds the optional ``speed`` extra (uvloop) runs beside one without it;
+    else this script's."""
+    own = root / ".venv" / "bin" / "python"
+    return str(own) if own.exists() else sys.executable
+
+
 def start_edge(
     workdir: Path,
     extra: str = "",
@@ -164,7 +172,7 @@ def start_edge(
     )
     log = open(workdir / "broker.log", "wb")
     p = subprocess.Popen(
-        [sys.executable, *profile, "-m", module, "run", "--config", str(conf)],
+        [tree_python(root), *profile, "-m", module, "run", "--config", str(conf)],
         cwd=root,
         env=env,
         stdout=log,

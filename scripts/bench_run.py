@@ -28,7 +28,10 @@ client.
         [--bridge-messages 20000] [--idle 1000] [--kill-messages 2000]
 
 ``--edge``: LABEL=PATH of each edge-broker source tree (``git worktree add /tmp/before main``
-makes one); ``BENCH_PROFILE=/tmp/x.prof`` runs edge-broker under cProfile (one run: use
+makes one). A tree with its own ``.venv`` runs under that interpreter, so the same code with
+and without the optional ``speed`` extra (uvloop) can run side by side: a directory holding a
+symlink to the code (``edge_broker``) and a ``.venv`` with uvloop installed is such a tree.
+``BENCH_PROFILE=/tmp/x.prof`` runs edge-broker under cProfile (one run: use
 ``--rounds 1`` and a single tree).
 """
 

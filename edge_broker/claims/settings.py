@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..config_section import Section
+from .throttle import ThrottleLimits
+
+_LIMITS = ThrottleLimits()  # the flood guard's defaults are the section's: one place for each
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,20 +23,24 @@ class ClaimsConfig:
     enabled: bool | None = None
     store_dir: str | None = None
     fsync: str = "always"  # always | never (tests, benchmarks): a claim's PUBACK waits for it
-    max_claim_bytes: int = 16 * 1024
-    max_claims_per_client: int = 256
-    max_claims_total: int = 10_000
-    max_claims_bytes: int = 4 * 1024 * 1024  # what live claims are charged (claims/pool.py)
-    client_rate: float = 1.0
-    client_burst: float = 20.0
-    store_writes_per_second: float = 50.0
-    store_burst: float = 200.0
+    max_claim_bytes: int = _LIMITS.max_claim_bytes
+    max_claims_per_client: int = _LIMITS.max_claims_per_client
+    max_claims_total: int = _LIMITS.max_claims_total
+    max_claims_bytes: int = (
+        _LIMITS.max_claims_bytes
+    )  # what live claims are charged (claims/pool.py)
+    client_rate: float = _LIMITS.client_rate
+    client_burst: float = _LIMITS.client_burst
+    store_writes_per_second: float = _LIMITS.store_writes_per_second
+    store_burst: float = _LIMITS.store_burst
     verify_batch: int = 64  # stored claims re-verified per event-loop turn after start-up
-    request_rate: float = 1.0  # claims information requests per second and client
-    request_burst: float = 10.0
-    request_page_claims: int = 50  # claims in one answer page (claims/info.py: "nextPage")
-    request_page_bytes: int = 64 * 1024  # and about this many bytes (at least one claim)
-    request_scan_rate: float = 10_000.0  # claims one client's requests may examine per second
+    request_rate: float = _LIMITS.request_rate  # claims information requests per second and client
+    request_burst: float = _LIMITS.request_burst
+    request_page_claims: int = _LIMITS.request_page_claims  # claims in one answer page ("nextPage")
+    request_page_bytes: int = _LIMITS.request_page_bytes  # and about this many bytes (at least one)
+    request_scan_rate: float = (
+        _LIMITS.request_scan_rate
+    )  # claims one client's requests may examine/s
 
 
 class ClaimStoreSettings(Protocol):

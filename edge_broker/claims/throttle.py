@@ -30,9 +30,8 @@ a micro-SD card where an fsync costs 5–30 ms):
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Collection
+from dataclasses import dataclass
 
 from ..mqtt.reason_codes import ReasonCode
 from .errors import ClaimError
@@ -98,32 +97,6 @@ class ThrottleLimits:
                     f"claims throttle limit {burst} must be at least 1 (one {rate} token), "
                     f"got {getattr(self, burst)!r}",
                 )
-
-
-def parse_limits(table: Mapping[str, Any], where: str = "[claims]") -> ThrottleLimits:
-    """``ThrottleLimits`` from a config table (e.g. TOML ``[claims]``); defaults for absent keys.
-
-    Raises ``ClaimError`` naming ``where`` and the key for an unknown key or a wrong type.
-    """
-    known = {f.name: f for f in fields(ThrottleLimits)}
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in known:
-            raise ClaimError(
-                ReasonCode.UNSPECIFIED_ERROR,
-                f"{where}: unknown key {key!r}; known keys: {', '.join(sorted(known))}",
-            )
-        integral = known[key].type in (int, "int")
-        if isinstance(value, bool) or not isinstance(value, int if integral else int | float):
-            kind = "an integer" if integral else "a number"
-            raise ClaimError(
-                ReasonCode.UNSPECIFIED_ERROR, f"{where}: {key} must be {kind}, got {value!r}"
-            )
-        values[key] = value
-    try:
-        return ThrottleLimits(**values)
-    except ClaimError as exc:
-        raise ClaimError(exc.reason_code, f"{where}: {exc.message}") from None
 
 
 @dataclass(frozen=True, slots=True)

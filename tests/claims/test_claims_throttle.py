@@ -161,21 +161,10 @@ def test_limits_are_validated_with_the_key_named(bad: dict[str, float]) -> None:
     assert next(iter(bad)) in str(err.value)
 
 
-def test_parse_limits_from_a_config_table() -> None:
-    from edge_broker.claims.throttle import parse_limits
+def test_the_claims_section_defaults_are_the_flood_guards() -> None:
+    """``[claims]`` left out gives the flood guard exactly its own defaults (the two were
+    written twice once, and could drift)."""
+    from edge_broker.claims.runtime import throttle_limits
+    from edge_broker.claims.settings import ClaimsConfig
 
-    limits = parse_limits({"client_rate": 2, "max_claims_total": 100, "store_burst": 50.5})
-    assert limits == ThrottleLimits(client_rate=2, max_claims_total=100, store_burst=50.5)
-    assert parse_limits({}) == ThrottleLimits()
-    for bad, fragment in (
-        ({"max_claims": 1}, "unknown key 'max_claims'"),
-        ({"max_claim_bytes": 1.5}, "max_claim_bytes must be an integer"),
-        ({"client_rate": "1"}, "client_rate must be a number"),
-        ({"max_claims_total": True}, "must be an integer"),
-        ({"client_burst": 0.5}, "client_burst must be at least 1"),
-    ):
-        with pytest.raises(ClaimError) as err:
-            parse_limits(bad, where="broker.toml [claims]")
-        assert (
-            err.value.message.startswith("broker.toml [claims]: ") and fragment in err.value.message
-        )
+    assert throttle_limits(ClaimsConfig()) == ThrottleLimits()

@@ -22,6 +22,7 @@ from .retained import MemoryRetainedStore
 
 if TYPE_CHECKING:
     from ..authz.policy import Policy
+    from ..claims.runtime import ClaimsRuntime
     from .bridging import Bridging
     from .delivery import Delivery
     from .limits.limit_hits import LimitHits
@@ -76,6 +77,9 @@ class SysHost(Protocol):
     @property
     def bridges(self) -> Bridging | None: ...
 
+    @property
+    def claims(self) -> ClaimsRuntime | None: ...
+
 
 def sys_values(broker: SysHost) -> dict[str, str]:
     """Topic (below ``$SYS/broker/``) → value text."""
@@ -123,6 +127,10 @@ def limit_values(broker: SysHost) -> dict[str, str]:
     values["limits/backpressure/timeouts"] = str(broker.stats.backpressure_timeouts)
     values["limits/read_pool/bytes"] = str(broker.read_pool.used)  # reserved for packets read
     values["limits/write_buffers/bytes"] = str(broker.write_budget.total)  # unsent, all transports
+    if broker.claims is not None:  # the live SMOKER claims against [claims] max_claims_*
+        claims = broker.claims.stats()
+        values["limits/claims/count"] = str(claims.claims)
+        values["limits/claims/bytes"] = str(claims.pool_bytes)
     return values
 
 

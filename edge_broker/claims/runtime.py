@@ -38,7 +38,8 @@ log = logging.getLogger("edge_broker.claims")
 @dataclass(frozen=True, slots=True)
 class ClaimsStats:
     """For ``$SYS`` and metrics: claims in the index (``pending`` not yet re-verified,
-    ``quarantined`` compromised), clients the flood guard tracks, the store's health."""
+    ``quarantined`` compromised), clients the flood guard tracks, the store's health, and the
+    bytes of ``[claims] max_claims_bytes`` the live claims are charged (claims/pool.py)."""
 
     claims: int
     pending: int
@@ -46,6 +47,8 @@ class ClaimsStats:
     throttled_clients: int
     store_healthy: bool
     store_error: str | None
+    pool_bytes: int
+    pool_limit: int
 
 
 def store_path(config: ClaimsSections) -> Path:
@@ -190,6 +193,8 @@ class ClaimsRuntime:
             throttled_clients=service.guard.tracked_clients(),
             store_healthy=health.healthy,
             store_error=health.error,
+            pool_bytes=service.pool_used(),
+            pool_limit=service.guard.limits.max_claims_bytes,
         )
 
     async def close(self) -> None:

@@ -172,6 +172,18 @@ def render_metrics(
             ],
         )
         w.one(
+            "edge_broker_claims_pool_bytes",
+            "gauge",
+            "bytes of [claims] max_claims_bytes the live claims are charged",
+            cs.pool_bytes,
+        )
+        w.one(
+            "edge_broker_claims_pool_limit_bytes",
+            "gauge",
+            "[claims] max_claims_bytes: what the live claims may be charged in all",
+            cs.pool_limit,
+        )
+        w.one(
             "edge_broker_claims_throttled_clients",
             "gauge",
             "clients the claim flood guard tracks",

@@ -11,6 +11,7 @@ from pathlib import Path
 from claims_broker import restriction, running_broker
 from claims_helpers import OWNER, OWNER_KEY, key
 
+from edge_broker.broker.sys_topics import limit_values
 from edge_broker.claims.pool import claim_charge
 from edge_broker.claims.settings import ClaimsConfig
 from edge_broker.claims.signature import sign_restriction
@@ -63,3 +64,11 @@ async def test_an_adversary_fills_its_share_and_a_victim_still_claims(tmp_path: 
             assert ack.reason_code == ReasonCode.SUCCESS, ack
         record = service.lookup(f"restricted/{OWNER}/temperature", "home")
         assert record is not None and service.pool_stored("home") == claim_charge(record)
+        # what an operator reads of the pool: $SYS/broker/limits/claims/... and the stats the
+        # metrics endpoint serves
+        values = limit_values(broker)
+        assert values["limits/claims/count"] == str(len(service)) == str(stored + 1)
+        assert values["limits/claims/bytes"] == str(service.pool_used())
+        stats = broker.claims.stats()
+        assert stats.pool_bytes == service.pool_stored() > share
+        assert stats.pool_limit == DEFAULTS.max_claims_bytes

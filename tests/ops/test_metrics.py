@@ -194,6 +194,8 @@ store_dir = "{tmp_path / "claims"}"
     assert _value(families, "edge_broker_claims", state="quarantined") == 0
     assert _value(families, "edge_broker_claims_store_healthy") == 1
     assert _value(families, "edge_broker_claims_throttled_clients") == 0
+    assert _value(families, "edge_broker_claims_pool_bytes") == 0
+    assert _value(families, "edge_broker_claims_pool_limit_bytes") == 4 * 1024 * 1024
     assert "edge_broker_sync_policy_version" not in families  # no [sync]: no sync metrics
 
 

@@ -10,7 +10,6 @@ Depends on nothing of ours.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -131,6 +130,8 @@ class Section:
 
 def closest(name: str, known: Iterable[str]) -> str | None:
     """The known name ``name`` is most likely a typo of (difflib), or None."""
+    import difflib  # only a misspelt name pays for it (issue 32: fresh RSS)
+
     matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
     return matches[0] if matches else None
 

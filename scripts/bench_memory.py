@@ -7,13 +7,26 @@ answered), ``--subs`` subscriptions spread over them, ``--retained`` retained me
 docs/limits-memory.md and the README.
 
     .venv/bin/python scripts/bench_memory.py [--clients 1000] [--subs 10000] [--retained 10000]
+
+Issue 32 adds two views, each of this tree or of another one (``--root DIR``):
+
+- ``--fresh``: the RSS of ``python -m edge_broker run`` on the embedded default configuration
+  (an anonymous listener and the admin console with a one-time login; free ports here), how
+  many modules it imported (``PYTHONPROFILEIMPORTTIME``) and which of the packages a default
+  broker should not load it did load;
+- ``--in-process N``: what N idle MQTT 3.1.1 clients (keep alive 300 s, one QoS 1 subscription
+  each) cost the broker's own objects, by tracemalloc on the in-memory broker
+  (tests/broker/engine_harness.py: no socket, no asyncio transport), with the largest lines.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
+import re
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -69,13 +82,106 @@ def settle(broker: Broker) -> int:
     return broker.rss_kib()
 
 
+LAZY = ("nacl", "json5", "cbor2", "tinydb")  # what a default broker should not import
+IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)\s*$", re.M)
+
+
+def fresh(root: Path) -> int:
+    """RSS (KiB) of ``root``'s ``python -m edge_broker run`` on the embedded default."""
+    from procs import free_port, stop_process, wait_port
+
+    work = Path(tempfile.mkdtemp(prefix="bench-fresh-"))
+    port, admin = free_port(), free_port()
+    conf = work / "edge.toml"
+    conf.write_text(
+        f'[[listeners]]\nname = "default"\nport = {port}\n'
+        f"[admin]\nenabled = true\none_time_login = true\nport = {admin}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPROFILEIMPORTTIME"] = "1"
+    with open(work / "broker.log", "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "edge_broker", "run", "--config", str(conf)],
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        wait_port(port, process=process)
+        time.sleep(1.5)
+        status = Path(f"/proc/{process.pid}/status").read_text()
+        rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+    finally:
+        stop_process(process)
+    names = IMPORT_LINE.findall((work / "broker.log").read_text(errors="replace"))
+    ours = sum(1 for n in names if n.startswith("edge_broker"))
+    loaded = sorted({n.split(".")[0] for n in names} & set(LAZY)) or ["none"]
+    print(
+        f"| {root} | {rss / 1024:.1f} MiB | {len(names)} ({ours} edge_broker) | "
+        f"{', '.join(loaded)} |"
+    )
+    return rss
+
+
+IN_PROCESS = """
+import gc, sys, tracemalloc
+sys.path[:0] = [".", "tests/broker"]
+from tests.broker.engine_harness import MemoryBroker
+n, top = int(sys.argv[1]), int(sys.argv[2])
+mb = MemoryBroker({"limits": {"connect_rate": 100000, "connect_burst": 100000}})
+def idle(name):
+    c = mb.client(4)
+    c.connect(name, keep_alive=300)
+    c.subscribe(name.replace("-", "/") + "/cmd", 1)
+    c.reader = None  # the client side's own reader is not the broker's
+    return c
+warm = [idle(f"warm-{i}") for i in range(20)]  # the broker's own tables grow first
+gc.collect()
+tracemalloc.start()
+before = tracemalloc.take_snapshot()
+clients = [idle(f"idle-{i}") for i in range(n)]
+gc.collect()
+after = tracemalloc.take_snapshot()
+# the harness (clients, in-memory transports) allocates in tests/
+ignore = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "*/tests/*")]
+diff = after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "lineno")
+print(f"{sum(d.size_diff for d in diff) / n:.0f} B per idle client")
+for d in diff[:top]:
+    where = d.traceback[0]
+    print(f"  {d.size_diff / n:6.0f} B  {where.filename.split('edge_broker/')[-1]}:{where.lineno}")
+"""
+
+
+def in_process(root: Path, n: int, top: int) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    print(f"{root}: ", end="", flush=True)
+    subprocess.run(
+        [sys.executable, "-c", IN_PROCESS, str(n), str(top)], cwd=root, env=env, check=True
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--subs", type=int, default=10_000)
     ap.add_argument("--retained", type=int, default=10_000)
     ap.add_argument("--payload", type=int, default=100)
+    ap.add_argument("--fresh", action="store_true", help="fresh RSS on the embedded default")
+    ap.add_argument("--in-process", type=int, default=0, metavar="N", help="tracemalloc view")
+    ap.add_argument("--top", type=int, default=15, help="lines shown by --in-process")
+    ap.add_argument("--root", type=Path, action="append", help="tree(s) to measure")
     args = ap.parse_args()
+    roots = args.root or [Path(__file__).resolve().parent.parent]
+    if args.fresh or args.in_process:
+        if args.fresh:
+            print("| tree | fresh RSS | modules imported | of " + ", ".join(LAZY) + " |")
+            print("|---|---:|---:|---|")
+            for root in roots:
+                fresh(root.resolve())
+        for root in roots if args.in_process else []:
+            in_process(root.resolve(), args.in_process, args.top)
+        return 0
     broker = start()
     try:
         base = settle(broker)

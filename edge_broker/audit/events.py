@@ -16,7 +16,6 @@ then, so summing the records of a client gives its totals with no double countin
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from functools import lru_cache
@@ -152,6 +151,8 @@ def grants_digest(grants: Any) -> str:
         separators=(",", ":"),
         ensure_ascii=False,
     )
+    import hashlib  # only token clients' grants are digested (issue 32: fresh RSS)
+
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

@@ -18,14 +18,10 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-
-import nacl.exceptions
-import nacl.pwhash
 
 from .errors import AuthError
 
@@ -78,6 +74,8 @@ class PasswordEntry:
 
 def hash_password(password: str) -> bytes:
     """An argon2id hash string (as bytes) for ``password``."""
+    import nacl.pwhash  # PyNaCl only once a password is hashed or checked (issue 32)
+
     return nacl.pwhash.argon2id.str(password.encode("utf-8"), opslimit=OPSLIMIT, memlimit=MEMLIMIT)
 
 
@@ -88,6 +86,9 @@ def verify_password(entry: PasswordEntry, password: bytes) -> bool:
         from .mosquitto_hashes import verify_mosquitto
 
         return verify_mosquitto(entry.hash.decode("ascii"), password)
+    import nacl.exceptions
+    import nacl.pwhash
+
     try:
         return bool(nacl.pwhash.verify(entry.hash, password))
     except (nacl.exceptions.InvalidkeyError, nacl.exceptions.CryptoError, ValueError):
@@ -193,6 +194,8 @@ def write_password_file(path: str | os.PathLike[str], entries: dict[str, Passwor
     )
     directory = target.parent if str(target.parent) else Path(".")
     mode, uid, gid = _file_access(target, directory)
+    import tempfile  # only `edge-broker passwd` writes the file (issue 32: fresh RSS)
+
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

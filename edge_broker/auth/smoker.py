@@ -19,8 +19,6 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nacl.exceptions import BadSignatureError
-
 from ..claims.errors import ClaimError
 from ..claims.smoker_id import is_smoker_id, parse_smoker_id
 from ..identity import Identity
@@ -85,6 +83,8 @@ def check_response(challenge: SmokerChallenge, auth: Auth) -> Refused | None:
         return Refused(
             ReasonCode.NOT_AUTHORIZED, "the signed message is not the nonce of this connection"
         )
+    from nacl.exceptions import BadSignatureError  # PyNaCl only once a SMOKER client signs
+
     try:
         parse_smoker_id(challenge.client_id).verify(challenge.nonce, data[:SIGNATURE_BYTES])
     except BadSignatureError:

@@ -21,8 +21,6 @@ import json
 import re
 from typing import Any
 
-import json5
-
 _TOKEN = re.compile(
     r"""
     (?P<ws>[\s\ufeff]+)
@@ -65,13 +63,13 @@ def _rewrite(text: str) -> str:
                 out.pop()  # a trailing comma (after an element: "{,}" stays invalid)
             out.append(token)
         elif kind == "dq":
-            out.append(token if _PLAIN_STRING.match(token) else json.dumps(json5.loads(token)))
+            out.append(token if _PLAIN_STRING.match(token) else json.dumps(_json5_loads(token)))
         elif kind == "sq":
-            out.append(json.dumps(json5.loads(token)))
+            out.append(json.dumps(_json5_loads(token)))
         elif kind == "num":
             # hex, "+1", ".5", "5.", "Infinity", "NaN": json.dumps writes NaN/Infinity as the
             # json module reads them back
-            out.append(token if _JSON_NUMBER.match(token) else json.dumps(json5.loads(token)))
+            out.append(token if _JSON_NUMBER.match(token) else json.dumps(_json5_loads(token)))
         elif token in ("true", "false", "null"):
             out.append(token)
         else:
@@ -89,4 +87,12 @@ def loads_json5(text: str) -> Any:
         converted = _rewrite(text)
         return json.loads(converted)
     except (_Unsupported, ValueError, RecursionError):
-        return json5.loads(text)
+        return _json5_loads(text)
+
+
+def _json5_loads(text: str) -> Any:
+    """The ``json5`` package's reader, imported on first use: only text the fast rewrite above
+    cannot take needs it (about 0.6 MB of a fresh broker, issue 32)."""
+    import json5
+
+    return json5.loads(text)

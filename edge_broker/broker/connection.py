@@ -18,7 +18,6 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..audit import events as audit_events
@@ -120,7 +119,7 @@ class Connection(asyncio.BufferedProtocol):
         )
         # the engine's answers (acknowledgements, CONNACK) ask for a write when they land in
         # its empty output buffer, as send() does for the broker's own bytes
-        self.engine.wake = partial(broker.schedule_flush, self)
+        self.engine.wake = self._wake  # a bound method: a quarter of a partial's memory
         self.lost = False  # the MQTT connection is over and the broker was told (_forget)
         self.gone = False  # connection_lost ran: the socket is closed
         self.drain: Drain | None = None  # the socket's bounded close (graceful_close.py)
@@ -153,6 +152,9 @@ class Connection(asyncio.BufferedProtocol):
         # held after our last write, and held back by max_write_buffer_total (write_budget.py)
         self.read_grant = self.write_held = 0
         self.held_back = False
+
+    def _wake(self) -> None:
+        self.broker.schedule_flush(self)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -322,6 +324,11 @@ class Connection(asyncio.BufferedProtocol):
         (engine/negotiation.py) and writes the CONNACK; the deadlines may move earlier."""
         self.engine.accept(agreement, session_present, properties)  # wakes the flush
         self.broker.watch(self)  # the Keep Alive agreed at CONNACK: maybe an earlier deadline
+        connect = self.connect_packet
+        if connect is not None and connect.properties.authentication_method is None:
+            # only re-authentication (MQTT 5 §4.12.1) reads the CONNECT after CONNACK, and
+            # only with a method: an idle client need not keep it (issue 32: memory)
+            self.connect_packet = None
 
     def pause_writing(self) -> None:
         self.paused = True

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .limits.quotas import UNATTRIBUTED
 from .message import Message
-from .session import Outgoing, Session, SubscriptionEntry, new_outgoing
+from .session import NO_QUEUE, Outgoing, Session, SubscriptionEntry, new_outgoing
 from .topic_space import SharedGroup, TopicSpace
 
 if TYPE_CHECKING:
@@ -262,6 +262,8 @@ class Delivery:
                 self._drop_over_share(session, size, refused)
                 return False
         queue = session.queue
+        if queue is NO_QUEUE:  # the first message that waits: the session's own deque
+            queue = session.open_queue()
         if len(queue) >= self.max_queued or session.queued_bytes + size > self.max_queued_bytes:
             if self.backpressure and self._hold_beyond_limit(session, outgoing, size):
                 return True
@@ -341,7 +343,7 @@ class Delivery:
             or session.queued_bytes + size > 2 * self.max_queued_bytes
         ):
             return False
-        session.queue.append(outgoing)
+        session.open_queue().append(outgoing)
         session.queued_bytes += size
         self.queued_total += size + QUEUE_ENTRY_BYTES
         session.journal.queued(outgoing)

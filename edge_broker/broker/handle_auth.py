@@ -49,10 +49,10 @@ async def _continue_auth(conn: ClientContext, connect: Connect, packet: Auth) ->
 def handle_reauth(conn: ClientContext, packet: Auth) -> Awaitable[None] | None:
     """Re-authentication (AUTH 0x19, then 0x18 exchanges) by the method that accepted the
     connection (MQTT 5 §4.12.1)."""
-    connect = conn.connect_packet
-    assert connect is not None and conn.identity is not None
-    method = connect.properties.authentication_method
-    if method is None or packet.properties.authentication_method != method:
+    connect = conn.connect_packet  # kept after CONNACK only when it named a method
+    assert conn.identity is not None
+    method = None if connect is None else connect.properties.authentication_method
+    if connect is None or method is None or packet.properties.authentication_method != method:
         conn.violation(
             ReasonCode.PROTOCOL_ERROR, "AUTH needs the authentication method the CONNECT used"
         )

@@ -98,7 +98,7 @@ async def _answer(
             session = conn.session
             assert session is not None
             if code < 0x80:
-                session.qos2_incoming.add(pid)  # PUBREL then gets its PUBCOMP
+                session.hold_incoming(pid)  # PUBREL then gets its PUBCOMP
                 session.journal.qos2_received(pid)
             conn.send_packet(Pubrec(pid, code, ack_props))
     if outcome.response is not None:

@@ -27,7 +27,6 @@ client connected to), through an address -> interface-name map of every interfac
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import fcntl
 import ipaddress
 import logging
@@ -95,7 +94,9 @@ def _getifaddrs() -> list[InterfaceAddress] | None:
         freeifaddrs = libc.freeifaddrs
     except (OSError, AttributeError):
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            from ctypes.util import find_library  # only here: it imports tempfile (~0.6 MB)
+
+            libc = ctypes.CDLL(find_library("c") or "libc.so.6", use_errno=True)
             getifaddrs = libc.getifaddrs
             freeifaddrs = libc.freeifaddrs
         except (OSError, AttributeError):

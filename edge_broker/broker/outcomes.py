@@ -48,7 +48,7 @@ def publish_denied(conn: ClientContext, packet: Publish, decision: Decision) -> 
             conn.send_packet(Puback(packet.packet_id or 0))
         elif packet.qos == 2:
             assert conn.session is not None and packet.packet_id is not None
-            conn.session.qos2_incoming.add(packet.packet_id)  # complete the flow on PUBREL
+            conn.session.hold_incoming(packet.packet_id)  # complete the flow on PUBREL
             conn.session.journal.qos2_received(packet.packet_id)
             conn.send_packet(Pubrec(packet.packet_id))
         return

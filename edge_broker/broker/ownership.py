@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import translate
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -69,10 +70,15 @@ def principal_of(identity: Identity, listener: str) -> Principal:
         return Principal(method, identity.cert_cn)
     if method == "smoker" and identity.smoker_id is not None:
         return Principal(method, identity.smoker_id)
-    if method == "anonymous":
-        return Principal(method, "listener " + listener)
-    # a method that verified no name (or a future one): its own principal per listener, like
-    # anonymous, never one shared with a named principal
+    # anonymous, or a method that verified no name (or a future one): its own principal per
+    # listener, never one shared with a named principal
+    return _listener_principal(method, listener)
+
+
+@lru_cache(maxsize=64)
+def _listener_principal(method: str, listener: str) -> Principal:
+    """One object for every client of ``listener`` that ``method`` admitted without a name:
+    a gateway's idle devices share it instead of holding one each (issue 32: memory)."""
     return Principal(method, "listener " + listener)
 
 

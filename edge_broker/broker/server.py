@@ -55,9 +55,6 @@ from .listeners import connection_info, start_listener
 from .message import Message, will_message
 from .network_interfaces import InterfaceMap
 from .ownership import ClientIdBindings, Principal
-from .persist.persistence import Persistence
-from .persist.recovery import recover
-from .persist.retained import PersistentRetainedStore
 from .rejudge import (
     apply_verdicts,
     judge_subscriptions,
@@ -81,6 +78,7 @@ if TYPE_CHECKING:
     from ..audit.log import AuditLog
     from ..claims.runtime import ClaimsRuntime
     from .control_channel import ControlChannel
+    from .persist.persistence import Persistence
 
 log = logging.getLogger("edge_broker.broker")
 
@@ -242,6 +240,12 @@ class Broker:
 
     def _open_persistence(self) -> None:
         """Open ``<state_dir>/broker.log`` and load it before serving (issue 8)."""
+        # imported here: a broker without [persistence] does not load the store's layer
+        # (about 30 modules; issue 32)
+        from .persist.persistence import Persistence
+        from .persist.recovery import recover
+        from .persist.retained import PersistentRetainedStore
+
         persistence = self.persistence = Persistence.open(self.config, self.clock)
         separator = self.separator
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 # Inflight is re-exported: persistence.py restores in-flight messages with it
 from ..engine.flow import Inflight as Inflight
@@ -60,6 +60,36 @@ class Attached(Protocol):
     def register_inflight(self, outgoing: Outgoing) -> None: ...
 
     def close(self, reason_code: int | None, reason: str, will: bool = True) -> None: ...
+
+
+class _NoQueue(deque[Any]):
+    """The queue of every session no message has waited in yet: one shared instance, always
+    empty (an empty ``deque`` allocates its first 64-slot block: about 760 B per idle
+    session). Reading it reads an empty queue; adding to it is a bug, so it raises: the
+    places that queue take :meth:`Session.open_queue` (or test ``is NO_QUEUE`` inline)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object) -> NoReturn:
+        raise TypeError("the shared empty session queue: add to Session.open_queue()")
+
+    def append(self, x: Any) -> NoReturn:
+        self._refuse()
+
+    def appendleft(self, x: Any) -> NoReturn:
+        self._refuse()
+
+    def extend(self, iterable: Any) -> NoReturn:
+        self._refuse()
+
+    def extendleft(self, iterable: Any) -> NoReturn:
+        self._refuse()
+
+    def insert(self, i: int, x: Any) -> NoReturn:
+        self._refuse()
+
+
+NO_QUEUE: deque[Any] = _NoQueue()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +161,7 @@ class Session(QosFlow[Outgoing]):
         self.identity = identity
         self.protocol_level = protocol_level
         self.subscriptions: dict[str, SubscriptionEntry] = {}
-        self.queue: deque[Outgoing] = deque()
+        self.queue: deque[Outgoing] = NO_QUEUE  # its own deque once a message waits
         self.queued_bytes = 0
         self.expiry_interval = 0
         self.expires_at: float | None = None  # monotonic deadline while offline
@@ -143,6 +173,13 @@ class Session(QosFlow[Outgoing]):
         self.journal: SessionJournal = NO_JOURNAL  # persistence: broker/journal.py (issue 17)
         # its last connection's token end on the broker's clock: a will is judged by it too
         self.token_deadline: float | None = None
+
+    def open_queue(self) -> deque[Outgoing]:
+        """The queue to add to: the session's own, made when the first message waits."""
+        queue = self.queue
+        if queue is NO_QUEUE:
+            queue = self.queue = deque()
+        return queue
 
     def __repr__(self) -> str:
         return f"Session({self.client_id!r}, tenant={self.tenant!r})"

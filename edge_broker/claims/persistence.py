@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ..matching.names import DEFAULT_TENANT
 from ..mqtt.reason_codes import ReasonCode
 from ..store import Delete, KeyedLog, Op, Put
-from ..store.tinydb_storage import PREFIX as TINYDB_PREFIX
+from ..store.keyed import TINYDB_PREFIX
 from .errors import ClaimError, shown
 from .model import Claim
 from .parse import load_json, parse_restriction

@@ -8,14 +8,16 @@ message equals those canonical bytes is checked when the claim is parsed (``pars
 
 from __future__ import annotations
 
-from nacl.exceptions import BadSignatureError
-from nacl.signing import SigningKey, VerifyKey
+from typing import TYPE_CHECKING
 
 from ..mqtt.reason_codes import ReasonCode
 from .errors import ClaimError
 from .model import SIGNATURE_BYTES, Claim, Restriction
 from .smoker_id import check_smoker_id
 from .topics import validate_claim_topic
+
+if TYPE_CHECKING:  # PyNaCl is imported when the first claim is signed or verified
+    from nacl.signing import SigningKey
 
 
 def sign_restriction(signing_key: SigningKey, restriction: Restriction) -> Claim:
@@ -40,6 +42,9 @@ def verify_claim(claim: Claim) -> None:
             ReasonCode.PAYLOAD_FORMAT_INVALID,
             "the restriction contains a lone surrogate and has no UTF-8 form to sign",
         ) from None
+    from nacl.exceptions import BadSignatureError
+    from nacl.signing import VerifyKey
+
     try:
         # libsodium refuses non-canonical, non-point and small-order keys in verify itself
         VerifyKey(check_smoker_id(owner)).verify(canonical, signature)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import base64
 import re
-
-from nacl.bindings import crypto_core_ed25519_is_valid_point
-from nacl.signing import VerifyKey
+from typing import TYPE_CHECKING
 
 from ..mqtt.reason_codes import ReasonCode
 from .errors import ClaimError, shown
+
+if TYPE_CHECKING:  # PyNaCl is imported when a SMOKER id is first parsed (issue 32: fresh RSS)
+    from nacl.signing import VerifyKey
 
 SMOKER_ID_LENGTH = 56
 _SPELLING = re.compile(r"[A-Z2-7]{52}====")
@@ -67,6 +68,9 @@ def check_smoker_id(text: str) -> bytes:
 
 def parse_smoker_id(text: str) -> VerifyKey:
     """The Ed25519 public key named by ``text``; ``ClaimError`` (0x85) says why it is not one."""
+    from nacl.bindings import crypto_core_ed25519_is_valid_point
+    from nacl.signing import VerifyKey
+
     raw = check_smoker_id(text)
     if not crypto_core_ed25519_is_valid_point(raw):
         raise ClaimError(

@@ -17,7 +17,8 @@ class InboundAliases:
 
     def __init__(self, maximum: int) -> None:
         self.maximum = maximum
-        self._topics: dict[int, str] = {}
+        # made by the first alias set: most clients (every MQTT 3.x one) never set any
+        self._topics: dict[int, str] | None = None
 
     def resolve(self, alias: int, topic: str) -> str:
         """The topic of a PUBLISH carrying ``alias``: a non-empty ``topic`` (re)sets the alias,
@@ -28,16 +29,19 @@ class InboundAliases:
                 ReasonCode.TOPIC_ALIAS_INVALID,
                 f"topic alias {alias} exceeds the maximum {self.maximum}",
             )
+        topics = self._topics
         if topic:
-            self._topics[alias] = topic
+            if topics is None:
+                topics = self._topics = {}
+            topics[alias] = topic
             return topic
-        known = self._topics.get(alias)
+        known = None if topics is None else topics.get(alias)
         if known is None:
             raise ProtocolError(ReasonCode.PROTOCOL_ERROR, f"topic alias {alias} is not set")
         return known
 
     def __len__(self) -> int:
-        return len(self._topics)
+        return 0 if self._topics is None else len(self._topics)
 
 
 class OutboundAliases:

@@ -38,7 +38,7 @@ from .events import (
     TimedOut,
 )
 from .events import Timeout as Timeout
-from .flow import Inflight, PublishBytes, QosFlow, Resend
+from .flow import NO_INFLIGHT, Inflight, PublishBytes, QosFlow, Resend
 from .negotiation import NO_PACKET_LIMIT, Agreement
 from .publish import pubcomp, pubcomp_unknown, publish_ack, pubrec, pubrel, pubrel_unknown
 from .states import READER_ADMITS, ConnState, Trigger, next_state
@@ -348,7 +348,7 @@ class ConnectionEngine:
         so a DUP resend is never routed twice."""
         flow = self.flow
         if flow is not None:
-            flow.qos2_incoming.add(packet_id)
+            flow.hold_incoming(packet_id)
 
     def unhold(self, packet_id: int) -> None:
         """Let go of a held packet id without PUBREL (the accepted message could not be
@@ -381,7 +381,10 @@ class ConnectionEngine:
         flow = self.flow
         assert flow is not None, "no session attached"
         pid = flow.allocate_packet_id()
-        flow.inflight[pid] = Inflight(outgoing)
+        inflight = flow.inflight
+        if inflight is NO_INFLIGHT:  # the session's first message in flight (engine/flow.py)
+            inflight = flow.open_inflight()
+        inflight[pid] = Inflight(outgoing)
         self._write(encoded.for_packet_id(pid))
         return pid
 

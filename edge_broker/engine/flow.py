@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 from ..mqtt.packet_ids import MAX_PACKET_ID, free_packet_id
 from .publish import pubrel
@@ -49,6 +49,31 @@ class Inflight(Generic[Out]):
         self.released = False  # QoS 2: PUBREC received and PUBREL sent, awaiting PUBCOMP
 
 
+class _NoInflight(OrderedDict[int, Any]):
+    """The in-flight table of every flow that has sent no QoS 1/2 message yet: one shared
+    instance, always empty (an ``OrderedDict`` of its own costs an idle session 128 B).
+    Reading it is reading an empty table; writing to it is a bug, so it raises."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key: int, value: Any) -> NoReturn:
+        raise TypeError("the shared empty in-flight table: write to QosFlow.open_inflight()")
+
+
+class _NoIds(set[int]):
+    """The incoming QoS 2 ids of every flow that has held none yet (a ``set`` of its own
+    costs 216 B): shared, always empty; adding to it raises."""
+
+    __slots__ = ()
+
+    def add(self, element: int) -> NoReturn:
+        raise TypeError("the shared empty id set: use QosFlow.hold_incoming()")
+
+
+NO_INFLIGHT: OrderedDict[int, Any] = _NoInflight()
+NO_IDS: set[int] = _NoIds()
+
+
 @dataclass(frozen=True, slots=True)
 class Resend:
     """What :meth:`QosFlow.resend` wrote: ``data`` holds ``publishes`` PUBLISH (DUP set) and
@@ -66,10 +91,26 @@ class QosFlow(Generic[Out]):
     __slots__ = ("inflight", "qos2_incoming", "next_packet_id")
 
     def __init__(self) -> None:
-        # packet id -> message, in the order sent (a resumed session resends in this order)
-        self.inflight: OrderedDict[int, Inflight[Out]] = OrderedDict()
-        self.qos2_incoming: set[int] = set()  # the client's QoS 2 packet ids awaiting PUBREL
+        # packet id -> message, in the order sent (a resumed session resends in this order);
+        # both tables are shared empty ones until first written (open_inflight, hold_incoming):
+        # most sessions of a gateway are idle devices that never need them
+        self.inflight: OrderedDict[int, Inflight[Out]] = NO_INFLIGHT
+        self.qos2_incoming: set[int] = NO_IDS  # the client's QoS 2 packet ids awaiting PUBREL
         self.next_packet_id = 1
+
+    def open_inflight(self) -> OrderedDict[int, Inflight[Out]]:
+        """The in-flight table to write to: the flow's own, made on the first message."""
+        inflight = self.inflight
+        if inflight is NO_INFLIGHT:
+            inflight = self.inflight = OrderedDict()
+        return inflight
+
+    def hold_incoming(self, packet_id: int) -> None:
+        """Hold the client's QoS 2 ``packet_id`` until its PUBREL (the set made on first use)."""
+        held = self.qos2_incoming
+        if held is NO_IDS:
+            held = self.qos2_incoming = set()
+        held.add(packet_id)
 
     # -- outgoing ---------------------------------------------------------------------------
 
@@ -112,7 +153,7 @@ class QosFlow(Generic[Out]):
 
     def sent(self, pid: int, outgoing: Out) -> None:
         """``outgoing`` went out under ``pid`` and awaits its acknowledgement."""
-        self.inflight[pid] = Inflight(outgoing)
+        self.open_inflight()[pid] = Inflight(outgoing)
 
     def unsent(self, pid: int) -> None:
         """Take ``pid`` out of flight without an acknowledgement (expired or too large when it

@@ -133,7 +133,9 @@ class PacketReader:
         self._buffer = bytearray()
         self._need = 0
         self._error: ProtocolError | None = None
-        self._publish_properties: dict[bytes, Properties] = {}
+        # MQTT 5 PUBLISH properties seen on this connection (decoder.py), made by its first
+        # MQTT 5 PUBLISH: an idle or 3.x connection never needs one (issue 32: memory)
+        self._publish_properties: dict[bytes, Properties] | None = None
 
     @property
     def buffered(self) -> int:
@@ -190,6 +192,7 @@ class PacketReader:
             raise ValueError(f"protocol_level must be 3, 4, 5 or None, not {level!r}")
         admits = self._admits
         accepted = _accepted(admits, level)
+        cache = self._publish_properties
         self._need = 0
         while pos < n:
             first = buf[pos]
@@ -242,9 +245,9 @@ class PacketReader:
                 self._need = end - pos
                 return pos
             if ptype == 3:
-                packet: Packet = decode_publish(
-                    flags, buf, i, end, level or 0, from_client, self._publish_properties
-                )
+                if cache is None and level == 5:  # the connection's first MQTT 5 PUBLISH
+                    cache = self._publish_properties = {}
+                packet: Packet = decode_publish(flags, buf, i, end, level or 0, from_client, cache)
             else:
                 decoder = DECODERS[ptype]
                 assert decoder is not None  # type 0 is never accepted

@@ -20,6 +20,8 @@ Files next to the log: ``<log>.lock`` (held while a writer has it open; kept on 
 ``<log>.compact`` (only during a compaction; removed at open if a crash left it).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .durability import Durability
 from .errors import StoreError
 from .frame import Damage
@@ -27,7 +29,9 @@ from .health import LogStats, StoreHealth
 from .keyed import CreateTable, Delete, DropTable, Key, KeyedLog, Op, Put, Table
 from .log import DEFAULT_MAX_RECORD_SIZE, Log, Reducer
 from .logfile import RecoveryReport
-from .tinydb_storage import LogStorage
+
+if TYPE_CHECKING:
+    from .tinydb_storage import LogStorage
 
 __all__ = [
     "DEFAULT_MAX_RECORD_SIZE",
@@ -49,3 +53,13 @@ __all__ = [
     "StoreHealth",
     "Table",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``LogStorage`` on first use: it imports TinyDB (and pickle), which only the claim
+    commands need, not a running broker (issue 32: fresh RSS)."""
+    if name == "LogStorage":
+        from .tinydb_storage import LogStorage
+
+        return LogStorage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,16 +43,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
-
-import cbor2
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .durability import Durability
 from .errors import StoreError
 from .gcpause import gc_paused
 from .health import LogStats, StoreHealth
+from .lazy_module import LazyModule
 from .log import DEFAULT_MAX_RECORD_SIZE, Log
 from .logfile import RecoveryReport
+
+if TYPE_CHECKING:
+    import cbor2
+else:  # imported by the first record written or read (lazy_module.py)
+    cbor2 = LazyModule("cbor2", globals())
 
 Key = str | int | bytes
 
@@ -123,6 +127,10 @@ def _check_name(table: object) -> str:
 
 
 _KEY_TYPES = frozenset((str, int, bytes))
+
+# the tables a TinyDB on the log (tinydb_storage.LogStorage) keeps, by this prefix; here, so
+# that naming them does not import TinyDB (issue 32: fresh RSS)
+TINYDB_PREFIX = "tinydb:"
 
 
 def _check_key(key: object) -> Key:

@@ -37,15 +37,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
-
-import cbor2
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .durability import Durability
 from .errors import StoreError
 from .frame import FRAME_OVERHEAD, HEADER_SIZE, MAX_PAYLOAD_LIMIT, Frame, encode_frame
 from .health import LogStats, StoreHealth
+from .lazy_module import LazyModule
 from .logfile import LogFile, RecoveryReport
+
+if TYPE_CHECKING:
+    import cbor2
+else:  # imported by the first record written or read (lazy_module.py)
+    cbor2 = LazyModule("cbor2", globals())
 
 T = TypeVar("T")
 

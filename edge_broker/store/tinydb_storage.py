@@ -30,10 +30,9 @@ from tinydb.storages import Storage
 
 from .durability import Durability
 from .errors import StoreError
+from .keyed import TINYDB_PREFIX as PREFIX
 from .keyed import CreateTable, Delete, DropTable, Key, KeyedLog, Op, Put
 from .log import DEFAULT_MAX_RECORD_SIZE
-
-PREFIX = "tinydb:"
 
 
 def same_value(left: Any, right: Any) -> bool:

@@ -157,7 +157,7 @@ def restore(
     if pid is not None and 0 < pid <= 65535 and pid not in session.inflight:
         item = Inflight(outgoing)
         item.released = released
-        session.inflight[pid] = item
+        session.open_inflight()[pid] = item
         journal.flight[pid] = ref
         if released:
             journal.released_pids.add(pid)
@@ -165,7 +165,7 @@ def restore(
         # assignment order), never back to one the client may still hold.
         session.next_packet_id = pid % 65535 + 1
         return pid
-    session.queue.append(outgoing)
+    session.open_queue().append(outgoing)
     session.queued_bytes += outgoing.message.size
     journal.waiting.append(ref)
     return None

@@ -72,7 +72,7 @@ def recover(store: Persistence, broker: RecoveryTarget) -> None:
         if session is None or not pid.isdigit():
             drop.append(Delete(QOS2, key))
         else:
-            session.qos2_incoming.add(int(pid))
+            session.hold_incoming(int(pid))
     for session in sessions.values():
         broker.restore_session(session)
     if drop:

@@ -334,6 +334,9 @@ class Bridges:
     def take_pending(self) -> Awaitable[None] | None:
         """handle_publish: the bridge queues' write of the message just published, which the
         publisher's PUBACK waits for too (durability ``sync``: on disk); None if none is owed."""
+        bridges = self.bridges
+        if len(bridges) == 1:  # the common case: that store's own future, or None
+            return bridges[0].store.take_pending()  # type: ignore[no-any-return]
         owed: list[Awaitable[None]] = [
             f for f in (b.store.take_pending() for b in self.bridges) if f is not None
         ]

@@ -32,7 +32,6 @@ from typing import Any
 
 from ..config.bridges import BridgeConfig, echo_pair
 from ..mqtt.codec import PacketReader, ProtocolError, encode
-from ..mqtt.encoder import frame
 from ..mqtt.packet_ids import MAX_PACKET_ID, free_packet_id
 from ..mqtt.packets import (
     NO_PROPERTIES,
@@ -54,11 +53,13 @@ from ..mqtt.packets import (
 )
 from ..mqtt.properties import encode_properties
 from ..mqtt.reason_codes import ReasonCode
-from ..mqtt.wire import encode_string, u16
+from ..mqtt.wire import encode_string, encode_varint
 from .queue import Entry, OutboundQueue
 from .topics import ORIGIN_PROPERTY, TopicMap, with_bridge_flag
 
 log = logging.getLogger("edge_broker.bridge")
+
+TOPIC_FIELDS = 1024  # encoded remote topic names kept per link (forgotten all at once beyond)
 
 # What the link asks of the broker for a PUBLISH from the remote: None when handled (acknowledge
 # now), an awaitable to wait for first (the local store), or False when it must not be
@@ -172,6 +173,10 @@ class BridgeLink:
         self._pushback: list[Any] = []
         self._out: list[bytes] = []
         self._held: deque[int] = deque()  # in flight, not yet resent on this connection
+        # the topic name field (length + UTF-8) of each remote topic, encoded once
+        self._topic_fields: dict[str, bytes] = {}
+        # a queue in memory (MemoryStore) needs no word of what was sent or acknowledged
+        self._logged = bool(getattr(store, "durable", True))
         # the PUBLISH properties field of a message without properties of its own: the origin
         # path (topics.py) for MQTT 5, nothing for 3.1.1
         self._plain_properties = (
@@ -449,12 +454,30 @@ class BridgeLink:
         qos = min(entry.qos, self._max_qos)
         if entry.props is None:  # the common case: the properties field is the same every time
             first = 0x30 | (qos << 1) | (0x01 if entry.retain else 0) | (0x08 if dup and qos else 0)
-            parts = [encode_string(entry.topic, "topic name")]
+            topic = entry.topic
+            field = self._topic_fields.get(topic)
+            if field is None:
+                field = encode_string(topic, "topic name")
+                if len(self._topic_fields) >= TOPIC_FIELDS:
+                    self._topic_fields.clear()
+                self._topic_fields[topic] = field
+            plain = self._plain_properties
+            payload = entry.payload
+            length = len(field) + len(plain) + len(payload)
             if qos:
-                parts.append(u16(pid or 0))
-            parts.append(self._plain_properties)
-            parts.append(entry.payload)
-            self._out.append(frame(first, b"".join(parts)))
+                length += 2
+            # the fixed header (its Remaining Length inline below 16 KiB), then the parts as
+            # they are: _flush joins everything buffered at once
+            if length < 0x80:
+                header = bytes((first, length))
+            elif length < 0x4000:
+                header = bytes((first, (length & 0x7F) | 0x80, length >> 7))
+            else:
+                header = bytes((first,)) + encode_varint(length)
+            if qos:
+                self._out += (header, field, (pid or 0).to_bytes(2, "big"), plain, payload)
+            else:
+                self._out += (header, field, plain, payload)
             self.stats.sent += 1
             return
         props = NO_PROPERTIES
@@ -501,6 +524,7 @@ class BridgeLink:
         inflight = queue.inflight
         window = self._window
         store = self.store
+        logged = self._logged
         rated = self.config.drain_rate > 0
         wait = 0.0
         sent = 0
@@ -521,11 +545,17 @@ class BridgeLink:
                 self.stats.acknowledged += 1
                 if entry.qos:
                     queue.bytes -= entry.size
-                store.done(entry)
+                if logged:
+                    store.done(entry)
             else:
-                pid = self._pid()
+                pid = self._next_pid  # round robin (packet_ids.py): mostly free, else look
+                if pid in inflight:
+                    pid = self._pid()
+                else:
+                    self._next_pid = pid % MAX_PACKET_ID + 1
                 queue.fly(entry, pid)
-                store.flying(entry)
+                if logged:
+                    store.flying(entry)
                 self._publish(entry, pid)
             sent += 1
             if sent >= 256:
@@ -611,7 +641,39 @@ class BridgeLink:
             if not data:
                 raise LinkError("the remote closed the connection")
             self._last_rx = time.monotonic()
+            if data[0] == 0x40 and not reader.buffered:
+                done = self._acknowledged(data)
+                if done == len(data):
+                    pending = []
+                    continue
+                if done:
+                    data = data[done:]
             pending = reader.feed(data)
+
+    def _acknowledged(self, data: bytes) -> int:
+        """The plain PUBACKs (no reason code: success, the bulk of what a remote sends) at the
+        start of ``data``, which begins a packet: handled without a packet object each (as
+        :meth:`_finished` would). Returns the bytes they took; the reader gets the rest."""
+        queue = self.queue
+        inflight = queue.inflight
+        store = self.store
+        logged = self._logged
+        stats = self.stats
+        end = len(data) - 3
+        at = 0
+        while at < end and data[at] == 0x40 and data[at + 1] == 0x02:
+            pid = (data[at + 2] << 8) | data[at + 3]
+            if not pid:
+                break  # malformed: the reader refuses it
+            at += 4
+            entry = inflight.pop(pid, None)  # OutboundQueue.finish
+            if entry is None:
+                continue
+            queue.bytes -= entry.size
+            stats.acknowledged += 1
+            if logged:
+                store.done(entry)
+        return at
 
     async def _handle(self, packet: Any) -> None:
         queue = self.queue

@@ -21,9 +21,10 @@ ENTRY_OVERHEAD = 48  # bytes counted per message beyond topic and payload (as Me
 
 class Entry:
     """One queued message, already rewritten to its remote topic. Mutable by design: the link
-    sets ``pid`` when it first sends a QoS 1/2 message and ``released`` on PUBREC."""
+    sets ``pid`` when it first sends a QoS 1/2 message and ``released`` on PUBREC. ``size``
+    (what the queue's byte bound counts) is computed once: topic and payload never change."""
 
-    __slots__ = ("seq", "topic", "payload", "qos", "retain", "props", "pid", "released")
+    __slots__ = ("seq", "topic", "payload", "qos", "retain", "props", "pid", "released", "size")
 
     def __init__(
         self,
@@ -46,10 +47,10 @@ class Entry:
         )
         self.pid = pid
         self.released = released
+        self.size = len(topic) + len(payload) + ENTRY_OVERHEAD
 
-    @property
-    def size(self) -> int:
-        return len(self.topic) + len(self.payload) + ENTRY_OVERHEAD
+
+_NONE_DROPPED: list[Entry] = []  # push's answer when nothing was dropped (never mutated)
 
 
 class OutboundQueue:
@@ -72,6 +73,13 @@ class OutboundQueue:
     def push(self, entry: Entry) -> list[Entry]:
         """Queue ``entry``; return what the overflow policy dropped (maybe ``entry`` itself)."""
         size = entry.size
+        if (
+            len(self.pending) + len(self.inflight) < self.max_messages
+            and self.bytes + size <= self.max_bytes
+        ):  # room: the common case, without building a list of what was dropped
+            self.pending.append(entry)
+            self.bytes += size
+            return _NONE_DROPPED
         dropped: list[Entry] = []
         if size > self.max_bytes:
             return [entry]

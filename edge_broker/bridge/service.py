@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edge_broker.bridge")
 
+ROUTES = 512  # remembered (tenant, local topic) → mapping per bridge, forgotten at once beyond
+
 
 class Bridge:
     """One configured bridge: its queue, store, link and principal."""
@@ -87,6 +89,24 @@ class Bridge:
         )
         self._identities: dict[str, Identity] = {}
         self._overflow_logged = 0.0
+        # per tenant: local topic → (mapping, remote topic), or None when no mapping forwards it
+        self._routes: dict[str, dict[str, tuple[TopicMapping, str] | None]] = {}
+
+    def route(self, tenant: str, topic: str) -> tuple[TopicMapping, str] | None:
+        """The first outbound mapping that forwards ``topic`` of ``tenant`` and the remote topic
+        it becomes, or None; remembered per topic (a bridge's mappings never change while it
+        runs: reloads keep them) for at most ``ROUTES`` topics."""
+        routes = self._routes.get(tenant)
+        if routes is None:
+            routes = self._routes[tenant] = {}
+        elif topic in routes:
+            return routes[topic]
+        mapping = self.topics.outbound_for(tenant, topic)
+        found = None if mapping is None else (mapping, TopicMap.to_remote(mapping, topic))
+        if len(routes) >= ROUTES:
+            routes.clear()
+        routes[topic] = found
+        return found
 
     @property
     def stats(self) -> Any:
@@ -104,7 +124,9 @@ class Bridge:
             )
         return found
 
-    def enqueue(self, mapping: TopicMapping, message: Message) -> None:
+    def enqueue(self, mapping: TopicMapping, message: Message, remote: str | None = None) -> None:
+        """Queue ``message`` for the remote under ``mapping`` (``remote``: its remote topic,
+        when the caller has it)."""
         props = message.properties
         extra = None
         if props is not NO_PROPERTIES and (
@@ -124,7 +146,7 @@ class Bridge:
         qos = mapping.qos if mapping.qos < message.qos else message.qos
         entry = Entry(
             self.next_seq,
-            TopicMap.to_remote(mapping, message.topic),
+            TopicMap.to_remote(mapping, message.topic) if remote is None else remote,
             message.payload,
             qos,
             message.retain,
@@ -255,9 +277,10 @@ class Bridges:
         for bridge in self.bridges:
             if message.origin == bridge.origin:
                 continue  # it came in over this bridge: never back out (no loops)
-            mapping = bridge.topics.outbound_for(tenant, topic)
-            if mapping is None:
+            route = bridge.route(tenant, topic)
+            if route is None:
                 continue
+            mapping = route[0]
             props = message.properties
             if props.user_properties and self._left_before(props.user_properties):
                 bridge.stats.echoes += (
@@ -275,7 +298,7 @@ class Bridges:
             ):
                 bridge.stats.denied_out += 1
                 continue
-            bridge.enqueue(mapping, message)
+            bridge.enqueue(mapping, message, route[1])
 
     def _left_before(self, user_properties: tuple[tuple[str, str], ...]) -> bool:
         """The message's origin path (MQTT 5 user properties ``ORIGIN_PROPERTY``, one per
@@ -311,6 +334,9 @@ class Bridges:
     def take_pending(self) -> Awaitable[None] | None:
         """handle_publish: the bridge queues' write of the message just published, which the
         publisher's PUBACK waits for too (durability ``sync``: on disk); None if none is owed."""
+        bridges = self.bridges
+        if len(bridges) == 1:  # the common case: that store's own future, or None
+            return bridges[0].store.take_pending()  # type: ignore[no-any-return]
         owed: list[Awaitable[None]] = [
             f for f in (b.store.take_pending() for b in self.bridges) if f is not None
         ]

@@ -42,14 +42,13 @@ M_FIELDS = 7  # "m", seq, topic, payload, qos, retain, props
 class _Live:
     """The reducer: live messages by sequence number, for recovery and compaction.
 
-    The log hands the reducer each record decoded from what was written; keeping those would
-    hold every topic and payload twice (the queue has them). So a message queued at run time is
-    represented by the queue's own :class:`Entry` (``registry``, filled by
-    :meth:`BridgeStore.queued`), and only messages replayed at open are built from records.
-    Compaction rebuilds the records from the entries."""
+    At open the log replays each record (:meth:`apply`). At run time a turn's records are not
+    read back: :meth:`written` takes the queue's own :class:`Entry` objects the store kept for
+    the turn (keeping the decoded records would hold every topic and payload twice). Only
+    messages replayed at open are built from records. Compaction rebuilds the records from
+    the entries."""
 
-    def __init__(self, registry: dict[int, Entry]) -> None:
-        self.registry = registry
+    def __init__(self) -> None:
         self.messages: dict[int, list[Any]] = {}  # seq → [Entry, frame bytes]
         self.bytes = 0
         self.max_seq = 0
@@ -68,9 +67,7 @@ class _Live:
         if kind == "m":
             if len(record) != M_FIELDS:
                 raise StoreError("bridge message record of the wrong length")
-            entry = self.registry.pop(seq, None)
-            if entry is None:
-                entry = Entry(seq, record[2], record[3], record[4], record[5], record[6])
+            entry = Entry(seq, record[2], record[3], record[4], record[5], record[6])
             self.messages[seq] = [entry, size]
             self.bytes += size
             if seq > self.max_seq:
@@ -88,6 +85,25 @@ class _Live:
             self.bytes -= live[1]
         else:
             raise StoreError(f"unknown bridge record kind {kind!r}")
+
+    def written(self, count: int, queued: list[Entry], done: list[int], size: int) -> None:
+        """What :meth:`apply` makes of a turn's ``b`` record of ``count`` records, from the
+        store's own lists: the ``m`` records' entries (``queued``) and the sequence numbers of
+        the ``d`` records (``done``); ``p`` and ``r`` records changed those entries already
+        (the queue's own objects). One pass each, no record read again."""
+        share = size // max(1, count)
+        messages = self.messages
+        for entry in queued:
+            messages[entry.seq] = [entry, share]
+        if queued:
+            self.bytes += share * len(queued)
+            last = queued[-1].seq  # sequence numbers grow: the last is the largest
+            if last > self.max_seq:
+                self.max_seq = last
+        for seq in done:
+            live = messages.pop(seq, None)
+            if live is not None:
+                self.bytes -= live[1]
 
     def live_bytes(self) -> int:
         return max(0, self.bytes)
@@ -127,7 +143,7 @@ def queue_path(state_dir: Path, name: str) -> Path:
 def read_queue(path: str) -> Log:
     """The queue log opened read-only and replayed (``edge-broker state check``: a bridge log
     is judged by its own reducer, not as a keyed log)."""
-    return Log.open(path, _Live({}), readonly=True)
+    return Log.open(path, _Live(), readonly=True)
 
 
 class BridgeStore:
@@ -136,8 +152,7 @@ class BridgeStore:
     durable = True
 
     def __init__(self, path: Path, fsync: str | float) -> None:
-        self._registry: dict[int, Entry] = {}  # queued, not yet written (see _Live)
-        self._live = _Live(self._registry)
+        self._live = _Live()
         self.log = Log.open(path, self._live, fsync=fsync)
         if not self.log.report.clean:
             log.warning(
@@ -151,7 +166,9 @@ class BridgeStore:
         # True once the broker writes this log before its socket writes (Bridges.open): then
         # a PUBACK needs no future unless it waits for an fsync
         self.write_ahead = False
-        self._batch: list[Any] = []
+        self._batch: list[Any] = []  # this turn's records, in order
+        self._queued: list[Entry] = []  # the entries of its "m" records
+        self._done: list[int] = []  # the sequence numbers of its "d" records
         self._batch_bytes = 0
         self._scheduled = False
         self._turn: asyncio.Future[None] | None = None  # what this turn's PUBACKs wait for
@@ -161,36 +178,55 @@ class BridgeStore:
         """The queued messages in order, and the next sequence number."""
         return self._live.entries(), self._live.max_seq + 1
 
-    def _add(self, record: list[Any], durable: bool, size: int) -> None:
+    def _owe(self) -> None:
+        """A QoS 1/2 message was queued: the local PUBACK waits for this turn's write (or
+        its fsync)."""
+        turn = self._turn
+        if turn is None:
+            turn = self._turn = asyncio.get_running_loop().create_future()
+        self._owed = turn
+
+    def queued(self, entry: Entry) -> None:
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
-        self._batch.append(record)
-        self._batch_bytes += size
-        if durable and (self._fsync_each or not self.write_ahead):
-            turn = self._turn
-            if turn is None:
-                turn = self._turn = asyncio.get_running_loop().create_future()
-            self._owed = turn
+        self._batch.append(
+            ["m", entry.seq, entry.topic, entry.payload, entry.qos, entry.retain, entry.props]
+        )
+        self._queued.append(entry)
+        if entry.qos and (self._fsync_each or not self.write_ahead):
+            self._owe()
+        self._batch_bytes += entry.size
         if self._batch_bytes >= BATCH_BYTES:
             self.flush()
 
-    def queued(self, entry: Entry) -> None:
-        self._registry[entry.seq] = entry
-        self._add(
-            ["m", entry.seq, entry.topic, entry.payload, entry.qos, entry.retain, entry.props],
-            entry.qos > 0,
-            entry.size,
-        )
-
     def flying(self, entry: Entry) -> None:
-        self._add(["p", entry.seq, entry.pid], False, 16)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._batch.append(["p", entry.seq, entry.pid])
+        self._batch_bytes += 16
+        if self._batch_bytes >= BATCH_BYTES:
+            self.flush()
 
     def released(self, entry: Entry) -> None:
-        self._add(["r", entry.seq], False, 8)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._batch.append(["r", entry.seq])
+        self._batch_bytes += 8
+        if self._batch_bytes >= BATCH_BYTES:
+            self.flush()
 
     def done(self, entry: Entry) -> None:
-        self._add(["d", entry.seq], False, 8)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._batch.append(["d", entry.seq])
+        self._done.append(entry.seq)
+        self._batch_bytes += 8
+        if self._batch_bytes >= BATCH_BYTES:
+            self.flush()
 
     def take_pending(self) -> asyncio.Future[None] | None:
         """What a local PUBACK must wait for: the fsync (``sync``) or, when the broker does not
@@ -203,18 +239,16 @@ class BridgeStore:
         """Write what this turn queued as one record (the end of the turn, or before the
         broker's socket writes, whichever comes first)."""
         self._scheduled = False
-        if not self._batch:
-            return
         batch = self._batch
-        record = ["b", batch]
-        turn = self._turn
-        self._batch, self._batch_bytes, self._turn = [], 0, None
+        if not batch:
+            return
+        queued, done, turn = self._queued, self._done, self._turn
+        self._batch, self._queued, self._done, self._batch_bytes, self._turn = [], [], [], 0, None
         try:
-            ticket = self.log.write(record, partial(self._live.apply, record))
-        except StoreError as exc:
-            for item in batch:  # never written: the reducer will not take them
-                if item[0] == "m":
-                    self._registry.pop(item[1], None)
+            ticket = self.log.write(
+                ["b", batch], partial(self._live.written, len(batch), queued, done)
+            )
+        except StoreError as exc:  # never written: the reducer did not take them
             if self.last_error is None:
                 log.error(
                     "bridge queue write failed: %s", exc, extra={"event": "bridge_store_error"}

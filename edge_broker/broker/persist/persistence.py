@@ -109,6 +109,7 @@ class Persistence:
         self._probe: asyncio.Task[None] | None = None
         self._probe_bytes = 0  # the probe writes as much as the largest failed write
         self._chains: dict[object, tuple[asyncio.Task[None], int]] = {}  # see in_order
+        self._groups: dict[object, _Group] = {}  # each connection's newest open group (in_order)
         self._ticket = 0  # the log ticket of the last record written
         self._acks: list[Callable[[StoreError | None], None]] = []  # waiting for this turn
         # other logs written ahead of the sockets too (durable bridge queues, bridge/store.py)
@@ -483,7 +484,7 @@ class Persistence:
         if turn is None:
             turn = self._turn = asyncio.get_running_loop().create_future()
             self._schedule()
-        return self.in_order(conn, turn if also is None else all_of(turn, also), done, limit)
+        return self.in_order(conn, turn, done, limit, also)
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -584,27 +585,37 @@ class Persistence:
         stored: Awaitable[None] | None,
         done: Callable[[StoreError | None], None],
         limit: int,
+        also: Awaitable[None] | None = None,
     ) -> Awaitable[None] | None:
-        """Call ``done(error)`` once ``stored`` finished and every earlier ``done`` of ``conn``
-        ran, so acknowledgements leave in the order the packets came (MQTT 5 §4.6) while the
-        connection keeps reading: one group commit then covers many of its publishes. Returns
-        an awaitable (the connection stops reading until it is done) once ``limit`` wait."""
+        """Call ``done(error)`` once ``stored`` (and ``also``) finished and every earlier
+        ``done`` of ``conn`` ran, so acknowledgements leave in the order the packets came
+        (MQTT 5 §4.6) while the connection keeps reading: one group commit then covers many of
+        its publishes. The publishes of one turn wait for the same things: they share one
+        task (a group), not one each. Returns an awaitable (the connection stops reading until
+        it is done) once ``limit`` wait."""
         previous, waiting = self._chains.get(conn, (None, 0))
-        if stored is None and previous is None:
+        if stored is None and also is None and previous is None:
             done(None)
             return None
-        task = asyncio.get_running_loop().create_task(self._in_order(conn, previous, stored, done))
+        group = self._groups.get(conn)
+        if group is not None and group.stored is stored and group.also is also:
+            group.dones.append(done)  # its task has not called them yet (it closes it first)
+            task = group.task
+            assert task is not None
+        else:
+            group = self._groups[conn] = _Group(stored, also, done)
+            task = asyncio.get_running_loop().create_task(self._in_order(conn, previous, group))
+            group.task = task
         self._chains[conn] = (task, waiting + 1)
         return task if waiting + 1 >= limit else None
 
     async def _in_order(
-        self,
-        conn: object,
-        previous: asyncio.Task[None] | None,
-        stored: Awaitable[None] | None,
-        done: Callable[[StoreError | None], None],
+        self, conn: object, previous: asyncio.Task[None] | None, group: _Group
     ) -> None:
         error: StoreError | None = None
+        stored, also = group.stored, group.also
+        if also is not None:
+            stored = also if stored is None else all_of(stored, also)
         if stored is not None:
             try:
                 await stored
@@ -612,15 +623,18 @@ class Persistence:
                 error = exc
         if previous is not None:
             await asyncio.shield(previous)
-        try:
-            done(error)
-        except Exception:
-            log.exception("acknowledging a stored message failed")
+        if self._groups.get(conn) is group:
+            del self._groups[conn]  # closed: later publishes start a group of their own
+        for done in group.dones:
+            try:
+                done(error)
+            except Exception:
+                log.exception("acknowledging a stored message failed")
         task, waiting = self._chains[conn]
         if task is asyncio.current_task():
             del self._chains[conn]
         else:
-            self._chains[conn] = (task, waiting - 1)
+            self._chains[conn] = (task, waiting - len(group.dones))
 
     def refusal(self, exc: BaseException) -> tuple[int, str]:
         """Reason code and Reason String for a publish that could not be stored."""
@@ -652,3 +666,21 @@ class Persistence:
 
 def _first(item: tuple[Any, Any]) -> Any:
     return item[0]
+
+
+class _Group:
+    """Acknowledgements of one connection waiting for the same store write(s)
+    (:meth:`Persistence.in_order`), called in order by one task."""
+
+    __slots__ = ("stored", "also", "dones", "task")
+
+    def __init__(
+        self,
+        stored: Awaitable[None] | None,
+        also: Awaitable[None] | None,
+        done: Callable[[StoreError | None], None],
+    ) -> None:
+        self.stored = stored
+        self.also = also
+        self.dones = [done]
+        self.task: asyncio.Task[None] | None = None

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_brokers import tree_python  # noqa: E402
 from procs import Mosquitto, cpu_seconds, free_port, rss_kib, stop_process, wait_port  # noqa: E402
 
 from edge_broker.mqtt.codec import PacketReader, encode  # noqa: E402
@@ -98,7 +99,7 @@ qos = 1
         else []
     )
     proc = subprocess.Popen(
-        [sys.executable, *profile, "-m", "edge_broker", "run", "--config", str(conf)],
+        [tree_python(root), *profile, "-m", "edge_broker", "run", "--config", str(conf)],
         stdout=open(workdir / "gw.log", "wb"),
         stderr=subprocess.STDOUT,
         env=env,

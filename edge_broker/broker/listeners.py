@@ -9,7 +9,7 @@ import logging
 import os
 import ssl
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..auth.method_api import ConnectionInfo
 from ..config import ListenerConfig
@@ -126,7 +126,9 @@ class TlsAcceptor(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # a stream transport; not an isinstance check: uvloop's (the ``speed`` extra) are not
+        # subclasses of asyncio.Transport
+        transport = cast(asyncio.Transport, transport)
         transport.pause_reading()  # the ClientHello waits for start_tls, which resumes reading
         self._task = asyncio.get_running_loop().create_task(self._handshake(transport))
 

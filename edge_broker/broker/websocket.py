@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
@@ -177,7 +177,9 @@ class WebSocketProtocol(asyncio.BufferedProtocol):
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # a stream transport; not an isinstance check: uvloop's (the ``speed`` extra) are not
+        # subclasses of asyncio.Transport
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         # Counted by max_connections and timed by connect_timeout from TCP accept, exactly like
         # a TCP connection (issue 16): a socket that never finishes the HTTP upgrade is a

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 
 from ..config import Config, ConfigError, load_config
+
+log = logging.getLogger("edge_broker")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -189,11 +192,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..broker.logs import setup_logging
 
     setup_logging(args.log_format or config.log.format, args.log_level or config.log.level)
-    try:
-        import uvloop  # type: ignore[import-not-found, unused-ignore]  # optional speed-up (pyproject extra "speed")
-    except ImportError:
+    if event_loop(config) == "asyncio":
         return asyncio.run(_serve(config, args.config, args.pid_file))
+    import uvloop  # type: ignore[import-not-found, unused-ignore]  # optional speed-up (pyproject extra "speed")
+
     return uvloop.run(_serve(config, args.config, args.pid_file))  # type: ignore[no-any-return]
+
+
+def event_loop(config: Config, installed: bool | None = None) -> str:
+    """``"uvloop"`` when the optional ``speed`` extra is installed (``installed`` None: look),
+    else ``"asyncio"``; and ``"asyncio"`` whenever a listener uses TLS: under uvloop 0.23 a TLS
+    handshake never finishes once the process has received a signal (SIGHUP rotates the
+    certificates), so a TLS gateway keeps the reference event loop (logged)."""
+    if installed is None:
+        import importlib.util
+
+        installed = importlib.util.find_spec("uvloop") is not None
+    if not installed:
+        return "asyncio"
+    tls = [listener.name for listener in config.listeners if listener.uses_tls]
+    if tls:
+        log.info(
+            "uvloop is installed but not used: listener %s uses TLS, which uvloop's TLS does not "
+            "serve after a SIGHUP; the broker runs on asyncio's own event loop",
+            ", ".join(tls),
+            extra={"event": "event_loop", "loop": "asyncio"},
+        )
+        return "asyncio"
+    return "uvloop"
 
 
 def cmd_reload(args: argparse.Namespace) -> int:

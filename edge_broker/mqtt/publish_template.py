@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from .encoder import frame, publish_header
+from .encoder import publish_parts
 from .errors import ProtocolError
 from .packets import Properties
 from .reason_codes import ReasonCode
-from .wire import encode_varint
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +97,8 @@ def encode_publish_template(
             ReasonCode.MALFORMED_PACKET,
             f"cannot encode for protocol level {protocol_level}; use 3, 4 or 5",
         )
-    first, topic_field, props = publish_header(topic, qos, retain, dup, properties, protocol_level)
+    head, tail = publish_parts(topic, payload, qos, retain, dup, properties, protocol_level)
     if not qos:
-        packet = frame(first, b"".join((topic_field, props, payload)))
+        packet = head + tail
         return _new_template(0, len(packet), packet, b"")
-    tail = props + payload
-    head = bytes((first,)) + encode_varint(len(topic_field) + 2 + len(tail)) + topic_field
     return _new_template(qos, len(head) + 2 + len(tail), head, tail)

@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ..authz.request import Publication
 from ..mqtt.codec import encode_publish_template
@@ -125,15 +125,26 @@ def properties_bytes(props: Properties) -> int:
     return size
 
 
-def _message_constructor() -> Callable[
-    [str, bytes, int, bool, Properties, float | None, str | None], Message
-]:
-    """``Message(topic, payload, qos, retain, properties, expires_at, origin)`` without the
-    frozen-dataclass ``__init__`` (one ``object.__setattr__`` per field; the slots' own
-    descriptors cost about half): built once per PUBLISH, the :class:`Publication` fields
-    made it cost +35% over the message before them (scripts/bench_egress.py). The field check
-    runs once, at import, so a field added later cannot be left unset silently (as
-    ``mqtt/fast_construct.py`` does for the decoded packets)."""
+class MessageMaker(Protocol):
+    def __call__(
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        properties: Properties,
+        origin: str | None,
+        clock: Callable[[], float] = ...,
+    ) -> Message: ...
+
+
+def _message_constructor() -> MessageMaker:
+    """:func:`make_message`, building the Message without the frozen-dataclass ``__init__``
+    (one ``object.__setattr__`` per field; the slots' own descriptors cost about half): built
+    once per PUBLISH, the :class:`Publication` fields made it cost +35% over the message before
+    them (scripts/bench_egress.py). The field check runs once, at import, so a field added
+    later cannot be left unset silently (as ``mqtt/fast_construct.py`` does for the decoded
+    packets)."""
     names = (
         "topic",
         "payload",
@@ -162,15 +173,20 @@ def _message_constructor() -> Callable[
         set_size,
     ) = (getattr(Message, name).__set__ for name in names)
 
-    def make(
+    def make_message(
         topic: str,
         payload: bytes,
         qos: int,
         retain: bool,
         properties: Properties,
-        expires_at: float | None,
         origin: str | None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> Message:
+        """A Message from a received PUBLISH (properties already stripped of the alias).
+        ``clock`` is the broker's (``Broker.clock``; every broker caller passes it, the default
+        is the broker's default clock, for scripts and tests), read only for a message with a
+        Message Expiry Interval: a call per message otherwise."""
+        expiry = properties.message_expiry_interval
         message: Message = new(Message)
         set_topic(message, topic)
         set_payload(message, payload)
@@ -178,35 +194,16 @@ def _message_constructor() -> Callable[
         set_retain(message, retain)
         set_props(message, properties)
         set_facts(message, 0)
-        set_expiry(message, expires_at)
+        set_expiry(message, None if expiry is None else clock() + expiry)
         set_origin(message, origin)
         set_encoded(message, {})
         set_size(message, message_size(topic, payload, properties))
         return message
 
-    return make
+    return make_message
 
 
-new_message = _message_constructor()
-
-
-def make_message(
-    topic: str,
-    payload: bytes,
-    qos: int,
-    retain: bool,
-    properties: Properties,
-    origin: str | None,
-    clock: Callable[[], float] = time.monotonic,
-) -> Message:
-    """A Message from a received PUBLISH (properties already stripped of the alias). ``clock``
-    is the broker's (``Broker.clock``; every broker caller passes it, the default is the
-    broker's default clock, for scripts and tests), read only for a message with a Message
-    Expiry Interval: a call per message otherwise."""
-    expiry = properties.message_expiry_interval
-    if expiry is None:
-        return new_message(topic, payload, qos, retain, properties, None, origin)
-    return new_message(topic, payload, qos, retain, properties, clock() + expiry, origin)
+make_message = _message_constructor()
 
 
 def will_message(will: Will, origin: str, clock: Callable[[], float]) -> Message:

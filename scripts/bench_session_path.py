@@ -209,9 +209,7 @@ async def round_trip(messages: int, policy: str, workdir: Path) -> float:
     return spent / messages * 1e6
 
 
-async def scenario(
-    subscribers: int, qos: int, messages: int, policy: str, workdir: Path
-) -> float:
+async def scenario(subscribers: int, qos: int, messages: int, policy: str, workdir: Path) -> float:
     """µs of CPU per delivered message for one publisher and ``subscribers`` QoS 0 subscribers."""
     broker = make_broker(policy, workdir)
     subs = [await _connect(broker, f"sub{i}") for i in range(subscribers)]

@@ -21,9 +21,7 @@ from edge_broker.mqtt.packets import NO_PROPERTIES, Properties, Publish
 
 
 def test_make_message_is_the_message_init_builds() -> None:
-    props = Properties(
-        response_topic="r", user_properties=(("k", "v"),), message_expiry_interval=5
-    )
+    props = Properties(response_topic="r", user_properties=(("k", "v"),), message_expiry_interval=5)
     fast = make_message("a/b", b"p", 1, True, props, "pub", lambda: 7.5)
     slow = Message("a/b", b"p", 1, True, props, 12.5, "pub")
     assert fast == slow and repr(fast) == repr(slow)

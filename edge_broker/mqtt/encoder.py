@@ -36,6 +36,7 @@ from .packets import (
     Unsubscribe,
 )
 from .properties import WILL, encode_properties
+from .publish_template import encode_publish_template
 from .wire import MALFORMED, encode_binary, encode_string, encode_varint, u16
 
 _PROTOCOL_NAME_FIELD = {3: b"\x00\x06MQIsdp", 4: b"\x00\x04MQTT", 5: b"\x00\x04MQTT"}
@@ -97,49 +98,15 @@ def encode_connack(p: Connack, level: int) -> bytes:
     return frame(0x20, body)
 
 
-def publish_parts(
-    topic: str,
-    payload: bytes,
-    qos: int,
-    retain: bool,
-    dup: bool,
-    properties: Properties,
-    level: int,
-) -> tuple[bytes, bytes]:
-    """The one definition of a PUBLISH's layout (MQTT 5 §3.3.1–§3.3.2): ``(head, tail)`` where
-    ``head`` is the fixed header and the topic name and ``tail`` the properties (MQTT 5) and
-    the payload; a QoS 1/2 packet has its 2-byte packet id between them, and the Remaining
-    Length counts it. Built flat (one call per PUBLISH sent): the broker encodes one per
-    message and subscriber variant."""
-    if not 0 <= qos <= 2:
-        raise ProtocolError(MALFORMED, f"PUBLISH QoS {qos} is not 0, 1 or 2")
-    if dup and qos == 0:
-        raise ProtocolError(MALFORMED, "PUBLISH with QoS 0 must not set DUP")
-    try:
-        raw = topic.encode("utf-8")
-    except UnicodeEncodeError:
-        raw = encode_string(topic, "topic name")  # raises its error (a lone surrogate)
-    size = len(raw)
-    if size > 0xFFFF or b"\x00" in raw:
-        encode_string(topic, "topic name")  # raises its error (U+0000, too long)
-    if level != 5:
-        tail = payload
-    elif properties is NO_PROPERTIES:
-        tail = b"\x00" + payload
-    else:
-        tail = encode_properties(properties, PacketType.PUBLISH) + payload
-    length = size + 2 + len(tail) + (2 if qos else 0)
-    first = 0x30 | (qos << 1) | (0x01 if retain else 0) | (0x08 if dup else 0)
-    if length < 0x80:
-        return bytes((first, length, size >> 8, size & 0xFF)) + raw, tail
-    return b"".join((bytes((first,)), encode_varint(length), u16(size), raw)), tail
-
-
 def encode_publish(p: Publish, level: int) -> bytes:
-    head, tail = publish_parts(p.topic, p.payload, p.qos, p.retain, p.dup, p.properties, level)
-    if p.qos:
-        return b"".join((head, _packet_id(p.packet_id, "a QoS 1/2 PUBLISH"), tail))
-    return head + tail
+    """The wire form is the template's (``publish_template.py``, one definition of the
+    layout): its head, the packet id (QoS 1/2), its tail."""
+    template = encode_publish_template(
+        p.topic, p.payload, p.qos, p.retain, p.dup, p.properties, level
+    )
+    if not p.qos:
+        return template.head
+    return b"".join((template.head, _packet_id(p.packet_id, "a QoS 1/2 PUBLISH"), template.tail))
 
 
 def _ack(

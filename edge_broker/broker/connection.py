@@ -446,21 +446,21 @@ class Connection(asyncio.BufferedProtocol):
             now = self.broker.clock()
             if now >= expires_at:
                 return None
-        aliases = self.engine.aliases_out
+        engine = self.engine
+        aliases = engine.aliases_out
         if aliases is None:
             alias = 0
             send_topic = True
         else:
             alias, send_topic = aliases.assign(message.topic)
+        level = engine.level  # (``v5`` and ``level`` read once, not through the properties)
         if expires_at is None:  # the common case: the call as cheap as before the clock
-            template = message.template(
-                self.v5, qos, retain, sub_ids, alias, send_topic, self.level
-            )
+            template = message.template(level == 5, qos, retain, sub_ids, alias, send_topic, level)
         else:
             template = message.template(
-                self.v5, qos, retain, sub_ids, alias, send_topic, self.level, now
+                level == 5, qos, retain, sub_ids, alias, send_topic, level, now
             )
-        if template.size > self.engine.client_max_packet:
+        if template.size > engine.client_max_packet:
             if alias and send_topic and aliases is not None:
                 aliases.unassign(message.topic)
             self.broker.stats.dropped_oversize += 1

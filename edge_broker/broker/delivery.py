@@ -418,8 +418,9 @@ class Delivery:
         # checked whenever gates 5-6 exist, unless routed under this policy through a
         # subscription they cannot deny (``Outgoing.exempt``, issue 32)
         check = policy.has_delivery_gates
+        quota = conn.send_quota if conn is not None else 0  # agreed at CONNACK: read once
         while queue and conn is not None and not conn.paused and not conn.closing:
-            if not session.window_open(conn.send_quota):
+            if not session.window_open(quota):
                 break  # the ledger and the held publishers below still hear what has left
             outgoing = queue.popleft()
             size = outgoing.message.size

@@ -240,15 +240,11 @@ def _ack_stored(
             conn.send(refused_ack(qos, pid, code, reason, conn.problem_information))
         return
     if not conn.closing:
-        _ack(conn, pid, qos, routed)
+        conn.engine.send_publish_ack(qos, pid, routed)  # PUBACK / PUBREC: the engine writes it
 
 
 def _pubrec_again(conn: ClientContext, pid: int, error: StoreError | None) -> None:
     conn.engine.send_pubrec(pid)  # nothing once the connection ended
-
-
-def _ack(conn: ClientContext, pid: int, qos: int, routed: int) -> None:
-    conn.engine.send_publish_ack(qos, pid, routed)  # PUBACK / PUBREC: the engine writes it
 
 
 def handle_pubrel(conn: ClientContext, packet: Pubrel) -> Awaitable[None] | None:

@@ -125,14 +125,9 @@ def properties_bytes(props: Properties) -> int:
     return size
 
 
-def _message_constructor() -> Callable[
-    [str, bytes, int, bool, Properties, float | None, str | None], Message
-]:
-    """``Message(topic, payload, qos, retain, properties, expires_at, origin)`` without the
-    frozen-dataclass ``__init__`` (one ``object.__setattr__`` per field; the slots' own
-    descriptors cost about half): built once per PUBLISH, the :class:`Publication` fields
-    made it cost +35% over the message before them (scripts/bench_egress.py). The field check
-    runs once, at import, so a field added later cannot be left unset silently (as
+def _message_setters() -> tuple[Callable[[Message, Any], None], ...]:
+    """The slot writers :func:`make_message` uses, after checking the fields are still these:
+    the check runs once, at import, so a field added later cannot be left unset silently (as
     ``mqtt/fast_construct.py`` does for the decoded packets)."""
     names = (
         "topic",
@@ -147,47 +142,22 @@ def _message_constructor() -> Callable[
         "size",
     )
     if tuple(f.name for f in fields(Message)) != names:
-        raise RuntimeError("Message fields changed: update message._message_constructor")
-    new = object.__new__
-    (
-        set_topic,
-        set_payload,
-        set_qos,
-        set_retain,
-        set_props,
-        set_facts,
-        set_expiry,
-        set_origin,
-        set_encoded,
-        set_size,
-    ) = (getattr(Message, name).__set__ for name in names)
-
-    def make(
-        topic: str,
-        payload: bytes,
-        qos: int,
-        retain: bool,
-        properties: Properties,
-        expires_at: float | None,
-        origin: str | None,
-    ) -> Message:
-        message: Message = new(Message)
-        set_topic(message, topic)
-        set_payload(message, payload)
-        set_qos(message, qos)
-        set_retain(message, retain)
-        set_props(message, properties)
-        set_facts(message, 0)
-        set_expiry(message, expires_at)
-        set_origin(message, origin)
-        set_encoded(message, {})
-        set_size(message, message_size(topic, payload, properties))
-        return message
-
-    return make
+        raise RuntimeError("Message fields changed: update message._message_setters")
+    return tuple(getattr(Message, name).__set__ for name in names)
 
 
-new_message = _message_constructor()
+(
+    _SET_TOPIC,
+    _SET_PAYLOAD,
+    _SET_QOS,
+    _SET_RETAIN,
+    _SET_PROPS,
+    _SET_FACTS,
+    _SET_EXPIRY,
+    _SET_ORIGIN,
+    _SET_ENCODED,
+    _SET_SIZE,
+) = _message_setters()
 
 
 def make_message(
@@ -202,11 +172,24 @@ def make_message(
     """A Message from a received PUBLISH (properties already stripped of the alias). ``clock``
     is the broker's (``Broker.clock``; every broker caller passes it, the default is the
     broker's default clock, for scripts and tests), read only for a message with a Message
-    Expiry Interval: a call per message otherwise."""
+    Expiry Interval: a call per message otherwise.
+
+    Built without the frozen-dataclass ``__init__`` (one ``object.__setattr__`` per field; the
+    slots' own descriptors cost about half): built once per PUBLISH, the :class:`Publication`
+    fields made it cost +35% over the message before them (scripts/bench_egress.py)."""
     expiry = properties.message_expiry_interval
-    if expiry is None:
-        return new_message(topic, payload, qos, retain, properties, None, origin)
-    return new_message(topic, payload, qos, retain, properties, clock() + expiry, origin)
+    message: Message = object.__new__(Message)
+    _SET_TOPIC(message, topic)
+    _SET_PAYLOAD(message, payload)
+    _SET_QOS(message, qos)
+    _SET_RETAIN(message, retain)
+    _SET_PROPS(message, properties)
+    _SET_FACTS(message, 0)
+    _SET_EXPIRY(message, None if expiry is None else clock() + expiry)
+    _SET_ORIGIN(message, origin)
+    _SET_ENCODED(message, {})
+    _SET_SIZE(message, message_size(topic, payload, properties))
+    return message
 
 
 def will_message(will: Will, origin: str, clock: Callable[[], float]) -> Message:

@@ -36,6 +36,7 @@ from .packets import (
     Unsubscribe,
 )
 from .properties import WILL, encode_properties
+from .publish_template import encode_publish_template
 from .wire import MALFORMED, encode_binary, encode_string, encode_varint, u16
 
 _PROTOCOL_NAME_FIELD = {3: b"\x00\x06MQIsdp", 4: b"\x00\x04MQTT", 5: b"\x00\x04MQTT"}
@@ -97,25 +98,15 @@ def encode_connack(p: Connack, level: int) -> bytes:
     return frame(0x20, body)
 
 
-def publish_header(
-    topic: str, qos: int, retain: bool, dup: bool, properties: Properties, level: int
-) -> tuple[int, bytes, bytes]:
-    """First byte, topic field and properties field of a PUBLISH (MQTT 5 §3.3.1–§3.3.2)."""
-    if not 0 <= qos <= 2:
-        raise ProtocolError(MALFORMED, f"PUBLISH QoS {qos} is not 0, 1 or 2")
-    if dup and qos == 0:
-        raise ProtocolError(MALFORMED, "PUBLISH with QoS 0 must not set DUP")
-    first = 0x30 | (qos << 1) | (0x01 if retain else 0) | (0x08 if dup else 0)
-    return first, encode_string(topic, "topic name"), _props(properties, PacketType.PUBLISH, level)
-
-
 def encode_publish(p: Publish, level: int) -> bytes:
-    first, topic, props = publish_header(p.topic, p.qos, p.retain, p.dup, p.properties, level)
-    if p.qos:
-        body = b"".join((topic, _packet_id(p.packet_id, "a QoS 1/2 PUBLISH"), props, p.payload))
-    else:
-        body = b"".join((topic, props, p.payload))
-    return frame(first, body)
+    """The wire form is the template's (``publish_template.py``, one definition of the
+    layout): its head, the packet id (QoS 1/2), its tail."""
+    template = encode_publish_template(
+        p.topic, p.payload, p.qos, p.retain, p.dup, p.properties, level
+    )
+    if not p.qos:
+        return template.head
+    return b"".join((template.head, _packet_id(p.packet_id, "a QoS 1/2 PUBLISH"), template.tail))
 
 
 def _ack(

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from .encoder import frame, publish_header
 from .errors import ProtocolError
-from .packets import Properties
+from .packets import NO_PROPERTIES, PacketType, Properties
+from .properties import encode_properties
 from .reason_codes import ReasonCode
-from .wire import encode_varint
+from .wire import MALFORMED, encode_string, encode_varint, u16
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +98,33 @@ def encode_publish_template(
             ReasonCode.MALFORMED_PACKET,
             f"cannot encode for protocol level {protocol_level}; use 3, 4 or 5",
         )
-    first, topic_field, props = publish_header(topic, qos, retain, dup, properties, protocol_level)
+    # The one definition of a PUBLISH's layout (MQTT 5 §3.3.1–§3.3.2; ``encode`` uses it
+    # too), built flat: the broker encodes one per message and subscriber variant.
+    if not 0 <= qos <= 2:
+        raise ProtocolError(MALFORMED, f"PUBLISH QoS {qos} is not 0, 1 or 2")
+    if dup and qos == 0:
+        raise ProtocolError(MALFORMED, "PUBLISH with QoS 0 must not set DUP")
+    try:
+        raw = topic.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = encode_string(topic, "topic name")  # raises its error (a lone surrogate)
+    size = len(raw)
+    if size > 0xFFFF or b"\x00" in raw:
+        encode_string(topic, "topic name")  # raises its error (U+0000, too long)
+    if protocol_level != 5:
+        tail = payload
+    elif properties is NO_PROPERTIES:
+        tail = b"\x00" + payload
+    else:
+        tail = encode_properties(properties, PacketType.PUBLISH) + payload
+    # the Remaining Length counts the packet id of QoS 1/2, which goes between head and tail
+    length = size + 2 + len(tail) + (2 if qos else 0)
+    first = 0x30 | (qos << 1) | (0x01 if retain else 0) | (0x08 if dup else 0)
+    if length < 0x80:
+        head = bytes((first, length, size >> 8, size & 0xFF)) + raw
+    else:
+        head = b"".join((bytes((first,)), encode_varint(length), u16(size), raw))
     if not qos:
-        packet = frame(first, b"".join((topic_field, props, payload)))
+        packet = head + tail
         return _new_template(0, len(packet), packet, b"")
-    tail = props + payload
-    head = bytes((first,)) + encode_varint(len(topic_field) + 2 + len(tail)) + topic_field
     return _new_template(qos, len(head) + 2 + len(tail), head, tail)

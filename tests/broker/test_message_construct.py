@@ -1,5 +1,5 @@
 """The hot-path constructors of the routed message and of a QoS 1/2 delivery
-(``broker/message.py`` ``new_message``, ``broker/session.py`` ``new_outgoing``): they write the
+(``broker/message.py`` ``make_message``, ``broker/session.py`` ``new_outgoing``): they write the
 slots directly instead of through the frozen dataclass ``__init__`` (scripts/bench_egress.py,
 issue 21's measurement), so they must build exactly what ``__init__`` builds."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from edge_broker.authz.request import DELETE, PUT, QUERY
-from edge_broker.broker.message import Message, make_message, new_message
+from edge_broker.broker.message import Message, make_message
 from edge_broker.broker.session import Outgoing, new_outgoing
 from edge_broker.matching.reserved_topics import (
     NOT_RESERVED,
@@ -20,9 +20,9 @@ from edge_broker.mqtt.codec import encode
 from edge_broker.mqtt.packets import NO_PROPERTIES, Properties, Publish
 
 
-def test_new_message_is_the_message_init_builds() -> None:
-    props = Properties(response_topic="r", user_properties=(("k", "v"),))
-    fast = new_message("a/b", b"p", 1, True, props, 12.5, "pub")
+def test_make_message_is_the_message_init_builds() -> None:
+    props = Properties(response_topic="r", user_properties=(("k", "v"),), message_expiry_interval=5)
+    fast = make_message("a/b", b"p", 1, True, props, "pub", lambda: 7.5)
     slow = Message("a/b", b"p", 1, True, props, 12.5, "pub")
     assert fast == slow and repr(fast) == repr(slow)
     assert type(fast) is Message
@@ -45,13 +45,13 @@ def test_a_new_message_computes_its_facts_when_asked() -> None:
         ("access/claim", SMOKER_SYSTEM),
         ("restricted/a", NOT_RESERVED),
     ):
-        message = new_message(topic, b"p", 0, False, NO_PROPERTIES, None, None)
+        message = make_message(topic, b"p", 0, False, NO_PROPERTIES, None)
         assert message.reservation(topics) == reservation
         assert message.reservation(topics) == reservation  # the kept fact
         assert message.restricted == topic.startswith("restricted/")
         assert message.kind == PUT
-    assert new_message("t", b"", 0, True, NO_PROPERTIES, None, None).kind == DELETE
-    query = new_message("t", b"x", 0, False, Properties(response_topic="r"), None, None)
+    assert make_message("t", b"", 0, True, NO_PROPERTIES, None).kind == DELETE
+    query = make_message("t", b"x", 0, False, Properties(response_topic="r"), None)
     assert query.kind == QUERY
 
 
@@ -107,6 +107,6 @@ def test_the_size_is_counted_once_as_the_limits_count_it() -> None:
     plain = make_message("a/b", b"xyz", 1, False, NO_PROPERTIES, "pub")
     assert plain.size == Message("a/b", b"xyz", 1, False).size == 3 + 3 + 32
     props = Properties(user_properties=(("k", "v"),))
-    with_props = new_message("a/b", b"xyz", 1, False, props, None, None)
+    with_props = make_message("a/b", b"xyz", 1, False, props, None)
     assert with_props.size == Message("a/b", b"xyz", 1, False, props).size > plain.size
     assert replace(plain, topic="a/bcd").size == plain.size + 2

@@ -93,3 +93,45 @@ def test_cache_never_reads_past_the_packet() -> None:
         reader.feed(cut)
     assert info.value.reason_code == 0x81
     assert info.value.packets_before_error == ()  # the cut PUBLISH itself was refused
+
+
+def _remaining_length(n: int) -> bytes:
+    """MQTT's variable byte integer, written out independently of the codec (MQTT 5 §1.5.5)."""
+    out = bytearray()
+    while True:
+        n, digit = n >> 7, n & 0x7F
+        out.append(digit | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+@pytest.mark.parametrize("size", [0, 1, 119, 120, 121, 122, 123, 200, 16_380, 16_390])
+def test_publish_bytes_written_out_by_hand(size: int) -> None:
+    """The wire form pinned byte by byte (both the templates and ``encode`` build a PUBLISH
+    through one ``publish_parts``): fixed header with a one- or two-byte Remaining Length
+    either side of 127 and 16,383, topic, packet id, MQTT 5 property length, payload."""
+    payload = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
+    qos1 = b"\x00\x04a/\xc3\xa9\x01\x02"  # "a/é" in UTF-8, then packet id 0x0102
+    cases = [
+        (4, 1, False, qos1 + payload, 0x32),
+        (5, 1, True, qos1 + b"\x00" + payload, 0x33),
+        (3, 0, True, b"\x00\x04a/\xc3\xa9" + payload, 0x31),
+        (5, 0, False, b"\x00\x04a/\xc3\xa9\x00" + payload, 0x30),
+    ]
+    for level, qos, retain, body, first in cases:
+        expected = bytes((first,)) + _remaining_length(len(body)) + body
+        template = encode_publish_template("a/é", payload, qos, retain, False, NO_PROPERTIES, level)
+        got = template.for_packet_id(0x0102) if qos else template.data
+        assert got == expected and template.size == len(expected), (level, qos, size)
+        packet = Publish("a/é", payload, qos, retain, False, 0x0102 if qos else None)
+        assert encode(packet, level) == expected
+
+
+@pytest.mark.parametrize(
+    ("topic", "why"),
+    [("a\ud800", "surrogate"), ("a\x00", r"U\+0000"), ("x" * 65_536, "65535")],
+)
+def test_template_refuses_what_encode_refuses(topic: str, why: str) -> None:
+    for level in LEVELS:
+        with pytest.raises(ProtocolError, match=why):
+            encode_publish_template(topic, b"", 1, False, False, NO_PROPERTIES, level)

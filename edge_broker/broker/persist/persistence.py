@@ -175,7 +175,10 @@ class Persistence:
             self._seq = seq + 2
             entry = self._messages[id(message)] = [seq + 1, 0, message]
             if self._recording:
-                now_mono, now_wall = now_pair(self.clock)
+                if message.expires_at is None:  # no deadline to convert: no clock is read
+                    now_mono = now_wall = 0.0
+                else:
+                    now_mono, now_wall = now_pair(self.clock)
                 self._ops += (
                     RAW_PUT,
                     MESSAGES,

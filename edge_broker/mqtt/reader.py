@@ -78,13 +78,15 @@ def _accepted(admits: Admits | None, level: int | None) -> tuple[bool, ...]:
 _CONNECT_LEVEL_AT = 9  # a CONNECT's level byte is within 9 bytes of its variable header ("MQIsdp")
 
 
-def _connect_level(buf: bytes, start: int) -> int | None:
-    """The protocol level byte of a CONNECT whose variable header starts at ``start``, when the
-    protocol name is one of MQTT's (3.1.1/5 §3.1.2.1, 3.1 "MQIsdp"); else None."""
+def _connect_level(buf: bytes, start: int, end: int) -> int | None:
+    """The protocol level byte of a CONNECT whose variable header is ``buf[start:end]``, when
+    the protocol name is one of MQTT's (3.1.1/5 §3.1.2.1, 3.1 "MQIsdp") and the level lies
+    within the packet; else None."""
     name_length = int.from_bytes(buf[start : start + 2], "big")
-    if buf[start + 2 : start + 2 + name_length] not in (b"MQTT", b"MQIsdp"):
+    at = start + 2 + name_length
+    if at >= end or buf[start + 2 : at] not in (b"MQTT", b"MQIsdp"):
         return None
-    level = buf[start + 2 + name_length]
+    level = buf[at]
     return level if level in (3, 4, 5) else None
 
 
@@ -230,11 +232,13 @@ class PacketReader:
                 connect_level = None
                 if ptype == 1:
                     # The client's protocol level lets the broker answer CONNACK 0x95 in its
-                    # format (MQTT 5 §4.13.1); wait for those few bytes, never for the body.
-                    if n < i + _CONNECT_LEVEL_AT:
-                        self._need = i + _CONNECT_LEVEL_AT - pos
+                    # format (MQTT 5 §4.13.1); wait for those few bytes, never for the body,
+                    # and never past the packet's own end (a short CONNECT has no level)
+                    peek = min(end, i + _CONNECT_LEVEL_AT)
+                    if n < peek:
+                        self._need = peek - pos
                         return pos
-                    connect_level = _connect_level(buf, i)
+                    connect_level = _connect_level(buf, i, peek)
                 raise ProtocolError(
                     ReasonCode.PACKET_TOO_LARGE,
                     f"{PacketType(ptype).name} of {end - pos} bytes exceeds the maximum packet "

@@ -1,5 +1,7 @@
 """Random and mutated bytes into PacketReader: only ProtocolError may come out, and the reader
-never holds more than max_packet_size + 5 bytes between calls."""
+never holds more than max_packet_size + 5 bytes between calls (or, below a limit of 9, the 9
+bytes of an oversized CONNECT's variable header that hold its protocol level, so the refusal
+is written in the client's format)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from mqtt_codec_strategies import LEVELS, client_packets, connects, server_packe
 
 from edge_broker.mqtt.codec import PacketReader, ProtocolError, encode
 from edge_broker.mqtt.packets import Connect, Packet
+from edge_broker.mqtt.reader import _CONNECT_LEVEL_AT
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -29,7 +32,7 @@ def _feed_chunks(reader: PacketReader, data: bytes, cuts: list[int]) -> None:
         except ProtocolError as exc:
             packets.extend(exc.packets_before_error)
             break
-        assert reader.buffered <= reader.max_packet_size + 5
+        assert reader.buffered <= max(reader.max_packet_size, _CONNECT_LEVEL_AT) + 5
         start = cut
     level = reader.protocol_level
     if not packets or level is None:
@@ -142,3 +145,13 @@ def test_soak_mutated_sessions(level: int, data: st.DataObject) -> None:
     mutated = data.draw(_mutations(b"".join(encode(p, level) for p in packets)))
     cuts = data.draw(st.lists(st.integers(0, 2048), max_size=6))
     _feed_chunks(PacketReader(side="server", max_packet_size=512), mutated, cuts)
+
+
+def test_a_short_oversized_connect_is_refused_without_waiting_past_its_end() -> None:
+    """A CONNECT over the limit whose body is shorter than the level peek: refused at once
+    (it waited for bytes of the next packet to read a level the packet does not have)."""
+    reader = PacketReader(side="server", max_packet_size=2)
+    with pytest.raises(ProtocolError) as err:
+        reader.feed(b"\x10\x01\x00")
+    assert "CONNECT of 3 bytes exceeds the maximum packet size of 2 bytes" in str(err.value)
+    assert err.value.protocol_level is None

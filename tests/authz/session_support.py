@@ -124,9 +124,10 @@ NO_WILLS = (
 """Site rules that deny publishing (and so every will) under ``wills/``."""
 
 
-def will(topic: str, delay: int | None = None) -> Will:
-    """A QoS 0 will ``gone`` on ``topic``, delayed ``delay`` seconds (None: at once)."""
-    return Will(topic, b"gone", 0, properties=Properties(will_delay_interval=delay))
+def will(topic: str, delay: int | None = None, retain: bool = False) -> Will:
+    """A QoS 0 will ``gone`` on ``topic``, delayed ``delay`` seconds (None: at once);
+    ``retain``: a watcher that subscribes after it was published still gets it."""
+    return Will(topic, b"gone", 0, retain, properties=Properties(will_delay_interval=delay))
 
 
 def watching(c: ClientPackets, topic: str, **login: object) -> ClientPackets:
@@ -137,12 +138,14 @@ def watching(c: ClientPackets, topic: str, **login: object) -> ClientPackets:
     return c
 
 
-def with_token_will(c: ClientPackets, token: str, topic: str, delay: int | None) -> None:
+def with_token_will(
+    c: ClientPackets, token: str, topic: str, delay: int | None, retain: bool = False
+) -> None:
     """Connect ``c`` with ``token`` (enhanced authentication ``TOKEN``), a 30 s session and
     :func:`will` on ``topic``; the CONNACK must accept it."""
     ack = c.connect(
         unique_id("dev-"),
-        will=will(topic, delay),
+        will=will(topic, delay, retain),
         properties=Properties(
             session_expiry_interval=30,
             authentication_method="TOKEN",

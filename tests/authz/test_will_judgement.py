@@ -91,9 +91,11 @@ def token_gateway(tmp_path: Path):
     b.stop(signal.SIGKILL if b.alive() else signal.SIGTERM, timeout=5)
 
 
-def token_client(b: RunningBroker, token: str, topic: str, delay: int | None) -> RawClient:
+def token_client(
+    b: RunningBroker, token: str, topic: str, delay: int | None, retain: bool = False
+) -> RawClient:
     c = RawClient(b.host, b.port)
-    with_token_will(c, token, topic, delay)
+    with_token_will(c, token, topic, delay, retain)
     return c
 
 
@@ -130,14 +132,17 @@ def test_a_token_clients_will_is_not_published_after_a_restart(tmp_path: Path) -
     b = start_broker(tmp_path / "run1", config)
     topic = "wills/" + unique_id()
     try:
-        token_client(b, make_token([grant(["~"], pub=["wills/#"])]), topic + "/token", delay=2)
+        # retained wills: a restart slower than the delay (a loaded machine) publishes the
+        # anonymous will as the second broker starts, before the watcher subscribes
+        token = make_token([grant(["~"], pub=["wills/#"])])
+        token_client(b, token, topic + "/token", delay=2, retain=True)
         anonymous = RawClient(b.host, b.port)
         assert (
             anonymous.connect(
                 unique_id("anon-"),
                 # a delay the restart fits in: a shutdown may wait up to 2 s for a client
                 # that does not close after DISCONNECT 0x8B (broker/graceful_close.py)
-                will=will(topic + "/anon", 4),
+                will=will(topic + "/anon", 4, retain=True),
                 properties=Properties(session_expiry_interval=30),
             ).reason_code
             == 0

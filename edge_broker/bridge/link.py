@@ -444,9 +444,14 @@ class BridgeLink:
                 self._publish(entry, pid, dup=True)
 
     def _pid(self) -> int:
-        pid = free_packet_id(self._next_pid, self.queue.inflight)
-        if pid is None:
-            raise LinkError("no free packet identifier")
+        """The next packet id, round robin (packet_ids.py): mostly the next one is free."""
+        pid = self._next_pid
+        inflight = self.queue.inflight
+        if pid in inflight:
+            found = free_packet_id(pid, inflight)
+            if found is None:
+                raise LinkError("no free packet identifier")
+            pid = found
         self._next_pid = pid % MAX_PACKET_ID + 1
         return pid
 
@@ -466,12 +471,10 @@ class BridgeLink:
             length = len(field) + len(plain) + len(payload)
             if qos:
                 length += 2
-            # the fixed header (its Remaining Length inline below 16 KiB), then the parts as
-            # they are: _flush joins everything buffered at once
+            # the fixed header, then the parts as they are: _flush joins everything buffered
+            # at once
             if length < 0x80:
                 header = bytes((first, length))
-            elif length < 0x4000:
-                header = bytes((first, (length & 0x7F) | 0x80, length >> 7))
             else:
                 header = bytes((first,)) + encode_varint(length)
             if qos:
@@ -548,11 +551,7 @@ class BridgeLink:
                 if logged:
                     store.done(entry)
             else:
-                pid = self._next_pid  # round robin (packet_ids.py): mostly free, else look
-                if pid in inflight:
-                    pid = self._pid()
-                else:
-                    self._next_pid = pid % MAX_PACKET_ID + 1
+                pid = self._pid()
                 queue.fly(entry, pid)
                 if logged:
                     store.flying(entry)
@@ -654,8 +653,7 @@ class BridgeLink:
         """The plain PUBACKs (no reason code: success, the bulk of what a remote sends) at the
         start of ``data``, which begins a packet: handled without a packet object each (as
         :meth:`_finished` would). Returns the bytes they took; the reader gets the rest."""
-        queue = self.queue
-        inflight = queue.inflight
+        finish = self.queue.finish
         store = self.store
         logged = self._logged
         stats = self.stats
@@ -666,10 +664,9 @@ class BridgeLink:
             if not pid:
                 break  # malformed: the reader refuses it
             at += 4
-            entry = inflight.pop(pid, None)  # OutboundQueue.finish
+            entry = finish(pid)
             if entry is None:
                 continue
-            queue.bytes -= entry.size
             stats.acknowledged += 1
             if logged:
                 store.done(entry)

@@ -73,16 +73,13 @@ class OutboundQueue:
     def push(self, entry: Entry) -> list[Entry]:
         """Queue ``entry``; return what the overflow policy dropped (maybe ``entry`` itself)."""
         size = entry.size
-        if (
-            len(self.pending) + len(self.inflight) < self.max_messages
-            and self.bytes + size <= self.max_bytes
-        ):  # room: the common case, without building a list of what was dropped
+        if not self._full(size):  # room: the common case, without a list of what was dropped
             self.pending.append(entry)
             self.bytes += size
             return _NONE_DROPPED
-        dropped: list[Entry] = []
         if size > self.max_bytes:
             return [entry]
+        dropped: list[Entry] = []
         while self._full(size):
             if not self.drop_oldest or not self.pending:
                 dropped.append(entry)

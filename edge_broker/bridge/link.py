@@ -444,14 +444,9 @@ class BridgeLink:
                 self._publish(entry, pid, dup=True)
 
     def _pid(self) -> int:
-        """The next packet id, round robin (packet_ids.py): mostly the next one is free."""
-        pid = self._next_pid
-        inflight = self.queue.inflight
-        if pid in inflight:
-            found = free_packet_id(pid, inflight)
-            if found is None:
-                raise LinkError("no free packet identifier")
-            pid = found
+        pid = free_packet_id(self._next_pid, self.queue.inflight)
+        if pid is None:
+            raise LinkError("no free packet identifier")
         self._next_pid = pid % MAX_PACKET_ID + 1
         return pid
 
@@ -471,10 +466,13 @@ class BridgeLink:
             length = len(field) + len(plain) + len(payload)
             if qos:
                 length += 2
-            # the fixed header, then the parts as they are: _flush joins everything buffered
-            # at once
+            # the fixed header (its Remaining Length inline below 16 KiB: a bridged message
+            # with the origin property is often over 127 bytes), then the parts as they are:
+            # _flush joins everything buffered at once
             if length < 0x80:
                 header = bytes((first, length))
+            elif length < 0x4000:
+                header = bytes((first, (length & 0x7F) | 0x80, length >> 7))
             else:
                 header = bytes((first,)) + encode_varint(length)
             if qos:
@@ -551,7 +549,11 @@ class BridgeLink:
                 if logged:
                     store.done(entry)
             else:
-                pid = self._pid()
+                pid = self._next_pid  # round robin (packet_ids.py): mostly free, else look
+                if pid in inflight:
+                    pid = self._pid()
+                else:
+                    self._next_pid = pid % MAX_PACKET_ID + 1
                 queue.fly(entry, pid)
                 if logged:
                     store.flying(entry)

@@ -68,7 +68,11 @@ class OutboundQueue:
         return len(self.pending) + len(self.inflight)
 
     def _full(self, size: int) -> bool:
-        return len(self) + 1 > self.max_messages or self.bytes + size > self.max_bytes
+        # (len(self) spelled out: push asks this for every message)
+        return (
+            len(self.pending) + len(self.inflight) >= self.max_messages
+            or self.bytes + size > self.max_bytes
+        )
 
     def push(self, entry: Entry) -> list[Entry]:
         """Queue ``entry``; return what the overflow policy dropped (maybe ``entry`` itself)."""

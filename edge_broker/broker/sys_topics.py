@@ -128,9 +128,9 @@ def limit_values(broker: SysHost) -> dict[str, str]:
     values["limits/read_pool/bytes"] = str(broker.read_pool.used)  # reserved for packets read
     values["limits/write_buffers/bytes"] = str(broker.write_budget.total)  # unsent, all transports
     if broker.claims is not None:  # the live SMOKER claims against [claims] max_claims_*
-        claims = broker.claims.stats()
-        values["limits/claims/count"] = str(claims.claims)
-        values["limits/claims/bytes"] = str(claims.pool_bytes)
+        service = broker.claims.service  # (not stats(): no store health or quarantine walk)
+        values["limits/claims/count"] = str(len(service))
+        values["limits/claims/bytes"] = str(service.pool_used())
     return values
 
 
